@@ -1,0 +1,415 @@
+package event
+
+import (
+	"errors"
+
+	"github.com/tah-dev/tah/llm"
+)
+
+// The event types. The names from the specification are kept as it gives them.
+const (
+	// SessionCreated is the first event of every session.
+	SessionCreated Type = "session.created"
+	// SessionForked follows session.created in a session made by fork: it carries
+	// the messages copied from the source session.
+	SessionForked Type = "session.forked"
+	// SessionClaimed is appended by a node that takes ownership of a session, with
+	// a new epoch and the configuration in force from now on (the current
+	// configuration replaces the stored one when a session is reopened).
+	SessionClaimed Type = "session.claimed"
+	// TurnStarted opens a turn with the user's message.
+	TurnStarted Type = "turn.started"
+	// LLMStarted opens an LLM step with the request as sent (after trimming).
+	LLMStarted Type = "llm.started"
+	// LLMStreaming marks an LLM step whose first token arrived.
+	LLMStreaming Type = "llm.streaming"
+	// LLMCompleted closes an LLM step with the model's response.
+	LLMCompleted Type = "llm.completed"
+	// LLMFailed closes an LLM step that did not complete (an error or a cancel).
+	LLMFailed Type = "llm.failed"
+	// Thinking records the model's visible reasoning as a step of its own.
+	Thinking Type = "agent.thinking"
+	// ToolStarted opens a tool step.
+	ToolStarted Type = "tool.started"
+	// ToolFinished closes a tool step with its output, and adds the tool result to
+	// the conversation. It also gives a "not executed" result to a call that never
+	// started (NotExecuted), when a turn is repaired before the next run.
+	ToolFinished Type = "tool.finished"
+	// AgentFinished ends a turn normally: the model answered without tool calls.
+	AgentFinished Type = "agent.finished"
+	// AgentFailed ends a turn with an error, including reaching maxSteps.
+	AgentFailed Type = "agent.failed"
+	// AgentCancelled ends a turn that was cancelled.
+	AgentCancelled Type = "agent.cancelled"
+	// ContextTrimmed reports that the copy of the history sent to the model was cut.
+	ContextTrimmed Type = "agent.context.trimmed"
+	// ContextCompacted reports a successful compaction.
+	ContextCompacted Type = "agent.context.compacted"
+	// ContextCompactFailed reports a failed compaction (the turn falls back to trimming).
+	ContextCompactFailed Type = "agent.context.compact-failed"
+	// SummaryAdded inserts a summary system message into the history.
+	SummaryAdded Type = "summary.added"
+	// CheckpointCreated records a snapshot of the folded state up to a sequence.
+	CheckpointCreated Type = "checkpoint.created"
+	// ArtifactCreated records a file or blob a tool produced.
+	ArtifactCreated Type = "artifact.created"
+)
+
+// payloads maps each type to a constructor of its payload.
+var payloads = map[Type]func() any{
+	SessionCreated:       func() any { return new(SessionCreatedData) },
+	SessionForked:        func() any { return new(SessionForkedData) },
+	SessionClaimed:       func() any { return new(SessionClaimedData) },
+	TurnStarted:          func() any { return new(TurnStartedData) },
+	LLMStarted:           func() any { return new(LLMStartedData) },
+	LLMStreaming:         func() any { return new(LLMStreamingData) },
+	LLMCompleted:         func() any { return new(LLMCompletedData) },
+	LLMFailed:            func() any { return new(LLMFailedData) },
+	Thinking:             func() any { return new(ThinkingData) },
+	ToolStarted:          func() any { return new(ToolStartedData) },
+	ToolFinished:         func() any { return new(ToolFinishedData) },
+	AgentFinished:        func() any { return new(AgentFinishedData) },
+	AgentFailed:          func() any { return new(AgentFailedData) },
+	AgentCancelled:       func() any { return new(AgentCancelledData) },
+	ContextTrimmed:       func() any { return new(ContextTrimmedData) },
+	ContextCompacted:     func() any { return new(ContextCompactedData) },
+	ContextCompactFailed: func() any { return new(ContextCompactFailedData) },
+	SummaryAdded:         func() any { return new(SummaryAddedData) },
+	CheckpointCreated:    func() any { return new(CheckpointCreatedData) },
+	ArtifactCreated:      func() any { return new(ArtifactCreatedData) },
+}
+
+// Types lists every event type, in a stable order.
+func Types() []Type {
+	return []Type{
+		SessionCreated, SessionForked, SessionClaimed, TurnStarted,
+		LLMStarted, LLMStreaming, LLMCompleted, LLMFailed, Thinking,
+		ToolStarted, ToolFinished, AgentFinished, AgentFailed, AgentCancelled,
+		ContextTrimmed, ContextCompacted, ContextCompactFailed, SummaryAdded,
+		CheckpointCreated, ArtifactCreated,
+	}
+}
+
+// Payload returns a new zero payload of type t (a pointer), or nil for an unknown type.
+func Payload(t Type) any {
+	if mk, ok := payloads[t]; ok {
+		return mk()
+	}
+	return nil
+}
+
+// Config is the loop configuration a session runs with.
+type Config struct {
+	// SystemPrompt is the first system message; empty for none.
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	// MaxSteps is the most LLM calls per turn; 0 means unlimited.
+	MaxSteps int `json:"max_steps"`
+	// ContextChars is the character budget of each LLM request; 0 sends the whole history.
+	ContextChars int `json:"context_chars,omitempty"`
+	// Model names the model to ask, when the provider serves several.
+	Model string `json:"model,omitempty"`
+}
+
+func (c Config) validate() error {
+	if c.MaxSteps < 0 {
+		return errors.New("max_steps is negative")
+	}
+	if c.ContextChars < 0 {
+		return errors.New("context_chars is negative")
+	}
+	return nil
+}
+
+// SessionCreatedData is the payload of session.created.
+type SessionCreatedData struct {
+	Config Config `json:"config"`
+	// ForkedFrom is the source session of a fork; session.forked follows.
+	ForkedFrom string `json:"forked_from,omitempty"`
+	// Labels are the creator's free-form tags, shown by list.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+func (d SessionCreatedData) validate() error { return d.Config.validate() }
+
+// SessionForkedData is the payload of session.forked, in the new session's log.
+type SessionForkedData struct {
+	// From is the source session's id.
+	From string `json:"from"`
+	// FromSeq is the last sequence of the source's log that the copy reflects.
+	FromSeq uint64 `json:"from_seq,omitempty"`
+	// Turns is how many of the source's turns were kept; -1 for all.
+	Turns int `json:"turns"`
+	// Messages are the copied messages, the system message first.
+	Messages []llm.Message `json:"messages"`
+}
+
+func (d SessionForkedData) validate() error {
+	if d.From == "" {
+		return errors.New("from is empty")
+	}
+	return nil
+}
+
+// SessionClaimedData is the payload of session.claimed.
+type SessionClaimedData struct {
+	// Epoch grows by one with every claim; deltas of an older epoch are stale.
+	Epoch uint64 `json:"epoch"`
+	// Node is the id of the node that took ownership.
+	Node string `json:"node"`
+	// Config is the configuration in force from this claim on.
+	Config Config `json:"config"`
+}
+
+func (d SessionClaimedData) validate() error {
+	if d.Epoch == 0 {
+		return errors.New("epoch is 0")
+	}
+	return d.Config.validate()
+}
+
+// TurnStartedData is the payload of turn.started.
+type TurnStartedData struct {
+	// Turn is the number of the turn, from 1.
+	Turn int `json:"turn"`
+	// Message is the user's message.
+	Message llm.Message `json:"message"`
+	// InputID identifies the input that started the turn, for idempotent redelivery.
+	InputID string `json:"input_id,omitempty"`
+}
+
+func (d TurnStartedData) validate() error {
+	if d.Turn < 1 {
+		return errors.New("turn is below 1")
+	}
+	if d.Message.Role != llm.RoleUser {
+		return errors.New("message is not a user message")
+	}
+	return nil
+}
+
+// TrimReport says what projectContext cut from the copy sent to the model.
+type TrimReport struct {
+	// Budget is the character budget in force.
+	Budget int `json:"budget"`
+	// BeforeChars and AfterChars are the sizes of the history before and after.
+	BeforeChars int `json:"before_chars"`
+	AfterChars  int `json:"after_chars"`
+	// OutputsOmitted counts tool outputs of older turns replaced by a marker (rule 1).
+	OutputsOmitted int `json:"outputs_omitted,omitempty"`
+	// TurnsDropped counts whole turns dropped, oldest first (rule 2).
+	TurnsDropped int `json:"turns_dropped,omitempty"`
+	// CurrentOutputsOmitted counts seen tool outputs of the current turn replaced
+	// by a marker (rule 3).
+	CurrentOutputsOmitted int `json:"current_outputs_omitted,omitempty"`
+	// OverBudget is true when even the part that is always kept did not fit.
+	OverBudget bool `json:"over_budget,omitempty"`
+}
+
+// Trimmed reports whether anything was cut.
+func (r TrimReport) Trimmed() bool {
+	return r.OutputsOmitted+r.TurnsDropped+r.CurrentOutputsOmitted > 0
+}
+
+// LLMStartedData is the payload of llm.started.
+type LLMStartedData struct {
+	StepID string `json:"step_id"`
+	Turn   int    `json:"turn"`
+	// Request is the request as sent: the trimmed copy of the history.
+	Request llm.Request `json:"request"`
+	// Trim reports what was cut, when anything was.
+	Trim *TrimReport `json:"trim,omitempty"`
+}
+
+func (d LLMStartedData) validate() error { return needStep(d.StepID) }
+
+// LLMStreamingData is the payload of llm.streaming.
+type LLMStreamingData struct {
+	StepID string `json:"step_id"`
+}
+
+func (d LLMStreamingData) validate() error { return needStep(d.StepID) }
+
+// LLMCompletedData is the payload of llm.completed.
+type LLMCompletedData struct {
+	StepID   string       `json:"step_id"`
+	Response llm.Response `json:"response"`
+	// DurationMS is how long the call took, in milliseconds.
+	DurationMS int64 `json:"duration_ms,omitempty"`
+}
+
+func (d LLMCompletedData) validate() error { return needStep(d.StepID) }
+
+// Error codes of failed steps and turns.
+const (
+	CodeProvider      = "provider"       // the provider failed
+	CodeCancelled     = "cancelled"      // a cancel reached the step
+	CodeTimeout       = "timeout"        // the step ran out of time
+	CodeMaxSteps      = "max_steps"      // the turn reached maxSteps
+	CodeToolError     = "tool_error"     // the tool reported an error
+	CodeInvalidInput  = "invalid_input"  // the tool's input failed its schema
+	CodeNotExecuted   = "not_executed"   // the call never ran (repair after a cancel or failure)
+	CodeInterrupted   = "interrupted"    // the call was running when its owner died; its outcome is unknown
+	CodeInternal      = "internal"       // a fault of TAH itself
+	CodeUnknownTool   = "unknown_tool"   // the model called a tool that does not exist
+	CodeContextBudget = "context_budget" // the kept part of the context alone exceeds the budget
+)
+
+// LLMFailedData is the payload of llm.failed.
+type LLMFailedData struct {
+	StepID     string `json:"step_id"`
+	Error      string `json:"error"`
+	Code       string `json:"code"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+}
+
+func (d LLMFailedData) validate() error { return needStep(d.StepID) }
+
+// ThinkingData is the payload of agent.thinking.
+type ThinkingData struct {
+	StepID  string `json:"step_id"`
+	Content string `json:"content,omitempty"`
+}
+
+func (d ThinkingData) validate() error { return needStep(d.StepID) }
+
+// ToolStartedData is the payload of tool.started.
+type ToolStartedData struct {
+	StepID string       `json:"step_id"`
+	Call   llm.ToolCall `json:"call"`
+	// Idempotent tools may be run again on resume; others get an "interrupted" result.
+	Idempotent bool `json:"idempotent,omitempty"`
+	// Runner names where the call runs: "local" or the remote service.
+	Runner string `json:"runner,omitempty"`
+}
+
+func (d ToolStartedData) validate() error {
+	if err := needStep(d.StepID); err != nil {
+		return err
+	}
+	if d.Call.ID == "" {
+		return errors.New("call.id is empty")
+	}
+	return nil
+}
+
+// ToolFinishedData is the payload of tool.finished.
+type ToolFinishedData struct {
+	StepID string `json:"step_id"`
+	CallID string `json:"call_id"`
+	Name   string `json:"name"`
+	// Output is what the model sees as the tool's result.
+	Output string `json:"output"`
+	// IsError marks a failed call: its Output explains the failure to the model.
+	IsError bool `json:"is_error,omitempty"`
+	// Code classifies a failure (one of the Code constants).
+	Code string `json:"code,omitempty"`
+	// Artifact refers to the full output when it was too large for the event.
+	Artifact   *ArtifactRef `json:"artifact,omitempty"`
+	DurationMS int64        `json:"duration_ms,omitempty"`
+}
+
+func (d ToolFinishedData) validate() error {
+	if d.CallID == "" {
+		return errors.New("call_id is empty")
+	}
+	return nil
+}
+
+// ArtifactRef points at a blob in the object store.
+type ArtifactRef struct {
+	// Bucket and Object locate the blob in the NATS object store.
+	Bucket string `json:"bucket"`
+	Object string `json:"object"`
+	Size   int64  `json:"size"`
+	// SHA256 is the hex digest of the blob.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// AgentFinishedData is the payload of agent.finished.
+type AgentFinishedData struct {
+	Turn int `json:"turn"`
+	// Content is the model's final answer.
+	Content string `json:"content"`
+	// Steps is how many LLM calls the turn made.
+	Steps int       `json:"steps"`
+	Usage llm.Usage `json:"usage"`
+}
+
+// AgentFailedData is the payload of agent.failed.
+type AgentFailedData struct {
+	Turn  int    `json:"turn"`
+	Error string `json:"error"`
+	Code  string `json:"code"`
+	Steps int    `json:"steps"`
+}
+
+// AgentCancelledData is the payload of agent.cancelled.
+type AgentCancelledData struct {
+	Turn   int    `json:"turn"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// ContextTrimmedData is the payload of agent.context.trimmed.
+type ContextTrimmedData struct {
+	StepID string     `json:"step_id"`
+	Report TrimReport `json:"report"`
+}
+
+// ContextCompactedData is the payload of agent.context.compacted.
+type ContextCompactedData struct {
+	SessionID string `json:"sessionId"`
+	// Turns is how many turns the summary covers.
+	Turns int `json:"turns"`
+	// Chars is the size of the summary.
+	Chars int  `json:"chars"`
+	Auto  bool `json:"auto"`
+}
+
+// ContextCompactFailedData is the payload of agent.context.compact-failed.
+type ContextCompactFailedData struct {
+	SessionID string `json:"sessionId"`
+	Error     string `json:"error"`
+	Auto      bool   `json:"auto"`
+}
+
+// SummaryAddedData is the payload of summary.added.
+type SummaryAddedData struct {
+	// Content is the summary; it begins with projection's summary prefix.
+	Content string `json:"content"`
+	// At is the index in the message history where the summary is inserted;
+	// -1 (or the length of the history) appends it.
+	At int `json:"at"`
+	// Turns is how many turns the summary covers.
+	Turns int  `json:"turns"`
+	Auto  bool `json:"auto"`
+}
+
+// CheckpointCreatedData is the payload of checkpoint.created.
+type CheckpointCreatedData struct {
+	ID string `json:"id"`
+	// UpToSeq is the last stream sequence folded into the snapshot.
+	UpToSeq uint64 `json:"up_to_seq"`
+	// Bucket and Key locate the snapshot in a KV bucket.
+	Bucket string `json:"bucket,omitempty"`
+	Key    string `json:"key,omitempty"`
+	// Events is how many events of the session the snapshot folds.
+	Events int `json:"events,omitempty"`
+}
+
+// ArtifactCreatedData is the payload of artifact.created.
+type ArtifactCreatedData struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// StepID and CallID name the tool step that produced it, if any.
+	StepID      string      `json:"step_id,omitempty"`
+	CallID      string      `json:"call_id,omitempty"`
+	ContentType string      `json:"content_type,omitempty"`
+	Ref         ArtifactRef `json:"ref"`
+}
+
+func needStep(id string) error {
+	if id == "" {
+		return errors.New("step_id is empty")
+	}
+	return nil
+}

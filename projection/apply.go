@@ -1,0 +1,392 @@
+package projection
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+)
+
+// Errors of Apply. Each wraps the event's position; event.ErrUnknownType and
+// event.ErrMalformed come from decoding the payload.
+var (
+	// ErrOutOfOrder: an event whose sequence is not after the last one folded, such
+	// as a duplicate delivery. Folding it again would count it twice.
+	ErrOutOfOrder = errors.New("event out of order")
+	// ErrWrongSession: an event of another session.
+	ErrWrongSession = errors.New("event of another session")
+	// ErrInconsistent: an event that contradicts the history folded so far, such as
+	// a tool result for a call nobody made, or a step that does not exist.
+	ErrInconsistent = errors.New("event inconsistent with the history")
+)
+
+// Apply folds one event into s, in place. On error s is left exactly as it was
+// (every rule is checked before anything changes), so a reader of the log may
+// report the event and go on with the next one. s may share slices with earlier
+// copies of itself: take a snapshot with State.Clone.
+func Apply(s *State, e event.Event) error {
+	if e.Seq != 0 && e.Seq <= s.LastSeq {
+		return fmt.Errorf("event %d %q after %d: %w", e.Seq, e.Type, s.LastSeq, ErrOutOfOrder)
+	}
+	if s.ID != "" && e.Session != s.ID {
+		return fmt.Errorf("event %d %q of session %q folded into %q: %w", e.Seq, e.Type, e.Session, s.ID, ErrWrongSession)
+	}
+	payload, err := e.Decode()
+	if err != nil {
+		return err
+	}
+	if err := apply(s, e, payload); err != nil {
+		return fmt.Errorf("event %d %q: %w", e.Seq, e.Type, err)
+	}
+	if e.Seq != 0 {
+		s.LastSeq = e.Seq
+	}
+	s.Events++
+	if !e.Time.IsZero() {
+		s.UpdatedAt = e.Time
+	}
+	return nil
+}
+
+// Fold folds events into a new State. Events that cannot be folded are skipped;
+// the returned error joins what was wrong with each of them (nil when nothing was).
+func Fold(events []event.Event) (State, error) {
+	var s State
+	err := FoldInto(&s, events)
+	return s, err
+}
+
+// FoldInto folds events into s, as Fold does, for a snapshot and its tail.
+func FoldInto(s *State, events []event.Event) error {
+	var errs []error
+	for _, e := range events {
+		if err := Apply(s, e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func apply(s *State, e event.Event, payload any) error {
+	if s.ID == "" && e.Type != event.SessionCreated {
+		return fmt.Errorf("session has no session.created yet: %w", ErrInconsistent)
+	}
+	switch d := payload.(type) {
+	case *event.SessionCreatedData:
+		if s.ID != "" {
+			return fmt.Errorf("session already created: %w", ErrInconsistent)
+		}
+		s.ID = e.Session
+		s.Config = d.Config
+		s.ForkedFrom = d.ForkedFrom
+		s.Labels = d.Labels
+		s.Status = StatusIdle
+		s.CreatedAt = e.Time
+		s.Messages = ReplaceSystemPrompt(nil, d.Config.SystemPrompt)
+		s.Steps, s.ToolCalls = []Step{}, []ToolCallRecord{}
+		s.Artifacts, s.Checkpoints = []Artifact{}, []Checkpoint{}
+
+	case *event.SessionForkedData:
+		if s.Turn != 0 || len(s.Steps) != 0 {
+			return fmt.Errorf("fork copy after the session began: %w", ErrInconsistent)
+		}
+		if err := llm.CheckPairing(d.Messages); err != nil {
+			return fmt.Errorf("forked messages: %w: %v", ErrInconsistent, err)
+		}
+		s.ForkedFrom = d.From
+		s.Messages = llm.CloneMessages(d.Messages)
+		s.Turn = countUsers(s.Messages)
+
+	case *event.SessionClaimedData:
+		if d.Epoch <= s.Epoch {
+			return fmt.Errorf("epoch %d is not after %d: %w", d.Epoch, s.Epoch, ErrInconsistent)
+		}
+		s.Epoch, s.Node, s.Config = d.Epoch, d.Node, d.Config
+		s.Messages = ReplaceSystemPrompt(s.Messages, d.Config.SystemPrompt)
+
+	case *event.TurnStartedData:
+		if s.Status.Active() {
+			return fmt.Errorf("turn %d starts while turn %d is %s: %w", d.Turn, s.Turn, s.Status, ErrInconsistent)
+		}
+		if d.Turn <= s.Turn {
+			return fmt.Errorf("turn %d is not after %d: %w", d.Turn, s.Turn, ErrInconsistent)
+		}
+		s.Turn, s.TurnLLMCalls, s.TurnCompactTried = d.Turn, 0, false
+		s.Status = StatusRunning
+		s.Messages = append(s.Messages, d.Message.Clone())
+
+	case *event.LLMStartedData:
+		if err := s.needActive(); err != nil {
+			return err
+		}
+		if s.Step(d.StepID) != nil {
+			return fmt.Errorf("step %q exists: %w", d.StepID, ErrInconsistent)
+		}
+		req := d.Request
+		s.Steps = append(s.Steps, Step{ID: d.StepID, Type: StepLLM, Turn: s.Turn, Status: StepPending,
+			Request: &req, Trim: d.Trim, StartSeq: e.Seq, StartedAt: e.Time})
+		s.TurnLLMCalls++
+		s.Status = StatusRunning
+
+	case *event.LLMStreamingData:
+		st, err := s.openStep(d.StepID, StepLLM)
+		if err != nil {
+			return err
+		}
+		st.Status = StepStreaming
+
+	case *event.LLMCompletedData:
+		st, err := s.openStep(d.StepID, StepLLM)
+		if err != nil {
+			return err
+		}
+		resp := d.Response
+		resp.ToolCalls = resp.Message().ToolCalls
+		st.Status, st.Response = StepCompleted, &resp
+		s.endStep(st, e, d.DurationMS)
+		s.Usage = s.Usage.Add(resp.Usage)
+		s.Messages = append(s.Messages, resp.Message())
+		for _, c := range resp.ToolCalls {
+			s.ToolCalls = append(s.ToolCalls, ToolCallRecord{CallID: c.ID, Name: c.Name,
+				Arguments: c.Arguments, Turn: s.Turn, Status: StepPending})
+		}
+
+	case *event.LLMFailedData:
+		st, err := s.openStep(d.StepID, StepLLM)
+		if err != nil {
+			return err
+		}
+		st.Status, st.Error, st.Code = StepFailed, d.Error, d.Code
+		s.endStep(st, e, d.DurationMS)
+
+	case *event.ThinkingData:
+		if s.Step(d.StepID) != nil {
+			return fmt.Errorf("step %q exists: %w", d.StepID, ErrInconsistent)
+		}
+		s.Steps = append(s.Steps, Step{ID: d.StepID, Type: StepThinking, Turn: s.Turn, Status: StepCompleted,
+			Content: d.Content, StartSeq: e.Seq, EndSeq: e.Seq, StartedAt: e.Time, EndedAt: e.Time})
+
+	case *event.ToolStartedData:
+		if err := s.needActive(); err != nil {
+			return err
+		}
+		if s.Step(d.StepID) != nil {
+			return fmt.Errorf("step %q exists: %w", d.StepID, ErrInconsistent)
+		}
+		rec := s.ToolCall(d.Call.ID)
+		if rec == nil {
+			return fmt.Errorf("tool call %q was never requested: %w", d.Call.ID, ErrInconsistent)
+		}
+		if rec.Status.Done() {
+			return fmt.Errorf("tool call %q has ended: %w", d.Call.ID, ErrInconsistent)
+		}
+		rec.StepID, rec.Status = d.StepID, StepRunning
+		s.Steps = append(s.Steps, Step{ID: d.StepID, Type: StepTool, Turn: s.Turn, Status: StepRunning,
+			Tool: d.Call.Name, CallID: d.Call.ID, Input: d.Call.Arguments, Idempotent: d.Idempotent,
+			StartSeq: e.Seq, StartedAt: e.Time})
+		s.Status = StatusWaitingTool
+
+	case *event.ToolFinishedData:
+		return s.finishTool(e, d)
+
+	case *event.AgentFinishedData:
+		if err := s.needActive(); err != nil {
+			return err
+		}
+		s.Status, s.LastOutput, s.LastError, s.LastCode = StatusCompleted, d.Content, "", ""
+
+	case *event.AgentFailedData:
+		if err := s.needActive(); err != nil {
+			return err
+		}
+		s.Status, s.LastError, s.LastCode = StatusFailed, d.Error, d.Code
+		s.failOpenSteps(e, d.Code, d.Error)
+
+	case *event.AgentCancelledData:
+		if err := s.needActive(); err != nil {
+			return err
+		}
+		s.Status, s.LastError, s.LastCode = StatusCancelled, d.Reason, event.CodeCancelled
+		s.failOpenSteps(e, event.CodeCancelled, "cancelled")
+
+	case *event.ContextTrimmedData:
+		s.Trims++
+
+	case *event.ContextCompactedData:
+		if d.Auto {
+			s.TurnCompactTried = true
+		}
+
+	case *event.ContextCompactFailedData:
+		if d.Auto {
+			s.TurnCompactTried = true
+		}
+
+	case *event.SummaryAddedData:
+		at := d.At
+		if at < 0 || at > len(s.Messages) {
+			at = len(s.Messages)
+		}
+		if insideToolBlock(s.Messages, at) {
+			return fmt.Errorf("summary at %d would separate tool calls from their results: %w", at, ErrInconsistent)
+		}
+		msg := llm.System(d.Content)
+		s.Messages = append(s.Messages[:at], append([]llm.Message{msg}, s.Messages[at:]...)...)
+		s.Summaries++
+
+	case *event.CheckpointCreatedData:
+		s.Checkpoints = append(s.Checkpoints, Checkpoint{CheckpointCreatedData: *d, Seq: e.Seq})
+
+	case *event.ArtifactCreatedData:
+		s.Artifacts = append(s.Artifacts, Artifact{ArtifactCreatedData: *d, Seq: e.Seq})
+
+	default:
+		return fmt.Errorf("no fold for payload %T: %w", payload, event.ErrUnknownType)
+	}
+	return nil
+}
+
+// finishTool records a tool result: it closes the step (if the call started),
+// updates the call's record, and inserts the result message right after the
+// assistant message that made the call and the results already there, so that a
+// result given late (repair after a cancel) still sits with its call.
+func (s *State) finishTool(e event.Event, d *event.ToolFinishedData) error {
+	rec := s.ToolCall(d.CallID)
+	if rec == nil {
+		return fmt.Errorf("tool call %q was never requested: %w", d.CallID, ErrInconsistent)
+	}
+	if rec.HasResult {
+		return fmt.Errorf("tool call %q already has a result: %w", d.CallID, ErrInconsistent)
+	}
+	at := resultIndex(s.Messages, d.CallID)
+	if at < 0 {
+		return fmt.Errorf("no assistant message holds tool call %q: %w", d.CallID, ErrInconsistent)
+	}
+	status := StepCompleted
+	if d.IsError {
+		status = StepFailed
+	}
+	if rec.StepID != "" {
+		st := s.Step(rec.StepID)
+		if st == nil {
+			return fmt.Errorf("tool step %q is missing: %w", rec.StepID, ErrInconsistent)
+		}
+		wasOpen := !st.Status.Done()
+		st.Status, st.Output, st.Code, st.Artifact = status, d.Output, d.Code, d.Artifact
+		if d.IsError {
+			st.Error = d.Output
+		}
+		if wasOpen {
+			s.endStep(st, e, d.DurationMS)
+		}
+	}
+	rec.Status, rec.IsError, rec.Code, rec.HasResult = status, d.IsError, d.Code, true
+	name := d.Name
+	if name == "" {
+		name = rec.Name
+	}
+	msg := llm.Message{Role: llm.RoleTool, ToolCallID: d.CallID, Name: name, Content: d.Output, IsError: d.IsError}
+	s.Messages = append(s.Messages[:at], append([]llm.Message{msg}, s.Messages[at:]...)...)
+	if s.Status == StatusWaitingTool && !s.toolRunning() {
+		s.Status = StatusRunning
+	}
+	return nil
+}
+
+// resultIndex is where the result of callID goes: after the assistant message that
+// made the call and the tool results that follow it. -1 when no message made it.
+func resultIndex(msgs []llm.Message, callID string) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role != llm.RoleAssistant {
+			continue
+		}
+		for _, c := range msgs[i].ToolCalls {
+			if c.ID == callID {
+				j := i + 1
+				for j < len(msgs) && msgs[j].Role == llm.RoleTool {
+					j++
+				}
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// insideToolBlock reports whether inserting at index at would land between an
+// assistant message with tool calls and its results.
+func insideToolBlock(msgs []llm.Message, at int) bool {
+	if at <= 0 || at > len(msgs) {
+		return false
+	}
+	if at < len(msgs) && msgs[at].Role == llm.RoleTool {
+		return true
+	}
+	return false
+}
+
+func (s *State) needActive() error {
+	if !s.Status.Active() {
+		return fmt.Errorf("no turn is running (session is %s): %w", s.Status, ErrInconsistent)
+	}
+	return nil
+}
+
+func (s *State) openStep(id string, typ StepType) (*Step, error) {
+	st := s.Step(id)
+	if st == nil {
+		return nil, fmt.Errorf("step %q does not exist: %w", id, ErrInconsistent)
+	}
+	if st.Type != typ {
+		return nil, fmt.Errorf("step %q is a %s step, not %s: %w", id, st.Type, typ, ErrInconsistent)
+	}
+	if st.Status.Done() {
+		return nil, fmt.Errorf("step %q has already ended: %w", id, ErrInconsistent)
+	}
+	return st, nil
+}
+
+func (s *State) endStep(st *Step, e event.Event, durationMS int64) {
+	st.EndSeq, st.EndedAt, st.DurationMS = e.Seq, e.Time, durationMS
+	if durationMS == 0 && !st.StartedAt.IsZero() && !e.Time.IsZero() {
+		st.DurationMS = e.Time.Sub(st.StartedAt).Milliseconds()
+	}
+}
+
+func (s *State) toolRunning() bool {
+	for i := range s.Steps {
+		if s.Steps[i].Type == StepTool && !s.Steps[i].Status.Done() {
+			return true
+		}
+	}
+	return false
+}
+
+// failOpenSteps ends the steps a failed or cancelled turn left open. Their tool
+// calls keep no result: the next run repairs them with "not executed".
+func (s *State) failOpenSteps(e event.Event, code, msg string) {
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		if st.Status.Done() || st.Turn != s.Turn {
+			continue
+		}
+		st.Status, st.Code, st.Error = StepFailed, code, msg
+		s.endStep(st, e, 0)
+		if st.Type == StepTool {
+			if rec := s.ToolCall(st.CallID); rec != nil {
+				rec.Status, rec.Code = StepFailed, code
+			}
+		}
+	}
+}
+
+func countUsers(msgs []llm.Message) int {
+	n := 0
+	for _, m := range msgs {
+		if m.Role == llm.RoleUser {
+			n++
+		}
+	}
+	return n
+}

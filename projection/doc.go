@@ -1,0 +1,25 @@
+// Package projection holds the pure functions of a session's history: folding its
+// events into the session's state, and deriving from that state what is sent to the
+// model.
+//
+// Everything here is as pure as a raft FSM's Apply: no context, clock, I/O or
+// randomness, so that any node folding the same log reaches the same state, and
+// every function can be tested exhaustively and fuzzed for its invariants.
+//
+//   - Apply / Fold: events → State (messages, steps, tool calls, artifacts,
+//     checkpoints, status, turns, usage). A State is also the checkpoint snapshot:
+//     folding a snapshot and then the tail equals folding everything.
+//   - ProjectContext: the specification's context trimming (v0.22), three rules in
+//     order, never separating a tool call from its result.
+//   - ApplySummary: the newest "[Summary of the earlier conversation]" merged into
+//     the leading system message; nothing before it is sent.
+//   - PlanCompaction: the input and prompt of a compaction (0.31).
+//   - DanglingCalls / Repair: "not executed" results for calls that never finished.
+//   - ForkMessages: the first N turns of a history, for fork.
+//   - ReplaceSystemPrompt: the current configuration's system prompt wins.
+//
+// The smallest use:
+//
+//	st, err := projection.Fold(events)
+//	msgs, report := projection.ProjectContext(projection.ApplySummary(st.Messages), 8000)
+package projection

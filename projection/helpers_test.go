@@ -1,0 +1,93 @@
+package projection
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+)
+
+// logBuilder writes a session's log the way the loop does, with sequences and
+// times that increase by one per event.
+type logBuilder struct {
+	t      testing.TB
+	sid    string
+	seq    uint64
+	events []event.Event
+	step   int
+}
+
+var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+
+func newLog(t testing.TB, sid string, cfg event.Config) *logBuilder {
+	b := &logBuilder{t: t, sid: sid}
+	b.add(event.SessionCreated, event.SessionCreatedData{Config: cfg})
+	return b
+}
+
+func (b *logBuilder) add(typ event.Type, data any) *logBuilder {
+	b.t.Helper()
+	e, err := event.New(b.sid, typ, data)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.seq++
+	e.Seq = b.seq
+	e.Time = t0.Add(time.Duration(b.seq) * time.Second)
+	b.events = append(b.events, e)
+	return b
+}
+
+func (b *logBuilder) nextStep() string { b.step++; return fmt.Sprintf("st%d", b.step) }
+
+func (b *logBuilder) turn(n int, text string) *logBuilder {
+	return b.add(event.TurnStarted, event.TurnStartedData{Turn: n, Message: llm.User(text)})
+}
+
+// llm appends llm.started and llm.completed answering with content and calls.
+func (b *logBuilder) llm(content string, calls ...llm.ToolCall) *logBuilder {
+	id := b.nextStep()
+	b.add(event.LLMStarted, event.LLMStartedData{StepID: id, Request: llm.Request{Model: "m"}})
+	finish := llm.FinishStop
+	if len(calls) > 0 {
+		finish = llm.FinishToolCalls
+	}
+	return b.add(event.LLMCompleted, event.LLMCompletedData{StepID: id, Response: llm.Response{
+		Content: content, ToolCalls: calls, FinishReason: finish, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}})
+}
+
+// tool appends tool.started and tool.finished for call.
+func (b *logBuilder) tool(call llm.ToolCall, output string) *logBuilder {
+	id := b.nextStep()
+	b.add(event.ToolStarted, event.ToolStartedData{StepID: id, Call: call})
+	return b.add(event.ToolFinished, event.ToolFinishedData{StepID: id, CallID: call.ID, Name: call.Name, Output: output})
+}
+
+func (b *logBuilder) finish(turn int, content string) *logBuilder {
+	return b.add(event.AgentFinished, event.AgentFinishedData{Turn: turn, Content: content, Steps: 1})
+}
+
+func call(id, name, args string) llm.ToolCall {
+	return llm.ToolCall{ID: id, Name: name, Arguments: json.RawMessage(args)}
+}
+
+func mustFold(t testing.TB, events []event.Event) State {
+	t.Helper()
+	st, err := Fold(events)
+	if err != nil {
+		t.Fatalf("fold: %v", err)
+	}
+	return st
+}
+
+func jsonOf(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

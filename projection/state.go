@@ -1,0 +1,188 @@
+package projection
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+)
+
+// Status is the state of a session, as the specification names it.
+type Status string
+
+// The session states.
+const (
+	StatusIdle        Status = "idle"         // created, no turn yet
+	StatusRunning     Status = "running"      // a turn is in progress, waiting on the model
+	StatusWaitingTool Status = "waiting_tool" // a turn is waiting on tool calls
+	StatusCompleted   Status = "completed"    // the last turn finished
+	StatusFailed      Status = "failed"       // the last turn failed (including maxSteps)
+	StatusCancelled   Status = "cancelled"    // the last turn was cancelled
+)
+
+// Active reports whether a turn is in progress.
+func (s Status) Active() bool { return s == StatusRunning || s == StatusWaitingTool }
+
+// StepType is the kind of a step.
+type StepType string
+
+// The step kinds of the specification.
+const (
+	StepThinking StepType = "thinking"
+	StepLLM      StepType = "llm"
+	StepTool     StepType = "tool"
+)
+
+// StepStatus is the progress of a step. LLM steps go pending → streaming →
+// completed | failed; tool steps go pending → running → completed | failed.
+type StepStatus string
+
+// The step states.
+const (
+	StepPending   StepStatus = "pending"
+	StepStreaming StepStatus = "streaming"
+	StepRunning   StepStatus = "running"
+	StepCompleted StepStatus = "completed"
+	StepFailed    StepStatus = "failed"
+)
+
+// Done reports whether the step has ended.
+func (s StepStatus) Done() bool { return s == StepCompleted || s == StepFailed }
+
+// Step is the unit of debugging, billing and resume.
+type Step struct {
+	ID     string     `json:"id"`
+	Type   StepType   `json:"type"`
+	Turn   int        `json:"turn"`
+	Status StepStatus `json:"status"`
+
+	// LLM steps.
+	Request  *llm.Request      `json:"request,omitempty"`
+	Response *llm.Response     `json:"response,omitempty"`
+	Trim     *event.TrimReport `json:"trim,omitempty"`
+
+	// Tool steps.
+	Tool       string          `json:"tool,omitempty"`
+	CallID     string          `json:"call_id,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Output     string          `json:"output,omitempty"`
+	Idempotent bool            `json:"idempotent,omitempty"`
+	Artifact   *event.ArtifactRef `json:"artifact,omitempty"`
+
+	// Thinking steps.
+	Content string `json:"content,omitempty"`
+
+	// Failures: Error says what went wrong, Code classifies it (event.Code*).
+	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"`
+
+	StartSeq   uint64    `json:"start_seq"`
+	EndSeq     uint64    `json:"end_seq,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	EndedAt    time.Time `json:"ended_at,omitzero"`
+	DurationMS int64     `json:"duration_ms,omitempty"`
+}
+
+// ToolCallRecord follows one tool call from the model's request to its result.
+type ToolCallRecord struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	Turn      int             `json:"turn"`
+	// StepID is the tool step that ran it; empty for a call that never started.
+	StepID  string     `json:"step_id,omitempty"`
+	Status  StepStatus `json:"status"`
+	IsError bool       `json:"is_error,omitempty"`
+	Code    string     `json:"code,omitempty"`
+	// HasResult is true once a tool result for the call is in the history.
+	HasResult bool `json:"has_result,omitempty"`
+}
+
+// Artifact is a file or blob produced during the session.
+type Artifact struct {
+	event.ArtifactCreatedData
+	Seq uint64 `json:"seq"`
+}
+
+// Checkpoint is a recoverable point of the session.
+type Checkpoint struct {
+	event.CheckpointCreatedData
+	Seq uint64 `json:"seq"`
+}
+
+// State is a session folded from its events. It is a plain value that round-trips
+// through JSON, and it is the checkpoint snapshot.
+type State struct {
+	ID         string            `json:"id"`
+	Config     event.Config      `json:"config"`
+	Status     Status            `json:"status"`
+	ForkedFrom string            `json:"forked_from,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Epoch      uint64            `json:"epoch,omitempty"`
+	Node       string            `json:"node,omitempty"`
+
+	// Messages is the model-visible history: the full history, never trimmed.
+	Messages    []llm.Message    `json:"messages"`
+	Steps       []Step           `json:"steps"`
+	ToolCalls   []ToolCallRecord `json:"tool_calls"`
+	Artifacts   []Artifact       `json:"artifacts"`
+	Checkpoints []Checkpoint     `json:"checkpoints"`
+
+	// Turn is the number of the current (or last) turn; 0 before the first.
+	Turn int `json:"turn"`
+	// TurnLLMCalls counts the LLM steps of the current turn, for maxSteps.
+	TurnLLMCalls int `json:"turn_llm_calls"`
+	// TurnCompactTried is true once the current turn attempted auto-compaction.
+	TurnCompactTried bool `json:"turn_compact_tried,omitempty"`
+	// Usage totals every LLM step.
+	Usage llm.Usage `json:"usage"`
+	// Summaries counts summaries added; Trims counts agent.context.trimmed.
+	Summaries int `json:"summaries,omitempty"`
+	Trims     int `json:"trims,omitempty"`
+
+	// LastOutput is the final answer of the last finished turn.
+	LastOutput string `json:"last_output,omitempty"`
+	// LastError and LastCode describe the last failed turn.
+	LastError string `json:"last_error,omitempty"`
+	LastCode  string `json:"last_code,omitempty"`
+
+	// LastSeq is the stream sequence of the last event folded; Events counts them.
+	LastSeq   uint64    `json:"last_seq"`
+	Events    int       `json:"events"`
+	CreatedAt time.Time `json:"created_at,omitzero"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// Step returns the step with the given id, or nil.
+func (s *State) Step(id string) *Step {
+	for i := len(s.Steps) - 1; i >= 0; i-- {
+		if s.Steps[i].ID == id {
+			return &s.Steps[i]
+		}
+	}
+	return nil
+}
+
+// ToolCall returns the record of the call with the given id, or nil.
+func (s *State) ToolCall(callID string) *ToolCallRecord {
+	for i := len(s.ToolCalls) - 1; i >= 0; i-- {
+		if s.ToolCalls[i].CallID == callID {
+			return &s.ToolCalls[i]
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy of s that shares nothing mutable with it.
+func (s State) Clone() State {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic("projection: state does not marshal: " + err.Error())
+	}
+	var c State
+	if err := json.Unmarshal(b, &c); err != nil {
+		panic("projection: state does not unmarshal: " + err.Error())
+	}
+	return c
+}

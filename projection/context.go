@@ -188,4 +188,3 @@ func dropTurns(msgs []llm.Message, pre, keepFrom, dropped int) []llm.Message {
 func Prepare(msgs []llm.Message, budget int) ([]llm.Message, event.TrimReport) {
 	return ProjectContext(ApplySummary(msgs), budget)
 }
-

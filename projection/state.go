@@ -63,11 +63,11 @@ type Step struct {
 	Trim     *event.TrimReport `json:"trim,omitempty"`
 
 	// Tool steps.
-	Tool       string          `json:"tool,omitempty"`
-	CallID     string          `json:"call_id,omitempty"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Output     string          `json:"output,omitempty"`
-	Idempotent bool            `json:"idempotent,omitempty"`
+	Tool       string             `json:"tool,omitempty"`
+	CallID     string             `json:"call_id,omitempty"`
+	Input      json.RawMessage    `json:"input,omitempty"`
+	Output     string             `json:"output,omitempty"`
+	Idempotent bool               `json:"idempotent,omitempty"`
 	Artifact   *event.ArtifactRef `json:"artifact,omitempty"`
 
 	// Thinking steps.

@@ -31,7 +31,7 @@ func (r Role) Valid() bool {
 // call has no result or a result has no call, so every transformation of a history
 // keeps them paired.
 type Message struct {
-	Role    Role   `json:"role"`
+	Role    Role   `json:"role" jsonschema:"enum=system,enum=user,enum=assistant,enum=tool"`
 	Content string `json:"content,omitempty"`
 	// ToolCalls are the calls an assistant message asks for.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`

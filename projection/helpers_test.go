@@ -50,7 +50,7 @@ func (b *logBuilder) turn(n int, text string) *logBuilder {
 // llm appends llm.started and llm.completed answering with content and calls.
 func (b *logBuilder) llm(content string, calls ...llm.ToolCall) *logBuilder {
 	id := b.nextStep()
-	b.add(event.LLMStarted, event.LLMStartedData{StepID: id, Request: llm.Request{Model: "m"}})
+	b.add(event.LLMStarted, event.LLMStartedData{StepID: id, Turn: b.turnNo(), Request: llm.Request{Model: "m", Messages: []llm.Message{llm.User("(the history as sent)")}}})
 	finish := llm.FinishStop
 	if len(calls) > 0 {
 		finish = llm.FinishToolCalls
@@ -90,4 +90,17 @@ func jsonOf(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// turnNo is the number of the last turn started in the log.
+func (b *logBuilder) turnNo() int {
+	n := 0
+	for _, e := range b.events {
+		if e.Type == event.TurnStarted {
+			if d, err := event.DecodeAs[event.TurnStartedData](e); err == nil {
+				n = d.Turn
+			}
+		}
+	}
+	return n
 }

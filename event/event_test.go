@@ -1,0 +1,81 @@
+package event
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tah-dev/tah/llm"
+)
+
+func TestNewDecodeRoundTrip(t *testing.T) {
+	for _, typ := range Types() {
+		p := Payload(typ)
+		if p == nil {
+			t.Fatalf("%s has no payload", typ)
+		}
+		if _, err := New("s1", typ, p); err != nil {
+			t.Errorf("%s: New with its own payload: %v", typ, err)
+		}
+	}
+	e, err := New("s1", TurnStarted, TurnStartedData{Turn: 1, Message: llm.User("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Time = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	e.Epoch = 3
+	body, err := e.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Unmarshal(body, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Seq != 42 || back.Epoch != 3 || !back.Time.Equal(e.Time) || back.Type != TurnStarted {
+		t.Fatalf("%+v", back)
+	}
+	d, err := DecodeAs[TurnStartedData](back)
+	if err != nil || d.Message.Content != "hi" {
+		t.Fatalf("%+v %v", d, err)
+	}
+	if _, err := DecodeAs[AgentFinishedData](back); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("DecodeAs with the wrong type: %v", err)
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	if _, err := New("s", "no.such.type", struct{}{}); !errors.Is(err, ErrUnknownType) {
+		t.Errorf("unknown type: %v", err)
+	}
+	if _, err := New("s", TurnStarted, AgentFinishedData{}); !errors.Is(err, ErrMalformed) {
+		t.Errorf("wrong payload: %v", err)
+	}
+}
+
+func TestUnmarshalRejects(t *testing.T) {
+	for _, body := range []string{``, `{`, `[]`, `{"session":"s"}`, `null`} {
+		if _, err := Unmarshal([]byte(body), 1); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+}
+
+func TestValidSessionID(t *testing.T) {
+	ok := []string{"s_1", "abc", "A-b_9", strings.Repeat("x", MaxSessionIDLen), NewSessionID()}
+	bad := []string{"", "a.b", "a*", "a>", "a b", "a\tb", "é", "a/b", strings.Repeat("x", MaxSessionIDLen+1), "$JS"}
+	for _, id := range ok {
+		if err := ValidSessionID(id); err != nil {
+			t.Errorf("%q: %v", id, err)
+		}
+	}
+	for _, id := range bad {
+		if err := ValidSessionID(id); !errors.Is(err, ErrInvalidSessionID) {
+			t.Errorf("%q accepted", id)
+		}
+	}
+	if a, b := NewSessionID(), NewSessionID(); a == b || !strings.HasPrefix(a, "s_") || len(a) != 22 {
+		t.Errorf("ids %q %q", a, b)
+	}
+}

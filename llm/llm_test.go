@@ -1,0 +1,90 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestRequestRoundTripsThroughJSON(t *testing.T) {
+	temp := 0.2
+	c := ToolCall{ID: "c1", Name: "read_file", Arguments: json.RawMessage(`{"path":"a"}`)}
+	req := Request{
+		Model:    "m",
+		Messages: []Message{System("s"), User("u"), Assistant("", c), ToolResult(c, "out", true)},
+		Tools:    []ToolSchema{{Name: "read_file", Description: "d", InputSchema: json.RawMessage(`{"type":"object"}`)}},
+		Options:  Options{MaxTokens: 10, Temperature: &temp, Stop: []string{"x"}},
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Request
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(req, back) {
+		t.Fatalf("round trip changed the request:\n%s", b)
+	}
+	resp := Response{Model: "m", Content: "x", ToolCalls: []ToolCall{c}, FinishReason: FinishToolCalls, Usage: Usage{1, 2, 3}}
+	b, _ = json.Marshal(resp)
+	var rb Response
+	if err := json.Unmarshal(b, &rb); err != nil || !reflect.DeepEqual(resp, rb) {
+		t.Fatalf("response round trip: %v %s", err, b)
+	}
+}
+
+func TestCloneSharesNothing(t *testing.T) {
+	m := Assistant("", ToolCall{ID: "1", Arguments: json.RawMessage(`{"a":1}`)})
+	c := m.Clone()
+	c.ToolCalls[0].Arguments[2] = 'b'
+	c.ToolCalls[0].ID = "2"
+	if string(m.ToolCalls[0].Arguments) != `{"a":1}` || m.ToolCalls[0].ID != "1" {
+		t.Fatal("clone shares memory with the original")
+	}
+}
+
+func TestChars(t *testing.T) {
+	m := Assistant("héllo", ToolCall{Name: "ab", Arguments: json.RawMessage(`{}`)})
+	if got := m.Chars(); got != 5+2+2 {
+		t.Fatalf("chars %d", got)
+	}
+	if TotalChars([]Message{User("ab"), User("cd")}) != 4 {
+		t.Fatal("total")
+	}
+}
+
+func TestCheckPairing(t *testing.T) {
+	a, b := ToolCall{ID: "a", Name: "t"}, ToolCall{ID: "b", Name: "t"}
+	cases := []struct {
+		name string
+		msgs []Message
+		ok   bool
+	}{
+		{"empty", nil, true},
+		{"plain", []Message{System("s"), User("u"), Assistant("x")}, true},
+		{"paired", []Message{User("u"), Assistant("", a, b), ToolResult(b, "", false), ToolResult(a, "", false), Assistant("x")}, true},
+		{"missing result", []Message{User("u"), Assistant("", a, b), ToolResult(a, "", false)}, false},
+		{"orphan result", []Message{User("u"), ToolResult(a, "", false)}, false},
+		{"result after a gap", []Message{User("u"), Assistant("", a), User("v"), ToolResult(a, "", false)}, false},
+		{"duplicate result", []Message{User("u"), Assistant("", a), ToolResult(a, "", false), ToolResult(a, "", false)}, false},
+	}
+	for _, tc := range cases {
+		err := CheckPairing(tc.msgs)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrUnpaired)) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+}
+
+func TestUsageAndErrors(t *testing.T) {
+	u := Usage{1, 2, 3}.Add(Usage{10, 20, 30})
+	if u != (Usage{11, 22, 33}) || u.Total() != 33 {
+		t.Fatalf("%+v", u)
+	}
+	err := error(&ProviderError{Provider: "openai", Status: 429, Message: "slow down", Err: ErrRateLimited})
+	if !errors.Is(err, ErrRateLimited) || err.Error() != "openai: HTTP 429: slow down" {
+		t.Fatal(err)
+	}
+}

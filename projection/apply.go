@@ -112,7 +112,7 @@ func apply(s *State, e event.Event, payload any) error {
 		if d.Turn <= s.Turn {
 			return fmt.Errorf("turn %d is not after %d: %w", d.Turn, s.Turn, ErrInconsistent)
 		}
-		s.Turn, s.TurnLLMCalls, s.TurnCompactTried = d.Turn, 0, false
+		s.Turn, s.TurnLLMCalls, s.TurnCompactTried, s.LastInputID = d.Turn, 0, false, d.InputID
 		s.Status = StatusRunning
 		s.Messages = append(s.Messages, d.Message.Clone())
 

@@ -131,6 +131,9 @@ type State struct {
 
 	// Turn is the number of the current (or last) turn; 0 before the first.
 	Turn int `json:"turn"`
+	// LastInputID is the input id of the last turn started, so that a redelivered
+	// input is recognised instead of starting the turn twice.
+	LastInputID string `json:"last_input_id,omitempty"`
 	// TurnLLMCalls counts the LLM steps of the current turn, for maxSteps.
 	TurnLLMCalls int `json:"turn_llm_calls"`
 	// TurnCompactTried is true once the current turn attempted auto-compaction.

@@ -1,0 +1,329 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+)
+
+// Kind is what a Command asks of a session.
+type Kind string
+
+// The commands of the input stream (bus.Command names them on the wire).
+const (
+	KindRun     Kind = "run"
+	KindResume  Kind = "resume"
+	KindCancel  Kind = "cancel"
+	KindCompact Kind = "compact"
+)
+
+// Errors a Command's Outcome may carry in Err.
+var (
+	// ErrUnknownSession: no session.created for this id in the log.
+	ErrUnknownSession = errors.New("unknown session")
+	// ErrBusy: compaction asked while a turn runs (the specification: it throws).
+	ErrBusy = errors.New("session is running a turn")
+	// ErrStopped: the node is shutting down; the work resumes on the next owner.
+	ErrStopped = errors.New("session actor stopped")
+)
+
+// Command is one unit of work for a session actor. Done is called exactly once,
+// from any goroutine, when the work has ended (or could not start).
+type Command struct {
+	Kind    Kind
+	InputID string
+	Message llm.Message
+	Done    func(Outcome)
+}
+
+// internal messages
+type (
+	loaded struct {
+		a   *AgentContext
+		err error
+	}
+	workDone struct {
+		out Outcome
+		// checkpointAt is the event count of a checkpoint written after the
+		// work, or -1.
+		checkpointAt int
+	}
+	idleTick struct{ gen int }
+)
+
+// sessionActor owns one session: it is the only writer of its log. Work runs in
+// one goroutine at a time (a turn, a resume or a compaction), owned by the actor
+// through its cancel function; Receive never blocks on I/O.
+type sessionActor struct {
+	m   *Manager
+	sid string
+
+	a       *AgentContext // nil until loaded
+	loading bool
+	queue   []*Command
+	busy    *Command
+	cancel  context.CancelCauseFunc
+	idleGen int
+	timer   *time.Timer
+	lastCP  int // events folded at the last checkpoint
+}
+
+func (s *sessionActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		s.loading = true
+		s.m.goTracked(func() {
+			a, err := s.m.load(s.sid)
+			s.m.sys.Root.Send(ctx.Self(), &loaded{a: a, err: err})
+		})
+	case *loaded:
+		s.loading = false
+		if msg.err != nil {
+			s.failAll(msg.err)
+			s.m.retire(s.sid, ctx.Self(), true)
+			ctx.Stop(ctx.Self())
+			return
+		}
+		s.a = msg.a
+		s.lastCP = s.a.state.Events
+		s.next(ctx)
+	case *Command:
+		s.m.received(s.sid)
+		if msg.Kind == KindCancel {
+			s.cancelWork(msg)
+			return
+		}
+		if msg.Kind == KindCompact && s.busy != nil {
+			msg.Done(Outcome{Session: s.sid, Status: projectionStatus(s), Err: fmt.Errorf("compact %s: %w", s.sid, ErrBusy)})
+			return
+		}
+		s.queue = append(s.queue, msg)
+		s.next(ctx)
+	case *workDone:
+		s.busy, s.cancel = nil, nil
+		if msg.checkpointAt >= 0 {
+			s.lastCP = msg.checkpointAt
+		}
+		if msg.out.Fenced || errors.Is(msg.out.Err, bus.ErrOutcomeUnknown) {
+			// Another node owns the session now (or the log cannot tell): stop
+			// without acknowledging anything more; the owner carries on.
+			s.failAll(fmt.Errorf("session %s: %w", s.sid, bus.ErrFenced))
+			s.m.retire(s.sid, ctx.Self(), true)
+			ctx.Stop(ctx.Self())
+			return
+		}
+		s.next(ctx)
+	case *idleTick:
+		if msg.gen == s.idleGen && s.busy == nil && len(s.queue) == 0 && !s.loading {
+			if s.m.retire(s.sid, ctx.Self(), false) {
+				ctx.Stop(ctx.Self())
+			} else {
+				s.armIdle(ctx)
+			}
+		}
+	case *actor.Stopping:
+		if s.timer != nil {
+			s.timer.Stop()
+		}
+		if s.cancel != nil {
+			s.cancel(ErrStopped)
+		}
+		s.failAll(ErrStopped)
+	}
+}
+
+// next starts the next queued command when nothing runs.
+func (s *sessionActor) next(ctx actor.Context) {
+	if s.a == nil || s.busy != nil {
+		return
+	}
+	if len(s.queue) == 0 {
+		s.armIdle(ctx)
+		return
+	}
+	cmd := s.queue[0]
+	s.queue = s.queue[1:]
+	if cmd.Kind == KindCompact && s.a.state.Status.Active() {
+		// A turn left running by a previous owner must be resumed first.
+		cmd.Done(Outcome{Session: s.sid, Status: s.a.state.Status, Err: fmt.Errorf("compact %s: %w (resume or cancel it first)", s.sid, ErrBusy)})
+		s.next(ctx)
+		return
+	}
+	s.busy = cmd
+	s.idleGen++
+	wctx, cancel := context.WithCancelCause(context.Background())
+	s.cancel = cancel
+	a, self, every := s.a, ctx.Self(), s.m.cfg.checkpointEvery()
+	last := s.lastCP
+	s.m.goTracked(func() {
+		defer cancel(nil)
+		out := s.m.work(wctx, a, cmd)
+		cp := -1
+		if !out.Fenced && out.Err == nil && a.state.Events-last >= every {
+			if err := s.m.checkpoint(context.WithoutCancel(wctx), a); err != nil {
+				s.m.cfg.logger().Warn("checkpoint not written", "session", s.sid, "err", err)
+			} else {
+				cp = a.state.Events
+			}
+		}
+		// Done first: after a shutdown the actor is gone and would drop the message.
+		cmd.Done(out)
+		s.m.sys.Root.Send(self, &workDone{out: out, checkpointAt: cp})
+	})
+}
+
+func (s *sessionActor) cancelWork(cmd *Command) {
+	if s.busy != nil && s.cancel != nil {
+		s.cancel(errCancelledByUser)
+	}
+	cmd.Done(Outcome{Session: s.sid, Status: projectionStatus(s)})
+}
+
+func (s *sessionActor) failAll(err error) {
+	for _, c := range s.queue {
+		c.Done(Outcome{Session: s.sid, Err: err, Fenced: errors.Is(err, bus.ErrFenced)})
+	}
+	s.queue = nil
+}
+
+// armIdle passivates the actor after the idle timeout with a timer message of
+// its own (SetReceiveTimeout races in this protoactor version, #1139).
+func (s *sessionActor) armIdle(ctx actor.Context) {
+	s.idleGen++
+	gen, self, sys := s.idleGen, ctx.Self(), s.m.sys
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timer = time.AfterFunc(s.m.cfg.idle(), func() { sys.Root.Send(self, &idleTick{gen: gen}) })
+}
+
+// work runs one command to its end, in the work goroutine.
+func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outcome {
+	var err error
+	switch cmd.Kind {
+	case KindRun:
+		if cmd.InputID != "" && !a.state.Status.Active() && a.state.LastInputID == cmd.InputID {
+			return a.outcome(nil) // a redelivery of an input whose turn has ended
+		}
+		if a.state.Status.Active() {
+			// A turn is open in the log: this is either the redelivery of the
+			// input that opened it (continue it) or a new input that arrived
+			// while the previous owner died mid-turn (finish that one first).
+			if err = PrepareResume(ctx, a); err == nil {
+				err = m.loop.Run(ctx, a)
+			}
+			if err != nil || a.state.Status.Active() || lastInputID(a.state) == cmd.InputID {
+				break
+			}
+		}
+		if err = BeginTurn(ctx, a, cmd.Message, cmd.InputID); err == nil {
+			err = m.loop.Run(ctx, a)
+		}
+	case KindResume:
+		if a.state.Status.Active() {
+			if err = PrepareResume(ctx, a); err == nil {
+				err = m.loop.Run(ctx, a)
+			}
+		}
+	case KindCompact:
+		var res *CompactResult
+		res, err = Compact(ctx, a)
+		out := a.outcome(err)
+		out.Compact = res
+		return out
+	default:
+		err = fmt.Errorf("unknown command %q", cmd.Kind)
+	}
+	return a.outcome(err)
+}
+
+// lastInputID is the input id of the turn in progress or last ended.
+func lastInputID(st *projection.State) string { return st.LastInputID }
+
+// load rebuilds the session from its checkpoint and the tail of its log, then
+// claims it with a new epoch and the current configuration.
+func (m *Manager) load(sid string) (*AgentContext, error) {
+	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+	defer cancel()
+	var st projection.State
+	from := uint64(1)
+	if kv := m.bus.Checkpoints(); kv != nil {
+		if e, err := kv.Get(ctx, sid); err == nil {
+			if jerr := json.Unmarshal(e.Value(), &st); jerr == nil && st.ID == sid {
+				from = st.LastSeq + 1
+			} else {
+				st = projection.State{}
+			}
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			m.cfg.logger().Warn("checkpoint not readable; replaying from the start", "session", sid, "err", err)
+		}
+	}
+	evs, lastSeq, err := m.bus.Replay(ctx, sid, from)
+	if err != nil {
+		return nil, fmt.Errorf("load session %s: %w", sid, err)
+	}
+	if ferr := projection.FoldInto(&st, evs); ferr != nil {
+		m.cfg.logger().Warn("events skipped while loading", "session", sid, "err", ferr)
+	}
+	if st.ID == "" {
+		return nil, fmt.Errorf("session %s: %w", sid, ErrUnknownSession)
+	}
+	if lastSeq < st.LastSeq {
+		lastSeq = st.LastSeq
+	}
+	epoch := st.Epoch + 1
+	w, err := m.bus.Writer(sid, epoch, lastSeq)
+	if err != nil {
+		return nil, err
+	}
+	deltas, err := m.bus.Deltas(sid, epoch)
+	if err != nil {
+		return nil, err
+	}
+	a := &AgentContext{Session: sid, Config: m.cfg, Provider: m.provider, Tools: m.tools,
+		state: &st, writer: w, deltas: deltas, log: m.cfg.logger(), now: time.Now}
+	if err := a.Append(ctx, event.SessionClaimed, event.SessionClaimedData{Epoch: epoch, Node: m.cfg.Node, Config: m.cfg.eventConfig()}); err != nil {
+		return nil, fmt.Errorf("claim session %s: %w", sid, err)
+	}
+	return a, nil
+}
+
+// checkpoint stores a snapshot of the state in the checkpoint bucket, then
+// records it in the log.
+func (m *Manager) checkpoint(ctx context.Context, a *AgentContext) error {
+	kv := m.bus.Checkpoints()
+	if kv == nil {
+		return nil
+	}
+	snap, err := json.Marshal(a.state)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, a.Session, snap); err != nil {
+		return err
+	}
+	return a.Append(ctx, event.CheckpointCreated, event.CheckpointCreatedData{ID: a.NewStepID("cp"), UpToSeq: a.state.LastSeq,
+		Bucket: kv.Bucket(), Key: a.Session, Events: a.state.Events})
+}
+
+// projectionStatus is the session's status as the actor may read it: the state
+// belongs to the work goroutine while one runs.
+func projectionStatus(s *sessionActor) projection.Status {
+	switch {
+	case s.busy != nil:
+		return projection.StatusRunning
+	case s.a == nil:
+		return projection.StatusIdle
+	}
+	return s.a.state.Status
+}

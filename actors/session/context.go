@@ -1,0 +1,129 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+)
+
+// Outcome is how a turn (or a resume, or a compaction) ended.
+type Outcome struct {
+	Session string            `json:"session"`
+	Turn    int               `json:"turn"`
+	Status  projection.Status `json:"status"`
+	Content string            `json:"content,omitempty"`
+	Error   string            `json:"error,omitempty"`
+	Code    string            `json:"code,omitempty"`
+	Steps   int               `json:"steps"`
+	Usage   llm.Usage         `json:"usage"`
+	LastSeq uint64            `json:"last_seq"`
+	Compact *CompactResult    `json:"compact,omitempty"`
+	// Fenced is true when another node took the session over: nothing more was
+	// written, and the input must not be acknowledged.
+	Fenced bool `json:"fenced,omitempty"`
+	// Err is the error that stopped the work, for the caller; not serialised.
+	Err error `json:"-"`
+}
+
+// CompactResult is what a manual compaction returns (specification 0.31).
+type CompactResult struct {
+	Turns int `json:"turns"`
+	Chars int `json:"chars"`
+}
+
+// AgentContext is what a Loop works with: the session's state, the model, the
+// tools, and the one way to change the session, Append.
+type AgentContext struct {
+	Session  string
+	Config   Config
+	Provider llm.Provider
+	Tools    Tools
+
+	state  *projection.State
+	writer *bus.SessionWriter
+	deltas *bus.DeltaPublisher
+	log    *slog.Logger
+	now    func() time.Time
+	steps  int // ids handed out in this epoch
+}
+
+// errFenced is returned by Append once the writer lost ownership.
+var errFenced = bus.ErrFenced
+
+// State is the session's folded state; it includes every event appended so far.
+// A Loop reads it and never changes it other than through Append.
+func (a *AgentContext) State() *projection.State { return a.state }
+
+// Append writes one event to the log and folds it into the state. Events that
+// end a turn are written even after ctx is cancelled, with a deadline of their
+// own, so that a cancel is recorded.
+func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) error {
+	ev, err := event.New(a.Session, typ, payload)
+	if err != nil {
+		return fmt.Errorf("session %s: %w", a.Session, err)
+	}
+	ev.Time = a.now()
+	ev.Epoch = a.writer.Epoch()
+	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), ErrStopped) {
+			// The node is shutting down: record nothing more, so that the next
+			// owner resumes the turn where the log stops.
+			return ErrStopped
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+	}
+	evs := []event.Event{ev}
+	if _, err := a.writer.Append(ctx, evs...); err != nil {
+		return err
+	}
+	if err := projection.Apply(a.state, evs[0]); err != nil {
+		// The loop wrote something the fold refuses: a bug of TAH. The event is in
+		// the log and every reader will report it the same way.
+		a.log.Error("event appended but not folded", "session", a.Session, "type", typ, "err", err)
+	}
+	return nil
+}
+
+// NewStepID returns a step id unique in the session: the epoch and a counter,
+// so that a resumed session never reuses an id of its previous owner.
+func (a *AgentContext) NewStepID(kind string) string {
+	a.steps++
+	return fmt.Sprintf("%s%d.%d", kind, a.writer.Epoch(), a.steps)
+}
+
+// Delta publishes a piece of a streamed answer to watchers. It never fails the
+// turn: deltas are a courtesy, the log has the final text.
+func (a *AgentContext) Delta(ctx context.Context, stepID string, d llm.Delta) {
+	if a.deltas == nil {
+		return
+	}
+	if err := a.deltas.Publish(ctx, stepID, d); err != nil && ctx.Err() == nil {
+		a.log.Debug("delta not published", "session", a.Session, "err", err)
+	}
+}
+
+// outcome describes the session's state as the outcome of its last turn.
+func (a *AgentContext) outcome(err error) Outcome {
+	st := a.state
+	o := Outcome{Session: a.Session, Turn: st.Turn, Status: st.Status, Steps: st.TurnLLMCalls,
+		Usage: st.Usage, LastSeq: st.LastSeq, Err: err}
+	switch st.Status {
+	case projection.StatusCompleted:
+		o.Content = st.LastOutput
+	case projection.StatusFailed, projection.StatusCancelled:
+		o.Error, o.Code = st.LastError, st.LastCode
+	}
+	if errors.Is(err, errFenced) {
+		o.Fenced = true
+	}
+	return o
+}

@@ -1,0 +1,104 @@
+package session
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+)
+
+// Tools is what the loop needs of the tool runners.
+type Tools interface {
+	// Schemas lists the tools offered to the model, in a stable order.
+	Schemas() []llm.ToolSchema
+	// Idempotent reports whether a call of the named tool may run again on resume.
+	Idempotent(name string) bool
+	// Execute runs calls of session sid (concurrently where the tools allow) and
+	// returns one result per call, in call order. Cancelling ctx reaches every
+	// running tool at once; a cancelled call's result has Code event.CodeCancelled.
+	// Failures are results (IsError), never a returned error.
+	Execute(ctx context.Context, sid string, calls []llm.ToolCall) []ToolResult
+}
+
+// ToolResultFinder is an optional ability of Tools: on resume, a call that was
+// running when its owner stopped may have finished on a remote runner, which
+// stored its result by call id.
+type ToolResultFinder interface {
+	Lookup(ctx context.Context, callID string) (ToolResult, bool)
+}
+
+// ToolResult is the outcome of one tool call, as the model will see it.
+type ToolResult struct {
+	Output     string
+	IsError    bool
+	Code       string // an event.Code* constant for failures
+	Artifact   *event.ArtifactRef
+	DurationMS int64
+}
+
+// Config is the loop configuration in force for a session: the specification's
+// agentPlugin({ systemPrompt, maxSteps, contextChars }). A session reopened from
+// the log uses the current Config, not the stored one.
+type Config struct {
+	// SystemPrompt is the first system message.
+	SystemPrompt string
+	// MaxSteps is the most LLM calls per turn: 0 means the default (20), a negative
+	// value means unlimited.
+	MaxSteps int
+	// ContextChars is the character budget of each request; 0 sends everything.
+	ContextChars int
+	// Model is passed to the provider in each request.
+	Model string
+	// IdleTimeout passivates a session actor that has had nothing to do for this
+	// long; 0 means the default (5 minutes).
+	IdleTimeout time.Duration
+	// CheckpointEvery writes a checkpoint after a turn once this many events were
+	// appended since the last one; 0 means the default (256).
+	CheckpointEvery int
+	// Node names this node in session.claimed.
+	Node string
+	// Logger receives the session's diagnostics; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultMaxSteps is the specification's default maxSteps.
+const DefaultMaxSteps = 20
+
+// eventConfig is the configuration recorded in the log.
+func (c Config) eventConfig() event.Config {
+	max := c.MaxSteps
+	switch {
+	case max == 0:
+		max = DefaultMaxSteps
+	case max < 0:
+		max = 0 // the log's "unlimited"
+	}
+	return event.Config{SystemPrompt: c.SystemPrompt, MaxSteps: max, ContextChars: c.ContextChars, Model: c.Model}
+}
+
+// EventConfig is the configuration as recorded in session.created and
+// session.claimed.
+func (c Config) EventConfig() event.Config { return c.eventConfig() }
+
+func (c Config) idle() time.Duration {
+	if c.IdleTimeout <= 0 {
+		return 5 * time.Minute
+	}
+	return c.IdleTimeout
+}
+
+func (c Config) checkpointEvery() int {
+	if c.CheckpointEvery <= 0 {
+		return 256
+	}
+	return c.CheckpointEvery
+}
+
+func (c Config) logger() *slog.Logger {
+	if c.Logger == nil {
+		return slog.Default()
+	}
+	return c.Logger
+}

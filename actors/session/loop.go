@@ -1,0 +1,330 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+)
+
+// Loop drives a turn that has begun (its turn.started is in the state) until it
+// ends with agent.finished, agent.failed or agent.cancelled. It may be called on a
+// turn that a previous owner left half done: it continues from the state. The
+// specification's other loops (Coding, Research, Parallel, Team) implement it too.
+type Loop interface {
+	Run(ctx context.Context, a *AgentContext) error
+}
+
+// DefaultLoop is the specification's default loop: ask the model; if it asks for
+// tools, run them, add their results, and ask again; stop when it answers without
+// tool calls, at maxSteps, on a failure or on a cancel.
+type DefaultLoop struct{}
+
+var _ Loop = DefaultLoop{}
+
+// Run implements Loop. It returns an error only when the log could not be written
+// (fenced, or NATS gone); every other failure ends the turn in the log.
+func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
+	for {
+		st := a.State()
+		if !st.Status.Active() {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return a.Append(ctx, event.AgentCancelled, event.AgentCancelledData{Turn: st.Turn, Reason: cancelReason(ctx)})
+		}
+		// A previous owner may have stopped after the model answered: finish from
+		// the log instead of asking again.
+		if last := lastMessage(st.Messages); last != nil && last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 && st.TurnLLMCalls > 0 {
+			return a.Append(ctx, event.AgentFinished, event.AgentFinishedData{Turn: st.Turn, Content: last.Content, Steps: st.TurnLLMCalls, Usage: st.Usage})
+		}
+		if pending := pendingCalls(st); len(pending) > 0 {
+			if err := runTools(ctx, a, pending); err != nil {
+				return err
+			}
+			continue
+		}
+		max := st.Config.MaxSteps
+		if max > 0 && st.TurnLLMCalls >= max {
+			return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Code: event.CodeMaxSteps, Steps: st.TurnLLMCalls,
+				Error: fmt.Sprintf("the turn reached maxSteps (%d LLM calls) without a final answer; send another message to continue, or raise maxSteps", max)})
+		}
+		if err := llmStep(ctx, a); err != nil {
+			return err
+		}
+	}
+}
+
+// llmStep makes one LLM call: compaction or trimming of the context first, then
+// llm.started, the call with deltas streamed, and llm.completed or llm.failed.
+func llmStep(ctx context.Context, a *AgentContext) error {
+	st := a.State()
+	budget := st.Config.ContextChars
+	if budget > 0 && st.TurnLLMCalls == 0 && !st.TurnCompactTried &&
+		llm.TotalChars(projection.ApplySummary(st.Messages)) > budget {
+		if err := autoCompact(ctx, a); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil // the loop records the cancel
+		}
+		st = a.State()
+	}
+	sent, report := projection.Prepare(st.Messages, budget)
+	stepID := a.NewStepID("llm")
+	req := llm.Request{Model: st.Config.Model, Messages: sent}
+	if a.Tools != nil {
+		req.Tools = a.Tools.Schemas()
+	}
+	started := event.LLMStartedData{StepID: stepID, Turn: st.Turn, Request: req}
+	if report.Trimmed() || report.OverBudget {
+		r := report
+		started.Trim = &r
+	}
+	if err := a.Append(ctx, event.LLMStarted, started); err != nil {
+		return err
+	}
+	if report.Trimmed() {
+		if err := a.Append(ctx, event.ContextTrimmed, event.ContextTrimmedData{StepID: stepID, Report: report}); err != nil {
+			return err
+		}
+	}
+	begin := a.now()
+	streaming := false
+	var appendErr error
+	resp, err := llm.Run(ctx, a.Provider, req, func(d llm.Delta) {
+		if !streaming {
+			streaming = true
+			appendErr = a.Append(ctx, event.LLMStreaming, event.LLMStreamingData{StepID: stepID})
+		}
+		a.Delta(ctx, stepID, d)
+	})
+	if appendErr != nil {
+		return appendErr
+	}
+	took := a.now().Sub(begin).Milliseconds()
+	if err != nil {
+		code := event.CodeProvider
+		if ctx.Err() != nil {
+			code = event.CodeCancelled
+		}
+		if err := a.Append(ctx, event.LLMFailed, event.LLMFailedData{StepID: stepID, Error: err.Error(), Code: code, DurationMS: took}); err != nil {
+			return err
+		}
+		if code == event.CodeCancelled {
+			return nil // the loop records the cancel
+		}
+		return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Error: err.Error(), Code: code, Steps: a.State().TurnLLMCalls})
+	}
+	if err := a.Append(ctx, event.LLMCompleted, event.LLMCompletedData{StepID: stepID, Response: resp, DurationMS: took}); err != nil {
+		return err
+	}
+	if resp.Reasoning != "" {
+		return a.Append(ctx, event.Thinking, event.ThinkingData{StepID: a.NewStepID("think"), Content: resp.Reasoning})
+	}
+	return nil
+}
+
+// runTools runs calls that have no result yet: tool.started for each, the batch,
+// then tool.finished for each in call order. Calls a cancel stopped keep no
+// result; the next run repairs them.
+func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error {
+	ids := make([]string, len(calls))
+	for i, c := range calls {
+		ids[i] = a.NewStepID("tool")
+		idem := a.Tools != nil && a.Tools.Idempotent(c.Name)
+		if err := a.Append(ctx, event.ToolStarted, event.ToolStartedData{StepID: ids[i], Call: c, Idempotent: idem, Runner: "local"}); err != nil {
+			return err
+		}
+	}
+	var results []ToolResult
+	if a.Tools == nil {
+		results = make([]ToolResult, len(calls))
+		for i, c := range calls {
+			results[i] = ToolResult{Output: fmt.Sprintf("tool %q does not exist: this session has no tools", c.Name), IsError: true, Code: event.CodeUnknownTool}
+		}
+	} else {
+		results = a.Tools.Execute(ctx, a.Session, calls)
+	}
+	for i, c := range calls {
+		if i >= len(results) {
+			break
+		}
+		r := results[i]
+		if ctx.Err() != nil && r.Code == event.CodeCancelled {
+			continue
+		}
+		if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{StepID: ids[i], CallID: c.ID, Name: c.Name,
+			Output: r.Output, IsError: r.IsError, Code: r.Code, Artifact: r.Artifact, DurationMS: r.DurationMS}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// autoCompact summarises the turns before the current one (specification 0.31):
+// once per turn, on success a summary before the current user message and
+// agent.context.compacted, on failure agent.context.compact-failed and the loop
+// falls back to trimming.
+func autoCompact(ctx context.Context, a *AgentContext) error {
+	st := a.State()
+	plan, ok := projection.PlanCompaction(st.Messages, true)
+	if !ok {
+		return nil
+	}
+	resp, err := a.Provider.Generate(ctx, plan.Request)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return a.Append(ctx, event.ContextCompactFailed, event.ContextCompactFailedData{SessionID: a.Session, Error: err.Error(), Auto: true})
+	}
+	content := projection.SummaryContent(resp.Content)
+	if err := a.Append(ctx, event.SummaryAdded, event.SummaryAddedData{Content: content, At: plan.At, Turns: plan.Turns, Auto: true}); err != nil {
+		return err
+	}
+	return a.Append(ctx, event.ContextCompacted, event.ContextCompactedData{SessionID: a.Session, Turns: plan.Turns, Chars: len([]rune(content)), Auto: true})
+}
+
+// Compact is the specification's manual session.compact(): it summarises every
+// turn so far and appends the summary at the end. It returns nil when there is no
+// turn to compact. The caller makes sure no turn is running.
+func Compact(ctx context.Context, a *AgentContext) (*CompactResult, error) {
+	plan, ok := projection.PlanCompaction(a.State().Messages, false)
+	if !ok {
+		return nil, nil
+	}
+	resp, err := a.Provider.Generate(ctx, plan.Request)
+	if err != nil {
+		if ctx.Err() == nil {
+			if aerr := a.Append(ctx, event.ContextCompactFailed, event.ContextCompactFailedData{SessionID: a.Session, Error: err.Error()}); aerr != nil {
+				return nil, aerr
+			}
+		}
+		return nil, fmt.Errorf("compaction: %w", err)
+	}
+	content := projection.SummaryContent(resp.Content)
+	if err := a.Append(ctx, event.SummaryAdded, event.SummaryAddedData{Content: content, At: -1, Turns: plan.Turns}); err != nil {
+		return nil, err
+	}
+	res := &CompactResult{Turns: plan.Turns, Chars: len([]rune(content))}
+	if err := a.Append(ctx, event.ContextCompacted, event.ContextCompactedData{SessionID: a.Session, Turns: res.Turns, Chars: res.Chars}); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// BeginTurn opens a new turn with msg: first every tool call the previous turn
+// left without a result gets a "not executed" result (specification v0.22), then
+// turn.started.
+func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID string) error {
+	for _, c := range projection.DanglingCalls(a.State().Messages) {
+		if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{CallID: c.ID, Name: c.Name,
+			Output: projection.NotExecutedOutput, IsError: true, Code: event.CodeNotExecuted}); err != nil {
+			return err
+		}
+	}
+	return a.Append(ctx, event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID})
+}
+
+// PrepareResume settles what a previous owner left open, so that the loop can
+// continue the turn (ARCHITECTURE.md, Resume): an LLM step without a result is
+// closed as interrupted (the loop asks again); a running tool call gets the
+// result a remote runner stored, or runs again if its tool is idempotent, or
+// gets an "interrupted, outcome unknown" result.
+func PrepareResume(ctx context.Context, a *AgentContext) error {
+	st := a.State()
+	var rerun []llm.ToolCall
+	for _, s := range openSteps(st) {
+		switch s.Type {
+		case projection.StepLLM:
+			if err := a.Append(ctx, event.LLMFailed, event.LLMFailedData{StepID: s.ID, Code: event.CodeInterrupted,
+				Error: "the node running this step stopped before it completed; the call is made again"}); err != nil {
+				return err
+			}
+		case projection.StepTool:
+			if f, ok := a.Tools.(ToolResultFinder); ok {
+				if r, found := f.Lookup(ctx, s.CallID); found {
+					if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{StepID: s.ID, CallID: s.CallID, Name: s.Tool,
+						Output: r.Output, IsError: r.IsError, Code: r.Code, Artifact: r.Artifact, DurationMS: r.DurationMS}); err != nil {
+						return err
+					}
+					continue
+				}
+			}
+			if s.Idempotent {
+				rerun = append(rerun, llm.ToolCall{ID: s.CallID, Name: s.Tool, Arguments: s.Input})
+				continue
+			}
+			if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{StepID: s.ID, CallID: s.CallID, Name: s.Tool,
+				Output: projection.InterruptedOutput, IsError: true, Code: event.CodeInterrupted}); err != nil {
+				return err
+			}
+		}
+	}
+	if len(rerun) > 0 {
+		return rerunTools(ctx, a, rerun)
+	}
+	return nil
+}
+
+// rerunTools runs again idempotent calls whose tool.started is already in the log.
+func rerunTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error {
+	results := a.Tools.Execute(ctx, a.Session, calls)
+	for i, c := range calls {
+		if i >= len(results) || (ctx.Err() != nil && results[i].Code == event.CodeCancelled) {
+			continue
+		}
+		r := results[i]
+		rec := a.State().ToolCall(c.ID)
+		if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{StepID: rec.StepID, CallID: c.ID, Name: c.Name,
+			Output: r.Output, IsError: r.IsError, Code: r.Code, Artifact: r.Artifact, DurationMS: r.DurationMS}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pendingCalls are the current turn's calls that never started.
+func pendingCalls(st *projection.State) []llm.ToolCall {
+	var out []llm.ToolCall
+	for _, r := range st.ToolCalls {
+		if r.Turn == st.Turn && r.Status == projection.StepPending && !r.HasResult {
+			out = append(out, llm.ToolCall{ID: r.CallID, Name: r.Name, Arguments: r.Arguments})
+		}
+	}
+	return out
+}
+
+func openSteps(st *projection.State) []projection.Step {
+	var out []projection.Step
+	for _, s := range st.Steps {
+		if !s.Status.Done() && s.Turn == st.Turn {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func lastMessage(msgs []llm.Message) *llm.Message {
+	if len(msgs) == 0 {
+		return nil
+	}
+	return &msgs[len(msgs)-1]
+}
+
+// errCancelledByUser is the cause given to a turn's context by Cancel.
+var errCancelledByUser = errors.New("cancelled by the user")
+
+func cancelReason(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
+		return c.Error()
+	}
+	return "cancelled"
+}
+
+var _ = time.Second

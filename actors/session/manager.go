@@ -1,0 +1,171 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+)
+
+// Manager owns the session actors of one node: it spawns an actor per session on
+// its first command (named by the session id), routes commands to it, and stops
+// them all on Close.
+type Manager struct {
+	cfg      Config
+	bus      *bus.Bus
+	provider llm.Provider
+	tools    Tools
+	loop     Loop
+	sys      *actor.ActorSystem
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	closed bool
+	actors map[string]*entry
+}
+
+type entry struct {
+	pid *actor.PID
+	// inflight counts commands sent and not yet received, so that an actor never
+	// passivates with a command in its mailbox.
+	inflight int
+}
+
+// NewManager returns a Manager over b. tools may be nil (a session without
+// tools); loop nil means DefaultLoop.
+func NewManager(cfg Config, b *bus.Bus, provider llm.Provider, tools Tools, loop Loop) *Manager {
+	if loop == nil {
+		loop = DefaultLoop{}
+	}
+	logger := cfg.logger()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
+		return logger.With("component", "actors")
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{cfg: cfg, bus: b, provider: provider, tools: tools, loop: loop, sys: sys,
+		ctx: ctx, cancel: cancel, actors: map[string]*entry{}}
+}
+
+// Deliver routes cmd to the actor of session sid, spawning it if needed. It never
+// blocks on the session's work; cmd.Done reports the outcome.
+func (m *Manager) Deliver(sid string, cmd *Command) error {
+	if err := event.ValidSessionID(sid); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrStopped
+	}
+	e := m.actors[sid]
+	if e == nil {
+		pid, err := m.spawn(sid)
+		if err != nil {
+			return err
+		}
+		e = &entry{pid: pid}
+		m.actors[sid] = e
+	}
+	e.inflight++
+	m.sys.Root.Send(e.pid, cmd)
+	return nil
+}
+
+// spawn starts the actor named sid. An actor of that name that is still
+// stopping holds the name for a moment: wait for it.
+func (m *Manager) spawn(sid string) (*actor.PID, error) {
+	props := actor.PropsFromProducer(func() actor.Actor { return &sessionActor{m: m, sid: sid} })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pid, err := m.sys.Root.SpawnNamed(props, sid)
+		if err == nil {
+			return pid, nil
+		}
+		if !errors.Is(err, actor.ErrNameExists) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("spawn session actor %s: %w", sid, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// received is called by an actor for each command it takes from its mailbox.
+func (m *Manager) received(sid string) {
+	m.mu.Lock()
+	if e := m.actors[sid]; e != nil && e.inflight > 0 {
+		e.inflight--
+	}
+	m.mu.Unlock()
+}
+
+// retire unregisters the actor pid of sid so that it can stop: only when no
+// command is on its way to it, unless force.
+func (m *Manager) retire(sid string, pid *actor.PID, force bool) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e := m.actors[sid]
+	if e == nil || !e.pid.Equal(pid) {
+		return true
+	}
+	if e.inflight > 0 && !force {
+		return false
+	}
+	delete(m.actors, sid)
+	return true
+}
+
+// Active is the number of session actors alive on this node.
+func (m *Manager) Active() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.actors)
+}
+
+func (m *Manager) goTracked(fn func()) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		fn()
+	}()
+}
+
+// Close stops every session actor, cancelling running turns without recording
+// anything more (their inputs stay unacknowledged and resume on the next owner),
+// and waits for their goroutines.
+func (m *Manager) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	pids := make([]*actor.PID, 0, len(m.actors))
+	for _, e := range m.actors {
+		pids = append(pids, e.pid)
+	}
+	m.actors = map[string]*entry{}
+	m.mu.Unlock()
+	m.cancel()
+	for _, pid := range pids {
+		m.sys.Root.Stop(pid)
+	}
+	done := make(chan struct{})
+	go func() { m.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("session manager close: %w", ctx.Err())
+	}
+	m.sys.Shutdown()
+	return nil
+}

@@ -1,0 +1,331 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/projection"
+)
+
+// echoTools is a real, in-process tool set: "echo" returns its input, "block"
+// waits for its context.
+type echoTools struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (e *echoTools) Schemas() []llm.ToolSchema {
+	return []llm.ToolSchema{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, {Name: "block"}}
+}
+func (e *echoTools) Idempotent(name string) bool { return name == "echo" }
+func (e *echoTools) Execute(ctx context.Context, sid string, calls []llm.ToolCall) []ToolResult {
+	out := make([]ToolResult, len(calls))
+	for i, c := range calls {
+		e.mu.Lock()
+		e.calls = append(e.calls, c.Name)
+		e.mu.Unlock()
+		switch c.Name {
+		case "echo":
+			out[i] = ToolResult{Output: "echo:" + string(c.Arguments)}
+		case "block":
+			<-ctx.Done()
+			out[i] = ToolResult{Output: "cancelled", IsError: true, Code: event.CodeCancelled}
+		default:
+			out[i] = ToolResult{Output: "no such tool", IsError: true, Code: event.CodeUnknownTool}
+		}
+	}
+	return out
+}
+
+func openBus(t *testing.T) *bus.Bus {
+	t.Helper()
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
+	b, err := bus.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close(context.Background()) })
+	return b
+}
+
+func newManager(t *testing.T, b *bus.Bus, p llm.Provider, cfg Config) *Manager {
+	t.Helper()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	m := NewManager(cfg, b, p, &echoTools{}, nil)
+	t.Cleanup(func() { m.Close(context.Background()) })
+	return m
+}
+
+// do delivers a command and waits for its outcome.
+func do(t *testing.T, m *Manager, sid string, cmd Command) Outcome {
+	t.Helper()
+	ch := make(chan Outcome, 1)
+	cmd.Done = func(o Outcome) { ch <- o }
+	if err := m.Deliver(sid, &cmd); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s on %s: no outcome", cmd.Kind, sid)
+		return Outcome{}
+	}
+}
+
+func run(text string) Command { return Command{Kind: KindRun, Message: llm.User(text), InputID: event.NewID("in")} }
+
+func fold(t *testing.T, b *bus.Bus, sid string) projection.State {
+	t.Helper()
+	evs, _, err := b.Replay(context.Background(), sid, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := projection.Fold(evs)
+	if err != nil {
+		t.Fatalf("the log does not fold cleanly: %v", err)
+	}
+	return st
+}
+
+func types(t *testing.T, b *bus.Bus, sid string) []event.Type {
+	evs, _, err := b.Replay(context.Background(), sid, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []event.Type
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func TestRunTurnWithToolsAndDeltas(t *testing.T) {
+	b := openBus(t)
+	p := mock.Scripted(mock.CallTool("echo", `{"x":1}`), mock.Stream("It ", "is ", "done."))
+	m := newManager(t, b, p, Config{SystemPrompt: "be brief", Node: "n1"})
+	if _, err := Create(context.Background(), b, "s1", Config{SystemPrompt: "be brief"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Create(context.Background(), b, "s1", Config{}, nil); !errors.Is(err, ErrExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	var mu sync.Mutex
+	var text strings.Builder
+	sub, err := b.SubscribeDeltas(context.Background(), "s1", func(d bus.DeltaMsg) { mu.Lock(); text.WriteString(d.Text); mu.Unlock() })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+
+	o := do(t, m, "s1", run("go"))
+	if o.Err != nil || o.Status != projection.StatusCompleted || o.Content != "It is done." || o.Steps != 2 {
+		t.Fatalf("%+v", o)
+	}
+	st := fold(t, b, "s1")
+	if st.Epoch != 1 || st.Node != "n1" || len(st.Steps) != 3 || st.Steps[1].Output != `echo:{"x":1}` {
+		t.Fatalf("%s", mustJSON(st))
+	}
+	if err := llm.CheckPairing(st.Messages); err != nil {
+		t.Fatal(err)
+	}
+	// The model saw the tool result in its second request, with the tool schemas.
+	calls := p.Calls()
+	if len(calls) != 2 || len(calls[1].Tools) != 2 || calls[1].Messages[len(calls[1].Messages)-1].Role != llm.RoleTool {
+		t.Fatalf("requests: %s", mustJSON(calls))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		got := text.String()
+		mu.Unlock()
+		if got == "It is done." {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deltas: %q", got)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestMaxSteps(t *testing.T) {
+	b := openBus(t)
+	p := mock.Scripted(mock.CallTool("echo", `{}`).Always())
+	m := newManager(t, b, p, Config{MaxSteps: 2})
+	Create(context.Background(), b, "s1", Config{}, nil)
+	o := do(t, m, "s1", run("loop forever"))
+	if o.Status != projection.StatusFailed || o.Code != event.CodeMaxSteps || o.Steps != 2 || !strings.Contains(o.Error, "maxSteps") {
+		t.Fatalf("%+v", o)
+	}
+}
+
+func TestProviderErrorFailsTurnAndNextRunWorks(t *testing.T) {
+	b := openBus(t)
+	p := mock.Scripted(mock.Fail(400, "bad request"), mock.Say("fine"))
+	m := newManager(t, b, p, Config{})
+	Create(context.Background(), b, "s1", Config{}, nil)
+	o := do(t, m, "s1", run("one"))
+	if o.Status != projection.StatusFailed || o.Code != event.CodeProvider || !strings.Contains(o.Error, "bad request") {
+		t.Fatalf("%+v", o)
+	}
+	if o := do(t, m, "s1", run("two")); o.Status != projection.StatusCompleted || o.Content != "fine" {
+		t.Fatalf("%+v", o)
+	}
+}
+
+func TestCancelDuringToolThenRepair(t *testing.T) {
+	b := openBus(t)
+	p := mock.Scripted(mock.CallTool("block", `{}`).AndCall("echo", `{}`), mock.Say("after"))
+	m := newManager(t, b, p, Config{})
+	Create(context.Background(), b, "s1", Config{}, nil)
+	ch := make(chan Outcome, 1)
+	cmd := run("start")
+	cmd.Done = func(o Outcome) { ch <- o }
+	m.Deliver("s1", &cmd)
+	// Wait for the blocking tool to run, then cancel.
+	deadline := time.Now().Add(10 * time.Second)
+	for fold(t, b, "s1").Status != projection.StatusWaitingTool {
+		if time.Now().After(deadline) {
+			t.Fatal("tool never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	do(t, m, "s1", Command{Kind: KindCancel})
+	o := <-ch
+	if o.Status != projection.StatusCancelled {
+		t.Fatalf("%+v", o)
+	}
+	st := fold(t, b, "s1")
+	if len(projection.DanglingCalls(st.Messages)) == 0 {
+		t.Fatal("the cancelled calls should have no result yet")
+	}
+	o = do(t, m, "s1", run("again"))
+	if o.Status != projection.StatusCompleted {
+		t.Fatalf("%+v", o)
+	}
+	st = fold(t, b, "s1")
+	if err := llm.CheckPairing(st.Messages); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(mustJSON(st.Messages), projection.NotExecutedOutput) {
+		t.Fatal("no not-executed result")
+	}
+}
+
+func TestResumeAfterShutdownMidTurn(t *testing.T) {
+	b := openBus(t)
+	Create(context.Background(), b, "s1", Config{}, nil)
+	slow := mock.Scripted(mock.Say("never").After(time.Hour))
+	m1 := NewManager(Config{Node: "n1", Logger: slog.New(slog.DiscardHandler)}, b, slow, &echoTools{}, nil)
+	cmd := run("long question")
+	cmd.Done = func(Outcome) {}
+	m1.Deliver("s1", &cmd)
+	deadline := time.Now().Add(10 * time.Second)
+	for len(fold(t, b, "s1").Steps) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("llm step never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := m1.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := fold(t, b, "s1")
+	if st.Status != projection.StatusRunning {
+		t.Fatalf("shutdown recorded an outcome: %s", st.Status)
+	}
+	// The next owner resumes: the open LLM step is closed and asked again.
+	m2 := newManager(t, b, mock.Scripted(mock.Say("answer")), Config{Node: "n2", SystemPrompt: "new prompt"})
+	o := do(t, m2, "s1", Command{Kind: KindResume})
+	if o.Status != projection.StatusCompleted || o.Content != "answer" {
+		t.Fatalf("%+v", o)
+	}
+	st = fold(t, b, "s1")
+	if st.Epoch != 2 || st.Steps[0].Code != event.CodeInterrupted || st.Messages[0].Content != "new prompt" {
+		t.Fatalf("%s", mustJSON(st))
+	}
+	// A redelivery of the same input does not start the turn twice.
+	again := cmd
+	if o := do(t, m2, "s1", again); o.Turn != 1 || o.Status != projection.StatusCompleted {
+		t.Fatalf("%+v", o)
+	}
+}
+
+func TestFencedOwnerStops(t *testing.T) {
+	b := openBus(t)
+	Create(context.Background(), b, "s1", Config{}, nil)
+	m1 := newManager(t, b, mock.Scripted(mock.Say("one"), mock.Say("late")), Config{Node: "n1"})
+	if o := do(t, m1, "s1", run("a")); o.Status != projection.StatusCompleted {
+		t.Fatalf("%+v", o)
+	}
+	m2 := newManager(t, b, mock.Scripted(mock.Say("two")), Config{Node: "n2"})
+	if o := do(t, m2, "s1", run("b")); o.Content != "two" {
+		t.Fatalf("%+v", o)
+	}
+	o := do(t, m1, "s1", run("c"))
+	if !o.Fenced {
+		t.Fatalf("stale owner was not fenced: %+v", o)
+	}
+	st := fold(t, b, "s1")
+	if st.Turn != 2 || st.Epoch != 2 {
+		t.Fatalf("turn %d epoch %d", st.Turn, st.Epoch)
+	}
+}
+
+func TestCompactManualAndAuto(t *testing.T) {
+	b := openBus(t)
+	Create(context.Background(), b, "s1", Config{}, nil)
+	p := mock.Scripted(mock.Say(strings.Repeat("long answer ", 20)).OnCompaction(false).Always(),
+		mock.Say("- facts").OnCompaction(true).Always())
+	m := newManager(t, b, p, Config{})
+	if o := do(t, m, "s1", Command{Kind: KindCompact}); o.Compact != nil || o.Err != nil {
+		t.Fatalf("nothing to compact: %+v", o)
+	}
+	do(t, m, "s1", run("first"))
+	do(t, m, "s1", run("second"))
+	o := do(t, m, "s1", Command{Kind: KindCompact})
+	if o.Err != nil || o.Compact == nil || o.Compact.Turns != 2 {
+		t.Fatalf("%+v", o)
+	}
+	st := fold(t, b, "s1")
+	if !projection.IsSummary(st.Messages[len(st.Messages)-1]) || len(st.Messages) != 5 {
+		t.Fatalf("%s", mustJSON(st.Messages))
+	}
+	// Auto: a small budget makes the next turn compact first.
+	m2 := newManager(t, b, p, Config{ContextChars: 300})
+	m.Close(context.Background())
+	do(t, m2, "s1", run("third"))
+	if o := do(t, m2, "s1", run("fourth")); o.Status != projection.StatusCompleted {
+		t.Fatalf("%+v", o)
+	}
+	tys := types(t, b, "s1")
+	if !contains(tys, event.ContextCompacted) {
+		t.Fatalf("no auto compaction: %v", tys)
+	}
+}
+
+func contains(ts []event.Type, t event.Type) bool {
+	for _, x := range ts {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+func mustJSON(v any) string {
+	b, _ := json.MarshalIndent(v, "", " ")
+	return string(b)
+}

@@ -84,7 +84,9 @@ func do(t *testing.T, m *Manager, sid string, cmd Command) Outcome {
 	}
 }
 
-func run(text string) Command { return Command{Kind: KindRun, Message: llm.User(text), InputID: event.NewID("in")} }
+func run(text string) Command {
+	return Command{Kind: KindRun, Message: llm.User(text), InputID: event.NewID("in")}
+}
 
 func fold(t *testing.T, b *bus.Bus, sid string) projection.State {
 	t.Helper()

@@ -1,0 +1,226 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/llm/httpx"
+)
+
+// Defaults of the configuration.
+const (
+	// Name is the provider's name in errors and in llm.Config.Provider.
+	Name             = llm.ProviderAnthropic
+	DefaultBaseURL   = "https://api.anthropic.com"
+	DefaultAPIKeyEnv = "ANTHROPIC_API_KEY"
+	// DefaultMaxTokens is max_tokens when neither the request nor the
+	// configuration sets it.
+	DefaultMaxTokens = 4096
+	// Version is the anthropic-version header sent.
+	Version = "2023-06-01"
+)
+
+// Provider talks to the Messages API. It is safe for concurrent use.
+type Provider struct {
+	model     string
+	endpoint  string
+	key       string
+	maxTokens int
+	client    *httpx.Client
+}
+
+var _ llm.Streamer = (*Provider)(nil)
+
+// New returns the provider that cfg describes (cfg.Provider must be "anthropic" or
+// empty). The API key is read now, from the variable cfg.APIKeyEnv names (default
+// ANTHROPIC_API_KEY) or from httpx.WithAPIKey; it is required for the default base
+// URL. The error wraps llm.ErrConfig.
+func New(cfg llm.Config, opts ...httpx.Option) (*Provider, error) {
+	if cfg.Provider != "" && cfg.Provider != Name {
+		return nil, fmt.Errorf("anthropic: the configuration is for provider %q: %w", cfg.Provider, llm.ErrConfig)
+	}
+	cfg.Provider = Name
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := httpx.Apply(opts)
+	base := cfg.BaseURL
+	if base == "" {
+		base = DefaultBaseURL
+	}
+	env := cfg.APIKeyEnv
+	if env == "" {
+		env = DefaultAPIKeyEnv
+	}
+	key, ok := s.Key(env)
+	if u, _ := url.Parse(base); !ok && u != nil && u.Hostname() == "api.anthropic.com" {
+		return nil, fmt.Errorf("anthropic: no API key: set the environment variable %s: %w", env, llm.ErrConfig)
+	}
+	maxTokens := cfg.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = DefaultMaxTokens
+	}
+	// The base URL may or may not end in /v1, as with the official SDKs.
+	endpoint := httpx.Endpoint(base, "v1/messages")
+	if strings.HasSuffix(strings.TrimRight(base, "/"), "/v1") {
+		endpoint = httpx.Endpoint(base, "messages")
+	}
+	return &Provider{
+		model:     cfg.Model,
+		endpoint:  endpoint,
+		key:       key,
+		maxTokens: maxTokens,
+		client:    httpx.NewClient(Name, cfg, s),
+	}, nil
+}
+
+// Name returns "anthropic".
+func (p *Provider) Name() string { return Name }
+
+// Generate sends req without streaming and returns the answer. Errors: see
+// httpx.Client.Do; a request whose tool calls and results are not paired is
+// refused before it is sent (llm.ErrBadRequest and llm.ErrUnpaired).
+func (p *Provider) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	body, err := p.body(req, false)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	var resp llm.Response
+	err = p.client.Do(ctx, p.build(body, false), func(hr *http.Response) (bool, error) {
+		r, err := decodeAnswer(hr.Body)
+		resp = r
+		return false, err
+	})
+	return resp, err
+}
+
+// Stream sends req with streaming and calls onDelta for each piece of text,
+// thinking and tool input as it arrives. The Response is what Generate would
+// return. A stream that breaks after a delta was delivered is not retried; the
+// Response then holds what arrived.
+func (p *Provider) Stream(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
+	body, err := p.body(req, true)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	if onDelta == nil {
+		onDelta = func(llm.Delta) {}
+	}
+	var resp llm.Response
+	err = p.client.Do(ctx, p.build(body, true), func(hr *http.Response) (bool, error) {
+		st := newStream(onDelta)
+		err := st.read(hr.Body)
+		resp = st.response()
+		return st.delivered, err
+	})
+	return resp, err
+}
+
+func (p *Provider) build(body []byte, stream bool) func(context.Context) (*http.Request, error) {
+	return func(ctx context.Context) (*http.Request, error) {
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("anthropic-version", Version)
+		if stream {
+			r.Header.Set("Accept", "text/event-stream")
+		} else {
+			r.Header.Set("Accept", "application/json")
+		}
+		if p.key != "" {
+			r.Header.Set("x-api-key", p.key)
+		}
+		return r, nil
+	}
+}
+
+func (p *Provider) body(req llm.Request, stream bool) ([]byte, error) {
+	if err := llm.CheckPairing(req.Messages); err != nil {
+		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: fmt.Errorf("%w: %w", llm.ErrBadRequest, err)}
+	}
+	model := req.Model
+	if model == "" {
+		model = p.model
+	}
+	if model == "" {
+		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: no model in the request or the configuration", Err: llm.ErrBadRequest}
+	}
+	system, msgs := toMessages(req.Messages)
+	mr := messagesRequest{
+		Model:         model,
+		MaxTokens:     req.Options.MaxTokens,
+		System:        system,
+		Messages:      msgs,
+		Tools:         toTools(req.Tools),
+		Stream:        stream,
+		Temperature:   req.Options.Temperature,
+		TopP:          req.Options.TopP,
+		StopSequences: req.Options.Stop,
+	}
+	if mr.MaxTokens == 0 {
+		mr.MaxTokens = p.maxTokens
+	}
+	if mr.Messages == nil {
+		mr.Messages = []message{}
+	}
+	b, err := json.Marshal(mr)
+	if err != nil {
+		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
+	}
+	return b, nil
+}
+
+// decodeAnswer reads a complete message.
+func decodeAnswer(r io.Reader) (llm.Response, error) {
+	b, err := io.ReadAll(io.LimitReader(r, httpx.MaxBody))
+	if err != nil {
+		return llm.Response{}, err
+	}
+	var v struct {
+		messageAnswer
+		Type  string    `json:"type"`
+		Error *apiError `json:"error"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) && syn.Offset >= int64(len(b)) {
+			return llm.Response{}, io.ErrUnexpectedEOF
+		}
+		return llm.Response{}, malformed(err)
+	}
+	if v.Type == "error" || v.Error != nil {
+		if v.Error == nil {
+			v.Error = &apiError{}
+		}
+		return llm.Response{}, v.Error.providerError()
+	}
+	resp := llm.Response{Model: v.Model, Usage: v.Usage.usage()}
+	var text, thinking strings.Builder
+	for _, bl := range v.Content {
+		switch bl.Type {
+		case "text":
+			text.WriteString(bl.Text)
+		case "thinking":
+			thinking.WriteString(bl.Thinking)
+		case "tool_use":
+			resp.ToolCalls = append(resp.ToolCalls, llm.ToolCall{ID: bl.ID, Name: bl.Name, Arguments: httpx.Arguments(string(bl.Input))})
+		}
+	}
+	resp.Content, resp.Reasoning = text.String(), thinking.String()
+	resp.FinishReason = finishReason(v.StopReason)
+	return resp, nil
+}
+
+func malformed(err error) error {
+	return &llm.ProviderError{Provider: Name, Message: "malformed answer: " + err.Error(), Err: llm.ErrUnavailable}
+}

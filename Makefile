@@ -12,16 +12,18 @@
 GO        ?= go
 FUZZTIME  ?= 60s
 PKGS      := ./...
+JS_EXAMPLE := examples/tool-service-js
+JS_STAMP   := $(JS_EXAMPLE)/node_modules/.package-lock.json
 
-.PHONY: help test unit lint fuzz schema tidy
+.PHONY: help test unit lint fuzz schema tidy js-deps
 
 help: ## print the commands
 	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
 
-test: lint ## vet and every test, with the race detector
+test: lint js-deps ## vet and every test, with the race detector
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
-unit: ## fast tests without the race detector
+unit: js-deps ## fast tests without the race detector
 	$(GO) test -count=1 $(PKGS)
 
 lint: ## formatting and vet
@@ -38,3 +40,12 @@ schema: ## regenerate docs/schema from the event types
 
 tidy:
 	$(GO) mod tidy
+
+js-deps: $(JS_STAMP) ## npm dependencies of the JavaScript tool service example (its test runs node)
+
+$(JS_STAMP): $(JS_EXAMPLE)/package.json $(JS_EXAMPLE)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(JS_EXAMPLE) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
+	else \
+		echo "npm not found: the JavaScript tool service test will be skipped (install Node.js 18+)"; \
+	fi

@@ -1,0 +1,251 @@
+// An example TAH tool service in JavaScript, with the official `nats` client.
+//
+// It offers three tools to every TAH node on the same NATS system:
+//   shout       the text in capitals
+//   word_count  how many words a text has
+//   wait        waits a number of milliseconds (stops at once when cancelled)
+//
+// The contract it follows is docs/protocol.md, "Tool services". In short: one
+// NATS micro service per tool, named tah-tool-<name>, with an endpoint on
+// tah.tool.<name> in queue group tah-tools, whose metadata carries the tool's
+// description and JSON Schema; every call is stored in the KV bucket
+// tah_tool_results under <session>.<call id> ("running", then "done" with the
+// result) BEFORE the reply; a message on tah.tool.cancel.<call id> cancels it.
+//
+// Run:  NATS_URL=nats://127.0.0.1:4222 node index.js
+// (NATS_USER / NATS_PASS or NATS_TOKEN when the server asks for credentials.)
+
+"use strict";
+
+const { connect, StringCodec } = require("nats");
+
+const SUBJECT_PREFIX = "tah.tool.";
+const CANCEL_PREFIX = "tah.tool.cancel.";
+const QUEUE = "tah-tools";
+const BUCKET = "tah_tool_results";
+const sc = StringCodec();
+
+// ---- the tools -------------------------------------------------------------
+
+const tools = [
+  {
+    name: "shout",
+    description: "Returns the given text in capital letters, followed by an exclamation mark.",
+    schema: {
+      type: "object",
+      properties: { text: { type: "string", description: "The text to shout." } },
+      required: ["text"],
+      additionalProperties: false,
+    },
+    idempotent: true,
+    run: async ({ text }) => text.toUpperCase() + "!",
+  },
+  {
+    name: "word_count",
+    description: "Counts the words (runs of non-space characters) of a text.",
+    schema: {
+      type: "object",
+      properties: { text: { type: "string", description: "The text whose words to count." } },
+      required: ["text"],
+      additionalProperties: false,
+    },
+    idempotent: true,
+    run: async ({ text }) => {
+      const n = text.split(/\s+/).filter(Boolean).length;
+      return `${n} ${n === 1 ? "word" : "words"}`;
+    },
+  },
+  {
+    name: "wait",
+    description: "Waits for the given number of milliseconds, then says so.",
+    schema: {
+      type: "object",
+      properties: { ms: { type: "integer", minimum: 0, maximum: 600000, description: "How long to wait." } },
+      required: ["ms"],
+      additionalProperties: false,
+    },
+    idempotent: true,
+    run: ({ ms }, signal) =>
+      new Promise((resolve, reject) => {
+        if (signal.aborted) return reject(signal.reason); // cancelled before it started
+        const t = setTimeout(() => resolve(`waited ${ms} ms`), ms);
+        signal.addEventListener("abort", () => { clearTimeout(t); reject(signal.reason); }, { once: true });
+      }),
+  },
+];
+
+// validate checks input against the small part of JSON Schema these tools use
+// (a real service may use a full validator such as ajv). It returns the problems.
+function validate(schema, input) {
+  if (typeof input !== "object" || input === null || Array.isArray(input)) return ["at '': want an object"];
+  const errs = [];
+  for (const name of schema.required || []) {
+    if (!(name in input)) errs.push(`at '': missing property '${name}'`);
+  }
+  for (const [name, value] of Object.entries(input)) {
+    const p = (schema.properties || {})[name];
+    if (!p) {
+      if (schema.additionalProperties === false) errs.push(`at '': additional property '${name}' not allowed`);
+      continue;
+    }
+    const ok = p.type === "integer" ? Number.isInteger(value) : typeof value === p.type;
+    if (!ok) { errs.push(`at '/${name}': want ${p.type}`); continue; }
+    if (p.minimum !== undefined && value < p.minimum) errs.push(`at '/${name}': below the minimum ${p.minimum}`);
+    if (p.maximum !== undefined && value > p.maximum) errs.push(`at '/${name}': above the maximum ${p.maximum}`);
+  }
+  return errs;
+}
+
+// ---- the protocol ----------------------------------------------------------
+
+// token turns an id into a subject token / KV key part (docs/protocol.md).
+function token(id) {
+  return /^[A-Za-z0-9_-]{1,128}$/.test(id) ? id : "=" + Buffer.from(id, "utf8").toString("base64url");
+}
+
+function resultKey(session, callId) {
+  return `${session ? token(session) : "_"}.${token(callId)}`;
+}
+
+// The micro error code sent with a failed result of each code.
+const STATUS = { invalid_input: 400, unknown_tool: 404, timeout: 408, cancelled: 499 };
+
+function oneLine(s) {
+  s = s.split(/\s+/).filter(Boolean).join(" ");
+  return (s.length > 500 ? s.slice(0, 500) + "..." : s) || "the call failed";
+}
+
+const inflight = new Map(); // call token -> Set of { session, controller }
+
+async function main() {
+  const nc = await connect({
+    servers: process.env.NATS_URL || "nats://127.0.0.1:4222",
+    user: process.env.NATS_USER,
+    pass: process.env.NATS_PASS,
+    token: process.env.NATS_TOKEN,
+    name: "tah-tool-service-js",
+  });
+  const kv = await nc.jetstream().views.kv(BUCKET, { history: 1, ttl: 24 * 60 * 60 * 1000 });
+  const put = (key, record) => kv.put(key, sc.encode(JSON.stringify(record)));
+
+  // One subscription for every cancel: the calls of this process are in inflight.
+  nc.subscribe(CANCEL_PREFIX + "*", {
+    callback: (err, msg) => {
+      if (err) return;
+      const tok = msg.subject.slice(CANCEL_PREFIX.length);
+      let notice = {};
+      try { notice = JSON.parse(sc.decode(msg.data) || "{}"); } catch { /* an empty body cancels by id */ }
+      for (const c of inflight.get(tok) || []) {
+        if (notice.session && notice.session !== c.session) continue;
+        if (notice.attempt && notice.attempt !== c.attempt) continue;
+        // reason "timeout": the caller's deadline passed; otherwise a cancel.
+        c.controller.abort(Object.assign(new Error(notice.reason || "cancelled"), { timeout: notice.reason === "timeout" }));
+      }
+    },
+  });
+
+  async function handle(tool, srv, msg) {
+    let req;
+    try {
+      req = JSON.parse(sc.decode(msg.data));
+    } catch (e) {
+      msg.respondError(400, "malformed request: " + e.message);
+      return;
+    }
+    const callId = req.call_id || msg.headers?.get("Tah-Call-Id");
+    const session = req.session || msg.headers?.get("Tah-Session") || "";
+    const deadline = req.deadline || msg.headers?.get("Tah-Deadline");
+    if (!callId) {
+      msg.respondError(400, "malformed request: call_id is missing");
+      return;
+    }
+    const key = resultKey(session, callId);
+    const tok = token(callId);
+    const controller = new AbortController();
+    const entry = { session, attempt: req.attempt || "", controller };
+    if (!inflight.has(tok)) inflight.set(tok, new Set());
+    inflight.get(tok).add(entry);
+    let timer;
+    if (deadline) {
+      const left = Date.parse(deadline) - Date.now();
+      timer = setTimeout(() => controller.abort(Object.assign(new Error("deadline passed"), { timeout: true })), Math.max(left, 0));
+    }
+
+    const info = srv.info();
+    const record = {
+      call_id: callId, session, tool: tool.name, attempt: req.attempt || "",
+      state: "running", service: info.name, instance: info.id, started: new Date().toISOString(),
+    };
+    await put(key, record);
+
+    let result;
+    const errs = validate(tool.schema, req.input);
+    if (errs.length > 0) {
+      result = { output: `Error: invalid input for tool ${tool.name}:\n- ${errs.join("\n- ")}`, is_error: true, code: "invalid_input" };
+    } else {
+      try {
+        // A cancel may have come while the call was being stored: do not start then.
+        controller.signal.throwIfAborted();
+        result = { output: String(await tool.run(req.input, controller.signal)) };
+      } catch (e) {
+        if (controller.signal.aborted && controller.signal.reason?.timeout) {
+          result = { output: `Error: the call to ${tool.name} ran out of time.`, is_error: true, code: "timeout" };
+        } else if (controller.signal.aborted) {
+          result = { output: `Error: the call to ${tool.name} was cancelled.`, is_error: true, code: "cancelled" };
+        } else {
+          result = { output: `Error: ${e.message}`, is_error: true, code: "tool_error" };
+        }
+      }
+    }
+    clearTimeout(timer);
+    inflight.get(tok).delete(entry);
+    if (inflight.get(tok).size === 0) inflight.delete(tok);
+
+    // Store first, then reply: a node that lost the reply finds the result.
+    await put(key, { ...record, state: "done", finished: new Date().toISOString(), result });
+    const body = sc.encode(JSON.stringify(result));
+    if (result.is_error) {
+      msg.respondError(STATUS[result.code] || 500, oneLine(result.output), body);
+    } else {
+      msg.respond(body);
+    }
+  }
+
+  for (const tool of tools) {
+    const srv = await nc.services.add({
+      name: "tah-tool-" + tool.name,
+      version: "1.0.0",
+      description: tool.description,
+      metadata: { tah_protocol: "1" },
+      queue: QUEUE,
+    });
+    srv.addEndpoint(tool.name, {
+      subject: SUBJECT_PREFIX + tool.name,
+      queue: QUEUE,
+      metadata: {
+        description: tool.description,
+        schema: JSON.stringify(tool.schema),
+        idempotent: String(Boolean(tool.idempotent)),
+        exclusive: "false",
+      },
+      handler: (err, msg) => {
+        if (err) { console.error(`tah-tool-${tool.name}:`, err.message); return; }
+        handle(tool, srv, msg).catch((e) => {
+          console.error(`tah-tool-${tool.name}: call failed:`, e);
+          try { msg.respondError(500, "internal error: " + e.message); } catch { /* connection gone */ }
+        });
+      },
+    });
+  }
+  console.log(JSON.stringify({ ready: true, tools: tools.map((t) => t.name) }));
+
+  const stop = async () => { await nc.drain(); process.exit(0); };
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  await nc.closed();
+}
+
+main().catch((e) => {
+  console.error("tool service failed:", e);
+  process.exit(1);
+});

@@ -1,0 +1,89 @@
+package tools
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/tah-dev/tah/event"
+)
+
+// ArtifactStore keeps blobs that are too large for an event: the full output of a
+// call whose output was cut to a preview, or a file a tool produced. tools/artifacts
+// implements it over the NATS object store (bucket "tah_artifacts").
+type ArtifactStore interface {
+	// Put stores what r yields under name, replacing an object of the same name,
+	// and returns where it is.
+	Put(ctx context.Context, name string, r io.Reader) (event.ArtifactRef, error)
+}
+
+// ArtifactName returns the object name under which a call's blob called file is
+// stored: "calls/<session>/<call id>/<file>", with "_" for an empty session.
+func ArtifactName(info CallInfo, file string) string {
+	sess := info.Session
+	if sess == "" {
+		sess = "_"
+	}
+	id := info.ID
+	if id == "" {
+		id = "_"
+	}
+	return path.Join("calls", sess, id, file)
+}
+
+// putTimeout bounds storing a large output once the call is over.
+const putTimeout = 30 * time.Second
+
+// offload cuts res.Output to a preview when it is longer than maxOutput
+// characters, storing the full output as an artifact when a store is configured.
+// The preview ends with a marker that names the full size and where it is.
+func (e *Executor) offload(ctx context.Context, info CallInfo, res Result) Result {
+	if e.opts.MaxOutput < 0 {
+		return res
+	}
+	total := utf8.RuneCountInString(res.Output)
+	if total <= e.opts.MaxOutput {
+		return res
+	}
+	full := res.Output
+	preview := cutRunes(full, e.opts.Preview)
+	var marker string
+	switch {
+	case res.Artifact != nil:
+		marker = fmt.Sprintf("[output truncated: showing the first %d of %d characters (%d bytes); the tool stored artifact %s/%s]",
+			e.opts.Preview, total, len(full), res.Artifact.Bucket, res.Artifact.Object)
+	case e.opts.Artifacts == nil:
+		marker = fmt.Sprintf("[output truncated: showing the first %d of %d characters (%d bytes); the rest is not kept]",
+			e.opts.Preview, total, len(full))
+	default:
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), putTimeout)
+		ref, err := e.opts.Artifacts.Put(pctx, ArtifactName(info, "output.txt"), strings.NewReader(full))
+		cancel()
+		if err != nil {
+			marker = fmt.Sprintf("[output truncated: showing the first %d of %d characters (%d bytes); storing the full output failed: %v]",
+				e.opts.Preview, total, len(full), err)
+		} else {
+			res.Artifact = &ref
+			marker = fmt.Sprintf("[output truncated: showing the first %d of %d characters (%d bytes); the full output is artifact %s/%s]",
+				e.opts.Preview, total, len(full), ref.Bucket, ref.Object)
+		}
+	}
+	res.Output = preview + "\n\n" + marker
+	return res
+}
+
+// cutRunes returns the first n runes of s.
+func cutRunes(s string, n int) string {
+	i := 0
+	for j := range s {
+		if i == n {
+			return s[:j]
+		}
+		i++
+	}
+	return s
+}

@@ -1,0 +1,26 @@
+// Package builtin holds TAH's built-in tools, confined to a root directory:
+// list_files and read_file (the specification's listFilesTool(".") and
+// readFileTool(".")), and write_file, which is off unless configured.
+//
+// Confinement: every file operation goes through an os.Root, which refuses by
+// construction any path that leaves the root, by "..", an absolute path, or a
+// symlink (checked at each step of the resolution, so a symlink swapped in during
+// the call cannot escape either). Before that, paths are refused with a clear
+// message when they contain NUL bytes, backslashes, URL escapes such as %2e%2e,
+// invisible or control characters, characters that look like '.' or '/', or
+// invalid UTF-8. An absolute path is accepted only when it lies inside the root.
+// Named pipes and devices are never opened for reading.
+//
+// Determinism and limits: listings are sorted by name, and cut at Limits with an
+// explicit marker line in square brackets; read_file returns at most a number of
+// lines and bytes and says which offset to continue from; binary files are
+// described (size and a type guess) rather than dumped.
+//
+// The smallest use:
+//
+//	reg := tools.MustRegistry(builtin.ListFiles("."), builtin.ReadFile("."))
+//
+// or, with write_file and artifacts:
+//
+//	reg := tools.MustRegistry(builtin.Tools(builtin.Config{Root: ".", Write: true, Artifacts: store})...)
+package builtin

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package builtin
+
+const openNonblock = 0

@@ -1,0 +1,27 @@
+// Package remote lists and calls tools that other processes, in any language,
+// offer on NATS as micro services, and holds the wire contract of such tool
+// services (docs/protocol.md, "Tool services"; tools/toolservice writes one in Go,
+// examples/tool-service-js in JavaScript).
+//
+// A Registry discovers tools through the micro discovery subject $SRV.INFO: every
+// endpoint on tah.tool.<name> is a tool, described by its endpoint metadata
+// (description, schema, idempotent, exclusive, timeout_ms). It implements
+// tools.Catalog, so tools.Merge lists remote tools beside local ones. Calling a
+// remote tool sends the call id, session and deadline; cancelling it publishes on
+// tah.tool.cancel.<call token>. Services store every call in the KV bucket
+// tah_tool_results before they reply, so a caller that lost the reply, or a node
+// that took over the session, finds the result with Lookup (or waits for it with
+// Await); while a call waits, the registry probes its stored state and notices a
+// runner that died (code "interrupted").
+//
+// The smallest use:
+//
+//	reg, err := remote.Open(nc, remote.Config{RefreshEvery: 30 * time.Second})
+//	defer reg.Close(ctx)
+//	exec := tools.NewExecutor(tools.Merge(local, reg), tools.Options{})
+//	res := exec.Execute(tools.WithCall(ctx, tools.CallInfo{Session: sid}), call)
+//
+// On resume, for a tool step that started and has no result:
+//
+//	st, err := reg.Lookup(ctx, sid, callID) // errors.Is(err, remote.ErrNoResult) when none
+package remote

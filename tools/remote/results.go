@@ -1,0 +1,113 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrNoResult: no call is stored under that key.
+var ErrNoResult = errors.New("no stored result for this call")
+
+// Results reads and writes stored calls in the KV bucket. It binds to the bucket
+// lazily, so that it works before the bucket exists.
+type Results struct {
+	js     jetstream.JetStream
+	bucket string
+	create bool
+	ttl    time.Duration
+
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// ResultsConfig says which bucket holds stored calls.
+type ResultsConfig struct {
+	// Bucket is the KV bucket; ResultsBucket when empty.
+	Bucket string
+	// Create makes a missing bucket, with TTL (DefaultResultTTL when zero).
+	// Services set it; readers leave it off: a missing bucket means no result.
+	Create bool
+	TTL    time.Duration
+}
+
+// NewResults returns the stored calls of the bucket cfg names.
+func NewResults(js jetstream.JetStream, cfg ResultsConfig) *Results {
+	if cfg.Bucket == "" {
+		cfg.Bucket = ResultsBucket
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = DefaultResultTTL
+	}
+	return &Results{js: js, bucket: cfg.Bucket, create: cfg.Create, ttl: cfg.TTL}
+}
+
+func (r *Results) bind(ctx context.Context) (jetstream.KeyValue, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.kv != nil {
+		return r.kv, nil
+	}
+	kv, err := r.js.KeyValue(ctx, r.bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) && r.create {
+		kv, err = r.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      r.bucket,
+			Description: "TAH tool calls by session and call id (see docs/protocol.md)",
+			History:     1,
+			TTL:         r.ttl,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = r.js.KeyValue(ctx, r.bucket)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	r.kv = kv
+	return kv, nil
+}
+
+// Put stores s under ResultKey(s.Session, s.CallID).
+func (r *Results) Put(ctx context.Context, s Stored) error {
+	kv, err := r.bind(ctx)
+	if err != nil {
+		return fmt.Errorf("remote: results bucket %s: %w", r.bucket, err)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if _, err := kv.Put(ctx, ResultKey(s.Session, s.CallID), b); err != nil {
+		return fmt.Errorf("remote: store call %s: %w", s.CallID, err)
+	}
+	return nil
+}
+
+// Get returns the call stored for (session, callID), or an error wrapping
+// ErrNoResult when there is none (or no bucket yet).
+func (r *Results) Get(ctx context.Context, session, callID string) (Stored, error) {
+	kv, err := r.bind(ctx)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return Stored{}, fmt.Errorf("call %s: %w (bucket %s does not exist)", callID, ErrNoResult, r.bucket)
+	}
+	if err != nil {
+		return Stored{}, fmt.Errorf("remote: results bucket %s: %w", r.bucket, err)
+	}
+	e, err := kv.Get(ctx, ResultKey(session, callID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Stored{}, fmt.Errorf("call %s: %w", callID, ErrNoResult)
+	}
+	if err != nil {
+		return Stored{}, fmt.Errorf("remote: read call %s: %w", callID, err)
+	}
+	var s Stored
+	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		return Stored{}, fmt.Errorf("remote: call %s: malformed stored value: %w", callID, err)
+	}
+	return s, nil
+}

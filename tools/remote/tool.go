@@ -1,0 +1,185 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/tools"
+)
+
+// Tool is a tool offered by a service on NATS, as discovered by a Registry.
+type Tool struct {
+	reg        *Registry
+	name       string
+	desc       string
+	schema     json.RawMessage
+	service    string
+	instance   string
+	idempotent bool
+	exclusive  bool
+	timeout    time.Duration
+}
+
+var (
+	_ tools.IdempotentTool = (*Tool)(nil)
+	_ tools.ExclusiveTool  = (*Tool)(nil)
+	_ tools.TimeoutTool    = (*Tool)(nil)
+	_ tools.RemoteTool     = (*Tool)(nil)
+)
+
+func (t *Tool) Name() string            { return t.name }
+func (t *Tool) Description() string     { return t.desc }
+func (t *Tool) Schema() json.RawMessage { return t.schema }
+func (t *Tool) Idempotent() bool        { return t.idempotent }
+func (t *Tool) Exclusive() bool         { return t.exclusive }
+func (t *Tool) Timeout() time.Duration  { return t.timeout }
+
+// Runner is "remote:" and the name of the service that offers the tool.
+func (t *Tool) Runner() string { return "remote:" + t.service }
+
+// Service is the name of the micro service that offers the tool.
+func (t *Tool) Service() string { return t.service }
+
+// Run calls the tool: it sends a Request to tah.tool.<name> (queue group
+// tah-tools) with the call id, session and deadline from ctx (the Executor puts a
+// tools.CallInfo there) and waits for the reply. Meanwhile it probes the stored
+// call (Config.ProbeEvery): a result stored without a reply is taken, and a
+// runner that claimed the call and went away ends it with code "interrupted".
+// When ctx is done it publishes a CancelNotice on tah.tool.cancel.<call token>,
+// takes a result that was stored just in time, and otherwise returns ctx's error.
+func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, error) {
+	r := t.reg
+	info, _ := tools.CallFrom(ctx)
+	if info.ID == "" {
+		info.ID = event.NewID("call_")
+	}
+	req := Request{CallID: info.ID, Session: info.Session, Tool: t.name, Attempt: event.NewID("att_"), Input: input}
+	msg := nats.NewMsg(Subject(t.name))
+	msg.Header.Set(HeaderCallID, info.ID)
+	if info.Session != "" {
+		msg.Header.Set(HeaderSession, info.Session)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		req.Deadline = d.UTC()
+		msg.Header.Set(HeaderDeadline, req.Deadline.Format(time.RFC3339Nano))
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return tools.Result{}, &tools.ToolError{Code: event.CodeInvalidInput, Err: err}
+	}
+	msg.Data = body
+
+	replies := make(chan *nats.Msg, 1)
+	msg.Reply = r.nc.NewInbox()
+	sub, err := r.nc.ChanSubscribe(msg.Reply, replies)
+	if err != nil {
+		return tools.Result{}, t.unreachable(err)
+	}
+	defer sub.Unsubscribe()
+	if err := sub.AutoUnsubscribe(1); err != nil {
+		return tools.Result{}, t.unreachable(err)
+	}
+	if err := r.nc.PublishMsg(msg); err != nil {
+		return tools.Result{}, t.unreachable(err)
+	}
+
+	var probe <-chan time.Time
+	if r.cfg.ProbeEvery > 0 {
+		tick := time.NewTicker(r.cfg.ProbeEvery)
+		defer tick.Stop()
+		probe = tick.C
+	}
+	mine := func(s Stored) bool { return s.Attempt == req.Attempt }
+	for {
+		select {
+		case m := <-replies:
+			return t.reply(m)
+		case <-probe:
+			s, err := r.results.Get(ctx, info.Session, info.ID)
+			if err != nil || !mine(s) {
+				continue // not claimed (yet), or an earlier attempt's record
+			}
+			if s.State == StateDone && s.Result != nil {
+				return *s.Result, nil
+			}
+			if r.alive(ctx, s) {
+				continue
+			}
+			select {
+			case m := <-replies:
+				return t.reply(m)
+			default:
+			}
+			if s2, err := r.results.Get(ctx, info.Session, info.ID); err == nil && mine(s2) && s2.State == StateDone && s2.Result != nil {
+				return *s2.Result, nil
+			}
+			return interrupted(s), nil
+		case <-ctx.Done():
+			reason := ReasonCancelled
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				reason = ReasonTimeout
+			}
+			notice, _ := json.Marshal(CancelNotice{CallID: info.ID, Session: info.Session, Attempt: req.Attempt, Reason: reason})
+			_ = r.nc.Publish(CancelSubject(info.ID), notice)
+			select {
+			case m := <-replies:
+				return t.reply(m)
+			default:
+			}
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 250*time.Millisecond)
+			s, err := r.results.Get(lctx, info.Session, info.ID)
+			cancel()
+			if err == nil && mine(s) && s.State == StateDone && s.Result != nil {
+				return *s.Result, nil
+			}
+			return tools.Result{}, ctx.Err()
+		}
+	}
+}
+
+// reply decodes a service's reply.
+func (t *Tool) reply(m *nats.Msg) (tools.Result, error) {
+	if m.Header.Get("Status") == "503" { // no responders
+		return tools.Result{}, &tools.ToolError{Code: event.CodeToolError,
+			Err: fmt.Errorf("no runner serves tool %s right now (nothing listens on %s)", t.name, Subject(t.name))}
+	}
+	if status := m.Header.Get(micro.ErrorCodeHeader); status != "" {
+		var res tools.Result
+		if json.Unmarshal(m.Data, &res) == nil && res.Output != "" {
+			res.IsError = true
+			if res.Code == "" {
+				res.Code = CodeOf(status)
+			}
+			return res, nil
+		}
+		desc := m.Header.Get(micro.ErrorHeader)
+		if desc == "" {
+			desc = "the service reported an error without a description"
+		}
+		return tools.Failed(CodeOf(status), "Error: "+desc), nil
+	}
+	var res tools.Result
+	if err := json.Unmarshal(m.Data, &res); err != nil {
+		return tools.Result{}, &tools.ToolError{Code: event.CodeToolError,
+			Err: fmt.Errorf("tool %s (service %s) sent a malformed reply: %v", t.name, t.service, err)}
+	}
+	return res, nil
+}
+
+func (t *Tool) unreachable(err error) error {
+	return &tools.ToolError{Code: event.CodeToolError, Err: fmt.Errorf("tool %s cannot be reached: %w", t.name, err)}
+}
+
+// interrupted is the result of a call whose runner went away without a result.
+func interrupted(s Stored) tools.Result {
+	return tools.Failed(event.CodeInterrupted, fmt.Sprintf(
+		"Error: the runner of tool %s (service %s, instance %s) went away during the call; its outcome is unknown.",
+		s.Tool, s.Service, s.Instance))
+}

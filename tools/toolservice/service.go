@@ -1,0 +1,399 @@
+package toolservice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/tools"
+	"github.com/tah-dev/tah/tools/remote"
+)
+
+// Config configures a Service. Zero values mean the defaults named.
+type Config struct {
+	// Version is the micro services' version, SemVer (default "1.0.0").
+	Version string
+	// MaxConcurrent bounds the calls running at once, over all the tools
+	// (default 16). Further requests wait in NATS.
+	MaxConcurrent int
+	// Executor options: the default timeout, the output limit and where large
+	// outputs go (see tools.Options).
+	Executor tools.Options
+	// Results names the bucket of stored calls; it is created if missing.
+	Results remote.ResultsConfig
+	// Logger receives the service's records; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Service offers tools on NATS: one micro service per tool, named
+// tah-tool-<name>, with one endpoint on tah.tool.<name> in queue group tah-tools.
+type Service struct {
+	nc      *nats.Conn
+	cfg     Config
+	exec    *tools.Executor
+	results *remote.Results
+	log     *slog.Logger
+
+	svcs      []micro.Service
+	cancelSub *nats.Subscription
+	ctx       context.Context
+	cancel    context.CancelFunc
+	slots     chan struct{}
+
+	mu       sync.Mutex
+	closing  bool
+	inflight map[string][]*call     // by call token
+	early    map[string]earlyCancel // cancels of attempts not seen yet, by attempt
+	wg       sync.WaitGroup
+}
+
+type call struct {
+	session  string
+	attempt  string
+	cancel   context.CancelFunc
+	timedOut atomic.Bool // the caller's deadline passed (a cancel with reason "timeout")
+}
+
+// Start offers ts on nc until Close. It binds to (or creates) the results bucket
+// first, so it needs JetStream. It returns an error for tools with invalid or
+// duplicate names or schemas, or when NATS refuses.
+func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*Service, error) {
+	if cfg.Version == "" {
+		cfg.Version = "1.0.0"
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = 16
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Executor.Logger == nil {
+		cfg.Executor.Logger = cfg.Logger
+	}
+	cfg.Results.Create = true
+	reg, err := tools.NewRegistry(ts...)
+	if err != nil {
+		return nil, fmt.Errorf("toolservice: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("toolservice: %w", err)
+	}
+	s := &Service{
+		nc:       nc,
+		cfg:      cfg,
+		exec:     tools.NewExecutor(reg, cfg.Executor),
+		results:  remote.NewResults(js, cfg.Results),
+		log:      cfg.Logger,
+		slots:    make(chan struct{}, cfg.MaxConcurrent),
+		inflight: map[string][]*call{},
+		early:    map[string]earlyCancel{},
+	}
+	// Bind now: a service that cannot store results must not take calls.
+	if _, err := s.results.Get(ctx, "", "bind"); err != nil && !errors.Is(err, remote.ErrNoResult) {
+		return nil, fmt.Errorf("toolservice: %w", err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.cancelSub, err = nc.Subscribe(remote.CancelPrefix+"*", s.onCancel); err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("toolservice: subscribe to cancels: %w", err)
+	}
+	for _, name := range reg.Names() {
+		t, _ := reg.Tool(name)
+		if err := s.add(t); err != nil {
+			s.stop()
+			return nil, fmt.Errorf("toolservice: tool %s: %w", name, err)
+		}
+	}
+	return s, nil
+}
+
+func (s *Service) add(t tools.Tool) error {
+	svc, err := micro.AddService(s.nc, micro.Config{
+		Name:        remote.ServicePrefix + t.Name(),
+		Version:     s.cfg.Version,
+		Description: t.Description(),
+		Metadata:    map[string]string{remote.MetaProtocol: remote.ProtocolVersion},
+		QueueGroup:  remote.QueueGroup,
+	})
+	if err != nil {
+		return err
+	}
+	s.svcs = append(s.svcs, svc)
+	return svc.AddEndpoint(t.Name(), s.handler(t, svc),
+		micro.WithEndpointSubject(remote.Subject(t.Name())),
+		micro.WithEndpointQueueGroup(remote.QueueGroup),
+		micro.WithEndpointMetadata(remote.Metadata(t)))
+}
+
+// Info returns the micro info of each service, in tool name order.
+func (s *Service) Info() []micro.Info {
+	out := make([]micro.Info, 0, len(s.svcs))
+	for _, svc := range s.svcs {
+		out = append(out, svc.Info())
+	}
+	return out
+}
+
+// Close stops taking calls, waits for the calls in flight until ctx is done,
+// then cancels those left and waits for them to store and send their results.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	s.stop()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }() // ends with the last call, which the cancel below ends
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = fmt.Errorf("toolservice: close: calls cancelled: %w", ctx.Err())
+		s.cancel()
+		<-done
+	}
+	s.cancel()
+	if s.cancelSub != nil {
+		_ = s.cancelSub.Unsubscribe()
+	}
+	return err
+}
+
+func (s *Service) stop() {
+	for _, svc := range s.svcs {
+		if err := svc.Stop(); err != nil {
+			s.log.Warn("toolservice: stop", "service", svc.Info().Name, "err", err)
+		}
+	}
+}
+
+// Serve offers ts on nc, with the default Config, until ctx is done; then it
+// gives the calls in flight 10 seconds to finish.
+func Serve(ctx context.Context, nc *nats.Conn, ts ...tools.Tool) error {
+	s, err := Start(ctx, nc, Config{}, ts...)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return s.Close(cctx)
+}
+
+// handler takes a request off the endpoint's subscription: it waits for a slot
+// (keeping further requests in NATS) and runs the call in a goroutine that the
+// service owns.
+func (s *Service) handler(t tools.Tool, svc micro.Service) micro.HandlerFunc {
+	return func(req micro.Request) {
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.ctx.Done():
+			_ = req.Error("503", "the tool service is stopping", nil)
+			return
+		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			<-s.slots
+			_ = req.Error("503", "the tool service is stopping", nil)
+			return
+		}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.slots }()
+			s.serve(t, svc, req)
+		}()
+	}
+}
+
+// kvTimeout bounds each write of a stored call.
+const kvTimeout = 10 * time.Second
+
+func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
+	var in remote.Request
+	if err := json.Unmarshal(req.Data(), &in); err != nil {
+		s.respondError(req, "400", oneLine("malformed request: "+err.Error()), nil)
+		return
+	}
+	h := req.Headers()
+	if in.CallID == "" {
+		in.CallID = h.Get(remote.HeaderCallID)
+	}
+	if in.Session == "" {
+		in.Session = h.Get(remote.HeaderSession)
+	}
+	if in.Deadline.IsZero() {
+		if d, err := time.Parse(time.RFC3339Nano, h.Get(remote.HeaderDeadline)); err == nil {
+			in.Deadline = d
+		}
+	}
+	if in.CallID == "" {
+		s.respondError(req, "400", "malformed request: call_id is missing", nil)
+		return
+	}
+
+	ctx, cancel := context.WithCancel(tools.WithCall(s.ctx, tools.CallInfo{Session: in.Session}))
+	defer cancel()
+	if !in.Deadline.IsZero() {
+		var dcancel context.CancelFunc
+		ctx, dcancel = context.WithDeadline(ctx, in.Deadline)
+		defer dcancel()
+	}
+	token := remote.Token(in.CallID)
+	c := &call{session: in.Session, attempt: in.Attempt, cancel: cancel}
+	s.mu.Lock()
+	s.inflight[token] = append(s.inflight[token], c)
+	if e, ok := s.early[in.Attempt]; ok && in.Attempt != "" { // the cancel overtook the call
+		delete(s.early, in.Attempt)
+		c.timedOut.Store(e.timeout)
+		cancel()
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		list := s.inflight[token]
+		for i, x := range list {
+			if x == c {
+				list = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(s.inflight, token)
+		} else {
+			s.inflight[token] = list
+		}
+	}()
+
+	info := svc.Info()
+	stored := remote.Stored{
+		CallID: in.CallID, Session: in.Session, Tool: t.Name(), Attempt: in.Attempt,
+		State: remote.StateRunning, Service: info.Name, Instance: info.ID, Started: time.Now().UTC(),
+	}
+	s.store(stored)
+
+	res := s.exec.Execute(ctx, llm.ToolCall{ID: in.CallID, Name: t.Name(), Arguments: in.Input})
+	if res.Code == event.CodeCancelled && (c.timedOut.Load() || !in.Deadline.IsZero() && !time.Now().Before(in.Deadline)) {
+		res = tools.Failed(event.CodeTimeout, fmt.Sprintf("Error: the call to %s ran out of time (its deadline passed).", t.Name()))
+	}
+
+	stored.State, stored.Finished, stored.Result = remote.StateDone, time.Now().UTC(), &res
+	s.store(stored) // before the reply: a caller that lost the reply finds it
+
+	body, err := json.Marshal(res)
+	if err != nil {
+		s.respondError(req, "500", "cannot encode the result: "+err.Error(), nil)
+		return
+	}
+	if res.IsError {
+		err = s.respondMsg(req, body, remote.ErrorStatus(res.Code), oneLine(res.Output))
+	} else {
+		err = s.respondMsg(req, body, "", "")
+	}
+	if err != nil {
+		s.log.Warn("toolservice: reply failed; the result is stored", "tool", t.Name(), "call", in.CallID, "err", err)
+	}
+}
+
+// respondMsg publishes the reply to req itself: micro's Request may not be used
+// once its handler has returned (it reads the request's state then), and calls
+// are answered from their own goroutines. A failure carries micro's error
+// headers, as req.Error would set them.
+func (s *Service) respondMsg(req micro.Request, body []byte, status, desc string) error {
+	m := nats.NewMsg(req.Reply())
+	m.Data = body
+	if status != "" {
+		m.Header.Set(micro.ErrorCodeHeader, status)
+		m.Header.Set(micro.ErrorHeader, desc)
+	}
+	return s.nc.PublishMsg(m)
+}
+
+func (s *Service) respondError(req micro.Request, status, desc string, body []byte) {
+	if err := s.respondMsg(req, body, status, desc); err != nil {
+		s.log.Warn("toolservice: reply failed", "err", err)
+	}
+}
+
+func (s *Service) store(st remote.Stored) {
+	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+	defer cancel()
+	if err := s.results.Put(ctx, st); err != nil {
+		s.log.Error("toolservice: storing the call failed", "tool", st.Tool, "call", st.CallID, "state", st.State, "err", err)
+	}
+}
+
+// onCancel cancels the calls a CancelNotice names.
+func (s *Service) onCancel(m *nats.Msg) {
+	token := strings.TrimPrefix(m.Subject, remote.CancelPrefix)
+	var n remote.CancelNotice
+	_ = json.Unmarshal(m.Data, &n) // an empty or odd body cancels by call id alone
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	found := false
+	for _, c := range s.inflight[token] {
+		if (n.Session == "" || n.Session == c.session) && (n.Attempt == "" || n.Attempt == c.attempt) {
+			if n.Reason == remote.ReasonTimeout {
+				c.timedOut.Store(true)
+			}
+			c.cancel()
+			found = true
+		}
+	}
+	if !found && n.Attempt != "" {
+		now := time.Now()
+		for a, e := range s.early {
+			if now.Sub(e.at) > earlyCancelTTL {
+				delete(s.early, a)
+			}
+		}
+		if len(s.early) < maxEarlyCancels {
+			s.early[n.Attempt] = earlyCancel{at: now, timeout: n.Reason == remote.ReasonTimeout}
+		}
+	}
+}
+
+// earlyCancel is a cancel that arrived before its call: a cancel can overtake a
+// request that waits for a slot.
+type earlyCancel struct {
+	at      time.Time
+	timeout bool
+}
+
+const (
+	earlyCancelTTL  = time.Minute
+	maxEarlyCancels = 10000
+)
+
+// oneLine makes s fit a NATS header: one line, at most 512 bytes.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 512 {
+		cut := 509
+		for cut > 0 && !utf8RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	if s == "" {
+		s = "the call failed"
+	}
+	return s
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }

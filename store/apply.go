@@ -1,0 +1,646 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/projection"
+)
+
+// Problem is an event that was consumed but not folded: an unknown type, a
+// malformed payload, an event inconsistent with its session's history (an
+// event older than the session's last one included: a true redelivery is
+// recognised by its sequence and only counted as Skipped), an invalid session
+// id. The event is still stored (Events shows it with its error) and counted
+// in its session's Rejected, and the batch goes on: a reader of the log skips
+// what it cannot fold, as projection.Fold does. The exceptions, not stored:
+// an event without a sequence, and one whose sequence a different event holds.
+type Problem struct {
+	Seq     uint64
+	Session string
+	Type    event.Type
+	// Err wraps the cause: projection.ErrInconsistent, projection.ErrOutOfOrder,
+	// event.ErrUnknownType, event.ErrMalformed, event.ErrInvalidSessionID,
+	// ErrNoSequence, ErrSequenceReused or ErrPanic.
+	Err error
+}
+
+func (p Problem) Error() string {
+	return fmt.Sprintf("event %d %q of session %q: %v", p.Seq, p.Type, p.Session, p.Err)
+}
+
+func (p Problem) Unwrap() error { return p.Err }
+
+// ApplyResult says what one Apply did.
+type ApplyResult struct {
+	Applied int // events folded into their sessions
+	Skipped int // events already applied (redeliveries), ignored
+	// Problems are the events stored but not folded, in batch order.
+	Problems []Problem
+	// Position is the consumer's position after the batch: the highest stream
+	// sequence applied so far.
+	Position uint64
+	// MessageRows is how many message rows the batch wrote: the messages the
+	// batch added, plus those after an insertion point (a tool result or summary
+	// inserted before the end shifts the rows after it).
+	MessageRows int
+}
+
+// Apply folds a batch of events, from any sessions and in stream order, into
+// the read model, in one transaction: the raw events, every row they change,
+// and the consumer's position commit together or not at all, so a crash between
+// (or during) batches never loses or doubles an event. Apply is idempotent: an
+// event already stored (same stream sequence) is skipped, so redelivered
+// batches are harmless. Events that cannot be folded are stored and reported
+// in ApplyResult.Problems; they never fail the batch.
+//
+// The error is for the batch as a whole (I/O, ctx, ErrClosed): nothing of it
+// was applied and it may be retried.
+func (s *Store) Apply(ctx context.Context, events []event.Event) (ApplyResult, error) {
+	if err := s.checkOpen(); err != nil {
+		return ApplyResult{}, err
+	}
+	if len(events) == 0 {
+		pos, err := s.Position(ctx, s.opts.Consumer)
+		return ApplyResult{Position: pos}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.checkOpen(); err != nil {
+		return ApplyResult{}, err
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("store: apply: %w", err)
+	}
+	b := &batch{s: s, ctx: ctx, tx: tx, touched: make(map[string]*entry)}
+	committed := false
+	defer func() {
+		if !committed { // an error, or a panic on its way up
+			tx.Rollback()
+			// The in-memory states of the batch's sessions are ahead of the rows
+			// now: forget them, the next use reloads them from what was committed.
+			for _, e := range b.order {
+				s.cache.remove(e.id)
+			}
+		}
+	}()
+	if err := b.run(events); err != nil {
+		return ApplyResult{}, fmt.Errorf("store: apply: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return ApplyResult{}, fmt.Errorf("store: apply: commit: %w", err)
+	}
+	committed = true
+	for _, e := range b.order {
+		s.cache.put(e)
+	}
+	b.count()
+	return b.res, nil
+}
+
+// batch is one Apply in progress.
+type batch struct {
+	s       *Store
+	ctx     context.Context
+	tx      *sql.Tx
+	touched map[string]*entry
+	order   []*entry // touched, in order of first touch
+	res     ApplyResult
+	maxSeq  uint64
+
+	stepRows, callRows, snapshots, hits, misses, refolded int
+
+	txStmts map[*sql.Stmt]*sql.Stmt
+}
+
+// stmt is the prepared statement p bound to the batch's transaction, once per
+// batch (Tx.Stmt allocates and registers a new one on every call).
+func (b *batch) stmt(p *sql.Stmt) *sql.Stmt {
+	if ts := b.txStmts[p]; ts != nil {
+		return ts
+	}
+	if b.txStmts == nil {
+		b.txStmts = make(map[*sql.Stmt]*sql.Stmt)
+	}
+	ts := b.tx.StmtContext(b.ctx, p)
+	b.txStmts[p] = ts
+	return ts
+}
+
+func (b *batch) run(events []event.Event) error {
+	st := b.s.stmts
+	for i, e := range events {
+		if err := b.event(e); err != nil {
+			return err
+		}
+		if b.s.afterEvent != nil {
+			if err := b.s.afterEvent(i); err != nil {
+				return err
+			}
+		}
+	}
+	for _, e := range b.order {
+		if e.dirty {
+			if err := b.flush(e); err != nil {
+				return fmt.Errorf("session %q: %w", e.id, err)
+			}
+		}
+	}
+	var pos uint64
+	if err := b.stmt(st.upsertPosition).QueryRowContext(b.ctx, b.s.opts.Consumer, int64(b.maxSeq)).Scan(&pos); err != nil {
+		return fmt.Errorf("position: %w", err)
+	}
+	b.res.Position = pos
+	return nil
+}
+
+// event stores e and folds it into its session.
+func (b *batch) event(e event.Event) error {
+	st := b.s.stmts
+	if e.Seq == 0 {
+		b.problem(e, ErrNoSequence)
+		return nil
+	}
+	b.maxSeq = max(b.maxSeq, e.Seq)
+
+	var data any
+	if e.Data != nil {
+		data = string(e.Data)
+	}
+	r, err := b.stmt(st.insertEvent).ExecContext(b.ctx, int64(e.Seq), e.Session, string(e.Type), formatTime(e.Time), int64(e.Epoch), data)
+	if err != nil {
+		return fmt.Errorf("event %d: %w", e.Seq, err)
+	}
+	if n, err := r.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		// Stored already: a redelivery, unless the stored event is another one.
+		var sid, typ string
+		if err := b.stmt(st.eventKey).QueryRowContext(b.ctx, int64(e.Seq)).Scan(&sid, &typ); err != nil {
+			return fmt.Errorf("event %d: %w", e.Seq, err)
+		}
+		if sid != e.Session || typ != string(e.Type) {
+			b.problem(e, fmt.Errorf("sequence %d holds %q of session %q: %w", e.Seq, typ, sid, ErrSequenceReused))
+		} else {
+			b.res.Skipped++
+		}
+		return nil
+	}
+
+	if err := event.ValidSessionID(e.Session); err != nil {
+		return b.reject(nil, e, err)
+	}
+	ent, err := b.entry(e.Session, e.Seq)
+	if err != nil {
+		return err
+	}
+	bd := changeBounds(&ent.st, e)
+	if err := b.s.safeApply(&ent.st, e); err != nil {
+		if rerr := b.reject(ent, e, err); rerr != nil {
+			return rerr
+		}
+		if errors.Is(err, ErrPanic) {
+			return b.rebuild(ent)
+		}
+		return nil
+	}
+	ent.msgFrom = min(ent.msgFrom, bd.msg)
+	ent.stepFrom = min(ent.stepFrom, bd.step)
+	ent.callFrom = min(ent.callFrom, bd.call)
+	ent.dirty = true
+	b.res.Applied++
+	return nil
+}
+
+// reject records that e was stored but not folded.
+func (b *batch) reject(ent *entry, e event.Event, cause error) error {
+	if _, err := b.stmt(b.s.stmts.setEventError).ExecContext(b.ctx, cause.Error(), int64(e.Seq)); err != nil {
+		return fmt.Errorf("event %d: %w", e.Seq, err)
+	}
+	if ent != nil {
+		ent.rejected++
+		ent.dirty = true
+	}
+	b.problem(e, cause)
+	return nil
+}
+
+func (b *batch) problem(e event.Event, err error) {
+	b.res.Problems = append(b.res.Problems, Problem{Seq: e.Seq, Session: e.Session, Type: e.Type, Err: err})
+}
+
+// safeApply is projection.Apply, with a panic turned into an error.
+func (s *Store) safeApply(st *projection.State, e event.Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanic, r)
+		}
+	}()
+	return s.applyFn(st, e)
+}
+
+// rebuild replaces the state of ent, which a panic may have left half-changed,
+// by folding its applied events again (those of this batch included: the
+// transaction sees them). The shadows still describe the rows, so marking
+// everything as possibly changed makes flush write exactly the differences.
+func (b *batch) rebuild(ent *entry) error {
+	st, _, n, err := b.s.loadState(b.ctx, b.tx, ent.id, 0)
+	if err != nil {
+		return err
+	}
+	b.refolded += n
+	ent.st = st
+	ent.msgFrom, ent.stepFrom, ent.callFrom = 0, 0, 0
+	ent.dirty = true
+	return nil
+}
+
+// entry returns the session's entry for this batch: touched already, cached, or
+// loaded from its snapshot and tail. exclude is the sequence of the event being
+// applied, already inserted in the events table, so not part of the tail.
+func (b *batch) entry(sid string, exclude uint64) (*entry, error) {
+	if e := b.touched[sid]; e != nil {
+		return e, nil
+	}
+	e := b.s.cache.get(sid)
+	if e != nil {
+		b.hits++
+	} else {
+		b.misses++
+		st, rejected, n, err := b.s.loadState(b.ctx, b.tx, sid, exclude)
+		if err != nil {
+			return nil, err
+		}
+		b.refolded += n
+		stripRequests(&st) // all in the rows already: the load is from committed events
+		e = newEntry(sid, st)
+		e.rejected = rejected
+		e.snapEvents = snapshotEvents(st, n)
+	}
+	e.resetBounds()
+	b.touched[sid] = e
+	b.order = append(b.order, e)
+	return e, nil
+}
+
+// stripRequests drops the requests of st's steps, which the steps table holds.
+func stripRequests(st *projection.State) {
+	for i := range st.Steps {
+		st.Steps[i].Request = nil
+	}
+}
+
+// snapshotEvents is how many events the stored snapshot of a state loaded by
+// folding n tail events holds.
+func snapshotEvents(st projection.State, n int) int { return max(st.Events-n, 0) }
+
+// snapshotDue reports whether the state should be written again: the tail a
+// load would fold has grown past SnapshotEvery and a quarter of the session.
+// The geometric part keeps the bytes written for snapshots within a constant
+// factor (about 5) of the session's final size, however long it runs, while a
+// load folds at most a quarter of the session's events again.
+func (s *Store) snapshotDue(e *entry) bool {
+	tail := e.st.Events - e.snapEvents
+	return tail >= max(s.opts.SnapshotEvery, e.st.Events/4)
+}
+
+// flush writes the rows of a touched session.
+func (b *batch) flush(e *entry) error {
+	st := &e.st
+	if st.ID == "" {
+		// Never created (only rejected events so far): there is no row to write;
+		// the rejections are in the events table.
+		return nil
+	}
+	if err := b.writeSession(e); err != nil {
+		return err
+	}
+	if !maps.Equal(e.labels, st.Labels) {
+		if err := b.writeLabels(e); err != nil {
+			return err
+		}
+	}
+	if err := b.writeMessages(e); err != nil {
+		return err
+	}
+	if err := b.writeSteps(e); err != nil {
+		return err
+	}
+	if err := b.writeCalls(e); err != nil {
+		return err
+	}
+	if err := b.writeArtifacts(e); err != nil {
+		return err
+	}
+	if err := b.writeCheckpoints(e); err != nil {
+		return err
+	}
+	if err := b.writeSnapshot(e); err != nil {
+		return err
+	}
+	e.resetBounds()
+	return nil
+}
+
+func (b *batch) writeSession(e *entry) error {
+	st := &e.st
+	cfg, err := json.Marshal(st.Config)
+	if err != nil {
+		return err
+	}
+	labels, err := json.Marshal(st.Labels)
+	if err != nil {
+		return err
+	}
+	_, err = b.stmt(b.s.stmts.upsertSession).ExecContext(b.ctx,
+		st.ID, string(st.Status), st.Turn, string(cfg), st.ForkedFrom, string(labels),
+		int64(st.Epoch), st.Node, title(st.Messages), unixNano(st.CreatedAt), unixNano(st.UpdatedAt),
+		int64(st.LastSeq), st.Events, e.rejected, len(st.Messages), len(st.Steps),
+		st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CacheReadTokens, st.Summaries, st.Trims,
+		st.LastOutput, st.LastError, st.LastCode)
+	return err
+}
+
+// writeSnapshot stores the state when one is due. It runs after writeSteps, so
+// the state holds no requests: they are in the steps table, and a snapshot
+// with them would grow with the square of a session run without a budget
+// (every request holds the whole history).
+func (b *batch) writeSnapshot(e *entry) error {
+	if !b.s.snapshotDue(e) {
+		return nil
+	}
+	st := &e.st
+	raw, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if _, err := b.stmt(b.s.stmts.upsertSnapshot).ExecContext(b.ctx, st.ID, int64(st.LastSeq), string(raw)); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	e.snapEvents = st.Events
+	b.snapshots++
+	return nil
+}
+
+func (b *batch) writeLabels(e *entry) error {
+	if _, err := b.stmt(b.s.stmts.deleteLabels).ExecContext(b.ctx, e.id); err != nil {
+		return err
+	}
+	for k, v := range e.st.Labels {
+		if _, err := b.stmt(b.s.stmts.insertLabel).ExecContext(b.ctx, e.id, k, v); err != nil {
+			return err
+		}
+	}
+	e.labels = cloneLabels(e.st.Labels)
+	return nil
+}
+
+// writeMessages rewrites the messages from the first one that differs from the
+// rows. Messages are keyed by their index, so an insertion (a tool result given
+// late, a summary) moves every row after it: the tail from there is rewritten.
+// Below msgFrom nothing changed, so the comparison starts there.
+func (b *batch) writeMessages(e *entry) error {
+	old, cur := e.msgs, e.st.Messages
+	from := min(e.msgFrom, len(old), len(cur))
+	if b.s.verify {
+		if i := firstMessageDiff(old, cur, 0); i < from {
+			panic(fmt.Sprintf("store: session %q: message %d changed below the bound %d", e.id, i, from))
+		}
+	}
+	i := firstMessageDiff(old, cur, from)
+	if i == len(old) && i == len(cur) {
+		return nil
+	}
+	ins := b.stmt(b.s.stmts.upsertMessage)
+	write := func(j int) error {
+		m := &cur[j]
+		var calls any
+		if len(m.ToolCalls) > 0 {
+			raw, err := json.Marshal(m.ToolCalls)
+			if err != nil {
+				return err
+			}
+			calls = string(raw)
+		}
+		_, err := ins.ExecContext(b.ctx, e.id, j, string(m.Role), m.Content, calls, m.ToolCallID, m.Name,
+			m.IsError, projection.IsSummary(*m))
+		b.res.MessageRows++
+		return err
+	}
+	if len(old) == len(cur) {
+		// Changed in place (a new system prompt): only the rows that differ.
+		for j := i; j < len(cur); j++ {
+			if !messageEqual(&old[j], &cur[j]) {
+				if err := write(j); err != nil {
+					return err
+				}
+			}
+		}
+	} else {
+		if i < len(old) {
+			if _, err := b.stmt(b.s.stmts.deleteMessages).ExecContext(b.ctx, e.id, i); err != nil {
+				return err
+			}
+		}
+		for j := i; j < len(cur); j++ {
+			if err := write(j); err != nil {
+				return err
+			}
+		}
+	}
+	e.msgs = append(e.msgs[:i], cur[i:]...)
+	return nil
+}
+
+// writeSteps writes the steps from stepFrom on that differ from their rows.
+// Steps are only ever appended, then updated in place.
+func (b *batch) writeSteps(e *entry) error {
+	old, cur := e.steps, e.st.Steps
+	if len(cur) < len(old) {
+		if _, err := b.stmt(b.s.stmts.deleteSteps).ExecContext(b.ctx, e.id, len(cur)); err != nil {
+			return err
+		}
+		old = old[:len(cur)]
+	}
+	from := min(e.stepFrom, len(old))
+	if b.s.verify {
+		for j := 0; j < from; j++ {
+			if !stepEqual(&old[j], &cur[j]) {
+				panic(fmt.Sprintf("store: session %q: step %d changed below the bound %d", e.id, j, from))
+			}
+		}
+	}
+	up := b.stmt(b.s.stmts.upsertStep)
+	for j := from; j < len(cur); j++ {
+		fresh := j >= len(old)
+		if !fresh && stepEqual(&old[j], &cur[j]) {
+			continue
+		}
+		s := &cur[j]
+		// The request is the largest column (the history as sent) and never
+		// changes once recorded: NULL keeps the stored one.
+		var req any
+		if fresh || old[j].Request != s.Request {
+			v, err := jsonOrNil(s.Request)
+			if err != nil {
+				return err
+			}
+			req = v
+		}
+		resp, err := jsonOrNil(s.Response)
+		if err != nil {
+			return err
+		}
+		trim, err := jsonOrNil(s.Trim)
+		if err != nil {
+			return err
+		}
+		art, err := jsonOrNil(s.Artifact)
+		if err != nil {
+			return err
+		}
+		var input any
+		if len(s.Input) > 0 {
+			input = string(s.Input)
+		}
+		var in, out int
+		if s.Response != nil {
+			in, out = s.Response.Usage.InputTokens, s.Response.Usage.OutputTokens
+		}
+		if _, err := up.ExecContext(b.ctx, e.id, j, s.ID, string(s.Type), s.Turn, string(s.Status),
+			s.Tool, s.CallID, input, s.Output, s.Idempotent, art, req, resp, trim, s.Content,
+			s.Error, s.Code, int64(s.StartSeq), int64(s.EndSeq), unixNano(s.StartedAt), unixNano(s.EndedAt),
+			s.DurationMS, in, out); err != nil {
+			return err
+		}
+		b.stepRows++
+		// Written: drop the request from memory (see writeSnapshot). Nothing
+		// folds old requests again; State reads them back from the rows.
+		s.Request = nil
+		if fresh {
+			old = append(old, *s)
+		} else {
+			old[j] = *s
+		}
+	}
+	e.steps = old
+	return nil
+}
+
+// writeCalls writes the tool-call records from callFrom on that differ from
+// their rows. Records are appended, then updated in place.
+func (b *batch) writeCalls(e *entry) error {
+	old, cur := e.calls, e.st.ToolCalls
+	if len(cur) < len(old) {
+		if _, err := b.stmt(b.s.stmts.deleteCalls).ExecContext(b.ctx, e.id, len(cur)); err != nil {
+			return err
+		}
+		old = old[:len(cur)]
+	}
+	from := min(e.callFrom, len(old))
+	if b.s.verify {
+		for j := 0; j < from; j++ {
+			if !callEqual(&old[j], &cur[j]) {
+				panic(fmt.Sprintf("store: session %q: tool call %d changed below the bound %d", e.id, j, from))
+			}
+		}
+	}
+	up := b.stmt(b.s.stmts.upsertCall)
+	for j := from; j < len(cur); j++ {
+		fresh := j >= len(old)
+		if !fresh && callEqual(&old[j], &cur[j]) {
+			continue
+		}
+		c := &cur[j]
+		var args any
+		if len(c.Arguments) > 0 {
+			args = string(c.Arguments)
+		}
+		if _, err := up.ExecContext(b.ctx, e.id, j, c.CallID, c.Name, args, c.Turn, c.StepID,
+			string(c.Status), c.IsError, c.Code, c.HasResult); err != nil {
+			return err
+		}
+		b.callRows++
+		if fresh {
+			old = append(old, *c)
+		} else {
+			old[j] = *c
+		}
+	}
+	e.calls = old
+	return nil
+}
+
+// writeArtifacts inserts the artifacts added since the last flush (they are
+// only ever appended).
+func (b *batch) writeArtifacts(e *entry) error {
+	cur := e.st.Artifacts
+	if len(cur) < e.arts {
+		if _, err := b.stmt(b.s.stmts.deleteArtifacts).ExecContext(b.ctx, e.id, len(cur)); err != nil {
+			return err
+		}
+		e.arts = len(cur)
+	}
+	for j := e.arts; j < len(cur); j++ {
+		a := &cur[j]
+		if _, err := b.stmt(b.s.stmts.upsertArtifact).ExecContext(b.ctx, e.id, j, a.ID, a.Name, a.StepID, a.CallID,
+			a.ContentType, a.Ref.Bucket, a.Ref.Object, a.Ref.Size, a.Ref.SHA256, int64(a.Seq)); err != nil {
+			return err
+		}
+	}
+	e.arts = len(cur)
+	return nil
+}
+
+// writeCheckpoints inserts the checkpoints added since the last flush.
+func (b *batch) writeCheckpoints(e *entry) error {
+	cur := e.st.Checkpoints
+	if len(cur) < e.checks {
+		if _, err := b.stmt(b.s.stmts.deleteCheckpoints).ExecContext(b.ctx, e.id, len(cur)); err != nil {
+			return err
+		}
+		e.checks = len(cur)
+	}
+	for j := e.checks; j < len(cur); j++ {
+		c := &cur[j]
+		if _, err := b.stmt(b.s.stmts.upsertCheckpoint).ExecContext(b.ctx, e.id, j, c.ID, int64(c.UpToSeq),
+			c.Bucket, c.Key, c.Events, int64(c.Seq)); err != nil {
+			return err
+		}
+	}
+	e.checks = len(cur)
+	return nil
+}
+
+// count adds a committed batch to the store's counters.
+func (b *batch) count() {
+	c := &b.s.stats
+	c.batches.Add(1)
+	c.applied.Add(int64(b.res.Applied))
+	c.skipped.Add(int64(b.res.Skipped))
+	c.rejected.Add(int64(len(b.res.Problems)))
+	c.messageRows.Add(int64(b.res.MessageRows))
+	c.stepRows.Add(int64(b.stepRows))
+	c.toolCallRows.Add(int64(b.callRows))
+	c.snapshots.Add(int64(b.snapshots))
+	c.cacheHits.Add(int64(b.hits))
+	c.cacheMisses.Add(int64(b.misses))
+	c.refolded.Add(int64(b.refolded))
+}
+
+func jsonOrNil[T any](v *T) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return string(raw), nil
+}

@@ -1,0 +1,159 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/projection"
+)
+
+// listFixture applies 14 sessions with various states, labels and update
+// times (some equal, to exercise the tie-break) and returns their folded states.
+func listFixture(t *testing.T, s *Store) []projection.State {
+	var logs [][]event.Event
+	for i := 0; i < 14; i++ {
+		labels := map[string]string{"team": "a"}
+		if i%2 == 1 {
+			labels["team"] = "b"
+		}
+		if i%3 == 0 {
+			labels["env"] = "prod"
+		}
+		b := newSession(t, fmt.Sprintf("s_%02d", i), event.Config{SystemPrompt: "sys"}, labels)
+		switch i % 4 {
+		case 1:
+			b.userTurn(fmt.Sprintf("question %d", i)).llm("answer").finish("answer")
+		case 2:
+			b.userTurn(fmt.Sprintf("question %d", i)) // still running
+		case 3:
+			b.userTurn("q").llm("a").finish("a").userTurn("q2").llm("a2").finish("a2")
+		}
+		// Sessions i and i+7 end at the same time.
+		end := t0.Add(time.Duration(i%7) * time.Minute)
+		for k := range b.events {
+			b.events[k].Time = end.Add(time.Duration(k-len(b.events)+1) * time.Second)
+		}
+		logs = append(logs, b.events)
+	}
+	evs := merge(logs...)
+	apply(t, s, evs, 10)
+	var states []projection.State
+	for _, l := range bySession(evs) {
+		states = append(states, mustFold(t, l))
+	}
+	sort.Slice(states, func(i, j int) bool {
+		a, b := states[i], states[j]
+		if !a.UpdatedAt.Equal(b.UpdatedAt) {
+			return a.UpdatedAt.After(b.UpdatedAt)
+		}
+		return a.ID > b.ID
+	})
+	return states
+}
+
+func idsOf[T any](rows []T, id func(T) string) []string {
+	out := []string{}
+	for _, r := range rows {
+		out = append(out, id(r))
+	}
+	return out
+}
+
+func rowID(r SessionRow) string         { return r.ID }
+func stateID(s projection.State) string { return s.ID }
+
+func TestListSessions(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	all := listFixture(t, s)
+	want := idsOf(all, stateID)
+
+	page, err := s.ListSessions(ctx, ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := idsOf(page.Sessions, rowID); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("order:\n got %v\nwant %v", got, want)
+	}
+	if page.Next != "" {
+		t.Fatalf("a complete page has a next cursor %q", page.Next)
+	}
+	r := page.Sessions[0]
+	if r.Title == "" && r.Turn > 0 || r.Messages == 0 || r.UpdatedAt.IsZero() || r.CreatedAt.IsZero() {
+		t.Fatalf("row lacks fields: %+v", r)
+	}
+
+	// Paging with the cursor visits every session once, in order.
+	var walked []string
+	opts := ListOptions{Limit: 4}
+	for pages := 0; ; pages++ {
+		p, err := s.ListSessions(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		walked = append(walked, idsOf(p.Sessions, rowID)...)
+		if p.Next == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("paging does not end")
+		}
+		opts.Before = p.Next
+	}
+	if fmt.Sprint(walked) != fmt.Sprint(want) {
+		t.Fatalf("paged:\n got %v\nwant %v", walked, want)
+	}
+
+	// Offset.
+	p, err := s.ListSessions(ctx, ListOptions{Limit: 3, Offset: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := idsOf(p.Sessions, rowID); fmt.Sprint(got) != fmt.Sprint(want[5:8]) {
+		t.Fatalf("offset: got %v want %v", got, want[5:8])
+	}
+
+	// Filters, alone and together.
+	filter := func(keep func(projection.State) bool) []string {
+		var out []projection.State
+		for _, st := range all {
+			if keep(st) {
+				out = append(out, st)
+			}
+		}
+		return idsOf(out, stateID)
+	}
+	for _, c := range []struct {
+		opts ListOptions
+		keep func(projection.State) bool
+	}{
+		{ListOptions{Status: projection.StatusRunning}, func(st projection.State) bool { return st.Status == projection.StatusRunning }},
+		{ListOptions{Status: projection.StatusIdle}, func(st projection.State) bool { return st.Status == projection.StatusIdle }},
+		{ListOptions{Labels: map[string]string{"team": "b"}}, func(st projection.State) bool { return st.Labels["team"] == "b" }},
+		{ListOptions{Labels: map[string]string{"env": ""}}, func(st projection.State) bool { _, ok := st.Labels["env"]; return ok }},
+		{ListOptions{Labels: map[string]string{"team": "a", "env": "prod"}, Status: projection.StatusIdle},
+			func(st projection.State) bool {
+				return st.Labels["team"] == "a" && st.Labels["env"] == "prod" && st.Status == projection.StatusIdle
+			}},
+		{ListOptions{Labels: map[string]string{"team": "nobody"}}, func(projection.State) bool { return false }},
+	} {
+		p, err := s.ListSessions(ctx, c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := idsOf(p.Sessions, rowID), filter(c.keep); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%+v: got %v want %v", c.opts, got, want)
+		}
+	}
+
+	for _, bad := range []string{"x", "12", ".s_1", "abc.s_1"} {
+		if _, err := s.ListSessions(ctx, ListOptions{Before: bad}); !errors.Is(err, ErrInvalidCursor) {
+			t.Errorf("cursor %q: %v", bad, err)
+		}
+	}
+}

@@ -1,0 +1,572 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+)
+
+// The reads below run on the read pool and see the batches committed when they
+// start. Those that read several tables (State) do so in one read transaction,
+// so they never mix two batches.
+
+// querier is what loadState needs of a *sql.Tx or *sql.DB.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+const sessionColumns = `id, status, turn, config, forked_from, labels, epoch, node, title, created_at, updated_at,
+	last_seq, events, rejected, message_count, step_count, tokens_in, tokens_out, tokens_cache_read,
+	summaries, trims, last_output, last_error, last_code`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanSession(sc scanner) (SessionRow, error) {
+	var r SessionRow
+	var status, cfg, labels string
+	var epoch, lastSeq, created, updated int64
+	err := sc.Scan(&r.ID, &status, &r.Turn, &cfg, &r.ForkedFrom, &labels, &epoch, &r.Node, &r.Title,
+		&created, &updated, &lastSeq, &r.Events, &r.Rejected, &r.Messages, &r.Steps,
+		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens, &r.Summaries, &r.Trims,
+		&r.LastOutput, &r.LastError, &r.LastCode)
+	if err != nil {
+		return r, err
+	}
+	r.Status = projection.Status(status)
+	r.Epoch, r.LastSeq = uint64(epoch), uint64(lastSeq)
+	r.CreatedAt, r.UpdatedAt = fromUnixNano(created), fromUnixNano(updated)
+	if err := json.Unmarshal([]byte(cfg), &r.Config); err != nil {
+		return r, fmt.Errorf("session %q config: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(labels), &r.Labels); err != nil {
+		return r, fmt.Errorf("session %q labels: %w", r.ID, err)
+	}
+	return r, nil
+}
+
+// GetSession returns the session with id, or an error wrapping ErrNotFound.
+func (s *Store) GetSession(ctx context.Context, id string) (SessionRow, error) {
+	if err := s.checkOpen(); err != nil {
+		return SessionRow{}, err
+	}
+	r, err := scanSession(s.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return SessionRow{}, fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return SessionRow{}, fmt.Errorf("store: get %q: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListOptions select and page the sessions of ListSessions.
+type ListOptions struct {
+	// Status keeps only the sessions in that state; empty keeps all.
+	Status projection.Status
+	// Labels keeps only the sessions that have every one of these labels with
+	// that value; an empty value only requires the label.
+	Labels map[string]string
+	// Limit is the page size: default 50, at most 1000.
+	Limit int
+	// Offset skips that many sessions. Prefer Before for paging: it does not
+	// shift when sessions are updated between pages.
+	Offset int
+	// Before continues a listing after the last session of a page: pass the
+	// previous page's Next.
+	Before string
+}
+
+// DefaultListLimit and MaxListLimit bound ListOptions.Limit.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+)
+
+// Page is one page of ListSessions.
+type Page struct {
+	Sessions []SessionRow
+	// Next is the ListOptions.Before of the next page; empty on the last page.
+	Next string
+}
+
+// ListSessions returns sessions, the most recently updated first (ties by id),
+// filtered and paged by opts. A malformed opts.Before wraps ErrInvalidCursor.
+func (s *Store) ListSessions(ctx context.Context, opts ListOptions) (Page, error) {
+	if err := s.checkOpen(); err != nil {
+		return Page{}, err
+	}
+	limit := opts.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	var where []string
+	var args []any
+	if opts.Status != "" {
+		where = append(where, "status = ?")
+		args = append(args, string(opts.Status))
+	}
+	keys := make([]string, 0, len(opts.Labels))
+	for k := range opts.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if v := opts.Labels[k]; v != "" {
+			where = append(where, "EXISTS (SELECT 1 FROM session_labels l WHERE l.session_id = sessions.id AND l.key = ? AND l.value = ?)")
+			args = append(args, k, v)
+		} else {
+			where = append(where, "EXISTS (SELECT 1 FROM session_labels l WHERE l.session_id = sessions.id AND l.key = ?)")
+			args = append(args, k)
+		}
+	}
+	if opts.Before != "" {
+		at, id, err := parseCursor(opts.Before)
+		if err != nil {
+			return Page{}, err
+		}
+		where = append(where, "(updated_at < ? OR (updated_at = ? AND id < ?))")
+		args = append(args, at, at, id)
+	}
+	q := `SELECT ` + sessionColumns + ` FROM sessions`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?"
+	args = append(args, limit+1, max(opts.Offset, 0))
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return Page{}, fmt.Errorf("store: list: %w", err)
+	}
+	defer rows.Close()
+	var p Page
+	for rows.Next() {
+		r, err := scanSession(rows)
+		if err != nil {
+			return Page{}, fmt.Errorf("store: list: %w", err)
+		}
+		p.Sessions = append(p.Sessions, r)
+	}
+	if err := rows.Err(); err != nil {
+		return Page{}, fmt.Errorf("store: list: %w", err)
+	}
+	if len(p.Sessions) > limit {
+		p.Sessions = p.Sessions[:limit]
+		last := p.Sessions[limit-1]
+		p.Next = formatCursor(unixNano(last.UpdatedAt), last.ID)
+	}
+	return p, nil
+}
+
+// A cursor is "<updated_at ns>.<id>": session ids never hold a '.'.
+func formatCursor(at int64, id string) string { return strconv.FormatInt(at, 10) + "." + id }
+
+func parseCursor(c string) (int64, string, error) {
+	ns, id, ok := strings.Cut(c, ".")
+	at, err := strconv.ParseInt(ns, 10, 64)
+	if !ok || err != nil || id == "" {
+		return 0, "", fmt.Errorf("cursor %q: %w", c, ErrInvalidCursor)
+	}
+	return at, id, nil
+}
+
+// exists checks, inside a read, that the session has a row, so that an empty
+// history and an unknown session are told apart.
+func exists(ctx context.Context, q querier, id string) error {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("session %q: %w", id, ErrNotFound)
+	}
+	return err
+}
+
+// readSession runs fn in a read transaction after checking the session exists.
+func (s *Store) readSession(ctx context.Context, what, id string, fn func(*sql.Tx) error) error {
+	if err := s.checkOpen(); err != nil {
+		return err
+	}
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("store: %s %q: %w", what, id, err)
+	}
+	defer tx.Rollback()
+	if err := exists(ctx, tx, id); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return err
+		}
+		return fmt.Errorf("store: %s %q: %w", what, id, err)
+	}
+	if err := fn(tx); err != nil {
+		return fmt.Errorf("store: %s %q: %w", what, id, err)
+	}
+	return nil
+}
+
+// Messages returns the session's full history in order: every message,
+// summaries included, never trimmed (what fork copies). ErrNotFound for an
+// unknown session.
+func (s *Store) Messages(ctx context.Context, id string) ([]llm.Message, error) {
+	out := []llm.Message{}
+	err := s.readSession(ctx, "messages", id, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, name, is_error
+			FROM messages WHERE session_id = ? ORDER BY idx`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m llm.Message
+			var role string
+			var calls sql.NullString
+			if err := rows.Scan(&role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.IsError); err != nil {
+				return err
+			}
+			m.Role = llm.Role(role)
+			if calls.Valid {
+				if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
+					return err
+				}
+			}
+			out = append(out, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Steps returns the session's steps in order. ErrNotFound for an unknown session.
+func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error) {
+	out := []projection.Step{}
+	err := s.readSession(ctx, "steps", id, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT step_id, type, turn, status, tool, call_id, input, output,
+			idempotent, artifact, request, response, trim, content, error, code, start_seq, end_seq,
+			started_at, ended_at, duration_ms FROM steps WHERE session_id = ? ORDER BY idx`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var st projection.Step
+			var typ, status string
+			var input, art, req, resp, trim sql.NullString
+			var startSeq, endSeq, started, ended int64
+			if err := rows.Scan(&st.ID, &typ, &st.Turn, &status, &st.Tool, &st.CallID, &input, &st.Output,
+				&st.Idempotent, &art, &req, &resp, &trim, &st.Content, &st.Error, &st.Code, &startSeq, &endSeq,
+				&started, &ended, &st.DurationMS); err != nil {
+				return err
+			}
+			st.Type, st.Status = projection.StepType(typ), projection.StepStatus(status)
+			st.StartSeq, st.EndSeq = uint64(startSeq), uint64(endSeq)
+			st.StartedAt, st.EndedAt = fromUnixNano(started), fromUnixNano(ended)
+			if input.Valid {
+				st.Input = json.RawMessage(input.String)
+			}
+			if err := unmarshalOpt(art, &st.Artifact); err != nil {
+				return err
+			}
+			if err := unmarshalOpt(req, &st.Request); err != nil {
+				return err
+			}
+			if err := unmarshalOpt(resp, &st.Response); err != nil {
+				return err
+			}
+			if err := unmarshalOpt(trim, &st.Trim); err != nil {
+				return err
+			}
+			out = append(out, st)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func unmarshalOpt[T any](ns sql.NullString, dst **T) error {
+	if !ns.Valid {
+		return nil
+	}
+	v := new(T)
+	if err := json.Unmarshal([]byte(ns.String), v); err != nil {
+		return err
+	}
+	*dst = v
+	return nil
+}
+
+// ToolCalls returns the session's tool-call records in order. ErrNotFound for
+// an unknown session.
+func (s *Store) ToolCalls(ctx context.Context, id string) ([]projection.ToolCallRecord, error) {
+	out := []projection.ToolCallRecord{}
+	err := s.readSession(ctx, "tool calls", id, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT call_id, name, arguments, turn, step_id, status, is_error, code,
+			has_result FROM tool_calls WHERE session_id = ? ORDER BY idx`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c projection.ToolCallRecord
+			var args sql.NullString
+			var status string
+			if err := rows.Scan(&c.CallID, &c.Name, &args, &c.Turn, &c.StepID, &status, &c.IsError, &c.Code,
+				&c.HasResult); err != nil {
+				return err
+			}
+			c.Status = projection.StepStatus(status)
+			if args.Valid {
+				c.Arguments = json.RawMessage(args.String)
+			}
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Artifacts returns the session's artifacts in order. ErrNotFound for an
+// unknown session.
+func (s *Store) Artifacts(ctx context.Context, id string) ([]projection.Artifact, error) {
+	out := []projection.Artifact{}
+	err := s.readSession(ctx, "artifacts", id, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, name, step_id, call_id, content_type, bucket, object, size,
+			sha256, seq FROM artifacts WHERE session_id = ? ORDER BY idx`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a projection.Artifact
+			var seq int64
+			if err := rows.Scan(&a.ID, &a.Name, &a.StepID, &a.CallID, &a.ContentType, &a.Ref.Bucket,
+				&a.Ref.Object, &a.Ref.Size, &a.Ref.SHA256, &seq); err != nil {
+				return err
+			}
+			a.Seq = uint64(seq)
+			out = append(out, a)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Checkpoints returns the session's checkpoints in order. ErrNotFound for an
+// unknown session.
+func (s *Store) Checkpoints(ctx context.Context, id string) ([]projection.Checkpoint, error) {
+	out := []projection.Checkpoint{}
+	err := s.readSession(ctx, "checkpoints", id, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT id, up_to_seq, bucket, key, events, seq
+			FROM checkpoints WHERE session_id = ? ORDER BY idx`, id)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var c projection.Checkpoint
+			var upTo, seq int64
+			if err := rows.Scan(&c.ID, &upTo, &c.Bucket, &c.Key, &c.Events, &seq); err != nil {
+				return err
+			}
+			c.UpToSeq, c.Seq = uint64(upTo), uint64(seq)
+			out = append(out, c)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Events returns up to limit (default 1000) events of the session with a
+// sequence at or after fromSeq, in stream order, rejected ones included. An
+// unknown session with no events wraps ErrNotFound.
+func (s *Store) Events(ctx context.Context, id string, fromSeq uint64, limit int) ([]EventRow, error) {
+	if err := s.checkOpen(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT seq, session_id, type, time, epoch, data, error FROM events
+		WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, id, int64(fromSeq), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: events %q: %w", id, err)
+	}
+	defer rows.Close()
+	out := []EventRow{}
+	for rows.Next() {
+		var r EventRow
+		var msg sql.NullString
+		if err := scanEvent(rows, &r.Event, &msg); err != nil {
+			return nil, fmt.Errorf("store: events %q: %w", id, err)
+		}
+		r.Error = msg.String
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: events %q: %w", id, err)
+	}
+	if len(out) == 0 {
+		if err := exists(ctx, s.r, id); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("store: events %q: %w", id, err)
+		}
+	}
+	return out, nil
+}
+
+func scanEvent(sc scanner, e *event.Event, msg *sql.NullString) error {
+	var seq, epoch int64
+	var typ, tm string
+	var data sql.NullString
+	dest := []any{&seq, &e.Session, &typ, &tm, &epoch, &data}
+	if msg != nil {
+		dest = append(dest, msg)
+	}
+	if err := sc.Scan(dest...); err != nil {
+		return err
+	}
+	e.Seq, e.Epoch, e.Type, e.Time = uint64(seq), uint64(epoch), event.Type(typ), parseTime(tm)
+	if data.Valid {
+		e.Data = json.RawMessage(data.String)
+	}
+	return nil
+}
+
+// State returns the session's folded state as of the last committed batch:
+// its snapshot and the events after it, folded in one read transaction. It is
+// for show/get and fork (Messages and LastSeq agree). ErrNotFound for an
+// unknown session.
+func (s *Store) State(ctx context.Context, id string) (projection.State, error) {
+	var st projection.State
+	err := s.readSession(ctx, "state", id, func(tx *sql.Tx) error {
+		var err error
+		if st, _, _, err = s.loadState(ctx, tx, id, 0); err != nil {
+			return err
+		}
+		return hydrateRequests(ctx, tx, id, &st)
+	})
+	return st, err
+}
+
+// hydrateRequests puts back the requests that snapshots leave out (see
+// writeSnapshot), from the steps table.
+func hydrateRequests(ctx context.Context, q querier, id string, st *projection.State) error {
+	missing := false
+	for i := range st.Steps {
+		if st.Steps[i].Type == projection.StepLLM && st.Steps[i].Request == nil {
+			missing = true
+			break
+		}
+	}
+	if !missing {
+		return nil
+	}
+	rows, err := q.QueryContext(ctx, `SELECT idx, request FROM steps WHERE session_id = ? AND request IS NOT NULL ORDER BY idx`, id)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var idx int
+		var raw sql.NullString
+		if err := rows.Scan(&idx, &raw); err != nil {
+			return err
+		}
+		if idx < len(st.Steps) && st.Steps[idx].Request == nil {
+			if err := unmarshalOpt(raw, &st.Steps[idx].Request); err != nil {
+				return err
+			}
+		}
+	}
+	return rows.Err()
+}
+
+// loadState folds a session from its stored snapshot (if any) and its applied
+// events after it, except the one with sequence exclude. It returns the state,
+// the session's count of rejected events, and how many events it folded.
+func (s *Store) loadState(ctx context.Context, q querier, id string, exclude uint64) (projection.State, int, int, error) {
+	var st projection.State
+	var rejected int
+	var snap sql.NullString
+	err := q.QueryRowContext(ctx, `SELECT s.rejected, n.state FROM sessions s
+		LEFT JOIN snapshots n ON n.session_id = s.id WHERE s.id = ?`, id).Scan(&rejected, &snap)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// Not created (yet): whatever was stored of it was rejected.
+		if err := q.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE session_id = ? AND error IS NOT NULL`, id).Scan(&rejected); err != nil {
+			return st, 0, 0, err
+		}
+	case err != nil:
+		return st, 0, 0, err
+	case snap.Valid:
+		if err := json.Unmarshal([]byte(snap.String), &st); err != nil {
+			// A snapshot this build cannot read: fold from the first event instead.
+			st = projection.State{}
+		}
+	}
+	rows, err := q.QueryContext(ctx, `SELECT seq, session_id, type, time, epoch, data FROM events
+		WHERE session_id = ? AND seq > ? AND error IS NULL AND seq <> ? ORDER BY seq`,
+		id, int64(st.LastSeq), int64(exclude))
+	if err != nil {
+		return st, 0, 0, err
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var e event.Event
+		if err := scanEvent(rows, &e, nil); err != nil {
+			return st, 0, 0, err
+		}
+		// These events were folded once already, from this very state: they
+		// fold again the same way (projection.Apply is deterministic).
+		if s.safeApply(&st, e) == nil {
+			n++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return st, 0, 0, err
+	}
+	return st, rejected, n, nil
+}
+
+// Position returns the last stream sequence applied for consumer (0 when it
+// never applied anything): a restarted projector resumes after it.
+func (s *Store) Position(ctx context.Context, consumer string) (uint64, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	var seq int64
+	err := s.r.QueryRowContext(ctx, `SELECT seq FROM positions WHERE consumer = ?`, consumer).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: position %q: %w", consumer, err)
+	}
+	return uint64(seq), nil
+}

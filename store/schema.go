@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are the schema, version by version: migrations[i] takes the
+// database from version i to i+1 (PRAGMA user_version). Never edit a released
+// entry; append a new one. Each runs in one transaction with the version bump,
+// so a crash leaves the database at one version or the next, never between.
+//
+// Conventions: times are INTEGER Unix nanoseconds in UTC (0 or NULL when
+// unknown), except events.time, which keeps the writer's RFC 3339 text so that
+// events round-trip exactly; JSON columns are TEXT; ordering indexes are
+// (session_id, idx) with idx the position in the folded slice.
+var migrations = []string{
+	// 1: the read model of issue 6.
+	`
+CREATE TABLE sessions (
+	id                TEXT PRIMARY KEY,
+	status            TEXT NOT NULL,
+	turn              INTEGER NOT NULL DEFAULT 0,
+	config            TEXT NOT NULL DEFAULT '{}',
+	forked_from       TEXT NOT NULL DEFAULT '',
+	labels            TEXT NOT NULL DEFAULT '{}',
+	epoch             INTEGER NOT NULL DEFAULT 0,
+	node              TEXT NOT NULL DEFAULT '',
+	title             TEXT NOT NULL DEFAULT '',
+	created_at        INTEGER NOT NULL DEFAULT 0,
+	updated_at        INTEGER NOT NULL DEFAULT 0,
+	last_seq          INTEGER NOT NULL DEFAULT 0,
+	events            INTEGER NOT NULL DEFAULT 0,
+	rejected          INTEGER NOT NULL DEFAULT 0,
+	message_count     INTEGER NOT NULL DEFAULT 0,
+	step_count        INTEGER NOT NULL DEFAULT 0,
+	tokens_in         INTEGER NOT NULL DEFAULT 0,
+	tokens_out        INTEGER NOT NULL DEFAULT 0,
+	tokens_cache_read INTEGER NOT NULL DEFAULT 0,
+	summaries         INTEGER NOT NULL DEFAULT 0,
+	trims             INTEGER NOT NULL DEFAULT 0,
+	last_output       TEXT NOT NULL DEFAULT '',
+	last_error        TEXT NOT NULL DEFAULT '',
+	last_code         TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX sessions_updated ON sessions (updated_at DESC, id DESC);
+
+-- A JSON snapshot of each session's projection.State up to seq: the state is
+-- the snapshot plus the session's applied events after it (events.error IS
+-- NULL). Not in sessions: SQLite rewrites a whole row, overflow pages included,
+-- on every update, and the snapshot is by far the largest value.
+CREATE TABLE snapshots (
+	session_id TEXT PRIMARY KEY REFERENCES sessions (id) ON DELETE CASCADE,
+	seq        INTEGER NOT NULL,
+	state      TEXT NOT NULL
+);
+
+CREATE TABLE session_labels (
+	session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	key        TEXT NOT NULL,
+	value      TEXT NOT NULL,
+	PRIMARY KEY (session_id, key)
+);
+CREATE INDEX session_labels_key_value ON session_labels (key, value);
+
+CREATE TABLE messages (
+	session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	idx          INTEGER NOT NULL,
+	role         TEXT NOT NULL,
+	content      TEXT NOT NULL DEFAULT '',
+	tool_calls   TEXT,
+	tool_call_id TEXT NOT NULL DEFAULT '',
+	name         TEXT NOT NULL DEFAULT '',
+	is_error     INTEGER NOT NULL DEFAULT 0,
+	summary      INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (session_id, idx)
+);
+
+CREATE TABLE steps (
+	session_id  TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	idx         INTEGER NOT NULL,
+	step_id     TEXT NOT NULL,
+	type        TEXT NOT NULL,
+	turn        INTEGER NOT NULL DEFAULT 0,
+	status      TEXT NOT NULL,
+	tool        TEXT NOT NULL DEFAULT '',
+	call_id     TEXT NOT NULL DEFAULT '',
+	input       TEXT,
+	output      TEXT NOT NULL DEFAULT '',
+	idempotent  INTEGER NOT NULL DEFAULT 0,
+	artifact    TEXT,
+	request     TEXT,
+	response    TEXT,
+	trim        TEXT,
+	content     TEXT NOT NULL DEFAULT '',
+	error       TEXT NOT NULL DEFAULT '',
+	code        TEXT NOT NULL DEFAULT '',
+	start_seq   INTEGER NOT NULL DEFAULT 0,
+	end_seq     INTEGER NOT NULL DEFAULT 0,
+	started_at  INTEGER NOT NULL DEFAULT 0,
+	ended_at    INTEGER NOT NULL DEFAULT 0,
+	duration_ms INTEGER NOT NULL DEFAULT 0,
+	tokens_in   INTEGER NOT NULL DEFAULT 0,
+	tokens_out  INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (session_id, idx)
+);
+
+CREATE TABLE tool_calls (
+	session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	idx        INTEGER NOT NULL,
+	call_id    TEXT NOT NULL,
+	name       TEXT NOT NULL DEFAULT '',
+	arguments  TEXT,
+	turn       INTEGER NOT NULL DEFAULT 0,
+	step_id    TEXT NOT NULL DEFAULT '',
+	status     TEXT NOT NULL,
+	is_error   INTEGER NOT NULL DEFAULT 0,
+	code       TEXT NOT NULL DEFAULT '',
+	has_result INTEGER NOT NULL DEFAULT 0,
+	PRIMARY KEY (session_id, idx)
+) WITHOUT ROWID;
+
+CREATE TABLE artifacts (
+	session_id   TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	idx          INTEGER NOT NULL,
+	id           TEXT NOT NULL,
+	name         TEXT NOT NULL DEFAULT '',
+	step_id      TEXT NOT NULL DEFAULT '',
+	call_id      TEXT NOT NULL DEFAULT '',
+	content_type TEXT NOT NULL DEFAULT '',
+	bucket       TEXT NOT NULL DEFAULT '',
+	object       TEXT NOT NULL DEFAULT '',
+	size         INTEGER NOT NULL DEFAULT 0,
+	sha256       TEXT NOT NULL DEFAULT '',
+	seq          INTEGER NOT NULL,
+	PRIMARY KEY (session_id, idx)
+);
+
+CREATE TABLE checkpoints (
+	session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+	idx        INTEGER NOT NULL,
+	id         TEXT NOT NULL,
+	up_to_seq  INTEGER NOT NULL DEFAULT 0,
+	bucket     TEXT NOT NULL DEFAULT '',
+	key        TEXT NOT NULL DEFAULT '',
+	events     INTEGER NOT NULL DEFAULT 0,
+	seq        INTEGER NOT NULL,
+	PRIMARY KEY (session_id, idx)
+);
+
+-- Every event consumed, applied or not; no foreign key, because an event may
+-- precede (or never have) its session.created. error is NULL for an event that
+-- was folded and says why otherwise.
+CREATE TABLE events (
+	seq        INTEGER PRIMARY KEY,
+	session_id TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	time       TEXT NOT NULL DEFAULT '',
+	epoch      INTEGER NOT NULL DEFAULT 0,
+	data       TEXT,
+	error      TEXT
+);
+CREATE INDEX events_session ON events (session_id, seq);
+
+-- The last stream sequence each consumer applied, committed with the rows.
+CREATE TABLE positions (
+	consumer TEXT PRIMARY KEY,
+	seq      INTEGER NOT NULL
+);
+`,
+}
+
+// SchemaVersion is the schema version this build writes (PRAGMA user_version).
+func SchemaVersion() int { return len(migrations) }
+
+// migrate brings db to SchemaVersion, one migration per transaction, refusing a
+// newer database.
+func migrate(ctx context.Context, db *sql.DB) error {
+	for {
+		done, err := migrateOne(ctx, db)
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+// migrateOne applies the next migration, if any. The version is read inside the
+// write transaction (BEGIN IMMEDIATE), so two processes opening the same file
+// never apply the same migration twice.
+func migrateOne(ctx context.Context, db *sql.DB) (done bool, err error) {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return false, fmt.Errorf("migrate: %w", err)
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return false, fmt.Errorf("read schema version: %w", err)
+	}
+	switch {
+	case v > len(migrations):
+		return false, fmt.Errorf("schema version %d, this build knows up to %d: %w; "+
+			"upgrade TAH, or delete the file and let the projector rebuild it from the log", v, len(migrations), ErrNewerSchema)
+	case v == len(migrations):
+		return true, nil
+	}
+	if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		return false, fmt.Errorf("migration %d: %w", v+1, err)
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
+		return false, fmt.Errorf("migration %d: %w", v+1, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return false, fmt.Errorf("migration %d: %w", v+1, err)
+	}
+	return false, nil
+}

@@ -1,0 +1,113 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// stmts are the writer's statements, prepared once at Open: Apply runs them
+// thousands of times per second and parsing SQL would dominate.
+type stmts struct {
+	insertEvent, eventKey, setEventError                     *sql.Stmt
+	upsertSession, upsertSnapshot, deleteLabels, insertLabel *sql.Stmt
+	upsertMessage, deleteMessages                            *sql.Stmt
+	upsertStep, deleteSteps, upsertCall, deleteCalls         *sql.Stmt
+	upsertArtifact, deleteArtifacts                          *sql.Stmt
+	upsertCheckpoint, deleteCheckpoints, upsertPosition      *sql.Stmt
+	all                                                      []*sql.Stmt
+}
+
+func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
+	s := &stmts{}
+	for _, p := range []struct {
+		dst **sql.Stmt
+		sql string
+	}{
+		{&s.insertEvent, `INSERT INTO events (seq, session_id, type, time, epoch, data) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (seq) DO NOTHING`},
+		{&s.eventKey, `SELECT session_id, type FROM events WHERE seq = ?`},
+		{&s.setEventError, `UPDATE events SET error = ? WHERE seq = ?`},
+		{&s.upsertSession, `INSERT INTO sessions (id, status, turn, config, forked_from, labels, epoch, node, title,
+				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
+				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET status = excluded.status, turn = excluded.turn, config = excluded.config,
+				forked_from = excluded.forked_from, labels = excluded.labels, epoch = excluded.epoch,
+				node = excluded.node, title = excluded.title, created_at = excluded.created_at,
+				updated_at = excluded.updated_at, last_seq = excluded.last_seq, events = excluded.events,
+				rejected = excluded.rejected, message_count = excluded.message_count,
+				step_count = excluded.step_count, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
+				tokens_cache_read = excluded.tokens_cache_read, summaries = excluded.summaries,
+				trims = excluded.trims, last_output = excluded.last_output, last_error = excluded.last_error,
+				last_code = excluded.last_code`},
+		{&s.upsertSnapshot, `INSERT INTO snapshots (session_id, seq, state) VALUES (?, ?, ?)
+			ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, state = excluded.state`},
+		{&s.deleteLabels, `DELETE FROM session_labels WHERE session_id = ?`},
+		{&s.insertLabel, `INSERT INTO session_labels (session_id, key, value) VALUES (?, ?, ?)`},
+		{&s.upsertMessage, `INSERT INTO messages (session_id, idx, role, content, tool_calls, tool_call_id, name, is_error, summary)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, idx) DO UPDATE SET role = excluded.role, content = excluded.content,
+				tool_calls = excluded.tool_calls, tool_call_id = excluded.tool_call_id, name = excluded.name,
+				is_error = excluded.is_error, summary = excluded.summary`},
+		{&s.deleteMessages, `DELETE FROM messages WHERE session_id = ? AND idx >= ?`},
+		{&s.upsertStep, `INSERT INTO steps (session_id, idx, step_id, type, turn, status, tool, call_id, input, output,
+				idempotent, artifact, request, response, trim, content, error, code, start_seq, end_seq,
+				started_at, ended_at, duration_ms, tokens_in, tokens_out)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, idx) DO UPDATE SET step_id = excluded.step_id, type = excluded.type,
+				turn = excluded.turn, status = excluded.status, tool = excluded.tool, call_id = excluded.call_id,
+				input = excluded.input, output = excluded.output, idempotent = excluded.idempotent,
+				artifact = excluded.artifact, request = coalesce(excluded.request, steps.request),
+				response = excluded.response, trim = excluded.trim, content = excluded.content,
+				error = excluded.error, code = excluded.code, start_seq = excluded.start_seq,
+				end_seq = excluded.end_seq, started_at = excluded.started_at, ended_at = excluded.ended_at,
+				duration_ms = excluded.duration_ms, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out`},
+		{&s.deleteSteps, `DELETE FROM steps WHERE session_id = ? AND idx >= ?`},
+		{&s.upsertCall, `INSERT INTO tool_calls (session_id, idx, call_id, name, arguments, turn, step_id, status,
+				is_error, code, has_result)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, idx) DO UPDATE SET call_id = excluded.call_id, name = excluded.name,
+				arguments = excluded.arguments, turn = excluded.turn, step_id = excluded.step_id,
+				status = excluded.status, is_error = excluded.is_error, code = excluded.code,
+				has_result = excluded.has_result`},
+		{&s.deleteCalls, `DELETE FROM tool_calls WHERE session_id = ? AND idx >= ?`},
+		{&s.upsertArtifact, `INSERT OR REPLACE INTO artifacts (session_id, idx, id, name, step_id, call_id, content_type,
+				bucket, object, size, sha256, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.deleteArtifacts, `DELETE FROM artifacts WHERE session_id = ? AND idx >= ?`},
+		{&s.upsertCheckpoint, `INSERT OR REPLACE INTO checkpoints (session_id, idx, id, up_to_seq, bucket, key, events, seq)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&s.deleteCheckpoints, `DELETE FROM checkpoints WHERE session_id = ? AND idx >= ?`},
+		{&s.upsertPosition, `INSERT INTO positions (consumer, seq) VALUES (?, ?)
+			ON CONFLICT (consumer) DO UPDATE SET seq = max(positions.seq, excluded.seq)
+			RETURNING seq`},
+	} {
+		st, err := db.PrepareContext(ctx, p.sql)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("prepare %q: %w", firstLine(p.sql), err)
+		}
+		*p.dst = st
+		s.all = append(s.all, st)
+	}
+	return s, nil
+}
+
+func (s *stmts) close() error {
+	var errs []error
+	for _, st := range s.all {
+		errs = append(errs, st.Close())
+	}
+	s.all = nil
+	return errors.Join(errs...)
+}
+
+func firstLine(s string) string {
+	for i, c := range s {
+		if c == '\n' {
+			return s[:i]
+		}
+	}
+	return s
+}

@@ -1,0 +1,241 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/projection"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, pure Go
+)
+
+// Errors of this package. Each method's doc names the ones it returns; they are
+// wrapped with context, so test them with errors.Is.
+var (
+	// ErrNotFound: no session with that id is in the read model (it may not have
+	// been projected yet: the read model follows the log).
+	ErrNotFound = errors.New("session not found")
+	// ErrClosed: the store was closed.
+	ErrClosed = errors.New("store closed")
+	// ErrNewerSchema: the database was written by a newer version of TAH. The read
+	// model can always be rebuilt from the log, so deleting the file is safe.
+	ErrNewerSchema = errors.New("read model schema is newer than this build")
+	// ErrInvalidCursor: a ListOptions.Before that no ListSessions returned.
+	ErrInvalidCursor = errors.New("invalid list cursor")
+
+	// ErrNoSequence is a Problem: an event without a stream sequence cannot be
+	// keyed, so it is neither stored nor applied.
+	ErrNoSequence = errors.New("event has no stream sequence")
+	// ErrSequenceReused is a Problem: an event arrived with the sequence of a
+	// different stored event, so the stream was recreated under this read model.
+	// Delete the read model so the projector rebuilds it from the new stream.
+	ErrSequenceReused = errors.New("stream sequence reused by a different event")
+	// ErrPanic is a Problem: folding the event panicked. The event is kept and
+	// reported like any rejected event and the session's state is rebuilt.
+	ErrPanic = errors.New("folding the event panicked")
+)
+
+// Options tunes a Store. The zero value is the default for every field.
+type Options struct {
+	// Consumer names the position that Apply advances (see Position). Default
+	// DefaultConsumer.
+	Consumer string
+	// CacheSize is how many folded session states Apply keeps in memory, least
+	// recently used out first. A session missing from the cache is loaded from its
+	// snapshot and the tail of its events, so this only bounds memory and speed:
+	// set it above the number of sessions active at once. Default 256.
+	CacheSize int
+	// SnapshotEvery is the fewest events between two snapshots of a session's
+	// state. The gap also grows with the session (a quarter of its events), so
+	// that rewriting snapshots costs amortised O(1) per event.
+	// Default 128.
+	SnapshotEvery int
+	// Readers is the size of the read connection pool. Default 4.
+	Readers int
+}
+
+// DefaultConsumer is the position name Apply advances when Options.Consumer is empty.
+const DefaultConsumer = "projector"
+
+func (o Options) withDefaults() Options {
+	if o.Consumer == "" {
+		o.Consumer = DefaultConsumer
+	}
+	if o.CacheSize <= 0 {
+		o.CacheSize = 256
+	}
+	if o.SnapshotEvery <= 0 {
+		o.SnapshotEvery = 128
+	}
+	if o.Readers <= 0 {
+		o.Readers = 4
+	}
+	return o
+}
+
+// Store is the SQLite read model. Its methods are safe for concurrent use; Apply
+// calls are serialised (there is one writer), reads run in parallel with them on
+// a separate pool and see only committed batches.
+type Store struct {
+	path string
+	opts Options
+	w    *sql.DB // one connection: SQLite has one writer anyway, and the cache relies on it
+	r    *sql.DB // read pool, query_only
+
+	// mu serialises Apply and guards cache and the prepared statements' use.
+	mu    sync.Mutex
+	cache *lru
+	stmts *stmts
+
+	closed atomic.Bool
+	stats  statsCounters
+
+	// For tests: the fold (projection.Apply in production), a hook after the
+	// i-th event of a batch inside its transaction (nil in production), and
+	// checking the change bounds against full comparisons (off in production).
+	applyFn    func(*projection.State, event.Event) error
+	afterEvent func(i int) error
+	verify     bool
+}
+
+// Open opens (creating it and its directory if needed) the read model at path
+// and brings its schema up to date. It fails with ErrNewerSchema when the file
+// was written by a newer version.
+func Open(ctx context.Context, path string) (*Store, error) {
+	return OpenWith(ctx, path, Options{})
+}
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("store: empty path")
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	s := &Store{path: abs, opts: opts.withDefaults(), applyFn: projection.Apply}
+
+	// WAL lets readers run beside the writer; synchronous=NORMAL is durable
+	// against a crash of the process and may lose the last commits on power loss,
+	// which is harmless here: the position is committed with the rows, so the
+	// projector simply consumes those events again. _txlock=immediate takes the
+	// write lock at BEGIN, so a transaction never fails half-way on a lock upgrade.
+	base := "file:" + escapePath(abs) + "?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
+	s.w, err = sql.Open("sqlite", base+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", abs, err)
+	}
+	s.w.SetMaxOpenConns(1)
+	s.w.SetMaxIdleConns(1)
+	s.w.SetConnMaxLifetime(0)
+	if err := migrate(ctx, s.w); err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("store: %s: %w", abs, err)
+	}
+	s.r, err = sql.Open("sqlite", base+"&_query_only=1")
+	if err != nil {
+		s.w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", abs, err)
+	}
+	s.r.SetMaxOpenConns(s.opts.Readers)
+	s.r.SetMaxIdleConns(s.opts.Readers)
+	if err := s.r.PingContext(ctx); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: open %s: %w", abs, err)
+	}
+	if s.stmts, err = prepare(ctx, s.w); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("store: %s: %w", abs, err)
+	}
+	s.cache = newLRU(s.opts.CacheSize)
+	return s, nil
+}
+
+// escapePath makes a file path safe inside a "file:" URI, whose query string
+// carries the pragmas.
+func escapePath(p string) string {
+	return strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(filepath.ToSlash(p))
+}
+
+// Path is the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. It waits for an Apply in progress to finish; later
+// calls of any method fail with ErrClosed.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	if s.stmts != nil {
+		errs = append(errs, s.stmts.close())
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	if s.w != nil {
+		// optimize keeps the planner's statistics fresh for the list indexes; cheap
+		// when there is nothing to do.
+		_, _ = s.w.Exec("PRAGMA optimize")
+		errs = append(errs, s.w.Close())
+	}
+	s.cache = nil
+	return errors.Join(errs...)
+}
+
+func (s *Store) checkOpen() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Stats are cumulative counters since Open, for metrics and tests.
+type Stats struct {
+	Batches  int64 // Apply calls committed
+	Applied  int64 // events folded
+	Skipped  int64 // redeliveries ignored
+	Rejected int64 // events stored but not folded (Problems)
+	// MessageRows, StepRows and ToolCallRows count rows written (inserted or
+	// rewritten): they grow with what changed, not with the size of the history.
+	MessageRows  int64
+	StepRows     int64
+	ToolCallRows int64
+	Snapshots    int64 // state snapshots written
+	CacheHits    int64
+	CacheMisses  int64
+	// Refolded counts events folded again to load a state missing from the cache
+	// (the tail after its snapshot).
+	Refolded int64
+}
+
+type statsCounters struct {
+	batches, applied, skipped, rejected            atomic.Int64
+	messageRows, stepRows, toolCallRows, snapshots atomic.Int64
+	cacheHits, cacheMisses, refolded               atomic.Int64
+}
+
+// Stats returns the counters.
+func (s *Store) Stats() Stats {
+	c := &s.stats
+	return Stats{
+		Batches: c.batches.Load(), Applied: c.applied.Load(), Skipped: c.skipped.Load(), Rejected: c.rejected.Load(),
+		MessageRows: c.messageRows.Load(), StepRows: c.stepRows.Load(), ToolCallRows: c.toolCallRows.Load(),
+		Snapshots: c.snapshots.Load(), CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(),
+		Refolded: c.refolded.Load(),
+	}
+}

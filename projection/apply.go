@@ -124,7 +124,7 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("step %q exists: %w", d.StepID, ErrInconsistent)
 		}
 		req := d.Request
-		s.Steps = append(s.Steps, Step{ID: d.StepID, Type: StepLLM, Turn: s.Turn, Status: StepPending,
+		s.addStep(Step{ID: d.StepID, Type: StepLLM, Turn: s.Turn, Status: StepPending,
 			Request: &req, Trim: d.Trim, StartSeq: e.Seq, StartedAt: e.Time})
 		s.TurnLLMCalls++
 		s.Status = StatusRunning
@@ -164,7 +164,7 @@ func apply(s *State, e event.Event, payload any) error {
 		if s.Step(d.StepID) != nil {
 			return fmt.Errorf("step %q exists: %w", d.StepID, ErrInconsistent)
 		}
-		s.Steps = append(s.Steps, Step{ID: d.StepID, Type: StepThinking, Turn: s.Turn, Status: StepCompleted,
+		s.addStep(Step{ID: d.StepID, Type: StepThinking, Turn: s.Turn, Status: StepCompleted,
 			Content: d.Content, StartSeq: e.Seq, EndSeq: e.Seq, StartedAt: e.Time, EndedAt: e.Time})
 
 	case *event.ToolStartedData:
@@ -182,7 +182,7 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("tool call %q has ended: %w", d.Call.ID, ErrInconsistent)
 		}
 		rec.StepID, rec.Status = d.StepID, StepRunning
-		s.Steps = append(s.Steps, Step{ID: d.StepID, Type: StepTool, Turn: s.Turn, Status: StepRunning,
+		s.addStep(Step{ID: d.StepID, Type: StepTool, Turn: s.Turn, Status: StepRunning,
 			Tool: d.Call.Name, CallID: d.Call.ID, Input: d.Call.Arguments, Idempotent: d.Idempotent,
 			StartSeq: e.Seq, StartedAt: e.Time})
 		s.Status = StatusWaitingTool
@@ -354,8 +354,10 @@ func (s *State) endStep(st *Step, e event.Event, durationMS int64) {
 	}
 }
 
+// toolRunning reports whether a tool step of the current turn is still open;
+// only the current turn's steps can be, so the scan stops at the turn's start.
 func (s *State) toolRunning() bool {
-	for i := range s.Steps {
+	for i := len(s.Steps) - 1; i >= 0 && s.Steps[i].Turn == s.Turn; i-- {
 		if s.Steps[i].Type == StepTool && !s.Steps[i].Status.Done() {
 			return true
 		}
@@ -366,9 +368,9 @@ func (s *State) toolRunning() bool {
 // failOpenSteps ends the steps a failed or cancelled turn left open. Their tool
 // calls keep no result: the next run repairs them with "not executed".
 func (s *State) failOpenSteps(e event.Event, code, msg string) {
-	for i := range s.Steps {
+	for i := len(s.Steps) - 1; i >= 0 && s.Steps[i].Turn == s.Turn; i-- {
 		st := &s.Steps[i]
-		if st.Status.Done() || st.Turn != s.Turn {
+		if st.Status.Done() {
 			continue
 		}
 		st.Status, st.Code, st.Error = StepFailed, code, msg

@@ -112,7 +112,8 @@ type Checkpoint struct {
 }
 
 // State is a session folded from its events. It is a plain value that round-trips
-// through JSON, and it is the checkpoint snapshot.
+// through JSON, and it is the checkpoint snapshot. Like any value that Apply
+// changes, it is not safe for concurrent use; even Step updates an index.
 type State struct {
 	ID         string            `json:"id"`
 	Config     event.Config      `json:"config"`
@@ -155,16 +156,32 @@ type State struct {
 	Events    int       `json:"events"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
+
+	// stepIndex maps step ids to their index in Steps. It is derived, rebuilt
+	// when missing (after a JSON round trip) and kept up to date by Apply, so
+	// that folding a step costs the same however long the session is.
+	stepIndex map[string]int
 }
 
 // Step returns the step with the given id, or nil.
 func (s *State) Step(id string) *Step {
-	for i := len(s.Steps) - 1; i >= 0; i-- {
-		if s.Steps[i].ID == id {
-			return &s.Steps[i]
+	if s.stepIndex == nil || len(s.stepIndex) != len(s.Steps) {
+		s.stepIndex = make(map[string]int, len(s.Steps))
+		for i := range s.Steps {
+			s.stepIndex[s.Steps[i].ID] = i
 		}
 	}
+	if i, ok := s.stepIndex[id]; ok && i < len(s.Steps) && s.Steps[i].ID == id {
+		return &s.Steps[i]
+	}
 	return nil
+}
+
+// addStep appends st, keeping the index in step.
+func (s *State) addStep(st Step) {
+	s.Step(st.ID) // make sure the index matches Steps before growing both
+	s.Steps = append(s.Steps, st)
+	s.stepIndex[st.ID] = len(s.Steps) - 1
 }
 
 // ToolCall returns the record of the call with the given id, or nil.

@@ -33,6 +33,8 @@ var (
 	ErrUnknownSession = errors.New("unknown session")
 	// ErrBusy: compaction asked while a turn runs (the specification: it throws).
 	ErrBusy = errors.New("session is running a turn")
+	// ErrNothingToResume: resume asked of a session with no unfinished turn.
+	ErrNothingToResume = errors.New("nothing to resume: the session has no unfinished turn")
 	// ErrStopped: the node is shutting down; the work resumes on the next owner.
 	ErrStopped = errors.New("session actor stopped")
 )
@@ -230,10 +232,11 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 			err = m.loop.Run(ctx, a)
 		}
 	case KindResume:
-		if a.state.Status.Active() {
-			if err = PrepareResume(ctx, a); err == nil {
-				err = m.loop.Run(ctx, a)
-			}
+		if !a.state.Status.Active() {
+			return a.outcome(fmt.Errorf("session %s is %s: %w", a.Session, a.state.Status, ErrNothingToResume))
+		}
+		if err = PrepareResume(ctx, a); err == nil {
+			err = m.loop.Run(ctx, a)
 		}
 	case KindCompact:
 		var res *CompactResult

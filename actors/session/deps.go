@@ -26,7 +26,7 @@ type Tools interface {
 // running when its owner stopped may have finished on a remote runner, which
 // stored its result by call id.
 type ToolResultFinder interface {
-	Lookup(ctx context.Context, callID string) (ToolResult, bool)
+	Lookup(ctx context.Context, sid, callID string) (ToolResult, bool)
 }
 
 // ToolResult is the outcome of one tool call, as the model will see it.

@@ -248,7 +248,7 @@ func PrepareResume(ctx context.Context, a *AgentContext) error {
 			}
 		case projection.StepTool:
 			if f, ok := a.Tools.(ToolResultFinder); ok {
-				if r, found := f.Lookup(ctx, s.CallID); found {
+				if r, found := f.Lookup(ctx, a.Session, s.CallID); found {
 					if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{StepID: s.ID, CallID: s.CallID, Name: s.Tool,
 						Output: r.Output, IsError: r.IsError, Code: r.Code, Artifact: r.Artifact, DurationMS: r.DurationMS}); err != nil {
 						return err

@@ -169,3 +169,10 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.sys.Shutdown()
 	return nil
 }
+
+// Root is the root context of the Manager's actor system, for actors that live
+// beside the sessions (the tool runner).
+func (m *Manager) Root() *actor.RootContext { return m.sys.Root }
+
+// SetTools sets the tools sessions use. Call it before the first Deliver.
+func (m *Manager) SetTools(t Tools) { m.tools = t }

@@ -1,0 +1,400 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tah-dev/tah/actors/session"
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/llm"
+)
+
+// ErrInvalid is wrapped by every error of Validate and Load.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Duration is a time.Duration written as a string ("30s", "5m") in JSON.
+type Duration time.Duration
+
+// MarshalJSON writes d as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string, or a number of seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("want a duration such as \"30s\" or a number of seconds")
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// Config is a node's whole configuration.
+type Config struct {
+	// DataDir holds the log (NATS JetStream), the read model and the credentials.
+	DataDir string `json:"data_dir"`
+	NATS    NATS   `json:"nats"`
+	LLM     LLM    `json:"llm"`
+	Agent   Agent  `json:"agent"`
+	Tools   Tools  `json:"tools"`
+	// HTTP is the address of /metrics and /healthz; empty turns them off.
+	HTTP string `json:"http"`
+	// LogLevel is debug, info, warn or error; LogFormat is text or json.
+	LogLevel  string `json:"log_level"`
+	LogFormat string `json:"log_format"`
+}
+
+// NATS configures the embedded server or the connection to an external one.
+type NATS struct {
+	// URL of an external server or cluster; empty embeds a server.
+	URL  string `json:"url,omitempty"`
+	Host string `json:"host"`
+	Port int    `json:"port"`
+	// Sync is how often the embedded server fsyncs: "always" (the default: every
+	// write before its acknowledgement) or a duration such as "2m".
+	Sync string `json:"sync"`
+	// Credentials are generated into DataDir at first start unless given here
+	// (or in TAH_NATS_USER / TAH_NATS_PASSWORD).
+	User     string `json:"user,omitempty"`
+	Password string `json:"-"`
+	// ServerName, ClusterName, ClusterPort and Routes join a cluster.
+	ServerName  string   `json:"server_name,omitempty"`
+	ClusterName string   `json:"cluster_name,omitempty"`
+	ClusterHost string   `json:"cluster_host,omitempty"`
+	ClusterPort int      `json:"cluster_port,omitempty"`
+	Routes      []string `json:"routes,omitempty"`
+	Replicas    int      `json:"replicas"`
+	Partitions  int      `json:"partitions"`
+}
+
+// LLM chooses the provider.
+type LLM struct {
+	Provider       string   `json:"provider"`
+	Model          string   `json:"model,omitempty"`
+	BaseURL        string   `json:"base_url,omitempty"`
+	APIKeyEnv      string   `json:"api_key_env,omitempty"`
+	RequestTimeout Duration `json:"request_timeout"`
+	MaxRetries     int      `json:"max_retries"`
+	MaxTokens      int      `json:"max_tokens,omitempty"`
+	MockScript     string   `json:"mock_script,omitempty"`
+	MockPace       Duration `json:"mock_pace"`
+}
+
+// Agent is the specification's agentPlugin settings.
+type Agent struct {
+	SystemPrompt string `json:"system_prompt"`
+	// MaxSteps: 0 means 20; -1 means unlimited.
+	MaxSteps     int      `json:"max_steps"`
+	ContextChars int      `json:"context_chars"`
+	IdleTimeout  Duration `json:"idle_timeout"`
+}
+
+// Tools configures the built-in tools.
+type Tools struct {
+	// Root is the directory list_files and read_file may read.
+	Root string `json:"root"`
+	// Write offers write_file too (off by default).
+	Write bool `json:"write"`
+	// MaxConcurrent bounds tool calls running at once on the node.
+	MaxConcurrent int `json:"max_concurrent"`
+	// Timeout bounds one tool call.
+	Timeout Duration `json:"timeout"`
+	// Remote lists tools offered by tool services on NATS beside the built-ins.
+	Remote bool `json:"remote"`
+}
+
+// Default is a node that needs no configuration at all: data in .tah, the
+// embedded server on 127.0.0.1:4222, the mock provider in demo mode, tools
+// rooted at the working directory.
+func Default() Config {
+	l := llm.DefaultConfig()
+	return Config{
+		DataDir: ".tah",
+		NATS:    NATS{Host: "127.0.0.1", Port: 4222, Sync: "always", Replicas: 1, Partitions: 16},
+		LLM: LLM{Provider: l.Provider, RequestTimeout: Duration(l.RequestTimeout), MaxRetries: l.MaxRetries,
+			MockPace: Duration(l.MockPace)},
+		Agent:     Agent{MaxSteps: session.DefaultMaxSteps, IdleTimeout: Duration(5 * time.Minute)},
+		Tools:     Tools{Root: ".", MaxConcurrent: 8, Timeout: Duration(2 * time.Minute), Remote: true},
+		HTTP:      "127.0.0.1:9464",
+		LogLevel:  "info",
+		LogFormat: "text",
+	}
+}
+
+// Load reads the JSON file at path (none when path is empty) and then the
+// environment through lookup (os.LookupEnv), over c.
+func (c *Config) Load(path string, lookup func(string) (string, bool)) error {
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("config file: %w", err)
+		}
+		dec := json.NewDecoder(strings.NewReader(string(b)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(c); err != nil {
+			return fmt.Errorf("config file %s: %v: %w", path, err, ErrInvalid)
+		}
+	}
+	return c.loadEnv(lookup)
+}
+
+// env lists the environment variables, each with the flag it mirrors.
+func (c *Config) env() []setting {
+	return []setting{
+		{"TAH_DATA_DIR", "data-dir", "directory of the log, the read model and the credentials", strVar(&c.DataDir)},
+		{"TAH_NATS_URL", "nats-url", "URL of an external NATS server or cluster (empty: embed one)", strVar(&c.NATS.URL)},
+		{"TAH_NATS_HOST", "nats-host", "host the embedded NATS server listens on", strVar(&c.NATS.Host)},
+		{"TAH_NATS_PORT", "nats-port", "port the embedded NATS server listens on", intVar(&c.NATS.Port)},
+		{"TAH_NATS_SYNC", "nats-sync", `fsync of the log: "always" or an interval such as "2m"`, strVar(&c.NATS.Sync)},
+		{"TAH_NATS_USER", "nats-user", "NATS user (default: generated into the data directory)", strVar(&c.NATS.User)},
+		{"TAH_NATS_PASSWORD", "", "", strVar(&c.NATS.Password)},
+		{"TAH_NATS_SERVER_NAME", "nats-server-name", "name of the embedded server (unique in a cluster)", strVar(&c.NATS.ServerName)},
+		{"TAH_NATS_CLUSTER", "nats-cluster", "cluster name, to join other nodes by routes", strVar(&c.NATS.ClusterName)},
+		{"TAH_NATS_CLUSTER_PORT", "nats-cluster-port", "port for routes from other nodes", intVar(&c.NATS.ClusterPort)},
+		{"TAH_NATS_ROUTES", "nats-routes", "comma-separated route URLs of the other nodes", listVar(&c.NATS.Routes)},
+		{"TAH_NATS_REPLICAS", "nats-replicas", "replicas of streams and buckets (1, or 3 on a cluster)", intVar(&c.NATS.Replicas)},
+		{"TAH_NATS_PARTITIONS", "nats-partitions", "input partitions", intVar(&c.NATS.Partitions)},
+		{"TAH_LLM_PROVIDER", "llm-provider", "mock, openai or anthropic", strVar(&c.LLM.Provider)},
+		{"TAH_LLM_MODEL", "llm-model", "model name", strVar(&c.LLM.Model)},
+		{"TAH_LLM_BASE_URL", "llm-base-url", "API base URL (e.g. http://localhost:11434/v1 for Ollama)", strVar(&c.LLM.BaseURL)},
+		{"TAH_LLM_API_KEY_ENV", "llm-api-key-env", "environment variable that holds the API key", strVar(&c.LLM.APIKeyEnv)},
+		{"TAH_LLM_TIMEOUT", "llm-timeout", "timeout of one LLM request", durVar(&c.LLM.RequestTimeout)},
+		{"TAH_LLM_MAX_RETRIES", "llm-max-retries", "retries on 429, 5xx and broken connections", intVar(&c.LLM.MaxRetries)},
+		{"TAH_LLM_MOCK_SCRIPT", "llm-mock-script", "script of the mock provider (JSON); empty: demo mode", strVar(&c.LLM.MockScript)},
+		{"TAH_LLM_MOCK_PACE", "llm-mock-pace", "pause between the mock's streamed tokens", durVar(&c.LLM.MockPace)},
+		{"TAH_SYSTEM_PROMPT", "system-prompt", "first system message of every session", strVar(&c.Agent.SystemPrompt)},
+		{"TAH_MAX_STEPS", "max-steps", "most LLM calls per turn (-1: unlimited)", intVar(&c.Agent.MaxSteps)},
+		{"TAH_CONTEXT_CHARS", "context-chars", "character budget of each LLM request (0: whole history)", intVar(&c.Agent.ContextChars)},
+		{"TAH_IDLE_TIMEOUT", "idle-timeout", "passivate a session idle this long", durVar(&c.Agent.IdleTimeout)},
+		{"TAH_TOOLS_ROOT", "tools-root", "directory the built-in tools may read", strVar(&c.Tools.Root)},
+		{"TAH_TOOLS_WRITE", "tools-write", "offer write_file too", boolVar(&c.Tools.Write)},
+		{"TAH_TOOLS_TIMEOUT", "tools-timeout", "timeout of one tool call", durVar(&c.Tools.Timeout)},
+		{"TAH_TOOLS_REMOTE", "tools-remote", "offer tools of tool services on NATS", boolVar(&c.Tools.Remote)},
+		{"TAH_HTTP", "http", "address of /metrics and /healthz (empty: off)", strVar(&c.HTTP)},
+		{"TAH_LOG_LEVEL", "log-level", "debug, info, warn or error", strVar(&c.LogLevel)},
+		{"TAH_LOG_FORMAT", "log-format", "text or json", strVar(&c.LogFormat)},
+	}
+}
+
+type setting struct {
+	env, flag, usage string
+	v                flag.Value
+}
+
+func (c *Config) loadEnv(lookup func(string) (string, bool)) error {
+	if lookup == nil {
+		return nil
+	}
+	var errs []error
+	for _, s := range c.env() {
+		if v, ok := lookup(s.env); ok {
+			if err := s.v.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %v: %w", s.env, v, err, ErrInvalid))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RegisterFlags defines a flag for every setting on fs, with the current values
+// as defaults; parsing fs then overrides them.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	for _, s := range c.env() {
+		if s.flag != "" {
+			fs.Var(s.v, s.flag, s.usage+" ($"+s.env+")")
+		}
+	}
+}
+
+// EnvHelp lists the environment variables, for --help.
+func (c *Config) EnvHelp() string {
+	var b strings.Builder
+	for _, s := range c.env() {
+		if s.flag == "" {
+			fmt.Fprintf(&b, "  %s\n", s.env)
+			continue
+		}
+		fmt.Fprintf(&b, "  %-24s --%s\n", s.env, s.flag)
+	}
+	return b.String()
+}
+
+// Validate reports every setting that cannot work, each named, joined in one
+// error wrapping ErrInvalid.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s: %w", name, fmt.Sprintf(format, args...), ErrInvalid))
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "empty (use a directory such as .tah)")
+	}
+	if c.NATS.URL == "" && (c.NATS.Port < -1 || c.NATS.Port > 65535) {
+		bad("nats.port", "%d is not a port", c.NATS.Port)
+	}
+	if _, err := c.syncInterval(); err != nil {
+		bad("nats.sync", "%v", err)
+	}
+	if c.Agent.MaxSteps < -1 {
+		bad("agent.max_steps", "%d (use a positive number, 0 for the default 20, or -1 for unlimited)", c.Agent.MaxSteps)
+	}
+	if c.Agent.ContextChars < 0 {
+		bad("agent.context_chars", "negative")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log_level", "%q (use debug, info, warn or error)", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		bad("log_format", "%q (use text or json)", c.LogFormat)
+	}
+	if err := c.LLMConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.BusConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) syncInterval() (time.Duration, error) {
+	if c.NATS.Sync == "" || c.NATS.Sync == "always" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(c.NATS.Sync)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q (use \"always\" or a duration such as \"2m\")", c.NATS.Sync)
+	}
+	return d, nil
+}
+
+// LLMConfig is the provider configuration.
+func (c Config) LLMConfig() llm.Config {
+	l := llm.DefaultConfig()
+	l.Provider, l.Model, l.BaseURL, l.APIKeyEnv = c.LLM.Provider, c.LLM.Model, c.LLM.BaseURL, c.LLM.APIKeyEnv
+	l.RequestTimeout, l.MaxRetries, l.MaxTokens = time.Duration(c.LLM.RequestTimeout), c.LLM.MaxRetries, c.LLM.MaxTokens
+	l.MockScript, l.MockPace = c.LLM.MockScript, time.Duration(c.LLM.MockPace)
+	return l
+}
+
+// BusConfig is the NATS configuration.
+func (c Config) BusConfig() bus.Config {
+	b := bus.Default()
+	b.URL, b.DataDir, b.Host, b.Port = c.NATS.URL, c.DataDir, c.NATS.Host, c.NATS.Port
+	b.SyncInterval, _ = c.syncInterval()
+	b.User, b.Password = c.NATS.User, c.NATS.Password
+	b.ServerName = c.NATS.ServerName
+	b.Cluster = bus.ClusterConfig{Name: c.NATS.ClusterName, Host: c.NATS.ClusterHost, Port: c.NATS.ClusterPort, Routes: c.NATS.Routes}
+	if c.NATS.Replicas > 0 {
+		b.Replicas = c.NATS.Replicas
+	}
+	if c.NATS.Partitions > 0 {
+		b.Partitions = c.NATS.Partitions
+	}
+	return b
+}
+
+// SessionConfig is the loop configuration.
+func (c Config) SessionConfig() session.Config {
+	return session.Config{SystemPrompt: c.Agent.SystemPrompt, MaxSteps: c.Agent.MaxSteps, ContextChars: c.Agent.ContextChars,
+		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout)}
+}
+
+// CredentialsPath is where generated credentials live.
+func (c Config) CredentialsPath() string { return filepath.Join(c.DataDir, "credentials.json") }
+
+// flag.Value adapters
+
+type strV struct{ p *string }
+
+func strVar(p *string) flag.Value { return strV{p} }
+func (v strV) String() string     { return deref(v.p) }
+func (v strV) Set(s string) error { *v.p = s; return nil }
+func deref[T any](p *T) (zero string) {
+	if p == nil {
+		return
+	}
+	return fmt.Sprint(*p)
+}
+
+type intV struct{ p *int }
+
+func intVar(p *int) flag.Value { return intV{p} }
+func (v intV) String() string  { return deref(v.p) }
+func (v intV) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("not a whole number")
+	}
+	*v.p = n
+	return nil
+}
+
+type boolV struct{ p *bool }
+
+func boolVar(p *bool) flag.Value { return boolV{p} }
+func (v boolV) String() string   { return deref(v.p) }
+func (v boolV) IsBoolFlag() bool { return true }
+func (v boolV) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("not true or false")
+	}
+	*v.p = b
+	return nil
+}
+
+type durV struct{ p *Duration }
+
+func durVar(p *Duration) flag.Value { return durV{p} }
+func (v durV) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return time.Duration(*v.p).String()
+}
+func (v durV) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration such as 30s or 5m")
+	}
+	*v.p = Duration(d)
+	return nil
+}
+
+type listV struct{ p *[]string }
+
+func listVar(p *[]string) flag.Value { return listV{p} }
+func (v listV) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strings.Join(*v.p, ",")
+}
+func (v listV) Set(s string) error {
+	*v.p = nil
+	for _, r := range strings.Split(s, ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			*v.p = append(*v.p, r)
+		}
+	}
+	return nil
+}

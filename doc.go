@@ -1,0 +1,22 @@
+// Package tah is the Go API of TAH, mirroring the specification's Runtime usage
+// (../shared/spec/agent-session.en.md):
+//
+//	rt := tah.New()
+//	rt.Use(tah.Storage(tah.StorageOptions{Driver: "sqlite", Path: ".tah/data.db"}))
+//	rt.Use(tah.LLM(tah.LLMOptions{Provider: "mock"}))
+//	rt.Use(tah.Tools(builtin.ListFiles("."), builtin.ReadFile(".")))
+//	rt.Use(tah.Agent(tah.AgentOptions{}))
+//	if err := rt.Start(ctx); err != nil { ... }
+//	defer rt.Close(ctx)
+//
+//	sessions := tah.Get(rt, tah.SessionKey)
+//	s, err := sessions.Create(ctx)
+//	result, err := s.Run(ctx, "分析这个项目的目录结构")
+//
+// Start brings up a node: an embedded NATS server (or a connection to an
+// external one, see NATS), the durable log, the SQLite read model and the session
+// actors. A Session's methods go through the log like any client's: Run publishes
+// the input to the session's input subject and waits for the owner (this node, or
+// another node of a cluster) to report the turn's outcome, so a session survives
+// the crash of the process that runs it and resumes wherever it is opened next.
+package tah

@@ -1,0 +1,119 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/tah-dev/tah/actors/session"
+	"github.com/tah-dev/tah/bus"
+)
+
+// handleInput hands an input to its session's actor and returns at once. The
+// input is acknowledged when the work it asked for has ended; a session that
+// another node took over, or a node shutting down, leaves it unacknowledged, so
+// that the session's next owner gets it again and resumes.
+func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
+	kind := session.Kind(m.Command)
+	if kind == session.KindCancel {
+		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Done: func(o session.Outcome) {
+			n.reply(m, o)
+		}})
+		n.finish(m, err)
+		return
+	}
+	stop := m.KeepAlive(0)
+	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), Done: func(o session.Outcome) {
+		stop()
+		switch {
+		case o.Fenced || errors.Is(o.Err, session.ErrStopped) || errors.Is(o.Err, bus.ErrOutcomeUnknown):
+			// Not ours to finish: the next owner gets the input again.
+			_ = m.Nak(context.Background(), time.Second)
+			return
+		case errors.Is(o.Err, session.ErrUnknownSession):
+			_ = m.Reject(context.Background(), "unknown_session", o.Err)
+		default:
+			if err := m.Ack(context.Background()); err != nil {
+				n.log.Warn("input not acknowledged", "session", m.Session, "input", m.ID, "err", err)
+			}
+		}
+		n.reply(m, o)
+	}}
+	if err := n.Sessions.Deliver(m.Session, cmd); err != nil {
+		stop()
+		n.finish(m, err)
+	}
+}
+
+// finish settles an input whose command could not be delivered.
+func (n *Node) finish(m *bus.InputMsg, err error) {
+	switch {
+	case err == nil:
+		_ = m.Ack(context.Background())
+	case errors.Is(err, session.ErrStopped):
+		_ = m.Nak(context.Background(), time.Second)
+	default:
+		_ = m.Reject(context.Background(), "rejected", err)
+	}
+}
+
+// reply publishes the outcome of a command to the reply subject its sender
+// named, if any (core NATS: a sender that went away simply misses it).
+func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
+	if m.ReplyTo == "" {
+		return
+	}
+	body, err := json.Marshal(OutcomeOf(o))
+	if err != nil {
+		return
+	}
+	if err := n.Bus.Conn().Publish(m.ReplyTo, body); err != nil {
+		n.log.Debug("outcome not published", "session", m.Session, "err", err)
+	}
+}
+
+// Outcome is the JSON body of a command's outcome on its reply subject.
+type Outcome struct {
+	session.Outcome
+	// Failure says why the command could not be carried out (a turn that ran and
+	// failed is not a failure of the command: see Status and Error).
+	Failure string `json:"failure,omitempty"`
+	// FailureCode classifies Failure: one of the Failure* constants, or an input
+	// error code of the bus (such as "malformed_input").
+	FailureCode string `json:"failure_code,omitempty"`
+}
+
+// The failure codes of an Outcome.
+const (
+	FailureUnknownSession  = "unknown_session"   // no such session
+	FailureBusy            = "busy"              // compaction while a turn runs
+	FailureNothingToResume = "nothing_to_resume" // resume without an unfinished turn
+	FailureStopped         = "stopped"           // the node stopped; the next owner carries on
+	FailureFenced          = "fenced"            // another node owns the session now
+	FailureError           = "error"             // anything else; Failure says what
+)
+
+// OutcomeOf is o as published.
+func OutcomeOf(o session.Outcome) Outcome {
+	out := Outcome{Outcome: o}
+	if o.Err == nil {
+		return out
+	}
+	out.Failure = o.Err.Error()
+	switch {
+	case errors.Is(o.Err, session.ErrUnknownSession):
+		out.FailureCode = FailureUnknownSession
+	case errors.Is(o.Err, session.ErrBusy):
+		out.FailureCode = FailureBusy
+	case errors.Is(o.Err, session.ErrNothingToResume):
+		out.FailureCode = FailureNothingToResume
+	case errors.Is(o.Err, session.ErrStopped):
+		out.FailureCode = FailureStopped
+	case o.Fenced:
+		out.FailureCode = FailureFenced
+	default:
+		out.FailureCode = FailureError
+	}
+	return out
+}

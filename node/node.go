@@ -1,0 +1,151 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/tah-dev/tah/actors/session"
+	"github.com/tah-dev/tah/actors/toolrunner"
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/store"
+	"github.com/tah-dev/tah/tools"
+)
+
+// Options configure a node.
+type Options struct {
+	// Bus is the NATS configuration: an embedded server (the default) or an
+	// external URL.
+	Bus bus.Config
+	// StorePath is the SQLite read model's file; empty means
+	// <Bus.DataDir>/data.db.
+	StorePath string
+	// Session is the loop configuration every session runs with.
+	Session session.Config
+	// Provider answers the LLM calls. Required.
+	Provider llm.Provider
+	// Tools are the tools offered to the model; nil offers none.
+	Tools tools.Catalog
+	// ToolOptions configure how tools run (timeouts, output limits).
+	ToolOptions tools.Options
+	// MaxConcurrentTools bounds the tool calls running at once on this node.
+	MaxConcurrentTools int
+	// Loop is the agent loop; nil means session.DefaultLoop.
+	Loop session.Loop
+	// Logger receives the node's structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Node is one TAH node: the bus (and its embedded server), the read model and
+// its projector, the session actors, the tool runner and the input consumers.
+type Node struct {
+	opts      Options
+	log       *slog.Logger
+	Bus       *bus.Bus
+	Store     *store.Store
+	Projector *Projector
+	Sessions  *session.Manager
+	runner    *toolrunner.Runner
+	inputs    *bus.InputConsumer
+	closers   []func(context.Context) error
+}
+
+// Start brings a node up: bus, read model, projector, session actors and the
+// input consumers, in that order. On error everything started is stopped.
+func Start(ctx context.Context, opts Options) (n *Node, err error) {
+	if opts.Provider == nil {
+		return nil, errors.New("node: no LLM provider configured")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	n = &Node{opts: opts, log: log}
+	defer func() {
+		if err != nil {
+			n.Close(context.WithoutCancel(ctx))
+			n = nil
+		}
+	}()
+	bcfg := opts.Bus
+	if bcfg.Logger == nil {
+		bcfg.Logger = log.With("component", "nats")
+	}
+	if n.Bus, err = bus.Open(ctx, bcfg); err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, n.Bus.Close)
+
+	path := opts.StorePath
+	if path == "" {
+		dir := bcfg.DataDir
+		if dir == "" {
+			dir = ".tah"
+		}
+		path = filepath.Join(dir, "data.db")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("node: read model directory: %w", err)
+	}
+	if n.Store, err = store.Open(ctx, path); err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, func(context.Context) error { return n.Store.Close() })
+	if n.Projector, err = StartProjector(ctx, n.Bus, n.Store, log.With("component", "projector")); err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, func(context.Context) error { n.Projector.Close(); return nil })
+
+	scfg := opts.Session
+	if scfg.Logger == nil {
+		scfg.Logger = log.With("component", "session")
+	}
+	var st session.Tools
+	n.Sessions = session.NewManager(scfg, n.Bus, opts.Provider, nil, opts.Loop)
+	if opts.Tools != nil {
+		exec := tools.NewExecutor(opts.Tools, opts.ToolOptions)
+		if n.runner, err = toolrunner.Spawn(n.Sessions.Root(), toolrunner.Config{Executor: exec, MaxConcurrent: opts.MaxConcurrentTools,
+			Logger: log.With("component", "tools")}); err != nil {
+			return nil, err
+		}
+		rt := &runnerTools{cat: opts.Tools, runner: n.runner}
+		if f, ok := opts.Tools.(resultFinder); ok {
+			rt.finder = f
+		}
+		st = rt
+	}
+	n.Sessions.SetTools(st)
+	// Closed in reverse: the sessions stop (recording nothing more) before the
+	// tool runner cancels its calls, so that no "cancelled" result of a shutdown
+	// is ever taken for a real one.
+	if n.runner != nil {
+		n.closers = append(n.closers, n.runner.Stop)
+	}
+	n.closers = append(n.closers, n.Sessions.Close)
+
+	if n.inputs, err = n.Bus.ConsumeInputs(ctx, n.handleInput); err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, n.inputs.Close)
+	log.Info("node started", "nats", n.Bus.ClientURL(), "read_model", path, "provider", opts.Provider.Name())
+	return n, nil
+}
+
+// Close stops the node in the reverse order of Start: inputs first (handing
+// partitions over), then running turns stop without recording anything (they
+// resume on the next owner), the tool runner, the projector, the read model and
+// the bus, which flushes every acknowledged write.
+func (n *Node) Close(ctx context.Context) error {
+	var errs []error
+	for i := len(n.closers) - 1; i >= 0; i-- {
+		if err := n.closers[i](ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	n.closers = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,154 @@
+package tah
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/tools"
+)
+
+// Plugin configures one part of a Runtime; Use applies it. The plugins mirror
+// the specification's storagePlugin, llmPlugin, toolsPlugin and agentPlugin, and
+// NATS adds the distributed part.
+type Plugin interface {
+	// Name identifies the plugin in errors.
+	Name() string
+	setup(r *Runtime) error
+}
+
+type plugin struct {
+	name string
+	fn   func(r *Runtime) error
+}
+
+func (p plugin) Name() string           { return p.name }
+func (p plugin) setup(r *Runtime) error { return p.fn(r) }
+
+// StorageOptions configure where a node keeps its data.
+type StorageOptions struct {
+	// Driver is the read model's database: "sqlite" (the only one; empty means it).
+	Driver string
+	// Path is the SQLite file of the read model; default .tah/data.db. The log
+	// (NATS JetStream) of an embedded server lives beside it, in <dir>/nats.
+	Path string
+}
+
+// Storage is the specification's storagePlugin.
+func Storage(o StorageOptions) Plugin {
+	return plugin{"storage", func(r *Runtime) error {
+		if o.Driver != "" && o.Driver != "sqlite" {
+			return fmt.Errorf("storage driver %q is not supported: use \"sqlite\"", o.Driver)
+		}
+		if o.Path != "" {
+			r.storePath = o.Path
+			if r.busCfg.URL == "" && !r.dataDirSet {
+				r.busCfg.DataDir = filepath.Dir(o.Path)
+			}
+		}
+		return nil
+	}}
+}
+
+// LLMOptions choose the model provider. Either Provider names one of the
+// built-in providers ("mock", "openai", "anthropic"), configured by Config, or
+// Instance is a provider of your own.
+type LLMOptions struct {
+	Provider string
+	// Model overrides Config.Model.
+	Model string
+	// Config is the full provider configuration; zero fields take
+	// llm.DefaultConfig's values.
+	Config *llm.Config
+	// Instance, when set, is used as it is.
+	Instance llm.Provider
+}
+
+// LLM is the specification's llmPlugin.
+func LLM(o LLMOptions) Plugin {
+	return plugin{"llm", func(r *Runtime) error {
+		if o.Instance != nil {
+			r.provider = o.Instance
+			return nil
+		}
+		cfg := llm.DefaultConfig()
+		if o.Config != nil {
+			cfg = *o.Config
+		}
+		if o.Provider != "" {
+			cfg.Provider = o.Provider
+		}
+		if o.Model != "" {
+			cfg.Model = o.Model
+		}
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		r.llmCfg = &cfg
+		return nil
+	}}
+}
+
+// Tools is the specification's toolsPlugin: the tools offered to the model,
+// such as builtin.ListFiles(".") and builtin.ReadFile(".").
+func Tools(ts ...tools.Tool) Plugin {
+	return plugin{"tools", func(r *Runtime) error {
+		if r.registry == nil {
+			reg, err := tools.NewRegistry()
+			if err != nil {
+				return err
+			}
+			r.registry = reg
+		}
+		return r.registry.Add(ts...)
+	}}
+}
+
+// AgentOptions are the specification's agentPlugin({ systemPrompt, maxSteps,
+// contextChars }).
+type AgentOptions struct {
+	// SystemPrompt is the first system message of a new session; a reopened
+	// session takes the current one too.
+	SystemPrompt string
+	// MaxSteps is the most LLM calls per turn: 0 means 20, Unlimited none.
+	MaxSteps int
+	// ContextChars is the character budget of each LLM request; 0 sends the
+	// whole history.
+	ContextChars int
+	// IdleTimeout passivates a session actor idle this long (default 5 minutes).
+	IdleTimeout time.Duration
+}
+
+// Unlimited, as AgentOptions.MaxSteps, lets a turn make any number of LLM calls.
+const Unlimited = -1
+
+// Agent is the specification's agentPlugin.
+func Agent(o AgentOptions) Plugin {
+	return plugin{"agent", func(r *Runtime) error {
+		if o.ContextChars < 0 {
+			return errors.New("agent: ContextChars is negative")
+		}
+		r.sessionCfg.SystemPrompt = o.SystemPrompt
+		r.sessionCfg.MaxSteps = o.MaxSteps
+		r.sessionCfg.ContextChars = o.ContextChars
+		r.sessionCfg.IdleTimeout = o.IdleTimeout
+		return nil
+	}}
+}
+
+// NATS sets how the runtime reaches NATS: an embedded server (the default: data
+// under .tah, listening on 127.0.0.1:4222) or an external server or cluster
+// (Config.URL). Start from bus.Default().
+func NATS(c bus.Config) Plugin {
+	return plugin{"nats", func(r *Runtime) error {
+		if err := c.Validate(); err != nil {
+			return err
+		}
+		r.busCfg = c
+		r.dataDirSet = true
+		return nil
+	}}
+}

@@ -171,7 +171,10 @@ func (s *sessionActor) next(ctx actor.Context) {
 		defer cancel(nil)
 		out := s.m.work(wctx, a, cmd)
 		cp := -1
-		if !out.Fenced && out.Err == nil && a.state.Events-last >= every {
+		// A checkpoint at the end of every turn, and after any work that appended
+		// many events, so that a resume replays only the tail of the log.
+		turnEnded := (cmd.Kind == KindRun || cmd.Kind == KindResume) && !a.state.Status.Active()
+		if !out.Fenced && out.Err == nil && a.state.Events > last && (turnEnded || a.state.Events-last >= every) {
 			if err := s.m.checkpoint(context.WithoutCancel(wctx), a); err != nil {
 				s.m.cfg.logger().Warn("checkpoint not written", "session", s.sid, "err", err)
 			} else {

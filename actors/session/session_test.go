@@ -331,3 +331,39 @@ func mustJSON(v any) string {
 	b, _ := json.MarshalIndent(v, "", " ")
 	return string(b)
 }
+
+func TestCheckpointAtEndOfTurnAndLoadFromIt(t *testing.T) {
+	b := openBus(t)
+	Create(context.Background(), b, "s1", Config{}, nil)
+	m := newManager(t, b, mock.Scripted(mock.Say("a"), mock.Say("b"), mock.Say("c")), Config{})
+	do(t, m, "s1", run("one"))
+	do(t, m, "s1", run("two"))
+	tys := types(t, b, "s1")
+	n := 0
+	for _, ty := range tys {
+		if ty == event.CheckpointCreated {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d checkpoints, want one per turn: %v", n, tys)
+	}
+	entry, err := b.Checkpoints().Get(context.Background(), "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap projection.State
+	if err := json.Unmarshal(entry.Value(), &snap); err != nil || snap.Turn != 2 {
+		t.Fatalf("snapshot: %v turn %d", err, snap.Turn)
+	}
+	m.Close(context.Background())
+	// A new owner loads the snapshot and the tail, and its state is the full fold.
+	m2 := newManager(t, b, mock.Scripted(mock.Say("c")), Config{})
+	if o := do(t, m2, "s1", run("three")); o.Turn != 3 || o.Content != "c" {
+		t.Fatalf("%+v", o)
+	}
+	full := fold(t, b, "s1")
+	if full.Turn != 3 || len(full.Messages) != 6 {
+		t.Fatalf("%s", mustJSON(full.Messages))
+	}
+}

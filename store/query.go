@@ -94,9 +94,9 @@ const (
 
 // Page is one page of ListSessions.
 type Page struct {
-	Sessions []SessionRow
+	Sessions []SessionRow `json:"sessions"`
 	// Next is the ListOptions.Before of the next page; empty on the last page.
-	Next string
+	Next string `json:"next,omitempty"`
 }
 
 // ListSessions returns sessions, the most recently updated first (ties by id),

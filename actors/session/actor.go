@@ -85,7 +85,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.loading = true
 		s.m.goTracked(func() {
-			a, err := s.m.load(s.sid)
+			a, err := s.m.loadWithRetry(s.sid)
 			s.m.sys.Root.Send(ctx.Self(), &loaded{a: a, err: err})
 		})
 	case *loaded:
@@ -302,6 +302,24 @@ func (m *Manager) load(sid string) (*AgentContext, error) {
 		return nil, fmt.Errorf("claim session %s: %w", sid, err)
 	}
 	return a, nil
+}
+
+// loadWithRetry loads sid, trying again when another writer appended between
+// the replay and the claim (a previous owner finishing its last append).
+func (m *Manager) loadWithRetry(sid string) (*AgentContext, error) {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		var a *AgentContext
+		if a, err = m.load(sid); err == nil || !errors.Is(err, bus.ErrFenced) {
+			return a, err
+		}
+		select {
+		case <-m.ctx.Done():
+			return nil, ErrStopped
+		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+		}
+	}
+	return nil, err
 }
 
 // checkpoint stores a snapshot of the state in the checkpoint bucket, then

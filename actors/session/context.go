@@ -54,6 +54,9 @@ type AgentContext struct {
 	steps  int // ids handed out in this epoch
 }
 
+// appendTimeout bounds one append, acknowledgement and read-back included.
+const appendTimeout = 30 * time.Second
+
 // errFenced is returned by Append once the writer lost ownership.
 var errFenced = bus.ErrFenced
 
@@ -71,16 +74,16 @@ func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) 
 	}
 	ev.Time = a.now()
 	ev.Epoch = a.writer.Epoch()
-	if ctx.Err() != nil {
-		if errors.Is(context.Cause(ctx), ErrStopped) {
-			// The node is shutting down: record nothing more, so that the next
-			// owner resumes the turn where the log stops.
-			return ErrStopped
-		}
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrStopped) {
+		// The node is shutting down: record nothing more, so that the next owner
+		// resumes the turn where the log stops.
+		return ErrStopped
 	}
+	// A cancel must not interrupt an append half way: an append whose outcome
+	// cannot be confirmed leaves the writer unusable. Appends take a moment, so
+	// they run on a deadline of their own instead of the turn's context.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
+	defer cancel()
 	evs := []event.Event{ev}
 	if _, err := a.writer.Append(ctx, evs...); err != nil {
 		return err

@@ -7,6 +7,13 @@
 //		nc := bustest.Connect(t, srv)
 //		...
 //	}
+//
+// NewCluster runs three (or n) such servers joined by routes, for replicated
+// (R3) streams, leader changes and restarts:
+//
+//	c := bustest.NewCluster(t, 3)
+//	nc := bustest.ConnectURL(t, c.URLs())
+//	c.Restart(c.StreamLeader("TAH_EVT"))
 package bustest
 
 import (

@@ -1,0 +1,317 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/event"
+)
+
+// SessionWriter appends to one session's log on behalf of one owner. Every
+// append is fenced: it lands only if the session's last sequence (over
+// tah.sess.<sid>.evt.>) is still the one this writer last saw, so a writer that
+// lost ownership gets ErrFenced instead of interleaving with the new owner.
+//
+// A SessionWriter keeps one append in flight at a time (R3 streams reject
+// pipelined fenced appends); writers of different sessions run in parallel.
+// It is safe for concurrent use; concurrent Appends are serialised.
+type SessionWriter struct {
+	b      *Bus
+	sid    string
+	epoch  uint64
+	filter string
+	// idPrefix is "<sid>:<epoch>:<nonce>:"; the message id of an event is the
+	// prefix and the sequence it expects to follow.
+	idPrefix string
+
+	mu     sync.Mutex
+	last   uint64
+	broken error // ErrFenced or ErrOutcomeUnknown, once it happened
+}
+
+// Writer returns the writer of session sid for the owner at epoch, whose view
+// of the log ends at lastSeq (0 for a session with no event yet; otherwise the
+// lastSeq that Replay returned). It fails with ErrInvalidSessionID for a bad id.
+func (b *Bus) Writer(sid string, epoch, lastSeq uint64) (*SessionWriter, error) {
+	if err := event.ValidSessionID(sid); err != nil {
+		return nil, err
+	}
+	return &SessionWriter{
+		b: b, sid: sid, epoch: epoch, last: lastSeq,
+		filter:   SessionEventsFilter(sid),
+		idPrefix: sid + ":" + strconv.FormatUint(epoch, 10) + ":" + event.NewID("") + ":",
+	}, nil
+}
+
+// Session is the writer's session id.
+func (w *SessionWriter) Session() string { return w.sid }
+
+// Epoch is the writer's ownership epoch.
+func (w *SessionWriter) Epoch() uint64 { return w.epoch }
+
+// LastSeq is the sequence of the last event this writer knows in its session.
+func (w *SessionWriter) LastSeq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
+// Append appends events to the session's log, in order, each fenced on the
+// sequence of the one before, and returns their stream sequences. It fills in
+// each event's Seq, and its Session, Epoch and Time when they are zero; since
+// evs is the caller's slice when called as Append(ctx, evs...), the caller sees
+// them.
+//
+// Errors: ErrFenced when another writer appended first (the writer stays
+// fenced); ErrOutcomeUnknown when an acknowledgement was lost and ctx ended
+// before the log could tell (the writer is then unusable); ErrInvalidEvent and
+// ErrPayloadTooLarge for events that cannot be appended (nothing of the call is
+// appended). On an error after some events landed, the sequences of those are
+// returned with it.
+func (w *SessionWriter) Append(ctx context.Context, evs ...event.Event) ([]uint64, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.broken != nil {
+		return nil, w.broken
+	}
+	msgs := make([]*nats.Msg, len(evs))
+	for i := range evs {
+		m, err := w.message(&evs[i])
+		if err != nil {
+			return nil, err
+		}
+		msgs[i] = m
+	}
+	seqs := make([]uint64, 0, len(evs))
+	for i, m := range msgs {
+		seq, err := w.appendOne(ctx, m)
+		if err != nil {
+			if errors.Is(err, ErrFenced) || errors.Is(err, ErrOutcomeUnknown) {
+				w.broken = err
+			}
+			return seqs, fmt.Errorf("append %s to session %s: %w", evs[i].Type, w.sid, err)
+		}
+		w.last = seq
+		evs[i].Seq = seq
+		seqs = append(seqs, seq)
+	}
+	return seqs, nil
+}
+
+// message checks ev, completes its envelope and builds its message, without
+// the fencing headers.
+func (w *SessionWriter) message(ev *event.Event) (*nats.Msg, error) {
+	switch {
+	case ev.Session == "":
+		ev.Session = w.sid
+	case ev.Session != w.sid:
+		return nil, fmt.Errorf("event %s of session %q given to the writer of %q: %w", ev.Type, ev.Session, w.sid, ErrInvalidEvent)
+	}
+	switch {
+	case ev.Epoch == 0:
+		ev.Epoch = w.epoch
+	case ev.Epoch != w.epoch:
+		return nil, fmt.Errorf("event %s has epoch %d, the writer %d: %w", ev.Type, ev.Epoch, w.epoch, ErrInvalidEvent)
+	}
+	if event.Payload(ev.Type) == nil {
+		return nil, fmt.Errorf("event type %q: %w: %w", ev.Type, ErrInvalidEvent, event.ErrUnknownType)
+	}
+	if len(ev.Data) == 0 || ev.Data[0] != '{' {
+		return nil, fmt.Errorf("event %s: the payload is not a JSON object: %w", ev.Type, ErrInvalidEvent)
+	}
+	if ev.Time.IsZero() {
+		ev.Time = time.Now().UTC()
+	}
+	body, err := ev.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w: %v", ev.Type, ErrInvalidEvent, err)
+	}
+	m := nats.NewMsg(EventSubject(w.sid, ev.Type))
+	m.Data = body
+	// The fencing headers are set per attempt; size them now to refuse an
+	// event that can never fit.
+	w.setHeaders(m, ^uint64(0))
+	if size, limit := msgSize(m), w.b.MaxPayload(); size > limit {
+		return nil, fmt.Errorf("event %s of session %s is %d bytes with its headers, over the server's max payload of %d bytes (put large outputs in the object store with PutArtifact and reference them): %w",
+			ev.Type, w.sid, size, limit, ErrPayloadTooLarge)
+	}
+	return m, nil
+}
+
+// setHeaders sets the message id and fencing headers for an append expected
+// to follow sequence last.
+func (w *SessionWriter) setHeaders(m *nats.Msg, last uint64) {
+	ls := strconv.FormatUint(last, 10)
+	m.Header.Set(HeaderMsgID, w.idPrefix+ls)
+	m.Header.Set(hdrExpectLastSubjSeq, ls)
+	m.Header.Set(hdrExpectLastSubjSubj, w.filter)
+}
+
+// msgSize is the size of m on the wire as the server's max payload counts it:
+// the header block and the body.
+func msgSize(m *nats.Msg) int {
+	n := len(m.Data)
+	if len(m.Header) > 0 {
+		n += len("NATS/1.0\r\n") + len("\r\n")
+		for k, vs := range m.Header {
+			for _, v := range vs {
+				n += len(k) + len(": ") + len(v) + len("\r\n")
+			}
+		}
+	}
+	return n
+}
+
+// appendOne publishes m after w.last, resolving lost acknowledgements by
+// reading the log back, and returns the sequence it landed at.
+func (w *SessionWriter) appendOne(ctx context.Context, m *nats.Msg) (uint64, error) {
+	w.setHeaders(m, w.last)
+	id := m.Header.Get(HeaderMsgID)
+	uncertain := false // an attempt was sent and its outcome is not known
+	backoff := 20 * time.Millisecond
+	wait := func() error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+		return nil
+	}
+	unknown := func(err error) error { return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err) }
+	for {
+		if err := ctx.Err(); err != nil {
+			if uncertain {
+				return 0, unknown(err)
+			}
+			return 0, err
+		}
+		actx, cancel := context.WithTimeout(ctx, w.b.cfg.AppendTimeout)
+		ack, err := w.b.publish(actx, m)
+		cancel()
+		if err == nil {
+			// A duplicate ack (R3 answering a retry of a landed message) carries
+			// the sequence of the original, which has our id.
+			return ack.Sequence, nil
+		}
+		var apiErr *jetstream.APIError
+		switch {
+		case errors.As(err, &apiErr):
+			switch {
+			case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+				if !uncertain {
+					if seq, lastID, ok := w.ownLast(ctx); ok {
+						if lastID == id {
+							// An earlier attempt of this very message landed.
+							return seq, nil
+						}
+						// The message after ours is ours again: a retry of our
+						// previous append that the stream stored a second time
+						// (possible around a leader change). No other writer is
+						// involved; go on after it. Readers drop the duplicate.
+						w.last = seq
+						w.setHeaders(m, w.last)
+						id = m.Header.Get(HeaderMsgID)
+						continue
+					}
+					return 0, fmt.Errorf("%w (expected last sequence %d: %v)", ErrFenced, w.last, apiErr)
+				}
+				// R1 answers a retry of a message that landed with "wrong last
+				// sequence": the log says whether the last message is ours.
+			case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+				return 0, fmt.Errorf("%w: %v", ErrPayloadTooLarge, apiErr)
+			case apiErr.Code == 503:
+				// JetStream answered that it cannot take the message now (a
+				// leader election): nothing was stored by this attempt.
+				if err := wait(); err != nil {
+					if uncertain {
+						return 0, unknown(err)
+					}
+					return 0, err
+				}
+				continue
+			default:
+				if uncertain {
+					return 0, unknown(err)
+				}
+				return 0, err
+			}
+		case errors.Is(err, nats.ErrMaxPayload):
+			return 0, fmt.Errorf("%w: %v", ErrPayloadTooLarge, err)
+		case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubject):
+			if uncertain {
+				return 0, unknown(err)
+			}
+			return 0, err
+		}
+		// The ack was lost (timeout, no responders, a reconnect, the context
+		// ended), or a retry was refused: the log tells whether it landed.
+		uncertain = true
+		seq, landed, err := w.resolve(ctx, id)
+		switch {
+		case err != nil:
+			return 0, unknown(fmt.Errorf("reading the log back after a lost ack: %v", err))
+		case landed:
+			return seq, nil
+		case seq != w.last:
+			// Another writer's event follows ours: ours can never land.
+			return 0, fmt.Errorf("%w (expected last sequence %d, the log has %d by another writer)", ErrFenced, w.last, seq)
+		}
+		if err := wait(); err != nil {
+			// Ours may still be on its way: nothing can be concluded.
+			return 0, unknown(err)
+		}
+	}
+}
+
+// ownLast reports whether the session's last message, after w.last, was
+// written by this writer (its message id has the writer's prefix), with its
+// sequence and message id.
+func (w *SessionWriter) ownLast(ctx context.Context) (uint64, string, bool) {
+	rctx, cancel := context.WithTimeout(ctx, w.b.cfg.AppendTimeout)
+	defer cancel()
+	msg, err := w.b.lastMsg(rctx, w.filter)
+	if err != nil || msg.seq <= w.last {
+		return 0, "", false
+	}
+	id := msg.header.Get(HeaderMsgID)
+	return msg.seq, id, strings.HasPrefix(id, w.idPrefix)
+}
+
+// resolve reads the session's last message from the stream leader, retrying
+// until ctx ends. landed reports whether it carries msgID; seq is its sequence
+// (0 when the session has no event). When ctx has already ended it still makes
+// one attempt, bounded by Config.AppendTimeout, so that an append whose
+// caller gave up can at least learn that it landed.
+func (w *SessionWriter) resolve(ctx context.Context, msgID string) (seq uint64, landed bool, err error) {
+	for attempt := 0; ; attempt++ {
+		base := ctx
+		if ctx.Err() != nil {
+			if attempt > 0 {
+				return 0, false, fmt.Errorf("%w (last error: %v)", ctx.Err(), err)
+			}
+			base = context.WithoutCancel(ctx)
+		}
+		rctx, cancel := context.WithTimeout(base, w.b.cfg.AppendTimeout)
+		var msg *storedMsg
+		msg, err = w.b.lastMsg(rctx, w.filter)
+		cancel()
+		switch {
+		case err == nil:
+			return msg.seq, msg.header.Get(HeaderMsgID) == msgID, nil
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			return 0, false, nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

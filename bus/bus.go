@@ -1,0 +1,243 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Bus is a node's (or a client's) handle on NATS: the connection, the embedded
+// server when there is one, and TAH's streams and buckets. It is safe for
+// concurrent use. Everything it starts (tails, subscriptions, input consumers)
+// is stopped by Close if its owner did not stop it before.
+type Bus struct {
+	cfg Config
+	srv *server.Server // nil when connected to an external server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	evt         jetstream.Stream
+	in          jetstream.Stream
+	checkpoints jetstream.KeyValue
+	toolResults jetstream.KeyValue
+	nodes       jetstream.KeyValue
+	artifacts   jetstream.ObjectStore
+
+	// publish sends one event message and waits for its ack. Tests replace it
+	// to lose acknowledgements.
+	publish func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error)
+	// replies routes the replies of batched direct gets.
+	replies *replyMux
+
+	mu      sync.Mutex
+	closed  bool
+	handles map[stopper]struct{}
+}
+
+// stopper is anything Close must stop: a tail, a subscription, a consumer.
+type stopper interface{ stop() }
+
+// Open connects to NATS as cfg says (embedding a server when cfg.URL is empty),
+// waits until JetStream is ready and sets up TAH's streams, consumers and
+// buckets (or, with cfg.NoSetup, checks them). It returns an error wrapping
+// ErrInvalidConfig, ErrNotReady, ErrNotSetUp or ErrIncompatibleSetup when those
+// apply. The caller owns the Bus and must Close it.
+func Open(ctx context.Context, cfg Config) (*Bus, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Bus{cfg: cfg, handles: make(map[stopper]struct{})}
+	opts := []nats.Option{
+		nats.Name(cfg.Name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}
+	switch {
+	case cfg.Token != "":
+		opts = append(opts, nats.Token(cfg.Token))
+	case cfg.User != "":
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	url := cfg.URL
+	if cfg.Embedded() {
+		srv, err := startServer(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		b.srv = srv
+		url = srv.ClientURL()
+		opts = append(opts, nats.InProcessServer(srv))
+	} else {
+		opts = append(opts, nats.RetryOnFailedConnect(true))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		b.shutdownServer(ctx)
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	b.nc = nc
+	b.replies = newReplyMux(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		b.abort(ctx)
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	b.js = js
+	b.publish = func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+		return js.PublishMsg(ctx, m)
+	}
+	if err := b.waitReady(ctx); err != nil {
+		b.abort(ctx)
+		return nil, err
+	}
+	if err := b.setupWithRetry(ctx); err != nil {
+		b.abort(ctx)
+		return nil, err
+	}
+	return b, nil
+}
+
+// waitReady polls JetStream until it answers (a cluster must have elected its
+// meta leader), within cfg.ReadyTimeout.
+func (b *Bus) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
+	defer cancel()
+	var last error
+	for {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := b.js.AccountInfo(actx)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("JetStream at %s not ready within %v (last: %v): %w", b.ClientURL(), b.cfg.ReadyTimeout, last, ErrNotReady)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// abort undoes a failed Open.
+func (b *Bus) abort(ctx context.Context) {
+	if b.nc != nil {
+		b.nc.Close()
+	}
+	b.shutdownServer(ctx)
+}
+
+func (b *Bus) shutdownServer(ctx context.Context) {
+	if b.srv != nil {
+		_ = stopServer(context.WithoutCancel(ctx), b.srv)
+	}
+}
+
+// Close stops everything the Bus started that is still running, drains the
+// connection (so that pending acks and publishes are flushed) and shuts the
+// embedded server down, waiting at most until ctx ends. An acknowledged append
+// is on disk before Close begins (with the default SyncAlways); Close loses
+// nothing that was acknowledged.
+func (b *Bus) Close(ctx context.Context) error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	hs := make([]stopper, 0, len(b.handles))
+	for h := range b.handles {
+		hs = append(hs, h)
+	}
+	b.handles = nil
+	b.mu.Unlock()
+	for _, h := range hs {
+		h.stop()
+	}
+	var errs []error
+	if err := b.drain(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if b.srv != nil {
+		if err := stopServer(ctx, b.srv); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (b *Bus) drain(ctx context.Context) error {
+	closed := make(chan struct{})
+	b.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := b.nc.Drain(); err != nil {
+		b.nc.Close()
+		return nil
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-ctx.Done():
+		b.nc.Close()
+		return fmt.Errorf("drain NATS connection: %w", ctx.Err())
+	}
+}
+
+// track registers h to be stopped by Close; it fails when the Bus is closed.
+func (b *Bus) track(h stopper) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	b.handles[h] = struct{}{}
+	return nil
+}
+
+// untrack forgets h once its owner stopped it.
+func (b *Bus) untrack(h stopper) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.handles != nil {
+		delete(b.handles, h)
+	}
+}
+
+// Config returns the configuration the Bus was opened with.
+func (b *Bus) Config() Config { return b.cfg }
+
+// Conn returns the NATS connection, for request/reply services and the like.
+// It belongs to the Bus: do not close it.
+func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// JetStream returns the JetStream context of the connection.
+func (b *Bus) JetStream() jetstream.JetStream { return b.js }
+
+// Server returns the embedded server, or nil when connected to an external one.
+func (b *Bus) Server() *server.Server { return b.srv }
+
+// ClientURL is the URL other processes use to reach this NATS: the embedded
+// server's listen address, or the configured URL.
+func (b *Bus) ClientURL() string {
+	if b.srv != nil {
+		return b.srv.ClientURL()
+	}
+	return b.cfg.URL
+}
+
+// MaxPayload is the largest message the server accepts, headers included.
+func (b *Bus) MaxPayload() int { return int(b.nc.MaxPayload()) }
+
+// MaxEventSize is the largest event body (event.Event.Marshal) that Append
+// accepts whatever its headers: the server's max payload less headerAllowance.
+// Larger tool outputs belong in the object store (PutArtifact).
+func (b *Bus) MaxEventSize() int { return b.MaxPayload() - headerAllowance }
+
+// headerAllowance is the room MaxEventSize keeps for an append's headers: the
+// message id and the two fencing headers, with a 128-byte session id.
+const headerAllowance = 1024

@@ -1,0 +1,299 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// InputHandler receives the inputs of the partitions a node consumes. It is
+// called for one partition at a time, in the partition's order, and must not
+// block: hand the message to the session's actor and return. The actor Acks
+// it when the work it asks for is done, keeping it alive meanwhile
+// (KeepAlive). ctx is cancelled when the consumer stops.
+type InputHandler func(ctx context.Context, m *InputMsg)
+
+// InputMsg is an input delivered to this node, which owns its session for now.
+type InputMsg struct {
+	Input
+	// Session is the session the input is for.
+	Session string
+	// Partition is the input partition of the session.
+	Partition int
+	// Seq is the message's sequence in TAH_IN; it stays the same on redelivery.
+	Seq uint64
+	// Delivered counts the deliveries of this message, 1 the first time. More
+	// means an earlier owner took it and did not finish.
+	Delivered uint64
+
+	b   *Bus
+	msg jetstream.Msg
+
+	keepMu   sync.Mutex
+	keepStop func() // the running KeepAlive's stop, if any
+}
+
+// settle stops a running KeepAlive: the message is being acked, nakked or
+// terminated.
+func (m *InputMsg) settle() {
+	m.keepMu.Lock()
+	stop := m.keepStop
+	m.keepStop = nil
+	m.keepMu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// Ack removes the input from TAH_IN, waiting for the server to confirm: call it
+// when the work the input asked for is done (the turn ended).
+func (m *InputMsg) Ack(ctx context.Context) error {
+	m.settle()
+	if err := m.msg.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("ack input %s of %s: %w", m.ID, m.Session, err)
+	}
+	return nil
+}
+
+// InProgress tells the server the input is still being worked on, resetting
+// its ack wait (Config.InputAckWait).
+func (m *InputMsg) InProgress(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return m.msg.InProgress()
+}
+
+// Nak asks for redelivery after delay (0: at once), to this node or, if the
+// partition moved, to its new owner.
+func (m *InputMsg) Nak(ctx context.Context, delay time.Duration) error {
+	m.settle()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if delay > 0 {
+		return m.msg.NakWithDelay(delay)
+	}
+	return m.msg.Nak()
+}
+
+// Term drops the input for good, with a reason recorded in the server's
+// advisory. The sender is not told: see Reject.
+func (m *InputMsg) Term(ctx context.Context, reason string) error {
+	m.settle()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return m.msg.TermWithReason(reason)
+}
+
+// Reject drops the input for good and reports why on tah.sess.<sid>.err, where
+// its sender can see it: for inputs that are well formed but cannot be served.
+// (It does not publish on ReplyTo: the outcome published there is the
+// caller's to write.)
+func (m *InputMsg) Reject(ctx context.Context, code string, cause error) error {
+	if err := m.Term(ctx, code+": "+cause.Error()); err != nil {
+		return err
+	}
+	return m.b.reportInputError(InputError{
+		Session: m.Session, InputID: m.ID, Command: m.Command, Seq: m.Seq,
+		Code: code, Error: cause.Error(),
+	}, "")
+}
+
+// KeepAlive calls InProgress every interval (0: a third of
+// Config.InputAckWait) until the returned stop is called, or the message is
+// acked, nakked or terminated, so that a long turn is not redelivered while it
+// runs. stop waits for the keep-alive goroutine to end and may be called more
+// than once. A second KeepAlive replaces the first.
+func (m *InputMsg) KeepAlive(every time.Duration) (stop func()) {
+	m.settle()
+	if every <= 0 {
+		every = m.b.cfg.InputAckWait / 3
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.msg.InProgress()
+			}
+		}
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() { close(done) })
+		wg.Wait()
+	}
+	m.keepMu.Lock()
+	m.keepStop = stop
+	m.keepMu.Unlock()
+	return stop
+}
+
+// InputConsumer pulls input partitions on behalf of a node.
+type InputConsumer struct {
+	b       *Bus
+	h       InputHandler
+	ctx     context.Context
+	cancel  context.CancelFunc
+	parts   []*partitionPull
+	stopped sync.Once
+}
+
+type partitionPull struct {
+	p     int
+	name  string
+	cc    jetstream.ConsumeContext
+	mu    sync.Mutex // held while a message is handled
+	pinID string     // the pin id of this client, as last seen on a message
+	done  bool
+}
+
+// ConsumeInputs pulls the given partitions (all of them when none is given)
+// through their durable consumers in the priority group "tah" with the pinned
+// policy: of all the nodes pulling a partition, the server delivers to one at a
+// time, and moves the partition to another when that one stops pulling for
+// Config.InputPinnedTTL. A message that is not a valid input is terminated and
+// reported on tah.sess.<sid>.err without reaching h, so it never blocks its
+// partition. Stop or Close the consumer when done; Close of the Bus stops it.
+func (b *Bus) ConsumeInputs(ctx context.Context, h InputHandler, partitions ...int) (*InputConsumer, error) {
+	if len(partitions) == 0 {
+		for p := range b.cfg.Partitions {
+			partitions = append(partitions, p)
+		}
+	}
+	cctx, cancel := context.WithCancel(context.Background())
+	c := &InputConsumer{b: b, h: h, ctx: cctx, cancel: cancel}
+	expiry := max(b.cfg.InputPinnedTTL/3, time.Second)
+	for _, p := range partitions {
+		if p < 0 || p >= b.cfg.Partitions {
+			c.stop()
+			return nil, fmt.Errorf("input partition %d: there are %d (0..%d)", p, b.cfg.Partitions, b.cfg.Partitions-1)
+		}
+		pp := &partitionPull{p: p, name: partitionConsumer(p)}
+		cons, err := b.in.Consumer(ctx, pp.name)
+		if err == nil {
+			pp.mu.Lock()
+			pp.cc, err = cons.Consume(func(m jetstream.Msg) { c.deliver(pp, m) },
+				jetstream.PullPriorityGroup(InputGroup),
+				jetstream.PullExpiry(expiry),
+				jetstream.PullMaxMessages(min(100, b.cfg.InputMaxAckPending)),
+				jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}),
+			)
+			pp.mu.Unlock()
+		}
+		if err != nil {
+			c.stop()
+			return nil, fmt.Errorf("consume input partition %d: %w", p, err)
+		}
+		c.parts = append(c.parts, pp)
+	}
+	// Registered once complete, so that Close of the Bus never sees it half
+	// built.
+	if err := b.track(c); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *InputConsumer) deliver(pp *partitionPull, m jetstream.Msg) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.done {
+		return // not acked: redelivered to whoever pulls next
+	}
+	if pin := m.Headers().Get("Nats-Pin-Id"); pin != "" {
+		pp.pinID = pin
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		_ = m.TermWithReason("no metadata")
+		return
+	}
+	sid := sessionFromSubject(m.Subject())
+	raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+	in, err := parseInput(raw, md.Sequence.Stream)
+	if err != nil {
+		_ = m.TermWithReason(CodeMalformedInput + ": " + err.Error())
+		replyTo := m.Headers().Get(HeaderReplyTo)
+		if !validSubject(replyTo) {
+			replyTo = ""
+		}
+		_ = c.b.reportInputError(InputError{
+			Session: sid, InputID: in.ID, Command: Command(m.Headers().Get(HeaderCommand)),
+			Seq: md.Sequence.Stream, Code: CodeMalformedInput, Error: err.Error(),
+		}, replyTo)
+		return
+	}
+	c.h(c.ctx, &InputMsg{
+		Input: in, Session: sid, Partition: pp.p, Seq: md.Sequence.Stream,
+		Delivered: md.NumDelivered, b: c.b, msg: m,
+	})
+}
+
+// Stop stops pulling and waits until no handler call is running. Inputs
+// delivered and not yet acked stay with their handlers, which may still Ack
+// them; the partitions stay pinned to this node until Config.InputPinnedTTL
+// passes (Close hands them over at once).
+func (c *InputConsumer) Stop() {
+	c.stop()
+	c.b.untrack(c)
+}
+
+func (c *InputConsumer) stop() {
+	c.stopped.Do(func() {
+		for _, pp := range c.parts {
+			pp.mu.Lock()
+			pp.done = true
+			if pp.cc != nil {
+				pp.cc.Stop()
+			}
+			pp.mu.Unlock()
+		}
+		c.cancel()
+	})
+}
+
+// Close is Stop, then unpins each partition this node holds, so that another
+// node pulling it takes it over at once instead of after
+// Config.InputPinnedTTL. Unacked inputs go to the new owner when their ack
+// wait expires, or at once if their handler Naks them.
+func (c *InputConsumer) Close(ctx context.Context) error {
+	c.Stop()
+	var errs []error
+	for _, pp := range c.parts {
+		pp.mu.Lock()
+		pin := pp.pinID
+		pp.mu.Unlock()
+		if pin == "" {
+			continue
+		}
+		cons, err := c.b.in.Consumer(ctx, pp.name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, g := range cons.CachedInfo().PriorityGroups {
+			if g.Group == InputGroup && g.PinnedClientID == pin {
+				if err := c.b.in.UnpinConsumer(ctx, pp.name, InputGroup); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+					errs = append(errs, fmt.Errorf("unpin partition %d: %w", pp.p, err))
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,172 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+)
+
+// Delta is the body of a token delta message: a piece of a streamed answer and
+// the LLM step it belongs to. On the wire it is a flat JSON object:
+// {"step_id":"st_…","text":"Hel"}.
+type Delta struct {
+	StepID string `json:"step_id,omitempty"`
+	llm.Delta
+}
+
+// DeltaMsg is a delta as a subscriber receives it.
+type DeltaMsg struct {
+	Session string
+	// Epoch is the ownership epoch of the writer that published it.
+	Epoch uint64
+	// Seq numbers the deltas of one epoch from 1.
+	Seq uint64
+	Delta
+}
+
+// DeltaPublisher publishes one owner's token deltas for one session on core
+// NATS (tah.sess.<sid>.delta): fire and forget, in order, not stored. The final
+// text is in the log (llm.completed); deltas only let watchers see it early.
+type DeltaPublisher struct {
+	b     *Bus
+	subj  string
+	epoch string
+	mu    sync.Mutex
+	seq   uint64
+}
+
+// Deltas returns the delta publisher of session sid for the owner at epoch.
+func (b *Bus) Deltas(sid string, epoch uint64) (*DeltaPublisher, error) {
+	if err := event.ValidSessionID(sid); err != nil {
+		return nil, err
+	}
+	return &DeltaPublisher{b: b, subj: DeltaSubject(sid), epoch: strconv.FormatUint(epoch, 10)}, nil
+}
+
+// Publish sends one delta of step stepID. It does not wait for anyone: a delta
+// nobody listens to is dropped. It fails only if ctx is done or the
+// connection is closed.
+func (p *DeltaPublisher) Publish(ctx context.Context, stepID string, d llm.Delta) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	body, err := json.Marshal(Delta{StepID: stepID, Delta: d})
+	if err != nil {
+		return fmt.Errorf("delta: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	m := &nats.Msg{Subject: p.subj, Data: body, Header: nats.Header{
+		HeaderEpoch:    []string{p.epoch},
+		HeaderDeltaSeq: []string{strconv.FormatUint(p.seq, 10)},
+	}}
+	if err := p.b.nc.PublishMsg(m); err != nil {
+		return fmt.Errorf("publish delta on %s: %w", p.subj, err)
+	}
+	return nil
+}
+
+// Subscription is a running core NATS subscription. Stop it when done; Close
+// of the Bus stops it too.
+type Subscription struct {
+	b       *Bus
+	sub     *nats.Subscription
+	mu      sync.Mutex // held while the callback runs
+	stopped bool
+}
+
+// Stop unsubscribes and waits until the callback is no longer running; it is
+// not called after Stop returns. The callback must not call Stop.
+func (s *Subscription) Stop() {
+	s.stop()
+	s.b.untrack(s)
+}
+
+func (s *Subscription) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.stopped {
+		s.stopped = true
+		if s.sub != nil {
+			_ = s.sub.Unsubscribe()
+		}
+	}
+}
+
+// subscribe runs fn for each message on subj until Stop.
+func (b *Bus) subscribe(subj string, fn func(*nats.Msg)) (*Subscription, error) {
+	s := &Subscription{b: b}
+	if err := b.track(s); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sub, err := b.nc.Subscribe(subj, func(m *nats.Msg) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.stopped {
+			fn(m)
+		}
+	})
+	if err != nil {
+		b.untrack(s)
+		return nil, fmt.Errorf("subscribe %s: %w", subj, err)
+	}
+	s.sub = sub
+	return s, nil
+}
+
+// SubscribeDeltas calls fn, in order, for each token delta of session sid,
+// dropping stale ones: a delta of an epoch lower than the highest seen comes
+// from a writer that lost ownership. Messages that are not deltas (no epoch
+// header, a body that is not JSON) are dropped too. ctx bounds the
+// subscription's setup: the subscription runs until Stop.
+func (b *Bus) SubscribeDeltas(ctx context.Context, sid string, fn func(DeltaMsg)) (*Subscription, error) {
+	if err := event.ValidSessionID(sid); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var highest uint64
+	s, err := b.subscribe(DeltaSubject(sid), func(m *nats.Msg) {
+		epoch, err := strconv.ParseUint(m.Header.Get(HeaderEpoch), 10, 64)
+		if err != nil || epoch < highest {
+			return
+		}
+		seq, _ := strconv.ParseUint(m.Header.Get(HeaderDeltaSeq), 10, 64)
+		var d Delta
+		if err := json.Unmarshal(m.Data, &d); err != nil {
+			return
+		}
+		highest = epoch
+		fn(DeltaMsg{Session: sid, Epoch: epoch, Seq: seq, Delta: d})
+	})
+	if err != nil {
+		return nil, err
+	}
+	// Make sure the server knows the subscription before returning, so that
+	// no delta published after this call is missed.
+	if err := b.flush(ctx); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("subscribe deltas of %s: %w", sid, err)
+	}
+	return s, nil
+}
+
+// flush waits until the server has processed everything sent so far.
+func (b *Bus) flush(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.cfg.AppendTimeout)
+		defer cancel()
+	}
+	return b.nc.FlushWithContext(ctx)
+}

@@ -1,0 +1,105 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+)
+
+// testConfig is a small, fast configuration for an embedded server on a random
+// port in a temporary directory.
+func testConfig(t testing.TB) Config {
+	cfg := Default()
+	cfg.DataDir = t.TempDir()
+	cfg.Port = -1
+	cfg.Partitions = 4
+	return cfg
+}
+
+// open opens a Bus with cfg and closes it in t.Cleanup.
+func open(t testing.TB, cfg Config) *Bus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := b.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return b
+}
+
+// embedded opens a Bus on its own embedded server.
+func embedded(t testing.TB, edit ...func(*Config)) *Bus {
+	t.Helper()
+	cfg := testConfig(t)
+	for _, e := range edit {
+		e(&cfg)
+	}
+	return open(t, cfg)
+}
+
+// connected opens a Bus on the external server(s) at url.
+func connected(t testing.TB, url string, edit ...func(*Config)) *Bus {
+	t.Helper()
+	cfg := Default()
+	cfg.URL = url
+	cfg.Partitions = 4
+	for _, e := range edit {
+		e(&cfg)
+	}
+	return open(t, cfg)
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// turn returns the i-th test event of a session: a turn.started with a
+// recognisable text.
+func turn(sid string, i int) event.Event {
+	return event.MustNew(sid, event.TurnStarted, event.TurnStartedData{Turn: i + 1, Message: llm.User(fmt.Sprintf("%s #%d", sid, i))})
+}
+
+func mustAppend(t testing.TB, w *SessionWriter, evs ...event.Event) []uint64 {
+	t.Helper()
+	seqs, err := w.Append(ctxT(t), evs...)
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	return seqs
+}
+
+func mustReplay(t testing.TB, b *Bus, sid string, from uint64) ([]event.Event, uint64) {
+	t.Helper()
+	evs, last, err := b.Replay(ctxT(t), sid, from)
+	if err != nil {
+		t.Fatalf("Replay(%s, %d): %v", sid, from, err)
+	}
+	return evs, last
+}
+
+func texts(t testing.TB, evs []event.Event) []string {
+	t.Helper()
+	out := make([]string, len(evs))
+	for i, ev := range evs {
+		d, err := event.DecodeAs[event.TurnStartedData](ev)
+		if err != nil {
+			t.Fatalf("decode %d: %v", ev.Seq, err)
+		}
+		out[i] = d.Message.Content
+	}
+	return out
+}

@@ -1,0 +1,307 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tah-dev/tah/bus/bustest"
+	"github.com/tah-dev/tah/llm"
+)
+
+// inbox collects delivered inputs; it acks them unless told otherwise.
+type inbox struct {
+	mu   sync.Mutex
+	msgs []*InputMsg
+	ack  bool
+}
+
+func (ib *inbox) handle(ctx context.Context, m *InputMsg) {
+	ib.mu.Lock()
+	ib.msgs = append(ib.msgs, m)
+	ib.mu.Unlock()
+	if ib.ack {
+		_ = m.Ack(ctx)
+	}
+}
+
+func (ib *inbox) get() []*InputMsg {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return append([]*InputMsg(nil), ib.msgs...)
+}
+
+func (ib *inbox) len() int { return len(ib.get()) }
+
+func TestInputRoundTrip(t *testing.T) {
+	b := embedded(t)
+	ib := &inbox{ack: true}
+	c, err := b.ConsumeInputs(ctxT(t), ib.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	const sid = "s_in"
+	id, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandRun, Text: "hello", Options: &RunOptions{MaxSteps: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := llm.User("with a message")
+	if _, err := b.PublishInput(ctxT(t), sid, Input{ID: "in_2", Command: CommandRun, Message: &msg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PublishInput(ctxT(t), sid, Input{ID: "in_3", Command: CommandCancel, Reason: "enough", ReplyTo: "_INBOX.abc.1"}); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 30*time.Second, "three inputs delivered", func() bool { return ib.len() == 3 })
+	got := ib.get()
+	if got[0].ID != id || got[0].Command != CommandRun || got[0].UserMessage().Content != "hello" || got[0].Options.MaxSteps != 3 {
+		t.Errorf("first: %+v", got[0].Input)
+	}
+	if got[1].ID != "in_2" || got[1].UserMessage().Content != "with a message" {
+		t.Errorf("second: %+v", got[1].Input)
+	}
+	if got[2].Command != CommandCancel || got[2].Reason != "enough" || got[2].ReplyTo != "_INBOX.abc.1" || got[0].ReplyTo != "" {
+		t.Errorf("third: %+v", got[2].Input)
+	}
+	for _, m := range got {
+		if m.Session != sid || m.Partition != Partition(sid, b.cfg.Partitions) || m.Delivered != 1 || m.Seq == 0 {
+			t.Errorf("envelope: %+v", m)
+		}
+	}
+	// Acked inputs leave the work queue.
+	bustest.Eventually(t, 30*time.Second, "TAH_IN empty", func() bool {
+		si, err := b.in.Info(ctxT(t))
+		return err == nil && si.State.Msgs == 0
+	})
+	// Publishing the same id again within the duplicate window stores nothing.
+	if _, err := b.PublishInput(ctxT(t), sid, Input{ID: "in_2", Command: CommandRun, Message: &msg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PublishInput(ctxT(t), sid, Input{ID: "in_4", Command: CommandResume}); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 30*time.Second, "resume delivered", func() bool { return ib.len() == 4 })
+	if got := ib.get()[3]; got.ID != "in_4" {
+		t.Fatalf("a duplicate was delivered: %+v", got.Input)
+	}
+}
+
+func TestPartitionMatchesServerTransform(t *testing.T) {
+	b := embedded(t, func(c *Config) { c.Partitions = 7 })
+	for i := range 40 {
+		sid := fmt.Sprintf("s_p%d", i)
+		if _, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandResume}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := b.in.GetLastMsgForSubject(ctxT(t), "tah.in.*."+sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := PartitionSubject(Partition(sid, 7), sid); m.Subject != want {
+			t.Fatalf("%s stored as %s, Partition says %s", sid, m.Subject, want)
+		}
+	}
+}
+
+// TestMalformedInputIsTerminated publishes inputs that are not valid, by raw
+// NATS as a client in another language could: each is terminated, reported on
+// the session's error subject, and the valid input behind it in the same
+// partition still flows.
+func TestMalformedInputIsTerminated(t *testing.T) {
+	b := embedded(t, func(c *Config) { c.Partitions = 1 }) // everything in one partition
+	const sid = "s_bad"
+	var errsMu sync.Mutex
+	var reported []InputError
+	sub, err := b.SubscribeErrors(ctxT(t), sid, func(ie InputError) {
+		errsMu.Lock()
+		reported = append(reported, ie)
+		errsMu.Unlock()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Stop()
+	ib := &inbox{ack: true}
+	c, err := b.ConsumeInputs(ctxT(t), ib.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+
+	replies, err := b.nc.SubscribeSync("reply.bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := func(cmd, body string) {
+		t.Helper()
+		m := nats.NewMsg(InputSubject(sid))
+		if cmd != "" {
+			m.Header.Set(HeaderCommand, cmd)
+		}
+		if cmd == "fly" {
+			m.Header.Set(HeaderReplyTo, "reply.bad")
+		}
+		m.Data = []byte(body)
+		if _, err := b.js.PublishMsg(ctxT(t), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw("run", `{"input": `)                           // not JSON
+	raw("", `{"input":"no command"}`)                  // no header
+	raw("fly", `{}`)                                   // unknown command
+	raw("run", `{"id":"in_x"}`)                        // run without input
+	raw("cancel", `{"input":"cancel takes no input"}`) // input on cancel
+	raw("run", `{"input":"ok","id":"in_ok"}`)          // valid, behind the bad ones
+
+	bustest.Eventually(t, 30*time.Second, "valid input delivered", func() bool { return ib.len() == 1 })
+	if got := ib.get()[0]; got.ID != "in_ok" || got.Text != "ok" {
+		t.Fatalf("delivered %+v", got.Input)
+	}
+	bustest.Eventually(t, 30*time.Second, "five errors reported", func() bool {
+		errsMu.Lock()
+		defer errsMu.Unlock()
+		return len(reported) == 5
+	})
+	errsMu.Lock()
+	for _, ie := range reported {
+		if ie.Code != CodeMalformedInput || ie.Session != sid || ie.Seq == 0 || ie.Error == "" {
+			t.Errorf("report: %+v", ie)
+		}
+	}
+	if reported[3].InputID != "in_x" || !strings.Contains(reported[2].Error, "fly") {
+		t.Errorf("reports: %+v", reported)
+	}
+	errsMu.Unlock()
+	// The input that named a reply subject gets its report there too.
+	rm, err := replies.NextMsg(30 * time.Second)
+	if err != nil || !strings.Contains(string(rm.Data), `"code":"malformed_input"`) {
+		t.Fatalf("reply: %v %s", err, rm.Data)
+	}
+	bustest.Eventually(t, 30*time.Second, "TAH_IN empty", func() bool {
+		si, err := b.in.Info(ctxT(t))
+		return err == nil && si.State.Msgs == 0
+	})
+	// PublishInput refuses the same mistakes before they are sent.
+	if _, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandRun}); !errors.Is(err, ErrMalformedInput) {
+		t.Fatalf("PublishInput of an empty run: %v", err)
+	}
+}
+
+func TestRejectReportsToTheSender(t *testing.T) {
+	b := embedded(t)
+	const sid = "s_rej"
+	got := make(chan InputError, 1)
+	sub, _ := b.SubscribeErrors(ctxT(t), sid, func(ie InputError) { got <- ie })
+	defer sub.Stop()
+	c, _ := b.ConsumeInputs(ctxT(t), func(ctx context.Context, m *InputMsg) {
+		_ = m.Reject(ctx, "unknown_session", errors.New("no such session"))
+	})
+	defer c.Stop()
+	id, _ := b.PublishInput(ctxT(t), sid, Input{Command: CommandResume})
+	select {
+	case ie := <-got:
+		if ie.InputID != id || ie.Code != "unknown_session" || ie.Command != CommandResume {
+			t.Fatalf("report %+v", ie)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no error report")
+	}
+}
+
+// TestKeepAliveAndRedelivery: an input kept alive is not redelivered while its
+// work runs past the ack wait; an input whose owner goes away without acking
+// is delivered again, to the node that now pulls its partition.
+func TestKeepAliveAndRedelivery(t *testing.T) {
+	b := embedded(t, func(c *Config) {
+		c.Partitions = 1
+		c.InputAckWait = 2 * time.Second
+		c.InputPinnedTTL = 3 * time.Second
+	})
+	const sid = "s_long"
+	first := &inbox{}
+	c1, err := b.ConsumeInputs(ctxT(t), first.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandResume}); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 30*time.Second, "delivered", func() bool { return first.len() == 1 })
+	m := first.get()[0]
+	stop := m.KeepAlive(250 * time.Millisecond)
+	// The property is about time: let two ack waits pass (this waits for no
+	// event), then the server must still count the input as pending with its
+	// first owner and never have redelivered it.
+	time.Sleep(2 * b.cfg.InputAckWait)
+	cons, err := b.in.Consumer(ctxT(t), partitionConsumer(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci, err := cons.Info(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ci.NumRedelivered != 0 || ci.NumAckPending != 1 || first.len() != 1 {
+		t.Fatalf("kept-alive input redelivered: %d redelivered, %d pending, %d deliveries", ci.NumRedelivered, ci.NumAckPending, first.len())
+	}
+	stop()
+	// The owner goes away without acking; another node takes the partition
+	// over and gets the input again.
+	if err := c1.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	second := &inbox{ack: true}
+	other := connected(t, b.ClientURL(), func(c *Config) {
+		c.Partitions, c.InputAckWait, c.InputPinnedTTL = 1, b.cfg.InputAckWait, b.cfg.InputPinnedTTL
+	})
+	c2, err := other.ConsumeInputs(ctxT(t), second.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Stop()
+	bustest.Eventually(t, 30*time.Second, "redelivered to the new owner", func() bool { return second.len() == 1 })
+	if got := second.get()[0]; got.Seq != m.Seq || got.Delivered < 2 {
+		t.Fatalf("redelivery %+v", got)
+	}
+}
+
+// TestPinnedPartitions: with two nodes pulling, each partition's inputs all go
+// to one of them.
+func TestPinnedPartitions(t *testing.T) {
+	srv := bustest.Server(t)
+	edit := func(c *Config) { c.Partitions = 4 }
+	n1, n2 := connected(t, srv.ClientURL(), edit), connected(t, srv.ClientURL(), edit)
+	ib1, ib2 := &inbox{ack: true}, &inbox{ack: true}
+	c1, err := n1.ConsumeInputs(ctxT(t), ib1.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Stop()
+	c2, err := n2.ConsumeInputs(ctxT(t), ib2.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Stop()
+	const total = 60
+	for i := range total {
+		if _, err := n1.PublishInput(ctxT(t), fmt.Sprintf("s_pin%d", i), Input{Command: CommandResume}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bustest.Eventually(t, 30*time.Second, "all delivered", func() bool { return ib1.len()+ib2.len() == total })
+	owner := map[int]string{}
+	for name, ib := range map[string]*inbox{"n1": ib1, "n2": ib2} {
+		for _, m := range ib.get() {
+			if o, ok := owner[m.Partition]; ok && o != name {
+				t.Fatalf("partition %d delivered to both nodes", m.Partition)
+			}
+			owner[m.Partition] = name
+		}
+	}
+}

@@ -1,0 +1,288 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/event"
+)
+
+// Replay reads session sid's events from sequence fromSeq on (0 or 1: from the
+// start) and returns them in stream order, with lastSeq, the sequence of the
+// session's last event: the one to open a Writer with. lastSeq is that of the
+// last event returned, or, when none is at or after fromSeq, that of the
+// session's last event before it (0 for a session without events).
+//
+// It reads with batched direct gets (next_by_subj over tah.sess.<sid>.evt.>),
+// which cost the same whatever the number of other sessions interleaved in the
+// stream between fromSeq and the end; on a replicated stream it then confirms
+// lastSeq with the stream leader, so that a lagging replica cannot hand out a
+// stale lastSeq. An event whose body is not an envelope fails the replay with
+// an error wrapping event.ErrMalformed that names its sequence.
+func (b *Bus) Replay(ctx context.Context, sid string, fromSeq uint64) ([]event.Event, uint64, error) {
+	if err := event.ValidSessionID(sid); err != nil {
+		return nil, 0, err
+	}
+	return b.replayDirect(ctx, sid, fromSeq)
+}
+
+// replayBatch is how many messages one direct get request asks for (a
+// variable for tests), and replayMaxBytes how many bytes.
+var replayBatch = 1000
+
+const replayMaxBytes = 8 << 20
+
+func (b *Bus) replayDirect(ctx context.Context, sid string, fromSeq uint64) ([]event.Event, uint64, error) {
+	filter := SessionEventsFilter(sid)
+	from := max(fromSeq, 1)
+	var evs []event.Event
+	var last uint64   // the sequence of the last message read (a dropped duplicate included)
+	var prevID string // its message id
+	readAll := func() error {
+		for {
+			var end uint64
+			var more bool
+			var err error
+			evs, end, more, err = b.directBatch(ctx, filter, from, evs, &prevID)
+			if err != nil {
+				return fmt.Errorf("replay session %s from %d: %w", sid, fromSeq, err)
+			}
+			if end > 0 {
+				last, from = end, end+1
+			}
+			if !more {
+				return nil
+			}
+		}
+	}
+	if err := readAll(); err != nil {
+		return nil, 0, err
+	}
+	if last != 0 && b.evt.CachedInfo().Config.Replicas <= 1 {
+		return evs, last, nil
+	}
+	// Ask the leader for the session's last sequence: nothing was found after
+	// fromSeq, or a replica that answered the direct gets may lag.
+	target := uint64(0)
+	lm, err := b.lastMsg(ctx, filter)
+	switch {
+	case err == nil:
+		target = lm.seq
+	case !errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, 0, fmt.Errorf("replay session %s: last sequence: %w", sid, err)
+	}
+	if last == 0 && target < max(fromSeq, 1) {
+		return evs, target, nil // no event at or after fromSeq
+	}
+	for last < target {
+		before := last
+		if err := readAll(); err != nil {
+			return nil, 0, err
+		}
+		if last == before {
+			// A replica behind the leader: it catches up within milliseconds.
+			select {
+			case <-ctx.Done():
+				return nil, 0, fmt.Errorf("replay session %s: replica behind the leader (%d < %d): %w", sid, last, target, ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
+	return evs, last, nil
+}
+
+// directBatch asks the stream for up to replayBatch messages on filter from
+// sequence from on, appends them to evs as events, and returns the sequence of
+// the last message read (0 for none) and whether more are pending. A message
+// whose Nats-Msg-Id is the same as the one before it (*prevID) is a duplicate
+// of it stored by the stream (see dropDuplicate) and is skipped.
+func (b *Bus) directBatch(ctx context.Context, filter string, from uint64, evs []event.Event, prevID *string) ([]event.Event, uint64, bool, error) {
+	req, _ := json.Marshal(struct {
+		Seq      uint64 `json:"seq"`
+		NextBy   string `json:"next_by_subj"`
+		Batch    int    `json:"batch"`
+		MaxBytes int    `json:"max_bytes"`
+	}{from, filter, replayBatch, replayMaxBytes})
+	r, err := b.replies.open()
+	if err != nil {
+		return evs, 0, false, err
+	}
+	defer b.replies.close(r)
+	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+EventStream, r.subject, req); err != nil {
+		return evs, 0, false, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, b.cfg.AppendTimeout)
+	defer cancel()
+	var end uint64
+	for {
+		m, err := r.next(rctx)
+		if err != nil {
+			return evs, end, false, fmt.Errorf("direct get: %w", err)
+		}
+		if len(m.Data) == 0 {
+			switch st := m.Header.Get("Status"); st {
+			case "204": // end of batch
+				np, _ := strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+				return evs, end, np > 0, nil
+			case "404": // nothing at or after from
+				return evs, end, false, nil
+			case "":
+				// an empty body without a status: an empty message, invalid below
+			default:
+				return evs, end, false, fmt.Errorf("direct get: status %s %s", st, m.Header.Get("Description"))
+			}
+		}
+		seq, err := strconv.ParseUint(m.Header.Get("Nats-Sequence"), 10, 64)
+		if err != nil {
+			return evs, end, false, fmt.Errorf("direct get: no sequence in reply: %v", err)
+		}
+		end = seq
+		if dropDuplicate(prevID, m.Header.Get(HeaderMsgID)) {
+			continue
+		}
+		ev, err := event.Unmarshal(m.Data, seq)
+		if err != nil {
+			return evs, end, false, err
+		}
+		evs = append(evs, ev)
+	}
+}
+
+// replayConsumer is Replay through an ephemeral, unacknowledged consumer
+// filtered on the session (what an ordered consumer is on the server). It is
+// kept for BenchmarkReplay, which measures it against replayDirect.
+func (b *Bus) replayConsumer(ctx context.Context, sid string, fromSeq uint64) ([]event.Event, uint64, error) {
+	filter := SessionEventsFilter(sid)
+	c, err := b.evt.CreateConsumer(ctx, jetstream.ConsumerConfig{
+		FilterSubject:     filter,
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       max(fromSeq, 1),
+		AckPolicy:         jetstream.AckNonePolicy,
+		MemoryStorage:     true,
+		Replicas:          1,
+		InactiveThreshold: 30 * time.Second,
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer func() { _ = b.evt.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
+	pending := c.CachedInfo().NumPending
+	evs := make([]event.Event, 0, pending)
+	for uint64(len(evs)) < pending {
+		batch, err := c.Fetch(int(min(pending-uint64(len(evs)), uint64(replayBatch))), jetstream.FetchMaxWait(b.cfg.AppendTimeout))
+		if err != nil {
+			return nil, 0, err
+		}
+		for m := range batch.Messages() {
+			md, err := m.Metadata()
+			if err != nil {
+				return nil, 0, err
+			}
+			ev, err := event.Unmarshal(m.Data(), md.Sequence.Stream)
+			if err != nil {
+				return nil, 0, err
+			}
+			evs = append(evs, ev)
+		}
+		if err := batch.Error(); err != nil {
+			return nil, 0, err
+		}
+	}
+	var last uint64
+	if len(evs) > 0 {
+		last = evs[len(evs)-1].Seq
+	} else if lm, err := b.lastMsg(ctx, filter); err == nil {
+		last = lm.seq
+	}
+	return evs, last, nil
+}
+
+// dropDuplicate reports whether a message with id repeats the one before it
+// in its session (*prev), and records id as the one before the next. Fenced
+// appends make a second copy impossible in principle; a clustered stream can
+// still store a retried append twice when a leader change overlaps the retry
+// (the writer then carries on after both, see SessionWriter.Append). The copy
+// has the same Nats-Msg-Id and body, so readers drop it here.
+func dropDuplicate(prev *string, id string) bool {
+	if id != "" && id == *prev {
+		return true
+	}
+	*prev = id
+	return false
+}
+
+// storedMsg is a message read back from a stream.
+type storedMsg struct {
+	seq     uint64
+	subject string
+	header  nats.Header
+	data    []byte
+}
+
+// lastMsg returns the last message of TAH_EVT on filter (a wildcard is
+// allowed), asked of the stream leader (STREAM.MSG.GET, not a direct get that
+// a lagging replica could answer). It wraps jetstream.ErrMsgNotFound when
+// there is none.
+func (b *Bus) lastMsg(ctx context.Context, filter string) (*storedMsg, error) {
+	req, _ := json.Marshal(struct {
+		LastBy string `json:"last_by_subj"`
+	}{filter})
+	resp, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+EventStream, req)
+	if err != nil {
+		return nil, err
+	}
+	var r struct {
+		Error   *jetstream.APIError `json:"error"`
+		Message *struct {
+			Subject string `json:"subject"`
+			Seq     uint64 `json:"seq"`
+			Header  []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return nil, fmt.Errorf("stream msg get: %w", err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
+			return nil, jetstream.ErrMsgNotFound
+		}
+		return nil, r.Error
+	}
+	if r.Message == nil {
+		return nil, errors.New("stream msg get: empty response")
+	}
+	m := &storedMsg{seq: r.Message.Seq, subject: r.Message.Subject, data: r.Message.Data}
+	if len(r.Message.Header) > 0 {
+		if m.header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return nil, fmt.Errorf("stream msg get: headers: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// LastSeq returns the sequence of session sid's last event (0 when it has
+// none), asked of the stream leader. A new owner claims a session that an old
+// one may still be writing by appending its claim at LastSeq — retrying with a
+// fresh LastSeq while that is fenced — and then replaying up to its claim:
+// that takes one round trip per attempt, where replaying first could lose the
+// race to a busy old owner again and again.
+func (b *Bus) LastSeq(ctx context.Context, sid string) (uint64, error) {
+	if err := event.ValidSessionID(sid); err != nil {
+		return 0, err
+	}
+	m, err := b.lastMsg(ctx, SessionEventsFilter(sid))
+	switch {
+	case err == nil:
+		return m.seq, nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return 0, nil
+	}
+	return 0, fmt.Errorf("last sequence of session %s: %w", sid, err)
+}

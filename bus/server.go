@@ -1,0 +1,102 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// startServer starts the embedded nats-server of cfg and waits until it accepts
+// connections. The caller shuts it down with stopServer.
+func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
+	opts := &server.Options{
+		ServerName:   cfg.ServerName,
+		Host:         cfg.Host,
+		Port:         cfg.Port,
+		JetStream:    true,
+		StoreDir:     filepath.Join(cfg.DataDir, "nats"),
+		SyncAlways:   cfg.SyncInterval == 0,
+		SyncInterval: cfg.SyncInterval,
+		MaxPayload:   cfg.MaxPayload,
+		NoSigs:       true,
+		NoLog:        cfg.Logger == nil,
+	}
+	switch {
+	case cfg.Token != "":
+		opts.Authorization = cfg.Token
+	case cfg.User != "":
+		opts.Username, opts.Password = cfg.User, cfg.Password
+	}
+	if cfg.Cluster.Name != "" {
+		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster.Name, Host: cfg.Cluster.Host, Port: cfg.Cluster.Port}
+		if opts.Cluster.Host == "" {
+			opts.Cluster.Host = cfg.Host
+		}
+		if len(cfg.Cluster.Routes) > 0 {
+			opts.Routes = server.RoutesFromStr(strings.Join(cfg.Cluster.Routes, ","))
+		}
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
+	if cfg.Logger != nil {
+		srv.SetLogger(slogAdapter{cfg.Logger}, false, false)
+	}
+	srv.Start()
+	wait := cfg.ReadyTimeout
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
+		wait = time.Until(d)
+	}
+	if !srv.ReadyForConnections(wait) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("embedded NATS server on %s:%d not accepting connections within %v: %w", cfg.Host, cfg.Port, wait, ErrNotReady)
+	}
+	return srv, nil
+}
+
+// stopServer shuts srv down and waits for it, or for ctx. The store is flushed
+// and closed by the shutdown; with SyncAlways every acknowledged write was
+// already on disk.
+func stopServer(ctx context.Context, srv *server.Server) error {
+	done := make(chan struct{})
+	go func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("embedded NATS server shutdown: %w", ctx.Err())
+	}
+}
+
+// slogAdapter hands the server's log to a slog.Logger.
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Noticef(format string, v ...any) {
+	a.l.Info(fmt.Sprintf(format, v...), "component", "nats")
+}
+func (a slogAdapter) Warnf(format string, v ...any) {
+	a.l.Warn(fmt.Sprintf(format, v...), "component", "nats")
+}
+func (a slogAdapter) Fatalf(format string, v ...any) {
+	a.l.Error(fmt.Sprintf(format, v...), "component", "nats", "fatal", true)
+}
+func (a slogAdapter) Errorf(format string, v ...any) {
+	a.l.Error(fmt.Sprintf(format, v...), "component", "nats")
+}
+func (a slogAdapter) Debugf(format string, v ...any) {
+	a.l.Debug(fmt.Sprintf(format, v...), "component", "nats")
+}
+func (a slogAdapter) Tracef(format string, v ...any) {
+	a.l.Debug(fmt.Sprintf(format, v...), "component", "nats", "trace", true)
+}

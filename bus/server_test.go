@@ -1,0 +1,150 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/tah-dev/tah/event"
+)
+
+func TestEmbeddedServerWithCredentials(t *testing.T) {
+	for name, edit := range map[string]func(*Config){
+		"user":  func(c *Config) { c.User, c.Password = "node", "s3cret" },
+		"token": func(c *Config) { c.Token = "t0ken" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := embedded(t, edit)
+			if b.Server() == nil || !strings.HasPrefix(b.ClientURL(), "nats://127.0.0.1:") {
+				t.Fatalf("embedded server at %q", b.ClientURL())
+			}
+			// Another process reaches it on 127.0.0.1 with the credentials only.
+			if nc, err := nats.Connect(b.ClientURL()); err == nil {
+				nc.Close()
+				t.Fatal("connected without credentials")
+			}
+			// A client Bus with the same credentials works and sees the same log.
+			client := connected(t, b.ClientURL(), edit, func(c *Config) { c.NoSetup = true })
+			w, _ := b.Writer("s_cred", 1, 0)
+			mustAppend(t, w, turn("s_cred", 0))
+			if evs, _ := mustReplay(t, client, "s_cred", 0); len(evs) != 1 {
+				t.Fatalf("client sees %d events", len(evs))
+			}
+		})
+	}
+}
+
+func TestCloseStopsWhatTheBusStarted(t *testing.T) {
+	cfg := testConfig(t)
+	b, err := Open(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := b.TailAll(ctxT(t), 0, func(event.Event) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic, err := b.ConsumeInputs(ctxT(t), func(context.Context, *InputMsg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tl.Done():
+	default:
+		t.Fatal("tail still running after Close")
+	}
+	if ic.ctx.Err() == nil {
+		t.Fatal("input consumer still running after Close")
+	}
+	if _, err := b.TailAll(ctxT(t), 0, func(event.Event) error { return nil }); !errors.Is(err, ErrClosed) && err == nil {
+		t.Fatalf("tail after Close: %v", err)
+	}
+	// The port is free again: the server is gone.
+	if c, err := net.Dial("tcp", strings.TrimPrefix(b.ClientURL(), "nats://")); err == nil {
+		c.Close()
+		t.Fatal("server still listening after Close")
+	}
+}
+
+// TestEmbeddedCluster runs three nodes that each embed a server, joined by
+// routes (Config.Cluster), with R3 streams: what a three-node deployment does.
+func TestEmbeddedCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three embedded servers: not in -short")
+	}
+	const n = 3
+	ports := make([]int, n)
+	var routes []string
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ports[i] = l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[i]))
+	}
+	nodes := make([]*Bus, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		cfg := testConfig(t)
+		cfg.ServerName = fmt.Sprintf("node%d", i)
+		cfg.Replicas = 3
+		cfg.Partitions = 2
+		cfg.Cluster = ClusterConfig{Name: "tah", Port: ports[i], Routes: routes}
+		if os.Getenv("TAH_DEBUG") != "" {
+			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", i)
+		}
+		wg.Add(1)
+		go func() { // they need each other to become ready
+			defer wg.Done()
+			nodes[i], errs[i] = Open(ctxT(t), cfg)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("node %d: %v", i, err)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	for i := range nodes {
+		b := nodes[i]
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = b.Close(ctx)
+		})
+	}
+	si, err := nodes[0].evt.Info(ctxT(t))
+	if err != nil || si.Config.Replicas != 3 || si.Cluster == nil || len(si.Cluster.Replicas) != 2 {
+		t.Fatalf("TAH_EVT: %+v, %v", si, err)
+	}
+	const sid = "s_cl"
+	w0, _ := nodes[0].Writer(sid, 1, 0)
+	mustAppend(t, w0, turn(sid, 0), turn(sid, 1))
+	_, last := mustReplay(t, nodes[1], sid, 0)
+	w1, _ := nodes[1].Writer(sid, 2, last)
+	mustAppend(t, w1, claim(sid, 2))
+	if _, err := w0.Append(ctxT(t), turn(sid, 2)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale node: %v", err)
+	}
+	evs, _ := mustReplay(t, nodes[2], sid, 0)
+	if len(evs) != 3 || evs[2].Epoch != 2 {
+		t.Fatalf("node 2 sees %+v", evs)
+	}
+}

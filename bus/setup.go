@@ -1,0 +1,457 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SetupVersion is the version of the stream, consumer and bucket layout that
+// this build creates. It is recorded in the streams' metadata ("tah.setup").
+// A node finding an older version updates the layout in place when it can and
+// otherwise stops with a message saying what to do; a node finding a newer
+// version stops and asks to be upgraded.
+const SetupVersion = 1
+
+// Metadata keys TAH sets on its streams.
+const (
+	metaSetup      = "tah.setup"
+	metaProtocol   = "tah.protocol"
+	metaPartitions = "tah.partitions"
+)
+
+// duplicateWindow is how long the streams remember message ids.
+const duplicateWindow = 2 * time.Minute
+
+// setupAttempt bounds one attempt of setup; setupWithRetry repeats attempts
+// that timed out or met a cluster still forming, until Config.ReadyTimeout.
+const setupAttempt = 5 * time.Second
+
+// setupWithRetry runs setup until it succeeds, fails for a reason that
+// retrying cannot change, or cfg.ReadyTimeout passes. Every step of setup is
+// idempotent, so an attempt that timed out half-way is simply run again (nodes
+// starting together race to create the same streams).
+func (b *Bus) setupWithRetry(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
+	defer cancel()
+	for {
+		actx, acancel := context.WithTimeout(ctx, setupAttempt)
+		err := b.setup(actx)
+		acancel()
+		if err == nil || errors.Is(err, ErrIncompatibleSetup) || errors.Is(err, ErrNotSetUp) || ctx.Err() != nil || !retryableSetupErr(err) {
+			return err
+		}
+		if b.cfg.Logger != nil {
+			b.cfg.Logger.Warn("setting up TAH streams: retrying", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// retryableSetupErr reports errors of a server or cluster that is not ready
+// yet: timeouts, no responders, JetStream or its cluster not available.
+func retryableSetupErr(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10004, // incomplete results
+			10005, // no suitable peers for placement (a peer not seen yet)
+			10008, // JetStream system temporarily unavailable
+			10009, // the cluster cannot handle the request (no leader yet)
+			10023: // insufficient resources (peers not known yet)
+			return true
+		}
+		return apiErr.Code == 503 || apiErr.Code == 408
+	}
+	return false
+}
+
+// setup creates or updates (or, with NoSetup, checks) every stream, consumer
+// and bucket, and keeps handles on them.
+func (b *Bus) setup(ctx context.Context) error {
+	var err error
+	if b.evt, err = b.ensureStream(ctx, b.eventStreamConfig()); err != nil {
+		return err
+	}
+	if b.in, err = b.ensureStream(ctx, b.inputStreamConfig()); err != nil {
+		return err
+	}
+	if err := b.ensureInputConsumers(ctx); err != nil {
+		return err
+	}
+	if b.checkpoints, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: CheckpointBucket, Description: "TAH session state snapshots"}); err != nil {
+		return err
+	}
+	if b.toolResults, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: ToolResultBucket, Description: "TAH tool calls by session and call id (see docs/protocol.md)", TTL: b.cfg.ToolResultTTL}); err != nil {
+		return err
+	}
+	if b.nodes, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: NodeBucket, Description: "TAH node presence", TTL: b.cfg.NodeTTL}); err != nil {
+		return err
+	}
+	b.artifacts, err = b.ensureObjectStore(ctx)
+	return err
+}
+
+// ensureKV looks the bucket up, creating it when missing and updating it when
+// its replicas or TTL differ from cfg. (CreateOrUpdateKeyValue is not used: run
+// by several nodes at once on a forming cluster, its update can hang.)
+func (b *Bus) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	cfg.Storage = jetstream.FileStorage
+	cfg.Replicas = b.cfg.Replicas
+	cfg.History = 1
+	what := "KV bucket " + cfg.Bucket
+	kv, err := b.js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if b.cfg.NoSetup {
+			return nil, b.setupErr(what, err)
+		}
+		kv, err = b.js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = b.js.KeyValue(ctx, cfg.Bucket)
+		}
+		if err == nil {
+			return kv, nil
+		}
+	}
+	if err != nil {
+		return nil, b.setupErr(what, err)
+	}
+	si, err := b.js.Stream(ctx, "KV_"+cfg.Bucket)
+	if err != nil {
+		return nil, b.setupErr(what, err)
+	}
+	if have := si.CachedInfo().Config; have.Replicas != cfg.Replicas || have.MaxAge != cfg.TTL {
+		if b.cfg.NoSetup {
+			return nil, fmt.Errorf("%s has replicas %d and TTL %v, want %d and %v: start a TAH node of this version to update it: %w",
+				what, have.Replicas, have.MaxAge, cfg.Replicas, cfg.TTL, ErrIncompatibleSetup)
+		}
+		if kv, err = b.js.UpdateKeyValue(ctx, cfg); err != nil {
+			return nil, b.setupErr(what, err)
+		}
+	}
+	return kv, nil
+}
+
+// ensureObjectStore is ensureKV for the object store tah_artifacts.
+func (b *Bus) ensureObjectStore(ctx context.Context) (jetstream.ObjectStore, error) {
+	cfg := jetstream.ObjectStoreConfig{
+		Bucket: ArtifactBucket, Description: "TAH artifacts and large tool outputs",
+		Storage: jetstream.FileStorage, Replicas: b.cfg.Replicas,
+	}
+	what := "object store " + ArtifactBucket
+	store, err := b.js.ObjectStore(ctx, ArtifactBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if b.cfg.NoSetup {
+			return nil, b.setupErr(what, err)
+		}
+		store, err = b.js.CreateObjectStore(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			store, err = b.js.ObjectStore(ctx, ArtifactBucket)
+		}
+		if err == nil {
+			return store, nil
+		}
+	}
+	if err != nil {
+		return nil, b.setupErr(what, err)
+	}
+	st, err := store.Status(ctx)
+	if err != nil {
+		return nil, b.setupErr(what, err)
+	}
+	if st.Replicas() != cfg.Replicas {
+		if b.cfg.NoSetup {
+			return nil, fmt.Errorf("%s has replicas %d, want %d: start a TAH node of this version to update it: %w", what, st.Replicas(), cfg.Replicas, ErrIncompatibleSetup)
+		}
+		if store, err = b.js.UpdateObjectStore(ctx, cfg); err != nil {
+			return nil, b.setupErr(what, err)
+		}
+	}
+	return store, nil
+}
+
+func (b *Bus) setupErr(what string, err error) error {
+	if b.cfg.NoSetup && (errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
+		return fmt.Errorf("%s does not exist: start a TAH node against %s first: %w", what, b.ClientURL(), ErrNotSetUp)
+	}
+	return fmt.Errorf("set up %s: %w", what, err)
+}
+
+func (b *Bus) metadata(extra ...string) map[string]string {
+	m := map[string]string{
+		metaSetup:    strconv.Itoa(SetupVersion),
+		metaProtocol: strconv.Itoa(ProtocolVersion),
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return m
+}
+
+func (b *Bus) eventStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        EventStream,
+		Description: "TAH event log: every event of every session",
+		Subjects:    []string{EventSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		// No limits at all: in particular no MaxMsgsPerSubject, which counts per
+		// exact subject and would silently drop steps.
+		MaxConsumers:      -1,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgsPerSubject: -1,
+		Discard:           jetstream.DiscardOld,
+		Storage:           jetstream.FileStorage,
+		Replicas:          b.cfg.Replicas,
+		Duplicates:        duplicateWindow,
+		AllowDirect:       true,
+		Metadata:          b.metadata(),
+	}
+}
+
+func (b *Bus) inputStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:         InputStream,
+		Description:  "TAH inputs and commands, partitioned by session",
+		Subjects:     []string{InputSubjects},
+		Retention:    jetstream.WorkQueuePolicy,
+		MaxConsumers: -1,
+		MaxMsgs:      -1,
+		MaxBytes:     -1,
+		Discard:      jetstream.DiscardOld,
+		Storage:      jetstream.FileStorage,
+		Replicas:     b.cfg.Replicas,
+		Duplicates:   duplicateWindow,
+		AllowDirect:  true,
+		SubjectTransform: &jetstream.SubjectTransformConfig{
+			Source:      InputSubjects,
+			Destination: inputTransformDest(b.cfg.Partitions),
+		},
+		Metadata: b.metadata(metaPartitions, strconv.Itoa(b.cfg.Partitions)),
+	}
+}
+
+// ensureStream creates want, or checks the existing stream against it and
+// updates it when it is older or differs in what can be changed in place.
+func (b *Bus) ensureStream(ctx context.Context, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	s, err := b.js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if b.cfg.NoSetup {
+			return nil, fmt.Errorf("stream %s does not exist: start a TAH node against %s first: %w", want.Name, b.ClientURL(), ErrNotSetUp)
+		}
+		s, err = b.js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Another node created it at the same moment: check it as found.
+			s, err = b.js.Stream(ctx, want.Name)
+		} else if err == nil {
+			return s, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", want.Name, err)
+	}
+	info := s.CachedInfo()
+	have := info.Config
+	ver, err := strconv.Atoi(have.Metadata[metaSetup])
+	if err != nil {
+		return nil, fmt.Errorf("stream %s exists but was not created by TAH (no %q metadata): remove it (nats stream rm %s) or point TAH at another account: %w",
+			want.Name, metaSetup, want.Name, ErrIncompatibleSetup)
+	}
+	if ver > SetupVersion {
+		return nil, fmt.Errorf("stream %s was set up by a newer TAH (setup version %d, this build knows %d): upgrade this node: %w",
+			want.Name, ver, SetupVersion, ErrIncompatibleSetup)
+	}
+	diffs := streamDiffs(have, want)
+	if len(diffs) == 0 {
+		return s, nil
+	}
+	if b.cfg.NoSetup {
+		return nil, fmt.Errorf("stream %s differs from this build's setup (%s): start a TAH node of this version to update it: %w",
+			want.Name, strings.Join(diffs, "; "), ErrIncompatibleSetup)
+	}
+	if have.Storage != want.Storage || have.Retention != want.Retention {
+		return nil, fmt.Errorf("stream %s has storage %v and retention %v, this build needs %v and %v, which cannot be changed in place: back it up and remove it (nats stream rm %s), then start again: %w",
+			want.Name, have.Storage, have.Retention, want.Storage, want.Retention, want.Name, ErrIncompatibleSetup)
+	}
+	if want.Name == InputStream {
+		if hp := have.Metadata[metaPartitions]; hp != want.Metadata[metaPartitions] && info.State.Msgs > 0 {
+			return nil, fmt.Errorf("stream %s holds %d inputs routed to %s partitions; changing to %s partitions now would strand them: let the nodes finish them with partitions %s, then restart with %s: %w",
+				want.Name, info.State.Msgs, hp, want.Metadata[metaPartitions], hp, want.Metadata[metaPartitions], ErrIncompatibleSetup)
+		}
+	}
+	// Keep metadata that the server or an operator added.
+	md := maps.Clone(have.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	maps.Copy(md, want.Metadata)
+	want.Metadata = md
+	s, err = b.js.UpdateStream(ctx, want)
+	if err != nil {
+		return nil, fmt.Errorf("update stream %s (%s): %w", want.Name, strings.Join(diffs, "; "), err)
+	}
+	return s, nil
+}
+
+// streamDiffs lists how have differs from want in what TAH sets.
+func streamDiffs(have, want jetstream.StreamConfig) []string {
+	var d []string
+	add := func(what string, h, w any) { d = append(d, fmt.Sprintf("%s is %v, want %v", what, h, w)) }
+	if !slices.Equal(have.Subjects, want.Subjects) {
+		add("subjects", have.Subjects, want.Subjects)
+	}
+	if have.Retention != want.Retention {
+		add("retention", have.Retention, want.Retention)
+	}
+	if have.Storage != want.Storage {
+		add("storage", have.Storage, want.Storage)
+	}
+	if have.Replicas != want.Replicas {
+		add("replicas", have.Replicas, want.Replicas)
+	}
+	if have.AllowDirect != want.AllowDirect {
+		add("allow_direct", have.AllowDirect, want.AllowDirect)
+	}
+	if have.MaxMsgsPerSubject != want.MaxMsgsPerSubject && want.MaxMsgsPerSubject != 0 {
+		add("max_msgs_per_subject", have.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
+	}
+	if have.Duplicates != want.Duplicates {
+		add("duplicate_window", have.Duplicates, want.Duplicates)
+	}
+	ht, wt := transformString(have.SubjectTransform), transformString(want.SubjectTransform)
+	if ht != wt {
+		add("subject_transform", ht, wt)
+	}
+	for _, k := range slices.Sorted(maps.Keys(want.Metadata)) {
+		if have.Metadata[k] != want.Metadata[k] {
+			add("metadata "+k, have.Metadata[k], want.Metadata[k])
+		}
+	}
+	return d
+}
+
+func transformString(t *jetstream.SubjectTransformConfig) string {
+	if t == nil {
+		return "none"
+	}
+	return t.Source + " -> " + t.Destination
+}
+
+// inputConsumerConfig is the durable consumer of partition p.
+func (b *Bus) inputConsumerConfig(p int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        partitionConsumer(p),
+		Description:    fmt.Sprintf("TAH input partition %d", p),
+		FilterSubject:  partitionFilter(p),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        b.cfg.InputAckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  b.cfg.InputMaxAckPending,
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PriorityGroups: []string{InputGroup},
+		PinnedTTL:      b.cfg.InputPinnedTTL,
+		Metadata:       map[string]string{metaSetup: strconv.Itoa(SetupVersion)},
+	}
+}
+
+// ensureInputConsumers creates or updates the durable consumer of every
+// partition and removes those of partitions that no longer exist.
+func (b *Bus) ensureInputConsumers(ctx context.Context) error {
+	// Names come from the meta layer; listing full infos would ask every
+	// consumer's leader, which a cluster still forming may not answer.
+	have := map[string]bool{}
+	names := b.in.ConsumerNames(ctx)
+	for name := range names.Name() {
+		have[name] = true
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("list consumers of %s: %w", InputStream, err)
+	}
+	wanted := map[string]bool{}
+	for p := range b.cfg.Partitions {
+		want := b.inputConsumerConfig(p)
+		wanted[want.Durable] = true
+		ok := have[want.Durable]
+		if ok {
+			c, err := b.in.Consumer(ctx, want.Durable)
+			switch {
+			case errors.Is(err, jetstream.ErrConsumerNotFound):
+				ok = false // listed while another node creates it
+			case err != nil:
+				return fmt.Errorf("consumer %s of %s: %w", want.Durable, InputStream, err)
+			case consumerMatches(c.CachedInfo().Config, want):
+				continue
+			}
+		}
+		if b.cfg.NoSetup {
+			return fmt.Errorf("consumer %s of %s is missing or differs: start a TAH node of this version against %s: %w",
+				want.Durable, InputStream, b.ClientURL(), ErrNotSetUp)
+		}
+		var err error
+		if ok {
+			_, err = b.in.UpdateConsumer(ctx, want)
+		} else {
+			_, err = b.in.CreateConsumer(ctx, want)
+			if errors.Is(err, jetstream.ErrConsumerExists) {
+				err = nil // another node created it at the same moment; the next setup checks it
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("set up consumer %s of %s: %w", want.Durable, InputStream, err)
+		}
+	}
+	if b.cfg.NoSetup {
+		return nil
+	}
+	for name := range have {
+		if strings.HasPrefix(name, "tah_in_") && !wanted[name] {
+			if err := b.in.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return fmt.Errorf("remove consumer %s of a partition that no longer exists: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func consumerMatches(h, w jetstream.ConsumerConfig) bool {
+	return h.FilterSubject == w.FilterSubject && h.AckPolicy == w.AckPolicy &&
+		h.AckWait == w.AckWait && h.MaxAckPending == w.MaxAckPending &&
+		h.PriorityPolicy == w.PriorityPolicy && slices.Equal(h.PriorityGroups, w.PriorityGroups) &&
+		h.PinnedTTL == w.PinnedTTL && h.MaxDeliver == w.MaxDeliver &&
+		h.Metadata[metaSetup] == w.Metadata[metaSetup]
+}
+
+// Checkpoints is the KV bucket tah_checkpoints of state snapshots (see
+// docs/protocol.md for its keys).
+func (b *Bus) Checkpoints() jetstream.KeyValue { return b.checkpoints }
+
+// ToolResults is the KV bucket tah_tool_results where remote tool services
+// store calls and results by session and call id before replying (its keys and
+// values are the tool services' part of docs/protocol.md). Entries live
+// Config.ToolResultTTL.
+func (b *Bus) ToolResults() jetstream.KeyValue { return b.toolResults }
+
+// Nodes is the KV bucket tah_nodes of node presence; entries expire after
+// Config.NodeTTL unless refreshed.
+func (b *Bus) Nodes() jetstream.KeyValue { return b.nodes }
+
+// Artifacts is the object store tah_artifacts.
+func (b *Bus) Artifacts() jetstream.ObjectStore { return b.artifacts }

@@ -1,0 +1,157 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/bus/bustest"
+)
+
+func TestSetupIsIdempotent(t *testing.T) {
+	srv := bustest.Server(t)
+	b1 := connected(t, srv.ClientURL())
+	b2 := connected(t, srv.ClientURL()) // a second node: same setup, nothing to change
+	for _, want := range []jetstream.StreamConfig{b2.eventStreamConfig(), b2.inputStreamConfig()} {
+		s, err := b1.js.Stream(ctxT(t), want.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := streamDiffs(s.CachedInfo().Config, want); len(d) != 0 {
+			t.Errorf("%s differs after setup: %v", want.Name, d)
+		}
+	}
+	for p := range b1.cfg.Partitions {
+		c, err := b1.in.Consumer(ctxT(t), partitionConsumer(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ci := c.CachedInfo().Config
+		if ci.PriorityPolicy != jetstream.PriorityPolicyPinned || ci.FilterSubject != partitionFilter(p) {
+			t.Errorf("consumer %d: %+v", p, ci)
+		}
+	}
+	for _, name := range []string{CheckpointBucket, ToolResultBucket, NodeBucket} {
+		if _, err := b1.js.KeyValue(ctxT(t), name); err != nil {
+			t.Errorf("bucket %s: %v", name, err)
+		}
+	}
+	if _, err := b1.js.ObjectStore(ctxT(t), ArtifactBucket); err != nil {
+		t.Errorf("object store: %v", err)
+	}
+}
+
+func openErr(t *testing.T, cfg Config) error {
+	t.Helper()
+	b, err := Open(ctxT(t), cfg)
+	if err == nil {
+		_ = b.Close(context.Background())
+	}
+	return err
+}
+
+func TestSetupRefusesNewerVersion(t *testing.T) {
+	srv := bustest.Server(t)
+	b := connected(t, srv.ClientURL())
+	cfg := b.eventStreamConfig()
+	cfg.Metadata[metaSetup] = "99"
+	if _, err := b.js.UpdateStream(ctxT(t), cfg); err != nil {
+		t.Fatal(err)
+	}
+	c := b.cfg
+	err := openErr(t, c)
+	if !errors.Is(err, ErrIncompatibleSetup) || !strings.Contains(err.Error(), "upgrade") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestSetupRefusesForeignStream(t *testing.T) {
+	srv := bustest.Server(t)
+	nc := bustest.Connect(t, srv)
+	js, _ := jetstream.New(nc)
+	if _, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: EventStream, Subjects: []string{"foo.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Default()
+	cfg.URL = srv.ClientURL()
+	if err := openErr(t, cfg); !errors.Is(err, ErrIncompatibleSetup) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestNoSetupNeedsTheStreams(t *testing.T) {
+	srv := bustest.Server(t)
+	cfg := Default()
+	cfg.URL = srv.ClientURL()
+	cfg.NoSetup = true
+	if err := openErr(t, cfg); !errors.Is(err, ErrNotSetUp) {
+		t.Fatalf("bare server: err = %v", err)
+	}
+	cfg.NoSetup = false
+	connected(t, srv.ClientURL(), func(c *Config) { *c = cfg })
+	cfg.NoSetup = true
+	connected(t, srv.ClientURL(), func(c *Config) { *c = cfg }) // checks pass now
+	cfg.Partitions = 8
+	if err := openErr(t, cfg); !errors.Is(err, ErrIncompatibleSetup) {
+		t.Fatalf("other partition count: err = %v", err)
+	}
+}
+
+func TestSetupChangesPartitionsOnlyWhenDrained(t *testing.T) {
+	srv := bustest.Server(t)
+	b := connected(t, srv.ClientURL(), func(c *Config) { c.Partitions = 4 })
+	// Grow to 8 with nothing pending: updated in place.
+	b8 := connected(t, srv.ClientURL(), func(c *Config) { c.Partitions = 8 })
+	si, err := b.js.Stream(ctxT(t), InputStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := si.CachedInfo().Config.SubjectTransform.Destination; got != inputTransformDest(8) {
+		t.Fatalf("transform = %s", got)
+	}
+	if _, err := b8.in.Consumer(ctxT(t), partitionConsumer(7)); err != nil {
+		t.Fatalf("consumer of partition 7: %v", err)
+	}
+	// With an input pending, shrinking is refused with a message saying what to do.
+	if _, err := b8.PublishInput(ctxT(t), "s_pending", Input{Command: CommandResume}); err != nil {
+		t.Fatal(err)
+	}
+	shrink := b.cfg
+	shrink.Partitions = 2
+	err = openErr(t, shrink)
+	if !errors.Is(err, ErrIncompatibleSetup) || !strings.Contains(err.Error(), "partitions") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Default()
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("Default: %v", err)
+	}
+	for name, edit := range map[string]func(*Config){
+		"no data dir":       func(c *Config) { c.DataDir = "" },
+		"replicas 2":        func(c *Config) { c.Replicas = 2 },
+		"replicas 3 alone":  func(c *Config) { c.Replicas = 3 },
+		"zero partitions":   func(c *Config) { c.Partitions = 0 },
+		"token and user":    func(c *Config) { c.Token, c.User = "t", "u" },
+		"password only":     func(c *Config) { c.Password = "p" },
+		"bad port":          func(c *Config) { c.Port = 70000 },
+		"negative sync":     func(c *Config) { c.SyncInterval = -1 },
+		"short pinned ttl":  func(c *Config) { c.InputPinnedTTL = 1 },
+		"no append timeout": func(c *Config) { c.AppendTimeout = 0 },
+	} {
+		c := Default()
+		edit(&c)
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	ext := Default()
+	ext.URL, ext.DataDir, ext.Replicas = "nats://127.0.0.1:4222", "", 3
+	if err := ext.Validate(); err != nil {
+		t.Errorf("external R3: %v", err)
+	}
+}

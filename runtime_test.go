@@ -330,7 +330,7 @@ func TestRuntimeCompaction(t *testing.T) {
 	ctx := ctxT(t)
 	p := mock.Scripted(
 		mock.Say(strings.Repeat("a long answer ", 30)).OnCompaction(false).Repeat(3),
-		mock.Fail(500, "summariser down").OnCompaction(true),                     // auto compaction fails once
+		mock.Fail(500, "summariser down").OnCompaction(true),                 // auto compaction fails once
 		mock.Say("- the user asked three times").OnCompaction(true).Always(), // then works
 		mock.Say("never").Holding(time.Hour).OnCompaction(false),
 		mock.Say("short").OnCompaction(false).Always(),

@@ -1,7 +1,5 @@
 //go:build tools
 
-// Package tools pins modules that the project's packages are about to use, so that
-// `go mod tidy` keeps them while the packages that import them are being written.
 package tools
 
 import (

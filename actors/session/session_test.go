@@ -367,3 +367,87 @@ func TestCheckpointAtEndOfTurnAndLoadFromIt(t *testing.T) {
 		t.Fatalf("%s", mustJSON(full.Messages))
 	}
 }
+
+// A non-idempotent tool that was running when its owner stopped is not run again:
+// it gets an "interrupted, outcome unknown" result; an idempotent one runs again.
+func TestResumeInterruptedTools(t *testing.T) {
+	for _, tc := range []struct {
+		tool      string
+		wantCode  string
+		wantReran bool
+	}{{"block", event.CodeInterrupted, false}, {"echo", "", true}} {
+		t.Run(tc.tool, func(t *testing.T) {
+			b := openBus(t)
+			Create(context.Background(), b, "s1", Config{}, nil)
+			tools1 := &gateTools{gate: make(chan struct{}), started: make(chan struct{}, 1)}
+			m1 := NewManager(Config{Logger: slog.New(slog.DiscardHandler)}, b, mock.Scripted(mock.CallTool(tc.tool, `{}`)), tools1, nil)
+			cmd := run("go")
+			cmd.Done = func(Outcome) {}
+			m1.Deliver("s1", &cmd)
+			<-tools1.started
+			m1.Close(context.Background())
+
+			tools2 := &echoTools{}
+			m2 := NewManager(Config{Logger: slog.New(slog.DiscardHandler)}, b, mock.Scripted(mock.Say("after")), tools2, nil)
+			t.Cleanup(func() { m2.Close(context.Background()) })
+			o := do(t, m2, "s1", Command{Kind: KindResume})
+			if o.Status != projection.StatusCompleted {
+				t.Fatalf("%+v", o)
+			}
+			st := fold(t, b, "s1")
+			rec := st.ToolCalls[0]
+			if rec.Code != tc.wantCode || (len(tools2.calls) == 1) != tc.wantReran {
+				t.Fatalf("record %+v, reran %v", rec, tools2.calls)
+			}
+			if tc.wantCode == event.CodeInterrupted && !strings.Contains(mustJSON(st.Messages), "outcome is unknown") {
+				t.Fatal("the model is not told the outcome is unknown")
+			}
+		})
+	}
+}
+
+// gateTools blocks every call until its context ends, reporting that it started.
+type gateTools struct {
+	echoTools
+	gate    chan struct{}
+	started chan struct{}
+}
+
+func (g *gateTools) Execute(ctx context.Context, sid string, calls []llm.ToolCall) []ToolResult {
+	g.started <- struct{}{}
+	<-ctx.Done()
+	out := make([]ToolResult, len(calls))
+	for i := range out {
+		out[i] = ToolResult{Output: "cancelled", IsError: true, Code: event.CodeCancelled}
+	}
+	return out
+}
+
+func TestCompactCancelled(t *testing.T) {
+	b := openBus(t)
+	Create(context.Background(), b, "s1", Config{}, nil)
+	p := mock.Scripted(mock.Say("a").OnCompaction(false).Always(), mock.Say("- x").OnCompaction(true).Holding(time.Hour))
+	m := newManager(t, b, p, Config{})
+	do(t, m, "s1", run("one"))
+	ch := make(chan Outcome, 1)
+	m.Deliver("s1", &Command{Kind: KindCompact, Done: func(o Outcome) { ch <- o }})
+	waitCalls := time.Now().Add(10 * time.Second)
+	for len(p.Calls()) < 2 {
+		if time.Now().After(waitCalls) {
+			t.Fatal("compaction never called the model")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	do(t, m, "s1", Command{Kind: KindCancel})
+	o := <-ch
+	if o.Err == nil || o.Compact != nil {
+		t.Fatalf("%+v", o)
+	}
+	if st := fold(t, b, "s1"); st.Summaries != 0 {
+		t.Fatal("a cancelled compaction wrote a summary")
+	}
+	// The session still works.
+	if o := do(t, m, "s1", run("two")); o.Status != projection.StatusCompleted {
+		t.Fatalf("%+v", o)
+	}
+}

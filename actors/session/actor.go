@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -77,7 +78,11 @@ type sessionActor struct {
 	cancel  context.CancelCauseFunc
 	idleGen int
 	timer   *time.Timer
-	lastCP  int // events folded at the last checkpoint
+	// ended is set by the work goroutine once its work has ended, before it
+	// reports the outcome: a command that follows an outcome is never refused as
+	// arriving during the work it followed.
+	ended  *atomic.Bool
+	lastCP int // events folded at the last checkpoint
 }
 
 func (s *sessionActor) Receive(ctx actor.Context) {
@@ -105,7 +110,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 			s.cancelWork(msg)
 			return
 		}
-		if msg.Kind == KindCompact && s.busy != nil {
+		if msg.Kind == KindCompact && s.busy != nil && !s.ended.Load() {
 			msg.Done(Outcome{Session: s.sid, Status: projectionStatus(s), Err: fmt.Errorf("compact %s: %w", s.sid, ErrBusy)})
 			return
 		}
@@ -162,6 +167,8 @@ func (s *sessionActor) next(ctx actor.Context) {
 		return
 	}
 	s.busy = cmd
+	s.ended = new(atomic.Bool)
+	ended := s.ended
 	s.idleGen++
 	wctx, cancel := context.WithCancelCause(context.Background())
 	s.cancel = cancel
@@ -182,6 +189,7 @@ func (s *sessionActor) next(ctx actor.Context) {
 			}
 		}
 		// Done first: after a shutdown the actor is gone and would drop the message.
+		ended.Store(true)
 		cmd.Done(out)
 		s.m.sys.Root.Send(self, &workDone{out: out, checkpointAt: cp})
 	})

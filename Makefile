@@ -1,9 +1,12 @@
 # TAH — durable LLM agent sessions on NATS.
 #
 # Commands a newcomer needs:
-#   make test    every test (vet, unit, integration, race), as CI runs it
+#   make demo    build, start a node on a fresh data directory, run the example, show it, stop
+#   make test    every test (vet, unit, integration, race, end-to-end, the JS client), as CI runs it
+#   make build   bin/tah-node (the node) and bin/tahctl (the command line)
 #   make fuzz    the projection fuzz targets, FUZZTIME each (default 60s)
 #   make schema  regenerate docs/schema/ from the event payload types
+#   make bench   speed, scale and memory against the floor: docs/benchmarks.md (~7 min)
 #   make lint    gofmt and go vet
 #   make help    this list
 #
@@ -11,14 +14,25 @@
 
 GO        ?= go
 FUZZTIME  ?= 60s
+BENCHFLAGS ?=
 PKGS      := ./...
+BIN       := bin
 JS_EXAMPLE := examples/tool-service-js
 JS_STAMP   := $(JS_EXAMPLE)/node_modules/.package-lock.json
+JS_CLIENT  := examples/client-js
+JS_CLIENT_STAMP := $(JS_CLIENT)/node_modules/.package-lock.json
 
-.PHONY: help test unit lint fuzz schema tidy js-deps
+.PHONY: help test unit lint fuzz schema bench tidy js-deps build demo
 
 help: ## print the commands
-	@sed -n '3,10p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
+
+build: ## bin/tah-node and bin/tahctl
+	$(GO) build -o $(BIN)/tah-node ./cmd/node
+	$(GO) build -o $(BIN)/tahctl ./cmd/tahctl
+
+demo: build ## the specification's example, end to end, on a fresh data directory
+	@BIN=$(BIN) bash scripts/demo.sh
 
 test: lint js-deps ## vet and every test, with the race detector
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
@@ -38,14 +52,25 @@ fuzz: ## run the projection fuzz targets
 schema: ## regenerate docs/schema from the event types
 	$(GO) test ./event -run TestSchemasUpToDate -update
 
+bench: ## the benchmarks of docs/benchmarks.md (BENCHFLAGS="-quick -out=": a smoke run that writes nothing)
+	$(GO) build -o bin/tah-bench ./bench
+	bin/tah-bench -out docs $(BENCHFLAGS)
+
 tidy:
 	$(GO) mod tidy
 
-js-deps: $(JS_STAMP) ## npm dependencies of the JavaScript tool service example (its test runs node)
+js-deps: $(JS_STAMP) $(JS_CLIENT_STAMP) ## npm dependencies of the JavaScript examples (their tests run node)
 
 $(JS_STAMP): $(JS_EXAMPLE)/package.json $(JS_EXAMPLE)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
 		cd $(JS_EXAMPLE) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
 	else \
 		echo "npm not found: the JavaScript tool service test will be skipped (install Node.js 18+)"; \
+	fi
+
+$(JS_CLIENT_STAMP): $(JS_CLIENT)/package.json $(JS_CLIENT)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(JS_CLIENT) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
+	else \
+		echo "npm not found: the JavaScript client test will be skipped (install Node.js 18+)"; \
 	fi

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,10 +49,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 type Config struct {
 	// DataDir holds the log (NATS JetStream), the read model and the credentials.
 	DataDir string `json:"data_dir"`
-	NATS    NATS   `json:"nats"`
-	LLM     LLM    `json:"llm"`
-	Agent   Agent  `json:"agent"`
-	Tools   Tools  `json:"tools"`
+	// NodeID names the node in session.claimed and in status; empty: the host
+	// name and the process id.
+	NodeID string `json:"node_id,omitempty"`
+	NATS   NATS   `json:"nats"`
+	LLM    LLM    `json:"llm"`
+	Agent  Agent  `json:"agent"`
+	Tools  Tools  `json:"tools"`
 	// HTTP is the address of /metrics and /healthz; empty turns them off.
 	HTTP string `json:"http"`
 	// LogLevel is debug, info, warn or error; LogFormat is text or json.
@@ -80,6 +84,10 @@ type NATS struct {
 	Routes      []string `json:"routes,omitempty"`
 	Replicas    int      `json:"replicas"`
 	Partitions  int      `json:"partitions"`
+	// InputAckWait is how long an input may go unconfirmed by its owner before
+	// the server hands it to the next owner: the takeover time of a turn whose
+	// node died. 0 means the bus's default (10s).
+	InputAckWait Duration `json:"input_ack_wait,omitempty"`
 }
 
 // LLM chooses the provider.
@@ -153,47 +161,92 @@ func (c *Config) Load(path string, lookup func(string) (string, bool)) error {
 	return c.loadEnv(lookup)
 }
 
-// env lists the environment variables, each with the flag it mirrors.
+// env lists the settings that have an environment variable and a flag, with
+// the key that names them in the JSON file and in errors.
 func (c *Config) env() []setting {
 	return []setting{
-		{"TAH_DATA_DIR", "data-dir", "directory of the log, the read model and the credentials", strVar(&c.DataDir)},
-		{"TAH_NATS_URL", "nats-url", "URL of an external NATS server or cluster (empty: embed one)", strVar(&c.NATS.URL)},
-		{"TAH_NATS_HOST", "nats-host", "host the embedded NATS server listens on", strVar(&c.NATS.Host)},
-		{"TAH_NATS_PORT", "nats-port", "port the embedded NATS server listens on", intVar(&c.NATS.Port)},
-		{"TAH_NATS_SYNC", "nats-sync", `fsync of the log: "always" or an interval such as "2m"`, strVar(&c.NATS.Sync)},
-		{"TAH_NATS_USER", "nats-user", "NATS user (default: generated into the data directory)", strVar(&c.NATS.User)},
-		{"TAH_NATS_PASSWORD", "", "", strVar(&c.NATS.Password)},
-		{"TAH_NATS_SERVER_NAME", "nats-server-name", "name of the embedded server (unique in a cluster)", strVar(&c.NATS.ServerName)},
-		{"TAH_NATS_CLUSTER", "nats-cluster", "cluster name, to join other nodes by routes", strVar(&c.NATS.ClusterName)},
-		{"TAH_NATS_CLUSTER_PORT", "nats-cluster-port", "port for routes from other nodes", intVar(&c.NATS.ClusterPort)},
-		{"TAH_NATS_ROUTES", "nats-routes", "comma-separated route URLs of the other nodes", listVar(&c.NATS.Routes)},
-		{"TAH_NATS_REPLICAS", "nats-replicas", "replicas of streams and buckets (1, or 3 on a cluster)", intVar(&c.NATS.Replicas)},
-		{"TAH_NATS_PARTITIONS", "nats-partitions", "input partitions", intVar(&c.NATS.Partitions)},
-		{"TAH_LLM_PROVIDER", "llm-provider", "mock, openai or anthropic", strVar(&c.LLM.Provider)},
-		{"TAH_LLM_MODEL", "llm-model", "model name", strVar(&c.LLM.Model)},
-		{"TAH_LLM_BASE_URL", "llm-base-url", "API base URL (e.g. http://localhost:11434/v1 for Ollama)", strVar(&c.LLM.BaseURL)},
-		{"TAH_LLM_API_KEY_ENV", "llm-api-key-env", "environment variable that holds the API key", strVar(&c.LLM.APIKeyEnv)},
-		{"TAH_LLM_TIMEOUT", "llm-timeout", "timeout of one LLM request", durVar(&c.LLM.RequestTimeout)},
-		{"TAH_LLM_MAX_RETRIES", "llm-max-retries", "retries on 429, 5xx and broken connections", intVar(&c.LLM.MaxRetries)},
-		{"TAH_LLM_MOCK_SCRIPT", "llm-mock-script", "script of the mock provider (JSON); empty: demo mode", strVar(&c.LLM.MockScript)},
-		{"TAH_LLM_MOCK_PACE", "llm-mock-pace", "pause between the mock's streamed tokens", durVar(&c.LLM.MockPace)},
-		{"TAH_SYSTEM_PROMPT", "system-prompt", "first system message of every session", strVar(&c.Agent.SystemPrompt)},
-		{"TAH_MAX_STEPS", "max-steps", "most LLM calls per turn (-1: unlimited)", intVar(&c.Agent.MaxSteps)},
-		{"TAH_CONTEXT_CHARS", "context-chars", "character budget of each LLM request (0: whole history)", intVar(&c.Agent.ContextChars)},
-		{"TAH_IDLE_TIMEOUT", "idle-timeout", "passivate a session idle this long", durVar(&c.Agent.IdleTimeout)},
-		{"TAH_TOOLS_ROOT", "tools-root", "directory the built-in tools may read", strVar(&c.Tools.Root)},
-		{"TAH_TOOLS_WRITE", "tools-write", "offer write_file too", boolVar(&c.Tools.Write)},
-		{"TAH_TOOLS_TIMEOUT", "tools-timeout", "timeout of one tool call", durVar(&c.Tools.Timeout)},
-		{"TAH_TOOLS_REMOTE", "tools-remote", "offer tools of tool services on NATS", boolVar(&c.Tools.Remote)},
-		{"TAH_HTTP", "http", "address of /metrics and /healthz (empty: off)", strVar(&c.HTTP)},
-		{"TAH_LOG_LEVEL", "log-level", "debug, info, warn or error", strVar(&c.LogLevel)},
-		{"TAH_LOG_FORMAT", "log-format", "text or json", strVar(&c.LogFormat)},
+		{"TAH_DATA_DIR", "data-dir", "data_dir", "directory of the log, the read model and the credentials", strVar(&c.DataDir)},
+		{"TAH_NODE_ID", "node-id", "node_id", "name of this node in the log and in status (default: host name and process id)", strVar(&c.NodeID)},
+		{"TAH_NATS_URL", "nats-url", "nats.url", "URL of an external NATS server or cluster (empty: embed one)", strVar(&c.NATS.URL)},
+		{"TAH_NATS_HOST", "nats-host", "nats.host", "host the embedded NATS server listens on", strVar(&c.NATS.Host)},
+		{"TAH_NATS_PORT", "nats-port", "nats.port", "port the embedded NATS server listens on (0: a free port)", intVar(&c.NATS.Port)},
+		{"TAH_NATS_SYNC", "nats-sync", "nats.sync", `fsync of the log: "always" or an interval such as "2m"`, strVar(&c.NATS.Sync)},
+		{"TAH_NATS_USER", "nats-user", "nats.user", "NATS user (default: generated into the data directory)", strVar(&c.NATS.User)},
+		{"TAH_NATS_PASSWORD", "", "nats.password", "", strVar(&c.NATS.Password)},
+		{"TAH_NATS_SERVER_NAME", "nats-server-name", "nats.server_name", "name of the embedded server (unique in a cluster)", strVar(&c.NATS.ServerName)},
+		{"TAH_NATS_CLUSTER", "nats-cluster", "nats.cluster_name", "cluster name, to join other nodes by routes", strVar(&c.NATS.ClusterName)},
+		{"TAH_NATS_CLUSTER_PORT", "nats-cluster-port", "nats.cluster_port", "port for routes from other nodes", intVar(&c.NATS.ClusterPort)},
+		{"TAH_NATS_ROUTES", "nats-routes", "nats.routes", "comma-separated route URLs of the other nodes", listVar(&c.NATS.Routes)},
+		{"TAH_NATS_REPLICAS", "nats-replicas", "nats.replicas", "replicas of streams and buckets (1, or 3 on a cluster)", intVar(&c.NATS.Replicas)},
+		{"TAH_NATS_PARTITIONS", "nats-partitions", "nats.partitions", "input partitions", intVar(&c.NATS.Partitions)},
+		{"TAH_NATS_INPUT_ACK_WAIT", "nats-input-ack-wait", "nats.input_ack_wait", "how long a dead node's running input waits before another node takes it (0: 10s)", durVar(&c.NATS.InputAckWait)},
+		{"TAH_LLM_PROVIDER", "llm-provider", "llm.provider", "mock, openai or anthropic", strVar(&c.LLM.Provider)},
+		{"TAH_LLM_MODEL", "llm-model", "llm.model", "model name", strVar(&c.LLM.Model)},
+		{"TAH_LLM_BASE_URL", "llm-base-url", "llm.base_url", "API base URL (e.g. http://localhost:11434/v1 for Ollama)", strVar(&c.LLM.BaseURL)},
+		{"TAH_LLM_API_KEY_ENV", "llm-api-key-env", "llm.api_key_env", "environment variable that holds the API key", strVar(&c.LLM.APIKeyEnv)},
+		{"TAH_LLM_TIMEOUT", "llm-timeout", "llm.request_timeout", "timeout of one LLM request", durVar(&c.LLM.RequestTimeout)},
+		{"TAH_LLM_MAX_RETRIES", "llm-max-retries", "llm.max_retries", "retries on 429, 5xx and broken connections", intVar(&c.LLM.MaxRetries)},
+		{"TAH_LLM_MAX_TOKENS", "llm-max-tokens", "llm.max_tokens", "output token limit of a request (0: the provider's default)", intVar(&c.LLM.MaxTokens)},
+		{"TAH_LLM_MOCK_SCRIPT", "llm-mock-script", "llm.mock_script", "script of the mock provider (JSON); empty: demo mode", strVar(&c.LLM.MockScript)},
+		{"TAH_LLM_MOCK_PACE", "llm-mock-pace", "llm.mock_pace", "pause between the mock's streamed tokens", durVar(&c.LLM.MockPace)},
+		{"TAH_SYSTEM_PROMPT", "system-prompt", "agent.system_prompt", "first system message of every session", strVar(&c.Agent.SystemPrompt)},
+		{"TAH_MAX_STEPS", "max-steps", "agent.max_steps", "most LLM calls per turn (-1: unlimited)", intVar(&c.Agent.MaxSteps)},
+		{"TAH_CONTEXT_CHARS", "context-chars", "agent.context_chars", "character budget of each LLM request (0: whole history)", intVar(&c.Agent.ContextChars)},
+		{"TAH_IDLE_TIMEOUT", "idle-timeout", "agent.idle_timeout", "passivate a session idle this long", durVar(&c.Agent.IdleTimeout)},
+		{"TAH_TOOLS_ROOT", "tools-root", "tools.root", "directory the built-in tools may read", strVar(&c.Tools.Root)},
+		{"TAH_TOOLS_WRITE", "tools-write", "tools.write", "offer write_file too", boolVar(&c.Tools.Write)},
+		{"TAH_TOOLS_MAX_CONCURRENT", "tools-max-concurrent", "tools.max_concurrent", "tool calls running at once on the node", intVar(&c.Tools.MaxConcurrent)},
+		{"TAH_TOOLS_TIMEOUT", "tools-timeout", "tools.timeout", "timeout of one tool call", durVar(&c.Tools.Timeout)},
+		{"TAH_TOOLS_REMOTE", "tools-remote", "tools.remote", "offer tools of tool services on NATS", boolVar(&c.Tools.Remote)},
+		{"TAH_HTTP", "http", "http", "address of /metrics and /healthz (empty: off; port 0: a free port)", strVar(&c.HTTP)},
+		{"TAH_LOG_LEVEL", "log-level", "log_level", "debug, info, warn or error", strVar(&c.LogLevel)},
+		{"TAH_LOG_FORMAT", "log-format", "log_format", "text or json", strVar(&c.LogFormat)},
 	}
 }
 
 type setting struct {
-	env, flag, usage string
-	v                flag.Value
+	env, flag, key, usage string
+	v                     flag.Value
+}
+
+// Setting describes one setting for help texts.
+type Setting struct {
+	Key   string // as in the JSON file: "nats.port"
+	Flag  string // without dashes: "nats-port"; empty for none
+	Env   string // "TAH_NATS_PORT"
+	Usage string
+	Value string // the current value, as a flag would print it
+}
+
+// Settings lists the settings that have an environment variable, in a stable
+// order grouped by section, with c's values.
+func (c *Config) Settings() []Setting {
+	var out []Setting
+	for _, s := range c.env() {
+		v := s.v.String()
+		if s.env == "TAH_NATS_PASSWORD" {
+			v = ""
+		}
+		out = append(out, Setting{Key: s.key, Flag: s.flag, Env: s.env, Usage: s.usage, Value: v})
+	}
+	return out
+}
+
+// Describe names the setting key (as in the JSON file: "nats.port") with its
+// flag and environment variable: "nats.port (--nats-port, TAH_NATS_PORT)".
+// A key without either is returned as it is.
+func Describe(key string) string {
+	var c Config
+	for _, s := range c.env() {
+		if s.key != key {
+			continue
+		}
+		if s.flag == "" {
+			return fmt.Sprintf("%s (%s)", key, s.env)
+		}
+		return fmt.Sprintf("%s (--%s, %s)", key, s.flag, s.env)
+	}
+	return key
 }
 
 func (c *Config) loadEnv(lookup func(string) (string, bool)) error {
@@ -239,13 +292,42 @@ func (c *Config) EnvHelp() string {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s: %w", name, fmt.Sprintf(format, args...), ErrInvalid))
+		errs = append(errs, fmt.Errorf("%s: %s: %w", Describe(name), fmt.Sprintf(format, args...), ErrInvalid))
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "empty (use a directory such as .tah)")
 	}
 	if c.NATS.URL == "" && (c.NATS.Port < -1 || c.NATS.Port > 65535) {
-		bad("nats.port", "%d is not a port", c.NATS.Port)
+		bad("nats.port", "%d is not a port (use 1 to 65535, or 0 for a free one)", c.NATS.Port)
+	}
+	if c.NATS.URL == "" && c.NATS.Host == "" {
+		bad("nats.host", "empty (use 127.0.0.1 to serve this machine only, or 0.0.0.0 for every interface)")
+	}
+	if c.NATS.User == "" && c.NATS.Password != "" {
+		bad("nats.password", "set without nats.user (TAH_NATS_USER)")
+	}
+	if c.NATS.User != "" && c.NATS.Password == "" {
+		bad("nats.user", "set without a password: set TAH_NATS_PASSWORD too, or neither to use generated credentials")
+	}
+	if c.HTTP != "" {
+		if _, port, err := net.SplitHostPort(c.HTTP); err != nil {
+			bad("http", "%q is not host:port (such as 127.0.0.1:9464; empty turns it off)", c.HTTP)
+		} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			bad("http", "%q: port %q is not 0 to 65535", c.HTTP, port)
+		}
+	}
+	if c.Tools.Root == "" {
+		bad("tools.root", "empty (use . for the working directory)")
+	} else if fi, err := os.Stat(c.Tools.Root); err != nil {
+		bad("tools.root", "%v", err)
+	} else if !fi.IsDir() {
+		bad("tools.root", "%s is not a directory", c.Tools.Root)
+	}
+	if c.Tools.MaxConcurrent < 1 {
+		bad("tools.max_concurrent", "%d (use 1 or more)", c.Tools.MaxConcurrent)
+	}
+	if c.Tools.Timeout <= 0 {
+		bad("tools.timeout", "must be positive, such as 2m")
 	}
 	if _, err := c.syncInterval(); err != nil {
 		bad("nats.sync", "%v", err)
@@ -255,6 +337,9 @@ func (c Config) Validate() error {
 	}
 	if c.Agent.ContextChars < 0 {
 		bad("agent.context_chars", "negative")
+	}
+	if c.Agent.IdleTimeout < 0 {
+		bad("agent.idle_timeout", "negative")
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
@@ -267,13 +352,47 @@ func (c Config) Validate() error {
 		bad("log_format", "%q (use text or json)", c.LogFormat)
 	}
 	if err := c.LLMConfig().Validate(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, describeAll(err)...)
 	}
-	if err := c.BusConfig().Validate(); err != nil {
-		errs = append(errs, err)
+	if len(errs) == 0 { // the bus repeats some of the checks above
+		if err := c.BusConfig().Validate(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
+
+// describeAll splits a joined error and names the flag and variable of each
+// part that starts with a setting key ("llm.model: ...").
+func describeAll(err error) []error {
+	var parts []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		parts = j.Unwrap()
+	} else {
+		parts = []error{err}
+	}
+	out := make([]error, 0, len(parts))
+	for _, e := range parts {
+		msg := e.Error()
+		if key, rest, ok := strings.Cut(msg, ": "); ok && !strings.Contains(key, " ") {
+			if d := Describe(key); d != key {
+				out = append(out, &described{msg: d + ": " + rest, err: e})
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// described is an error whose message names the setting's flag and variable.
+type described struct {
+	msg string
+	err error
+}
+
+func (d *described) Error() string { return d.msg }
+func (d *described) Unwrap() error { return d.err }
 
 func (c Config) syncInterval() (time.Duration, error) {
 	if c.NATS.Sync == "" || c.NATS.Sync == "always" {
@@ -299,6 +418,9 @@ func (c Config) LLMConfig() llm.Config {
 func (c Config) BusConfig() bus.Config {
 	b := bus.Default()
 	b.URL, b.DataDir, b.Host, b.Port = c.NATS.URL, c.DataDir, c.NATS.Host, c.NATS.Port
+	if b.Port == 0 {
+		b.Port = -1 // the server reads 0 as its default port; here it means a free one
+	}
 	b.SyncInterval, _ = c.syncInterval()
 	b.User, b.Password = c.NATS.User, c.NATS.Password
 	b.ServerName = c.NATS.ServerName
@@ -309,13 +431,16 @@ func (c Config) BusConfig() bus.Config {
 	if c.NATS.Partitions > 0 {
 		b.Partitions = c.NATS.Partitions
 	}
+	if c.NATS.InputAckWait > 0 {
+		b.InputAckWait = time.Duration(c.NATS.InputAckWait)
+	}
 	return b
 }
 
 // SessionConfig is the loop configuration.
 func (c Config) SessionConfig() session.Config {
 	return session.Config{SystemPrompt: c.Agent.SystemPrompt, MaxSteps: c.Agent.MaxSteps, ContextChars: c.Agent.ContextChars,
-		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout)}
+		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout), Node: c.NodeID}
 }
 
 // CredentialsPath is where generated credentials live.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/micro"
@@ -25,6 +26,7 @@ const (
 	APIBadRequest = "400" // the request is not valid JSON or lacks a field
 	APINotFound   = "404" // no such session
 	APIConflict   = "409" // the session exists already
+	APITooLarge   = "413" // the reply would not fit in one NATS message: ask for less
 	APIInternal   = "500" // anything else
 )
 
@@ -38,6 +40,9 @@ type apiRequest struct {
 	Offset  int               `json:"offset,omitempty"`
 	Before  string            `json:"before,omitempty"`
 	FromSeq uint64            `json:"from_seq,omitempty"`
+	// Brief, for steps, leaves out each LLM step's request (the whole context
+	// sent, which grows with the session) and cuts tool outputs to a preview.
+	Brief bool `json:"brief,omitempty"`
 	// ReplyTo is where the outcome of compact, resume or cancel is published.
 	ReplyTo string `json:"reply_to,omitempty"`
 	Reason  string `json:"reason,omitempty"`
@@ -50,6 +55,7 @@ func (n *Node) StartAPI(ctx context.Context) error {
 	svc, err := micro.AddService(n.Bus.Conn(), micro.Config{
 		Name: "tah", Version: APIVersion, QueueGroup: "tah-api",
 		Description: "TAH durable agent sessions: the request/reply API (docs/protocol.md)",
+		Metadata:    map[string]string{"node": n.opts.Session.Node, "nats": n.Bus.ClientURL(), "provider": n.opts.Provider.Name()},
 	})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
@@ -110,7 +116,17 @@ func (n *Node) apiHandler(name string, h func(context.Context, apiRequest) (any,
 			r.Error(code, err.Error(), nil)
 			return
 		}
-		if err := r.RespondJSON(res); err != nil {
+		body, err := json.Marshal(res)
+		if err != nil {
+			r.Error(APIInternal, "the reply cannot be encoded: "+err.Error(), nil)
+			return
+		}
+		if limit := int(n.Bus.Conn().MaxPayload()) - 4096; len(body) > limit {
+			r.Error(APITooLarge, fmt.Sprintf("the reply of tah.api.%s is %d bytes, over the %d a NATS message holds here: ask for less (limit, from_seq; brief for steps)",
+				name, len(body), limit), nil)
+			return
+		}
+		if err := r.Respond(body); err != nil {
 			n.log.Warn("api reply not sent", "endpoint", name, "err", err)
 		}
 	})
@@ -157,7 +173,7 @@ func (n *Node) apiGet(ctx context.Context, req apiRequest) (any, error) {
 	}
 	row, err := n.Store.GetSession(ctx, req.Session)
 	if err == nil {
-		return row, nil
+		return viewOf(row), nil
 	}
 	if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
@@ -165,7 +181,52 @@ func (n *Node) apiGet(ctx context.Context, req apiRequest) (any, error) {
 	if err := n.Projector.WaitFor(ctx, n.lastSeq(ctx, req.Session)); err != nil {
 		return nil, err
 	}
-	return n.Store.GetSession(ctx, req.Session)
+	row, err = n.Store.GetSession(ctx, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	return viewOf(row), nil
+}
+
+// SessionView is a session as get and list return it (JSON, snake_case): the
+// read model's row without its histories.
+type SessionView struct {
+	ID         string            `json:"id"`
+	Status     projection.Status `json:"status"`
+	Turn       int               `json:"turn"`
+	Title      string            `json:"title"`
+	Config     event.Config      `json:"config"`
+	ForkedFrom string            `json:"forked_from,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Epoch      uint64            `json:"epoch"`
+	Node       string            `json:"node,omitempty"`
+	CreatedAt  time.Time         `json:"created_at,omitzero"`
+	UpdatedAt  time.Time         `json:"updated_at,omitzero"`
+	LastSeq    uint64            `json:"last_seq"`
+	Events     int               `json:"events"`
+	Rejected   int               `json:"rejected,omitempty"`
+	Messages   int               `json:"messages"`
+	Steps      int               `json:"steps"`
+	Usage      llm.Usage         `json:"usage"`
+	Summaries  int               `json:"summaries,omitempty"`
+	Trims      int               `json:"trims,omitempty"`
+	LastOutput string            `json:"last_output,omitempty"`
+	LastError  string            `json:"last_error,omitempty"`
+	LastCode   string            `json:"last_code,omitempty"`
+}
+
+func viewOf(r store.SessionRow) SessionView {
+	return SessionView{ID: r.ID, Status: r.Status, Turn: r.Turn, Title: r.Title, Config: r.Config, ForkedFrom: r.ForkedFrom,
+		Labels: r.Labels, Epoch: r.Epoch, Node: r.Node, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, LastSeq: r.LastSeq,
+		Events: r.Events, Rejected: r.Rejected, Messages: r.Messages, Steps: r.Steps, Usage: r.Usage,
+		Summaries: r.Summaries, Trims: r.Trims, LastOutput: r.LastOutput, LastError: r.LastError, LastCode: r.LastCode}
+}
+
+// ListView is what list returns: a page of sessions, newest first, and the
+// "before" of the next page (empty on the last one).
+type ListView struct {
+	Sessions []SessionView `json:"sessions"`
+	Next     string        `json:"next,omitempty"`
 }
 
 func (n *Node) lastSeq(ctx context.Context, sid string) uint64 {
@@ -181,7 +242,15 @@ func (n *Node) apiList(ctx context.Context, req apiRequest) (any, error) {
 	if limit <= 0 || limit > 1000 {
 		limit = 50
 	}
-	return n.Store.ListSessions(ctx, store.ListOptions{Status: projection.Status(req.Status), Limit: limit, Offset: req.Offset, Before: req.Before})
+	page, err := n.Store.ListSessions(ctx, store.ListOptions{Status: projection.Status(req.Status), Limit: limit, Offset: req.Offset, Before: req.Before})
+	if err != nil {
+		return nil, err
+	}
+	out := ListView{Sessions: make([]SessionView, 0, len(page.Sessions)), Next: page.Next}
+	for _, r := range page.Sessions {
+		out.Sessions = append(out.Sessions, viewOf(r))
+	}
+	return out, nil
 }
 
 func (n *Node) apiFork(ctx context.Context, req apiRequest) (any, error) {
@@ -219,11 +288,26 @@ func (n *Node) apiMessages(ctx context.Context, req apiRequest) (any, error) {
 	return map[string]any{"session": req.Session, "messages": msgs}, err
 }
 
+// briefOutput is how much of a tool's output a brief steps reply keeps.
+const briefOutput = 2000
+
 func (n *Node) apiSteps(ctx context.Context, req apiRequest) (any, error) {
 	if err := n.readModel(ctx, req.Session); err != nil {
 		return nil, err
 	}
 	steps, err := n.Store.Steps(ctx, req.Session)
+	if err == nil && req.Brief {
+		for i := range steps {
+			steps[i].Request = nil
+			if out := steps[i].Output; len(out) > briefOutput {
+				r := []rune(out)
+				if len(r) > briefOutput {
+					steps[i].Output = string(r[:briefOutput]) + fmt.Sprintf("\n[… %d lines, %d characters in all]",
+						strings.Count(strings.TrimRight(out, "\n"), "\n")+1, len(r))
+				}
+			}
+		}
+	}
 	return map[string]any{"session": req.Session, "steps": steps}, err
 }
 
@@ -261,9 +345,16 @@ func (n *Node) apiCommand(cmd bus.Command) func(context.Context, apiRequest) (an
 }
 
 func (n *Node) apiTools(ctx context.Context, req apiRequest) (any, error) {
+	if n.remote != nil {
+		// Discovery runs in the background every 30s; a person asking what the
+		// model may call wants the tool service started a moment ago too.
+		if err := n.remote.Refresh(ctx); err != nil {
+			n.log.Debug("remote tools not refreshed", "err", err)
+		}
+	}
 	var schemas []llm.ToolSchema
-	if n.opts.Tools != nil {
-		schemas = n.opts.Tools.Schemas()
+	if n.tools != nil {
+		schemas = n.tools.Schemas()
 	}
 	if schemas == nil {
 		schemas = []llm.ToolSchema{}
@@ -283,4 +374,13 @@ func (n *Node) apiStatus(ctx context.Context, req apiRequest) (any, error) {
 		"api_version":      APIVersion,
 		"problems_skipped": n.Projector.Problems(),
 	}, nil
+}
+
+// ToolSchemas lists the tools the node offers to the model: local and, when
+// remote tools are on, those the tool services offered at the last refresh.
+func (n *Node) ToolSchemas() []llm.ToolSchema {
+	if n.tools == nil {
+		return nil
+	}
+	return n.tools.Schemas()
 }

@@ -17,13 +17,16 @@ import (
 func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	kind := session.Kind(m.Command)
 	if kind == session.KindCancel {
+		n.Metrics.inputs.WithLabelValues(string(kind)).Inc()
 		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Done: func(o session.Outcome) {
 			n.reply(m, o)
 		}})
 		n.finish(m, err)
 		return
 	}
+	n.Metrics.inputs.WithLabelValues(string(kind)).Inc()
 	stop := m.KeepAlive(0)
+	start := time.Now()
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), Done: func(o session.Outcome) {
 		stop()
 		switch {
@@ -32,8 +35,13 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 			_ = m.Nak(context.Background(), time.Second)
 			return
 		case errors.Is(o.Err, session.ErrUnknownSession):
+			n.Metrics.inputsRefused.Inc()
+			n.Metrics.errors.WithLabelValues("input").Inc()
 			_ = m.Reject(context.Background(), "unknown_session", o.Err)
 		default:
+			if o.Err == nil && (kind == session.KindRun || kind == session.KindResume) {
+				n.Metrics.turnEnded(o.Status, time.Since(start))
+			}
 			if err := m.Ack(context.Background()); err != nil {
 				n.log.Warn("input not acknowledged", "session", m.Session, "input", m.ID, "err", err)
 			}
@@ -54,6 +62,8 @@ func (n *Node) finish(m *bus.InputMsg, err error) {
 	case errors.Is(err, session.ErrStopped):
 		_ = m.Nak(context.Background(), time.Second)
 	default:
+		n.Metrics.inputsRefused.Inc()
+		n.Metrics.errors.WithLabelValues("input").Inc()
 		_ = m.Reject(context.Background(), "rejected", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/actors/toolrunner"
@@ -14,6 +15,8 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/store"
 	"github.com/tah-dev/tah/tools"
+	"github.com/tah-dev/tah/tools/artifacts"
+	"github.com/tah-dev/tah/tools/remote"
 )
 
 // Options configure a node.
@@ -28,8 +31,14 @@ type Options struct {
 	Session session.Config
 	// Provider answers the LLM calls. Required.
 	Provider llm.Provider
-	// Tools are the tools offered to the model; nil offers none.
+	// Tools are the tools offered to the model; nil offers none (unless
+	// RemoteTools is set).
 	Tools tools.Catalog
+	// RemoteTools, when set, also offers the tools that tool services serve on
+	// NATS (tools/remote), discovered over the node's own connection and listed
+	// after Tools (a local tool of the same name wins). On resume, a remote call
+	// whose owner died is looked up in the services' stored results.
+	RemoteTools *remote.Config
 	// ToolOptions configure how tools run (timeouts, output limits).
 	ToolOptions tools.Options
 	// MaxConcurrentTools bounds the tool calls running at once on this node.
@@ -49,9 +58,13 @@ type Node struct {
 	Store     *store.Store
 	Projector *Projector
 	Sessions  *session.Manager
-	runner    *toolrunner.Runner
-	inputs    *bus.InputConsumer
-	closers   []func(context.Context) error
+	// Metrics are the node's Prometheus metrics (serve Metrics.Handler).
+	Metrics *Metrics
+	runner  *toolrunner.Runner
+	inputs  *bus.InputConsumer
+	tools   tools.Catalog    // local and remote, as offered to the model
+	remote  *remote.Registry // nil without RemoteTools
+	closers []func(context.Context) error
 }
 
 // Start brings a node up: bus, read model, projector, session actors and the
@@ -64,7 +77,11 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	if opts.Session.Node == "" {
+		opts.Session.Node = DefaultNodeID()
+	}
 	n = &Node{opts: opts, log: log}
+	n.Metrics = newMetrics(n)
 	defer func() {
 		if err != nil {
 			n.Close(context.WithoutCancel(ctx))
@@ -104,19 +121,41 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if scfg.Logger == nil {
 		scfg.Logger = log.With("component", "session")
 	}
+	n.tools = opts.Tools
+	var finder resultFinder
+	if f, ok := opts.Tools.(resultFinder); ok {
+		finder = f
+	}
+	if opts.RemoteTools != nil {
+		rcfg := *opts.RemoteTools
+		if rcfg.Logger == nil {
+			rcfg.Logger = log.With("component", "remote-tools")
+		}
+		if n.remote, err = remote.Open(n.Bus.Conn(), rcfg); err != nil {
+			return nil, err
+		}
+		n.closers = append(n.closers, n.remote.Close)
+		if n.tools != nil {
+			n.tools = tools.Merge(n.tools, n.remote)
+		} else {
+			n.tools = n.remote
+		}
+		finder = n.remote
+	}
 	var st session.Tools
-	n.Sessions = session.NewManager(scfg, n.Bus, opts.Provider, nil, opts.Loop)
-	if opts.Tools != nil {
-		exec := tools.NewExecutor(opts.Tools, opts.ToolOptions)
+	n.Sessions = session.NewManager(scfg, n.Bus, measured(opts.Provider, n.Metrics), nil, opts.Loop)
+	if n.tools != nil {
+		topts := opts.ToolOptions
+		if topts.Artifacts == nil && n.Bus.Artifacts() != nil {
+			// Long outputs are cut to a preview; the whole goes to tah_artifacts.
+			topts.Artifacts = artifacts.New(n.Bus.Artifacts())
+		}
+		exec := tools.NewExecutor(n.tools, topts)
 		if n.runner, err = toolrunner.Spawn(n.Sessions.Root(), toolrunner.Config{Executor: exec, MaxConcurrent: opts.MaxConcurrentTools,
 			Logger: log.With("component", "tools")}); err != nil {
 			return nil, err
 		}
-		rt := &runnerTools{cat: opts.Tools, runner: n.runner}
-		if f, ok := opts.Tools.(resultFinder); ok {
-			rt.finder = f
-		}
-		st = rt
+		st = &runnerTools{cat: n.tools, runner: n.runner, finder: finder, metrics: n.Metrics}
 	}
 	n.Sessions.SetTools(st)
 	// Closed in reverse: the sessions stop (recording nothing more) before the
@@ -134,6 +173,22 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	log.Info("node started", "nats", n.Bus.ClientURL(), "read_model", path, "provider", opts.Provider.Name())
 	return n, nil
 }
+
+// DefaultNodeID names a node that was given no name: its host name and process
+// id, "host-1234".
+func DefaultNodeID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node"
+	}
+	if i := strings.IndexByte(host, '.'); i > 0 {
+		host = host[:i]
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// ID is the node's name, as recorded in session.claimed.
+func (n *Node) ID() string { return n.opts.Session.Node }
 
 // Close stops the node in the reverse order of Start: inputs first (handing
 // partitions over), then running turns stop without recording anything (they

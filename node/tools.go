@@ -22,6 +22,8 @@ type runnerTools struct {
 	cat    tools.Catalog
 	runner *toolrunner.Runner
 	finder resultFinder // nil without remote tools
+	// metrics, when set, records every call.
+	metrics *Metrics
 }
 
 var (
@@ -56,6 +58,9 @@ func (t *runnerTools) Execute(ctx context.Context, sid string, calls []llm.ToolC
 			continue
 		}
 		r := res.Results[i]
+		if t.metrics != nil {
+			t.metrics.toolCall(calls[i].Name, r.Result.IsError, r.Result.Code, r.Duration)
+		}
 		out[i] = session.ToolResult{Output: r.Result.Output, IsError: r.Result.IsError, Code: r.Result.Code,
 			Artifact: r.Result.Artifact, DurationMS: r.Duration.Milliseconds()}
 	}

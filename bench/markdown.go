@@ -1,0 +1,203 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// markdown is docs/benchmarks.md: the machine, the sizes, the table, how
+// each row is measured, and what the figures mean. It is written by the
+// program so that the prose and the numbers always come from the same run;
+// the few figures of diagnostic runs (profiles) are marked as such.
+func (r *Report) markdown(table string) string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	m := r.Machine
+	w("# Benchmarks\n\n")
+	w("Written by `make bench` (the program in `bench/`, see `go run ./bench -h`) on %s; the run took %s. Do not edit it by hand: run `make bench` again.\n\n", m.Date, fdur(r.Took.Round(time.Second)))
+	w("TAH's overhead must stay close to the durable writes it cannot avoid. These machines are noisy (here, the latency of one fsync varied by a factor of two between runs), so every figure stands beside a **floor measured in the same run, on the same node**, and the targets are ratios. The raw data is in [benchmarks.json](benchmarks.json).\n\n")
+
+	w("## Machine\n\n| CPUs | CPU (/proc/cpuinfo) | memory | kernel | Go |\n|---|---|---|---|---|\n| %d | %s | %s | %s | %s |\n\n", m.CPUs, m.CPU, m.MemTotal, m.Kernel, m.Go)
+	w("Everything runs in one process, as a single node does: the embedded nats-server (JetStream, file store in a temporary directory, port -1), the node (`node.Start`: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. Clients drive the sessions the way every client does: they publish `run` inputs to `TAH_IN` and wait for the outcome on a reply subject.\n\n")
+
+	s := r.Sizes
+	w("## Sizes of this run\n\n")
+	if s.Quick {
+		w("**A `-quick` smoke run: every size is scaled down; these are not the issue's sizes.**\n\n")
+	}
+	w("| row | size |\n|---|---|\n")
+	w("| 1–2 | one session; turns of %d tool calls and a final answer (%d LLM steps); %d turns measured, the median reported, after one warm-up turn |\n", s.StepToolCalls, s.StepToolCalls+1, s.StepTurns)
+	w("| 3 | %s sessions at once (the issue's size%s); %d steps a turn; the mock answers after %s; %d measured turn(s) each after a warm-up turn; session *i* starts *i*/%s of an LLM call late, so that they do not write in lockstep |\n",
+		fnum(float64(s.LoadSessions)), scaledNote(s.LoadSessions, 1000), s.LoadSteps, fdur(s.LoadDelay), s.LoadTurns, fnum(float64(s.LoadSessions)))
+	w("| 4 | histories of %s events (turns of 20 LLM steps, about 100 events each), interleaved with %s other sessions of one turn each (five LLM steps, about 26 events); context budget %s characters; %d resumes per length, each on a node started afresh |\n",
+		joinInts(s.ResumeEvents), fnum(float64(s.ResumeOthers)), fnum(float64(s.ResumeBudget)), s.ResumeRepeats)
+	w("| 5 | %s tokens in LLM steps of 100, %s apart |\n", fnum(float64(s.DeltaTokens)), fdur(s.DeltaPace))
+	w("| 6 | %s sessions (the issue's size%s) |\n", fnum(float64(s.MemSessions)), scaledNote(s.MemSessions, 10000))
+	w("| 8 | rows 1–3 run under both durability settings: `fsync always` is `bus.Config.SyncInterval` 0, the default (every write is on disk before its acknowledgement); `fsync every 2m` is the NATS server's own default |\n\n")
+
+	w("## Results\n\n")
+	w("*Floor*: the same work done by the primitives alone, in the same run. *Ratio*: TAH over the floor (or over the ideal for throughput).\n\n")
+	b.WriteString(table)
+	w("\n")
+
+	r.targets(w)
+	r.methods(w)
+	r.analysis(w)
+	r.proposals(w)
+
+	w("## Reproduce\n\n")
+	w("```\nmake bench                          # everything, the issue's sizes; writes docs/benchmarks.{md,json}\ngo run ./bench -quick -out \"\"       # a smoke run of every row, the table on stdout\ngo run ./bench -rows 2 -steps 500   # one row, other sizes (see -h)\n```\n\n")
+	w("Diagnostics used for the analysis above: `-cpuprofile FILE` (the whole run), `-cpuprofile-load FILE` (row 3's measured turns only; it also writes FILE.mutex and FILE.block), `-pause-read-model` (row 3 without the read model), `-memprofile FILE` (row 6, the heap after passivation). Read them with `go tool pprof`.\n")
+	return b.String()
+}
+
+func scaledNote(n, issue int) string {
+	if n == issue {
+		return ""
+	}
+	return fmt.Sprintf(" is %s: scaled", fnum(float64(issue)))
+}
+
+func joinInts(v []int) string {
+	var s []string
+	for _, n := range v {
+		s = append(s, fnum(float64(n)))
+	}
+	return strings.Join(s, ", ")
+}
+
+// targets says, target by target, whether it was met and by how much not.
+func (r *Report) targets(w func(string, ...any)) {
+	w("## Targets\n\n")
+	if len(r.Step) > 0 {
+		s := r.Step[0]
+		w("- **Row 2, at most %s× the floor with the default durability**: %s× (%s per step against %s for its appends and checkpoint put): %s. In the middle of the turn, from one LLM call to the next, the ratio is %s×.\n",
+			trimFloat(targetStepRatio), trimFloat(round2(s.Ratio)), fdur(s.PerStep), fdur(s.FloorAppendPerStep),
+			metOr(s.Ratio <= targetStepRatio, fmt.Sprintf("**missed** by %.0f%%", (s.Ratio/targetStepRatio-1)*100)), trimFloat(round2(s.StepGapRatioP50)))
+		peer := time.Duration(float64(peerStep) / targetPeerTimes)
+		w("- **Row 2, at least %s× less than the peer's %s**: TAH's own time per step (the step less the floor of its writes and the mock's time) is %s", trimFloat(targetPeerTimes), fdur(peerStep), fdur(max(s.Overhead, 0)))
+		if len(r.Step) > 1 {
+			w(" (%s with fsync every 2 minutes)", fdur(max(r.Step[1].Overhead, 0)))
+		}
+		w(", against %s allowed: %s. With fsync on every write the writes alone cost %s a step, more than the peer's whole step: the comparison is only meaningful for TAH's own share.\n",
+			fdur(peer), metOr(s.Overhead <= peer, fmt.Sprintf("**missed**, %s× over", trimFloat(round1(float64(s.Overhead)/float64(peer))))), fdur(s.FloorAppendPerStep))
+	}
+	for _, l := range r.Load {
+		w("- **Row 3, at least %.0f%% of the ideal (%s)**: %s steps/s against an ideal of %s steps/s (%s by the floor): %.0f%%, %s.\n",
+			targetOfIdeal*100, l.Durability, fnum(l.StepsPerSec), fnum(l.Ideal), boundBy(l), l.OfIdeal*100,
+			metOr(l.OfIdeal >= targetOfIdeal, fmt.Sprintf("**missed** by %.0f points", (targetOfIdeal-l.OfIdeal)*100)))
+	}
+	if rs := r.Resume; rs != nil && len(rs.Lengths) > 1 {
+		first, last := rs.Lengths[0], rs.Lengths[len(rs.Lengths)-1]
+		w("- **Row 4, at most %s× as long at %s events as at %s**: %s against %s, %s×: %s.\n", trimFloat(targetResume), fnum(float64(last.Events)), fnum(float64(first.Events)),
+			fdur(last.FirstCall), fdur(first.FirstCall), trimFloat(round1(rs.Ratio)), metOr(rs.Ratio <= targetResume, fmt.Sprintf("**missed**, %s× over", trimFloat(round1(rs.Ratio/targetResume)))))
+	}
+	w("- **Rows 5 and 6** have no target; they are reported.\n")
+	w("- **Row 7 (failover)**: not measured. It needs three nodes and the ownership hand-over of [cluster] (issue 8), which is not done; `make bench` prints it as \"not measured: needs [cluster]\".\n")
+	w("- **Row 8**: rows 1–3 are measured under both settings.\n\n")
+}
+
+func boundBy(l *LoadResult) string {
+	if l.FloorStepsPerSec < l.IdealUnbounded {
+		return "bounded"
+	}
+	return "not bounded"
+}
+
+func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+// methods says how each row is measured.
+func (r *Report) methods(w func(string, ...any)) {
+	w("## How each row is measured\n\n")
+	w("1. **Floor.** The events a measured turn of row 2 wrote are read back and appended again, one fenced `bus.SessionWriter.Append` each, as another session whose id has the same length (so every message has the same size and headers); the turn's checkpoint is put again in `tah_checkpoints`. The read model's projector is paused meanwhile, so that it does not project the floor's events. `store.Apply` is timed on a fresh store, one transaction per LLM step's events (the session's earlier events applied first, untimed). The SQLite one-row transaction uses the store's settings (WAL, synchronous NORMAL, BEGIN IMMEDIATE).\n")
+	w("2. **Overhead per step.** One session; a short first turn spawns and claims it; then a turn of many tool steps is timed from publishing its input to receiving its outcome, divided by its LLM steps. The mock (`mock.CallTool(\"noop\")`, then `mock.Say`) answers at once; the tool is a `tools.Func` that returns \"ok\", run by the node's tool-runner actor. A probe provider around the mock records when each call begins and ends and how long TAH's own delta callback took inside it, so that the mock's time is left out of TAH's. Each turn's floor is measured right after it.\n")
+	w("3. **Throughput under load.** All sessions run a warm-up turn, then the measured turns, each session starting a fraction of an LLM call after the previous one. Steps/s is the steps over the wall time. The *ideal* is the lower of (a) every session waiting only for its model and (b) the floor: every session's turn appended again by raw fenced appends from as many writers at once, with its checkpoint put, the projector paused; the floor is measured before and after the turns and averaged. *Added latency* is a step's time (one LLM call's start to the next's) less the model's time.\n")
+	w("4. **Resume.** The histories are built by real turns (fsync every 2 minutes, to build fast), with the other sessions' turns appended in between so that each history is spread over the whole stream. Then, for each repeat, the node is stopped and started again on the same directory (a fresh server, Manager and actors; the read model is let to catch up first), a warm-up session takes the node's first turn, and each measured session gets an input; the time is from publishing it to the first LLM call, and includes loading the checkpoint, replaying the tail, the claim and the turn's first appends, all with fsync on every write.\n")
+	w("5. **Token deltas.** This program starts itself again as a subscriber (`-delta-subscriber`), which connects to the node's NATS port over TCP and subscribes to `tah.sess.<sid>.delta`. The provider's timestamp of each token is matched by delta sequence to the subscriber's receive time (one host, one wall clock). The floor is the same number of messages of the same size and headers published straight on the node's connection at the same pace.\n")
+	w("6. **Memory.** `VmRSS` from `/proc/self/status` and the Go heap in use, each after a garbage collection that returns freed memory to the system: with the node up and no session, after every session has had one turn (all actors alive: their idle timeout is longer than the build), and after every actor has passivated. The provider here keeps nothing (the mock records every request, which would count as the sessions' memory). The node's embedded server runs in the process, so its share of each session (subject indexes, duplicate-detection ids) is counted.\n\n")
+}
+
+// analysis explains the misses, with the numbers of this run and of the
+// diagnostic runs.
+func (r *Report) analysis(w func(string, ...any)) {
+	w("## Why\n\n")
+	if len(r.Step) > 0 {
+		s := r.Step[0]
+		var slow *StepResult
+		if len(r.Step) > 1 {
+			slow = r.Step[1]
+		}
+		w("### Every `llm.started` carries the whole request, and everything downstream scales with it\n\n")
+		w("The loop records the request as sent in `llm.started` (`event.LLMStartedData.Request`). Without a context budget that is the whole history: in row 2's turn of %d steps it grows from %s to %s (%s per event on average). The cost of a step grows with it, in the actor and in the read model:\n\n",
+			s.ToolSteps, fbytes(s.LLMStartedBytesMin), fbytes(s.LLMStartedBytesMax), fbytes(s.EventBytesMean))
+		w("- the actor marshals the request (`event.New`), marshals the envelope again, which re-validates and compacts the raw payload (`event.Event.Marshal` in `bus.SessionWriter.message`), then decodes it back to fold it (`projection.Apply` → `event.Event.Decode`) although it had the typed value;\n")
+		w("- the read model decodes it again (`store` → `projection.Apply`) and writes it twice, in the raw event row and in the step row;\n")
+		w("- `projection.State` keeps every step's request (`Step.Request`), so the state, the checkpoint and the store's snapshots grow with steps × context.\n\n")
+		if slow != nil {
+			w("TAH's own time between two LLM calls (the gap less its appends' floor and the mock) is %s over the first 20 steps of the turn and %s over the last 20 with fsync every 2 minutes (%s and %s with fsync always, where the fsync noise is larger than the signal). ",
+				fdur(slow.OwnEarly), fdur(slow.OwnLate), fdur(s.OwnEarly), fdur(s.OwnLate))
+		}
+		w("A CPU profile of rows 1–2 (a diagnostic run) put 40%% of the process's CPU in `store.(*Store).Apply` (the projector and the floor), 16%% in `event.Event.Decode` and 10%% in `encoding/json` compaction and validity checks of payloads already valid. The read model's transaction for one step costs %s (`store.Apply`, row 1), %s× a one-row SQLite transaction (%s): the store keeps up with one session (the read model had caught up %s after each turn) but it is the node's largest CPU consumer.\n\n",
+			fdur(s.ApplyP50), trimFloat(round1(float64(s.ApplyP50)/float64(max(r.SQLiteRowP50, 1)))), fdur(r.SQLiteRowP50), fdur((s.CaughtUpPerStep-s.PerStep)*time.Duration(s.LLMCalls)))
+		w("The end of a turn costs %s (fsync always): `agent.finished`, then the checkpoint, a JSON snapshot of the whole state (%s after this one turn), put in `tah_checkpoints` and recorded by `checkpoint.created`. Spread over the turn's %d steps it is %s a step, %.0f%% of TAH's own time per step.\n\n",
+			fdur(s.TurnEnd), fbytes(s.CheckpointBytes), s.LLMCalls, fdur(s.TurnEnd/time.Duration(s.LLMCalls)), 100*float64(s.TurnEnd/time.Duration(s.LLMCalls))/float64(max(s.Overhead, 1)))
+	}
+	if rs := r.Resume; rs != nil && len(rs.Lengths) > 0 {
+		w("### Checkpoints stop being written once the state passes 8 MiB, and the replay grows again\n\n")
+		w("| events | first LLM call | checkpoint | events it covers | events replayed | checkpoint decode | load (get, decode, replay, fold) | end of the turn | full state | state without finished steps' requests | its decode |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, l := range rs.Lengths {
+			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", fnum(float64(l.Events)), fdur(l.FirstCall), fbytes(l.CheckpointBytes), fnum(float64(l.CheckpointEvents)),
+				fnum(float64(l.Tail)), fdur(l.CheckpointDecode), fdur(l.Load), fdur(l.TurnEnd), fbytes(l.StateBytes), fbytes(l.SlimBytes), fdur(l.SlimDecode))
+		}
+		last := rs.Lengths[len(rs.Lengths)-1]
+		w("\nThe checkpoint is the JSON of `projection.State`, every step's request and response included, so it grows with steps × context. ")
+		if last.Tail > last.Events/10 {
+			w("At %s events the state is %s: the bucket refuses values over the server's max payload (8 MiB), `checkpoint` logs a warning and the turn goes on, so the last checkpoint stored covers %s events and a resume replays and folds the other %s, each `llm.started` decoded again. ",
+				fnum(float64(last.Events)), fbytes(last.StateBytes), fnum(float64(last.CheckpointEvents)), fnum(float64(last.Tail)))
+		}
+		w("The end of every turn marshals the whole state to put it (%s at the longest history, a put that fails once the state is over 8 MiB). Where the checkpoint is fresh, decoding it is the resume's largest cost. Without the requests and responses of finished steps (they are in the log and the read model) the state is %s× smaller at the longest history and decodes in %s.\n\n",
+			fdur(last.TurnEnd), trimFloat(round1(float64(last.StateBytes)/float64(max(last.SlimBytes, 1)))), fdur(last.SlimDecode))
+	}
+	if len(r.Load) > 0 {
+		w("### Under load: the read model's cache, one NATS connection, and fsync without group commit\n\n")
+		for _, l := range r.Load {
+			w("- %s: %s steps/s (%.0f%% of the ideal), %.2f of %d cores busy during the turns; a step waits %s (p50) beyond its model, a turn %s at its start (input to first call) and %s at its end (checkpoint); when the last outcome arrived the read model had %s events (of the turns' %s) still to apply.\n",
+				l.Durability, fnum(l.StepsPerSec), l.OfIdeal*100, l.CPUCores, r.Machine.CPUs, fdur(l.AddedP50), fdur(l.TurnStartP50), fdur(l.TurnEndP50), fnum(float64(l.ReadModelBehind)), fnum(float64(l.Sessions*l.Turns*l.EventsPerTurn)))
+		}
+		w("\nThree causes, found with the diagnostics (runs on this machine, same sizes):\n\n")
+		w("1. **The read model's state cache holds 256 sessions** (`store.Options.CacheSize`, which `node.Start` leaves at its default). With 1,000 sessions taking turns, nearly every batch misses and `store.loadState` reads the session's snapshot or, below 128 events, all its events, and folds them again. In a CPU profile of row 3 (fsync every 2m) `store.loadState` took 35%% of the process's CPU; a store benchmark of 1,000 sessions applying one step at a time in turn (`go test -bench StoreCache ./bench`) shows it. In a diagnostic run with the projector paused during the turns (`-pause-read-model`), the fsync-always case went from 43%% to 92%% of its ideal (the read model then needs tens of seconds to catch up).\n")
+		w("2. **Every session of a node writes through one NATS connection.** A mutex profile of the measured turns (fsync every 2m, `-cpuprofile-load`) found nearly all the lock waiting on the `nats.Conn` mutex: the sessions' appends (53%% of it), the checkpoint puts (27%%), the connection's flusher (14%%) and the delta publishes (7%%). With the CPU little more than half busy, the node waits on that lock, not on work.\n")
+		w("3. **fsync on every write has no group commit.** The server fsyncs each message of the stream in turn, so %s sessions writing at once get about the rate of a single writer (row 1: one writer, %s appends/s; row 3's floor: %s appends/s from %s writers). That bound is the ideal's with fsync always.\n\n",
+			fnum(float64(r.Load[0].Sessions)), fnum(r.Step0AppendRate()), fnum(r.Load[0].FloorStepsPerSec*float64(r.Load[0].EventsPerTurn+1)/float64(r.Load[0].StepsPerTurn)), fnum(float64(r.Load[0].Sessions)))
+	}
+	if d := r.Delta; d != nil {
+		w("### Token deltas\n\nA delta goes from the provider's callback to a core NATS publish on the node's connection, then over TCP to the subscriber: %s at p50, where the raw publish on the same path costs %s. Most of either is the wake-ups of an idle two-core virtual machine (tokens %s apart), not TAH. The first token of each LLM step waits for the `llm.streaming` append, fsync included: %s at p50, which is also what shows at p99 (one token in a hundred is a first token).\n\n",
+			fdur(d.P50), fdur(d.FloorP50), fdur(d.Pace), fdur(d.FirstP50))
+	}
+	if mm := r.Memory; mm != nil {
+		w("### Memory\n\nAt %s sessions the node's resident memory grew by %s per session while every actor was alive, and %s per session once all had passivated (Go heap: %s and %s). An active session adds its actor, its folded state, its writer and its idle timer (no goroutine: %d goroutines with every actor alive, %d without). What stays after passivation is mostly the embedded server's: the stream's index of every subject (`tah.sess.<sid>.evt.<type>`, one per event type a session used), the duplicate-detection window (the Msg-Id of every append is kept for two minutes, so this part is transient) and Go maps that keep their size after deletes (protoactor's process registry, the Manager's actor map).\n\n",
+			fnum(float64(mm.Sessions)), fbytes(int(mm.PerActive)), fbytes(int(mm.PerPassive)), fbytes(int(mm.HeapPerActive)), fbytes(int(mm.HeapPerPassive)), mm.GoroutinesActive, mm.GoroutinesPassive)
+	}
+}
+
+// Step0AppendRate is row 1's sequential append rate with fsync always.
+func (r *Report) Step0AppendRate() float64 {
+	if len(r.Step) == 0 {
+		return 0
+	}
+	return r.Step[0].AppendRate
+}
+
+// proposals lists the problems found in other packages and their fixes.
+func (r *Report) proposals(w func(string, ...any)) {
+	w("## Problems found, and proposed fixes\n\n")
+	w("None of these is fixed here (this issue only measures); each names where, how much, and a fix.\n\n")
+	w("1. **`llm.started` records the whole request** (`actors/session/loop.go` `llmStep`, `event.LLMStartedData.Request`). Log volume, the actor's and the read model's CPU per step and the state all grow with the context; a turn of N steps writes O(N²) bytes. *Fix*: record the request by reference: the index of the last message sent and the trim report (the messages are in the log already, and `projection.Prepare` is pure, so the request can be rebuilt), or only the messages added since the session's previous request.\n")
+	w("2. **The state keeps every step's request and response** (`projection.State.Steps[].Request/Response`), and the checkpoint is that state (`actors/session/actor.go` `checkpoint`). The checkpoint grows with steps × context and, past 8 MiB, fails with only a warning, after which resumes replay an ever longer tail (row 4). *Fix*: snapshot only what a resume needs (messages, tool calls, the current turn's open steps, counters), dropping finished steps' requests and responses; and fail loudly (a metric, a smaller fallback snapshot) when a checkpoint cannot be stored.\n")
+	w("3. **The actor decodes what it has just encoded** (`actors/session/context.go` `AgentContext.Append` → `projection.Apply` → `event.Event.Decode`), and the writer re-validates and compacts a payload produced by `json.Marshal` (`event.Event.Marshal` in `bus/append.go` `message`). *Fix*: fold the typed payload directly (an `ApplyTyped` beside `Apply`, tested to agree with it), and build the envelope bytes around `Data` without re-checking it.\n")
+	w("4. **The read model's cache is smaller than the active sessions** (`store.Options.CacheSize` default 256; `node.Start` calls `store.Open` with no options). Above 256 active sessions almost every batch reloads and refolds sessions: 35% of the CPU under row 3. *Fix*: size the cache from the node's configuration (at least the sessions a node keeps active), make loading cheaper (items 1 and 2 shrink the snapshots it decodes), and group a batch's events by session before loading.\n")
+	w("5. **One NATS connection carries the whole node** (`bus.Open`): every session's appends, the checkpoint puts, the delta publishes and the projector's consumer share one `nats.Conn` and its mutex. *Fix*: a small pool of connections in `bus` (sessions hashed to a connection by id, which keeps each session's appends in order), and a connection of its own for the projector's tail.\n")
+	w("6. **A checkpoint at the end of every turn** (`actors/session/actor.go` `next`), even of a five-event turn: a KV put of the whole state and an append, 27% of the connection's lock waits under row 3. *Fix*: checkpoint when enough events were appended since the last one (the existing `CheckpointEvery`) or when the actor passivates, not after every short turn.\n")
+	w("7. **`bus.Input.Options.MaxSteps` is never read** (`bus/input.go` `RunOptions`; `node/input.go` `handleInput` does not pass it to the session). The wire contract offers a per-turn maxSteps that the node ignores. *Fix*: carry it in `session.Command` and apply it in `DefaultLoop.Run`, or drop it from the protocol.\n\n")
+}

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Report is everything one run measured: docs/benchmarks.json.
+type Report struct {
+	Machine Machine       `json:"machine"`
+	Sizes   Sizes         `json:"sizes"`
+	Step    []*StepResult `json:"step,omitempty"`
+	Load    []*LoadResult `json:"load,omitempty"`
+	Resume  *ResumeResult `json:"resume,omitempty"`
+	Delta   *DeltaResult  `json:"delta,omitempty"`
+	Memory  *MemoryResult `json:"memory,omitempty"`
+	// SQLiteRow is the one-row transaction floor (row 1).
+	SQLiteRowP50  time.Duration `json:"sqlite_row_p50_ns"`
+	SQLiteRowRate float64       `json:"sqlite_row_per_s"`
+	Failover      string        `json:"failover"`
+	Took          time.Duration `json:"took_ns"`
+}
+
+// Sizes are the sizes this run used.
+type Sizes struct {
+	Quick         bool          `json:"quick"`
+	StepToolCalls int           `json:"step_tool_steps"`
+	StepTurns     int           `json:"step_turns"`
+	LoadSessions  int           `json:"load_sessions"`
+	LoadSteps     int           `json:"load_steps_per_turn"`
+	LoadTurns     int           `json:"load_turns"`
+	LoadDelay     time.Duration `json:"load_llm_delay_ns"`
+	ResumeEvents  []int         `json:"resume_events"`
+	ResumeOthers  int           `json:"resume_other_sessions"`
+	ResumeBudget  int           `json:"resume_context_chars"`
+	ResumeRepeats int           `json:"resume_repeats"`
+	DeltaTokens   int           `json:"delta_tokens"`
+	DeltaPace     time.Duration `json:"delta_pace_ns"`
+	MemSessions   int           `json:"memory_sessions"`
+}
+
+// Machine describes where the run happened.
+type Machine struct {
+	CPUs     int    `json:"cpus"`
+	CPU      string `json:"cpu"`
+	MemTotal string `json:"mem_total"`
+	Kernel   string `json:"kernel"`
+	Go       string `json:"go"`
+	Date     string `json:"date"`
+}
+
+func machine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version(), Date: time.Now().UTC().Format("2006-01-02 15:04 MST")}
+	m.CPU = procField("/proc/cpuinfo", "model name")
+	m.MemTotal = procField("/proc/meminfo", "MemTotal")
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		m.Kernel = "Linux " + strings.TrimSpace(string(b))
+	}
+	return m
+}
+
+// procField returns the value of the first "key: value" line of a /proc file.
+func procField(path, key string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.Join(strings.Fields(v), " ")
+		}
+	}
+	return "unknown"
+}
+
+// measure runs the rows c asks for, in order, logging progress to log.
+func measure(ctx context.Context, c config, log io.Writer) (*Report, error) {
+	begin := time.Now()
+	rep := &Report{Machine: machine(), Sizes: Sizes{Quick: c.quick, StepToolCalls: c.steps, StepTurns: c.stepTurns,
+		LoadSessions: c.loadSessions, LoadSteps: c.loadSteps, LoadTurns: c.loadTurns, LoadDelay: c.loadDelay,
+		ResumeEvents: c.resumeLengths, ResumeOthers: c.resumeOthers, ResumeBudget: c.resumeBudget, ResumeRepeats: c.resumeRepeats,
+		DeltaTokens: c.deltaTokens, DeltaPace: c.deltaPace, MemSessions: c.memSessions},
+		Failover: "not measured: needs [cluster] (issue 8, three nodes)"}
+	step := func(format string, args ...any) {
+		fmt.Fprintf(log, "%s  "+format+"\n", append([]any{time.Since(begin).Round(time.Second)}, args...)...)
+	}
+	if c.rows["1"] || c.rows["2"] {
+		dir, err := os.MkdirTemp(c.tmp, "tah-bench-sqlite-")
+		if err != nil {
+			return nil, err
+		}
+		step("row 1: SQLite one-row transactions")
+		s, err := sqliteRowFloor(ctx, dir, 3000)
+		os.RemoveAll(dir)
+		if err != nil {
+			return nil, fmt.Errorf("row 1: %w", err)
+		}
+		rep.SQLiteRowP50, rep.SQLiteRowRate = s.p50(), perSec(len(s), s.sum())
+		for _, sy := range c.syncs {
+			step("rows 1-2: one session, turns of %d tool steps, %s", c.steps, durabilityName(sy))
+			r, err := benchStep(ctx, c, sy)
+			if err != nil {
+				return nil, fmt.Errorf("row 2 (%s): %w", durabilityName(sy), err)
+			}
+			rep.Step = append(rep.Step, r)
+		}
+	}
+	if c.rows["3"] {
+		for _, sy := range c.syncs {
+			step("row 3: %d sessions, %d steps a turn, the model answering after %v, %s", c.loadSessions, c.loadSteps, c.loadDelay, durabilityName(sy))
+			r, err := benchLoad(ctx, c, sy)
+			if err != nil {
+				return nil, fmt.Errorf("row 3 (%s): %w", durabilityName(sy), err)
+			}
+			rep.Load = append(rep.Load, r)
+		}
+	}
+	if c.rows["4"] {
+		step("row 4: resume after %v events, among %d other sessions (building the histories)", c.resumeLengths, c.resumeOthers)
+		r, err := benchResume(ctx, c, 0, log)
+		if err != nil {
+			return nil, fmt.Errorf("row 4: %w", err)
+		}
+		rep.Resume = r
+	}
+	if c.rows["5"] {
+		step("row 5: %d token deltas to a subscriber in another process", c.deltaTokens)
+		r, err := benchDelta(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("row 5: %w", err)
+		}
+		rep.Delta = r
+	}
+	if c.rows["6"] {
+		step("row 6: memory at %d sessions (waits for the actors to passivate)", c.memSessions)
+		r, err := benchMemory(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("row 6: %w", err)
+		}
+		rep.Memory = r
+	}
+	rep.Took = time.Since(begin)
+	step("done")
+	return rep, nil
+}
+
+// The targets of issue 9.
+const (
+	targetStepRatio = 1.5
+	peerStep        = 1390 * time.Microsecond
+	targetPeerTimes = 10.0
+	targetOfIdeal   = 0.9
+	targetResume    = 2.0
+)
+
+// row is one line of the table.
+type row struct {
+	id, measure, setting, tah, floor, ratio, target, verdict string
+}
+
+func (r *Report) rows() []row {
+	var out []row
+	for _, s := range r.Step {
+		out = append(out,
+			row{"1", fmt.Sprintf("fenced append of one event (a step's sizes: mean %s, llm.started %s–%s)", fbytes(s.EventBytesMean), fbytes(s.LLMStartedBytesMin), fbytes(s.LLMStartedBytesMax)),
+				s.Durability, "", fmt.Sprintf("p50 %s · %s/s", fdur(s.AppendP50), fnum(s.AppendRate)), "", "", ""},
+			row{"1", fmt.Sprintf("one step's %s appends (%s)", trimFloat(s.EventsPerStep), strings.Join(s.StepTypes, ", ")),
+				s.Durability, "", "p50 " + fdur(s.StepAppendsP50), "", "", ""})
+	}
+	if len(r.Step) > 0 {
+		s := r.Step[0]
+		out = append(out,
+			row{"1", "store.Apply of one step's events (one SQLite transaction)", "WAL, synchronous NORMAL", "",
+				fmt.Sprintf("p50 %s · %s/s", fdur(s.ApplyP50), fnum(s.ApplyRate)), "", "", ""},
+			row{"1", "SQLite one-row transaction (200 B)", "WAL, synchronous NORMAL", "",
+				fmt.Sprintf("p50 %s · %s/s", fdur(r.SQLiteRowP50), fnum(r.SQLiteRowRate)), "", "", ""})
+	}
+	for i, s := range r.Step {
+		tgt, verdict := "", ""
+		if i == 0 {
+			tgt = fmt.Sprintf("≤ %s×", trimFloat(targetStepRatio))
+			verdict = metOr(s.Ratio <= targetStepRatio, fmt.Sprintf("missed by %.0f%%", (s.Ratio/targetStepRatio-1)*100))
+		}
+		out = append(out, row{"2", fmt.Sprintf("time per LLM step, one turn of %d tool steps, mock instant, noop tool", s.ToolSteps), s.Durability,
+			fdur(s.PerStep), fdur(s.FloorAppendPerStep) + " (its appends and checkpoint put)", fratio(s.Ratio), tgt, verdict})
+		times := float64(peerStep) / float64(max(s.Overhead, 1))
+		tgt, verdict = "", ""
+		if i == 0 {
+			tgt = fmt.Sprintf("≥ %s× less (≤ %s)", trimFloat(targetPeerTimes), fdur(time.Duration(float64(peerStep)/targetPeerTimes)))
+			verdict = metOr(times >= targetPeerTimes, fmt.Sprintf("missed: %s× over", trimFloat(round1(float64(s.Overhead)/(float64(peerStep)/targetPeerTimes)))))
+		}
+		own, less := fdur(s.Overhead), fmt.Sprintf("%s× less", trimFloat(round1(times)))
+		if s.Overhead <= 0 {
+			own, less = "≈ 0 (within the noise)", "—"
+		}
+		out = append(out, row{"2", "TAH's own time per step (less the floor and the mock)", s.Durability,
+			own, "peer: " + fdur(peerStep), less, tgt, verdict})
+		out = append(out, row{"2", "from one LLM call to the next, middle of the turn (p50)", s.Durability,
+			fdur(s.StepGapP50), fdur(s.StepGapFloorP50) + " (the appends in between)", fratio(s.StepGapRatioP50), "", ""})
+	}
+	for _, l := range r.Load {
+		out = append(out, row{"3", fmt.Sprintf("steps/s: %s sessions, %d steps a turn, model answers in %s", fnum(float64(l.Sessions)), l.StepsPerTurn, fdur(l.LLMDelay)), l.Durability,
+			fnum(l.StepsPerSec) + "/s", fmt.Sprintf("ideal %s/s (floor-bound: %s/s; unbounded %s/s)", fnum(l.Ideal), fnum(l.FloorStepsPerSec), fnum(l.IdealUnbounded)),
+			fmt.Sprintf("%.0f%%", l.OfIdeal*100), fmt.Sprintf("≥ %.0f%%", targetOfIdeal*100),
+			metOr(l.OfIdeal >= targetOfIdeal, fmt.Sprintf("missed by %.0f points", (targetOfIdeal-l.OfIdeal)*100))})
+		out = append(out, row{"3", "added latency per step (step less the model), p50 / p99", l.Durability,
+			fdur(l.AddedP50) + " / " + fdur(l.AddedP99), "", "", "", ""})
+	}
+	if rs := r.Resume; rs != nil && len(rs.Lengths) > 0 {
+		var ls, ts []string
+		for _, l := range rs.Lengths {
+			ls = append(ls, fnum(float64(l.Events)))
+			ts = append(ts, fdur(l.FirstCall))
+		}
+		out = append(out, row{"4", fmt.Sprintf("resume, first input to first LLM call, fresh node: %s events (among %s other sessions)", strings.Join(ls, " / "), fnum(float64(rs.Others))),
+			rs.Durability, strings.Join(ts, " / "), "", fratio(rs.Ratio) + " longest/shortest", fmt.Sprintf("≤ %s×", trimFloat(targetResume)),
+			metOr(rs.Ratio <= targetResume, fmt.Sprintf("missed: %s× over", trimFloat(round1(rs.Ratio/targetResume))))})
+	}
+	if d := r.Delta; d != nil {
+		out = append(out, row{"5", "token delta, provider to a subscriber in another process (TCP), p50 / p99", "core NATS",
+			fdur(d.P50) + " / " + fdur(d.P99), fmt.Sprintf("%s / %s (raw publish, same path and pace)", fdur(d.FloorP50), fdur(d.FloorP99)),
+			fratio(float64(d.P50) / float64(d.FloorP50)), "", ""})
+	}
+	if m := r.Memory; m != nil {
+		out = append(out, row{"6", fmt.Sprintf("resident memory per active / passivated session, %s sessions", fnum(float64(m.Sessions))), "",
+			fbytes(int(m.PerActive)) + " / " + fbytes(int(m.PerPassive)), fmt.Sprintf("Go heap: %s / %s", fbytes(int(m.HeapPerActive)), fbytes(int(m.HeapPerPassive))), "", "", ""})
+	}
+	out = append(out, row{"7", "failover: kill -9 of an owner to its sessions going on elsewhere (three nodes)", "", "not measured: needs [cluster]", "", "", "", ""})
+	return out
+}
+
+func metOr(ok bool, missed string) string {
+	if ok {
+		return "met"
+	}
+	return missed
+}
+
+// table renders the rows as a Markdown table (readable as text too).
+func (r *Report) table() string {
+	var b strings.Builder
+	b.WriteString("| # | measure | setting | TAH | floor / ideal | ratio | target | verdict |\n|---|---|---|---|---|---|---|---|\n")
+	for _, x := range r.rows() {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", x.id, x.measure, x.setting, x.tah, x.floor, x.ratio, x.target, x.verdict)
+	}
+	return b.String()
+}
+
+// write writes benchmarks.json and benchmarks.md to dir.
+func (r *Report) write(dir, table string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "benchmarks.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(r.markdown(table)), 0o644)
+}
+
+// Formatting.
+
+func fdur(d time.Duration) string {
+	switch a := max(d, -d); {
+	case a < time.Microsecond:
+		return fmt.Sprintf("%d ns", d.Nanoseconds())
+	case a < time.Millisecond:
+		return trimFloat(round3(float64(d)/1e3)) + " µs"
+	case a < time.Second:
+		return trimFloat(round3(float64(d)/1e6)) + " ms"
+	}
+	return trimFloat(round3(float64(d)/1e9)) + " s"
+}
+
+// round3 keeps three significant digits.
+func round3(x float64) float64 {
+	s := strconv.FormatFloat(x, 'g', 3, 64)
+	v, _ := strconv.ParseFloat(s, 64)
+	return v
+}
+
+func round1(x float64) float64 {
+	if x >= 10 {
+		return float64(int64(x + 0.5))
+	}
+	return float64(int64(x*10+0.5)) / 10
+}
+
+func trimFloat(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+func fratio(x float64) string {
+	if x >= 10 {
+		return fmt.Sprintf("%.0f×", x)
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+// fnum writes n rounded, with thousands separators.
+func fnum(x float64) string {
+	n := int64(x + 0.5)
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+func fbytes(n int) string {
+	switch {
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1000*1000:
+		return trimFloat(round3(float64(n)/1e3)) + " KB"
+	}
+	return trimFloat(round3(float64(n)/1e6)) + " MB"
+}

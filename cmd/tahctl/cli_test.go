@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tah-dev/tah/internal/localnode"
+)
+
+func testGlobals(env map[string]string) (*globals, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &globals{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), timeout: time.Second,
+		getenv: func(k string) string { return env[k] }}, &out, &errb
+}
+
+func TestParseFlagsAnywhere(t *testing.T) {
+	g, _, _ := testGlobals(nil)
+	fs := g.flags("show", "ID", "")
+	full := fs.Bool("full", false, "")
+	pos, err := parse(fs, []string{"s_1", "--json", "--full", "--", "--not-a-flag"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.json || !*full || len(pos) != 2 || pos[0] != "s_1" || pos[1] != "--not-a-flag" {
+		t.Fatalf("json %v full %v pos %q", g.json, *full, pos)
+	}
+	if _, err := parse(fs, []string{"--nope"}); exitCode(err) != exitUsage {
+		t.Fatalf("unknown flag: %v", err)
+	}
+}
+
+func TestExitCodesAndReport(t *testing.T) {
+	for err, want := range map[error]int{
+		nil:                            exitOK,
+		exitStatus(exitCancelled):      exitCancelled,
+		errorf(exitNotFound, "", "x"):  exitNotFound,
+		errors.New("anything else"):    exitFailed,
+		usageError("try this", "bad"):  exitUsage,
+		inputFailure("s", "busy", "b"): exitFailed,
+	} {
+		if got := exitCode(err); got != want {
+			t.Errorf("exitCode(%v) = %d, want %d", err, got, want)
+		}
+	}
+	var b bytes.Buffer
+	report(&b, errorf(exitNotFound, "`tahctl list`", "session %s not found", "s_x"))
+	if b.String() != "Error: session s_x not found\nTry: `tahctl list`\n" {
+		t.Errorf("report wrote %q", b.String())
+	}
+	b.Reset()
+	report(&b, exitStatus(exitFailed)) // already shown: nothing more
+	if b.Len() != 0 {
+		t.Errorf("report of an exit status wrote %q", b.String())
+	}
+}
+
+func TestResolveFindsTheLocalNode(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), ".tah")
+	if _, _, err := localnode.EnsureCredentials(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := localnode.WriteNodeInfo(dir, localnode.NodeInfo{PID: 1, URL: "nats://127.0.0.1:5555"}); err != nil {
+		t.Fatal(err)
+	}
+	creds, _ := localnode.ReadCredentials(dir)
+
+	g, _, _ := testGlobals(map[string]string{"TAH_DATA_DIR": dir})
+	ep := g.resolve()
+	if ep.url != "nats://127.0.0.1:5555" || ep.user != creds.User || ep.password != creds.Password {
+		t.Fatalf("from the data directory: %+v", ep)
+	}
+	g, _, _ = testGlobals(map[string]string{"TAH_DATA_DIR": dir, "TAH_URL": "nats://10.0.0.1:4222", "TAH_NATS_USER": "u", "TAH_NATS_PASSWORD": "p"})
+	ep = g.resolve()
+	if ep.url != "nats://10.0.0.1:4222" || ep.user != "u" || ep.password != "p" {
+		t.Fatalf("the environment wins: %+v", ep)
+	}
+	g.server, g.user, g.password = "nats://127.0.0.1:1", "v", "q"
+	if ep = g.resolve(); ep.url != "nats://127.0.0.1:1" || ep.user != "v" {
+		t.Fatalf("flags win: %+v", ep)
+	}
+	// Nothing anywhere: the default, without credentials.
+	g, _, _ = testGlobals(map[string]string{"TAH_DATA_DIR": filepath.Join(t.TempDir(), "none")})
+	if ep = g.resolve(); ep.url != defaultURL || ep.user != "" {
+		t.Fatalf("default: %+v", ep)
+	}
+}
+
+func TestPreview(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                       "(no output)",
+		"one line":               "one line",
+		"a/\nb/\n\nc.go\n":       "4 lines: a/, b/, c.go",
+		strings.Repeat("x", 100): strings.Repeat("x", 19) + "…",
+	} {
+		if got := preview(in, 20); got != want {
+			t.Errorf("preview(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestUsageErrorsNeedNoNode(t *testing.T) {
+	for _, args := range [][]string{{}, {"frob"}, {"show"}, {"show", "a.b"}, {"send", ""}, {"list", "--status", "x"}, {"fork", "s_1", "--turns", "-2"}} {
+		g, _, _ := testGlobals(nil)
+		if err := run(context.Background(), g, args); exitCode(err) != exitUsage {
+			t.Errorf("tahctl %q: %v (exit %d), want exit %d", args, err, exitCode(err), exitUsage)
+		}
+	}
+	g, out, _ := testGlobals(nil)
+	if err := run(context.Background(), g, []string{"help", "send"}); err != nil || !strings.Contains(out.String(), "Usage: tahctl send [-s ID] TEXT") {
+		t.Errorf("help send: %v\n%s", err, out)
+	}
+	g, out, _ = testGlobals(nil)
+	if err := run(context.Background(), g, []string{"--help"}); err != nil || !strings.Contains(out.String(), "130  interrupted") {
+		t.Errorf("--help: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tah-dev/tah/event"
+)
+
+const eventsHelp = `Prints a session's events, the log itself, one per line: stream sequence,
+time, type and a summary. --follow keeps waiting for new events until Ctrl-C
+(which then exits 0). With --json, each event is one JSON object per line.`
+
+// runEvents is `tahctl events ID [--follow] [--from SEQ]`.
+func runEvents(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags("events", "ID [--follow] [--from SEQ]", eventsHelp)
+	follow := fs.Bool("follow", false, "after the log so far, wait for new events (Ctrl-C ends)")
+	fs.BoolVar(follow, "f", false, "same as --follow")
+	from := fs.Uint64("from", 0, "start at stream sequence `SEQ` (default: the session's first event)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneID(fs, pos)
+	if err != nil {
+		return err
+	}
+	c, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	p := eventPrinter{w: g.stdout, json: g.json, st: newStyle(g, g.stdout)}
+	// The log so far, a page at a time (smaller pages when events are large).
+	next, limit, last := *from, eventsPage, uint64(0)
+	for {
+		var r eventsReply
+		err := c.call(ctx, "events", map[string]any{"session": id, "from_seq": next, "limit": limit}, &r)
+		if tooLarge(err) && limit > 1 {
+			limit /= 2
+			continue
+		}
+		if ce, ok := err.(*cliError); ok && ce.code == exitNotFound {
+			return errorf(exitNotFound, "`tahctl list` shows the sessions", "session %s not found", id)
+		}
+		if err != nil {
+			return err
+		}
+		for _, ev := range r.Events {
+			if err := p.print(ev); err != nil {
+				return err
+			}
+		}
+		last = max(last, r.LastSeq)
+		if len(r.Events) == 0 || r.Events[len(r.Events)-1].Seq >= r.LastSeq {
+			break
+		}
+		next = r.Events[len(r.Events)-1].Seq + 1
+	}
+	if !*follow {
+		return nil
+	}
+	start := max(last, *from)
+	cons, err := c.js.OrderedConsumer(ctx, eventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{eventsFilter(id)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    start + 1,
+	})
+	if err != nil {
+		return errorf(exitUnavailable, "check that the node runs: `tahctl status`", "follow the events of %s: %v", id, err)
+	}
+	evs := make(chan jetstream.Msg, 256)
+	done := make(chan struct{})
+	defer close(done)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		select {
+		case evs <- m:
+		case <-done:
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer cc.Stop()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	if !g.json {
+		fmt.Fprintln(g.stderr, p.st.dim("… waiting for new events (Ctrl-C to stop)"))
+	}
+	for {
+		select {
+		case m := <-evs:
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			ev, err := event.Unmarshal(m.Data(), md.Sequence.Stream)
+			if err != nil {
+				continue
+			}
+			if err := p.print(ev); err != nil {
+				return err
+			}
+		case s := <-c.conn:
+			if !g.json {
+				fmt.Fprintln(g.stderr, p.st.yellow("! "+s))
+			}
+		case <-sigs:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// eventsPage is how many events one tah.api.events request asks for.
+const eventsPage = 200
+
+// eventPrinter prints events for people, or as JSON lines.
+type eventPrinter struct {
+	w    io.Writer
+	json bool
+	st   style
+}
+
+func (p eventPrinter) print(ev event.Event) error {
+	if p.json {
+		return printJSON(p.w, ev)
+	}
+	typ := fmt.Sprintf("%-24s", ev.Type)
+	switch {
+	case strings.HasSuffix(string(ev.Type), "failed"):
+		typ = p.st.red(typ)
+	case ev.Type == event.AgentFinished:
+		typ = p.st.green(typ)
+	case ev.Type == event.AgentCancelled:
+		typ = p.st.yellow(typ)
+	case strings.HasPrefix(string(ev.Type), "tool."):
+		typ = p.st.cyan(typ)
+	}
+	_, err := fmt.Fprintf(p.w, "%6d  %s  %s %s\n", ev.Seq, p.st.dim(ev.Time.Local().Format("15:04:05.000")), typ, summary(ev))
+	return err
+}
+
+// summary says what an event is about, on one line.
+func summary(ev event.Event) string {
+	switch ev.Type {
+	case event.SessionCreated:
+		d, _ := event.DecodeAs[event.SessionCreatedData](ev)
+		s := fmt.Sprintf("max_steps %d", d.Config.MaxSteps)
+		if d.ForkedFrom != "" {
+			s += ", forked from " + d.ForkedFrom
+		}
+		return s
+	case event.SessionForked:
+		d, _ := event.DecodeAs[event.SessionForkedData](ev)
+		return fmt.Sprintf("from %s (turns %d, %d messages)", d.From, d.Turns, len(d.Messages))
+	case event.SessionClaimed:
+		d, _ := event.DecodeAs[event.SessionClaimedData](ev)
+		return fmt.Sprintf("by node %s, epoch %d", d.Node, d.Epoch)
+	case event.TurnStarted:
+		d, _ := event.DecodeAs[event.TurnStartedData](ev)
+		return fmt.Sprintf("turn %d: %q", d.Turn, oneLine(d.Message.Content, 60))
+	case event.LLMStarted:
+		d, _ := event.DecodeAs[event.LLMStartedData](ev)
+		return fmt.Sprintf("%s, %d messages, %d tools", d.StepID, len(d.Request.Messages), len(d.Request.Tools))
+	case event.LLMCompleted:
+		d, _ := event.DecodeAs[event.LLMCompletedData](ev)
+		var what string
+		if len(d.Response.ToolCalls) > 0 {
+			var names []string
+			for _, c := range d.Response.ToolCalls {
+				names = append(names, c.Name)
+			}
+			what = "calls " + strings.Join(names, ", ")
+		} else {
+			what = fmt.Sprintf("%q", oneLine(d.Response.Content, 50))
+		}
+		s := fmt.Sprintf("%s %s (%s → %s tokens", d.StepID, what, num(d.Response.Usage.InputTokens), num(d.Response.Usage.OutputTokens))
+		if t := ms(d.DurationMS); t != "" {
+			s += ", " + t
+		}
+		return s + ")"
+	case event.LLMStreaming:
+		d, _ := event.DecodeAs[event.LLMStreamingData](ev)
+		return d.StepID + " (first token)"
+	case event.LLMFailed:
+		d, _ := event.DecodeAs[event.LLMFailedData](ev)
+		return fmt.Sprintf("%s %s [%s]", d.StepID, oneLine(d.Error, 80), d.Code)
+	case event.ToolStarted:
+		d, _ := event.DecodeAs[event.ToolStartedData](ev)
+		return d.Call.Name + " " + compactJSON(d.Call.Arguments, 60)
+	case event.ToolFinished:
+		d, _ := event.DecodeAs[event.ToolFinishedData](ev)
+		s := d.Name + " → " + preview(d.Output, 50)
+		if d.IsError {
+			s += " [" + d.Code + "]"
+		}
+		if t := ms(d.DurationMS); t != "" {
+			s += " (" + t + ")"
+		}
+		return s
+	case event.AgentFinished:
+		d, _ := event.DecodeAs[event.AgentFinishedData](ev)
+		return fmt.Sprintf("turn %d, %s, %s → %s tokens", d.Turn, plural(d.Steps, "model call"), num(d.Usage.InputTokens), num(d.Usage.OutputTokens))
+	case event.AgentFailed:
+		d, _ := event.DecodeAs[event.AgentFailedData](ev)
+		return fmt.Sprintf("turn %d: %s [%s]", d.Turn, oneLine(d.Error, 80), d.Code)
+	case event.AgentCancelled:
+		d, _ := event.DecodeAs[event.AgentCancelledData](ev)
+		return fmt.Sprintf("turn %d: %s", d.Turn, d.Reason)
+	case event.ContextCompacted:
+		d, _ := event.DecodeAs[event.ContextCompactedData](ev)
+		return fmt.Sprintf("%s summarised, %s characters", plural(d.Turns, "turn"), num(d.Chars))
+	case event.CheckpointCreated:
+		d, _ := event.DecodeAs[event.CheckpointCreatedData](ev)
+		return fmt.Sprintf("up to seq %d", d.UpToSeq)
+	}
+	return compactJSON(ev.Data, 80)
+}

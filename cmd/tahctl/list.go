@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+)
+
+// runList is `tahctl list`.
+func runList(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags("list", "[--status S] [--limit N]", "Lists the sessions, the most recently updated first.")
+	status := fs.String("status", "", "only sessions in this `state`: idle, running, waiting_tool, completed, failed, cancelled")
+	limit := fs.Int("limit", 50, "at most `N` sessions (1 to 1000)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("`tahctl show ID` shows one session", "list takes no arguments, got %q", pos[0])
+	}
+	switch *status {
+	case "", "idle", "running", "waiting_tool", "completed", "failed", "cancelled":
+	default:
+		return usageError("use idle, running, waiting_tool, completed, failed or cancelled", "unknown --status %q", *status)
+	}
+	if *limit < 1 || *limit > 1000 {
+		return usageError("--limit 50", "--limit %d is not within 1 to 1000", *limit)
+	}
+	c, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	req := map[string]any{"status": *status, "limit": *limit}
+	if g.json {
+		var r raw
+		if err := c.call(ctx, "list", req, &r); err != nil {
+			return err
+		}
+		return printJSON(g.stdout, r)
+	}
+	var r struct {
+		Sessions []sessionView `json:"sessions"`
+		Next     string        `json:"next"`
+	}
+	if err := c.call(ctx, "list", req, &r); err != nil {
+		return err
+	}
+	if len(r.Sessions) == 0 {
+		fmt.Fprintln(g.stderr, "no sessions yet: `tahctl send \"your question\"` starts one")
+		return nil
+	}
+	st := newStyle(g, g.stdout)
+	var t table
+	t.add(cell{"SESSION", st.bold}, cell{"STATUS", st.bold}, cell{"TURNS", st.bold}, cell{"UPDATED", st.bold}, cell{"TITLE", st.bold})
+	for _, s := range r.Sessions {
+		title := oneLine(s.Title, 60)
+		if s.ForkedFrom != "" {
+			title = "(fork of " + s.ForkedFrom + ") " + title
+		}
+		t.add(plain(s.ID), statusCell(st, s.Status), plain(fmt.Sprint(s.Turn)), plain(ago(s.UpdatedAt)), plain(title))
+	}
+	if err := t.write(g.stdout); err != nil {
+		return err
+	}
+	if r.Next != "" {
+		fmt.Fprintf(g.stderr, "(more sessions: raise --limit)\n")
+	}
+	return nil
+}
+
+// statusCell colours a session's or a step's status.
+func statusCell(st style, s string) cell {
+	switch s {
+	case "completed":
+		return cell{s, st.green}
+	case "failed":
+		return cell{s, st.red}
+	case "cancelled":
+		return cell{s, st.yellow}
+	case "running", "waiting_tool", "pending", "streaming":
+		return cell{s, st.cyan}
+	}
+	return plain(s)
+}

@@ -1,0 +1,181 @@
+// Command tahctl drives TAH sessions from the command line: send input and
+// watch the answer stream in, resume, cancel, list, show a session's steps as a
+// timeline, follow its events, fork and compact it, list the tools and check
+// the nodes. It finds the local node and its credentials by itself (the data
+// directory's node.json and credentials.json), or talks to another with
+// --server. `tahctl help` lists the commands and the exit codes.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+func main() {
+	g := &globals{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv, timeout: 10 * time.Second}
+	err := run(context.Background(), g, os.Args[1:])
+	report(os.Stderr, err)
+	os.Exit(exitCode(err))
+}
+
+// command is one tahctl command: its file holds its run function.
+type command struct {
+	name, args, summary string
+	run                 func(ctx context.Context, g *globals, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"send", "[-s ID] TEXT", "send input to a session (a new one without -s) and stream the answer", runSend},
+		{"resume", "ID", "continue a turn that a crash or a stop interrupted, streaming the rest", runResume},
+		{"cancel", "ID", "cancel the running turn (or compaction) of a session", runCancel},
+		{"new", "[--label K=V]...", "create an empty session and print its id", runNew},
+		{"list", "[--status S] [--limit N]", "list the sessions, most recently updated first", runList},
+		{"show", "ID", "show a session and its steps as a timeline", runShow},
+		{"events", "ID [--follow] [--from SEQ]", "print a session's events (--follow: and wait for more)", runEvents},
+		{"fork", "ID [--turns N]", "copy a session's messages (its first N turns) into a new session", runFork},
+		{"compact", "ID", "summarise a session's turns so far into one message", runCompact},
+		{"tools", "", "list the tools the node offers to the model", runTools},
+		{"status", "", "show the nodes, partitions and sessions", runStatus},
+		{"help", "[COMMAND]", "show this help, or a command's", nil},
+	}
+}
+
+const usageHead = `tahctl drives TAH sessions: durable LLM agent sessions on NATS.
+
+Usage: tahctl [global flags] COMMAND [arguments]
+
+Commands:
+`
+
+const usageGlobals = `
+Global flags (before or after the command):
+  --server URL       NATS URL of the node [TAH_URL]; default: the url in the data
+                     directory's node.json, else nats://127.0.0.1:4222
+  --data-dir DIR     the node's data directory [TAH_DATA_DIR]; default: .tah here or
+                     in a parent directory. tahctl reads node.json (the node's address)
+                     and credentials.json (its NATS user and password) there
+  --user NAME        NATS user [TAH_NATS_USER]; default: from credentials.json
+  --password SECRET  NATS password [TAH_NATS_PASSWORD] (the variable keeps it out of ps)
+  --json             print JSON: one object, or one per line (NDJSON) for streams
+  --timeout DURATION how long to wait for the node to answer a request (default 10s)
+
+`
+
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, usageHead)
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-8s %-30s %s\n", c.name, c.args, c.summary)
+	}
+	fmt.Fprint(w, usageGlobals)
+	fmt.Fprint(w, exitCodesHelp)
+	fmt.Fprint(w, "\nExamples:\n  tahctl send \"分析这个项目的目录结构\"\n  tahctl send -s s_4f2k9q1w7e3r5t6y8u0i \"and now the tests\"\n  tahctl show s_4f2k9q1w7e3r5t6y8u0i\n  tahctl events s_4f2k9q1w7e3r5t6y8u0i --follow --json\n")
+}
+
+// run is tahctl: the global flags, then the command.
+func run(ctx context.Context, g *globals, args []string) error {
+	fs := flag.NewFlagSet("tahctl", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	g.register(fs)
+	help := fs.Bool("help", false, "")
+	fs.BoolVar(help, "h", false, "")
+	if err := fs.Parse(args); err != nil {
+		return usageError("`tahctl help`", "%v", err)
+	}
+	if *help {
+		printUsage(g.stdout)
+		return nil
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		printUsage(g.stderr)
+		return usageError("`tahctl send \"your question\"`, or `tahctl help`", "no command given")
+	}
+	name, rest := rest[0], rest[1:]
+	if name == "help" {
+		if len(rest) == 0 {
+			printUsage(g.stdout)
+			return nil
+		}
+		name, rest = rest[0], []string{"--help"}
+	}
+	for _, c := range commands() {
+		if c.name == name && c.run != nil {
+			if err := c.run(ctx, g, rest); err != errHelp {
+				return err
+			}
+			return nil
+		}
+	}
+	return usageError("`tahctl help` lists the commands", "unknown command %q", name)
+}
+
+// flags is a command's flag set, with the global flags and a usage text.
+func (g *globals) flags(name, args, summary string) *flag.FlagSet {
+	fs := flag.NewFlagSet("tahctl "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	g.register(fs)
+	fs.Usage = func() {
+		w := g.stdout
+		fmt.Fprintf(w, "Usage: tahctl %s %s\n\n%s\n", name, args, summary)
+		var own []string
+		fs.VisitAll(func(f *flag.Flag) {
+			switch f.Name {
+			case "server", "data-dir", "user", "password", "json", "timeout":
+				return
+			}
+			name, usage := flag.UnquoteUsage(f)
+			own = append(own, fmt.Sprintf("  --%-18s %s", strings.TrimSpace(f.Name+" "+name), usage))
+		})
+		if len(own) > 0 {
+			fmt.Fprintf(w, "\nFlags:\n%s\n", strings.Join(own, "\n"))
+		}
+		fmt.Fprint(w, usageGlobals)
+		fmt.Fprint(w, exitCodesHelp)
+	}
+	return fs
+}
+
+// parse parses a command's arguments, with flags anywhere among them ("--"
+// ends the flags). --help prints the usage and returns errHelp.
+func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return nil, errHelp
+		}
+		if err != nil {
+			return nil, usageError("`"+fs.Name()+" --help`", "%v", err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// errHelp ends a command after its usage was printed on request.
+var errHelp = exitStatus(exitOK)
+
+// oneID is the single session id a command takes.
+func oneID(fs *flag.FlagSet, pos []string) (string, error) {
+	switch len(pos) {
+	case 0:
+		return "", usageError("`"+fs.Name()+" ID`; `tahctl list` shows the sessions", "no session id given")
+	case 1:
+		return pos[0], checkID(pos[0])
+	}
+	return "", usageError("`"+fs.Name()+" --help`", "%s takes one session id, got %d arguments", fs.Name(), len(pos))
+}

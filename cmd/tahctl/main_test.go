@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rogpeppe/go-internal/testscript"
+
+	"github.com/tah-dev/tah/internal/localnode"
+	"github.com/tah-dev/tah/internal/nodecmd"
+)
+
+// The end-to-end tests run real processes: tah-node and tahctl are this test
+// binary, run again under those names by testscript (so a node can be killed
+// with SIGKILL and started again), with real NATS, real SQLite and a data
+// directory in each script's $WORK. Both print "[exit N]" on stderr as their
+// last line, so that scripts check exit codes.
+func TestMain(m *testing.M) {
+	testscript.Main(m, map[string]func(){
+		"tahctl": func() {
+			g := &globals{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv, timeout: 20 * time.Second}
+			err := run(context.Background(), g, os.Args[1:])
+			report(os.Stderr, err)
+			code := exitCode(err)
+			fmt.Fprintf(os.Stderr, "[exit %d]\n", code)
+			os.Exit(code)
+		},
+		"tah-node": func() {
+			err := nodecmd.Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr)
+			nodecmd.Report(os.Stderr, err)
+			code := nodecmd.ExitCode(err)
+			fmt.Fprintf(os.Stderr, "[exit %d]\n", code)
+			os.Exit(code)
+		},
+	})
+}
+
+func TestScripts(t *testing.T) {
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                 filepath.Join("testdata", "script"),
+		RequireExplicitExec: true,
+		Deadline:            time.Now().Add(4 * time.Minute),
+		Setup: func(env *testscript.Env) error {
+			env.Setenv("REPO", repo)
+			// testscript passes on none of the caller's environment (no TAH_*
+			// variable); no colours either.
+			env.Setenv("NO_COLOR", "1")
+			return nil
+		},
+		Condition: func(cond string) (bool, error) {
+			switch cond {
+			case "jsdeps": // the JavaScript client's npm dependencies are installed
+				_, err := os.Stat(filepath.Join(repo, "examples", "client-js", "node_modules", "nats"))
+				return err == nil, nil
+			case "tooldeps": // the JavaScript tool service's
+				_, err := os.Stat(filepath.Join(repo, "examples", "tool-service-js", "node_modules", "nats"))
+				return err == nil, nil
+			}
+			return false, fmt.Errorf("unknown condition %q", cond)
+		},
+		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			"waitnode": cmdWaitNode,
+			"sid":      cmdSID,
+			"waitfor":  cmdWaitFor,
+			"nodeenv":  cmdNodeEnv,
+			"httpget":  cmdHTTPGet,
+			"bigfile":  cmdBigFile,
+			"listen":   cmdListen,
+		},
+	})
+}
+
+// pollDeadline bounds every wait of the scripts' own commands.
+const pollDeadline = 60 * time.Second
+
+// dataDir is the script's node data directory: $WORK/.tah, or the argument.
+func dataDir(ts *testscript.TestScript, args []string) string {
+	if len(args) > 0 {
+		return ts.MkAbs(args[0])
+	}
+	return ts.MkAbs(".tah")
+}
+
+// waitnode [DATADIR]: waits until the node of DATADIR ($WORK/.tah) wrote its
+// node.json and answers `tahctl status`.
+func cmdWaitNode(ts *testscript.TestScript, neg bool, args []string) {
+	if neg {
+		ts.Fatalf("unsupported: ! waitnode")
+	}
+	dir := dataDir(ts, args)
+	deadline := time.Now().Add(pollDeadline)
+	var last error
+	for time.Now().Before(deadline) {
+		info, err := localnode.ReadNodeInfo(dir)
+		if err == nil && syscall.Kill(info.PID, 0) == nil {
+			if last = ts.Exec("tahctl", "--data-dir", dir, "status"); last == nil {
+				return
+			}
+		} else {
+			last = err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("the node of %s is not ready after %v: %v", dir, pollDeadline, last)
+}
+
+var sidRE = regexp.MustCompile(`s_[0-9a-z]{20}`)
+
+// sid NAME: sets $NAME to the first session id in the last command's stdout.
+func cmdSID(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: sid NAME")
+	}
+	id := sidRE.FindString(ts.ReadFile("stdout"))
+	if id == "" {
+		ts.Fatalf("no session id in stdout")
+	}
+	ts.Setenv(args[0], id)
+}
+
+// waitfor REGEXP COMMAND ARGS...: runs the command until its stdout matches.
+func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: waitfor REGEXP COMMAND [ARGS...]")
+	}
+	re, err := regexp.Compile(args[0])
+	ts.Check(err)
+	deadline := time.Now().Add(pollDeadline)
+	for time.Now().Before(deadline) {
+		if ts.Exec(args[1], args[2:]...) == nil && re.MatchString(ts.ReadFile("stdout")) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("%s never printed %q within %v", strings.Join(args[1:], " "), args[0], pollDeadline)
+}
+
+// nodeenv [DATADIR]: sets NATS_URL, NATS_USER, NATS_PASS and PORT from the
+// node's node.json and credentials.json (for clients in other languages, and
+// to restart a node on the same port).
+func cmdNodeEnv(ts *testscript.TestScript, neg bool, args []string) {
+	dir := dataDir(ts, args)
+	info, err := localnode.ReadNodeInfo(dir)
+	ts.Check(err)
+	creds, err := localnode.ReadCredentials(dir)
+	ts.Check(err)
+	ts.Setenv("NATS_URL", info.URL)
+	ts.Setenv("NATS_USER", creds.User)
+	ts.Setenv("NATS_PASS", creds.Password)
+	ts.Setenv("PORT", info.URL[strings.LastIndex(info.URL, ":")+1:])
+	ts.Setenv("HTTP_ADDR", info.HTTP)
+}
+
+// httpget PATH FILE: GETs PATH from the node's HTTP address (node.json) into
+// FILE; it fails unless the status is 200 (! httpget: unless it is not).
+func cmdHTTPGet(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: httpget PATH FILE")
+	}
+	info, err := localnode.ReadNodeInfo(dataDir(ts, nil))
+	ts.Check(err)
+	resp, err := http.Get("http://" + info.HTTP + args[0])
+	ts.Check(err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	ts.Check(err)
+	ts.Logf("%s: %s", args[0], resp.Status)
+	if ok := resp.StatusCode == http.StatusOK; ok == neg {
+		ts.Fatalf("GET %s: %s", args[0], resp.Status)
+	}
+	ts.Check(os.WriteFile(ts.MkAbs(args[1]), body, 0o644))
+}
+
+// bigfile NAME BYTES: writes a file of BYTES letters.
+func cmdBigFile(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: bigfile NAME BYTES")
+	}
+	n, err := strconv.Atoi(args[1])
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), []byte(strings.Repeat("a", n)), 0o644))
+}
+
+// listen NAME: holds a free local port for the rest of the script and sets
+// $NAME to it (to see a node refuse a port in use).
+func cmdListen(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: listen NAME")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	ts.Defer(func() { ln.Close() })
+	ts.Setenv(args[0], strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// labels collects --label K=V flags.
+type labels map[string]string
+
+func (l labels) String() string { return "" }
+func (l labels) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", s)
+	}
+	l[k] = v
+	return nil
+}
+
+// runNew is `tahctl new`: create a session and print its id.
+func runNew(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags("new", "[--label K=V]...", "Creates an empty session and prints its id (on its own line, for scripts).")
+	ls := labels{}
+	fs.Var(ls, "label", "a label `K=V` of the session (repeatable)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("`tahctl send TEXT` creates a session and sends TEXT", "new takes no arguments, got %q", pos[0])
+	}
+	c, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var r struct {
+		Session string `json:"session"`
+		Seq     uint64 `json:"seq"`
+	}
+	if err := c.call(ctx, "create", map[string]any{"labels": map[string]string(ls)}, &r); err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(g.stdout, r)
+	}
+	_, err = fmt.Fprintln(g.stdout, r.Session)
+	return err
+}

@@ -1,0 +1,44 @@
+package main
+
+import "context"
+
+const resumeHelp = `Continues a turn that a crash or a stop interrupted, from where the log
+stops (a completed tool call is never run again), and streams the rest as send
+does. A node also resumes such a turn by itself when the input that started it
+comes back to it; resume does it now.`
+
+// runResume is `tahctl resume ID`.
+func runResume(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags("resume", "ID", resumeHelp)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneID(fs, pos)
+	if err != nil {
+		return err
+	}
+	c, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.getSession(ctx, id); err != nil {
+		return err
+	}
+	w, err := c.watch(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if g.json {
+		_ = printJSON(g.stdout, map[string]any{"kind": "session", "session": id, "created": false})
+	} else {
+		w.note(w.st.dim("resuming ") + w.st.cyan(id))
+	}
+	if err := w.publish(ctx, "resume", input{}); err != nil {
+		return err
+	}
+	_, err = w.wait(ctx)
+	return err
+}

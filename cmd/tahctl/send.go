@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+)
+
+// maxInputBytes is the largest input tahctl sends: the log records the input
+// in the turn and in every LLM step's request, so a larger text belongs in a
+// file the agent reads.
+const maxInputBytes = 1 << 20
+
+const sendHelp = `Sends TEXT to a session and streams the answer as it is written: the
+answer on stdout, each tool call and its outcome on one line on stderr, with a
+spinner while the model thinks (on a terminal). Without -s it creates a session
+first and prints its id. TEXT "-" reads the input from stdin.
+
+Ctrl-C cancels the turn and exits with 130. The exit status says how the turn
+ended: 0 completed, 1 failed, 5 cancelled (see below).
+With --json: one JSON object per line: {"kind":"session"}, then "delta",
+"event" and finally "outcome".`
+
+// runSend is `tahctl send [-s ID] TEXT`.
+func runSend(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags("send", "[-s ID] TEXT", sendHelp)
+	sid := fs.String("s", "", "the session to continue (default: a new session)")
+	fs.StringVar(sid, "session", "", "same as -s")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	text := strings.Join(pos, " ")
+	if text == "-" {
+		b, err := io.ReadAll(io.LimitReader(g.stdin, maxInputBytes+1))
+		if err != nil {
+			return usageError("", "read the input from stdin: %v", err)
+		}
+		text = string(b)
+	}
+	if strings.TrimSpace(text) == "" {
+		return usageError(`tahctl send "your question" (or tahctl send - < file.txt)`, "the input is empty")
+	}
+	if len(text) > maxInputBytes {
+		return usageError("put the text in a file under the node's tools root and ask the agent to read it",
+			"the input is over %s bytes, the most tahctl sends (the log keeps the input in every step)", num(maxInputBytes))
+	}
+	if *sid != "" {
+		if err := checkID(*sid); err != nil {
+			return err
+		}
+	}
+	c, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	created := false
+	if *sid == "" {
+		var r struct {
+			Session string `json:"session"`
+		}
+		if err := c.call(ctx, "create", map[string]any{}, &r); err != nil {
+			return err
+		}
+		*sid, created = r.Session, true
+	} else if _, err := c.getSession(ctx, *sid); err != nil {
+		return err
+	}
+	w, err := c.watch(ctx, *sid)
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	if g.json {
+		_ = printJSON(g.stdout, map[string]any{"kind": "session", "session": *sid, "created": created})
+	} else if created {
+		w.note(w.st.dim("session ") + w.st.cyan(*sid) + w.st.dim(" (new; continue it with: tahctl send -s "+*sid+" TEXT)"))
+	} else {
+		w.note(w.st.dim("session ") + w.st.cyan(*sid))
+	}
+	if err := w.publish(ctx, "run", input{Text: text}); err != nil {
+		return err
+	}
+	_, err = w.wait(ctx)
+	return err
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/tah-dev/tah/projection"
+)
+
+const showHelp = `Shows a session and its steps as a timeline: for each step its turn, kind
+(llm, tool, thinking), status, duration and tokens; for a tool its input and a
+preview of its output; for a model call what it answered. Then the last answer.`
+
+// runShow is `tahctl show ID`.
+func runShow(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags("show", "ID", showHelp)
+	full := fs.Bool("full", false, "print the whole last answer (default: its first 10 lines)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	id, err := oneID(fs, pos)
+	if err != nil {
+		return err
+	}
+	c, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	s, err := c.getSession(ctx, id)
+	if err != nil {
+		return err
+	}
+	var r struct {
+		Steps []projection.Step `json:"steps"`
+	}
+	// Brief: without each model call's whole request (the context, which grows
+	// with the session), so that the reply fits in a message.
+	if err := c.call(ctx, "steps", map[string]any{"session": id, "brief": true}, &r); err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(g.stdout, map[string]any{"session": s, "steps": r.Steps})
+	}
+	st := newStyle(g, g.stdout)
+	w := g.stdout
+	fmt.Fprintf(w, "%s  %s  %s\n", st.bold(s.ID), statusCell(st, s.Status).paintText(), st.dim(fmt.Sprintf("%s · created %s · updated %s", plural(s.Turn, "turn"), ago(s.CreatedAt), ago(s.UpdatedAt))))
+	if s.Title != "" {
+		fmt.Fprintf(w, "  %q\n", oneLine(s.Title, 100))
+	}
+	if s.ForkedFrom != "" {
+		fmt.Fprintf(w, "  %s\n", st.dim("forked from "+s.ForkedFrom))
+	}
+	var llmCalls, toolCalls int
+	for _, step := range r.Steps {
+		switch step.Type {
+		case projection.StepLLM:
+			llmCalls++
+		case projection.StepTool:
+			toolCalls++
+		}
+	}
+	fmt.Fprintf(w, "  %s\n\n", st.dim(fmt.Sprintf("%s · %s · %s tokens in, %s out · %s events",
+		plural(llmCalls, "model call"), plural(toolCalls, "tool call"), num(s.Usage.InputTokens), num(s.Usage.OutputTokens), num(s.Events))))
+	if len(r.Steps) == 0 {
+		fmt.Fprintf(w, "No steps yet: `tahctl send -s %s \"your question\"` starts a turn.\n", s.ID)
+		return nil
+	}
+	var t table
+	t.add(cell{"TURN", st.bold}, cell{"#", st.bold}, cell{"KIND", st.bold}, cell{"STATUS", st.bold}, cell{"TIME", st.bold},
+		cell{"TOKENS", st.bold}, cell{"DETAIL", st.bold})
+	for i, step := range r.Steps {
+		tokens, detail := "", ""
+		switch step.Type {
+		case projection.StepLLM:
+			if step.Response != nil {
+				u := step.Response.Usage
+				tokens = num(u.InputTokens) + " → " + num(u.OutputTokens)
+				var names []string
+				for _, tc := range step.Response.ToolCalls {
+					names = append(names, tc.Name)
+				}
+				switch {
+				case len(names) > 0 && step.Response.Content != "":
+					detail = fmt.Sprintf("%q, then calls %s", oneLine(step.Response.Content, 30), strings.Join(names, ", "))
+				case len(names) > 0:
+					detail = "calls " + strings.Join(names, ", ")
+				default:
+					detail = fmt.Sprintf("%q", oneLine(step.Response.Content, 60))
+				}
+			}
+		case projection.StepTool:
+			detail = step.Tool + " " + compactJSON(step.Input, 50)
+			if step.Status.Done() {
+				detail += " → " + preview(step.Output, 50)
+			}
+			if step.Artifact != nil {
+				detail += fmt.Sprintf(" [full output: %s, %s bytes]", step.Artifact.Object, num(int(step.Artifact.Size)))
+			}
+		case projection.StepThinking:
+			detail = oneLine(step.Content, 80)
+		}
+		if step.Error != "" {
+			detail = strings.TrimSpace(detail + " " + st.red("error: "+oneLine(step.Error, 80)))
+			if step.Code != "" {
+				detail += " [" + step.Code + "]"
+			}
+		}
+		t.add(plain(fmt.Sprint(step.Turn)), plain(fmt.Sprint(i+1)), plain(string(step.Type)), statusCell(st, string(step.Status)),
+			plain(ms(step.DurationMS)), plain(tokens), plain(detail))
+	}
+	if err := t.write(w); err != nil {
+		return err
+	}
+	switch {
+	case s.LastOutput != "":
+		out := s.LastOutput
+		if !*full {
+			out = cutLines(out, 10, "tahctl show --full "+s.ID)
+		}
+		fmt.Fprintf(w, "\n%s\n%s\n", st.bold("Last answer:"), out)
+	case s.LastCode == "cancelled":
+		fmt.Fprintf(w, "\n%s %s\n", st.yellow("Cancelled:"), s.LastError)
+	case s.LastError != "":
+		fmt.Fprintf(w, "\n%s %s [%s]\n", st.red("Last error:"), s.LastError, s.LastCode)
+	}
+	return nil
+}
+
+func (c cell) paintText() string {
+	if c.paint == nil {
+		return c.text
+	}
+	return c.paint(c.text)
+}
+
+// cutLines keeps the first n lines of s and says how many more there are and
+// which command shows them.
+func cutLines(s string, n int, more string) string {
+	s = strings.TrimRight(s, "\n")
+	lines := strings.Split(s, "\n")
+	if len(lines) <= n {
+		return s
+	}
+	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n… %d more lines: %s", len(lines)-n, more)
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/tah-dev/tah/llm"
+)
+
+// runTools is `tahctl tools`.
+func runTools(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags("tools", "", "Lists the tools the node offers to the model: its own and those of tool services on NATS.")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageError("`tahctl tools`", "tools takes no arguments, got %q", pos[0])
+	}
+	c, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var r struct {
+		Tools []llm.ToolSchema `json:"tools"`
+	}
+	if err := c.call(ctx, "tools", map[string]any{}, &r); err != nil {
+		return err
+	}
+	if g.json {
+		return printJSON(g.stdout, r)
+	}
+	if len(r.Tools) == 0 {
+		fmt.Fprintln(g.stdout, "the node offers no tools")
+		return nil
+	}
+	st := newStyle(g, g.stdout)
+	var t table
+	t.add(cell{"TOOL", st.bold}, cell{"INPUT", st.bold}, cell{"DESCRIPTION", st.bold})
+	for _, tool := range r.Tools {
+		t.add(plain(tool.Name), plain(inputNames(tool.InputSchema)), plain(oneLine(tool.Description, 80)))
+	}
+	return t.write(g.stdout)
+}
+
+// inputNames lists the properties of a tool's input schema, required ones first.
+func inputNames(schema json.RawMessage) string {
+	var s struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
+	}
+	if json.Unmarshal(schema, &s) != nil || len(s.Properties) == 0 {
+		return "-"
+	}
+	req := map[string]bool{}
+	out := ""
+	for _, r := range s.Required {
+		req[r] = true
+		if _, ok := s.Properties[r]; ok {
+			out += r + " "
+		}
+	}
+	var opt []string
+	for name := range s.Properties {
+		if !req[name] {
+			opt = append(opt, name)
+		}
+	}
+	sort.Strings(opt)
+	for _, o := range opt {
+		out += "[" + o + "] "
+	}
+	return oneLine(out, 50)
+}

@@ -1,0 +1,142 @@
+// An example TAH client in JavaScript, with the official `nats` client, written
+// from docs/protocol.md alone.
+//
+// It creates a session (the API's tah.api.create), watches the session's events
+// (an ordered JetStream consumer on tah.sess.<sid>.evt.>) and token deltas (core
+// NATS tah.sess.<sid>.delta), sends one input (a JetStream publish to
+// tah.sess.<sid>.in with the Tah-Command header), prints the answer as it is
+// written (stdout) and each step as it is logged (stderr), and exits when the
+// turn ends: 0 when it completed, 1 when it failed, 5 when it was cancelled.
+//
+// Run:  NATS_URL=nats://127.0.0.1:4222 NATS_USER=tah NATS_PASS=... node index.js "your question"
+// (a node's user and password are in its data directory's credentials.json;
+// NATS_CREDENTIALS_FILE=.tah/credentials.json reads them from there).
+
+"use strict";
+
+const fs = require("fs");
+const crypto = require("crypto");
+const { connect, headers, StringCodec } = require("nats");
+
+const sc = StringCodec();
+const EVENT_STREAM = "TAH_EVT";
+
+function credentials() {
+  const file = process.env.NATS_CREDENTIALS_FILE;
+  if (file) {
+    const c = JSON.parse(fs.readFileSync(file, "utf8"));
+    return { user: c.user, pass: c.password };
+  }
+  return { user: process.env.NATS_USER, pass: process.env.NATS_PASS };
+}
+
+// api calls tah.api.<name> and returns the JSON reply, or throws the service error.
+async function api(nc, name, body) {
+  const m = await nc.request("tah.api." + name, sc.encode(JSON.stringify(body || {})), { timeout: 10000 });
+  const code = m.headers && m.headers.get("Nats-Service-Error-Code");
+  if (code) throw new Error(`tah.api.${name}: ${code} ${m.headers.get("Nats-Service-Error")}`);
+  return JSON.parse(sc.decode(m.data));
+}
+
+function oneLine(s, n) {
+  s = String(s || "").split(/\s+/).filter(Boolean).join(" ");
+  return s.length > n ? s.slice(0, n - 1) + "…" : s;
+}
+
+// describe says, on one line, what a step's event is about.
+function describe(ev) {
+  const d = ev.data || {};
+  switch (ev.type) {
+    case "turn.started": return `turn ${d.turn}: ${JSON.stringify(oneLine(d.message && d.message.content, 60))}`;
+    case "llm.started": return `${d.step_id}: the model is asked (${(d.request.messages || []).length} messages)`;
+    case "llm.completed": {
+      const r = d.response || {};
+      const calls = (r.tool_calls || []).map((c) => c.name);
+      const what = calls.length ? "calls " + calls.join(", ") : JSON.stringify(oneLine(r.content, 50));
+      const u = r.usage || {};
+      return `${d.step_id}: ${what} (${u.input_tokens} → ${u.output_tokens} tokens)`;
+    }
+    case "llm.failed": return `${d.step_id}: ${d.error} [${d.code}]`;
+    case "tool.started": return `${d.call.name} ${JSON.stringify(d.call.arguments || {})}`;
+    case "tool.finished": {
+      const first = String(d.output || "").split("\n")[0];
+      return `${d.name} → ${oneLine(first, 50)}${d.is_error ? " [" + d.code + "]" : ""}`;
+    }
+    case "agent.finished": return `turn ${d.turn} done: ${d.steps} model calls`;
+    case "agent.failed": return `turn ${d.turn} failed: ${d.error} [${d.code}]`;
+    case "agent.cancelled": return `turn ${d.turn} cancelled: ${d.reason || ""}`;
+    default: return "";
+  }
+}
+
+async function main() {
+  const text = process.argv.slice(2).join(" ") || "分析这个项目的目录结构";
+  const nc = await connect({
+    servers: process.env.NATS_URL || "nats://127.0.0.1:4222",
+    ...credentials(),
+    name: "tah-client-js",
+  });
+  const js = nc.jetstream();
+
+  // 1. A new session.
+  const { session: sid } = await api(nc, "create", {});
+  process.stderr.write(`session ${sid}\n`);
+
+  // 2. Watch before sending, so that nothing is missed: the token deltas...
+  let highEpoch = 0;
+  let lineOpen = false;
+  const deltas = nc.subscribe(`tah.sess.${sid}.delta`, {
+    callback: (err, m) => {
+      if (err) return;
+      const epoch = Number((m.headers && m.headers.get("Tah-Epoch")) || 0);
+      if (epoch < highEpoch) return; // from an owner that lost the session
+      highEpoch = epoch;
+      const d = JSON.parse(sc.decode(m.data));
+      if (d.text) {
+        process.stdout.write(d.text);
+        lineOpen = !d.text.endsWith("\n");
+      }
+    },
+  });
+  // ...and the steps: an ordered consumer filtered on the session's events,
+  // by start sequence (the client's default: 1, so from the session's first
+  // event on; it is new).
+  const consumer = await js.consumers.get(EVENT_STREAM, { filterSubjects: `tah.sess.${sid}.evt.>` });
+  const events = await consumer.consume();
+  await nc.flush();
+
+  // 3. The input.
+  const id = "in_" + crypto.randomBytes(8).toString("hex");
+  const h = headers();
+  h.set("Tah-Command", "run");
+  await js.publish(`tah.sess.${sid}.in`, sc.encode(JSON.stringify({ id, input: text })), { headers: h, msgID: id });
+
+  // 4. Until the turn ends.
+  let exitCode = 1;
+  for await (const m of events) {
+    const ev = JSON.parse(sc.decode(m.data));
+    if (lineOpen && ev.type !== "llm.streaming") {
+      process.stdout.write("\n");
+      lineOpen = false;
+    }
+    const what = describe(ev);
+    process.stderr.write(`  #${m.seq} ${ev.type}${what ? "  " + what : ""}\n`);
+    if (ev.type === "agent.finished" || ev.type === "agent.failed" || ev.type === "agent.cancelled") {
+      if (ev.type === "agent.finished") {
+        exitCode = 0;
+      } else if (ev.type === "agent.cancelled") {
+        exitCode = 5;
+      }
+      break;
+    }
+  }
+  await events.close();
+  deltas.unsubscribe();
+  await nc.drain();
+  process.exit(exitCode);
+}
+
+main().catch((err) => {
+  process.stderr.write(`Error: ${err.message}\n`);
+  process.exit(4);
+});

@@ -1,0 +1,524 @@
+// Package nodecmd is the tah-node command: it reads the configuration
+// (defaults, a JSON file, TAH_* variables, flags), starts a node (node.Start
+// and its API), serves /metrics and /healthz, writes the data directory's
+// credentials and node.json for local clients, and stops cleanly on SIGINT or
+// SIGTERM. cmd/node is its main; the end-to-end tests run it in-process.
+//
+//	err := nodecmd.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+//	os.Exit(nodecmd.ExitCode(err))
+package nodecmd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tah-dev/tah/config"
+	"github.com/tah-dev/tah/internal/localnode"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/llm/providers"
+	"github.com/tah-dev/tah/node"
+	"github.com/tah-dev/tah/tools"
+	"github.com/tah-dev/tah/tools/builtin"
+	"github.com/tah-dev/tah/tools/remote"
+)
+
+// Exit codes of tah-node.
+const (
+	ExitOK     = 0 // stopped by SIGINT or SIGTERM after a clean shutdown
+	ExitFailed = 1 // could not start (a port in use, a locked data directory, ...) or failed while running
+	ExitUsage  = 2 // bad flags or configuration
+)
+
+// Error is an error of tah-node with its exit code and a hint.
+type Error struct {
+	Code int
+	Err  error
+	// Try says what to do about it, for people.
+	Try string
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// ExitCode is the process exit code for err (nil: 0).
+func ExitCode(err error) int {
+	var e *Error
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &e):
+		return e.Code
+	case errors.Is(err, flag.ErrHelp):
+		return ExitOK
+	}
+	return ExitFailed
+}
+
+// Report writes err for people: "Error: ..." and "Try: ...".
+func Report(w io.Writer, err error) {
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	msg := err.Error()
+	for _, noise := range []string{": invalid configuration", ": invalid LLM configuration", ": invalid bus configuration"} {
+		msg = strings.ReplaceAll(msg, noise, "")
+	}
+	if strings.Contains(msg, "\n") {
+		fmt.Fprintf(w, "Error: %s\n", strings.ReplaceAll(msg, "\n", "\n  "))
+	} else {
+		fmt.Fprintf(w, "Error: %s\n", msg)
+	}
+	var e *Error
+	if errors.As(err, &e) && e.Try != "" {
+		fmt.Fprintf(w, "Try: %s\n", e.Try)
+	}
+}
+
+func usageErr(err error, try string) error { return &Error{Code: ExitUsage, Err: err, Try: try} }
+func failed(err error, try string) error   { return &Error{Code: ExitFailed, Err: err, Try: try} }
+
+const usageHead = `Usage: tah-node [flags]
+
+Runs a TAH node: durable LLM agent sessions on NATS JetStream. With no
+configuration at all it keeps its data in .tah, embeds a NATS server on
+127.0.0.1:4222 (with credentials generated into .tah/credentials.json),
+answers with the mock model in demo mode, and lets the agent read the files
+under the working directory. Talk to it with tahctl.
+
+Each source of settings overrides the one before: the defaults, a JSON file
+(--config), TAH_* environment variables, then flags.
+
+Flags:
+`
+
+// printUsage prints the settings by section: flag, meaning, variable, value.
+func printUsage(w io.Writer, cfg *config.Config) {
+	fmt.Fprint(w, usageHead)
+	fmt.Fprintf(w, "  %-26s %s\n", "--config FILE", "JSON configuration file, keys as --print-config shows them [TAH_CONFIG]")
+	fmt.Fprintf(w, "  %-26s %s\n", "--print-config", "print the configuration in effect as JSON and exit")
+	fmt.Fprintf(w, "  %-26s %s\n", "-h, --help", "this help")
+	section := ""
+	for _, s := range cfg.Settings() {
+		sec := "General"
+		if k, _, ok := strings.Cut(s.Key, "."); ok {
+			sec = map[string]string{"nats": "NATS", "llm": "Model", "agent": "Agent", "tools": "Tools"}[k]
+		} else if s.Key == "http" || strings.HasPrefix(s.Key, "log_") {
+			sec = "Observability"
+		}
+		if sec != section {
+			section = sec
+			fmt.Fprintf(w, "\n%s:\n", sec)
+		}
+		name := "(no flag)"
+		if s.Flag != "" {
+			name = "--" + s.Flag + " " + argName(s)
+		}
+		usage := s.Usage
+		if s.Env == "TAH_NATS_PASSWORD" {
+			usage = "NATS password, with --nats-user (environment only, to keep it out of ps)"
+		}
+		fmt.Fprintf(w, "  %-26s %s [%s]", name, usage, s.Env)
+		if s.Value != "" && s.Value != "0" && s.Value != "false" {
+			fmt.Fprintf(w, " (default %s)", s.Value)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprint(w, usageTail)
+}
+
+// argName is the placeholder of a flag's value in the help.
+func argName(s config.Setting) string {
+	switch {
+	case strings.HasSuffix(s.Key, "port") || strings.HasSuffix(s.Key, "replicas") || strings.HasSuffix(s.Key, "partitions") ||
+		strings.HasSuffix(s.Key, "max_steps") || strings.HasSuffix(s.Key, "chars") || strings.HasSuffix(s.Key, "retries") ||
+		strings.HasSuffix(s.Key, "max_tokens") || strings.HasSuffix(s.Key, "max_concurrent"):
+		return "N"
+	case strings.HasSuffix(s.Key, "timeout") || strings.HasSuffix(s.Key, "pace") || strings.HasSuffix(s.Key, "wait"):
+		return "DURATION"
+	case s.Key == "tools.write" || s.Key == "tools.remote":
+		return "[=BOOL]"
+	case s.Key == "data_dir" || s.Key == "tools.root":
+		return "DIR"
+	case strings.HasSuffix(s.Key, "script"):
+		return "FILE"
+	case strings.HasSuffix(s.Key, "url") || s.Key == "nats.routes":
+		return "URL"
+	case s.Key == "http":
+		return "HOST:PORT"
+	}
+	return "TEXT"
+}
+
+const usageTail = `
+Exit status: 0 after a clean stop (SIGINT or SIGTERM), 1 when the node cannot
+start or fails, 2 for bad flags or configuration.
+
+Files in the data directory: nats/ (the log), data.db (the read model),
+credentials.json (NATS user and password, mode 0600), node.json (where the
+running node listens, for tahctl).
+`
+
+// Run runs tah-node with args until ctx ends or SIGINT/SIGTERM arrives.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, extra, err := parse(args, stderr)
+	if err != nil {
+		return err
+	}
+	if extra.printConfig {
+		return printConfig(stdout, cfg)
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, stop, cfg, stdout, stderr)
+}
+
+type extraFlags struct {
+	configPath  string
+	printConfig bool
+}
+
+// parse reads the configuration: defaults, the file, the environment, flags.
+func parse(args []string, stderr io.Writer) (config.Config, extraFlags, error) {
+	var extra extraFlags
+	cfg := config.Default()
+	path, err := configPath(args)
+	if err != nil {
+		return cfg, extra, usageErr(err, "tah-node --config path/to/tah.json")
+	}
+	if path == "" {
+		path = os.Getenv("TAH_CONFIG")
+	}
+	if err := cfg.Load(path, os.LookupEnv); err != nil {
+		return cfg, extra, usageErr(err, "fix the setting named above (tah-node --help lists them)")
+	}
+	fs := flag.NewFlagSet("tah-node", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&extra.configPath, "config", path, "JSON configuration file ($TAH_CONFIG); keys as in --print-config")
+	fs.BoolVar(&extra.printConfig, "print-config", false, "print the configuration in effect as JSON and exit")
+	cfg.RegisterFlags(fs)
+	fs.Usage = func() { printUsage(fs.Output(), &cfg) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, extra, err
+		}
+		return cfg, extra, usageErr(err, "tah-node --help")
+	}
+	if fs.NArg() > 0 {
+		return cfg, extra, usageErr(fmt.Errorf("unexpected argument %q: tah-node takes flags only", fs.Arg(0)), "tah-node --help")
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, extra, usageErr(fmt.Errorf("the configuration cannot work:\n%w", err), "fix the settings named above (tah-node --help lists them)")
+	}
+	return cfg, extra, nil
+}
+
+// configPath finds --config before the flags are parsed, so that the flags can
+// override the file.
+func configPath(args []string) (string, error) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "config" {
+			continue
+		}
+		if hasVal {
+			return val, nil
+		}
+		if i+1 >= len(args) {
+			return "", errors.New("flag needs an argument: --config")
+		}
+		return args[i+1], nil
+	}
+	return "", nil
+}
+
+func printConfig(w io.Writer, cfg config.Config) error {
+	b, err := jsonIndent(cfg)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(b))
+	return err
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve starts the node and waits for ctx; stop restores the default signal
+// behaviour, so that a second Ctrl-C during shutdown ends the process at once.
+func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr io.Writer) (err error) {
+	log := newLogger(cfg, stderr)
+	if cfg.NodeID == "" {
+		cfg.NodeID = node.DefaultNodeID()
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return usageErr(fmt.Errorf("%s: %w", config.Describe("data_dir"), err), "")
+	}
+	cfg.DataDir = dataDir
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return failed(fmt.Errorf("data directory %s: %w", dataDir, err), "choose another with --data-dir (TAH_DATA_DIR)")
+	}
+	unlock, err := lockDataDir(dataDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+
+	embedded := cfg.NATS.URL == ""
+	credsNote := ""
+	if embedded && cfg.NATS.User == "" {
+		creds, created, err := localnode.EnsureCredentials(dataDir)
+		if err != nil {
+			return failed(fmt.Errorf("credentials: %w", err), "")
+		}
+		cfg.NATS.User, cfg.NATS.Password = creds.User, creds.Password
+		credsNote = filepath.Join(dataDir, localnode.CredentialsFile)
+		if created {
+			log.Info("credentials generated", "file", credsNote)
+		}
+		checkMode(log, credsNote)
+	}
+	if embedded && cfg.NATS.Port > 0 {
+		if err := probePort(cfg.NATS.Host, cfg.NATS.Port); err != nil {
+			return failed(fmt.Errorf("NATS cannot listen on %s: %w", net.JoinHostPort(cfg.NATS.Host, strconv.Itoa(cfg.NATS.Port)), err),
+				"stop the process that uses the port (another tah-node?), or choose another with --nats-port (TAH_NATS_PORT), e.g. --nats-port 4223, or --nats-port 0 for a free one")
+		}
+	}
+	var httpLn net.Listener
+	if cfg.HTTP != "" {
+		if httpLn, err = net.Listen("tcp", cfg.HTTP); err != nil {
+			return failed(fmt.Errorf("/metrics and /healthz cannot listen on %s: %w", cfg.HTTP, err),
+				"choose another address with --http (TAH_HTTP), e.g. --http 127.0.0.1:0 for a free port, or --http '' to turn it off")
+		}
+		defer httpLn.Close()
+	}
+
+	provider, err := providers.New(cfg.LLMConfig())
+	if err != nil {
+		return usageErr(fmt.Errorf("the model provider: %w", err), "fix the llm settings (tah-node --help lists them)")
+	}
+	root, err := filepath.Abs(cfg.Tools.Root)
+	if err != nil {
+		return usageErr(fmt.Errorf("%s: %w", config.Describe("tools.root"), err), "")
+	}
+	reg, err := tools.NewRegistry()
+	if err != nil {
+		return failed(err, "")
+	}
+	if err := reg.Add(builtin.Tools(builtin.Config{Root: root, Write: cfg.Tools.Write})...); err != nil {
+		return failed(err, "")
+	}
+	opts := node.Options{
+		Bus:                cfg.BusConfig(),
+		Session:            cfg.SessionConfig(),
+		Provider:           provider,
+		Tools:              reg,
+		ToolOptions:        tools.Options{Timeout: time.Duration(cfg.Tools.Timeout), Logger: log.With("component", "tools")},
+		MaxConcurrentTools: cfg.Tools.MaxConcurrent,
+		Logger:             log,
+	}
+	opts.Bus.Name = "tah-node " + cfg.NodeID
+	// The embedded server's notices (its banner, each start step) are debug
+	// records here; its warnings and errors stay what they are.
+	opts.Bus.Logger = slog.New(demoted{log.Handler()})
+	if cfg.Tools.Remote {
+		opts.RemoteTools = &remote.Config{RefreshEvery: 30 * time.Second}
+	}
+	n, err := node.Start(ctx, opts)
+	if err != nil {
+		return failed(fmt.Errorf("the node did not start: %w", err), startHint(err))
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if cerr := n.Close(sctx); cerr != nil {
+			log.Error("shutdown", "err", cerr)
+			if err == nil {
+				err = failed(fmt.Errorf("shutdown: %w", cerr), "")
+			}
+		}
+	}()
+	if err := n.StartAPI(ctx); err != nil {
+		return failed(err, "")
+	}
+
+	var srv *http.Server
+	httpAddr := ""
+	if httpLn != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", n.Metrics.Handler())
+		mux.Handle("/healthz", n.HealthHandler())
+		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/" {
+				http.NotFound(w, r)
+				return
+			}
+			fmt.Fprintf(w, "TAH node %s: /metrics (Prometheus), /healthz\n", cfg.NodeID)
+		})
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		httpAddr = httpLn.Addr().String()
+		served := make(chan struct{})
+		go func() { // owned here: ends when srv is shut down below
+			defer close(served)
+			if err := srv.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("http server", "err", err)
+			}
+		}()
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.Shutdown(sctx)
+			<-served
+		}()
+	}
+
+	info := localnode.NodeInfo{Node: cfg.NodeID, PID: os.Getpid(), URL: localURL(n.Bus.ClientURL()), HTTP: localURL(httpAddr), Started: time.Now().UTC()}
+	if err := localnode.WriteNodeInfo(dataDir, info); err != nil {
+		return failed(fmt.Errorf("node.json: %w", err), "")
+	}
+	defer localnode.RemoveNodeInfo(dataDir, info.PID)
+
+	log.Info("ready", "node", cfg.NodeID, "nats", info.URL, "http", httpAddr, "data_dir", dataDir,
+		"provider", provider.Name(), "tools_root", root)
+	banner(stdout, cfg, info, provider, n, root, credsNote)
+
+	<-ctx.Done()
+	stop() // a second signal now ends the process at once
+	log.Info("stopping: running turns stop without acknowledging their input and resume at the next start", "node", cfg.NodeID)
+	return nil
+}
+
+// banner tells a person at the terminal what runs and what to do next.
+func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provider, n *node.Node, root, creds string) {
+	model := p.Name()
+	if cfg.LLM.Provider == llm.ProviderMock {
+		if cfg.LLM.MockScript == "" {
+			model = "mock (demo mode: lists and reads files, then summarises; no API key needed)"
+		} else {
+			model = "mock (script " + cfg.LLM.MockScript + ")"
+		}
+	} else if cfg.LLM.Model != "" {
+		model += " " + cfg.LLM.Model
+	}
+	var names []string
+	for _, s := range n.ToolSchemas() {
+		names = append(names, s.Name)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "TAH node %s is ready.\n", cfg.NodeID)
+	fmt.Fprintf(w, "  NATS     %s", info.URL)
+	if creds != "" {
+		fmt.Fprintf(w, " (user and password in %s)", creds)
+	}
+	fmt.Fprintln(w)
+	if info.HTTP != "" {
+		fmt.Fprintf(w, "  metrics  http://%s/metrics   health http://%s/healthz\n", info.HTTP, info.HTTP)
+	}
+	fmt.Fprintf(w, "  model    %s\n", model)
+	fmt.Fprintf(w, "  tools    %s (root %s)\n", strings.Join(names, ", "), root)
+	fmt.Fprintf(w, "  data     %s\n", cfg.DataDir)
+	fmt.Fprintf(w, "Try: tahctl send \"分析这个项目的目录结构\"   (Ctrl-C here stops the node)\n")
+}
+
+// localURL is url (or host:port) with an unspecified host (0.0.0.0, ::), on
+// which a server listens on every interface, replaced by 127.0.0.1: where a
+// local client connects.
+func localURL(url string) string {
+	for _, host := range []string{"0.0.0.0", "[::]"} {
+		if i := strings.Index(url, host+":"); i >= 0 {
+			return url[:i] + "127.0.0.1" + url[i+len(host):]
+		}
+	}
+	return url
+}
+
+// probePort fails when host:port is taken, so that the error names the flag at
+// once rather than after the embedded server's start timeout.
+func probePort(host string, port int) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return errors.New("the address is already in use")
+		}
+		return err
+	}
+	return ln.Close()
+}
+
+func startHint(err error) string {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "address already in use"):
+		return "choose another port with --nats-port (TAH_NATS_PORT), or --nats-port 0 for a free one"
+	case strings.Contains(msg, "incompatible"):
+		return "see the message above; docs/protocol.md, \"Setup and versions\", says how to migrate"
+	case strings.Contains(msg, "authorization"):
+		return "check --nats-user and TAH_NATS_PASSWORD against the NATS server's accounts"
+	case strings.Contains(msg, "connect"):
+		return "check --nats-url (TAH_NATS_URL), or leave it empty to embed a server"
+	}
+	return "run with --log-level debug for details"
+}
+
+// demoted lowers info records to debug.
+type demoted struct{ slog.Handler }
+
+func (d demoted) Enabled(ctx context.Context, l slog.Level) bool {
+	switch l {
+	case slog.LevelInfo:
+		return d.Handler.Enabled(ctx, slog.LevelDebug)
+	case slog.LevelWarn:
+		return true // Handle, which sees the message, decides
+	}
+	return d.Handler.Enabled(ctx, l)
+}
+
+func (d demoted) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "Plaintext passwords detected") {
+		// The embedded server's own credentials: generated, 0600, and the
+		// node's in-process client needs them in the clear.
+		r.Level = slog.LevelDebug
+	}
+	if r.Level == slog.LevelInfo {
+		r.Level = slog.LevelDebug
+	}
+	if !d.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return d.Handler.Handle(ctx, r)
+}
+
+func (d demoted) WithAttrs(as []slog.Attr) slog.Handler { return demoted{d.Handler.WithAttrs(as)} }
+func (d demoted) WithGroup(name string) slog.Handler    { return demoted{d.Handler.WithGroup(name)} }
+
+func checkMode(log *slog.Logger, path string) {
+	fi, err := os.Stat(path)
+	if err == nil && fi.Mode().Perm()&0o077 != 0 {
+		log.Warn("the credentials file is readable by others: chmod 600 it", "file", path, "mode", fi.Mode().Perm().String())
+	}
+}

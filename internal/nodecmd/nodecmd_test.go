@@ -1,0 +1,73 @@
+package nodecmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+)
+
+func TestLocalURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://0.0.0.0:4222":   "nats://127.0.0.1:4222",
+		"nats://[::]:4222":      "nats://127.0.0.1:4222",
+		"nats://127.0.0.1:4222": "nats://127.0.0.1:4222",
+		"0.0.0.0:9464":          "127.0.0.1:9464",
+		"":                      "",
+	} {
+		if got := localURL(in); got != want {
+			t.Errorf("localURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestConfigPath(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--config", "a.json"}, "a.json"},
+		{[]string{"-config=b.json", "--nats-port", "0"}, "b.json"},
+		{[]string{"--nats-port", "0"}, ""},
+		{[]string{"--", "--config", "c.json"}, ""},
+	} {
+		if got, err := configPath(tc.args); err != nil || got != tc.want {
+			t.Errorf("configPath(%q) = %q, %v; want %q", tc.args, got, err, tc.want)
+		}
+	}
+	if _, err := configPath([]string{"--config"}); err == nil {
+		t.Error("--config without a value accepted")
+	}
+}
+
+func TestHelpAndUsageErrors(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := Run(context.Background(), []string{"--help"}, &out, &errb)
+	if !errors.Is(err, flag.ErrHelp) || ExitCode(err) != ExitOK {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, want := range []string{"--nats-port N", "[TAH_NATS_PORT] (default 4222)", "TAH_NATS_PASSWORD", "Exit status"} {
+		if !strings.Contains(errb.String(), want) {
+			t.Errorf("the help lacks %q", want)
+		}
+	}
+	err = Run(context.Background(), []string{"--max-steps", "-7", "--http", "nowhere"}, &out, &errb)
+	if ExitCode(err) != ExitUsage {
+		t.Fatalf("bad settings: %v (exit %d)", err, ExitCode(err))
+	}
+	var b bytes.Buffer
+	Report(&b, err)
+	for _, want := range []string{"Error: the configuration cannot work:", "agent.max_steps (--max-steps, TAH_MAX_STEPS)", "http (--http, TAH_HTTP)", "Try: "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the report lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "invalid configuration") {
+		t.Errorf("the report repeats the sentinel:\n%s", b.String())
+	}
+	if err := Run(context.Background(), []string{"extra"}, &out, &errb); ExitCode(err) != ExitUsage {
+		t.Errorf("an argument: %v", err)
+	}
+}

@@ -131,7 +131,11 @@ func (g *globals) flags(name, args, summary string) *flag.FlagSet {
 				return
 			}
 			name, usage := flag.UnquoteUsage(f)
-			own = append(own, fmt.Sprintf("  --%-18s %s", strings.TrimSpace(f.Name+" "+name), usage))
+			dash := "--"
+			if len(f.Name) == 1 {
+				dash = "-"
+			}
+			own = append(own, fmt.Sprintf("  %-20s %s", dash+strings.TrimSpace(f.Name+" "+name), usage))
 		})
 		if len(own) > 0 {
 			fmt.Fprintf(w, "\nFlags:\n%s\n", strings.Join(own, "\n"))

@@ -24,8 +24,8 @@ With --json: one JSON object per line: {"kind":"session"}, then "delta",
 // runSend is `tahctl send [-s ID] TEXT`.
 func runSend(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags("send", "[-s ID] TEXT", sendHelp)
-	sid := fs.String("s", "", "the session to continue (default: a new session)")
-	fs.StringVar(sid, "session", "", "same as -s")
+	sid := fs.String("s", "", "continue the session `ID` (default: a new session)")
+	fs.StringVar(sid, "session", "", "same as -s `ID`")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

@@ -1,0 +1,246 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+)
+
+// Metrics are the node's Prometheus metrics: what this node did (turns it ran,
+// LLM calls it made, tool calls it executed), not what the whole cluster did,
+// so that summing over nodes counts every step once.
+//
+//	tah_turns_total{status}                    turns (and resumes) that ended here: completed, failed, cancelled
+//	tah_turn_duration_seconds{status}          how long they ran on this node
+//	tah_inputs_total{command}                  inputs handed to session actors: run, resume, cancel, compact
+//	tah_inputs_rejected_total                  inputs refused (unknown session, ...)
+//	tah_steps_total{kind}                      steps executed: llm, tool
+//	tah_llm_request_duration_seconds{provider,outcome}   one LLM call; outcome ok, error, cancelled
+//	tah_llm_tokens_total{provider,kind}        tokens: input, output, cache_read
+//	tah_tool_duration_seconds{tool,outcome}    one tool call; outcome ok, error, cancelled
+//	tah_errors_total{kind}                     llm, tool, turn, input
+//	tah_sessions_active                        session actors alive on this node
+//	tah_read_model_position                    the last log sequence applied to the read model
+//	tah_read_model_problems_total              events stored but not folded into the read model
+//
+// plus the Go runtime's and the process's collectors.
+type Metrics struct {
+	reg           *prometheus.Registry
+	turns         *prometheus.CounterVec
+	turnDuration  *prometheus.HistogramVec
+	inputs        *prometheus.CounterVec
+	inputsRefused prometheus.Counter
+	steps         *prometheus.CounterVec
+	llmDuration   *prometheus.HistogramVec
+	tokens        *prometheus.CounterVec
+	toolDuration  *prometheus.HistogramVec
+	errors        *prometheus.CounterVec
+}
+
+func newMetrics(n *Node) *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		turns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tah_turns_total",
+			Help: "Turns (runs and resumes) that ended on this node, by how they ended."}, []string{"status"}),
+		turnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tah_turn_duration_seconds",
+			Help:    "How long a turn ran on this node, from its input to its end.",
+			Buckets: []float64{.1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}}, []string{"status"}),
+		inputs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tah_inputs_total",
+			Help: "Inputs handed to session actors on this node, by command."}, []string{"command"}),
+		inputsRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "tah_inputs_rejected_total",
+			Help: "Inputs this node refused (an unknown session, a command it could not deliver)."}),
+		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tah_steps_total",
+			Help: "Steps executed on this node: LLM calls and tool calls."}, []string{"kind"}),
+		llmDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tah_llm_request_duration_seconds",
+			Help:    "Latency of one LLM call, streamed answer included.",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300}}, []string{"provider", "outcome"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tah_llm_tokens_total",
+			Help: "Tokens the provider reported, by kind: input, output, cache_read."}, []string{"provider", "kind"}),
+		toolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tah_tool_duration_seconds",
+			Help:    "Latency of one tool call.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .5, 1, 5, 10, 30, 120}}, []string{"tool", "outcome"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tah_errors_total",
+			Help: "Failures on this node: llm (a failed call), tool (a failed result), turn (a failed turn), input (a refused input)."},
+			[]string{"kind"}),
+	}
+	m.reg.MustRegister(m.turns, m.turnDuration, m.inputs, m.inputsRefused, m.steps, m.llmDuration, m.tokens,
+		m.toolDuration, m.errors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_sessions_active", Help: "Session actors alive on this node."},
+			func() float64 {
+				if n.Sessions == nil {
+					return 0
+				}
+				return float64(n.Sessions.Active())
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_read_model_position", Help: "The last log sequence applied to the read model."},
+			func() float64 {
+				if n.Projector == nil {
+					return 0
+				}
+				return float64(n.Projector.Position())
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tah_read_model_problems_total", Help: "Events stored but not folded into the read model."},
+			func() float64 {
+				if n.Projector == nil {
+					return 0
+				}
+				return float64(n.Projector.Problems())
+			}),
+	)
+	// The label values known in advance, so that a dashboard sees zeros rather
+	// than nothing before the first turn.
+	for _, s := range []projection.Status{projection.StatusCompleted, projection.StatusFailed, projection.StatusCancelled} {
+		m.turns.WithLabelValues(string(s))
+	}
+	for _, k := range []string{"llm", "tool"} {
+		m.steps.WithLabelValues(k)
+	}
+	for _, k := range []string{"llm", "tool", "turn", "input"} {
+		m.errors.WithLabelValues(k)
+	}
+	return m
+}
+
+// Registry is the Prometheus registry of the node's metrics.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// turnEnded records the end of a run or resume on this node.
+func (m *Metrics) turnEnded(status projection.Status, d time.Duration) {
+	switch status {
+	case projection.StatusCompleted, projection.StatusFailed, projection.StatusCancelled:
+	default:
+		return // still active: not an end
+	}
+	m.turns.WithLabelValues(string(status)).Inc()
+	m.turnDuration.WithLabelValues(string(status)).Observe(d.Seconds())
+	if status == projection.StatusFailed {
+		m.errors.WithLabelValues("turn").Inc()
+	}
+}
+
+func (m *Metrics) toolCall(name string, isError bool, code string, d time.Duration) {
+	m.steps.WithLabelValues("tool").Inc()
+	outcome := "ok"
+	switch {
+	case code == "cancelled":
+		outcome = "cancelled"
+	case isError:
+		outcome = "error"
+		m.errors.WithLabelValues("tool").Inc()
+	}
+	m.toolDuration.WithLabelValues(name, outcome).Observe(d.Seconds())
+}
+
+func (m *Metrics) llmCall(provider string, resp llm.Response, err error, d time.Duration) {
+	m.steps.WithLabelValues("llm").Inc()
+	outcome := "ok"
+	switch {
+	case err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+		outcome = "cancelled"
+	case err != nil:
+		outcome = "error"
+		m.errors.WithLabelValues("llm").Inc()
+	}
+	m.llmDuration.WithLabelValues(provider, outcome).Observe(d.Seconds())
+	if err == nil {
+		u := resp.Usage
+		m.tokens.WithLabelValues(provider, "input").Add(float64(u.InputTokens))
+		m.tokens.WithLabelValues(provider, "output").Add(float64(u.OutputTokens))
+		if u.CacheReadTokens > 0 {
+			m.tokens.WithLabelValues(provider, "cache_read").Add(float64(u.CacheReadTokens))
+		}
+	}
+}
+
+// measured wraps a provider to record every call in m. It keeps the
+// provider's streaming ability: a Streamer stays a Streamer.
+func measured(p llm.Provider, m *Metrics) llm.Provider {
+	if s, ok := p.(llm.Streamer); ok {
+		return &measuredStreamer{measuredProvider{p: p, m: m}, s}
+	}
+	return &measuredProvider{p: p, m: m}
+}
+
+type measuredProvider struct {
+	p llm.Provider
+	m *Metrics
+}
+
+var (
+	_ llm.Provider = (*measuredProvider)(nil)
+	_ llm.Streamer = (*measuredStreamer)(nil)
+)
+
+func (p *measuredProvider) Name() string { return p.p.Name() }
+
+func (p *measuredProvider) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	start := time.Now()
+	resp, err := p.p.Generate(ctx, req)
+	p.m.llmCall(p.p.Name(), resp, err, time.Since(start))
+	return resp, err
+}
+
+type measuredStreamer struct {
+	measuredProvider
+	s llm.Streamer
+}
+
+func (p *measuredStreamer) Stream(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
+	start := time.Now()
+	resp, err := p.s.Stream(ctx, req, onDelta)
+	p.m.llmCall(p.s.Name(), resp, err, time.Since(start))
+	return resp, err
+}
+
+// Health reports whether the node can serve: its NATS connection is up,
+// JetStream answers, and the read model is open. It is what /healthz checks.
+func (n *Node) Health(ctx context.Context) error {
+	if n.Bus == nil {
+		return errors.New("not started")
+	}
+	if st := n.Bus.Conn().Status(); st != nats.CONNECTED {
+		return fmt.Errorf("NATS connection is %s", st)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := n.Bus.JetStream().AccountInfo(ctx); err != nil {
+		return fmt.Errorf("JetStream: %w", err)
+	}
+	return nil
+}
+
+// HealthHandler serves /healthz: 200 and {"status":"ok",...} when Health
+// passes, 503 and {"status":"unavailable","error":...} when it does not.
+func (n *Node) HealthHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := map[string]any{"status": "ok", "node": n.opts.Session.Node, "nats": n.Bus.ClientURL()}
+		code := http.StatusOK
+		if err := n.Health(r.Context()); err != nil {
+			body["status"], body["error"] = "unavailable", err.Error()
+			code = http.StatusServiceUnavailable
+		}
+		if n.Projector != nil {
+			body["read_model_position"] = n.Projector.Position()
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(body)
+	})
+}

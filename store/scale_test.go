@@ -151,8 +151,10 @@ func readAll(ctx context.Context, s *Store) error {
 		if err != nil {
 			return err
 		}
-		// The state was read in one transaction: it is a fold, whole.
-		if st.LastSeq < row.LastSeq || len(st.Messages) < row.Messages {
+		// The state was read in one transaction: it is a fold, whole, and never
+		// older than a row read before it. (The message count is no measure: a
+		// claim with an empty system prompt removes a message.)
+		if st.LastSeq < row.LastSeq || (st.LastSeq == row.LastSeq && len(st.Messages) != row.Messages) {
 			return fmt.Errorf("%s: state at %d is behind the row read before it at %d", id, st.LastSeq, row.LastSeq)
 		}
 		if err := llm.CheckPairing(projection.Repair(st.Messages)); err != nil {

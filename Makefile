@@ -6,7 +6,7 @@
 #   make build   bin/tah-node (the node) and bin/tahctl (the command line)
 #   make fuzz    the projection fuzz targets, FUZZTIME each (default 60s)
 #   make schema  regenerate docs/schema/ from the event payload types
-#   make bench   speed, scale and memory against the floor: docs/benchmarks.md (~7 min)
+#   make bench   speed, scale and memory against the floor: docs/benchmarks.md (~3-5 min)
 #   make lint    gofmt and go vet
 #   make help    this list
 #

@@ -98,10 +98,10 @@ func benchLoad(ctx context.Context, cfg config, syncEvery time.Duration) (*LoadR
 	if res.FloorBefore, err = loadFloor(ctx, st, warm, "f_loda", false); err != nil {
 		return nil, err
 	}
-	// A warm-up turn spawns and claims every session; the read model catches
-	// up meanwhile, and is waited for.
+	// A short warm-up turn (one LLM call) spawns and claims every other
+	// session; the read model catches up meanwhile, and is waited for.
 	if err := parallel(ctx, n-1, n, func(i int) error {
-		_, err := st.run(ctx, sid(i+1), input(sid(i+1), steps-1))
+		_, err := st.run(ctx, sid(i+1), input(sid(i+1), 0))
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("warm-up: %w", err)

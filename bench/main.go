@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -61,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var c config
 	var rows, lengths, syncs string
-	var deltaSub, cpuProfile string
+	var deltaSub, cpuProfile, render string
 	fs.StringVar(&c.out, "out", "docs", "write benchmarks.md and benchmarks.json to this directory (empty: stdout only)")
 	fs.StringVar(&c.tmp, "tmp", "", "parent directory of the temporary stores (default: the system's)")
 	fs.StringVar(&rows, "rows", "1,2,3,4,5,6,7", "the rows to run")
@@ -73,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&c.loadDelay, "llm-delay", 50*time.Millisecond, "row 3: how long the mock takes to answer")
 	fs.IntVar(&c.loadSteps, "load-steps", 5, "row 3: LLM steps a turn")
 	fs.IntVar(&c.loadTurns, "load-turns", 1, "row 3: measured turns per session (after one warm-up turn)")
-	fs.BoolVar(&c.pauseReadModel, "pause-read-model", false, "row 3, diagnostic: stop the read model's projector during the measured turns")
+	fs.BoolVar(&c.pauseReadModel, "pause-read-model", false, "rows 2-3, diagnostic: stop the read model's projector during the measured turns")
 	fs.StringVar(&c.phaseProfile, "cpuprofile-load", "", "row 3, diagnostic: write a CPU profile of the last measured turns only to this file")
 	fs.StringVar(&lengths, "resume-events", "100,1000,10000", "row 4: history lengths in events")
 	fs.IntVar(&c.resumeOthers, "resume-others", 1000, "row 4: other sessions interleaved in the stream")
@@ -84,6 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.memSessions, "mem-sessions", 10000, "row 6: sessions")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&c.memProfile, "memprofile", "", "row 6: write a heap profile after passivation to this file")
+	fs.StringVar(&render, "render", "", "measure nothing: write benchmarks.md (to -out) again from this benchmarks.json")
 	fs.StringVar(&deltaSub, "delta-subscriber", "", "internal: run as the delta subscriber process: URL,session,count")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -96,6 +99,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if deltaSub != "" {
 		return deltaSubscriber(ctx, deltaSub, stdout)
+	}
+	if render != "" {
+		return rerender(render, c.out, stdout)
 	}
 	c.rows = map[string]bool{}
 	for _, r := range strings.Split(rows, ",") {
@@ -177,4 +183,23 @@ func (c config) profilePhase() (stop func()) {
 		runtime.SetMutexProfileFraction(0)
 		runtime.SetBlockProfileRate(0)
 	}
+}
+
+// rerender writes the table and benchmarks.md again from a run's JSON, for
+// when the prose changed and the numbers did not.
+func rerender(path, out string, stdout io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	table := rep.table()
+	fmt.Fprint(stdout, table)
+	if out == "" {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(out, "benchmarks.md"), []byte(rep.markdown(table)), 0o644)
 }

@@ -48,7 +48,7 @@ type MemoryResult struct {
 // 10,000 sessions faster). Each session gets one turn of one LLM call from a
 // provider that keeps nothing, then stays idle until its actor passivates.
 func benchMemory(ctx context.Context, cfg config) (*MemoryResult, error) {
-	idle := 45 * time.Second
+	idle := 30 * time.Second
 	if cfg.quick {
 		idle = 10 * time.Second
 	}

@@ -56,6 +56,10 @@ type Machine struct {
 	Kernel   string `json:"kernel"`
 	Go       string `json:"go"`
 	Date     string `json:"date"`
+	// LoadAvg is /proc/loadavg at the start and at the end of the run:
+	// other work on the machine shows there.
+	LoadAvgStart string `json:"loadavg_start"`
+	LoadAvgEnd   string `json:"loadavg_end"`
 }
 
 func machine() Machine {
@@ -65,7 +69,18 @@ func machine() Machine {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		m.Kernel = "Linux " + strings.TrimSpace(string(b))
 	}
+	m.LoadAvgStart = loadAvg()
 	return m
+}
+
+// loadAvg is the first three fields of /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // procField returns the value of the first "key: value" line of a /proc file.
@@ -152,6 +167,7 @@ func measure(ctx context.Context, c config, log io.Writer) (*Report, error) {
 		rep.Memory = r
 	}
 	rep.Took = time.Since(begin)
+	rep.Machine.LoadAvgEnd = loadAvg()
 	step("done")
 	return rep, nil
 }
@@ -202,6 +218,9 @@ func (r *Report) rows() []row {
 			verdict = metOr(times >= targetPeerTimes, fmt.Sprintf("missed: %s× over", trimFloat(round1(float64(s.Overhead)/(float64(peerStep)/targetPeerTimes)))))
 		}
 		own, less := fdur(s.Overhead), fmt.Sprintf("%s× less", trimFloat(round1(times)))
+		if times < 1 {
+			less = fmt.Sprintf("%s× more", trimFloat(round1(1/times)))
+		}
 		if s.Overhead <= 0 {
 			own, less = "≈ 0 (within the noise)", "—"
 		}

@@ -100,6 +100,10 @@ func benchStep(ctx context.Context, cfg config, syncEvery time.Duration) (*StepR
 		sid             string
 	}
 	for rep := range cfg.stepTurns + 1 {
+		var resumeRM func(bool) error
+		if cfg.pauseReadModel {
+			resumeRM = st.pauseProjector(ctx)
+		}
 		sid := fmt.Sprintf("s_step%03d", rep)
 		if err := st.create(ctx, sid); err != nil {
 			return nil, err
@@ -115,6 +119,11 @@ func benchStep(ctx context.Context, cfg config, syncEvery time.Duration) (*StepR
 		r, err := st.runAt(ctx, sid, input(sid, cfg.steps))
 		if err != nil {
 			return nil, err
+		}
+		if resumeRM != nil {
+			if err := resumeRM(false); err != nil {
+				return nil, err
+			}
 		}
 		last, err := b.LastSeq(ctx, sid)
 		if err != nil {

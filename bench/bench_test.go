@@ -1,0 +1,68 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+)
+
+// The helpers' tests are cheap; the benchmarks themselves run with make bench.
+
+func TestSamplePercentiles(t *testing.T) {
+	var s sample
+	for i := 1; i <= 100; i++ {
+		s = append(s, time.Duration(i))
+	}
+	if s.p50() != 50 || s.p99() != 99 || s.pct(100) != 100 || s.pct(0) != 1 {
+		t.Fatalf("p50 %v p99 %v max %v min %v", s.p50(), s.p99(), s.pct(100), s.pct(0))
+	}
+	if (sample{}).p50() != 0 || medianDur([]time.Duration{3, 1, 2}) != 2 || median([]float64{1, 2, 3, 4}) != 2.5 {
+		t.Fatal("empty or median")
+	}
+}
+
+func TestStepGroupsAndIntervals(t *testing.T) {
+	types := []event.Type{event.TurnStarted,
+		event.LLMStarted, event.LLMStreaming, event.LLMCompleted, event.ToolStarted, event.ToolFinished,
+		event.LLMStarted, event.LLMStreaming, event.LLMCompleted, event.AgentFinished, event.CheckpointCreated}
+	evs := make([]event.Event, len(types))
+	for i, ty := range types {
+		evs[i] = event.Event{Type: ty}
+	}
+	g := stepGroups(evs)
+	if len(g) != 2 || len(g[0]) != 6 || len(g[1]) != 5 || g[1][0].Type != event.LLMStarted {
+		t.Fatalf("groups %d: %d, %d", len(g), len(g[0]), len(g[1]))
+	}
+	iv := intervals(evs)
+	// After call 0 began: its streaming, completed, the tool's two events and
+	// the next llm.started; after call 1: the rest.
+	if len(iv) != 2 || len(iv[0]) != 5 || iv[0][4] != 6 || len(iv[1]) != 4 {
+		t.Fatalf("intervals %v", iv)
+	}
+}
+
+func TestFormat(t *testing.T) {
+	for _, c := range []struct{ got, want string }{
+		{fnum(1234567.4), "1,234,567"}, {fnum(999), "999"},
+		{fdur(1500 * time.Nanosecond), "1.5 µs"}, {fdur(2345 * time.Microsecond), "2.35 ms"}, {fdur(3 * time.Second), "3 s"},
+		{fbytes(3470), "3.47 KB"}, {fbytes(512), "512 B"}, {fratio(1.234), "1.23×"}, {fratio(117.4), "117×"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestTurnOf(t *testing.T) {
+	c := llm.ToolCall{ID: "c1", Name: "noop"}
+	msgs := []llm.Message{llm.User("s_a 9"), llm.Assistant("done"), llm.User(input("s_b", 4)),
+		llm.Assistant("", c), {Role: llm.RoleTool, ToolCallID: "c1", Content: "ok"}}
+	if sid, n, done := turnOf(msgs); sid != "s_b" || n != 4 || done != 1 {
+		t.Fatalf("%s %d %d", sid, n, done)
+	}
+	if sid, n, done := turnOf(nil); sid != "" || n != 0 || done != 0 {
+		t.Fatal("no messages")
+	}
+}

@@ -71,7 +71,10 @@ type Config struct {
 	InputPinnedTTL time.Duration `json:"input_pinned_ttl,omitempty"`
 	// InputMaxAckPending bounds the inputs of one partition in flight at once.
 	InputMaxAckPending int `json:"input_max_ack_pending,omitempty"`
-	// NodeTTL is how long an entry of the tah_nodes bucket lives without refresh.
+	// NodeTTL is how long a node may go without rewriting its entry in tah_nodes
+	// (it does so every NodeTTL/5) before the other nodes take it for dead and
+	// share its partitions out; a node that cannot write its entry for that long
+	// stops its sessions (it is about to be replaced).
 	NodeTTL time.Duration `json:"node_ttl,omitempty"`
 	// ToolResultTTL is how long a stored remote tool call lives in
 	// tah_tool_results (the tool services' protocol says 24 hours).
@@ -105,10 +108,10 @@ func Default() Config {
 		Partitions:         16,
 		ReadyTimeout:       30 * time.Second,
 		AppendTimeout:      5 * time.Second,
-		InputAckWait:       10 * time.Second,
+		InputAckWait:       8 * time.Second,
 		InputPinnedTTL:     5 * time.Second,
 		InputMaxAckPending: 1000,
-		NodeTTL:            30 * time.Second,
+		NodeTTL:            5 * time.Second,
 		ToolResultTTL:      24 * time.Hour,
 	}
 }

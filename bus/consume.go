@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -143,14 +145,18 @@ func (m *InputMsg) KeepAlive(every time.Duration) (stop func()) {
 	return stop
 }
 
-// InputConsumer pulls input partitions on behalf of a node.
+// InputConsumer pulls input partitions on behalf of a node. The set of
+// partitions it pulls may change while it runs (Add, Remove): a node in a
+// cluster pulls its share.
 type InputConsumer struct {
-	b       *Bus
-	h       InputHandler
-	ctx     context.Context
-	cancel  context.CancelFunc
-	parts   []*partitionPull
-	stopped sync.Once
+	b      *Bus
+	h      InputHandler
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	parts   map[int]*partitionPull
+	stopped bool
 }
 
 type partitionPull struct {
@@ -175,39 +181,106 @@ func (b *Bus) ConsumeInputs(ctx context.Context, h InputHandler, partitions ...i
 			partitions = append(partitions, p)
 		}
 	}
-	cctx, cancel := context.WithCancel(context.Background())
-	c := &InputConsumer{b: b, h: h, ctx: cctx, cancel: cancel}
-	expiry := max(b.cfg.InputPinnedTTL/3, time.Second)
-	for _, p := range partitions {
-		if p < 0 || p >= b.cfg.Partitions {
-			c.stop()
-			return nil, fmt.Errorf("input partition %d: there are %d (0..%d)", p, b.cfg.Partitions, b.cfg.Partitions-1)
-		}
-		pp := &partitionPull{p: p, name: partitionConsumer(p)}
-		cons, err := b.in.Consumer(ctx, pp.name)
-		if err == nil {
-			pp.mu.Lock()
-			pp.cc, err = cons.Consume(func(m jetstream.Msg) { c.deliver(pp, m) },
-				jetstream.PullPriorityGroup(InputGroup),
-				jetstream.PullExpiry(expiry),
-				jetstream.PullMaxMessages(min(100, b.cfg.InputMaxAckPending)),
-				jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}),
-			)
-			pp.mu.Unlock()
-		}
-		if err != nil {
-			c.stop()
-			return nil, fmt.Errorf("consume input partition %d: %w", p, err)
-		}
-		c.parts = append(c.parts, pp)
+	c, err := b.NewInputConsumer(h)
+	if err != nil {
+		return nil, err
 	}
-	// Registered once complete, so that Close of the Bus never sees it half
-	// built.
+	for _, p := range partitions {
+		if err := c.Add(ctx, p); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// NewInputConsumer returns a consumer that pulls no partition yet: Add them.
+func (b *Bus) NewInputConsumer(h InputHandler) (*InputConsumer, error) {
+	cctx, cancel := context.WithCancel(context.Background())
+	c := &InputConsumer{b: b, h: h, ctx: cctx, cancel: cancel, parts: map[int]*partitionPull{}}
 	if err := b.track(c); err != nil {
-		c.stop()
+		cancel()
 		return nil, err
 	}
 	return c, nil
+}
+
+// Add starts pulling partition p; pulling it already is not an error. The
+// partition's inputs arrive once the server pins it to this consumer: at once
+// when no other node holds it, otherwise when the holder unpins it (Remove,
+// Close) or stops pulling for Config.InputPinnedTTL.
+func (c *InputConsumer) Add(ctx context.Context, p int) error {
+	if p < 0 || p >= c.b.cfg.Partitions {
+		return fmt.Errorf("input partition %d: there are %d (0..%d)", p, c.b.cfg.Partitions, c.b.cfg.Partitions-1)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return ErrClosed
+	}
+	if c.parts[p] != nil {
+		return nil
+	}
+	pp := &partitionPull{p: p, name: partitionConsumer(p)}
+	cons, err := c.b.in.Consumer(ctx, pp.name)
+	if err == nil {
+		pp.mu.Lock()
+		pp.cc, err = cons.Consume(func(m jetstream.Msg) { c.deliver(pp, m) },
+			jetstream.PullPriorityGroup(InputGroup),
+			jetstream.PullExpiry(max(c.b.cfg.InputPinnedTTL/3, time.Second)),
+			jetstream.PullMaxMessages(min(100, c.b.cfg.InputMaxAckPending)),
+			jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}),
+		)
+		pp.mu.Unlock()
+	}
+	if err != nil {
+		return fmt.Errorf("consume input partition %d: %w", p, err)
+	}
+	c.parts[p] = pp
+	return nil
+}
+
+// Remove hands partitions over: it stops pulling them, waits until no
+// handler call for them runs, calls handOver (if not nil: the node stops its
+// sessions of those partitions there, so that their inputs go back
+// unacknowledged), then unpins each partition this consumer holds, so that
+// another node pulling it takes it over at once. Inputs already delivered stay
+// with their handlers, which Ack or Nak them as usual.
+func (c *InputConsumer) Remove(ctx context.Context, partitions []int, handOver func()) error {
+	var gone []*partitionPull
+	c.mu.Lock()
+	for _, p := range partitions {
+		if pp := c.parts[p]; pp != nil {
+			gone = append(gone, pp)
+			delete(c.parts, p)
+		}
+	}
+	c.mu.Unlock()
+	for _, pp := range gone {
+		pp.stop()
+	}
+	if handOver != nil {
+		handOver()
+	}
+	var errs []error
+	for _, pp := range gone {
+		if err := c.unpin(ctx, pp); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Partitions returns the partitions being pulled, sorted.
+func (c *InputConsumer) Partitions() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]int, 0, len(c.parts))
+	for p := range c.parts {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (c *InputConsumer) deliver(pp *partitionPull, m jetstream.Msg) {
@@ -255,17 +328,28 @@ func (c *InputConsumer) Stop() {
 }
 
 func (c *InputConsumer) stop() {
-	c.stopped.Do(func() {
-		for _, pp := range c.parts {
-			pp.mu.Lock()
-			pp.done = true
-			if pp.cc != nil {
-				pp.cc.Stop()
-			}
-			pp.mu.Unlock()
-		}
-		c.cancel()
-	})
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return
+	}
+	c.stopped = true
+	parts := slices.Collect(maps.Values(c.parts))
+	c.mu.Unlock()
+	for _, pp := range parts {
+		pp.stop()
+	}
+	c.cancel()
+}
+
+// stop ends the pulls of pp and waits for a handler call in progress.
+func (pp *partitionPull) stop() {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	pp.done = true
+	if pp.cc != nil {
+		pp.cc.Stop()
+	}
 }
 
 // Close is Stop, then unpins each partition this node holds, so that another
@@ -274,26 +358,37 @@ func (c *InputConsumer) stop() {
 // wait expires, or at once if their handler Naks them.
 func (c *InputConsumer) Close(ctx context.Context) error {
 	c.Stop()
+	c.mu.Lock()
+	parts := slices.Collect(maps.Values(c.parts))
+	c.parts = map[int]*partitionPull{}
+	c.mu.Unlock()
 	var errs []error
-	for _, pp := range c.parts {
-		pp.mu.Lock()
-		pin := pp.pinID
-		pp.mu.Unlock()
-		if pin == "" {
-			continue
-		}
-		cons, err := c.b.in.Consumer(ctx, pp.name)
-		if err != nil {
+	for _, pp := range parts {
+		if err := c.unpin(ctx, pp); err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		for _, g := range cons.CachedInfo().PriorityGroups {
-			if g.Group == InputGroup && g.PinnedClientID == pin {
-				if err := c.b.in.UnpinConsumer(ctx, pp.name, InputGroup); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-					errs = append(errs, fmt.Errorf("unpin partition %d: %w", pp.p, err))
-				}
-			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// unpin releases partition pp if the server has it pinned to this consumer.
+func (c *InputConsumer) unpin(ctx context.Context, pp *partitionPull) error {
+	pp.mu.Lock()
+	pin := pp.pinID
+	pp.mu.Unlock()
+	if pin == "" {
+		return nil
+	}
+	cons, err := c.b.in.Consumer(ctx, pp.name)
+	if err != nil {
+		return fmt.Errorf("unpin partition %d: %w", pp.p, err)
+	}
+	for _, g := range cons.CachedInfo().PriorityGroups {
+		if g.Group == InputGroup && g.PinnedClientID == pin {
+			if err := c.b.in.UnpinConsumer(ctx, pp.name, InputGroup); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return fmt.Errorf("unpin partition %d: %w", pp.p, err)
+			}
+		}
+	}
+	return nil
 }

@@ -86,8 +86,12 @@ type NATS struct {
 	Partitions  int      `json:"partitions"`
 	// InputAckWait is how long an input may go unconfirmed by its owner before
 	// the server hands it to the next owner: the takeover time of a turn whose
-	// node died. 0 means the bus's default (10s).
+	// node died. 0 means the bus's default (8s).
 	InputAckWait Duration `json:"input_ack_wait,omitempty"`
+	// NodeTTL is how long a node may go without a heartbeat before the others
+	// take its partitions over (and how long a node cut off from NATS keeps its
+	// sessions before stopping them). 0 means the bus's default (5s).
+	NodeTTL Duration `json:"node_ttl,omitempty"`
 }
 
 // LLM chooses the provider.
@@ -179,7 +183,8 @@ func (c *Config) env() []setting {
 		{"TAH_NATS_ROUTES", "nats-routes", "nats.routes", "comma-separated route URLs of the other nodes", listVar(&c.NATS.Routes)},
 		{"TAH_NATS_REPLICAS", "nats-replicas", "nats.replicas", "replicas of streams and buckets (1, or 3 on a cluster)", intVar(&c.NATS.Replicas)},
 		{"TAH_NATS_PARTITIONS", "nats-partitions", "nats.partitions", "input partitions", intVar(&c.NATS.Partitions)},
-		{"TAH_NATS_INPUT_ACK_WAIT", "nats-input-ack-wait", "nats.input_ack_wait", "how long a dead node's running input waits before another node takes it (0: 10s)", durVar(&c.NATS.InputAckWait)},
+		{"TAH_NATS_INPUT_ACK_WAIT", "nats-input-ack-wait", "nats.input_ack_wait", "how long a dead node's running input waits before another node takes it (0: 8s)", durVar(&c.NATS.InputAckWait)},
+		{"TAH_NATS_NODE_TTL", "nats-node-ttl", "nats.node_ttl", "how long a silent node keeps its partitions before the others take them (0: 5s)", durVar(&c.NATS.NodeTTL)},
 		{"TAH_LLM_PROVIDER", "llm-provider", "llm.provider", "mock, openai or anthropic", strVar(&c.LLM.Provider)},
 		{"TAH_LLM_MODEL", "llm-model", "llm.model", "model name", strVar(&c.LLM.Model)},
 		{"TAH_LLM_BASE_URL", "llm-base-url", "llm.base_url", "API base URL (e.g. http://localhost:11434/v1 for Ollama)", strVar(&c.LLM.BaseURL)},
@@ -433,6 +438,12 @@ func (c Config) BusConfig() bus.Config {
 	}
 	if c.NATS.InputAckWait > 0 {
 		b.InputAckWait = time.Duration(c.NATS.InputAckWait)
+	}
+	if c.NATS.NodeTTL > 0 {
+		// A partition's pin outlives its silent node as long as the node's
+		// presence does: both say "dead" at the same time.
+		b.NodeTTL = time.Duration(c.NATS.NodeTTL)
+		b.InputPinnedTTL = max(b.NodeTTL, 3*time.Second)
 	}
 	return b
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,6 +63,7 @@ type Node struct {
 	Metrics *Metrics
 	runner  *toolrunner.Runner
 	inputs  *bus.InputConsumer
+	cluster *membership
 	tools   tools.Catalog    // local and remote, as offered to the model
 	remote  *remote.Registry // nil without RemoteTools
 	closers []func(context.Context) error
@@ -78,13 +80,18 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		log = slog.Default()
 	}
 	if opts.Session.Node == "" {
-		opts.Session.Node = DefaultNodeID()
+		dir := opts.Bus.DataDir
+		if opts.StorePath != "" {
+			dir = filepath.Dir(opts.StorePath)
+		}
+		opts.Session.Node = DefaultNodeID(dir)
 	}
 	n = &Node{opts: opts, log: log}
 	n.Metrics = newMetrics(n)
+	started := n // `return nil, err` clears n before this runs
 	defer func() {
 		if err != nil {
-			n.Close(context.WithoutCancel(ctx))
+			_ = started.Close(context.WithoutCancel(ctx))
 			n = nil
 		}
 	}()
@@ -166,17 +173,25 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	n.closers = append(n.closers, n.Sessions.Close)
 
-	if n.inputs, err = n.Bus.ConsumeInputs(ctx, n.handleInput); err != nil {
+	if n.inputs, err = n.Bus.NewInputConsumer(n.handleInput); err != nil {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.inputs.Close)
+	// Presence and the share of the partitions: closed first, so that the
+	// other nodes take this one's partitions over while it stops.
+	if n.cluster, err = startMembership(ctx, n); err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, n.cluster.close)
 	log.Info("node started", "nats", n.Bus.ClientURL(), "read_model", path, "provider", opts.Provider.Name())
 	return n, nil
 }
 
-// DefaultNodeID names a node that was given no name: its host name and process
-// id, "host-1234".
-func DefaultNodeID() string {
+// DefaultNodeID names a node that was given no name: its host name and a
+// short hash of its data directory, "host-1a2b3c". It stays the same across
+// restarts, so that a node that comes back replaces its own presence entry
+// instead of leaving a dead one that holds partitions until it expires.
+func DefaultNodeID(dataDir string) string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "node"
@@ -184,7 +199,17 @@ func DefaultNodeID() string {
 	if i := strings.IndexByte(host, '.'); i > 0 {
 		host = host[:i]
 	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
+	host = strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, host)
+	if abs, err := filepath.Abs(dataDir); err == nil {
+		dataDir = abs
+	}
+	sum := sha256.Sum256([]byte(dataDir))
+	return fmt.Sprintf("%s-%x", host, sum[:3])
 }
 
 // ID is the node's name, as recorded in session.claimed.

@@ -3,6 +3,7 @@ package projection
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -113,6 +114,12 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("turn %d is not after %d: %w", d.Turn, s.Turn, ErrInconsistent)
 		}
 		s.Turn, s.TurnLLMCalls, s.TurnCompactTried, s.LastInputID = d.Turn, 0, false, d.InputID
+		if d.InputID != "" {
+			if len(s.RecentInputs) >= RecentInputsKept {
+				s.RecentInputs = slices.Delete(s.RecentInputs, 0, len(s.RecentInputs)-RecentInputsKept+1)
+			}
+			s.RecentInputs = append(s.RecentInputs, d.InputID)
+		}
 		s.Status = StatusRunning
 		s.Messages = append(s.Messages, d.Message.Clone())
 

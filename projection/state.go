@@ -2,6 +2,7 @@ package projection
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/tah-dev/tah/event"
@@ -135,6 +136,10 @@ type State struct {
 	// LastInputID is the input id of the last turn started, so that a redelivered
 	// input is recognised instead of starting the turn twice.
 	LastInputID string `json:"last_input_id,omitempty"`
+	// RecentInputs are the input ids of the last RecentInputsKept turns, oldest
+	// first: an input redelivered after a newer one already ran (its node died
+	// while the newer one was delivered to the next owner) is recognised too.
+	RecentInputs []string `json:"recent_inputs,omitempty"`
 	// TurnLLMCalls counts the LLM steps of the current turn, for maxSteps.
 	TurnLLMCalls int `json:"turn_llm_calls"`
 	// TurnCompactTried is true once the current turn attempted auto-compaction.
@@ -205,4 +210,14 @@ func (s State) Clone() State {
 		panic("projection: state does not unmarshal: " + err.Error())
 	}
 	return c
+}
+
+// RecentInputsKept is how many turns' input ids State.RecentInputs keeps: far
+// more than the inputs of one session in flight at a node's death.
+const RecentInputsKept = 64
+
+// SawInput reports whether a turn was started for input id among the last
+// RecentInputsKept turns.
+func (s *State) SawInput(id string) bool {
+	return id != "" && slices.Contains(s.RecentInputs, id)
 }

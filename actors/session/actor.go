@@ -62,6 +62,9 @@ type (
 		checkpointAt int
 	}
 	idleTick struct{ gen int }
+	// claimedElsewhere tells the actor that a node claimed its session with
+	// epoch: if that is newer than its own, it is a stale owner.
+	claimedElsewhere struct{ epoch uint64 }
 )
 
 // sessionActor owns one session: it is the only writer of its log. Work runs in
@@ -83,14 +86,20 @@ type sessionActor struct {
 	// arriving during the work it followed.
 	ended  *atomic.Bool
 	lastCP int // events folded at the last checkpoint
+	// stopLoad cancels a load still running when the actor stops, so that a
+	// stopped actor never claims its session after its node handed it over.
+	stopLoad context.CancelFunc
 }
 
 func (s *sessionActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.loading = true
+		lctx, cancel := context.WithCancel(s.m.ctx)
+		s.stopLoad = cancel
 		s.m.goTracked(func() {
-			a, err := s.m.loadWithRetry(s.sid)
+			defer cancel()
+			a, err := s.m.loadWithRetry(lctx, s.sid)
 			s.m.sys.Root.Send(ctx.Self(), &loaded{a: a, err: err})
 		})
 	case *loaded:
@@ -130,6 +139,19 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 			return
 		}
 		s.next(ctx)
+	case *claimedElsewhere:
+		if s.a == nil || msg.epoch <= s.a.writer.Epoch() {
+			return // our own claim, or an older one
+		}
+		// Another node took the session over: stop at once, cancelling the
+		// running LLM and tool calls; the work's input is not acknowledged.
+		s.m.cfg.logger().Info("session claimed by another node; stopping", "session", s.sid, "epoch", msg.epoch)
+		if s.cancel != nil {
+			s.cancel(bus.ErrFenced)
+		}
+		s.failAll(fmt.Errorf("session %s: %w", s.sid, bus.ErrFenced))
+		s.m.retire(s.sid, ctx.Self(), true)
+		ctx.Stop(ctx.Self())
 	case *idleTick:
 		if msg.gen == s.idleGen && s.busy == nil && len(s.queue) == 0 && !s.loading {
 			if s.m.retire(s.sid, ctx.Self(), false) {
@@ -139,6 +161,9 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 			}
 		}
 	case *actor.Stopping:
+		if s.stopLoad != nil {
+			s.stopLoad()
+		}
 		if s.timer != nil {
 			s.timer.Stop()
 		}
@@ -225,8 +250,15 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 	var err error
 	switch cmd.Kind {
 	case KindRun:
-		if cmd.InputID != "" && !a.state.Status.Active() && a.state.LastInputID == cmd.InputID {
-			return a.outcome(nil) // a redelivery of an input whose turn has ended
+		if !a.state.Status.Active() && a.state.SawInput(cmd.InputID) {
+			// A redelivery of an input whose turn has ended (perhaps before a
+			// newer input's turn: its node died and the newer one came first).
+			return a.outcome(nil)
+		}
+		if a.state.Status.Active() && a.state.LastInputID != cmd.InputID && a.state.SawInput(cmd.InputID) {
+			// An input redelivered while a newer turn, left open by a dead node,
+			// waits for its own input: nothing of this one is left to do.
+			return a.outcome(nil)
 		}
 		if a.state.Status.Active() {
 			// A turn is open in the log: this is either the redelivery of the
@@ -266,8 +298,8 @@ func lastInputID(st *projection.State) string { return st.LastInputID }
 
 // load rebuilds the session from its checkpoint and the tail of its log, then
 // claims it with a new epoch and the current configuration.
-func (m *Manager) load(sid string) (*AgentContext, error) {
-	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var st projection.State
 	from := uint64(1)
@@ -314,15 +346,18 @@ func (m *Manager) load(sid string) (*AgentContext, error) {
 
 // loadWithRetry loads sid, trying again when another writer appended between
 // the replay and the claim (a previous owner finishing its last append).
-func (m *Manager) loadWithRetry(sid string) (*AgentContext, error) {
+func (m *Manager) loadWithRetry(ctx context.Context, sid string) (*AgentContext, error) {
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		var a *AgentContext
-		if a, err = m.load(sid); err == nil || !errors.Is(err, bus.ErrFenced) {
+		if a, err = m.load(ctx, sid); err == nil || !errors.Is(err, bus.ErrFenced) || ctx.Err() != nil {
+			if ctx.Err() != nil {
+				return nil, ErrStopped
+			}
 			return a, err
 		}
 		select {
-		case <-m.ctx.Done():
+		case <-ctx.Done():
 			return nil, ErrStopped
 		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
 		}

@@ -79,6 +79,10 @@ func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) 
 		// resumes the turn where the log stops.
 		return ErrStopped
 	}
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errFenced) {
+		// Another node claimed the session: nothing more is ours to record.
+		return fmt.Errorf("session %s: %w", a.Session, errFenced)
+	}
 	// A cancel must not interrupt an append half way: an append whose outcome
 	// cannot be confirmed leaves the writer unusable. Appends take a moment, so
 	// they run on a deadline of their own instead of the turn's context.

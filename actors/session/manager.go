@@ -124,6 +124,47 @@ func (m *Manager) retire(sid string, pid *actor.PID, force bool) bool {
 	return true
 }
 
+// StopWhere stops the actors of the sessions for which match is true, as Close
+// does for all: running work is cancelled without recording anything more, and
+// its command ends with ErrStopped (a node hands those sessions over: their
+// inputs go back unacknowledged to the next owner). It waits until the actors
+// have stopped, or ctx ends, and returns how many it stopped. New commands for
+// those sessions are accepted as usual (they spawn a fresh actor).
+func (m *Manager) StopWhere(ctx context.Context, match func(sid string) bool) int {
+	m.mu.Lock()
+	var pids []*actor.PID
+	for sid, e := range m.actors {
+		if match(sid) {
+			pids = append(pids, e.pid)
+			delete(m.actors, sid)
+		}
+	}
+	m.mu.Unlock()
+	futures := make([]*actor.Future, 0, len(pids))
+	for _, pid := range pids {
+		futures = append(futures, m.sys.Root.StopFuture(pid))
+	}
+	for _, f := range futures {
+		if ctx.Err() != nil {
+			break
+		}
+		_ = f.Wait()
+	}
+	return len(pids)
+}
+
+// ClaimedElsewhere tells the actor of session sid, if this node has one, that
+// a node claimed the session with epoch. An actor whose own epoch is older is a
+// stale owner: it stops at once, cancelling its LLM and tool calls, and leaves
+// its input unacknowledged. A node calls it for every session.claimed it sees.
+func (m *Manager) ClaimedElsewhere(sid string, epoch uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.actors[sid]; e != nil {
+		m.sys.Root.Send(e.pid, &claimedElsewhere{epoch: epoch})
+	}
+}
+
 // Active is the number of session actors alive on this node.
 func (m *Manager) Active() int {
 	m.mu.Lock()

@@ -272,14 +272,14 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 // behaviour, so that a second Ctrl-C during shutdown ends the process at once.
 func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr io.Writer) (err error) {
 	log := newLogger(cfg, stderr)
-	if cfg.NodeID == "" {
-		cfg.NodeID = node.DefaultNodeID()
-	}
 	dataDir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
 		return usageErr(fmt.Errorf("%s: %w", config.Describe("data_dir"), err), "")
 	}
 	cfg.DataDir = dataDir
+	if cfg.NodeID == "" {
+		cfg.NodeID = node.DefaultNodeID(dataDir)
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return failed(fmt.Errorf("data directory %s: %w", dataDir, err), "choose another with --data-dir (TAH_DATA_DIR)")
 	}

@@ -208,7 +208,7 @@ func (s *sessionActor) next(ctx actor.Context) {
 		turnEnded := (cmd.Kind == KindRun || cmd.Kind == KindResume) && !a.state.Status.Active()
 		if !out.Fenced && out.Err == nil && a.state.Events > last && (turnEnded || a.state.Events-last >= every) {
 			if err := s.m.checkpoint(context.WithoutCancel(wctx), a); err != nil {
-				s.m.cfg.logger().Warn("checkpoint not written", "session", s.sid, "err", err)
+				s.m.cfg.logger().Error("checkpoint not written: a resume of this session replays more of its log", "session", s.sid, "err", err)
 			} else {
 				cp = a.state.Events
 			}
@@ -321,6 +321,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	if ferr := projection.FoldInto(&st, evs); ferr != nil {
 		m.cfg.logger().Warn("events skipped while loading", "session", sid, "err", ferr)
 	}
+	dropRequests(st.Steps)
 	if st.ID == "" {
 		return nil, fmt.Errorf("session %s: %w", sid, ErrUnknownSession)
 	}

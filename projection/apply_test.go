@@ -3,6 +3,7 @@ package projection
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/tah-dev/tah/event"
@@ -239,5 +240,28 @@ func TestSnapshotThenTailEqualsFullFold(t *testing.T) {
 		if got, want := jsonOf(t, snap), jsonOf(t, full); got != want {
 			t.Fatalf("cut %d: snapshot+tail differs from full fold", cut)
 		}
+	}
+}
+
+// An input redelivered after newer turns ran (its node died and a newer input
+// reached the next owner first) is still recognised, for RecentInputsKept
+// turns.
+func TestRecentInputsRecogniseRedeliveries(t *testing.T) {
+	b := newLog(t, "s1", event.Config{})
+	for i := 1; i <= RecentInputsKept+2; i++ {
+		b.add(event.TurnStarted, event.TurnStartedData{Turn: i, InputID: fmt.Sprintf("in_%d", i), Message: llm.User("x")})
+		b.llm("y").finish(i, "y")
+	}
+	st := mustFold(t, b.events)
+	if st.SawInput("in_1") || st.SawInput("in_2") || st.SawInput("") {
+		t.Fatal("inputs older than the window, or no id, are recognised")
+	}
+	for _, id := range []string{"in_3", fmt.Sprintf("in_%d", RecentInputsKept+2)} {
+		if !st.SawInput(id) {
+			t.Fatalf("%s not recognised (recent: %d)", id, len(st.RecentInputs))
+		}
+	}
+	if len(st.RecentInputs) != RecentInputsKept {
+		t.Fatalf("keeps %d input ids", len(st.RecentInputs))
 	}
 }

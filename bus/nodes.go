@@ -13,10 +13,11 @@ import (
 	"github.com/tah-dev/tah/event"
 )
 
-// NodeRecord is a node's presence entry in the KV bucket tah_nodes, under its
-// node id. A node rewrites it every Config.NodeTTL/5; a node whose entry has
-// not changed for Config.NodeTTL is taken for dead by the others, which share
-// its partitions out. A node that stops gracefully deletes its entry first.
+// NodeRecord is a node's presence: published on NodeSubject every
+// Config.NodeTTL/5 (a node not heard of for Config.NodeTTL is taken for dead by
+// the others, which share its partitions out) and kept, for status and for
+// nodes starting, in the KV bucket tah_nodes under the node id. A node that
+// stops gracefully says so (Leaving) and deletes its entry.
 type NodeRecord struct {
 	// Node is the node's id (the key), as recorded in session.claimed.
 	Node string `json:"node"`
@@ -36,6 +37,9 @@ type NodeRecord struct {
 	// Fenced is set while the node has lost touch with NATS for longer than
 	// Config.NodeTTL and has stopped its sessions.
 	Fenced bool `json:"fenced,omitempty"`
+	// Leaving is set on the last presence a node publishes when it stops
+	// gracefully: the others take its partitions at once.
+	Leaving bool `json:"leaving,omitempty"`
 }
 
 // PutNode writes r under r.Node in tah_nodes.
@@ -100,50 +104,12 @@ func (b *Bus) ListNodes(ctx context.Context) ([]NodeRecord, error) {
 	return out, nil
 }
 
-// NodeUpdate is one change of tah_nodes seen by WatchNodes: a record written
-// (Record set) or deleted (Deleted).
-type NodeUpdate struct {
-	Node    string
-	Record  NodeRecord
-	Deleted bool
-	// Written is when the server stored the change.
-	Written time.Time
-}
+// NodeSubject is the core NATS subject where node publishes its presence
+// (a NodeRecord) every Config.NodeTTL/5, and once with Leaving set when it
+// stops gracefully: tah.nodes.<node>. Liveness travels on core NATS, not
+// JetStream, so that a stream leader election (which stalls writes for a few
+// seconds) is never taken for nodes dying.
+func NodeSubject(node string) string { return "tah.nodes." + node }
 
-// WatchNodes calls fn for every entry of tah_nodes, then for every change,
-// until ctx ends; synced is called once the entries present at the start have
-// been delivered. fn and synced run on one goroutine of the watcher, in order.
-func (b *Bus) WatchNodes(ctx context.Context, fn func(NodeUpdate), synced func()) error {
-	w, err := b.nodes.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch nodes: %w", err)
-	}
-	go func() {
-		defer func() { _ = w.Stop() }()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-w.Updates():
-				if !ok {
-					return
-				}
-				if e == nil {
-					synced()
-					continue
-				}
-				u := NodeUpdate{Node: e.Key(), Written: e.Created()}
-				switch e.Operation() {
-				case jetstream.KeyValueDelete, jetstream.KeyValuePurge:
-					u.Deleted = true
-				default:
-					if json.Unmarshal(e.Value(), &u.Record) != nil {
-						continue
-					}
-				}
-				fn(u)
-			}
-		}
-	}()
-	return nil
-}
+// NodeSubjects matches the presence of every node.
+const NodeSubjects = "tah.nodes.*"

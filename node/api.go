@@ -362,18 +362,55 @@ func (n *Node) apiTools(ctx context.Context, req apiRequest) (any, error) {
 	return map[string]any{"tools": schemas}, nil
 }
 
+// StatusReply is what tah.api.status returns: the node that answered, and
+// every live node of the cluster as the KV bucket tah_nodes has it.
+type StatusReply struct {
+	Node            string `json:"node"`
+	NATS            string `json:"nats"`
+	Partitions      int    `json:"partitions"`
+	ActiveSessions  int    `json:"active_sessions"`
+	ReadModelAt     uint64 `json:"read_model_at"`
+	ReadModelPath   string `json:"read_model_path"`
+	Provider        string `json:"provider"`
+	APIVersion      string `json:"api_version"`
+	ProblemsSkipped int64  `json:"problems_skipped"`
+	// Time is the answering node's clock when it read Nodes: a client measures
+	// the nodes' heartbeat ages against it rather than against its own clock.
+	Time time.Time `json:"time"`
+	// Nodes are the entries of tah_nodes written within the node TTL, sorted
+	// by node id: the nodes the cluster counts on, with the partitions each
+	// pulls. Empty (never null) when they could not be read; NodesError says
+	// why. A status is most wanted when something is wrong, so a failure to
+	// read the bucket does not fail the whole reply.
+	Nodes      []bus.NodeRecord `json:"nodes"`
+	NodesError string           `json:"nodes_error,omitempty"`
+}
+
 func (n *Node) apiStatus(ctx context.Context, req apiRequest) (any, error) {
-	return map[string]any{
-		"node":             n.opts.Session.Node,
-		"nats":             n.Bus.ClientURL(),
-		"partitions":       n.Bus.Config().Partitions,
-		"active_sessions":  n.Sessions.Active(),
-		"read_model_at":    n.Projector.Position(),
-		"read_model_path":  n.Store.Path(),
-		"provider":         n.opts.Provider.Name(),
-		"api_version":      APIVersion,
-		"problems_skipped": n.Projector.Problems(),
-	}, nil
+	r := StatusReply{
+		Node:            n.opts.Session.Node,
+		NATS:            n.Bus.ClientURL(),
+		Partitions:      n.Bus.Config().Partitions,
+		ActiveSessions:  n.Sessions.Active(),
+		ReadModelAt:     n.Projector.Position(),
+		ReadModelPath:   n.Store.Path(),
+		Provider:        n.opts.Provider.Name(),
+		APIVersion:      APIVersion,
+		ProblemsSkipped: n.Projector.Problems(),
+		Nodes:           []bus.NodeRecord{},
+	}
+	// Bounded: while NATS elects a new leader for the bucket, the rest of the
+	// reply is still worth having.
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	nodes, err := n.Bus.ListNodes(lctx)
+	cancel()
+	if err != nil {
+		r.NodesError = err.Error()
+	} else if nodes != nil {
+		r.Nodes = nodes
+	}
+	r.Time = time.Now().UTC()
+	return r, nil
 }
 
 // ToolSchemas lists the tools the node offers to the model: local and, when

@@ -2,10 +2,12 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,17 +18,22 @@ import (
 
 // membership is a node's part in the cluster, with no coordinator but NATS:
 //
-//   - presence: the node rewrites its bus.NodeRecord in tah_nodes every
-//     NodeTTL/5 and watches the others'; a node not heard of for NodeTTL is
-//     dead;
+//   - presence: the node publishes its bus.NodeRecord on core NATS every
+//     NodeTTL/5 and listens to the others'; a node not heard of for NodeTTL
+//     is dead. Core NATS, not JetStream: a stream leader election stalls
+//     JetStream writes for seconds and must not look like nodes dying. The
+//     record is also kept in tah_nodes (for status, and for nodes starting);
+//     writes there may fail without consequence;
 //   - ownership: every node computes Assign over the live nodes and pulls its
 //     share of the input partitions; the pinned consumers make sure a partition
 //     is delivered to one node at a time while nodes disagree for a moment;
 //     a share that shrinks is handed over (stop pulling, stop those sessions,
 //     unpin);
-//   - self-fencing: a node that could not write its presence for NodeTTL is
-//     about to be replaced: it stops its sessions and pulls at once, and
-//     rejoins when it can write again;
+//   - self-fencing: a node that does not hear its own presence back for
+//     NodeTTL (its connection is down), or hears no other node while it cannot
+//     write to JetStream either (its server lost the cluster), is about to be
+//     replaced: it stops its sessions and pulls at once, and rejoins when it
+//     is back in touch;
 //   - the claim watch: a session.claimed with a newer epoch stops this node's
 //     actor of that session (a stale owner), cancelling its LLM and tool calls.
 type membership struct {
@@ -36,86 +43,88 @@ type membership struct {
 	every time.Duration
 	parts int
 
-	started time.Time
-	kick    chan struct{}
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	claims  *nats.Subscription
+	started  time.Time
+	kick     chan struct{}
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	claims   *nats.Subscription
+	presence *nats.Subscription
 
-	mu     sync.Mutex
-	seen   map[string]time.Time // node id -> when its record was last seen written (local clock)
-	lastOK time.Time            // the last heartbeat written
-	fenced bool
-	closed bool
-	synced bool // the entries present at the start were read
+	mu       sync.Mutex
+	seen     map[string]time.Time // other node id -> when it was last heard of
+	echo     time.Time            // when this node last heard its own presence
+	storedOK time.Time            // when its presence was last written to tah_nodes
+	fenced   bool
+	closed   bool
+	// fences counts the times the node fenced itself (a metric).
+	fences atomic.Int64
 }
 
-// startMembership joins the cluster: it reads the nodes present, writes the
-// node's presence, takes its share of the partitions and keeps all of that up
-// to date until close.
+// startMembership joins the cluster: it learns the nodes present, publishes
+// the node's presence, takes its share of the partitions and keeps all of that
+// up to date until close.
 func startMembership(ctx context.Context, n *Node) (*membership, error) {
 	cfg := n.Bus.Config()
+	now := time.Now()
 	m := &membership{n: n, log: n.log.With("component", "cluster"), ttl: cfg.NodeTTL,
 		every: max(cfg.NodeTTL/5, 50*time.Millisecond), parts: cfg.Partitions,
-		started: time.Now(), kick: make(chan struct{}, 1), seen: map[string]time.Time{}}
-	wctx, cancel := context.WithCancel(context.Background())
-	m.cancel = cancel
-	synced := make(chan struct{})
-	var once sync.Once
-	onSynced := func() {
-		once.Do(func() {
-			m.mu.Lock()
-			m.synced = true
-			m.mu.Unlock()
-			close(synced)
-		})
-	}
-	if err := n.Bus.WatchNodes(wctx, m.update, onSynced); err != nil {
-		cancel()
+		started: now, kick: make(chan struct{}, 1), seen: map[string]time.Time{},
+		echo: now, storedOK: now}
+	recs, err := n.Bus.ListNodes(ctx)
+	if err != nil {
 		return nil, err
 	}
-	select {
-	case <-synced:
-	case <-ctx.Done():
-		cancel()
-		return nil, fmt.Errorf("node: reading the cluster's nodes: %w", ctx.Err())
+	for _, r := range recs {
+		if r.Node != n.ID() && !r.Leaving {
+			m.seen[r.Node] = now
+		}
 	}
-	sub, err := n.Bus.Conn().Subscribe(bus.EventSubject("*", event.SessionClaimed), m.claimed)
-	if err != nil {
-		cancel()
+	nc := n.Bus.Conn()
+	if m.presence, err = nc.Subscribe(bus.NodeSubjects, m.heard); err != nil {
+		return nil, fmt.Errorf("node: listening to the cluster's nodes: %w", err)
+	}
+	if m.claims, err = nc.Subscribe(bus.EventSubject("*", event.SessionClaimed), m.claimed); err != nil {
+		_ = m.presence.Unsubscribe()
 		return nil, fmt.Errorf("node: watching session claims: %w", err)
 	}
-	m.claims = sub
-	if err := m.heartbeat(ctx); err != nil {
-		_ = sub.Unsubscribe()
-		cancel()
+	if err := m.heartbeat(ctx, false); err != nil {
+		_ = m.presence.Unsubscribe()
+		_ = m.claims.Unsubscribe()
 		return nil, err
 	}
 	m.rebalance(ctx)
+	wctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
 	m.wg.Add(1)
 	go m.run(wctx)
 	return m, nil
 }
 
-// update records a change of tah_nodes (on the watcher's goroutine).
-func (m *membership) update(u bus.NodeUpdate) {
+// heard records a presence published by a node (this one included).
+func (m *membership) heard(msg *nats.Msg) {
+	var r bus.NodeRecord
+	if json.Unmarshal(msg.Data, &r) != nil || r.Node == "" {
+		return
+	}
 	m.mu.Lock()
-	if u.Deleted {
-		delete(m.seen, u.Node)
-	} else {
-		// Entries present at the start may be old: count them from when the
-		// server wrote them, never later than now. Later changes count from
-		// their arrival (no trust in clocks of other machines).
-		at := time.Now()
-		if !m.synced && !u.Written.IsZero() && u.Written.Before(at) {
-			at = u.Written
-		}
-		m.seen[u.Node] = at
+	changed := false
+	switch {
+	case r.Node == m.n.ID():
+		m.echo = time.Now()
+	case r.Leaving:
+		_, changed = m.seen[r.Node]
+		delete(m.seen, r.Node)
+	default:
+		at, known := m.seen[r.Node]
+		changed = !known || time.Since(at) > m.ttl
+		m.seen[r.Node] = time.Now()
 	}
 	m.mu.Unlock()
-	select {
-	case m.kick <- struct{}{}:
-	default:
+	if changed {
+		select {
+		case m.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -138,40 +147,64 @@ func (m *membership) run(ctx context.Context) {
 			return
 		case <-m.kick:
 		case <-t.C:
-			m.mu.Lock()
-			silent := time.Since(m.lastOK)
-			m.mu.Unlock()
 			// Checked before anything else: a process that was paused must not
 			// go on as if nothing happened.
-			if silent > m.ttl-m.every {
-				m.fence(ctx, silent)
+			if why := m.outOfTouch(); why != "" {
+				m.fence(ctx, why)
 			}
 			hctx, cancel := context.WithTimeout(ctx, m.every*2)
-			err := m.heartbeat(hctx)
+			_ = m.heartbeat(hctx, false)
 			cancel()
-			if err != nil {
-				m.log.Debug("presence not written", "err", err)
-				continue
-			}
 		}
 		m.rebalance(ctx)
 	}
 }
 
-// heartbeat writes the node's presence record.
-func (m *membership) heartbeat(ctx context.Context) error {
+// outOfTouch says why this node must take itself for cut off, or "".
+func (m *membership) outOfTouch() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	limit := m.ttl - m.every
+	if s := time.Since(m.echo); s > limit {
+		return fmt.Sprintf("its own presence not heard back for %v (connection to NATS lost, or the process was paused)", s.Round(time.Millisecond))
+	}
+	if s := time.Since(m.storedOK); s > limit && len(m.seen) > 0 {
+		for _, at := range m.seen {
+			if time.Since(at) <= limit {
+				return "" // the others hear us: JetStream is only busy (a leader election)
+			}
+		}
+		return fmt.Sprintf("no other node heard and JetStream not writable for %v (its server lost the cluster)", s.Round(time.Millisecond))
+	}
+	return ""
+}
+
+// heartbeat publishes the node's presence and stores it in tah_nodes. The
+// publish is what the others go by; the store may fail for a while.
+func (m *membership) heartbeat(ctx context.Context, leaving bool) error {
 	m.mu.Lock()
 	fenced := m.fenced
 	m.mu.Unlock()
 	r := bus.NodeRecord{Node: m.n.ID(), Started: m.started, Heartbeat: time.Now().UTC(),
 		Partitions: m.n.inputs.Partitions(), ActiveSessions: m.n.Sessions.Active(),
-		NATS: m.n.Bus.ClientURL(), Provider: m.n.opts.Provider.Name(), Fenced: fenced}
+		NATS: m.n.Bus.ClientURL(), Provider: m.n.opts.Provider.Name(), Fenced: fenced, Leaving: leaving}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := m.n.Bus.Conn().Publish(bus.NodeSubject(r.Node), body); err != nil {
+		return fmt.Errorf("node presence: %w", err)
+	}
+	if leaving {
+		return m.n.Bus.Conn().FlushTimeout(m.every)
+	}
 	if err := m.n.Bus.PutNode(ctx, r); err != nil {
+		m.log.Debug("presence not stored in tah_nodes", "err", err)
 		return err
 	}
 	m.mu.Lock()
-	m.lastOK = time.Now()
-	if m.fenced {
+	m.storedOK = time.Now()
+	if m.fenced && time.Since(m.echo) <= m.ttl-m.every {
 		m.fenced = false
 		m.log.Warn("back in touch with NATS: rejoining the cluster")
 	}
@@ -181,14 +214,15 @@ func (m *membership) heartbeat(ctx context.Context) error {
 
 // fence stops everything this node owns: it has been out of touch for longer
 // than the others wait before taking its partitions over.
-func (m *membership) fence(ctx context.Context, silent time.Duration) {
+func (m *membership) fence(ctx context.Context, why string) {
 	m.mu.Lock()
 	was := m.fenced
 	m.fenced = true
 	m.mu.Unlock()
 	if !was {
+		m.fences.Add(1)
 		m.log.Warn("out of touch with NATS: stopping this node's sessions (the other nodes take them over)",
-			"silent", silent.Round(time.Millisecond), "node_ttl", m.ttl)
+			"why", why, "node_ttl", m.ttl)
 	}
 	m.handOver(ctx, m.n.inputs.Partitions())
 }
@@ -263,9 +297,8 @@ func (m *membership) handOver(ctx context.Context, partitions []int) {
 	}
 }
 
-// close leaves the cluster gracefully: the presence entry goes first, so that
-// the others start pulling this node's partitions at once, then the
-// partitions are handed over.
+// close leaves the cluster gracefully: it says so first, so that the others
+// start pulling this node's partitions at once, then hands them over.
 func (m *membership) close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -277,6 +310,8 @@ func (m *membership) close(ctx context.Context) error {
 	m.cancel()
 	m.wg.Wait()
 	_ = m.claims.Unsubscribe()
+	_ = m.presence.Unsubscribe()
+	_ = m.heartbeat(ctx, true)
 	// Bounded: a cluster that lost its quorum cannot take the delete, and the
 	// entry then simply ages out.
 	dctx, cancel := context.WithTimeout(ctx, m.ttl)

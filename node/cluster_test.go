@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/bus/bustest"
@@ -393,4 +395,51 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// kill -9 of a node, as far as one process can play it: its embedded server
+// goes at once (routes and clients drop as on a process kill) and the node is
+// never closed gracefully. The victim is the leader of tah_nodes' stream, so
+// that the survivors live through its leader election too: that must not make
+// them take themselves for cut off.
+func TestClusterKilledNodeIsReplaced(t *testing.T) {
+	c := newTestCluster(t, 3, 3)
+	c.balanced("node0", "node1", "node2")
+	victim := -1
+	for i, n := range c.nodes {
+		if n.Bus.Server().JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, "KV_"+bus.NodeBucket) {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		t.Fatal("no leader of tah_nodes")
+	}
+	c.models[victim].hold.Store(int64(time.Minute))
+	sids := c.sessionsOn(victim, 3, "s_kill")
+	inputs := map[string][]string{}
+	for _, sid := range sids {
+		c.send(sid, "in_"+sid, "hello")
+		inputs[sid] = []string{"in_" + sid}
+	}
+	bustest.Eventually(t, 30*time.Second, "the victim's turns in flight", func() bool { return c.models[victim].calls.Load() >= 3 })
+	dead := c.nodes[victim]
+	c.nodes[victim] = nil
+	dead.Bus.Server().Shutdown()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = dead.Close(ctx)
+	})
+	c.finished(inputs)
+	var live []string
+	for i, n := range c.nodes {
+		if n == nil {
+			continue
+		}
+		live = append(live, fmt.Sprintf("node%d", i))
+		if f := n.cluster.fences.Load(); f != 0 {
+			t.Errorf("node%d fenced itself %d times while another node died", i, f)
+		}
+	}
+	c.balanced(live...)
 }

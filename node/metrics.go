@@ -84,6 +84,27 @@ func newMetrics(n *Node) *Metrics {
 				}
 				return float64(n.Sessions.Active())
 			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_partitions_owned", Help: "Input partitions this node pulls: its share of the sessions."},
+			func() float64 {
+				if n.inputs == nil {
+					return 0
+				}
+				return float64(len(n.inputs.Partitions()))
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_cluster_nodes", Help: "Nodes this node hears of, itself included unless fenced."},
+			func() float64 {
+				if n.cluster == nil {
+					return 0
+				}
+				return float64(len(n.cluster.live()))
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tah_node_fenced_total", Help: "Times this node took itself for cut off and stopped its sessions."},
+			func() float64 {
+				if n.cluster == nil {
+					return 0
+				}
+				return float64(n.cluster.fences.Load())
+			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_read_model_position", Help: "The last log sequence applied to the read model."},
 			func() float64 {
 				if n.Projector == nil {

@@ -115,3 +115,37 @@ type commandReply struct {
 
 // raw is a JSON value kept as it came, for --json output.
 type raw = json.RawMessage
+
+// nodeStatus is the answering node's part of what tah.api.status returns.
+type nodeStatus struct {
+	Node            string    `json:"node"`
+	NATS            string    `json:"nats"`
+	Partitions      int       `json:"partitions"`
+	ActiveSessions  int       `json:"active_sessions"`
+	ReadModelAt     uint64    `json:"read_model_at"`
+	ReadModelPath   string    `json:"read_model_path"`
+	Provider        string    `json:"provider"`
+	APIVersion      string    `json:"api_version"`
+	ProblemsSkipped int64     `json:"problems_skipped"`
+	Time            time.Time `json:"time,omitzero"`
+}
+
+// statusReply is what tah.api.status returns. Nodes is absent from the reply
+// of a node older than the tah_nodes bucket's heartbeats.
+type statusReply struct {
+	nodeStatus
+	Nodes      []nodeRecord `json:"nodes"`
+	NodesError string       `json:"nodes_error,omitempty"`
+}
+
+// nodeRecord is a node's entry in the KV bucket tah_nodes (bus.NodeRecord).
+type nodeRecord struct {
+	Node           string    `json:"node"`
+	Started        time.Time `json:"started"`
+	Heartbeat      time.Time `json:"heartbeat"`
+	Partitions     []int     `json:"partitions"`
+	ActiveSessions int       `json:"active_sessions"`
+	NATS           string    `json:"nats,omitempty"`
+	Provider       string    `json:"provider,omitempty"`
+	Fenced         bool      `json:"fenced,omitempty"`
+}

@@ -147,7 +147,8 @@ func argName(s config.Setting) string {
 		strings.HasSuffix(s.Key, "max_steps") || strings.HasSuffix(s.Key, "chars") || strings.HasSuffix(s.Key, "retries") ||
 		strings.HasSuffix(s.Key, "max_tokens") || strings.HasSuffix(s.Key, "max_concurrent"):
 		return "N"
-	case strings.HasSuffix(s.Key, "timeout") || strings.HasSuffix(s.Key, "pace") || strings.HasSuffix(s.Key, "wait"):
+	case strings.HasSuffix(s.Key, "timeout") || strings.HasSuffix(s.Key, "pace") || strings.HasSuffix(s.Key, "wait") ||
+		strings.HasSuffix(s.Key, "ttl"):
 		return "DURATION"
 	case s.Key == "tools.write" || s.Key == "tools.remote":
 		return "[=BOOL]"

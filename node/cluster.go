@@ -87,7 +87,11 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 		_ = m.presence.Unsubscribe()
 		return nil, fmt.Errorf("node: watching session claims: %w", err)
 	}
-	if err := m.heartbeat(ctx, false); err != nil {
+	err = m.publish(false)
+	if err == nil {
+		err = m.store(ctx)
+	}
+	if err != nil {
 		_ = m.presence.Unsubscribe()
 		_ = m.claims.Unsubscribe()
 		return nil, err
@@ -95,7 +99,8 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 	m.rebalance(ctx)
 	wctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
-	m.wg.Add(1)
+	m.wg.Add(2)
+	go m.pulse(wctx)
 	go m.run(wctx)
 	return m, nil
 }
@@ -137,6 +142,44 @@ func (m *membership) claimed(msg *nats.Msg) {
 	m.n.Sessions.ClaimedElsewhere(ev.Session, ev.Epoch)
 }
 
+// pulse publishes the node's presence every interval and decides whether the
+// node is out of touch. It never waits on JetStream, so that a slow stream or
+// consumer lookup (a leader election) never silences the node.
+func (m *membership) pulse(ctx context.Context) {
+	defer m.wg.Done()
+	t := time.NewTicker(m.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// Checked before anything else: a process that was paused must not go
+		// on as if nothing happened.
+		why := m.outOfTouch()
+		m.mu.Lock()
+		was := m.fenced
+		m.fenced = why != ""
+		m.mu.Unlock()
+		switch {
+		case why != "" && !was:
+			m.fences.Add(1)
+			m.log.Warn("out of touch with NATS: stopping this node's sessions (the other nodes take them over)",
+				"why", why, "node_ttl", m.ttl)
+			m.poke()
+		case why == "" && was:
+			m.log.Warn("back in touch with NATS: rejoining the cluster")
+			m.poke()
+		}
+		if err := m.publish(false); err != nil {
+			m.log.Debug("presence not published", "err", err)
+		}
+	}
+}
+
+// run keeps the node's share of the partitions and its entry in tah_nodes up
+// to date; it may wait on JetStream.
 func (m *membership) run(ctx context.Context) {
 	defer m.wg.Done()
 	t := time.NewTicker(m.every)
@@ -147,16 +190,19 @@ func (m *membership) run(ctx context.Context) {
 			return
 		case <-m.kick:
 		case <-t.C:
-			// Checked before anything else: a process that was paused must not
-			// go on as if nothing happened.
-			if why := m.outOfTouch(); why != "" {
-				m.fence(ctx, why)
-			}
-			hctx, cancel := context.WithTimeout(ctx, m.every*2)
-			_ = m.heartbeat(hctx, false)
+			sctx, cancel := context.WithTimeout(ctx, m.every*2)
+			_ = m.store(sctx)
 			cancel()
 		}
 		m.rebalance(ctx)
+	}
+}
+
+// poke asks run to look at the share of partitions now.
+func (m *membership) poke() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -179,52 +225,43 @@ func (m *membership) outOfTouch() string {
 	return ""
 }
 
-// heartbeat publishes the node's presence and stores it in tah_nodes. The
-// publish is what the others go by; the store may fail for a while.
-func (m *membership) heartbeat(ctx context.Context, leaving bool) error {
+// record is the node's presence as of now.
+func (m *membership) record(leaving bool) bus.NodeRecord {
 	m.mu.Lock()
 	fenced := m.fenced
 	m.mu.Unlock()
-	r := bus.NodeRecord{Node: m.n.ID(), Started: m.started, Heartbeat: time.Now().UTC(),
+	return bus.NodeRecord{Node: m.n.ID(), Started: m.started, Heartbeat: time.Now().UTC(),
 		Partitions: m.n.inputs.Partitions(), ActiveSessions: m.n.Sessions.Active(),
 		NATS: m.n.Bus.ClientURL(), Provider: m.n.opts.Provider.Name(), Fenced: fenced, Leaving: leaving}
-	body, err := json.Marshal(r)
+}
+
+// publish sends the node's presence on core NATS: what the others go by.
+func (m *membership) publish(leaving bool) error {
+	body, err := json.Marshal(m.record(leaving))
 	if err != nil {
 		return err
 	}
-	if err := m.n.Bus.Conn().Publish(bus.NodeSubject(r.Node), body); err != nil {
+	if err := m.n.Bus.Conn().Publish(bus.NodeSubject(m.n.ID()), body); err != nil {
 		return fmt.Errorf("node presence: %w", err)
 	}
 	if leaving {
 		return m.n.Bus.Conn().FlushTimeout(m.every)
 	}
-	if err := m.n.Bus.PutNode(ctx, r); err != nil {
+	return nil
+}
+
+// store writes the node's presence to tah_nodes, for status and for nodes
+// starting. It may fail for a while (a leader election) without consequence,
+// except as a sign of being cut off (see outOfTouch).
+func (m *membership) store(ctx context.Context) error {
+	if err := m.n.Bus.PutNode(ctx, m.record(false)); err != nil {
 		m.log.Debug("presence not stored in tah_nodes", "err", err)
 		return err
 	}
 	m.mu.Lock()
 	m.storedOK = time.Now()
-	if m.fenced && time.Since(m.echo) <= m.ttl-m.every {
-		m.fenced = false
-		m.log.Warn("back in touch with NATS: rejoining the cluster")
-	}
 	m.mu.Unlock()
 	return nil
-}
-
-// fence stops everything this node owns: it has been out of touch for longer
-// than the others wait before taking its partitions over.
-func (m *membership) fence(ctx context.Context, why string) {
-	m.mu.Lock()
-	was := m.fenced
-	m.fenced = true
-	m.mu.Unlock()
-	if !was {
-		m.fences.Add(1)
-		m.log.Warn("out of touch with NATS: stopping this node's sessions (the other nodes take them over)",
-			"why", why, "node_ttl", m.ttl)
-	}
-	m.handOver(ctx, m.n.inputs.Partitions())
 }
 
 // live returns the nodes heard of within the TTL, this one included unless it
@@ -244,7 +281,8 @@ func (m *membership) live() []string {
 	return out
 }
 
-// rebalance pulls this node's share of the partitions and hands the rest over.
+// rebalance pulls this node's share of the partitions and hands the rest over
+// (all of them while the node is fenced: live leaves it out).
 func (m *membership) rebalance(ctx context.Context) {
 	want := Assign(m.live(), m.parts)[m.n.ID()]
 	have := m.n.inputs.Partitions()
@@ -262,7 +300,10 @@ func (m *membership) rebalance(ctx context.Context) {
 		if slices.Contains(have, p) {
 			continue
 		}
-		if err := m.n.inputs.Add(ctx, p); err != nil {
+		actx, cancel := context.WithTimeout(ctx, m.every*2)
+		err := m.n.inputs.Add(actx, p)
+		cancel()
+		if err != nil {
 			m.log.Warn("partition not pulled", "partition", p, "err", err)
 			continue
 		}
@@ -311,7 +352,7 @@ func (m *membership) close(ctx context.Context) error {
 	m.wg.Wait()
 	_ = m.claims.Unsubscribe()
 	_ = m.presence.Unsubscribe()
-	_ = m.heartbeat(ctx, true)
+	_ = m.publish(true)
 	// Bounded: a cluster that lost its quorum cannot take the delete, and the
 	// entry then simply ages out.
 	dctx, cancel := context.WithTimeout(ctx, m.ttl)

@@ -42,9 +42,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 			if o.Err == nil && (kind == session.KindRun || kind == session.KindResume) {
 				n.Metrics.turnEnded(o.Status, time.Since(start))
 			}
-			if err := m.Ack(context.Background()); err != nil {
-				n.log.Warn("input not acknowledged", "session", m.Session, "input", m.ID, "err", err)
-			}
+			n.ack(m)
 		}
 		n.reply(m, o)
 	}}
@@ -54,11 +52,32 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	}
 }
 
+// ack acknowledges an input whose work has ended, trying again for up to the
+// input's ack wait: an ack lost in a consumer leader election (a node died)
+// would have the input delivered again, and its outcome published twice.
+func (n *Node) ack(m *bus.InputMsg) {
+	deadline := time.Now().Add(n.Bus.Config().InputAckWait)
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := m.Ack(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			n.log.Warn("input not acknowledged: it will be delivered again and recognised as done",
+				"session", m.Session, "input", m.ID, "attempts", attempt, "err", err)
+			return
+		}
+		time.Sleep(min(time.Duration(attempt)*250*time.Millisecond, time.Second))
+	}
+}
+
 // finish settles an input whose command could not be delivered.
 func (n *Node) finish(m *bus.InputMsg, err error) {
 	switch {
 	case err == nil:
-		_ = m.Ack(context.Background())
+		n.ack(m)
 	case errors.Is(err, session.ErrStopped):
 		_ = m.Nak(context.Background(), time.Second)
 	default:
@@ -74,7 +93,9 @@ func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 	if m.ReplyTo == "" {
 		return
 	}
-	body, err := json.Marshal(OutcomeOf(o))
+	out := OutcomeOf(o)
+	out.InputID = m.ID
+	body, err := json.Marshal(out)
 	if err != nil {
 		return
 	}
@@ -86,6 +107,10 @@ func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 // Outcome is the JSON body of a command's outcome on its reply subject.
 type Outcome struct {
 	session.Outcome
+	// InputID is the id of the input the outcome answers. An outcome may be
+	// published more than once (an input redelivered after a node failure is
+	// recognised as done and answered again): a client keeps the first.
+	InputID string `json:"input_id,omitempty"`
 	// Failure says why the command could not be carried out (a turn that ran and
 	// failed is not a failure of the command: see Status and Error).
 	Failure string `json:"failure,omitempty"`

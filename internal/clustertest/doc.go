@@ -1,0 +1,30 @@
+// Package clustertest holds the multi-process tests of a TAH cluster: real
+// tah-node processes, each embedding a NATS server joined to the others by
+// routes (R3 streams), driven over NATS as any client would drive them.
+//
+// TestMain builds cmd/node once into a temporary directory (with -race when the
+// test binary has it, so that a data race in a node fails the test too); each
+// test starts its own three nodes on free ports, each with its own data
+// directory, the shared credentials (TAH_NATS_USER, TAH_NATS_PASSWORD) and the
+// mock model in demo mode: every turn calls list_files, then read_file on the
+// tools root's README, then streams an answer token by token at a slow pace,
+// so that turns are in flight long enough to be interrupted. The demo is a pure
+// function of the request, so a turn resumed on another node makes the same
+// calls it would have made on the first.
+//
+// The tests:
+//
+//   - TestSessionsSpread: sessions are spread over the three nodes, and
+//     tah_nodes holds a balanced, disjoint assignment of the 16 partitions.
+//   - TestKillMidTurn: kill -9 of a node while turns run on it; every turn
+//     ends exactly once on the surviving nodes, no completed tool runs again.
+//   - TestRollingRestart: SIGTERM and restart of each node in turn under
+//     continuous traffic; no input is lost or run twice.
+//
+// They assert what the logs (bus.Replay) say, never timings: every wait is a
+// poll with a generous bound. A failing test prints the nodes' logs. They are
+// skipped in -short mode and take about a minute and a half.
+//
+// Run: go test -count=1 ./internal/clustertest/ (and with -race). Set
+// CLUSTERTEST_KEEP=1 to keep the nodes' data directories and logs.
+package clustertest

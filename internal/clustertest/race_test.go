@@ -1,0 +1,6 @@
+//go:build race
+
+package clustertest
+
+// raceEnabled: the nodes are built with -race too.
+const raceEnabled = true

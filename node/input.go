@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/tah-dev/tah/actors/session"
@@ -16,23 +17,32 @@ import (
 // that the session's next owner gets it again and resumes.
 func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	kind := session.Kind(m.Command)
+	n.Metrics.inputs.WithLabelValues(string(kind)).Inc()
 	if kind == session.KindCancel {
-		n.Metrics.inputs.WithLabelValues(string(kind)).Inc()
 		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Done: func(o session.Outcome) {
 			n.reply(m, o)
 		}})
 		n.finish(m, err)
 		return
 	}
-	n.Metrics.inputs.WithLabelValues(string(kind)).Inc()
-	stop := m.KeepAlive(0)
+	if n.inflight.redelivered(m) {
+		// Its work runs here already (the server redelivered it because a
+		// keep-alive was lost, in a consumer leader election say): the running
+		// work answers it, through this newest delivery.
+		return
+	}
 	start := time.Now()
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), Done: func(o session.Outcome) {
-		stop()
+		m := n.inflight.done(m.Seq)
 		switch {
 		case o.Fenced || errors.Is(o.Err, session.ErrStopped) || errors.Is(o.Err, bus.ErrOutcomeUnknown):
 			// Not ours to finish: the next owner gets the input again.
 			_ = m.Nak(context.Background(), time.Second)
+			return
+		case errors.Is(o.Err, session.ErrUnavailable):
+			// The log did not answer for a while: try again later, lose nothing.
+			n.log.Warn("input put back: the session's log is unavailable", "session", m.Session, "input", m.ID, "err", o.Err)
+			_ = m.Nak(context.Background(), 2*time.Second)
 			return
 		case errors.Is(o.Err, session.ErrUnknownSession):
 			n.Metrics.inputsRefused.Inc()
@@ -47,9 +57,49 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		n.reply(m, o)
 	}}
 	if err := n.Sessions.Deliver(m.Session, cmd); err != nil {
-		stop()
-		n.finish(m, err)
+		n.finish(n.inflight.done(m.Seq), err)
 	}
+}
+
+// inflight tracks the inputs whose work runs on this node, by stream
+// sequence, each with its newest delivery and that delivery's keep-alive.
+type inflight struct {
+	mu sync.Mutex
+	m  map[uint64]*inflightInput
+}
+
+type inflightInput struct {
+	msg  *bus.InputMsg
+	stop func() // the keep-alive of msg
+}
+
+// redelivered registers m and starts keeping it alive. It reports true when
+// the input's work already runs here: m then replaces the delivery it runs
+// for, and nothing more is to be done with m now.
+func (f *inflight) redelivered(m *bus.InputMsg) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[uint64]*inflightInput{}
+	}
+	if cur := f.m[m.Seq]; cur != nil {
+		cur.stop()
+		cur.msg, cur.stop = m, m.KeepAlive(0)
+		return true
+	}
+	f.m[m.Seq] = &inflightInput{msg: m, stop: m.KeepAlive(0)}
+	return false
+}
+
+// done unregisters the input at seq, stops its keep-alive and returns its
+// newest delivery, the one to settle.
+func (f *inflight) done(seq uint64) *bus.InputMsg {
+	f.mu.Lock()
+	cur := f.m[seq]
+	delete(f.m, seq)
+	f.mu.Unlock()
+	cur.stop()
+	return cur.msg
 }
 
 // ack acknowledges an input whose work has ended, trying again for up to the

@@ -60,13 +60,14 @@ type Node struct {
 	Projector *Projector
 	Sessions  *session.Manager
 	// Metrics are the node's Prometheus metrics (serve Metrics.Handler).
-	Metrics *Metrics
-	runner  *toolrunner.Runner
-	inputs  *bus.InputConsumer
-	cluster *membership
-	tools   tools.Catalog    // local and remote, as offered to the model
-	remote  *remote.Registry // nil without RemoteTools
-	closers []func(context.Context) error
+	Metrics  *Metrics
+	runner   *toolrunner.Runner
+	inputs   *bus.InputConsumer
+	inflight inflight // inputs whose work runs here
+	cluster  *membership
+	tools    tools.Catalog    // local and remote, as offered to the model
+	remote   *remote.Registry // nil without RemoteTools
+	closers  []func(context.Context) error
 }
 
 // Start brings a node up: bus, read model, projector, session actors and the

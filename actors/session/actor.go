@@ -38,6 +38,10 @@ var (
 	ErrNothingToResume = errors.New("nothing to resume: the session has no unfinished turn")
 	// ErrStopped: the node is shutting down; the work resumes on the next owner.
 	ErrStopped = errors.New("session actor stopped")
+	// ErrUnavailable: the session's log could not be read or claimed for now (a
+	// stream leader election, a lost connection); the input should be
+	// delivered again a little later, not dropped.
+	ErrUnavailable = errors.New("session log unavailable for now")
 )
 
 // Command is one unit of work for a session actor. Done is called exactly once,
@@ -346,25 +350,35 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 }
 
 // loadWithRetry loads sid, trying again when another writer appended between
-// the replay and the claim (a previous owner finishing its last append).
+// the replay and the claim (a previous owner finishing its last append), or
+// when the log does not answer (a stream leader election after a node died),
+// for up to loadPatience. A load that still fails for a reason other than an
+// unknown session wraps ErrUnavailable.
 func (m *Manager) loadWithRetry(ctx context.Context, sid string) (*AgentContext, error) {
+	deadline := time.Now().Add(loadPatience)
 	var err error
-	for attempt := 0; attempt < 5; attempt++ {
+	for attempt := 0; ; attempt++ {
 		var a *AgentContext
-		if a, err = m.load(ctx, sid); err == nil || !errors.Is(err, bus.ErrFenced) || ctx.Err() != nil {
-			if ctx.Err() != nil {
-				return nil, ErrStopped
-			}
+		a, err = m.load(ctx, sid)
+		switch {
+		case ctx.Err() != nil:
+			return nil, ErrStopped
+		case err == nil || errors.Is(err, ErrUnknownSession):
 			return a, err
+		case time.Now().After(deadline) || (errors.Is(err, bus.ErrFenced) && attempt >= 4):
+			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
+		m.cfg.logger().Info("session not loaded yet; trying again", "session", sid, "err", err)
 		select {
 		case <-ctx.Done():
 			return nil, ErrStopped
-		case <-time.After(time.Duration(attempt+1) * 50 * time.Millisecond):
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
 		}
 	}
-	return nil, err
 }
+
+// loadPatience bounds the retries of a load that meets an unavailable log.
+const loadPatience = 20 * time.Second
 
 // checkpoint stores a snapshot of the state in the checkpoint bucket, then
 // records it in the log.

@@ -25,15 +25,23 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		n.finish(m, err)
 		return
 	}
-	if n.inflight.redelivered(m) {
+	switch n.inflight.add(m, 2*n.Bus.Config().InputAckWait) {
+	case inputRunning:
 		// Its work runs here already (the server redelivered it because a
 		// keep-alive was lost, in a consumer leader election say): the running
 		// work answers it, through this newest delivery.
 		return
+	case inputDone:
+		// Its work ended here a moment ago and was answered; the ack was lost
+		// or overtaken by the redelivery.
+		n.ack(m)
+		return
 	}
 	start := time.Now()
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), Done: func(o session.Outcome) {
-		m := n.inflight.done(m.Seq)
+		ended := !o.Fenced && !errors.Is(o.Err, session.ErrStopped) && !errors.Is(o.Err, bus.ErrOutcomeUnknown) &&
+			!errors.Is(o.Err, session.ErrUnavailable)
+		m := n.inflight.done(m.Seq, ended)
 		switch {
 		case o.Fenced || errors.Is(o.Err, session.ErrStopped) || errors.Is(o.Err, bus.ErrOutcomeUnknown):
 			// Not ours to finish: the next owner gets the input again.
@@ -57,15 +65,17 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		n.reply(m, o)
 	}}
 	if err := n.Sessions.Deliver(m.Session, cmd); err != nil {
-		n.finish(n.inflight.done(m.Seq), err)
+		n.finish(n.inflight.done(m.Seq, false), err)
 	}
 }
 
 // inflight tracks the inputs whose work runs on this node, by stream
-// sequence, each with its newest delivery and that delivery's keep-alive.
+// sequence, each with its newest delivery and that delivery's keep-alive, and
+// the inputs whose work ended here lately.
 type inflight struct {
-	mu sync.Mutex
-	m  map[uint64]*inflightInput
+	mu    sync.Mutex
+	m     map[uint64]*inflightInput
+	ended map[uint64]time.Time
 }
 
 type inflightInput struct {
@@ -73,30 +83,49 @@ type inflightInput struct {
 	stop func() // the keep-alive of msg
 }
 
-// redelivered registers m and starts keeping it alive. It reports true when
-// the input's work already runs here: m then replaces the delivery it runs
-// for, and nothing more is to be done with m now.
-func (f *inflight) redelivered(m *bus.InputMsg) bool {
+// What inflight.add found.
+const (
+	inputNew     = iota // new here: run it
+	inputRunning        // its work runs here: m replaces the delivery it answers through
+	inputDone           // its work ended here within the memory: only ack m
+)
+
+// add registers m and starts keeping it alive, unless its work runs or ended
+// here within memory (then see the results).
+func (f *inflight) add(m *bus.InputMsg, memory time.Duration) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.m == nil {
-		f.m = map[uint64]*inflightInput{}
+		f.m, f.ended = map[uint64]*inflightInput{}, map[uint64]time.Time{}
+	}
+	now := time.Now()
+	for seq, at := range f.ended {
+		if now.Sub(at) > memory {
+			delete(f.ended, seq)
+		}
+	}
+	if _, ok := f.ended[m.Seq]; ok {
+		return inputDone
 	}
 	if cur := f.m[m.Seq]; cur != nil {
 		cur.stop()
 		cur.msg, cur.stop = m, m.KeepAlive(0)
-		return true
+		return inputRunning
 	}
 	f.m[m.Seq] = &inflightInput{msg: m, stop: m.KeepAlive(0)}
-	return false
+	return inputNew
 }
 
 // done unregisters the input at seq, stops its keep-alive and returns its
-// newest delivery, the one to settle.
-func (f *inflight) done(seq uint64) *bus.InputMsg {
+// newest delivery, the one to settle. ended says whether its work ended (it
+// was answered): a redelivery soon after is then only acknowledged.
+func (f *inflight) done(seq uint64, ended bool) *bus.InputMsg {
 	f.mu.Lock()
 	cur := f.m[seq]
 	delete(f.m, seq)
+	if ended {
+		f.ended[seq] = time.Now()
+	}
 	f.mu.Unlock()
 	cur.stop()
 	return cur.msg

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 )
@@ -64,5 +67,61 @@ func TestTurnOf(t *testing.T) {
 	}
 	if sid, n, done := turnOf(nil); sid != "" || n != 0 || done != 0 {
 		t.Fatal("no messages")
+	}
+}
+
+func TestFailoverReport(t *testing.T) {
+	// A report written before row 7 was measured has a string there.
+	var old Report
+	if err := json.Unmarshal([]byte(`{"failover": "not measured: needs [cluster]"}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if old.Failover == nil || old.Failover.NotMeasured == "" {
+		t.Fatalf("old failover: %+v", old.Failover)
+	}
+	if rows := old.failoverRows(); len(rows) != 1 || !strings.Contains(rows[0].tah, "not measured") {
+		t.Fatalf("old rows %+v", rows)
+	}
+	if rows := (&Report{}).failoverRows(); len(rows) != 1 || !strings.Contains(rows[0].tah, "not run") {
+		t.Fatalf("rows without row 7: %+v", rows)
+	}
+
+	f := &FailoverResult{Kill: killProcess, Durability: "fsync always", NodeTTL: 5 * time.Second, InputPinnedTTL: 5 * time.Second, InputAckWait: 8 * time.Second,
+		Running: 2, Idle: 2, RunningP50: 7 * time.Second, RunningMax: 12 * time.Second, IdleP50: 5 * time.Second, IdleMax: 6 * time.Second,
+		SurvivorFences: []FenceAt{{Node: "node0", After: 4 * time.Second}}, TakenBy: map[string]int{"node0": 4}}
+	b, err := json.Marshal(&Report{Failover: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Failover.RunningMax != f.RunningMax || back.Failover.SurvivorFences[0].Node != "node0" {
+		t.Fatalf("round trip: %+v", back.Failover)
+	}
+	rows := back.failoverRows()
+	if len(rows) != 2 || rows[0].tah != "7 s / 12 s" || !strings.HasPrefix(rows[0].verdict, "missed by 2 s") || !strings.Contains(rows[0].verdict, "fenced") {
+		t.Fatalf("rows %+v", rows)
+	}
+	if f.boundRunning() != 8*time.Second || f.boundIdle() != 6*time.Second {
+		t.Fatalf("bounds %v %v", f.boundRunning(), f.boundIdle())
+	}
+	md := back.markdown(back.table())
+	for _, want := range []string{"Row 7, a dead node's sessions", "**missed** by 2 s", "fenced themselves"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+}
+
+func TestCovers(t *testing.T) {
+	recs := []bus.NodeRecord{{Node: "a", Partitions: []int{0, 1}}, {Node: "b", Partitions: []int{2}}, {Node: "c", Partitions: []int{3}}}
+	if !covers(recs, 4, "") || covers(recs, 4, "c") {
+		t.Fatal("cover of 4 partitions")
+	}
+	recs[1].Partitions = []int{1, 2}
+	if covers(recs, 4, "") {
+		t.Fatal("partition 1 pulled twice")
 	}
 }

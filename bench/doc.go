@@ -16,16 +16,21 @@
 //  5. token delta latency to a subscriber in another process (this binary,
 //     started with -delta-subscriber);
 //  6. resident memory per active and per passivated session;
-//  7. failover (not measured: it needs the three-node cluster);
+//  7. failover: three nodes in this process (R3, the default timings); one
+//     is killed while its sessions' turns are in flight (its embedded server
+//     shut down at once; with -failover-kill process, a process of its own
+//     sent SIGKILL), and the time until each turn, and each input sent then
+//     to its idle sessions, makes its LLM call on a survivor is measured;
 //  8. rows 1-3 under both durability settings: fsync on every write
 //     (bus.Config.SyncInterval 0, the default) and every 2 minutes (the
 //     NATS server's default).
 //
-// Everything runs in this process on real parts: an embedded nats-server
-// with a temporary store (port -1), the node (node.Start: projector, SQLite
-// read model, session actors, tool runner, input consumers) and llm/mock.
+// Everything runs in this process on real parts (row 7's victim may run in a
+// process of its own): an embedded nats-server with a temporary store (port
+// -1), the node (node.Start: projector, SQLite read model, session actors,
+// tool runner, input consumers) and llm/mock.
 // Sizes are flags (see -h); -quick shrinks them all for a smoke run.
 //
-//	go run ./bench -out docs          # the full run, about 5 minutes on 2 cores
+//	go run ./bench -out docs          # the full run, about 6 minutes on 2 cores
 //	go run ./bench -quick -out ""     # a smoke run, table on stdout only
 package main

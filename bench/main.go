@@ -45,6 +45,11 @@ type config struct {
 	memSessions int    // row 6
 	memProfile  string // row 6: a heap profile after passivation
 
+	failoverSessions int      // row 7: sessions of the killed node with a turn in flight, and as many idle
+	failoverLog      string   // row 7, diagnostic: the three nodes' logs
+	failoverKill     string   // row 7: killShutdown or killProcess
+	failoverLead     []string // row 7, diagnostic: streams whose leadership moves to the node to kill
+
 	syncs []time.Duration // row 8: the durability settings
 }
 
@@ -63,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var c config
 	var rows, lengths, syncs string
-	var deltaSub, cpuProfile, render string
+	var deltaSub, victim, lead, cpuProfile, render string
 	fs.StringVar(&c.out, "out", "docs", "write benchmarks.md and benchmarks.json to this directory (empty: stdout only)")
 	fs.StringVar(&c.tmp, "tmp", "", "parent directory of the temporary stores (default: the system's)")
 	fs.StringVar(&rows, "rows", "1,2,3,4,5,6,7", "the rows to run")
@@ -84,10 +89,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.deltaTokens, "delta-tokens", 2000, "row 5: tokens streamed")
 	fs.DurationVar(&c.deltaPace, "delta-pace", time.Millisecond, "row 5: pause between two tokens")
 	fs.IntVar(&c.memSessions, "mem-sessions", 10000, "row 6: sessions")
+	fs.IntVar(&c.failoverSessions, "failover-sessions", 12, "row 7: sessions of the killed node with a turn in flight (and as many idle ones sent an input after the kill)")
+	fs.StringVar(&c.failoverLog, "failover-log", "", "row 7, diagnostic: write the three nodes' logs (their servers' included) to this file")
+	fs.StringVar(&c.failoverKill, "failover-kill", killShutdown, "row 7: how the node is killed: shutdown (its embedded server shut down at once, in this process) or process (SIGKILL of a process of its own)")
+	fs.StringVar(&lead, "failover-lead", "", "row 7, diagnostic: streams (comma-separated, e.g. TAH_EVT,TAH_IN) whose leadership moves to the node to kill before the kill")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&c.memProfile, "memprofile", "", "row 6: write a heap profile after passivation to this file")
 	fs.StringVar(&render, "render", "", "measure nothing: write benchmarks.md (to -out) again from this benchmarks.json")
 	fs.StringVar(&deltaSub, "delta-subscriber", "", "internal: run as the delta subscriber process: URL,session,count")
+	fs.StringVar(&victim, "failover-victim", "", "internal: run as row 7's node to kill: its JSON spec")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -99,6 +109,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if deltaSub != "" {
 		return deltaSubscriber(ctx, deltaSub, stdout)
+	}
+	if victim != "" {
+		return failoverVictim(ctx, victim, stdout)
 	}
 	if render != "" {
 		return rerender(render, c.out, stdout)
@@ -120,6 +133,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		c.resumeLengths, c.resumeOthers, c.resumeRepeats = []int{100, 1000}, 100, 3
 		c.deltaTokens = 300
 		c.memSessions = 500
+		c.failoverSessions = 4
 	}
 	for _, v := range strings.Split(syncs, ",") {
 		d, err := time.ParseDuration(strings.TrimSpace(v))
@@ -127,6 +141,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-durability: %q is not a sync interval (0 or a duration like 2m)", v)
 		}
 		c.syncs = append(c.syncs, d)
+	}
+	if c.failoverKill != killShutdown && c.failoverKill != killProcess {
+		return fmt.Errorf("-failover-kill: %q is not %s or %s", c.failoverKill, killShutdown, killProcess)
+	}
+	for _, st := range strings.Split(lead, ",") {
+		if st = strings.TrimSpace(st); st != "" {
+			c.failoverLead = append(c.failoverLead, st)
+		}
+	}
+	if c.failoverSessions < 1 {
+		return fmt.Errorf("-failover-sessions: %d is not at least 1", c.failoverSessions)
 	}
 	if c.tmp == "" {
 		c.tmp = os.TempDir()

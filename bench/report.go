@@ -24,28 +24,29 @@ type Report struct {
 	Delta   *DeltaResult  `json:"delta,omitempty"`
 	Memory  *MemoryResult `json:"memory,omitempty"`
 	// SQLiteRow is the one-row transaction floor (row 1).
-	SQLiteRowP50  time.Duration `json:"sqlite_row_p50_ns"`
-	SQLiteRowRate float64       `json:"sqlite_row_per_s"`
-	Failover      string        `json:"failover"`
-	Took          time.Duration `json:"took_ns"`
+	SQLiteRowP50  time.Duration   `json:"sqlite_row_p50_ns"`
+	SQLiteRowRate float64         `json:"sqlite_row_per_s"`
+	Failover      *FailoverResult `json:"failover,omitempty"`
+	Took          time.Duration   `json:"took_ns"`
 }
 
 // Sizes are the sizes this run used.
 type Sizes struct {
-	Quick         bool          `json:"quick"`
-	StepToolCalls int           `json:"step_tool_steps"`
-	StepTurns     int           `json:"step_turns"`
-	LoadSessions  int           `json:"load_sessions"`
-	LoadSteps     int           `json:"load_steps_per_turn"`
-	LoadTurns     int           `json:"load_turns"`
-	LoadDelay     time.Duration `json:"load_llm_delay_ns"`
-	ResumeEvents  []int         `json:"resume_events"`
-	ResumeOthers  int           `json:"resume_other_sessions"`
-	ResumeBudget  int           `json:"resume_context_chars"`
-	ResumeRepeats int           `json:"resume_repeats"`
-	DeltaTokens   int           `json:"delta_tokens"`
-	DeltaPace     time.Duration `json:"delta_pace_ns"`
-	MemSessions   int           `json:"memory_sessions"`
+	Quick            bool          `json:"quick"`
+	StepToolCalls    int           `json:"step_tool_steps"`
+	StepTurns        int           `json:"step_turns"`
+	LoadSessions     int           `json:"load_sessions"`
+	LoadSteps        int           `json:"load_steps_per_turn"`
+	LoadTurns        int           `json:"load_turns"`
+	LoadDelay        time.Duration `json:"load_llm_delay_ns"`
+	ResumeEvents     []int         `json:"resume_events"`
+	ResumeOthers     int           `json:"resume_other_sessions"`
+	ResumeBudget     int           `json:"resume_context_chars"`
+	ResumeRepeats    int           `json:"resume_repeats"`
+	DeltaTokens      int           `json:"delta_tokens"`
+	DeltaPace        time.Duration `json:"delta_pace_ns"`
+	MemSessions      int           `json:"memory_sessions"`
+	FailoverSessions int           `json:"failover_sessions"`
 }
 
 // Machine describes where the run happened.
@@ -106,8 +107,7 @@ func measure(ctx context.Context, c config, log io.Writer) (*Report, error) {
 	rep := &Report{Machine: machine(), Sizes: Sizes{Quick: c.quick, StepToolCalls: c.steps, StepTurns: c.stepTurns,
 		LoadSessions: c.loadSessions, LoadSteps: c.loadSteps, LoadTurns: c.loadTurns, LoadDelay: c.loadDelay,
 		ResumeEvents: c.resumeLengths, ResumeOthers: c.resumeOthers, ResumeBudget: c.resumeBudget, ResumeRepeats: c.resumeRepeats,
-		DeltaTokens: c.deltaTokens, DeltaPace: c.deltaPace, MemSessions: c.memSessions},
-		Failover: "not measured: needs [cluster] (issue 8, three nodes)"}
+		DeltaTokens: c.deltaTokens, DeltaPace: c.deltaPace, MemSessions: c.memSessions, FailoverSessions: c.failoverSessions}}
 	step := func(format string, args ...any) {
 		fmt.Fprintf(log, "%s  "+format+"\n", append([]any{time.Since(begin).Round(time.Second)}, args...)...)
 	}
@@ -165,6 +165,14 @@ func measure(ctx context.Context, c config, log io.Writer) (*Report, error) {
 			return nil, fmt.Errorf("row 6: %w", err)
 		}
 		rep.Memory = r
+	}
+	if c.rows["7"] {
+		step("row 7: failover, three nodes (R3), kill -9 of one with %d turns in flight on it", c.failoverSessions)
+		r, err := benchFailover(ctx, c, log)
+		if err != nil {
+			return nil, fmt.Errorf("row 7: %w", err)
+		}
+		rep.Failover = r
 	}
 	rep.Took = time.Since(begin)
 	rep.Machine.LoadAvgEnd = loadAvg()
@@ -256,8 +264,40 @@ func (r *Report) rows() []row {
 		out = append(out, row{"6", fmt.Sprintf("resident memory per active / passivated session, %s sessions", fnum(float64(m.Sessions))), "",
 			fbytes(int(m.PerActive)) + " / " + fbytes(int(m.PerPassive)), fmt.Sprintf("Go heap: %s / %s", fbytes(int(m.HeapPerActive)), fbytes(int(m.HeapPerPassive))), "", "", ""})
 	}
-	out = append(out, row{"7", "failover: kill -9 of an owner to its sessions going on elsewhere (three nodes)", "", "not measured: needs [cluster]", "", "", "", ""})
+	out = append(out, r.failoverRows()...)
 	return out
+}
+
+func (r *Report) failoverRows() []row {
+	const what = "failover: kill -9 of an owner to its sessions going on elsewhere (three nodes)"
+	f := r.Failover
+	switch {
+	case f == nil:
+		return []row{{"7", what, "", "not run (-rows)", "", "", "", ""}}
+	case f.NotMeasured != "":
+		return []row{{"7", what, "", f.NotMeasured, "", "", "", ""}}
+	}
+	kill := "kill -9"
+	if f.Kill == killShutdown {
+		kill = "kill (server shut down in process)"
+	}
+	setting := fmt.Sprintf("R3; NodeTTL %s, pin TTL %s, ack wait %s; %s", fdur(f.NodeTTL), fdur(f.InputPinnedTTL), fdur(f.InputAckWait), f.Durability)
+	verdict := metOr(f.RunningMax <= targetFailover, fmt.Sprintf("missed by %s", fdur(f.RunningMax-targetFailover)))
+	if len(f.SurvivorFences) > 0 {
+		verdict += fmt.Sprintf("; the survivors fenced themselves %d times", len(f.SurvivorFences))
+	}
+	if len(f.Problems) > 0 {
+		verdict += fmt.Sprintf("; %d correctness problem(s), see below", len(f.Problems))
+	}
+	runBound, idleBound := f.boundRunning(), f.boundIdle()
+	return []row{
+		{"7", fmt.Sprintf("failover: %s of an owner to the first LLM call elsewhere of its %d turns in flight, p50 / max", kill, f.Running), setting,
+			fdur(f.RunningP50) + " / " + fdur(f.RunningMax), fmt.Sprintf("≤ %s (the settings: ack wait)", fdur(runBound)),
+			fratio(float64(f.RunningMax) / float64(runBound)), "≤ " + fdur(targetFailover) + " (max)", verdict},
+		{"7", fmt.Sprintf("failover: %s of an owner to the first LLM call elsewhere of an input sent then to one of its %d idle sessions, p50 / max", kill, f.Idle), setting,
+			fdur(f.IdleP50) + " / " + fdur(f.IdleMax), fmt.Sprintf("≤ %s (the settings: NodeTTL and one check)", fdur(idleBound)),
+			fratio(float64(f.IdleMax) / float64(idleBound)), "", ""},
+	}
 }
 
 func metOr(ok bool, missed string) string {

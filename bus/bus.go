@@ -57,6 +57,18 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// nats.go prints asynchronous errors (a consumer gone during a leader
+		// election, say) to stderr by default: they belong in the log.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if cfg.Logger == nil {
+				return
+			}
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			cfg.Logger.Debug("NATS asynchronous error", "subject", subject, "err", err)
+		}),
 	}
 	switch {
 	case cfg.Token != "":

@@ -303,7 +303,9 @@ func lastInputID(st *projection.State) string { return st.LastInputID }
 // load rebuilds the session from its checkpoint and the tail of its log, then
 // claims it with a new epoch and the current configuration.
 func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// One attempt: a request to a stream without a leader (an election after
+	// a node died) hangs until its deadline, and loadWithRetry tries again.
+	ctx, cancel := context.WithTimeout(ctx, loadAttempt)
 	defer cancel()
 	var st projection.State
 	from := uint64(1)
@@ -377,8 +379,12 @@ func (m *Manager) loadWithRetry(ctx context.Context, sid string) (*AgentContext,
 	}
 }
 
-// loadPatience bounds the retries of a load that meets an unavailable log.
-const loadPatience = 20 * time.Second
+// loadPatience bounds the retries of a load that meets an unavailable log;
+// loadAttempt bounds one attempt.
+const (
+	loadPatience = 30 * time.Second
+	loadAttempt  = 8 * time.Second
+)
 
 // checkpoint stores a snapshot of the state in the checkpoint bucket, then
 // records it in the log.

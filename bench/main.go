@@ -91,7 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.memSessions, "mem-sessions", 10000, "row 6: sessions")
 	fs.IntVar(&c.failoverSessions, "failover-sessions", 12, "row 7: sessions of the killed node with a turn in flight (and as many idle ones sent an input after the kill)")
 	fs.StringVar(&c.failoverLog, "failover-log", "", "row 7, diagnostic: write the three nodes' logs (their servers' included) to this file")
-	fs.StringVar(&c.failoverKill, "failover-kill", killShutdown, "row 7: how the node is killed: shutdown (its embedded server shut down at once, in this process) or process (SIGKILL of a process of its own)")
+	fs.StringVar(&c.failoverKill, "failover-kill", killProcess, "row 7: how the node is killed: shutdown (its embedded server shut down at once, in this process) or process (SIGKILL of a process of its own)")
 	fs.StringVar(&lead, "failover-lead", "", "row 7, diagnostic: streams (comma-separated, e.g. TAH_EVT,TAH_IN) whose leadership moves to the node to kill before the kill")
 	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&c.memProfile, "memprofile", "", "row 6: write a heap profile after passivation to this file")

@@ -139,7 +139,7 @@ func (r *Report) analysis(w func(string, ...any)) {
 			s.ToolSteps, fbytes(s.LLMStartedBytesMin), fbytes(s.LLMStartedBytesMax), fbytes(s.EventBytesMean))
 		w("- the actor marshals the request (`event.New`), marshals the envelope again, which re-validates and compacts the raw payload (`event.Event.Marshal` in `bus.SessionWriter.message`), then decodes it back to fold it (`projection.Apply` → `event.Event.Decode`) although it had the typed value;\n")
 		w("- the read model decodes it again (`store` → `projection.Apply`) and writes it twice, in the raw event row and in the step row;\n")
-		w("- `projection.State` keeps every step's request (`Step.Request`), so the state, the checkpoint and the store's snapshots grow with steps × context.\n\n")
+		w("- the read model's `projection.State` keeps every step's request (`Step.Request`), so its snapshots grow with steps × context (the session actor's state and its checkpoints no longer keep them).\n\n")
 		if slow != nil {
 			w("TAH's own time between two LLM calls (the gap less its appends' floor and the mock) is %s over the first 20 steps of the turn and %s over the last 20 with fsync every 2 minutes (%s and %s with fsync always, where the fsync noise is larger than the signal). ",
 				fdur(slow.OwnEarly), fdur(slow.OwnLate), fdur(s.OwnEarly), fdur(s.OwnLate))
@@ -150,14 +150,15 @@ func (r *Report) analysis(w func(string, ...any)) {
 			fdur(s.TurnEnd), fbytes(s.CheckpointBytes), s.LLMCalls, fdur(s.TurnEnd/time.Duration(s.LLMCalls)), 100*float64(s.TurnEnd/time.Duration(s.LLMCalls))/float64(max(s.Overhead, 1)))
 	}
 	if rs := r.Resume; rs != nil && len(rs.Lengths) > 0 {
-		w("### Checkpoints stop being written once the state passes 8 MiB, and the replay grows again\n\n")
+		w("### Resume: the checkpoint is fresh, but its decode grows with the history\n\n")
 		w("| events | first LLM call | checkpoint | events it covers | events replayed | checkpoint decode | load (get, decode, replay, fold) | end of the turn | full state | state without finished steps' requests | its decode |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, l := range rs.Lengths {
 			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", fnum(float64(l.Events)), fdur(l.FirstCall), fbytes(l.CheckpointBytes), fnum(float64(l.CheckpointEvents)),
 				fnum(float64(l.Tail)), fdur(l.CheckpointDecode), fdur(l.Load), fdur(l.TurnEnd), fbytes(l.StateBytes), fbytes(l.SlimBytes), fdur(l.SlimDecode))
 		}
 		last := rs.Lengths[len(rs.Lengths)-1]
-		w("\nThe checkpoint is the JSON of `projection.State`, every step's request and response included, so it grows with steps × context. ")
+		w("\nThe checkpoint is the JSON of the session actor's `projection.State`. The actor no longer keeps the request each `llm.started` recorded (the log has it; the loop never reads it back), so at %s events the checkpoint is %s where the whole state, requests included, is %s (it used to be that, over the 8 MiB a KV value may hold: the put failed and resumes replayed the whole log). A resume now replays %s event(s) after its checkpoint. ",
+			fnum(float64(last.Events)), fbytes(last.CheckpointBytes), fbytes(last.StateBytes), fnum(float64(last.Tail)))
 		if last.Tail > last.Events/10 {
 			w("At %s events the state is %s: the bucket refuses values over the server's max payload (8 MiB), `checkpoint` logs a warning and the turn goes on, so the last checkpoint stored covers %s events and a resume replays and folds the other %s, each `llm.started` decoded again. ",
 				fnum(float64(last.Events)), fbytes(last.StateBytes), fnum(float64(last.CheckpointEvents)), fnum(float64(last.Tail)))
@@ -168,8 +169,8 @@ func (r *Report) analysis(w func(string, ...any)) {
 				fnum(float64(mid.Events)), fbytes(mid.CheckpointBytes), fdur(mid.CheckpointDecode), fdur(mid.FirstCall),
 				trimFloat(round1(float64(mid.FirstCall)/float64(rs.Lengths[0].FirstCall))), fnum(float64(rs.Lengths[0].Events)))
 		}
-		w("The end of every turn marshals the whole state to put it (%s at the longest history, a put that fails once the state is over 8 MiB). Without the requests and responses of finished steps (they are in the log and the read model) the state is %s× smaller at the longest history and decodes in %s.\n\n",
-			fdur(last.TurnEnd), trimFloat(round1(float64(last.StateBytes)/float64(max(last.SlimBytes, 1)))), fdur(last.SlimDecode))
+		w("What still grows with the history is the messages and the finished steps' responses in the checkpoint: its decode is most of the load (%s of %s at the longest history), and the end of every turn marshals it whole to put it (%s). The target (at most 2×) needs a checkpoint whose size does not grow with the history: messages kept in segments that a resume reads only as far as the context budget needs, finished steps dropped.\n\n",
+			fdur(last.CheckpointDecode), fdur(last.Load), fdur(last.TurnEnd))
 	}
 	if len(r.Load) > 0 {
 		w("### Under load: the read model, one NATS connection, and the disk\n\n")
@@ -213,9 +214,9 @@ func (r *Report) Step0AppendRate() float64 {
 // proposals lists the problems found in other packages and their fixes.
 func (r *Report) proposals(w func(string, ...any)) {
 	w("## Problems found, and proposed fixes\n\n")
-	w("None of these is fixed here (this issue only measures); each names where, how much, and a fix.\n\n")
+	w("Each names where, how much, and a fix; the state of each as of this run is said where part of it was fixed.\n\n")
 	w("1. **`llm.started` records the whole request** (`actors/session/loop.go` `llmStep`, `event.LLMStartedData.Request`). Log volume, the actor's and the read model's CPU per step and the state all grow with the context; a turn of N steps writes O(N²) bytes. *Fix*: record the request by reference: the index of the last message sent and the trim report (the messages are in the log already, and `projection.Prepare` is pure, so the request can be rebuilt), or only the messages added since the session's previous request.\n")
-	w("2. **The state keeps every step's request and response** (`projection.State.Steps[].Request/Response`), and the checkpoint is that state (`actors/session/actor.go` `checkpoint`). The checkpoint grows with steps × context and, past 8 MiB, fails with only a warning, after which resumes replay an ever longer tail (row 4). *Fix*: snapshot only what a resume needs (messages, tool calls, the current turn's open steps, counters), dropping finished steps' requests and responses; and fail loudly (a metric, a smaller fallback snapshot) when a checkpoint cannot be stored.\n")
+	w("2. **The checkpoint grows with the history** (`actors/session/actor.go` `checkpoint`: the JSON of the actor's `projection.State`). *Partly fixed*: the actor drops each step's recorded request (`dropRequests`), so the checkpoint no longer grows with steps × context nor passes 8 MiB, and a checkpoint that cannot be stored is logged as an error. *Still to do*: it holds every message and every finished step's response, so its decode grows with the history (row 4); snapshot only what a resume needs (the messages the context budget can reach, the current turn's open steps, counters), and count refused checkpoints in a metric.\n")
 	w("3. **The actor decodes what it has just encoded** (`actors/session/context.go` `AgentContext.Append` → `projection.Apply` → `event.Event.Decode`), and the writer re-validates and compacts a payload produced by `json.Marshal` (`event.Event.Marshal` in `bus/append.go` `message`). *Fix*: fold the typed payload directly (an `ApplyTyped` beside `Apply`, tested to agree with it), and build the envelope bytes around `Data` without re-checking it.\n")
 	w("4. **The read model's cache is smaller than the active sessions** (`store.Options.CacheSize` default 256; `node.Start` calls `store.Open` with no options). Above 256 active sessions almost every batch reloads and refolds sessions: under row 3 the projector took a third of the CPU, `store.loadState` 22%%. *Fix*: size the cache from the node's configuration (at least the sessions a node keeps active), make loading cheaper (items 1 and 2 shrink the snapshots it decodes), and group a batch's events by session before loading.\n")
 	w("5. **One NATS connection carries the whole node** (`bus.Open`): every session's appends, the checkpoint puts, the delta publishes and the projector's consumer share one `nats.Conn` and its mutex. *Fix*: a small pool of connections in `bus` (sessions hashed to a connection by id, which keeps each session's appends in order), and a connection of its own for the projector's tail.\n")
@@ -325,5 +326,5 @@ func (r *Report) failoverProposals(w func(string, ...any)) {
 	w("8. **A turn in flight on a dead node waits for the whole ack wait** (`bus.InputMsg.KeepAlive` renews every InputAckWait/3; the server redelivers InputAckWait after the last renewal). With the defaults that is 5.3 to 8 s after the kill, against 4 to 6 s for the dead node to be noticed, so the ack wait, not NodeTTL, sets row 7's worst case. *Fix*: when a node takes over a dead node's partitions, resume at once the sessions of those partitions whose last turn has no end (the read model knows them), and treat the input when it is redelivered as the turn already resumed (its input_id is in turn.started); or lower InputAckWait with NodeTTL.\n")
 	w("9. **Pulling a partition whose consumer has no leader wastes whole attempts** (`node/cluster.go` `rebalance`: each `InputConsumer.Add` gets NodeTTL/5 × 2 and a request to a leaderless consumer gets no answer, so an attempt started just before the election still waits out its timeout). After a kill -9 this added up to 2 s to the sessions of such a partition (diagnostic runs). *Fix*: retry the consumer lookup with short tries inside one Add, or create the consumer handle without a lookup and let the pull requests find the leader.\n")
 	w("10. **Clients cannot send inputs while `TAH_IN` elects a leader** (up to 6.3 s after a kill -9 of its leader's server; `bus.PublishInput` returns \"no response from stream\" or waits for its deadline). *Fix*: retry inside `PublishInput` (the input id makes retries idempotent) with short tries until the caller's deadline, and say so in the protocol's client guidance.\n")
-	w("11. **Loading a session during an election of `TAH_EVT`'s leader can wait 30 s** (`bus.Bus.Replay` → `lastMsg`: a request to a leaderless stream gets no answer, and the load's first attempt waits for its whole deadline before `session.Manager.loadWithRetry` tries again). A survivor that got an input for a dead node's session in the first seconds served it after 36.8 s (diagnostic run). *Fix*: give each request of a load a short deadline (1–2 s) and let `loadWithRetry` retry within its patience.\n")
+	w("11. **Loading a session during an election of `TAH_EVT`'s leader can wait 30 s** (`bus.Bus.Replay` → `lastMsg`: a request to a leaderless stream gets no answer, and the load's first attempt waits for its whole deadline before `session.Manager.loadWithRetry` tries again). A survivor that got an input for a dead node's session in the first seconds served it after 36.8 s (diagnostic run). *Partly fixed*: a load now tries for 8 s at a time, for up to 30 s, and a load that still fails puts the input back (`session.ErrUnavailable`, a Nak) instead of failing it. *Still to do*: shorter tries (1–2 s) per request of a load.\n")
 }

@@ -326,6 +326,22 @@ func TestClusterSpreadsAndRebalancesOnJoin(t *testing.T) {
 	if len(owners) != 3 {
 		t.Fatalf("sessions ran on %v, want all three nodes", owners)
 	}
+
+	// A cancel sent through any node reaches the owner of the session.
+	c.models[2].hold.Store(int64(time.Minute))
+	sid := c.sessionsOn(2, 1, "s_cancel")[0]
+	before := c.models[2].calls.Load()
+	c.send(sid, "in_"+sid, "hello")
+	bustest.Eventually(t, 30*time.Second, "the turn in flight on node2", func() bool { return c.models[2].calls.Load() > before })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.nodes[0].Bus.PublishInput(ctx, sid, bus.Input{Command: bus.CommandCancel, Reason: "enough"}); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 30*time.Second, "the turn cancelled", func() bool { return count(c.log(sid), event.AgentCancelled) == 1 })
+	if c.models[2].cancelled.Load() != 1 {
+		t.Fatalf("node2's LLM call was not cancelled (%d)", c.models[2].cancelled.Load())
+	}
 }
 
 // A node that stops gracefully while its turns run hands its partitions over:

@@ -13,4 +13,20 @@
 // Inputs are acknowledged only when the work they ask for has ended; a node
 // that stops (or loses a session to another node) leaves them unacknowledged,
 // so the session's next owner gets them again and resumes from the log.
+//
+// # A cluster
+//
+// Nodes on one NATS (embedded servers joined by routes, or an external
+// cluster) share the sessions with no coordinator but NATS (cluster.go): each
+// publishes its presence on tah.nodes.<id>, every node computes the same
+// balanced share-out of the input partitions over the live nodes (Assign) and
+// pulls its own; the server's pinned consumers deliver a partition to one node
+// at a time while nodes disagree. A share that shrinks is handed over (stop
+// pulling, stop those sessions, unpin); a node that stops says it leaves; a
+// node not heard of for bus.Config.NodeTTL is dead and its partitions move; a
+// node that does not hear itself, or hears no other node while JetStream is
+// not writable, stops its sessions (it is about to be replaced); and a
+// session.claimed with a newer epoch stops a stale actor at once. The log's
+// fencing makes all of it safe: a node that lost a session cannot write to it.
+// docs/operations.md says how to run one.
 package node

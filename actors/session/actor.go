@@ -207,10 +207,9 @@ func (s *sessionActor) next(ctx actor.Context) {
 		defer cancel(nil)
 		out := s.m.work(wctx, a, cmd)
 		cp := -1
-		// A checkpoint at the end of every turn, and after any work that appended
-		// many events, so that a resume replays only the tail of the log.
-		turnEnded := (cmd.Kind == KindRun || cmd.Kind == KindResume) && !a.state.Status.Active()
-		if !out.Fenced && out.Err == nil && a.state.Events > last && (turnEnded || a.state.Events-last >= every) {
+		// A checkpoint after work that appended enough events since the last one,
+		// so that a resume replays only a short tail of the log.
+		if !out.Fenced && out.Err == nil && a.state.Events-last >= every {
 			if err := s.m.checkpoint(context.WithoutCancel(wctx), a); err != nil {
 				s.m.cfg.logger().Error("checkpoint not written: a resume of this session replays more of its log", "session", s.sid, "err", err)
 			} else {

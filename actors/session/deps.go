@@ -55,7 +55,9 @@ type Config struct {
 	// long; 0 means the default (5 minutes).
 	IdleTimeout time.Duration
 	// CheckpointEvery writes a checkpoint after a turn once this many events were
-	// appended since the last one; 0 means the default (256).
+	// appended since the last one; 0 means the default (64). A resume replays at
+	// most that many events and one turn's after the checkpoint; a checkpoint
+	// after every short turn would cost more than the replays it saves.
 	CheckpointEvery int
 	// Node names this node in session.claimed.
 	Node string
@@ -91,7 +93,7 @@ func (c Config) idle() time.Duration {
 
 func (c Config) checkpointEvery() int {
 	if c.CheckpointEvery <= 0 {
-		return 256
+		return 64
 	}
 	return c.CheckpointEvery
 }

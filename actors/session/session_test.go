@@ -335,7 +335,7 @@ func mustJSON(v any) string {
 func TestCheckpointAtEndOfTurnAndLoadFromIt(t *testing.T) {
 	b := openBus(t)
 	Create(context.Background(), b, "s1", Config{}, nil)
-	m := newManager(t, b, mock.Scripted(mock.Say("a"), mock.Say("b"), mock.Say("c")), Config{})
+	m := newManager(t, b, mock.Scripted(mock.Say("a"), mock.Say("b"), mock.Say("c")), Config{CheckpointEvery: 1})
 	do(t, m, "s1", run("one"))
 	do(t, m, "s1", run("two"))
 	tys := types(t, b, "s1")
@@ -449,5 +449,27 @@ func TestCompactCancelled(t *testing.T) {
 	// The session still works.
 	if o := do(t, m, "s1", run("two")); o.Status != projection.StatusCompleted {
 		t.Fatalf("%+v", o)
+	}
+}
+
+// Short turns are not checkpointed one by one: a resume replays their few
+// events instead (at most CheckpointEvery and a turn).
+func TestShortTurnsShareACheckpoint(t *testing.T) {
+	b := openBus(t)
+	Create(context.Background(), b, "s1", Config{}, nil)
+	m := newManager(t, b, mock.Scripted(mock.Say("a").Always()), Config{CheckpointEvery: 12})
+	for range 4 {
+		do(t, m, "s1", run("again"))
+	}
+	var seqs []int
+	for i, ty := range types(t, b, "s1") {
+		if ty == event.CheckpointCreated {
+			seqs = append(seqs, i)
+		}
+	}
+	// A turn here is 5 events (turn.started, llm.started, llm.streaming,
+	// llm.completed, agent.finished) after the created and claimed events.
+	if len(seqs) != 1 {
+		t.Fatalf("checkpoints at %v, want one, once 12 events piled up", seqs)
 	}
 }

@@ -51,7 +51,8 @@ type Options struct {
 	// CacheSize is how many folded session states Apply keeps in memory, least
 	// recently used out first. A session missing from the cache is loaded from its
 	// snapshot and the tail of its events, so this only bounds memory and speed:
-	// set it above the number of sessions active at once. Default 256.
+	// set it above the number of sessions active at once. Default 2048 (a few
+	// kilobytes to a few hundred each, by the length of their histories).
 	CacheSize int
 	// SnapshotEvery is the fewest events between two snapshots of a session's
 	// state. The gap also grows with the session (a quarter of its events), so
@@ -70,7 +71,7 @@ func (o Options) withDefaults() Options {
 		o.Consumer = DefaultConsumer
 	}
 	if o.CacheSize <= 0 {
-		o.CacheSize = 256
+		o.CacheSize = 2048
 	}
 	if o.SnapshotEvery <= 0 {
 		o.SnapshotEvery = 128

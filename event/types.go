@@ -175,6 +175,9 @@ type TurnStartedData struct {
 	Message llm.Message `json:"message"`
 	// InputID identifies the input that started the turn, for idempotent redelivery.
 	InputID string `json:"input_id,omitempty"`
+	// MaxSteps overrides the session's maxSteps for this turn (the input's
+	// options.max_steps); absent keeps it. Recorded so that a resumed turn keeps it.
+	MaxSteps int `json:"max_steps,omitempty"`
 }
 
 func (d TurnStartedData) validate() error {

@@ -38,7 +38,11 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		return
 	}
 	start := time.Now()
-	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), Done: func(o session.Outcome) {
+	maxSteps := 0
+	if m.Options != nil {
+		maxSteps = m.Options.MaxSteps
+	}
+	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Done: func(o session.Outcome) {
 		ended := !o.Fenced && !errors.Is(o.Err, session.ErrStopped) && !errors.Is(o.Err, bus.ErrOutcomeUnknown) &&
 			!errors.Is(o.Err, session.ErrUnavailable)
 		m := n.inflight.done(m.Seq, ended)

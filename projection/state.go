@@ -140,6 +140,9 @@ type State struct {
 	// first: an input redelivered after a newer one already ran (its node died
 	// while the newer one was delivered to the next owner) is recognised too.
 	RecentInputs []string `json:"recent_inputs,omitempty"`
+	// TurnMaxSteps is the current turn's own maxSteps (turn.started
+	// max_steps), 0 when the session's applies.
+	TurnMaxSteps int `json:"turn_max_steps,omitempty"`
 	// TurnLLMCalls counts the LLM steps of the current turn, for maxSteps.
 	TurnLLMCalls int `json:"turn_llm_calls"`
 	// TurnCompactTried is true once the current turn attempted auto-compaction.

@@ -50,7 +50,10 @@ type Command struct {
 	Kind    Kind
 	InputID string
 	Message llm.Message
-	Done    func(Outcome)
+	// MaxSteps overrides the session's maxSteps for the turn a run starts: 0
+	// keeps it, a negative value means unlimited.
+	MaxSteps int
+	Done     func(Outcome)
 }
 
 // internal messages
@@ -274,7 +277,7 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 				break
 			}
 		}
-		if err = BeginTurn(ctx, a, cmd.Message, cmd.InputID); err == nil {
+		if err = BeginTurn(ctx, a, cmd.Message, cmd.InputID, cmd.MaxSteps); err == nil {
 			err = m.loop.Run(ctx, a)
 		}
 	case KindResume:

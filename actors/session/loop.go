@@ -49,6 +49,9 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 			continue
 		}
 		max := st.Config.MaxSteps
+		if st.TurnMaxSteps != 0 {
+			max = st.TurnMaxSteps
+		}
 		if max > 0 && st.TurnLLMCalls >= max {
 			return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Code: event.CodeMaxSteps, Steps: st.TurnLLMCalls,
 				Error: fmt.Sprintf("the turn reached maxSteps (%d LLM calls) without a final answer; send another message to continue, or raise maxSteps", max)})
@@ -221,14 +224,14 @@ func Compact(ctx context.Context, a *AgentContext) (*CompactResult, error) {
 // BeginTurn opens a new turn with msg: first every tool call the previous turn
 // left without a result gets a "not executed" result (specification v0.22), then
 // turn.started.
-func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID string) error {
+func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID string, maxSteps int) error {
 	for _, c := range projection.DanglingCalls(a.State().Messages) {
 		if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{CallID: c.ID, Name: c.Name,
 			Output: projection.NotExecutedOutput, IsError: true, Code: event.CodeNotExecuted}); err != nil {
 			return err
 		}
 	}
-	return a.Append(ctx, event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID})
+	return a.Append(ctx, event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: maxSteps})
 }
 
 // PrepareResume settles what a previous owner left open, so that the loop can

@@ -473,3 +473,24 @@ func TestShortTurnsShareACheckpoint(t *testing.T) {
 		t.Fatalf("checkpoints at %v, want one, once 12 events piled up", seqs)
 	}
 }
+
+// A run's own maxSteps (an input's options.max_steps) limits that turn only,
+// and is recorded so that a resume keeps it.
+func TestRunMaxStepsOverridesTheSessionsForOneTurn(t *testing.T) {
+	b := openBus(t)
+	Create(context.Background(), b, "s1", Config{}, nil)
+	m := newManager(t, b, mock.Scripted(mock.CallTool("nope", `{}`).Always()), Config{MaxSteps: 5})
+	cmd := run("go")
+	cmd.MaxSteps = 2
+	o := do(t, m, "s1", cmd)
+	if o.Status != projection.StatusFailed || o.Code != event.CodeMaxSteps || o.Steps != 2 {
+		t.Fatalf("%+v", o)
+	}
+	st := fold(t, b, "s1")
+	if st.TurnMaxSteps != 2 {
+		t.Fatalf("turn max steps %d not recorded", st.TurnMaxSteps)
+	}
+	if o := do(t, m, "s1", run("again")); o.Steps != 5 {
+		t.Fatalf("the next turn: %+v", o)
+	}
+}

@@ -26,9 +26,13 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags("send", "[-s ID] TEXT", sendHelp)
 	sid := fs.String("s", "", "continue the session `ID` (default: a new session)")
 	fs.StringVar(sid, "session", "", "same as -s `ID`")
+	maxSteps := fs.Int("max-steps", 0, "at most `N` LLM calls in this turn (default: the session's maxSteps)")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
+	}
+	if *maxSteps < 0 {
+		return usageError("tahctl send --max-steps 5 TEXT", "--max-steps %d is negative", *maxSteps)
 	}
 	text := strings.Join(pos, " ")
 	if text == "-" {
@@ -79,7 +83,11 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	} else {
 		w.note(w.st.dim("session ") + w.st.cyan(*sid))
 	}
-	if err := w.publish(ctx, "run", input{Text: text}); err != nil {
+	in := input{Text: text}
+	if *maxSteps > 0 {
+		in.Options = &inputOptions{MaxSteps: *maxSteps}
+	}
+	if err := w.publish(ctx, "run", in); err != nil {
 		return err
 	}
 	_, err = w.wait(ctx)

@@ -31,9 +31,15 @@ func eventsFilter(sid string) string { return "tah.sess." + sid + ".evt.>" }
 
 // input is the body of a message on tah.sess.<sid>.in.
 type input struct {
-	ID     string `json:"id,omitempty"`
-	Text   string `json:"input,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	ID      string        `json:"id,omitempty"`
+	Text    string        `json:"input,omitempty"`
+	Reason  string        `json:"reason,omitempty"`
+	Options *inputOptions `json:"options,omitempty"`
+}
+
+// inputOptions adjust the turn a run starts.
+type inputOptions struct {
+	MaxSteps int `json:"max_steps,omitempty"`
 }
 
 // outcome is what a node publishes on an input's Tah-Reply-To subject.

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
@@ -247,11 +250,16 @@ func lastTurns(ctx context.Context, st *stack, n int, sid func(int) string, from
 		if out[i].evs == nil {
 			return nil, fmt.Errorf("%s: no turn after sequence %d", sid(i), from[i])
 		}
+		// Short turns share a checkpoint (session.Config.CheckpointEvery): the
+		// floor puts one only for a session that has one.
 		e, err := st.n.Bus.Checkpoints().Get(ctx, sid(i))
-		if err != nil {
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
 			return nil, err
+		default:
+			out[i].checkpoint = e.Value()
 		}
-		out[i].checkpoint = e.Value()
 	}
 	return out, nil
 }
@@ -268,6 +276,9 @@ func loadFloor(ctx context.Context, st *stack, turns []turnEvents, prefix string
 		fsid := fmt.Sprintf("%s%05d", prefix, i)
 		if _, err := appendRaw(ctx, st.n.Bus, fsid, turns[i].evs); err != nil {
 			return err
+		}
+		if turns[i].checkpoint == nil {
+			return nil
 		}
 		_, err := kv.Put(ctx, fsid, turns[i].checkpoint)
 		return err

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -56,6 +57,7 @@ type membership struct {
 	storedOK time.Time            // when its presence was last written to tah_nodes
 	fenced   bool
 	closed   bool
+	twin     time.Time // when another node with this node's id was last heard
 	// fences counts the times the node fenced itself (a metric).
 	fences atomic.Int64
 }
@@ -74,8 +76,12 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 	if err != nil {
 		return nil, err
 	}
+	namesake := false // a recent entry under this node's id: alive, or this node before a crash
 	for _, r := range recs {
-		if r.Node != n.ID() && !r.Leaving {
+		switch {
+		case r.Node == n.ID():
+			namesake = true
+		case !r.Leaving:
 			m.seen[r.Node] = now
 		}
 	}
@@ -87,7 +93,12 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 		_ = m.presence.Unsubscribe()
 		return nil, fmt.Errorf("node: watching session claims: %w", err)
 	}
-	err = m.publish(false)
+	if namesake {
+		err = m.checkTwin(ctx)
+	}
+	if err == nil {
+		err = m.publish(false)
+	}
 	if err == nil {
 		err = m.store(ctx)
 	}
@@ -105,6 +116,28 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 	return m, nil
 }
 
+// ErrNodeIDInUse is returned by Start when a running node already has the
+// node's id.
+var ErrNodeIDInUse = errors.New("node id in use by a running node")
+
+// checkTwin listens for two presence periods for a running node with this
+// node's id (its entry in tah_nodes is recent: it may also be this node's own,
+// from before a crash).
+func (m *membership) checkTwin(ctx context.Context) error {
+	select {
+	case <-time.After(2 * m.every):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	m.mu.Lock()
+	twin := !m.twin.IsZero()
+	m.mu.Unlock()
+	if twin {
+		return fmt.Errorf("node %s: %w: give this node another --node-id (TAH_NODE_ID), or stop the other one", m.n.ID(), ErrNodeIDInUse)
+	}
+	return nil
+}
+
 // heard records a presence published by a node (this one included).
 func (m *membership) heard(msg *nats.Msg) {
 	var r bus.NodeRecord
@@ -114,6 +147,13 @@ func (m *membership) heard(msg *nats.Msg) {
 	m.mu.Lock()
 	changed := false
 	switch {
+	case r.Node == m.n.ID() && !r.Started.Equal(m.started):
+		// Two nodes with one id would take each other's presence for their
+		// own and fight over the same partitions.
+		if m.twin.IsZero() || time.Since(m.twin) > time.Minute {
+			m.log.Error("another node runs with this node's id: give each node its own --node-id", "node", r.Node, "its_nats", r.NATS, "started", r.Started)
+		}
+		m.twin = time.Now()
 	case r.Node == m.n.ID():
 		m.echo = time.Now()
 	case r.Leaving:

@@ -2,9 +2,11 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -458,4 +460,27 @@ func TestClusterKilledNodeIsReplaced(t *testing.T) {
 		}
 	}
 	c.balanced(live...)
+}
+
+// Two nodes with one id would take each other's presence for their own: the
+// second is refused at start, with what to do.
+func TestNodeIDInUseIsRefused(t *testing.T) {
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port = t.TempDir(), -1
+	start := func(b bus.Config, dir string) (*Node, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		return Start(ctx, Options{Bus: b, StorePath: filepath.Join(dir, "data.db"), Provider: &heldModel{},
+			Session: session.Config{Node: "twin"}, Logger: testLogger(t, "twin")})
+	}
+	first, err := start(cfg, cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close(context.Background())
+	ext := bus.Default()
+	ext.URL = first.Bus.ClientURL()
+	if _, err := start(ext, t.TempDir()); !errors.Is(err, ErrNodeIDInUse) || !strings.Contains(err.Error(), "--node-id") {
+		t.Fatalf("err = %v, want ErrNodeIDInUse saying what to do", err)
+	}
 }

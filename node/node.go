@@ -92,7 +92,8 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	started := n // `return nil, err` clears n before this runs
 	defer func() {
 		if err != nil {
-			_ = started.Close(context.WithoutCancel(ctx))
+			n = started // the closers read n
+			_ = n.Close(context.WithoutCancel(ctx))
 			n = nil
 		}
 	}()

@@ -59,6 +59,7 @@ type watch struct {
 	highEpoch uint64
 	lineOpen  bool // the answer's last line on stdout has no newline yet
 	lastSeq   uint64
+	fromSeq   uint64 // the first sequence the watch follows
 	llmCalls  int
 	toolCalls int
 	usage     llm.Usage
@@ -101,30 +102,44 @@ func (c *client) watch(ctx context.Context, sid string) (*watch, error) {
 		}
 		return nil, errorf(exitUnavailable, "check that the node runs: `tahctl status`", "the event stream: %v", err)
 	}
-	cons, err := c.js.OrderedConsumer(ctx, eventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{eventsFilter(sid)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    stream.CachedInfo().State.LastSeq + 1,
-	})
-	if err != nil {
+	w.fromSeq = stream.CachedInfo().State.LastSeq + 1
+	if err := w.follow(ctx, w.fromSeq); err != nil {
 		w.Close()
-		return nil, fmt.Errorf("watch the events of %s: %w", sid, err)
-	}
-	w.cc, err = cons.Consume(func(m jetstream.Msg) {
-		select {
-		case w.events <- m:
-		case <-w.done:
-		}
-	})
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("watch the events of %s: %w", sid, err)
+		return nil, err
 	}
 	if err := c.nc.FlushTimeout(5 * time.Second); err != nil {
 		w.Close()
 		return nil, err
 	}
 	return w, nil
+}
+
+// follow consumes the session's events from sequence from on (an ordered
+// consumer). It replaces the consumer that ran before only once the new one
+// runs (events both deliver are shown once: see onEvent).
+func (w *watch) follow(ctx context.Context, from uint64) error {
+	cons, err := w.c.js.OrderedConsumer(ctx, eventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{eventsFilter(w.sid)},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    from,
+	})
+	var cc jetstream.ConsumeContext
+	if err == nil {
+		cc, err = cons.Consume(func(m jetstream.Msg) {
+			select {
+			case w.events <- m:
+			case <-w.done:
+			}
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("watch the events of %s: %w", w.sid, err)
+	}
+	if w.cc != nil {
+		w.cc.Stop()
+	}
+	w.cc = cc
+	return nil
 }
 
 // Close stops the subscriptions.
@@ -237,6 +252,11 @@ func (w *watch) wait(ctx context.Context) (*outcome, error) {
 			case "reconnected":
 				lostSince = time.Time{}
 				w.note(w.st.dim("  reconnected"))
+				// The ordered consumer would notice its gap only after missing
+				// heartbeats (seconds): follow again from the last event seen.
+				if err := w.follow(ctx, max(w.lastSeq+1, w.fromSeq)); err != nil {
+					w.note(w.st.yellow("! " + err.Error() + "; waiting for the outcome"))
+				}
 			}
 		case <-sigs:
 			if !interrupted.IsZero() {
@@ -383,9 +403,10 @@ func (w *watch) onEvent(m jetstream.Msg) {
 	if err != nil {
 		return
 	}
-	if ev.Seq > w.lastSeq {
-		w.lastSeq = ev.Seq
+	if ev.Seq <= w.lastSeq {
+		return // seen already: the watch followed again after a reconnect
 	}
+	w.lastSeq = ev.Seq
 	if w.json {
 		_ = printJSON(w.g.stdout, struct {
 			Kind  string      `json:"kind"`

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -82,7 +83,10 @@ type NATS struct {
 	ClusterHost string   `json:"cluster_host,omitempty"`
 	ClusterPort int      `json:"cluster_port,omitempty"`
 	Routes      []string `json:"routes,omitempty"`
-	Replicas    int      `json:"replicas"`
+	// Replicas of the streams and buckets: 1 or 3; 0 chooses, for an embedded
+	// server, 3 once its routes name two or more other servers, 1 otherwise
+	// (with an external NATS, 1: say 3 on a cluster).
+	Replicas int `json:"replicas"`
 	Partitions  int      `json:"partitions"`
 	// InputAckWait is how long an input may go unconfirmed by its owner before
 	// the server hands it to the next owner: the takeover time of a turn whose
@@ -137,7 +141,7 @@ func Default() Config {
 	l := llm.DefaultConfig()
 	return Config{
 		DataDir: ".tah",
-		NATS:    NATS{Host: "127.0.0.1", Port: 4222, Sync: "always", Replicas: 1, Partitions: 16},
+		NATS:    NATS{Host: "127.0.0.1", Port: 4222, Sync: "always", Partitions: 16},
 		LLM: LLM{Provider: l.Provider, RequestTimeout: Duration(l.RequestTimeout), MaxRetries: l.MaxRetries,
 			MockPace: Duration(l.MockPace)},
 		Agent:     Agent{MaxSteps: session.DefaultMaxSteps, IdleTimeout: Duration(5 * time.Minute)},
@@ -181,7 +185,7 @@ func (c *Config) env() []setting {
 		{"TAH_NATS_CLUSTER", "nats-cluster", "nats.cluster_name", "cluster name, to join other nodes by routes", strVar(&c.NATS.ClusterName)},
 		{"TAH_NATS_CLUSTER_PORT", "nats-cluster-port", "nats.cluster_port", "port for routes from other nodes", intVar(&c.NATS.ClusterPort)},
 		{"TAH_NATS_ROUTES", "nats-routes", "nats.routes", "comma-separated route URLs of the other nodes", listVar(&c.NATS.Routes)},
-		{"TAH_NATS_REPLICAS", "nats-replicas", "nats.replicas", "replicas of streams and buckets (1, or 3 on a cluster)", intVar(&c.NATS.Replicas)},
+		{"TAH_NATS_REPLICAS", "nats-replicas", "nats.replicas", "replicas of streams and buckets: 1, or 3 on a cluster (0: 3 when the embedded server has routes to two or more others)", intVar(&c.NATS.Replicas)},
 		{"TAH_NATS_PARTITIONS", "nats-partitions", "nats.partitions", "input partitions", intVar(&c.NATS.Partitions)},
 		{"TAH_NATS_INPUT_ACK_WAIT", "nats-input-ack-wait", "nats.input_ack_wait", "how long a dead node's running input waits before another node takes it (0: 8s)", durVar(&c.NATS.InputAckWait)},
 		{"TAH_NATS_NODE_TTL", "nats-node-ttl", "nats.node_ttl", "how long a silent node keeps its partitions before the others take them (0: 5s)", durVar(&c.NATS.NodeTTL)},
@@ -430,8 +434,11 @@ func (c Config) BusConfig() bus.Config {
 	b.User, b.Password = c.NATS.User, c.NATS.Password
 	b.ServerName = c.NATS.ServerName
 	b.Cluster = bus.ClusterConfig{Name: c.NATS.ClusterName, Host: c.NATS.ClusterHost, Port: c.NATS.ClusterPort, Routes: c.NATS.Routes}
-	if c.NATS.Replicas > 0 {
+	switch {
+	case c.NATS.Replicas > 0:
 		b.Replicas = c.NATS.Replicas
+	case c.NATS.URL == "" && c.NATS.ClusterName != "" && c.otherServers() >= 2:
+		b.Replicas = 3 // JetStream R3 once there are three
 	}
 	if c.NATS.Partitions > 0 {
 		b.Partitions = c.NATS.Partitions
@@ -446,6 +453,27 @@ func (c Config) BusConfig() bus.Config {
 		b.InputPinnedTTL = max(b.NodeTTL, 3*time.Second)
 	}
 	return b
+}
+
+// otherServers counts the distinct servers the embedded server's routes name,
+// leaving out its own cluster port (the same route list on every node is
+// common).
+func (c Config) otherServers() int {
+	seen := map[string]bool{}
+	for _, r := range c.NATS.Routes {
+		u, err := url.Parse(strings.TrimSpace(r))
+		if err != nil || u.Host == "" {
+			continue
+		}
+		host, port := u.Hostname(), u.Port()
+		ip := net.ParseIP(host)
+		local := host == c.NATS.ClusterHost || host == c.NATS.Host || host == "localhost" || ip != nil && ip.IsLoopback()
+		if port == strconv.Itoa(c.NATS.ClusterPort) && local {
+			continue // this server itself
+		}
+		seen[u.Host] = true
+	}
+	return len(seen)
 }
 
 // SessionConfig is the loop configuration.

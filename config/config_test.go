@@ -77,3 +77,29 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		t.Errorf("unknown field: %v", err)
 	}
 }
+
+// Replicas 0 means R3 once the embedded server is routed to two or more
+// others, R1 otherwise; an explicit value wins.
+func TestReplicasFollowTheCluster(t *testing.T) {
+	three := []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6223", "nats-route://127.0.0.1:6224"}
+	for _, c := range []struct {
+		name    string
+		edit    func(*Config)
+		replica int
+	}{
+		{"alone", func(*Config) {}, 1},
+		{"two others", func(c *Config) { c.NATS.ClusterName, c.NATS.ClusterPort, c.NATS.Routes = "tah", 6222, three[1:] }, 3},
+		{"all three, itself included", func(c *Config) { c.NATS.ClusterName, c.NATS.ClusterPort, c.NATS.Routes = "tah", 6222, three }, 3},
+		{"one other", func(c *Config) { c.NATS.ClusterName, c.NATS.ClusterPort, c.NATS.Routes = "tah", 6222, three[:2] }, 1},
+		{"explicit", func(c *Config) {
+			c.NATS.ClusterName, c.NATS.ClusterPort, c.NATS.Routes, c.NATS.Replicas = "tah", 6222, three[1:], 1
+		}, 1},
+		{"external", func(c *Config) { c.NATS.URL = "nats://10.0.0.1:4222" }, 1},
+	} {
+		cfg := Default()
+		c.edit(&cfg)
+		if got := cfg.BusConfig().Replicas; got != c.replica {
+			t.Errorf("%s: replicas %d, want %d", c.name, got, c.replica)
+		}
+	}
+}

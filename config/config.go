@@ -86,8 +86,8 @@ type NATS struct {
 	// Replicas of the streams and buckets: 1 or 3; 0 chooses, for an embedded
 	// server, 3 once its routes name two or more other servers, 1 otherwise
 	// (with an external NATS, 1: say 3 on a cluster).
-	Replicas int `json:"replicas"`
-	Partitions  int      `json:"partitions"`
+	Replicas   int `json:"replicas"`
+	Partitions int `json:"partitions"`
 	// InputAckWait is how long an input may go unconfirmed by its owner before
 	// the server hands it to the next owner: the takeover time of a turn whose
 	// node died. 0 means the bus's default (8s).

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 )
@@ -178,10 +180,39 @@ func (b *Bus) PublishInput(ctx context.Context, sid string, in Input) (string, e
 	if size, limit := msgSize(m), b.MaxPayload(); size > limit {
 		return "", fmt.Errorf("input %s for session %s is %d bytes, over the server's max payload of %d bytes: %w", in.ID, sid, size, limit, ErrPayloadTooLarge)
 	}
-	if _, err := b.js.PublishMsg(ctx, m); err != nil {
+	if err := publishRetrying(ctx, b.js, m); err != nil {
 		return "", fmt.Errorf("publish input %s for session %s: %w", in.ID, sid, err)
 	}
 	return in.ID, nil
+}
+
+// publishRetrying publishes m to a stream, trying again in short tries until
+// ctx ends while the stream does not answer: it is electing a leader (a
+// server died) for a few seconds. m must carry a Nats-Msg-Id, so that a try
+// whose acknowledgement was lost is stored once.
+func publishRetrying(ctx context.Context, js jetstream.JetStream, m *nats.Msg) error {
+	for {
+		tctx, cancel := context.WithTimeout(ctx, publishTry)
+		_, err := js.PublishMsg(tctx, m)
+		cancel()
+		if err == nil || ctx.Err() != nil || !retryablePublishErr(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// publishTry bounds one try of publishRetrying.
+const publishTry = 2 * time.Second
+
+// retryablePublishErr reports the errors of a stream without a leader.
+func retryablePublishErr(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
 }
 
 // parseInput reads an input from a message of TAH_IN stored at seq.

@@ -181,7 +181,7 @@ func (w *watch) publish(ctx context.Context, cmd string, in input) error {
 			"the input is %s bytes; the server takes messages of at most %s bytes", num(len(body)), num(int(limit)))
 	}
 	w.started = time.Now()
-	if _, err := w.c.js.PublishMsg(ctx, m); err != nil {
+	if err := w.publishRetrying(ctx, m); err != nil {
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 			return errorf(exitUnavailable, "start a TAH node first: `tah-node`", "no TAH input stream at %s: %v", w.c.ep.url, err)
 		}
@@ -190,16 +190,48 @@ func (w *watch) publish(ctx context.Context, cmd string, in input) error {
 	return nil
 }
 
+// publishRetrying publishes m, trying again for a while when the input
+// stream does not answer: the watch found the stream, so it is electing a
+// leader (a NATS server just failed). The input id makes every try the same
+// message.
+func (w *watch) publishRetrying(ctx context.Context, m *nats.Msg) error {
+	deadline := time.Now().Add(publishPatience)
+	for noted := false; ; {
+		tctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := w.c.js.PublishMsg(tctx, m)
+		cancel()
+		retry := errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+			errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		if err == nil || !retry || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		if !noted {
+			w.note(w.st.yellow("! the input stream does not answer (a NATS server may have just failed); trying again"))
+			noted = true
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// publishPatience bounds publishRetrying: a stream elects a leader within
+// seconds.
+const publishPatience = 15 * time.Second
+
 // cancel asks the session to cancel its running work.
 func (w *watch) cancel(ctx context.Context, reason string) error {
-	body, _ := json.Marshal(input{ID: event.NewID("in_"), Reason: reason})
+	in := input{ID: event.NewID("in_"), Reason: reason}
+	body, _ := json.Marshal(in)
 	m := nats.NewMsg(inputSubject(w.sid))
 	m.Data = body
 	m.Header.Set(headerCommand, "cancel")
+	m.Header.Set(headerMsgID, in.ID) // retries are stored once
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := w.c.js.PublishMsg(ctx, m)
-	return err
+	return w.publishRetrying(ctx, m)
 }
 
 // wait shows the work until the outcome and returns how it ended: nil for a

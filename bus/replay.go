@@ -225,6 +225,9 @@ type storedMsg struct {
 	data    []byte
 }
 
+// lastMsgTry bounds one request of lastMsg.
+const lastMsgTry = 2 * time.Second
+
 // lastMsg returns the last message of TAH_EVT on filter (a wildcard is
 // allowed), asked of the stream leader (STREAM.MSG.GET, not a direct get that
 // a lagging replica could answer). It wraps jetstream.ErrMsgNotFound when
@@ -233,7 +236,12 @@ func (b *Bus) lastMsg(ctx context.Context, filter string) (*storedMsg, error) {
 	req, _ := json.Marshal(struct {
 		LastBy string `json:"last_by_subj"`
 	}{filter})
-	resp, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET."+EventStream, req)
+	// One short try: a stream electing its leader (a server just died) does
+	// not answer at all, and the caller's retry finds the new leader sooner
+	// than a long wait would.
+	rctx, cancel := context.WithTimeout(ctx, lastMsgTry)
+	defer cancel()
+	resp, err := b.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+EventStream, req)
 	if err != nil {
 		return nil, err
 	}

@@ -13,8 +13,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/store"
 )
 
 // membership is a node's part in the cluster, with no coordinator but NATS:
@@ -107,7 +110,7 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 		_ = m.claims.Unsubscribe()
 		return nil, err
 	}
-	m.rebalance(ctx)
+	m.rebalance(ctx, false)
 	wctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.wg.Add(2)
@@ -234,7 +237,7 @@ func (m *membership) run(ctx context.Context) {
 			_ = m.store(sctx)
 			cancel()
 		}
-		m.rebalance(ctx)
+		m.rebalance(ctx, true)
 	}
 }
 
@@ -322,8 +325,10 @@ func (m *membership) live() []string {
 }
 
 // rebalance pulls this node's share of the partitions and hands the rest over
-// (all of them while the node is fenced: live leaves it out).
-func (m *membership) rebalance(ctx context.Context) {
+// (all of them while the node is fenced: live leaves it out). With resume, the
+// turns left open in partitions it takes are resumed at once (see
+// resumeOpenTurns); a node starting leaves them to its inputs' redelivery.
+func (m *membership) rebalance(ctx context.Context, resume bool) {
 	want := Assign(m.live(), m.parts)[m.n.ID()]
 	have := m.n.inputs.Partitions()
 	var drop []int
@@ -351,6 +356,50 @@ func (m *membership) rebalance(ctx context.Context) {
 	}
 	if len(drop) > 0 || len(added) > 0 {
 		m.log.Info("partitions changed", "pulling", m.n.inputs.Partitions(), "added", added, "handed_over", drop)
+	}
+	if resume && len(added) > 0 {
+		m.resumeOpenTurns(ctx, added)
+	}
+}
+
+// resumeOpenTurns resumes the turns that the read model shows open in
+// partitions this node just took over: a node that died, or handed them over,
+// left them there. Their inputs would come back only after the ack wait (the
+// dead node kept them alive until it died); a resume now continues the turn
+// at once, and the input, when it comes, is recognised as done. A resume that
+// finds nothing open (the read model was behind) does nothing.
+func (m *membership) resumeOpenTurns(ctx context.Context, partitions []int) {
+	resumed := 0
+	for _, status := range []projection.Status{projection.StatusRunning, projection.StatusWaitingTool} {
+		opts := store.ListOptions{Status: status, Limit: store.MaxListLimit}
+		for {
+			page, err := m.n.Store.ListSessions(ctx, opts)
+			if err != nil {
+				m.log.Warn("open turns not resumed: their inputs will bring them back", "err", err)
+				return
+			}
+			for _, row := range page.Sessions {
+				if !slices.Contains(partitions, bus.Partition(row.ID, m.parts)) {
+					continue
+				}
+				sid := row.ID
+				err := m.n.Sessions.Deliver(sid, &session.Command{Kind: session.KindResume, Done: func(o session.Outcome) {
+					if o.Err != nil && !errors.Is(o.Err, session.ErrNothingToResume) {
+						m.log.Info("open turn not resumed: its input will bring it back", "session", sid, "err", o.Err)
+					}
+				}})
+				if err == nil {
+					resumed++
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			opts.Before = page.Next
+		}
+	}
+	if resumed > 0 {
+		m.log.Info("resuming the open turns of the partitions taken over", "sessions", resumed, "partitions", partitions)
 	}
 }
 

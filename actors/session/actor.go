@@ -305,8 +305,8 @@ func lastInputID(st *projection.State) string { return st.LastInputID }
 // load rebuilds the session from its checkpoint and the tail of its log, then
 // claims it with a new epoch and the current configuration.
 func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
-	// One attempt: a request to a stream without a leader (an election after
-	// a node died) hangs until its deadline, and loadWithRetry tries again.
+	// One attempt: a stream without a leader (an election after a node died)
+	// fails it (bus.lastMsg asks in short tries), and loadWithRetry tries again.
 	ctx, cancel := context.WithTimeout(ctx, loadAttempt)
 	defer cancel()
 	var st projection.State
@@ -385,7 +385,7 @@ func (m *Manager) loadWithRetry(ctx context.Context, sid string) (*AgentContext,
 // loadAttempt bounds one attempt.
 const (
 	loadPatience = 30 * time.Second
-	loadAttempt  = 8 * time.Second
+	loadAttempt  = 15 * time.Second
 )
 
 // checkpoint stores a snapshot of the state in the checkpoint bucket, then

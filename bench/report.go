@@ -292,7 +292,7 @@ func (r *Report) failoverRows() []row {
 	runBound, idleBound := f.boundRunning(), f.boundIdle()
 	return []row{
 		{"7", fmt.Sprintf("failover: %s of an owner to the first LLM call elsewhere of its %d turns in flight, p50 / max", kill, f.Running), setting,
-			fdur(f.RunningP50) + " / " + fdur(f.RunningMax), fmt.Sprintf("≤ %s (the settings: ack wait)", fdur(runBound)),
+			fdur(f.RunningP50) + " / " + fdur(f.RunningMax), fmt.Sprintf("≤ %s (at worst: the ack wait)", fdur(runBound)),
 			fratio(float64(f.RunningMax) / float64(runBound)), "≤ " + fdur(targetFailover) + " (max)", verdict},
 		{"7", fmt.Sprintf("failover: %s of an owner to the first LLM call elsewhere of an input sent then to one of its %d idle sessions, p50 / max", kill, f.Idle), setting,
 			fdur(f.IdleP50) + " / " + fdur(f.IdleMax), fmt.Sprintf("≤ %s (the settings: NodeTTL and one check)", fdur(idleBound)),

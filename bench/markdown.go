@@ -252,7 +252,7 @@ func (r *Report) failoverAnalysis(w func(string, ...any)) {
 		return
 	}
 	keep := f.InputAckWait / 3
-	w("### Failover: the dead node's silence, then the input's ack wait\n\n")
+	w("### Failover: the dead node's silence, then NATS's leader elections\n\n")
 	w("The other nodes learn of a kill only from a silence: every node publishes its presence on core NATS every NodeTTL/5 (%s), and the others take it for dead once they have not heard it for NodeTTL (%s), which they check every NodeTTL/5. A survivor had last heard the victim %s before the kill, so they could take over from %s after it. They then pull its partitions; the server moves a partition to them once its pin on the dead node has expired, InputPinnedTTL (%s) after the dead node's last pull (it pulled again every %s, so the pins expire about when the survivors notice), and once the partition's consumer has a leader. ",
 		fdur(f.NodeTTL/5), fdur(f.NodeTTL), fdur(f.HeartbeatAge), fdur(max(f.NodeTTL-f.HeartbeatAge, 0)), fdur(f.InputPinnedTTL), fdur(max(f.InputPinnedTTL/3, time.Second)))
 	w("An input sent after the kill to one of the dead node's idle sessions waits for just that: its first LLM call came %s after the kill at p50, %s at most (the inputs' publishes were acknowledged within %s of the kill%s).\n\n",

@@ -73,6 +73,11 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		}
 	}
 	n.closers = append(n.closers, func(context.Context) error { return svc.Stop() })
+	// The endpoints reach the server before StartAPI returns: a request made
+	// right after it must not meet "no responders".
+	if err := n.Bus.Conn().FlushTimeout(10 * time.Second); err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
 	return nil
 }
 

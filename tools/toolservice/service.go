@@ -117,6 +117,12 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 			return nil, fmt.Errorf("toolservice: tool %s: %w", name, err)
 		}
 	}
+	// The subscriptions reach the server before Start returns: a call made
+	// right after it must not meet "no responders".
+	if err := nc.FlushTimeout(10 * time.Second); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("toolservice: %w", err)
+	}
 	return s, nil
 }
 

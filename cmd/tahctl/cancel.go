@@ -14,15 +14,7 @@ session that runs nothing does nothing. Exits 0 in both cases.`
 func runCancel(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags("cancel", "ID", cancelHelp)
 	reason := fs.String("reason", "cancelled with tahctl", "why, recorded in the log")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneID(fs, pos)
-	if err != nil {
-		return err
-	}
-	c, err := g.connect(ctx)
+	id, c, err := g.sessionCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}

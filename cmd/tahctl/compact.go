@@ -13,15 +13,7 @@ turn runs.`
 // runCompact is `tahctl compact ID`.
 func runCompact(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags("compact", "ID", compactHelp)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneID(fs, pos)
-	if err != nil {
-		return err
-	}
-	c, err := g.connect(ctx)
+	id, c, err := g.sessionCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}

@@ -24,15 +24,7 @@ func runEvents(ctx context.Context, g *globals, args []string) error {
 	follow := fs.Bool("follow", false, "after the log so far, wait for new events (Ctrl-C ends)")
 	fs.BoolVar(follow, "f", false, "same as --follow")
 	from := fs.Uint64("from", 0, "start at stream sequence `SEQ` (default: the session's first event)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneID(fs, pos)
-	if err != nil {
-		return err
-	}
-	c, err := g.connect(ctx)
+	id, c, err := g.sessionCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}

@@ -174,6 +174,23 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 var errHelp = exitStatus(exitOK)
 
 // oneID is the single session id a command takes.
+// sessionCommand parses the arguments of a command that takes one session id
+// and connects: the start of cancel, compact, events, resume and show. The
+// caller closes c.
+func (g *globals) sessionCommand(ctx context.Context, fs *flag.FlagSet, args []string) (id string, c *client, err error) {
+	pos, err := parse(fs, args)
+	if err != nil {
+		return "", nil, err
+	}
+	if id, err = oneID(fs, pos); err != nil {
+		return "", nil, err
+	}
+	if c, err = g.connect(ctx); err != nil {
+		return "", nil, err
+	}
+	return id, c, nil
+}
+
 func oneID(fs *flag.FlagSet, pos []string) (string, error) {
 	switch len(pos) {
 	case 0:

@@ -10,15 +10,7 @@ comes back to it; resume does it now.`
 // runResume is `tahctl resume ID`.
 func runResume(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags("resume", "ID", resumeHelp)
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneID(fs, pos)
-	if err != nil {
-		return err
-	}
-	c, err := g.connect(ctx)
+	id, c, err := g.sessionCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}

@@ -16,15 +16,7 @@ preview of its output; for a model call what it answered. Then the last answer.`
 func runShow(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags("show", "ID", showHelp)
 	full := fs.Bool("full", false, "print the whole last answer (default: its first 10 lines)")
-	pos, err := parse(fs, args)
-	if err != nil {
-		return err
-	}
-	id, err := oneID(fs, pos)
-	if err != nil {
-		return err
-	}
-	c, err := g.connect(ctx)
+	id, c, err := g.sessionCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}

@@ -195,7 +195,7 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, m *nats.Msg) e
 		tctx, cancel := context.WithTimeout(ctx, publishTry)
 		_, err := js.PublishMsg(tctx, m)
 		cancel()
-		if err == nil || ctx.Err() != nil || !retryablePublishErr(err) {
+		if err == nil || ctx.Err() != nil || !temporarilyUnavailable(err) {
 			return err
 		}
 		select {
@@ -208,12 +208,6 @@ func publishRetrying(ctx context.Context, js jetstream.JetStream, m *nats.Msg) e
 
 // publishTry bounds one try of publishRetrying.
 const publishTry = 2 * time.Second
-
-// retryablePublishErr reports the errors of a stream without a leader.
-func retryablePublishErr(err error) bool {
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
-}
 
 // parseInput reads an input from a message of TAH_IN stored at seq.
 func parseInput(m *nats.Msg, seq uint64) (Input, error) {

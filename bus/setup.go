@@ -46,7 +46,7 @@ func (b *Bus) setupWithRetry(ctx context.Context) error {
 		actx, acancel := context.WithTimeout(ctx, setupAttempt)
 		err := b.setup(actx)
 		acancel()
-		if err == nil || errors.Is(err, ErrIncompatibleSetup) || errors.Is(err, ErrNotSetUp) || ctx.Err() != nil || !retryableSetupErr(err) {
+		if err == nil || errors.Is(err, ErrIncompatibleSetup) || errors.Is(err, ErrNotSetUp) || ctx.Err() != nil || !temporarilyUnavailable(err) {
 			return err
 		}
 		if b.cfg.Logger != nil {
@@ -60,9 +60,10 @@ func (b *Bus) setupWithRetry(ctx context.Context) error {
 	}
 }
 
-// retryableSetupErr reports errors of a server or cluster that is not ready
-// yet: timeouts, no responders, JetStream or its cluster not available.
-func retryableSetupErr(err error) bool {
+// temporarilyUnavailable reports errors of a server, cluster or stream that
+// is not ready yet, or is electing a leader: timeouts, no responders,
+// JetStream or its cluster not available. Trying again a moment later helps.
+func temporarilyUnavailable(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -92,15 +93,7 @@ func (b *Bus) ListNodes(ctx context.Context) ([]NodeRecord, error) {
 		}
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, c NodeRecord) int {
-		switch {
-		case a.Node < c.Node:
-			return -1
-		case a.Node > c.Node:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, c NodeRecord) int { return strings.Compare(a.Node, c.Node) })
 	return out, nil
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"hash/fnv"
 	"slices"
 )
@@ -27,36 +28,16 @@ func Assign(nodes []string, partitions int) map[string][]int {
 			room[id]++
 		}
 	}
-	type ranked struct {
-		p     int
-		order []string
-	}
-	all := make([]ranked, partitions)
 	for p := range partitions {
 		order := slices.Clone(ids)
-		slices.SortFunc(order, func(a, b string) int {
-			ha, hb := weight(a, p), weight(b, p)
-			switch {
-			case ha > hb:
-				return -1
-			case ha < hb:
-				return 1
-			}
-			return 0
-		})
-		all[p] = ranked{p: p, order: order}
-	}
-	for _, r := range all {
-		for _, id := range r.order {
+		slices.SortFunc(order, func(a, b string) int { return cmp.Compare(weight(b, p), weight(a, p)) })
+		for _, id := range order {
 			if room[id] > 0 {
 				room[id]--
-				out[id] = append(out[id], r.p)
+				out[id] = append(out[id], p) // in increasing order
 				break
 			}
 		}
-	}
-	for id := range out {
-		slices.Sort(out[id])
 	}
 	return out
 }

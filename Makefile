@@ -5,7 +5,7 @@
 #   make test    every test (vet, unit, integration, race, end-to-end, the JS client), as CI runs it
 #   make build   bin/tah-node (the node) and bin/tahctl (the command line)
 #   make fuzz    the projection fuzz targets, FUZZTIME each (default 60s)
-#   make schema  regenerate docs/schema/ from the event payload types
+#   make schema  regenerate docs/schema/ from the payload types (package event and wire)
 #   make bench   speed, scale and memory against the floor: docs/benchmarks.md (~3-5 min)
 #   make lint    gofmt and go vet
 #   make help    this list
@@ -49,8 +49,8 @@ fuzz: ## run the projection fuzz targets
 	$(GO) test -run=NONE -fuzz=FuzzProjectContext -fuzztime=$(FUZZTIME) ./projection
 	$(GO) test -run=NONE -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./projection
 
-schema: ## regenerate docs/schema from the event types
-	$(GO) test ./event -run TestSchemasUpToDate -update
+schema: ## regenerate docs/schema from the event and wire types
+	$(GO) test ./wire -run TestSchemasUpToDate -update
 
 bench: ## the benchmarks of docs/benchmarks.md (BENCHFLAGS="-quick -out=": a smoke run that writes nothing)
 	$(GO) build -o bin/tah-bench ./bench

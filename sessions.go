@@ -10,12 +10,11 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tah-dev/tah/actors/session"
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
-	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/store"
+	"github.com/tah-dev/tah/wire"
 )
 
 // SessionState is the specification's SessionState.
@@ -47,10 +46,10 @@ type RunResult struct {
 }
 
 // CompactResult is what Compact returns: the turns summarised and the summary's size.
-type CompactResult = session.CompactResult
+type CompactResult = wire.CompactResult
 
 // SessionSummary is one row of List.
-type SessionSummary = store.SessionRow
+type SessionSummary = wire.SessionSummary
 
 // SessionService is the specification's SessionService.
 type SessionService struct{ rt *Runtime }
@@ -183,28 +182,28 @@ func (s *Session) Run(ctx context.Context, input string) (RunResult, error) {
 // RunMessage is Run with a full user message.
 func (s *Session) RunMessage(ctx context.Context, msg llm.Message) (RunResult, error) {
 	m := msg
-	o, err := s.command(ctx, bus.Input{Command: bus.CommandRun, Message: &m}, true)
+	o, err := s.command(ctx, wire.Input{Command: wire.CommandRun, Message: &m}, true)
 	return resultOf(o), err
 }
 
 // Resume continues a turn that a crash interrupted. It fails with
 // ErrNothingToResume when the session has no unfinished turn.
 func (s *Session) Resume(ctx context.Context) (RunResult, error) {
-	o, err := s.command(ctx, bus.Input{Command: bus.CommandResume}, true)
+	o, err := s.command(ctx, wire.Input{Command: wire.CommandResume}, true)
 	return resultOf(o), err
 }
 
 // Cancel cancels the running turn or compaction; the LLM call and the tools see
 // it at once. Cancelling an idle session does nothing.
 func (s *Session) Cancel(ctx context.Context) error {
-	_, err := s.command(ctx, bus.Input{Command: bus.CommandCancel}, false)
+	_, err := s.command(ctx, wire.Input{Command: wire.CommandCancel}, false)
 	return err
 }
 
 // Compact summarises every turn so far (specification 0.31). It returns nil when
 // there is nothing to compact, and ErrBusy while a turn runs; Cancel aborts it.
 func (s *Session) Compact(ctx context.Context) (*CompactResult, error) {
-	o, err := s.command(ctx, bus.Input{Command: bus.CommandCompact}, true)
+	o, err := s.command(ctx, wire.Input{Command: wire.CommandCompact}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +212,7 @@ func (s *Session) Compact(ctx context.Context) (*CompactResult, error) {
 
 // command publishes in to the session's input subject and waits for its outcome
 // on a reply subject of its own. When ctx ends first, a run is cancelled.
-func (s *Session) command(ctx context.Context, in bus.Input, cancelOnDone bool) (session.Outcome, error) {
+func (s *Session) command(ctx context.Context, in wire.Input, cancelOnDone bool) (session.Outcome, error) {
 	n, err := s.rt.running()
 	if err != nil {
 		return session.Outcome{}, err
@@ -226,8 +225,8 @@ func (s *Session) command(ctx context.Context, in bus.Input, cancelOnDone bool) 
 		return session.Outcome{}, fmt.Errorf("tah: %s %s: %w", in.Command, s.id, err)
 	}
 	defer sub.Unsubscribe()
-	errs, err := n.Bus.SubscribeErrors(ctx, s.id, func(ie bus.InputError) {
-		body, _ := json.Marshal(node.Outcome{Outcome: session.Outcome{Session: s.id}, Failure: ie.Error, FailureCode: ie.Code})
+	errs, err := n.Bus.SubscribeErrors(ctx, s.id, func(ie wire.InputError) {
+		body, _ := json.Marshal(wire.Outcome{Session: s.id, Failure: ie.Error, FailureCode: ie.Code})
 		select {
 		case ch <- &nats.Msg{Data: body}:
 		default:
@@ -242,15 +241,15 @@ func (s *Session) command(ctx context.Context, in bus.Input, cancelOnDone bool) 
 	}
 	select {
 	case m := <-ch:
-		var o node.Outcome
+		var o wire.Outcome
 		if err := json.Unmarshal(m.Data, &o); err != nil {
 			return session.Outcome{}, fmt.Errorf("tah: %s %s: malformed outcome: %w", in.Command, s.id, err)
 		}
-		return o.Outcome, outcomeError(s.id, in.Command, o)
+		return session.Outcome{Outcome: o}, outcomeError(s.id, in.Command, o)
 	case <-ctx.Done():
-		if cancelOnDone && in.Command == bus.CommandRun {
+		if cancelOnDone && in.Command == wire.CommandRun {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			_, _ = n.Bus.PublishInput(cctx, s.id, bus.Input{Command: bus.CommandCancel, Reason: "the caller's context ended"})
+			_, _ = n.Bus.PublishInput(cctx, s.id, wire.Input{Command: wire.CommandCancel, Reason: "the caller's context ended"})
 			cancel()
 		}
 		return session.Outcome{}, ctx.Err()
@@ -264,17 +263,17 @@ func resultOf(o session.Outcome) RunResult {
 
 // outcomeError is the Go error of a command's failure, wrapping the sentinel of
 // its code.
-func outcomeError(sid string, cmd bus.Command, o node.Outcome) error {
+func outcomeError(sid string, cmd wire.Command, o wire.Outcome) error {
 	if o.Failure == "" {
 		return nil
 	}
 	var sentinel error
 	switch o.FailureCode {
-	case node.FailureUnknownSession:
+	case wire.FailureUnknownSession:
 		sentinel = ErrNotFound
-	case node.FailureBusy:
+	case wire.FailureBusy:
 		sentinel = ErrBusy
-	case node.FailureNothingToResume:
+	case wire.FailureNothingToResume:
 		sentinel = ErrNothingToResume
 	}
 	return &commandError{msg: fmt.Sprintf("tah: %s %s: %s", cmd, sid, o.Failure), sentinel: sentinel}

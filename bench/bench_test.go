@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
 )
 
 // The helpers' tests are cheap; the benchmarks themselves run with make bench.
@@ -116,7 +116,7 @@ func TestFailoverReport(t *testing.T) {
 }
 
 func TestCovers(t *testing.T) {
-	recs := []bus.NodeRecord{{Node: "a", Partitions: []int{0, 1}}, {Node: "b", Partitions: []int{2}}, {Node: "c", Partitions: []int{3}}}
+	recs := []wire.NodeRecord{{Node: "a", Partitions: []int{0, 1}}, {Node: "b", Partitions: []int{2}}, {Node: "c", Partitions: []int{3}}}
 	if !covers(recs, 4, "") || covers(recs, 4, "c") {
 		t.Fatal("cover of 4 partitions")
 	}

@@ -14,9 +14,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/wire"
 )
 
 // DeltaResult is row 5: from the moment the provider hands a token to TAH to
@@ -117,9 +117,9 @@ func benchDelta(ctx context.Context, cfg config) (*DeltaResult, error) {
 	floorSent := make([]time.Time, want)
 	nc := st.n.Bus.Conn()
 	for i := range want {
-		body, _ := json.Marshal(bus.Delta{StepID: "llm1.1", Delta: llm.Delta{Text: tokens[i%perStep]}})
-		m := &nats.Msg{Subject: bus.DeltaSubject(sid), Data: body, Header: nats.Header{
-			bus.HeaderEpoch: []string{"1"}, bus.HeaderDeltaSeq: []string{strconv.FormatUint(floorBase+uint64(i), 10)}}}
+		body, _ := json.Marshal(wire.Delta{StepID: "llm1.1", Delta: llm.Delta{Text: tokens[i%perStep]}})
+		m := &nats.Msg{Subject: wire.DeltaSubject(sid), Data: body, Header: nats.Header{
+			wire.HeaderEpoch: []string{"1"}, wire.HeaderDeltaSeq: []string{strconv.FormatUint(floorBase+uint64(i), 10)}}}
 		time.Sleep(cfg.deltaPace)
 		floorSent[i] = time.Now()
 		if err := nc.PublishMsg(m); err != nil {
@@ -183,9 +183,9 @@ func deltaSubscriber(ctx context.Context, spec string, out io.Writer) error {
 	defer nc.Close()
 	recs := make([]deltaRecord, 0, count)
 	done := make(chan struct{})
-	sub, err := nc.Subscribe(bus.DeltaSubject(parts[1]), func(m *nats.Msg) {
+	sub, err := nc.Subscribe(wire.DeltaSubject(parts[1]), func(m *nats.Msg) {
 		at := time.Now().UnixNano()
-		seq, _ := strconv.ParseUint(m.Header.Get(bus.HeaderDeltaSeq), 10, 64)
+		seq, _ := strconv.ParseUint(m.Header.Get(wire.HeaderDeltaSeq), 10, 64)
 		if len(recs) < count {
 			recs = append(recs, deltaRecord{Seq: seq, At: at})
 			if len(recs) == count {

@@ -26,6 +26,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/node"
+	"github.com/tah-dev/tah/wire"
 )
 
 // presenceWindow bounds how long after the kill the survivors' presence is
@@ -591,10 +592,10 @@ func (c *foCluster) close(ctx context.Context) {
 // balanced waits until tah_nodes lists the size nodes, each pulling its
 // share of the partitions (give or take one), disjoint and covering all, and
 // returns the records.
-func balanced(ctx context.Context, b *bus.Bus, size int, within time.Duration) ([]bus.NodeRecord, error) {
+func balanced(ctx context.Context, b *bus.Bus, size int, within time.Duration) ([]wire.NodeRecord, error) {
 	parts := b.Config().Partitions
 	deadline := time.Now().Add(within)
-	var last []bus.NodeRecord
+	var last []wire.NodeRecord
 	for {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		recs, err := b.ListNodes(lctx)
@@ -622,7 +623,7 @@ func balanced(ctx context.Context, b *bus.Bus, size int, within time.Duration) (
 
 // covers reports whether the records other than skip's pull every partition
 // exactly once.
-func covers(recs []bus.NodeRecord, parts int, skip string) bool {
+func covers(recs []wire.NodeRecord, parts int, skip string) bool {
 	seen := map[int]int{}
 	for _, r := range recs {
 		if r.Node == skip {
@@ -643,7 +644,7 @@ func covers(recs []bus.NodeRecord, parts int, skip string) bool {
 	return true
 }
 
-func describeRecords(recs []bus.NodeRecord) string {
+func describeRecords(recs []wire.NodeRecord) string {
 	var s []string
 	for _, r := range recs {
 		s = append(s, fmt.Sprintf("%s %v", r.Node, r.Partitions))
@@ -768,7 +769,7 @@ func benchFailover(ctx context.Context, cfg config, log io.Writer) (*FailoverRes
 		var out []string
 		for j := 0; len(out) < k; j++ {
 			sid := fmt.Sprintf("%s%d", prefix, j)
-			if slices.Contains(res.VictimPartitions, bus.Partition(sid, res.Partitions)) {
+			if slices.Contains(res.VictimPartitions, wire.Partition(sid, res.Partitions)) {
 				out = append(out, sid)
 			}
 		}
@@ -787,7 +788,7 @@ func benchFailover(ctx context.Context, cfg config, log io.Writer) (*FailoverRes
 	send := func(sid, id string, within time.Duration) error {
 		pctx, cancel := context.WithTimeout(ctx, within)
 		defer cancel()
-		_, err := b.PublishInput(pctx, sid, bus.Input{ID: id, Command: bus.CommandRun, Text: input(sid, 0), ReplyTo: foReplies + "." + sid})
+		_, err := b.PublishInput(pctx, sid, wire.Input{ID: id, Command: wire.CommandRun, Text: input(sid, 0), ReplyTo: foReplies + "." + sid})
 		return err
 	}
 	inputs := map[string][]string{} // session -> its inputs, in order
@@ -826,8 +827,8 @@ func benchFailover(ctx context.Context, cfg config, log io.Writer) (*FailoverRes
 
 	// What the victim leads; the nodes' presence, as a survivor hears it.
 	leaders(ctx, b, b.Server(), fmt.Sprintf("n%d", victim), res)
-	pr := &presenceTracker{parts: res.Partitions, killed: victimID, last: map[string]bus.NodeRecord{}, heard: map[string]time.Time{}}
-	sub, err := b.Conn().Subscribe(bus.NodeSubjects, pr.heardMsg)
+	pr := &presenceTracker{parts: res.Partitions, killed: victimID, last: map[string]wire.NodeRecord{}, heard: map[string]time.Time{}}
+	sub, err := b.Conn().Subscribe(wire.NodeSubjects, pr.heardMsg)
 	if err != nil {
 		return nil, err
 	}
@@ -843,7 +844,7 @@ func benchFailover(ctx context.Context, cfg config, log io.Writer) (*FailoverRes
 		refused = append(refused, fmt.Sprintf(format, args...))
 		refusedMu.Unlock()
 	}
-	errSub, err := b.Conn().Subscribe(bus.ErrorSubjects, func(m *nats.Msg) {
+	errSub, err := b.Conn().Subscribe(wire.ErrorSubjects, func(m *nats.Msg) {
 		refuse("input error on %s: %s", m.Subject, m.Data)
 	})
 	if err != nil {
@@ -851,7 +852,7 @@ func benchFailover(ctx context.Context, cfg config, log io.Writer) (*FailoverRes
 	}
 	defer errSub.Unsubscribe()
 	replySub, err := b.Conn().Subscribe(foReplies+".>", func(m *nats.Msg) {
-		var o node.Outcome
+		var o wire.Outcome
 		if json.Unmarshal(m.Data, &o) != nil || o.Failure != "" {
 			refuse("outcome of the input to %s: %s", strings.TrimPrefix(m.Subject, foReplies+"."), m.Data)
 		}
@@ -1085,7 +1086,7 @@ type presenceTracker struct {
 	killed string
 
 	mu      sync.Mutex
-	last    map[string]bus.NodeRecord
+	last    map[string]wire.NodeRecord
 	heard   map[string]time.Time
 	t0      time.Time
 	p       foPresence
@@ -1093,7 +1094,7 @@ type presenceTracker struct {
 }
 
 func (t *presenceTracker) heardMsg(m *nats.Msg) {
-	var r bus.NodeRecord
+	var r wire.NodeRecord
 	if json.Unmarshal(m.Data, &r) != nil || r.Node == "" {
 		return
 	}

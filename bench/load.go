@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // LoadResult is row 3 under one durability setting: Sessions sessions run
@@ -160,7 +160,7 @@ func benchLoad(ctx context.Context, cfg config, syncEvery time.Duration) (*LoadR
 	res.CPUCores = float64(cpuTime()-cpu0) / float64(res.Wall)
 	stopProfile()
 	// How far behind the read model is when the last turn ends.
-	info, err := st.n.Bus.JetStream().Stream(ctx, bus.EventStream)
+	info, err := st.n.Bus.JetStream().Stream(ctx, wire.EventStream)
 	if err != nil {
 		return nil, err
 	}

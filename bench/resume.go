@@ -11,6 +11,7 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // ResumeResult is row 4: how long a fresh node takes from a session's first
@@ -222,7 +223,7 @@ func benchResume(ctx context.Context, cfg config, syncEvery time.Duration, log i
 		closed = false
 		b = st.n.Bus
 		// Let the read model catch up first: its work is not the resume's.
-		info, err := b.JetStream().Stream(ctx, bus.EventStream)
+		info, err := b.JetStream().Stream(ctx, wire.EventStream)
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/tools"
+	"github.com/tah-dev/tah/wire"
 )
 
 // discard is the logger of every part: the benchmarks print only their table.
@@ -35,7 +36,7 @@ type stack struct {
 
 // reply is an outcome and when it arrived.
 type reply struct {
-	o  node.Outcome
+	o  wire.Outcome
 	at time.Time
 }
 
@@ -103,7 +104,7 @@ func (s *stack) close(ctx context.Context, remove bool) error {
 func (s *stack) onReply(m *nats.Msg) {
 	at := time.Now()
 	sid := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	var o node.Outcome
+	var o wire.Outcome
 	if err := json.Unmarshal(m.Data, &o); err != nil {
 		o.Failure = "malformed outcome: " + err.Error()
 	}
@@ -137,7 +138,7 @@ func (s *stack) pauseProjector(ctx context.Context) (resume func(wait bool) erro
 
 // waitReadModel waits until the read model has applied the whole log.
 func (s *stack) waitReadModel(ctx context.Context) error {
-	info, err := s.n.Bus.JetStream().Stream(ctx, bus.EventStream)
+	info, err := s.n.Bus.JetStream().Stream(ctx, wire.EventStream)
 	if err != nil {
 		return err
 	}
@@ -157,7 +158,7 @@ func (s *stack) start(ctx context.Context, sid, text string) (<-chan reply, erro
 	s.mu.Lock()
 	s.waiting[sid] = ch
 	s.mu.Unlock()
-	in := bus.Input{Command: bus.CommandRun, Text: text, ReplyTo: "bench.reply." + sid}
+	in := wire.Input{Command: wire.CommandRun, Text: text, ReplyTo: "bench.reply." + sid}
 	if _, err := s.n.Bus.PublishInput(ctx, sid, in); err != nil {
 		s.mu.Lock()
 		delete(s.waiting, sid)
@@ -168,7 +169,7 @@ func (s *stack) start(ctx context.Context, sid, text string) (<-chan reply, erro
 }
 
 // run runs one turn of sid and waits for its outcome.
-func (s *stack) run(ctx context.Context, sid, text string) (node.Outcome, error) {
+func (s *stack) run(ctx context.Context, sid, text string) (wire.Outcome, error) {
 	r, err := s.runAt(ctx, sid, text)
 	return r.o, err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // SessionWriter appends to one session's log on behalf of one owner. Every
@@ -45,7 +46,7 @@ func (b *Bus) Writer(sid string, epoch, lastSeq uint64) (*SessionWriter, error) 
 	}
 	return &SessionWriter{
 		b: b, sid: sid, epoch: epoch, last: lastSeq,
-		filter:   SessionEventsFilter(sid),
+		filter:   wire.SessionEvents(sid),
 		idPrefix: sid + ":" + strconv.FormatUint(epoch, 10) + ":" + event.NewID("") + ":",
 	}, nil
 }
@@ -133,7 +134,7 @@ func (w *SessionWriter) message(ev *event.Event) (*nats.Msg, error) {
 	if err != nil {
 		return nil, fmt.Errorf("event %s: %w: %v", ev.Type, ErrInvalidEvent, err)
 	}
-	m := nats.NewMsg(EventSubject(w.sid, ev.Type))
+	m := nats.NewMsg(wire.EventSubject(w.sid, ev.Type))
 	m.Data = body
 	// The fencing headers are set per attempt; size them now to refuse an
 	// event that can never fit.
@@ -149,7 +150,7 @@ func (w *SessionWriter) message(ev *event.Event) (*nats.Msg, error) {
 // to follow sequence last.
 func (w *SessionWriter) setHeaders(m *nats.Msg, last uint64) {
 	ls := strconv.FormatUint(last, 10)
-	m.Header.Set(HeaderMsgID, w.idPrefix+ls)
+	m.Header.Set(wire.HeaderMsgID, w.idPrefix+ls)
 	m.Header.Set(hdrExpectLastSubjSeq, ls)
 	m.Header.Set(hdrExpectLastSubjSubj, w.filter)
 }
@@ -173,7 +174,7 @@ func msgSize(m *nats.Msg) int {
 // reading the log back, and returns the sequence it landed at.
 func (w *SessionWriter) appendOne(ctx context.Context, m *nats.Msg) (uint64, error) {
 	w.setHeaders(m, w.last)
-	id := m.Header.Get(HeaderMsgID)
+	id := m.Header.Get(wire.HeaderMsgID)
 	uncertain := false // an attempt was sent and its outcome is not known
 	backoff := 20 * time.Millisecond
 	wait := func() error {
@@ -218,7 +219,7 @@ func (w *SessionWriter) appendOne(ctx context.Context, m *nats.Msg) (uint64, err
 						// involved; go on after it. Readers drop the duplicate.
 						w.last = seq
 						w.setHeaders(m, w.last)
-						id = m.Header.Get(HeaderMsgID)
+						id = m.Header.Get(wire.HeaderMsgID)
 						continue
 					}
 					return 0, fmt.Errorf("%w (expected last sequence %d: %v)", ErrFenced, w.last, apiErr)
@@ -281,7 +282,7 @@ func (w *SessionWriter) ownLast(ctx context.Context) (uint64, string, bool) {
 	if err != nil || msg.seq <= w.last {
 		return 0, "", false
 	}
-	id := msg.header.Get(HeaderMsgID)
+	id := msg.header.Get(wire.HeaderMsgID)
 	return msg.seq, id, strings.HasPrefix(id, w.idPrefix)
 }
 
@@ -305,7 +306,7 @@ func (w *SessionWriter) resolve(ctx context.Context, msgID string) (seq uint64, 
 		cancel()
 		switch {
 		case err == nil:
-			return msg.seq, msg.header.Get(HeaderMsgID) == msgID, nil
+			return msg.seq, msg.header.Get(wire.HeaderMsgID) == msgID, nil
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 			return 0, false, nil
 		}

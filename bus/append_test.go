@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 func TestAppendReplayRoundTrip(t *testing.T) {
@@ -87,7 +88,7 @@ func TestSessionIDValidation(t *testing.T) {
 		if _, err := b.Tail(ctxT(t), sid, 0, func(event.Event) error { return nil }); !errors.Is(err, ErrInvalidSessionID) {
 			t.Errorf("Tail(%q): %v", sid, err)
 		}
-		if _, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandResume}); !errors.Is(err, ErrInvalidSessionID) {
+		if _, err := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandResume}); !errors.Is(err, ErrInvalidSessionID) {
 			t.Errorf("PublishInput(%q): %v", sid, err)
 		}
 		if _, err := b.Deltas(sid, 1); !errors.Is(err, ErrInvalidSessionID) {
@@ -222,7 +223,7 @@ func TestStoredDuplicate(t *testing.T) {
 	bustest.Eventually(t, 30*time.Second, "the copy is stored", func() bool {
 		m := nats.NewMsg(orig.Subject)
 		m.Data = orig.Data
-		m.Header.Set(HeaderMsgID, orig.Header.Get(HeaderMsgID))
+		m.Header.Set(wire.HeaderMsgID, orig.Header.Get(wire.HeaderMsgID))
 		ack, err := b.js.PublishMsg(ctxT(t), m)
 		if err != nil {
 			t.Fatal(err)

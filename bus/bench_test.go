@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // BenchmarkAppend measures one fenced, acknowledged append of one event to
@@ -52,11 +53,11 @@ func BenchmarkReplay(b *testing.B) {
 	for i := range perOther {
 		for o := range others {
 			sid := fmt.Sprintf("s_o%04d", o)
-			if _, err := bus.js.PublishAsync(EventSubject(sid, event.TurnStarted), body(sid, i)); err != nil {
+			if _, err := bus.js.PublishAsync(wire.EventSubject(sid, event.TurnStarted), body(sid, i)); err != nil {
 				b.Fatal(err)
 			}
 			if n%100 == 0 && n/100 < target {
-				if _, err := bus.js.PublishAsync(EventSubject("s_target", event.TurnStarted), body("s_target", n/100)); err != nil {
+				if _, err := bus.js.PublishAsync(wire.EventSubject("s_target", event.TurnStarted), body("s_target", n/100)); err != nil {
 					b.Fatal(err)
 				}
 			}

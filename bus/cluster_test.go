@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // r3 starts a three-server cluster and opens a Bus on it with R3 streams.
@@ -44,7 +45,7 @@ func TestR3(t *testing.T) {
 		const sid = "s_r3restart"
 		w, _ := b.Writer(sid, 1, 0)
 		before := mustAppend(t, w, turn(sid, 0), turn(sid, 1))
-		l := c.StreamLeader(EventStream)
+		l := c.StreamLeader(wire.EventStream)
 		if l < 0 {
 			t.Fatal("no stream leader")
 		}
@@ -88,11 +89,11 @@ func leaderChange(t *testing.T, c *bustest.Cluster, b *Bus, prefix string) {
 	}
 	stepdown := func() {
 		t.Helper()
-		l := c.StreamLeader(EventStream)
+		l := c.StreamLeader(wire.EventStream)
 		if l < 0 {
 			return
 		}
-		if err := c.Servers[l].JetStreamStepdownStream(server.DEFAULT_GLOBAL_ACCOUNT, EventStream); err != nil {
+		if err := c.Servers[l].JetStreamStepdownStream(server.DEFAULT_GLOBAL_ACCOUNT, wire.EventStream); err != nil {
 			t.Logf("stepdown: %v", err)
 		}
 	}
@@ -145,6 +146,6 @@ func dumpLog(t *testing.T, b *Bus, sid string) {
 			t.Logf("dump %d: %v", ev.Seq, err)
 			continue
 		}
-		t.Logf("%d %s %s", ev.Seq, ev.Type, m.Header.Get(HeaderMsgID))
+		t.Logf("%d %s %s", ev.Seq, ev.Type, m.Header.Get(wire.HeaderMsgID))
 	}
 }

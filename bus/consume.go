@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/wire"
 )
 
 // InputHandler receives the inputs of the partitions a node consumes. It is
@@ -22,7 +23,7 @@ type InputHandler func(ctx context.Context, m *InputMsg)
 
 // InputMsg is an input delivered to this node, which owns its session for now.
 type InputMsg struct {
-	Input
+	wire.Input
 	// Session is the session the input is for.
 	Session string
 	// Partition is the input partition of the session.
@@ -102,7 +103,7 @@ func (m *InputMsg) Reject(ctx context.Context, code string, cause error) error {
 	if err := m.Term(ctx, code+": "+cause.Error()); err != nil {
 		return err
 	}
-	return m.b.reportInputError(InputError{
+	return m.b.reportInputError(wire.InputError{
 		Session: m.Session, InputID: m.ID, Command: m.Command, Seq: m.Seq,
 		Code: code, Error: cause.Error(),
 	}, "")
@@ -221,12 +222,12 @@ func (c *InputConsumer) Add(ctx context.Context, p int) error {
 	if c.parts[p] != nil {
 		return nil
 	}
-	pp := &partitionPull{p: p, name: partitionConsumer(p)}
+	pp := &partitionPull{p: p, name: wire.PartitionConsumer(p)}
 	cons, err := c.b.in.Consumer(ctx, pp.name)
 	if err == nil {
 		pp.mu.Lock()
 		pp.cc, err = cons.Consume(func(m jetstream.Msg) { c.deliver(pp, m) },
-			jetstream.PullPriorityGroup(InputGroup),
+			jetstream.PullPriorityGroup(wire.InputGroup),
 			jetstream.PullExpiry(max(c.b.cfg.InputPinnedTTL/3, time.Second)),
 			jetstream.PullMaxMessages(min(100, c.b.cfg.InputMaxAckPending)),
 			jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}),
@@ -297,18 +298,18 @@ func (c *InputConsumer) deliver(pp *partitionPull, m jetstream.Msg) {
 		_ = m.TermWithReason("no metadata")
 		return
 	}
-	sid := sessionFromSubject(m.Subject())
+	sid := wire.SessionFromSubject(m.Subject())
 	raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
 	in, err := parseInput(raw, md.Sequence.Stream)
 	if err != nil {
-		_ = m.TermWithReason(CodeMalformedInput + ": " + err.Error())
-		replyTo := m.Headers().Get(HeaderReplyTo)
-		if !validSubject(replyTo) {
+		_ = m.TermWithReason(wire.CodeMalformedInput + ": " + err.Error())
+		replyTo := m.Headers().Get(wire.HeaderReplyTo)
+		if !wire.ValidSubject(replyTo) {
 			replyTo = ""
 		}
-		_ = c.b.reportInputError(InputError{
-			Session: sid, InputID: in.ID, Command: Command(m.Headers().Get(HeaderCommand)),
-			Seq: md.Sequence.Stream, Code: CodeMalformedInput, Error: err.Error(),
+		_ = c.b.reportInputError(wire.InputError{
+			Session: sid, InputID: in.ID, Command: wire.Command(m.Headers().Get(wire.HeaderCommand)),
+			Seq: md.Sequence.Stream, Code: wire.CodeMalformedInput, Error: err.Error(),
 		}, replyTo)
 		return
 	}
@@ -384,8 +385,8 @@ func (c *InputConsumer) unpin(ctx context.Context, pp *partitionPull) error {
 		return fmt.Errorf("unpin partition %d: %w", pp.p, err)
 	}
 	for _, g := range cons.CachedInfo().PriorityGroups {
-		if g.Group == InputGroup && g.PinnedClientID == pin {
-			if err := c.b.in.UnpinConsumer(ctx, pp.name, InputGroup); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if g.Group == wire.InputGroup && g.PinnedClientID == pin {
+			if err := c.b.in.UnpinConsumer(ctx, pp.name, wire.InputGroup); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				return fmt.Errorf("unpin partition %d: %w", pp.p, err)
 			}
 		}

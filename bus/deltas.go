@@ -10,15 +10,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
 )
-
-// Delta is the body of a token delta message: a piece of a streamed answer and
-// the LLM step it belongs to. On the wire it is a flat JSON object:
-// {"step_id":"st_…","text":"Hel"}.
-type Delta struct {
-	StepID string `json:"step_id,omitempty"`
-	llm.Delta
-}
 
 // DeltaMsg is a delta as a subscriber receives it.
 type DeltaMsg struct {
@@ -27,7 +20,7 @@ type DeltaMsg struct {
 	Epoch uint64
 	// Seq numbers the deltas of one epoch from 1.
 	Seq uint64
-	Delta
+	wire.Delta
 }
 
 // DeltaPublisher publishes one owner's token deltas for one session on core
@@ -46,7 +39,7 @@ func (b *Bus) Deltas(sid string, epoch uint64) (*DeltaPublisher, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, err
 	}
-	return &DeltaPublisher{b: b, subj: DeltaSubject(sid), epoch: strconv.FormatUint(epoch, 10)}, nil
+	return &DeltaPublisher{b: b, subj: wire.DeltaSubject(sid), epoch: strconv.FormatUint(epoch, 10)}, nil
 }
 
 // Publish sends one delta of step stepID. It does not wait for anyone: a delta
@@ -56,7 +49,7 @@ func (p *DeltaPublisher) Publish(ctx context.Context, stepID string, d llm.Delta
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	body, err := json.Marshal(Delta{StepID: stepID, Delta: d})
+	body, err := json.Marshal(wire.Delta{StepID: stepID, Delta: d})
 	if err != nil {
 		return fmt.Errorf("delta: %w", err)
 	}
@@ -64,8 +57,8 @@ func (p *DeltaPublisher) Publish(ctx context.Context, stepID string, d llm.Delta
 	defer p.mu.Unlock()
 	p.seq++
 	m := &nats.Msg{Subject: p.subj, Data: body, Header: nats.Header{
-		HeaderEpoch:    []string{p.epoch},
-		HeaderDeltaSeq: []string{strconv.FormatUint(p.seq, 10)},
+		wire.HeaderEpoch:    []string{p.epoch},
+		wire.HeaderDeltaSeq: []string{strconv.FormatUint(p.seq, 10)},
 	}}
 	if err := p.b.nc.PublishMsg(m); err != nil {
 		return fmt.Errorf("publish delta on %s: %w", p.subj, err)
@@ -136,13 +129,13 @@ func (b *Bus) SubscribeDeltas(ctx context.Context, sid string, fn func(DeltaMsg)
 		return nil, err
 	}
 	var highest uint64
-	s, err := b.subscribe(DeltaSubject(sid), func(m *nats.Msg) {
-		epoch, err := strconv.ParseUint(m.Header.Get(HeaderEpoch), 10, 64)
+	s, err := b.subscribe(wire.DeltaSubject(sid), func(m *nats.Msg) {
+		epoch, err := strconv.ParseUint(m.Header.Get(wire.HeaderEpoch), 10, 64)
 		if err != nil || epoch < highest {
 			return
 		}
-		seq, _ := strconv.ParseUint(m.Header.Get(HeaderDeltaSeq), 10, 64)
-		var d Delta
+		seq, _ := strconv.ParseUint(m.Header.Get(wire.HeaderDeltaSeq), 10, 64)
+		var d wire.Delta
 		if err := json.Unmarshal(m.Data, &d); err != nil {
 			return
 		}

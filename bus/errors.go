@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Errors of this package. Functions wrap them with %w and add what they were
@@ -38,10 +39,10 @@ var (
 	// with a configuration that cannot be changed in place. The message says
 	// what to do.
 	ErrIncompatibleSetup = errors.New("incompatible TAH stream setup")
-	// ErrMalformedInput: an input message that cannot be understood: no or an
-	// unknown command, a body that is not the command's JSON. Such a message is
-	// terminated and reported on tah.sess.<sid>.err.
-	ErrMalformedInput = errors.New("malformed input")
+	// ErrMalformedInput is wire.ErrMalformedInput: an input message that
+	// cannot be understood. Such a message is terminated and reported on
+	// tah.sess.<sid>.err.
+	ErrMalformedInput = wire.ErrMalformedInput
 	// ErrArtifactCorrupt: an artifact whose size or SHA-256 differs from its
 	// reference.
 	ErrArtifactCorrupt = errors.New("artifact does not match its reference")

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
 )
 
 // inbox collects delivered inputs; it acks them unless told otherwise.
@@ -47,30 +48,30 @@ func TestInputRoundTrip(t *testing.T) {
 	}
 	defer c.Stop()
 	const sid = "s_in"
-	id, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandRun, Text: "hello", Options: &RunOptions{MaxSteps: 3}})
+	id, err := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandRun, Text: "hello", Options: &wire.RunOptions{MaxSteps: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	msg := llm.User("with a message")
-	if _, err := b.PublishInput(ctxT(t), sid, Input{ID: "in_2", Command: CommandRun, Message: &msg}); err != nil {
+	if _, err := b.PublishInput(ctxT(t), sid, wire.Input{ID: "in_2", Command: wire.CommandRun, Message: &msg}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.PublishInput(ctxT(t), sid, Input{ID: "in_3", Command: CommandCancel, Reason: "enough", ReplyTo: "_INBOX.abc.1"}); err != nil {
+	if _, err := b.PublishInput(ctxT(t), sid, wire.Input{ID: "in_3", Command: wire.CommandCancel, Reason: "enough", ReplyTo: "_INBOX.abc.1"}); err != nil {
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 30*time.Second, "three inputs delivered", func() bool { return ib.len() == 3 })
 	got := ib.get()
-	if got[0].ID != id || got[0].Command != CommandRun || got[0].UserMessage().Content != "hello" || got[0].Options.MaxSteps != 3 {
+	if got[0].ID != id || got[0].Command != wire.CommandRun || got[0].UserMessage().Content != "hello" || got[0].Options.MaxSteps != 3 {
 		t.Errorf("first: %+v", got[0].Input)
 	}
 	if got[1].ID != "in_2" || got[1].UserMessage().Content != "with a message" {
 		t.Errorf("second: %+v", got[1].Input)
 	}
-	if got[2].Command != CommandCancel || got[2].Reason != "enough" || got[2].ReplyTo != "_INBOX.abc.1" || got[0].ReplyTo != "" {
+	if got[2].Command != wire.CommandCancel || got[2].Reason != "enough" || got[2].ReplyTo != "_INBOX.abc.1" || got[0].ReplyTo != "" {
 		t.Errorf("third: %+v", got[2].Input)
 	}
 	for _, m := range got {
-		if m.Session != sid || m.Partition != Partition(sid, b.cfg.Partitions) || m.Delivered != 1 || m.Seq == 0 {
+		if m.Session != sid || m.Partition != wire.Partition(sid, b.cfg.Partitions) || m.Delivered != 1 || m.Seq == 0 {
 			t.Errorf("envelope: %+v", m)
 		}
 	}
@@ -80,10 +81,10 @@ func TestInputRoundTrip(t *testing.T) {
 		return err == nil && si.State.Msgs == 0
 	})
 	// Publishing the same id again within the duplicate window stores nothing.
-	if _, err := b.PublishInput(ctxT(t), sid, Input{ID: "in_2", Command: CommandRun, Message: &msg}); err != nil {
+	if _, err := b.PublishInput(ctxT(t), sid, wire.Input{ID: "in_2", Command: wire.CommandRun, Message: &msg}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.PublishInput(ctxT(t), sid, Input{ID: "in_4", Command: CommandResume}); err != nil {
+	if _, err := b.PublishInput(ctxT(t), sid, wire.Input{ID: "in_4", Command: wire.CommandResume}); err != nil {
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 30*time.Second, "resume delivered", func() bool { return ib.len() == 4 })
@@ -96,14 +97,14 @@ func TestPartitionMatchesServerTransform(t *testing.T) {
 	b := embedded(t, func(c *Config) { c.Partitions = 7 })
 	for i := range 40 {
 		sid := fmt.Sprintf("s_p%d", i)
-		if _, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandResume}); err != nil {
+		if _, err := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandResume}); err != nil {
 			t.Fatal(err)
 		}
 		m, err := b.in.GetLastMsgForSubject(ctxT(t), "tah.in.*."+sid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := PartitionSubject(Partition(sid, 7), sid); m.Subject != want {
+		if want := wire.PartitionSubject(wire.Partition(sid, 7), sid); m.Subject != want {
 			t.Fatalf("%s stored as %s, Partition says %s", sid, m.Subject, want)
 		}
 	}
@@ -117,8 +118,8 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	b := embedded(t, func(c *Config) { c.Partitions = 1 }) // everything in one partition
 	const sid = "s_bad"
 	var errsMu sync.Mutex
-	var reported []InputError
-	sub, err := b.SubscribeErrors(ctxT(t), sid, func(ie InputError) {
+	var reported []wire.InputError
+	sub, err := b.SubscribeErrors(ctxT(t), sid, func(ie wire.InputError) {
 		errsMu.Lock()
 		reported = append(reported, ie)
 		errsMu.Unlock()
@@ -140,12 +141,12 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	}
 	raw := func(cmd, body string) {
 		t.Helper()
-		m := nats.NewMsg(InputSubject(sid))
+		m := nats.NewMsg(wire.InputSubject(sid))
 		if cmd != "" {
-			m.Header.Set(HeaderCommand, cmd)
+			m.Header.Set(wire.HeaderCommand, cmd)
 		}
 		if cmd == "fly" {
-			m.Header.Set(HeaderReplyTo, "reply.bad")
+			m.Header.Set(wire.HeaderReplyTo, "reply.bad")
 		}
 		m.Data = []byte(body)
 		if _, err := b.js.PublishMsg(ctxT(t), m); err != nil {
@@ -170,7 +171,7 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	})
 	errsMu.Lock()
 	for _, ie := range reported {
-		if ie.Code != CodeMalformedInput || ie.Session != sid || ie.Seq == 0 || ie.Error == "" {
+		if ie.Code != wire.CodeMalformedInput || ie.Session != sid || ie.Seq == 0 || ie.Error == "" {
 			t.Errorf("report: %+v", ie)
 		}
 	}
@@ -188,7 +189,7 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 		return err == nil && si.State.Msgs == 0
 	})
 	// PublishInput refuses the same mistakes before they are sent.
-	if _, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandRun}); !errors.Is(err, ErrMalformedInput) {
+	if _, err := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandRun}); !errors.Is(err, ErrMalformedInput) {
 		t.Fatalf("PublishInput of an empty run: %v", err)
 	}
 }
@@ -196,17 +197,17 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 func TestRejectReportsToTheSender(t *testing.T) {
 	b := embedded(t)
 	const sid = "s_rej"
-	got := make(chan InputError, 1)
-	sub, _ := b.SubscribeErrors(ctxT(t), sid, func(ie InputError) { got <- ie })
+	got := make(chan wire.InputError, 1)
+	sub, _ := b.SubscribeErrors(ctxT(t), sid, func(ie wire.InputError) { got <- ie })
 	defer sub.Stop()
 	c, _ := b.ConsumeInputs(ctxT(t), func(ctx context.Context, m *InputMsg) {
 		_ = m.Reject(ctx, "unknown_session", errors.New("no such session"))
 	})
 	defer c.Stop()
-	id, _ := b.PublishInput(ctxT(t), sid, Input{Command: CommandResume})
+	id, _ := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandResume})
 	select {
 	case ie := <-got:
-		if ie.InputID != id || ie.Code != "unknown_session" || ie.Command != CommandResume {
+		if ie.InputID != id || ie.Code != "unknown_session" || ie.Command != wire.CommandResume {
 			t.Fatalf("report %+v", ie)
 		}
 	case <-time.After(30 * time.Second):
@@ -229,7 +230,7 @@ func TestKeepAliveAndRedelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandResume}); err != nil {
+	if _, err := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandResume}); err != nil {
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 30*time.Second, "delivered", func() bool { return first.len() == 1 })
@@ -239,7 +240,7 @@ func TestKeepAliveAndRedelivery(t *testing.T) {
 	// event), then the server must still count the input as pending with its
 	// first owner and never have redelivered it.
 	time.Sleep(2 * b.cfg.InputAckWait)
-	cons, err := b.in.Consumer(ctxT(t), partitionConsumer(0))
+	cons, err := b.in.Consumer(ctxT(t), wire.PartitionConsumer(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +291,7 @@ func TestPinnedPartitions(t *testing.T) {
 	defer c2.Stop()
 	const total = 60
 	for i := range total {
-		if _, err := n1.PublishInput(ctxT(t), fmt.Sprintf("s_pin%d", i), Input{Command: CommandResume}); err != nil {
+		if _, err := n1.PublishInput(ctxT(t), fmt.Sprintf("s_pin%d", i), wire.Input{Command: wire.CommandResume}); err != nil {
 			t.Fatal(err)
 		}
 	}

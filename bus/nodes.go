@@ -12,39 +12,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
-// NodeRecord is a node's presence: published on NodeSubject every
-// Config.NodeTTL/5 (a node not heard of for Config.NodeTTL is taken for dead by
-// the others, which share its partitions out) and kept, for status and for
-// nodes starting, in the KV bucket tah_nodes under the node id. A node that
-// stops gracefully says so (Leaving) and deletes its entry.
-type NodeRecord struct {
-	// Node is the node's id (the key), as recorded in session.claimed.
-	Node string `json:"node"`
-	// Started is when the node started; Heartbeat when it wrote this entry.
-	Started   time.Time `json:"started"`
-	Heartbeat time.Time `json:"heartbeat"`
-	// Partitions are the input partitions the node pulls: its share of the
-	// sessions. Sorted.
-	Partitions []int `json:"partitions"`
-	// ActiveSessions is the number of session actors alive on the node.
-	ActiveSessions int `json:"active_sessions"`
-	// NATS is the client URL of the node's embedded server, or of the external
-	// server it uses.
-	NATS string `json:"nats,omitempty"`
-	// Provider names the node's LLM provider.
-	Provider string `json:"provider,omitempty"`
-	// Fenced is set while the node has lost touch with NATS for longer than
-	// Config.NodeTTL and has stopped its sessions.
-	Fenced bool `json:"fenced,omitempty"`
-	// Leaving is set on the last presence a node publishes when it stops
-	// gracefully: the others take its partitions at once.
-	Leaving bool `json:"leaving,omitempty"`
-}
-
 // PutNode writes r under r.Node in tah_nodes.
-func (b *Bus) PutNode(ctx context.Context, r NodeRecord) error {
+func (b *Bus) PutNode(ctx context.Context, r wire.NodeRecord) error {
 	if err := event.ValidSessionID(r.Node); err != nil {
 		return fmt.Errorf("node id %q (letters, digits, '_' and '-'): %w", r.Node, err)
 	}
@@ -69,7 +41,7 @@ func (b *Bus) DeleteNode(ctx context.Context, node string) error {
 
 // ListNodes returns the presence entries in tah_nodes that were written within
 // Config.NodeTTL (by the server's clock), sorted by node id.
-func (b *Bus) ListNodes(ctx context.Context) ([]NodeRecord, error) {
+func (b *Bus) ListNodes(ctx context.Context) ([]wire.NodeRecord, error) {
 	lister, err := b.nodes.ListKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
@@ -78,7 +50,7 @@ func (b *Bus) ListNodes(ctx context.Context) ([]NodeRecord, error) {
 	for k := range lister.Keys() {
 		keys = append(keys, k)
 	}
-	var out []NodeRecord
+	var out []wire.NodeRecord
 	for _, k := range keys {
 		e, err := b.nodes.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
@@ -87,22 +59,12 @@ func (b *Bus) ListNodes(ctx context.Context) ([]NodeRecord, error) {
 		if err != nil {
 			return nil, fmt.Errorf("node %s: %w", k, err)
 		}
-		var r NodeRecord
+		var r wire.NodeRecord
 		if json.Unmarshal(e.Value(), &r) != nil || time.Since(e.Created()) > b.cfg.NodeTTL {
 			continue
 		}
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, c NodeRecord) int { return strings.Compare(a.Node, c.Node) })
+	slices.SortFunc(out, func(a, c wire.NodeRecord) int { return strings.Compare(a.Node, c.Node) })
 	return out, nil
 }
-
-// NodeSubject is the core NATS subject where node publishes its presence
-// (a NodeRecord) every Config.NodeTTL/5, and once with Leaving set when it
-// stops gracefully: tah.nodes.<node>. Liveness travels on core NATS, not
-// JetStream, so that a stream leader election (which stalls writes for a few
-// seconds) is never taken for nodes dying.
-func NodeSubject(node string) string { return "tah.nodes." + node }
-
-// NodeSubjects matches the presence of every node.
-const NodeSubjects = "tah.nodes.*"

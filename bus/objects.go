@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // PutArtifact stores the content of r in the object store tah_artifacts under
@@ -27,7 +28,7 @@ func (b *Bus) PutArtifact(ctx context.Context, name string, r io.Reader) (event.
 		return event.ArtifactRef{}, fmt.Errorf("put artifact %q: %w", name, err)
 	}
 	return event.ArtifactRef{
-		Bucket: ArtifactBucket, Object: name,
+		Bucket: wire.ArtifactBucket, Object: name,
 		Size: int64(info.Size), SHA256: hex.EncodeToString(h.Sum(nil)),
 	}, nil
 }
@@ -42,7 +43,7 @@ func (b *Bus) PutArtifactBytes(ctx context.Context, name string, data []byte) (e
 // digest. The caller closes it.
 func (b *Bus) OpenArtifact(ctx context.Context, ref event.ArtifactRef) (io.ReadCloser, error) {
 	store := b.artifacts
-	if ref.Bucket != "" && ref.Bucket != ArtifactBucket {
+	if ref.Bucket != "" && ref.Bucket != wire.ArtifactBucket {
 		var err error
 		if store, err = b.js.ObjectStore(ctx, ref.Bucket); err != nil {
 			return nil, fmt.Errorf("artifact %s/%s: %w", ref.Bucket, ref.Object, err)

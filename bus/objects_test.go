@@ -8,6 +8,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
 )
 
 func TestPayloadTooLarge(t *testing.T) {
@@ -35,7 +36,7 @@ func TestPayloadTooLarge(t *testing.T) {
 	}
 	mustAppend(t, w, fit)
 	// Inputs too.
-	if _, err := b.PublishInput(ctxT(t), sid, Input{Command: CommandRun, Text: big}); !errors.Is(err, ErrPayloadTooLarge) {
+	if _, err := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandRun, Text: big}); !errors.Is(err, ErrPayloadTooLarge) {
 		t.Fatalf("input: %v", err)
 	}
 }
@@ -47,7 +48,7 @@ func TestArtifacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref.Bucket != ArtifactBucket || ref.Size != int64(len(data)) || len(ref.SHA256) != 64 {
+	if ref.Bucket != wire.ArtifactBucket || ref.Size != int64(len(data)) || len(ref.SHA256) != 64 {
 		t.Fatalf("ref = %+v", ref)
 	}
 	got, err := b.GetArtifact(ctxT(t), ref)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 var fenceRE = regexp.MustCompile("(?s)```(json)?\n(.*?)```")
@@ -130,14 +131,14 @@ func checkExamples(t reporter, doc []byte) {
 				t.Errorf("%s example: %v", ev.Type, err)
 			}
 			seen[ev.Type] = true
-		case strings.Contains(headers, HeaderCommand+":"):
+		case strings.Contains(headers, wire.HeaderCommand+":"):
 			msg := nats.NewMsg("tah.in.0.s_x")
 			for _, line := range strings.Split(strings.TrimSpace(headers), "\n") {
 				k, v, _ := strings.Cut(line, ":")
 				msg.Header.Set(strings.TrimSpace(k), strings.TrimSpace(v))
 			}
 			msg.Data = body
-			var raw Input
+			var raw wire.Input
 			if err := strict(body, &raw); err != nil {
 				t.Errorf("input example: %v\n%s", err, body)
 			}
@@ -145,18 +146,18 @@ func checkExamples(t reporter, doc []byte) {
 			if err != nil {
 				t.Errorf("input example refused: %v\n%s\n%s", err, headers, body)
 			}
-			if in.ID != msg.Header.Get(HeaderMsgID) {
-				t.Errorf("input example: id %q, Nats-Msg-Id %q", in.ID, msg.Header.Get(HeaderMsgID))
+			if in.ID != msg.Header.Get(wire.HeaderMsgID) {
+				t.Errorf("input example: id %q, Nats-Msg-Id %q", in.ID, msg.Header.Get(wire.HeaderMsgID))
 			}
 			inputs++
 		case probe["step_id"] != nil:
-			var d Delta
+			var d wire.Delta
 			if err := strict(body, &d); err != nil {
 				t.Errorf("delta example: %v\n%s", err, body)
 			}
 			deltas++
 		case probe["code"] != nil && probe["session"] != nil:
-			var ie InputError
+			var ie wire.InputError
 			if err := strict(body, &ie); err != nil || ie.Code == "" || ie.Error == "" {
 				t.Errorf("input error example: %v\n%s", err, body)
 			}

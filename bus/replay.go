@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Replay reads session sid's events from sequence fromSeq on (0 or 1: from the
@@ -39,7 +40,7 @@ var replayBatch = 1000
 const replayMaxBytes = 8 << 20
 
 func (b *Bus) replayDirect(ctx context.Context, sid string, fromSeq uint64) ([]event.Event, uint64, error) {
-	filter := SessionEventsFilter(sid)
+	filter := wire.SessionEvents(sid)
 	from := max(fromSeq, 1)
 	var evs []event.Event
 	var last uint64   // the sequence of the last message read (a dropped duplicate included)
@@ -114,7 +115,7 @@ func (b *Bus) directBatch(ctx context.Context, filter string, from uint64, evs [
 		return evs, 0, false, err
 	}
 	defer b.replies.close(r)
-	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+EventStream, r.subject, req); err != nil {
+	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+wire.EventStream, r.subject, req); err != nil {
 		return evs, 0, false, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.AppendTimeout)
@@ -143,7 +144,7 @@ func (b *Bus) directBatch(ctx context.Context, filter string, from uint64, evs [
 			return evs, end, false, fmt.Errorf("direct get: no sequence in reply: %v", err)
 		}
 		end = seq
-		if dropDuplicate(prevID, m.Header.Get(HeaderMsgID)) {
+		if dropDuplicate(prevID, m.Header.Get(wire.HeaderMsgID)) {
 			continue
 		}
 		ev, err := event.Unmarshal(m.Data, seq)
@@ -158,7 +159,7 @@ func (b *Bus) directBatch(ctx context.Context, filter string, from uint64, evs [
 // filtered on the session (what an ordered consumer is on the server). It is
 // kept for BenchmarkReplay, which measures it against replayDirect.
 func (b *Bus) replayConsumer(ctx context.Context, sid string, fromSeq uint64) ([]event.Event, uint64, error) {
-	filter := SessionEventsFilter(sid)
+	filter := wire.SessionEvents(sid)
 	c, err := b.evt.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		FilterSubject:     filter,
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
@@ -241,7 +242,7 @@ func (b *Bus) lastMsg(ctx context.Context, filter string) (*storedMsg, error) {
 	// than a long wait would.
 	rctx, cancel := context.WithTimeout(ctx, lastMsgTry)
 	defer cancel()
-	resp, err := b.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+EventStream, req)
+	resp, err := b.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+wire.EventStream, req)
 	if err != nil {
 		return nil, err
 	}
@@ -285,7 +286,7 @@ func (b *Bus) LastSeq(ctx context.Context, sid string) (uint64, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return 0, err
 	}
-	m, err := b.lastMsg(ctx, SessionEventsFilter(sid))
+	m, err := b.lastMsg(ctx, wire.SessionEvents(sid))
 	switch {
 	case err == nil:
 		return m.seq, nil

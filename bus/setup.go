@@ -12,24 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/wire"
 )
-
-// SetupVersion is the version of the stream, consumer and bucket layout that
-// this build creates. It is recorded in the streams' metadata ("tah.setup").
-// A node finding an older version updates the layout in place when it can and
-// otherwise stops with a message saying what to do; a node finding a newer
-// version stops and asks to be upgraded.
-const SetupVersion = 1
-
-// Metadata keys TAH sets on its streams.
-const (
-	metaSetup      = "tah.setup"
-	metaProtocol   = "tah.protocol"
-	metaPartitions = "tah.partitions"
-)
-
-// duplicateWindow is how long the streams remember message ids.
-const duplicateWindow = 2 * time.Minute
 
 // setupAttempt bounds one attempt of setup; setupWithRetry repeats attempts
 // that timed out or met a cluster still forming, until Config.ReadyTimeout.
@@ -97,13 +81,13 @@ func (b *Bus) setup(ctx context.Context) error {
 	if err := b.ensureInputConsumers(ctx); err != nil {
 		return err
 	}
-	if b.checkpoints, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: CheckpointBucket, Description: "TAH session state snapshots"}); err != nil {
+	if b.checkpoints, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: wire.CheckpointBucket, Description: "TAH session state snapshots"}); err != nil {
 		return err
 	}
-	if b.toolResults, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: ToolResultBucket, Description: "TAH tool calls by session and call id (see docs/protocol.md)", TTL: b.cfg.ToolResultTTL}); err != nil {
+	if b.toolResults, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: wire.ToolResultBucket, Description: "TAH tool calls by session and call id (see docs/protocol.md)", TTL: b.cfg.ToolResultTTL}); err != nil {
 		return err
 	}
-	if b.nodes, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: NodeBucket, Description: "TAH node presence", TTL: b.cfg.NodeTTL}); err != nil {
+	if b.nodes, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: wire.NodeBucket, Description: "TAH node presence", TTL: b.cfg.NodeTTL}); err != nil {
 		return err
 	}
 	b.artifacts, err = b.ensureObjectStore(ctx)
@@ -153,18 +137,18 @@ func (b *Bus) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 // ensureObjectStore is ensureKV for the object store tah_artifacts.
 func (b *Bus) ensureObjectStore(ctx context.Context) (jetstream.ObjectStore, error) {
 	cfg := jetstream.ObjectStoreConfig{
-		Bucket: ArtifactBucket, Description: "TAH artifacts and large tool outputs",
+		Bucket: wire.ArtifactBucket, Description: "TAH artifacts and large tool outputs",
 		Storage: jetstream.FileStorage, Replicas: b.cfg.Replicas,
 	}
-	what := "object store " + ArtifactBucket
-	store, err := b.js.ObjectStore(ctx, ArtifactBucket)
+	what := "object store " + wire.ArtifactBucket
+	store, err := b.js.ObjectStore(ctx, wire.ArtifactBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		if b.cfg.NoSetup {
 			return nil, b.setupErr(what, err)
 		}
 		store, err = b.js.CreateObjectStore(ctx, cfg)
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			store, err = b.js.ObjectStore(ctx, ArtifactBucket)
+			store, err = b.js.ObjectStore(ctx, wire.ArtifactBucket)
 		}
 		if err == nil {
 			return store, nil
@@ -197,8 +181,8 @@ func (b *Bus) setupErr(what string, err error) error {
 
 func (b *Bus) metadata(extra ...string) map[string]string {
 	m := map[string]string{
-		metaSetup:    strconv.Itoa(SetupVersion),
-		metaProtocol: strconv.Itoa(ProtocolVersion),
+		wire.MetaSetup:    strconv.Itoa(wire.SetupVersion),
+		wire.MetaProtocol: strconv.Itoa(wire.ProtocolVersion),
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		m[extra[i]] = extra[i+1]
@@ -208,9 +192,9 @@ func (b *Bus) metadata(extra ...string) map[string]string {
 
 func (b *Bus) eventStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        EventStream,
+		Name:        wire.EventStream,
 		Description: "TAH event log: every event of every session",
-		Subjects:    []string{EventSubjects},
+		Subjects:    []string{wire.EventSubjects},
 		Retention:   jetstream.LimitsPolicy,
 		// No limits at all: in particular no MaxMsgsPerSubject, which counts per
 		// exact subject and would silently drop steps.
@@ -221,7 +205,7 @@ func (b *Bus) eventStreamConfig() jetstream.StreamConfig {
 		Discard:           jetstream.DiscardOld,
 		Storage:           jetstream.FileStorage,
 		Replicas:          b.cfg.Replicas,
-		Duplicates:        duplicateWindow,
+		Duplicates:        wire.DuplicateWindow,
 		AllowDirect:       true,
 		Metadata:          b.metadata(),
 	}
@@ -229,9 +213,9 @@ func (b *Bus) eventStreamConfig() jetstream.StreamConfig {
 
 func (b *Bus) inputStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:         InputStream,
+		Name:         wire.InputStream,
 		Description:  "TAH inputs and commands, partitioned by session",
-		Subjects:     []string{InputSubjects},
+		Subjects:     []string{wire.InputSubjects},
 		Retention:    jetstream.WorkQueuePolicy,
 		MaxConsumers: -1,
 		MaxMsgs:      -1,
@@ -239,13 +223,13 @@ func (b *Bus) inputStreamConfig() jetstream.StreamConfig {
 		Discard:      jetstream.DiscardOld,
 		Storage:      jetstream.FileStorage,
 		Replicas:     b.cfg.Replicas,
-		Duplicates:   duplicateWindow,
+		Duplicates:   wire.DuplicateWindow,
 		AllowDirect:  true,
 		SubjectTransform: &jetstream.SubjectTransformConfig{
-			Source:      InputSubjects,
-			Destination: inputTransformDest(b.cfg.Partitions),
+			Source:      wire.InputSubjects,
+			Destination: wire.InputTransform(b.cfg.Partitions),
 		},
-		Metadata: b.metadata(metaPartitions, strconv.Itoa(b.cfg.Partitions)),
+		Metadata: b.metadata(wire.MetaPartitions, strconv.Itoa(b.cfg.Partitions)),
 	}
 }
 
@@ -270,14 +254,14 @@ func (b *Bus) ensureStream(ctx context.Context, want jetstream.StreamConfig) (je
 	}
 	info := s.CachedInfo()
 	have := info.Config
-	ver, err := strconv.Atoi(have.Metadata[metaSetup])
+	ver, err := strconv.Atoi(have.Metadata[wire.MetaSetup])
 	if err != nil {
 		return nil, fmt.Errorf("stream %s exists but was not created by TAH (no %q metadata): remove it (nats stream rm %s) or point TAH at another account: %w",
-			want.Name, metaSetup, want.Name, ErrIncompatibleSetup)
+			want.Name, wire.MetaSetup, want.Name, ErrIncompatibleSetup)
 	}
-	if ver > SetupVersion {
+	if ver > wire.SetupVersion {
 		return nil, fmt.Errorf("stream %s was set up by a newer TAH (setup version %d, this build knows %d): upgrade this node: %w",
-			want.Name, ver, SetupVersion, ErrIncompatibleSetup)
+			want.Name, ver, wire.SetupVersion, ErrIncompatibleSetup)
 	}
 	diffs := streamDiffs(have, want)
 	if len(diffs) == 0 {
@@ -291,10 +275,10 @@ func (b *Bus) ensureStream(ctx context.Context, want jetstream.StreamConfig) (je
 		return nil, fmt.Errorf("stream %s has storage %v and retention %v, this build needs %v and %v, which cannot be changed in place: back it up and remove it (nats stream rm %s), then start again: %w",
 			want.Name, have.Storage, have.Retention, want.Storage, want.Retention, want.Name, ErrIncompatibleSetup)
 	}
-	if want.Name == InputStream {
-		if hp := have.Metadata[metaPartitions]; hp != want.Metadata[metaPartitions] && info.State.Msgs > 0 {
+	if want.Name == wire.InputStream {
+		if hp := have.Metadata[wire.MetaPartitions]; hp != want.Metadata[wire.MetaPartitions] && info.State.Msgs > 0 {
 			return nil, fmt.Errorf("stream %s holds %d inputs routed to %s partitions; changing to %s partitions now would strand them: let the nodes finish them with partitions %s, then restart with %s: %w",
-				want.Name, info.State.Msgs, hp, want.Metadata[metaPartitions], hp, want.Metadata[metaPartitions], ErrIncompatibleSetup)
+				want.Name, info.State.Msgs, hp, want.Metadata[wire.MetaPartitions], hp, want.Metadata[wire.MetaPartitions], ErrIncompatibleSetup)
 		}
 	}
 	// Keep metadata that the server or an operator added.
@@ -358,18 +342,18 @@ func transformString(t *jetstream.SubjectTransformConfig) string {
 // inputConsumerConfig is the durable consumer of partition p.
 func (b *Bus) inputConsumerConfig(p int) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:        partitionConsumer(p),
+		Durable:        wire.PartitionConsumer(p),
 		Description:    fmt.Sprintf("TAH input partition %d", p),
-		FilterSubject:  partitionFilter(p),
+		FilterSubject:  wire.PartitionFilter(p),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        b.cfg.InputAckWait,
 		MaxDeliver:     -1,
 		MaxAckPending:  b.cfg.InputMaxAckPending,
 		PriorityPolicy: jetstream.PriorityPolicyPinned,
-		PriorityGroups: []string{InputGroup},
+		PriorityGroups: []string{wire.InputGroup},
 		PinnedTTL:      b.cfg.InputPinnedTTL,
-		Metadata:       map[string]string{metaSetup: strconv.Itoa(SetupVersion)},
+		Metadata:       map[string]string{wire.MetaSetup: strconv.Itoa(wire.SetupVersion)},
 	}
 }
 
@@ -384,7 +368,7 @@ func (b *Bus) ensureInputConsumers(ctx context.Context) error {
 		have[name] = true
 	}
 	if err := names.Err(); err != nil {
-		return fmt.Errorf("list consumers of %s: %w", InputStream, err)
+		return fmt.Errorf("list consumers of %s: %w", wire.InputStream, err)
 	}
 	wanted := map[string]bool{}
 	for p := range b.cfg.Partitions {
@@ -397,14 +381,14 @@ func (b *Bus) ensureInputConsumers(ctx context.Context) error {
 			case errors.Is(err, jetstream.ErrConsumerNotFound):
 				ok = false // listed while another node creates it
 			case err != nil:
-				return fmt.Errorf("consumer %s of %s: %w", want.Durable, InputStream, err)
+				return fmt.Errorf("consumer %s of %s: %w", want.Durable, wire.InputStream, err)
 			case consumerMatches(c.CachedInfo().Config, want):
 				continue
 			}
 		}
 		if b.cfg.NoSetup {
 			return fmt.Errorf("consumer %s of %s is missing or differs: start a TAH node of this version against %s: %w",
-				want.Durable, InputStream, b.ClientURL(), ErrNotSetUp)
+				want.Durable, wire.InputStream, b.ClientURL(), ErrNotSetUp)
 		}
 		var err error
 		if ok {
@@ -416,14 +400,14 @@ func (b *Bus) ensureInputConsumers(ctx context.Context) error {
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("set up consumer %s of %s: %w", want.Durable, InputStream, err)
+			return fmt.Errorf("set up consumer %s of %s: %w", want.Durable, wire.InputStream, err)
 		}
 	}
 	if b.cfg.NoSetup {
 		return nil
 	}
 	for name := range have {
-		if strings.HasPrefix(name, "tah_in_") && !wanted[name] {
+		if strings.HasPrefix(name, wire.PartitionConsumerPrefix) && !wanted[name] {
 			if err := b.in.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				return fmt.Errorf("remove consumer %s of a partition that no longer exists: %w", name, err)
 			}
@@ -437,7 +421,7 @@ func consumerMatches(h, w jetstream.ConsumerConfig) bool {
 		h.AckWait == w.AckWait && h.MaxAckPending == w.MaxAckPending &&
 		h.PriorityPolicy == w.PriorityPolicy && slices.Equal(h.PriorityGroups, w.PriorityGroups) &&
 		h.PinnedTTL == w.PinnedTTL && h.MaxDeliver == w.MaxDeliver &&
-		h.Metadata[metaSetup] == w.Metadata[metaSetup]
+		h.Metadata[wire.MetaSetup] == w.Metadata[wire.MetaSetup]
 }
 
 // Checkpoints is the KV bucket tah_checkpoints of state snapshots (see

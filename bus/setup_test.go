@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/bus/bustest"
+	"github.com/tah-dev/tah/wire"
 )
 
 func TestSetupIsIdempotent(t *testing.T) {
@@ -24,21 +25,21 @@ func TestSetupIsIdempotent(t *testing.T) {
 		}
 	}
 	for p := range b1.cfg.Partitions {
-		c, err := b1.in.Consumer(ctxT(t), partitionConsumer(p))
+		c, err := b1.in.Consumer(ctxT(t), wire.PartitionConsumer(p))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ci := c.CachedInfo().Config
-		if ci.PriorityPolicy != jetstream.PriorityPolicyPinned || ci.FilterSubject != partitionFilter(p) {
+		if ci.PriorityPolicy != jetstream.PriorityPolicyPinned || ci.FilterSubject != wire.PartitionFilter(p) {
 			t.Errorf("consumer %d: %+v", p, ci)
 		}
 	}
-	for _, name := range []string{CheckpointBucket, ToolResultBucket, NodeBucket} {
+	for _, name := range []string{wire.CheckpointBucket, wire.ToolResultBucket, wire.NodeBucket} {
 		if _, err := b1.js.KeyValue(ctxT(t), name); err != nil {
 			t.Errorf("bucket %s: %v", name, err)
 		}
 	}
-	if _, err := b1.js.ObjectStore(ctxT(t), ArtifactBucket); err != nil {
+	if _, err := b1.js.ObjectStore(ctxT(t), wire.ArtifactBucket); err != nil {
 		t.Errorf("object store: %v", err)
 	}
 }
@@ -56,7 +57,7 @@ func TestSetupRefusesNewerVersion(t *testing.T) {
 	srv := bustest.Server(t)
 	b := connected(t, srv.ClientURL())
 	cfg := b.eventStreamConfig()
-	cfg.Metadata[metaSetup] = "99"
+	cfg.Metadata[wire.MetaSetup] = "99"
 	if _, err := b.js.UpdateStream(ctxT(t), cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestSetupRefusesForeignStream(t *testing.T) {
 	srv := bustest.Server(t)
 	nc := bustest.Connect(t, srv)
 	js, _ := jetstream.New(nc)
-	if _, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: EventStream, Subjects: []string{"foo.>"}}); err != nil {
+	if _, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: wire.EventStream, Subjects: []string{"foo.>"}}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := Default()
@@ -104,18 +105,18 @@ func TestSetupChangesPartitionsOnlyWhenDrained(t *testing.T) {
 	b := connected(t, srv.ClientURL(), func(c *Config) { c.Partitions = 4 })
 	// Grow to 8 with nothing pending: updated in place.
 	b8 := connected(t, srv.ClientURL(), func(c *Config) { c.Partitions = 8 })
-	si, err := b.js.Stream(ctxT(t), InputStream)
+	si, err := b.js.Stream(ctxT(t), wire.InputStream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := si.CachedInfo().Config.SubjectTransform.Destination; got != inputTransformDest(8) {
+	if got := si.CachedInfo().Config.SubjectTransform.Destination; got != wire.InputTransform(8) {
 		t.Fatalf("transform = %s", got)
 	}
-	if _, err := b8.in.Consumer(ctxT(t), partitionConsumer(7)); err != nil {
+	if _, err := b8.in.Consumer(ctxT(t), wire.PartitionConsumer(7)); err != nil {
 		t.Fatalf("consumer of partition 7: %v", err)
 	}
 	// With an input pending, shrinking is refused with a message saying what to do.
-	if _, err := b8.PublishInput(ctxT(t), "s_pending", Input{Command: CommandResume}); err != nil {
+	if _, err := b8.PublishInput(ctxT(t), "s_pending", wire.Input{Command: wire.CommandResume}); err != nil {
 		t.Fatal(err)
 	}
 	shrink := b.cfg

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // TailFunc receives the events of a tail, one at a time, in stream order.
@@ -42,7 +43,7 @@ func (b *Bus) Tail(ctx context.Context, sid string, fromSeq uint64, fn TailFunc)
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, err
 	}
-	return b.tail(ctx, SessionEventsFilter(sid), fromSeq, fn)
+	return b.tail(ctx, wire.SessionEvents(sid), fromSeq, fn)
 }
 
 // TailAll is Tail over every session (tah.sess.*.evt.>): the feed of a read
@@ -52,7 +53,7 @@ func (b *Bus) Tail(ctx context.Context, sid string, fromSeq uint64, fn TailFunc)
 // neither skip nor repeat what was committed with it, and no consumer state
 // outlives a node.
 func (b *Bus) TailAll(ctx context.Context, fromSeq uint64, fn TailFunc) (*Tail, error) {
-	return b.tail(ctx, EventSubjects, fromSeq, fn)
+	return b.tail(ctx, wire.EventSubjects, fromSeq, fn)
 }
 
 func (b *Bus) tail(ctx context.Context, filter string, fromSeq uint64, fn TailFunc) (*Tail, error) {
@@ -101,9 +102,9 @@ func (t *Tail) deliver(m jetstream.Msg) {
 	if seq <= t.last {
 		return // never repeat
 	}
-	sid := sessionFromSubject(m.Subject())
+	sid := wire.SessionFromSubject(m.Subject())
 	prev := t.prevIDs[sid]
-	dup := dropDuplicate(&prev, m.Headers().Get(HeaderMsgID))
+	dup := dropDuplicate(&prev, m.Headers().Get(wire.HeaderMsgID))
 	t.prevIDs[sid] = prev
 	if dup {
 		t.last = seq

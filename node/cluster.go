@@ -14,10 +14,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tah-dev/tah/actors/session"
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/store"
+	"github.com/tah-dev/tah/wire"
 )
 
 // membership is a node's part in the cluster, with no coordinator but NATS:
@@ -89,10 +89,10 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 		}
 	}
 	nc := n.Bus.Conn()
-	if m.presence, err = nc.Subscribe(bus.NodeSubjects, m.heard); err != nil {
+	if m.presence, err = nc.Subscribe(wire.NodeSubjects, m.heard); err != nil {
 		return nil, fmt.Errorf("node: listening to the cluster's nodes: %w", err)
 	}
-	if m.claims, err = nc.Subscribe(bus.EventSubject("*", event.SessionClaimed), m.claimed); err != nil {
+	if m.claims, err = nc.Subscribe(wire.EventSubject("*", event.SessionClaimed), m.claimed); err != nil {
 		_ = m.presence.Unsubscribe()
 		return nil, fmt.Errorf("node: watching session claims: %w", err)
 	}
@@ -143,7 +143,7 @@ func (m *membership) checkTwin(ctx context.Context) error {
 
 // heard records a presence published by a node (this one included).
 func (m *membership) heard(msg *nats.Msg) {
-	var r bus.NodeRecord
+	var r wire.NodeRecord
 	if json.Unmarshal(msg.Data, &r) != nil || r.Node == "" {
 		return
 	}
@@ -269,11 +269,11 @@ func (m *membership) outOfTouch() string {
 }
 
 // record is the node's presence as of now.
-func (m *membership) record(leaving bool) bus.NodeRecord {
+func (m *membership) record(leaving bool) wire.NodeRecord {
 	m.mu.Lock()
 	fenced := m.fenced
 	m.mu.Unlock()
-	return bus.NodeRecord{Node: m.n.ID(), Started: m.started, Heartbeat: time.Now().UTC(),
+	return wire.NodeRecord{Node: m.n.ID(), Started: m.started, Heartbeat: time.Now().UTC(),
 		Partitions: m.n.inputs.Partitions(), ActiveSessions: m.n.Sessions.Active(),
 		NATS: m.n.Bus.ClientURL(), Provider: m.n.opts.Provider.Name(), Fenced: fenced, Leaving: leaving}
 }
@@ -284,7 +284,7 @@ func (m *membership) publish(leaving bool) error {
 	if err != nil {
 		return err
 	}
-	if err := m.n.Bus.Conn().Publish(bus.NodeSubject(m.n.ID()), body); err != nil {
+	if err := m.n.Bus.Conn().Publish(wire.NodeSubject(m.n.ID()), body); err != nil {
 		return fmt.Errorf("node presence: %w", err)
 	}
 	if leaving {
@@ -379,11 +379,11 @@ func (m *membership) resumeOpenTurns(ctx context.Context, partitions []int) {
 				return
 			}
 			for _, row := range page.Sessions {
-				if !slices.Contains(partitions, bus.Partition(row.ID, m.parts)) {
+				if !slices.Contains(partitions, wire.Partition(row.ID, m.parts)) {
 					continue
 				}
 				sid := row.ID
-				err := m.n.Sessions.Deliver(sid, &session.Command{Kind: session.KindResume, Done: func(o session.Outcome) {
+				err := m.n.Sessions.Deliver(sid, &session.Command{Kind: wire.CommandResume, Done: func(o session.Outcome) {
 					if o.Err != nil && !errors.Is(o.Err, session.ErrNothingToResume) {
 						m.log.Info("open turn not resumed: its input will bring it back", "session", sid, "err", o.Err)
 					}
@@ -416,7 +416,7 @@ func (m *membership) handOver(ctx context.Context, partitions []int) {
 	defer cancel()
 	err := n.inputs.Remove(ctx, partitions, func() {
 		stopped := n.Sessions.StopWhere(ctx, func(sid string) bool {
-			return slices.Contains(partitions, bus.Partition(sid, m.parts))
+			return slices.Contains(partitions, wire.Partition(sid, m.parts))
 		})
 		if stopped > 0 {
 			m.log.Info("sessions handed over", "sessions", stopped, "partitions", partitions)

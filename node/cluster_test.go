@@ -21,6 +21,7 @@ import (
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
 )
 
 // heldModel answers "done: <prompt>" after hold, or when its context ends
@@ -150,7 +151,7 @@ func (c *testCluster) any() *Node {
 // (give or take one) and all partitions pulled by exactly one of them.
 func (c *testCluster) balanced(want ...string) {
 	c.t.Helper()
-	var last []bus.NodeRecord
+	var last []wire.NodeRecord
 	bustest.Eventually(c.t, 60*time.Second, "partitions balanced over "+strings.Join(want, ","), func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -194,7 +195,7 @@ func (c *testCluster) sessionsOn(i, k int, prefix string) []string {
 	var out []string
 	for j := 0; len(out) < k; j++ {
 		sid := fmt.Sprintf("%s_%d", prefix, j)
-		if !slices.Contains(mine, bus.Partition(sid, n.Bus.Config().Partitions)) {
+		if !slices.Contains(mine, wire.Partition(sid, n.Bus.Config().Partitions)) {
 			continue
 		}
 		c.create(sid)
@@ -216,7 +217,7 @@ func (c *testCluster) send(sid, inputID, text string) {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := c.any().Bus.PublishInput(ctx, sid, bus.Input{ID: inputID, Command: bus.CommandRun, Text: text}); err != nil {
+	if _, err := c.any().Bus.PublishInput(ctx, sid, wire.Input{ID: inputID, Command: wire.CommandRun, Text: text}); err != nil {
 		c.t.Fatalf("send to %s: %v", sid, err)
 	}
 }
@@ -337,7 +338,7 @@ func TestClusterSpreadsAndRebalancesOnJoin(t *testing.T) {
 	bustest.Eventually(t, 30*time.Second, "the turn in flight on node2", func() bool { return c.models[2].calls.Load() > before })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := c.nodes[0].Bus.PublishInput(ctx, sid, bus.Input{Command: bus.CommandCancel, Reason: "enough"}); err != nil {
+	if _, err := c.nodes[0].Bus.PublishInput(ctx, sid, wire.Input{Command: wire.CommandCancel, Reason: "enough"}); err != nil {
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 30*time.Second, "the turn cancelled", func() bool { return count(c.log(sid), event.AgentCancelled) == 1 })
@@ -425,7 +426,7 @@ func TestClusterKilledNodeIsReplaced(t *testing.T) {
 	c.balanced("node0", "node1", "node2")
 	victim := -1
 	for i, n := range c.nodes {
-		if n.Bus.Server().JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, "KV_"+bus.NodeBucket) {
+		if n.Bus.Server().JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, "KV_"+wire.NodeBucket) {
 			victim = i
 		}
 	}

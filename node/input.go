@@ -9,6 +9,7 @@ import (
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/wire"
 )
 
 // handleInput hands an input to its session's actor and returns at once. The
@@ -16,9 +17,9 @@ import (
 // another node took over, or a node shutting down, leaves it unacknowledged, so
 // that the session's next owner gets it again and resumes.
 func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
-	kind := session.Kind(m.Command)
+	kind := wire.Command(m.Command)
 	n.Metrics.inputs.WithLabelValues(string(kind)).Inc()
-	if kind == session.KindCancel {
+	if kind == wire.CommandCancel {
 		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Done: func(o session.Outcome) {
 			n.reply(m, o)
 		}})
@@ -59,9 +60,9 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		case errors.Is(o.Err, session.ErrUnknownSession):
 			n.Metrics.inputsRefused.Inc()
 			n.Metrics.errors.WithLabelValues("input").Inc()
-			_ = m.Reject(context.Background(), "unknown_session", o.Err)
+			_ = m.Reject(context.Background(), wire.CodeUnknownSession, o.Err)
 		default:
-			if o.Err == nil && (kind == session.KindRun || kind == session.KindResume) {
+			if o.Err == nil && (kind == wire.CommandRun || kind == wire.CommandResume) {
 				n.Metrics.turnEnded(o.Status, time.Since(start))
 			}
 			n.ack(m)
@@ -166,7 +167,7 @@ func (n *Node) finish(m *bus.InputMsg, err error) {
 	default:
 		n.Metrics.inputsRefused.Inc()
 		n.Metrics.errors.WithLabelValues("input").Inc()
-		_ = m.Reject(context.Background(), "rejected", err)
+		_ = m.Reject(context.Background(), wire.CodeRejected, err)
 	}
 }
 
@@ -176,7 +177,7 @@ func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 	if m.ReplyTo == "" {
 		return
 	}
-	out := OutcomeOf(o)
+	out := o.Wire()
 	out.InputID = m.ID
 	body, err := json.Marshal(out)
 	if err != nil {
@@ -185,53 +186,4 @@ func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 	if err := n.Bus.Conn().Publish(m.ReplyTo, body); err != nil {
 		n.log.Debug("outcome not published", "session", m.Session, "err", err)
 	}
-}
-
-// Outcome is the JSON body of a command's outcome on its reply subject.
-type Outcome struct {
-	session.Outcome
-	// InputID is the id of the input the outcome answers. An outcome may be
-	// published more than once (an input redelivered after a node failure is
-	// recognised as done and answered again): a client keeps the first.
-	InputID string `json:"input_id,omitempty"`
-	// Failure says why the command could not be carried out (a turn that ran and
-	// failed is not a failure of the command: see Status and Error).
-	Failure string `json:"failure,omitempty"`
-	// FailureCode classifies Failure: one of the Failure* constants, or an input
-	// error code of the bus (such as "malformed_input").
-	FailureCode string `json:"failure_code,omitempty"`
-}
-
-// The failure codes of an Outcome.
-const (
-	FailureUnknownSession  = "unknown_session"   // no such session
-	FailureBusy            = "busy"              // compaction while a turn runs
-	FailureNothingToResume = "nothing_to_resume" // resume without an unfinished turn
-	FailureStopped         = "stopped"           // the node stopped; the next owner carries on
-	FailureFenced          = "fenced"            // another node owns the session now
-	FailureError           = "error"             // anything else; Failure says what
-)
-
-// OutcomeOf is o as published.
-func OutcomeOf(o session.Outcome) Outcome {
-	out := Outcome{Outcome: o}
-	if o.Err == nil {
-		return out
-	}
-	out.Failure = o.Err.Error()
-	switch {
-	case errors.Is(o.Err, session.ErrUnknownSession):
-		out.FailureCode = FailureUnknownSession
-	case errors.Is(o.Err, session.ErrBusy):
-		out.FailureCode = FailureBusy
-	case errors.Is(o.Err, session.ErrNothingToResume):
-		out.FailureCode = FailureNothingToResume
-	case errors.Is(o.Err, session.ErrStopped):
-		out.FailureCode = FailureStopped
-	case o.Fenced:
-		out.FailureCode = FailureFenced
-	default:
-		out.FailureCode = FailureError
-	}
-	return out
 }

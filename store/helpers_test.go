@@ -17,6 +17,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // openTest opens a store in a fresh temporary directory, with the change
@@ -322,7 +323,7 @@ func checkEquivalent(t testing.TB, s *Store, evs []event.Event) {
 		if err != nil {
 			t.Fatalf("get %q: %v", sid, err)
 		}
-		wantRow := SessionRow{ID: want.ID, Status: want.Status, Turn: want.Turn, Config: want.Config,
+		wantRow := wire.SessionSummary{ID: want.ID, Status: want.Status, Turn: want.Turn, Config: want.Config,
 			ForkedFrom: want.ForkedFrom, Labels: want.Labels, Epoch: want.Epoch, Node: want.Node,
 			Title: title(want.Messages), CreatedAt: want.CreatedAt.UTC(), UpdatedAt: want.UpdatedAt.UTC(),
 			LastSeq: want.LastSeq, Events: want.Events, Rejected: rejected, Messages: len(want.Messages),

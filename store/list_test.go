@@ -10,6 +10,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // listFixture applies 14 sessions with various states, labels and update
@@ -64,8 +65,8 @@ func idsOf[T any](rows []T, id func(T) string) []string {
 	return out
 }
 
-func rowID(r SessionRow) string         { return r.ID }
-func stateID(s projection.State) string { return s.ID }
+func rowID(r wire.SessionSummary) string { return r.ID }
+func stateID(s projection.State) string  { return s.ID }
 
 func TestListSessions(t *testing.T) {
 	ctx := context.Background()

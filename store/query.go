@@ -13,6 +13,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // The reads below run on the read pool and see the batches committed when they
@@ -31,8 +32,8 @@ const sessionColumns = `id, status, turn, config, forked_from, labels, epoch, no
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanSession(sc scanner) (SessionRow, error) {
-	var r SessionRow
+func scanSession(sc scanner) (wire.SessionSummary, error) {
+	var r wire.SessionSummary
 	var status, cfg, labels string
 	var epoch, lastSeq, created, updated int64
 	err := sc.Scan(&r.ID, &status, &r.Turn, &cfg, &r.ForkedFrom, &labels, &epoch, &r.Node, &r.Title,
@@ -55,16 +56,16 @@ func scanSession(sc scanner) (SessionRow, error) {
 }
 
 // GetSession returns the session with id, or an error wrapping ErrNotFound.
-func (s *Store) GetSession(ctx context.Context, id string) (SessionRow, error) {
+func (s *Store) GetSession(ctx context.Context, id string) (wire.SessionSummary, error) {
 	if err := s.checkOpen(); err != nil {
-		return SessionRow{}, err
+		return wire.SessionSummary{}, err
 	}
 	r, err := scanSession(s.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return SessionRow{}, fmt.Errorf("session %q: %w", id, ErrNotFound)
+		return wire.SessionSummary{}, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
-		return SessionRow{}, fmt.Errorf("store: get %q: %w", id, err)
+		return wire.SessionSummary{}, fmt.Errorf("store: get %q: %w", id, err)
 	}
 	return r, nil
 }
@@ -94,7 +95,7 @@ const (
 
 // Page is one page of ListSessions.
 type Page struct {
-	Sessions []SessionRow `json:"sessions"`
+	Sessions []wire.SessionSummary `json:"sessions"`
 	// Next is the ListOptions.Before of the next page; empty on the last page.
 	Next string `json:"next,omitempty"`
 }

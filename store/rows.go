@@ -11,37 +11,6 @@ import (
 	"github.com/tah-dev/tah/projection"
 )
 
-// SessionRow is a session as list and get show it: the folded state without
-// its histories (read those with Messages, Steps, ToolCalls, ...).
-type SessionRow struct {
-	ID         string            `json:"id"`
-	Status     projection.Status `json:"status"`
-	Turn       int               `json:"turn"`
-	Config     event.Config      `json:"config"`
-	ForkedFrom string            `json:"forked_from,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
-	Epoch      uint64            `json:"epoch"`
-	Node       string            `json:"node,omitempty"`
-	// Title is the first user message, on one line, cut at TitleRunes.
-	Title     string    `json:"title"`
-	CreatedAt time.Time `json:"created_at"` // UTC; zero when unknown
-	UpdatedAt time.Time `json:"updated_at"` // UTC: the time of the session's last event
-	// LastSeq is the stream sequence of the last event folded.
-	LastSeq uint64 `json:"last_seq"`
-	// Events counts the events folded; Rejected those stored but not folded.
-	Events   int       `json:"events"`
-	Rejected int       `json:"rejected,omitempty"`
-	Messages int       `json:"messages"` // length of the full history, summaries included
-	Steps    int       `json:"steps"`
-	Usage    llm.Usage `json:"usage"`
-	// Summaries counts summaries added, Trims agent.context.trimmed events.
-	Summaries  int    `json:"summaries,omitempty"`
-	Trims      int    `json:"trims,omitempty"`
-	LastOutput string `json:"last_output,omitempty"`
-	LastError  string `json:"last_error,omitempty"`
-	LastCode   string `json:"last_code,omitempty"`
-}
-
 // EventRow is an event as stored, with why it was not folded, if it was not.
 type EventRow struct {
 	event.Event
@@ -50,7 +19,8 @@ type EventRow struct {
 	Error string `json:"error,omitempty"`
 }
 
-// TitleRunes is the longest title, in runes, before an ellipsis.
+// TitleRunes is the longest title (wire.SessionSummary.Title), in runes,
+// before an ellipsis.
 const TitleRunes = 80
 
 // title is the first user message of msgs, whitespace collapsed, cut at

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Tool is something the model can call.
@@ -91,21 +91,12 @@ func RunnerOf(t Tool) string {
 	return "local"
 }
 
-// Result is the outcome of one tool call.
-//
-// Its JSON form is also the reply body of a remote tool service and the "result"
-// of a stored call (see docs/protocol.md).
-type Result struct {
-	// Output is what the model sees.
-	Output string `json:"output"`
-	// IsError marks a failed call; Output explains the failure to the model.
-	IsError bool `json:"is_error,omitempty"`
-	// Code classifies a failure: one of the event.Code* constants.
-	Code string `json:"code,omitempty"`
-	// Artifact refers to data the call stored in the object store: the full output
-	// when Output is a preview, or a file the tool produced.
-	Artifact *event.ArtifactRef `json:"artifact,omitempty"`
-}
+// Result is the outcome of one tool call: Output is what the model sees,
+// IsError and Code (an event.Code* constant) mark a failure, Artifact refers
+// to data the call stored in the object store. It is wire.ToolResult: the
+// same value is a tool service's reply and a stored call's result
+// (docs/protocol.md), so a result crosses the bus without conversion.
+type Result = wire.ToolResult
 
 // Text returns a successful result with output s.
 func Text(s string) Result { return Result{Output: s} }

@@ -15,17 +15,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
-)
-
-// Kind is what a Command asks of a session.
-type Kind string
-
-// The commands of the input stream (bus.Command names them on the wire).
-const (
-	KindRun     Kind = "run"
-	KindResume  Kind = "resume"
-	KindCancel  Kind = "cancel"
-	KindCompact Kind = "compact"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Errors a Command's Outcome may carry in Err.
@@ -47,7 +37,7 @@ var (
 // Command is one unit of work for a session actor. Done is called exactly once,
 // from any goroutine, when the work has ended (or could not start).
 type Command struct {
-	Kind    Kind
+	Kind    wire.Command
 	InputID string
 	Message llm.Message
 	// MaxSteps overrides the session's maxSteps for the turn a run starts: 0
@@ -122,12 +112,12 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.next(ctx)
 	case *Command:
 		s.m.received(s.sid)
-		if msg.Kind == KindCancel {
+		if msg.Kind == wire.CommandCancel {
 			s.cancelWork(msg)
 			return
 		}
-		if msg.Kind == KindCompact && s.busy != nil && !s.ended.Load() {
-			msg.Done(Outcome{Session: s.sid, Status: projectionStatus(s), Err: fmt.Errorf("compact %s: %w", s.sid, ErrBusy)})
+		if msg.Kind == wire.CommandCompact && s.busy != nil && !s.ended.Load() {
+			msg.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: fmt.Errorf("compact %s: %w", s.sid, ErrBusy)})
 			return
 		}
 		s.queue = append(s.queue, msg)
@@ -192,9 +182,9 @@ func (s *sessionActor) next(ctx actor.Context) {
 	}
 	cmd := s.queue[0]
 	s.queue = s.queue[1:]
-	if cmd.Kind == KindCompact && s.a.state.Status.Active() {
+	if cmd.Kind == wire.CommandCompact && s.a.state.Status.Active() {
 		// A turn left running by a previous owner must be resumed first.
-		cmd.Done(Outcome{Session: s.sid, Status: s.a.state.Status, Err: fmt.Errorf("compact %s: %w (resume or cancel it first)", s.sid, ErrBusy)})
+		cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: s.a.state.Status}, Err: fmt.Errorf("compact %s: %w (resume or cancel it first)", s.sid, ErrBusy)})
 		s.next(ctx)
 		return
 	}
@@ -230,12 +220,12 @@ func (s *sessionActor) cancelWork(cmd *Command) {
 	if s.busy != nil && s.cancel != nil {
 		s.cancel(errCancelledByUser)
 	}
-	cmd.Done(Outcome{Session: s.sid, Status: projectionStatus(s)})
+	cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}})
 }
 
 func (s *sessionActor) failAll(err error) {
 	for _, c := range s.queue {
-		c.Done(Outcome{Session: s.sid, Err: err, Fenced: errors.Is(err, bus.ErrFenced)})
+		c.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Fenced: errors.Is(err, bus.ErrFenced)}, Err: err})
 	}
 	s.queue = nil
 }
@@ -255,7 +245,7 @@ func (s *sessionActor) armIdle(ctx actor.Context) {
 func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outcome {
 	var err error
 	switch cmd.Kind {
-	case KindRun:
+	case wire.CommandRun:
 		if !a.state.Status.Active() && a.state.SawInput(cmd.InputID) {
 			// A redelivery of an input whose turn has ended (perhaps before a
 			// newer input's turn: its node died and the newer one came first).
@@ -280,15 +270,15 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		if err = BeginTurn(ctx, a, cmd.Message, cmd.InputID, cmd.MaxSteps); err == nil {
 			err = m.loop.Run(ctx, a)
 		}
-	case KindResume:
+	case wire.CommandResume:
 		if !a.state.Status.Active() {
 			return a.outcome(fmt.Errorf("session %s is %s: %w", a.Session, a.state.Status, ErrNothingToResume))
 		}
 		if err = PrepareResume(ctx, a); err == nil {
 			err = m.loop.Run(ctx, a)
 		}
-	case KindCompact:
-		var res *CompactResult
+	case wire.CommandCompact:
+		var res *wire.CompactResult
 		res, err = Compact(ctx, a)
 		out := a.outcome(err)
 		out.Compact = res

@@ -11,31 +11,42 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
-// Outcome is how a turn (or a resume, or a compaction) ended.
+// Outcome is how a command's work ended: what its sender is told (the
+// wire.Outcome; Wire fills in the failure from Err) and the error that stopped
+// the work, for the node that settles the input.
 type Outcome struct {
-	Session string            `json:"session"`
-	Turn    int               `json:"turn"`
-	Status  projection.Status `json:"status"`
-	Content string            `json:"content,omitempty"`
-	Error   string            `json:"error,omitempty"`
-	Code    string            `json:"code,omitempty"`
-	Steps   int               `json:"steps"`
-	Usage   llm.Usage         `json:"usage"`
-	LastSeq uint64            `json:"last_seq"`
-	Compact *CompactResult    `json:"compact,omitempty"`
-	// Fenced is true when another node took the session over: nothing more was
-	// written, and the input must not be acknowledged.
-	Fenced bool `json:"fenced,omitempty"`
-	// Err is the error that stopped the work, for the caller; not serialised.
-	Err error `json:"-"`
+	wire.Outcome
+	// Err is the error that stopped the work; nil when it ended (a turn that
+	// failed in the log ended too: see Status).
+	Err error
 }
 
-// CompactResult is what a manual compaction returns (specification 0.31).
-type CompactResult struct {
-	Turns int `json:"turns"`
-	Chars int `json:"chars"`
+// Wire is o as published on the input's reply subject: Failure and
+// FailureCode say why the command could not be carried out, from Err.
+func (o Outcome) Wire() wire.Outcome {
+	out := o.Outcome
+	if o.Err == nil {
+		return out
+	}
+	out.Failure = o.Err.Error()
+	switch {
+	case errors.Is(o.Err, ErrUnknownSession):
+		out.FailureCode = wire.FailureUnknownSession
+	case errors.Is(o.Err, ErrBusy):
+		out.FailureCode = wire.FailureBusy
+	case errors.Is(o.Err, ErrNothingToResume):
+		out.FailureCode = wire.FailureNothingToResume
+	case errors.Is(o.Err, ErrStopped):
+		out.FailureCode = wire.FailureStopped
+	case o.Fenced:
+		out.FailureCode = wire.FailureFenced
+	default:
+		out.FailureCode = wire.FailureError
+	}
+	return out
 }
 
 // AgentContext is what a Loop works with: the session's state, the model, the
@@ -124,8 +135,8 @@ func (a *AgentContext) Delta(ctx context.Context, stepID string, d llm.Delta) {
 // outcome describes the session's state as the outcome of its last turn.
 func (a *AgentContext) outcome(err error) Outcome {
 	st := a.state
-	o := Outcome{Session: a.Session, Turn: st.Turn, Status: st.Status, Steps: st.TurnLLMCalls,
-		Usage: st.Usage, LastSeq: st.LastSeq, Err: err}
+	o := Outcome{Outcome: wire.Outcome{Session: a.Session, Turn: st.Turn, Status: st.Status, Steps: st.TurnLLMCalls,
+		Usage: st.Usage, LastSeq: st.LastSeq}, Err: err}
 	switch st.Status {
 	case projection.StatusCompleted:
 		o.Content = st.LastOutput

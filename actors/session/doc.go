@@ -23,7 +23,7 @@
 //	m := session.NewManager(session.Config{MaxSteps: 20}, b, provider, tools, nil)
 //	defer m.Close(ctx)
 //	session.Create(ctx, b, "s_1", session.Config{}, nil)
-//	m.Deliver("s_1", &session.Command{Kind: session.KindRun,
+//	m.Deliver("s_1", &session.Command{Kind: wire.CommandRun,
 //		Message: llm.User("analyse this project's directory structure"),
 //		Done:    func(o session.Outcome) { fmt.Println(o.Status, o.Content) }})
 package session

@@ -9,6 +9,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Loop drives a turn that has begun (its turn.started is in the state) until it
@@ -196,7 +197,7 @@ func autoCompact(ctx context.Context, a *AgentContext) error {
 // Compact is the specification's manual session.compact(): it summarises every
 // turn so far and appends the summary at the end. It returns nil when there is no
 // turn to compact. The caller makes sure no turn is running.
-func Compact(ctx context.Context, a *AgentContext) (*CompactResult, error) {
+func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) {
 	plan, ok := projection.PlanCompaction(a.State().Messages, false)
 	if !ok {
 		return nil, nil
@@ -214,7 +215,7 @@ func Compact(ctx context.Context, a *AgentContext) (*CompactResult, error) {
 	if err := a.Append(ctx, event.SummaryAdded, event.SummaryAddedData{Content: content, At: -1, Turns: plan.Turns}); err != nil {
 		return nil, err
 	}
-	res := &CompactResult{Turns: plan.Turns, Chars: len([]rune(content))}
+	res := &wire.CompactResult{Turns: plan.Turns, Chars: len([]rune(content))}
 	if err := a.Append(ctx, event.ContextCompacted, event.ContextCompactedData{SessionID: a.Session, Turns: res.Turns, Chars: res.Chars}); err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // echoTools is a real, in-process tool set: "echo" returns its input, "block"
@@ -85,7 +86,7 @@ func do(t *testing.T, m *Manager, sid string, cmd Command) Outcome {
 }
 
 func run(text string) Command {
-	return Command{Kind: KindRun, Message: llm.User(text), InputID: event.NewID("in")}
+	return Command{Kind: wire.CommandRun, Message: llm.User(text), InputID: event.NewID("in")}
 }
 
 func fold(t *testing.T, b *bus.Bus, sid string) projection.State {
@@ -204,7 +205,7 @@ func TestCancelDuringToolThenRepair(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	do(t, m, "s1", Command{Kind: KindCancel})
+	do(t, m, "s1", Command{Kind: wire.CommandCancel})
 	o := <-ch
 	if o.Status != projection.StatusCancelled {
 		t.Fatalf("%+v", o)
@@ -250,7 +251,7 @@ func TestResumeAfterShutdownMidTurn(t *testing.T) {
 	}
 	// The next owner resumes: the open LLM step is closed and asked again.
 	m2 := newManager(t, b, mock.Scripted(mock.Say("answer")), Config{Node: "n2", SystemPrompt: "new prompt"})
-	o := do(t, m2, "s1", Command{Kind: KindResume})
+	o := do(t, m2, "s1", Command{Kind: wire.CommandResume})
 	if o.Status != projection.StatusCompleted || o.Content != "answer" {
 		t.Fatalf("%+v", o)
 	}
@@ -292,12 +293,12 @@ func TestCompactManualAndAuto(t *testing.T) {
 	p := mock.Scripted(mock.Say(strings.Repeat("long answer ", 20)).OnCompaction(false).Always(),
 		mock.Say("- facts").OnCompaction(true).Always())
 	m := newManager(t, b, p, Config{})
-	if o := do(t, m, "s1", Command{Kind: KindCompact}); o.Compact != nil || o.Err != nil {
+	if o := do(t, m, "s1", Command{Kind: wire.CommandCompact}); o.Compact != nil || o.Err != nil {
 		t.Fatalf("nothing to compact: %+v", o)
 	}
 	do(t, m, "s1", run("first"))
 	do(t, m, "s1", run("second"))
-	o := do(t, m, "s1", Command{Kind: KindCompact})
+	o := do(t, m, "s1", Command{Kind: wire.CommandCompact})
 	if o.Err != nil || o.Compact == nil || o.Compact.Turns != 2 {
 		t.Fatalf("%+v", o)
 	}
@@ -390,7 +391,7 @@ func TestResumeInterruptedTools(t *testing.T) {
 			tools2 := &echoTools{}
 			m2 := NewManager(Config{Logger: slog.New(slog.DiscardHandler)}, b, mock.Scripted(mock.Say("after")), tools2, nil)
 			t.Cleanup(func() { m2.Close(context.Background()) })
-			o := do(t, m2, "s1", Command{Kind: KindResume})
+			o := do(t, m2, "s1", Command{Kind: wire.CommandResume})
 			if o.Status != projection.StatusCompleted {
 				t.Fatalf("%+v", o)
 			}
@@ -430,7 +431,7 @@ func TestCompactCancelled(t *testing.T) {
 	m := newManager(t, b, p, Config{})
 	do(t, m, "s1", run("one"))
 	ch := make(chan Outcome, 1)
-	m.Deliver("s1", &Command{Kind: KindCompact, Done: func(o Outcome) { ch <- o }})
+	m.Deliver("s1", &Command{Kind: wire.CommandCompact, Done: func(o Outcome) { ch <- o }})
 	waitCalls := time.Now().Add(10 * time.Second)
 	for len(p.Calls()) < 2 {
 		if time.Now().After(waitCalls) {
@@ -438,7 +439,7 @@ func TestCompactCancelled(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	do(t, m, "s1", Command{Kind: KindCancel})
+	do(t, m, "s1", Command{Kind: wire.CommandCancel})
 	o := <-ch
 	if o.Err == nil || o.Compact != nil {
 		t.Fatalf("%+v", o)

@@ -25,7 +25,7 @@ func runCancel(ctx context.Context, g *globals, args []string) error {
 	}
 	was := o.Status
 	final := was
-	if active(was) {
+	if was.Active() {
 		// The cancel reached the turn; wait (a little) for the log to say it ended.
 		deadline := time.Now().Add(g.timeout)
 		for time.Now().Before(deadline) {
@@ -33,7 +33,7 @@ func runCancel(ctx context.Context, g *globals, args []string) error {
 			if err != nil {
 				return err
 			}
-			if final = v.Status; !active(final) {
+			if final = v.Status; !final.Active() {
 				break
 			}
 			select {
@@ -47,9 +47,9 @@ func runCancel(ctx context.Context, g *globals, args []string) error {
 		return printJSON(g.stdout, map[string]any{"session": id, "was": was, "status": final})
 	}
 	switch {
-	case !active(was):
+	case !was.Active():
 		fmt.Fprintf(g.stdout, "%s was not running (it is %s): nothing to cancel\n", id, was)
-	case active(final):
+	case final.Active():
 		fmt.Fprintf(g.stdout, "cancel sent to %s; its turn has not ended yet (`tahctl show %s` tells)\n", id, id)
 	default:
 		fmt.Fprintf(g.stdout, "cancelled the running turn of %s (now %s)\n", id, final)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/localnode"
+	"github.com/tah-dev/tah/wire"
 )
 
 // defaultURL is where a node listens when nothing says otherwise.
@@ -208,7 +209,7 @@ func (c *client) call(ctx context.Context, name string, req, resp any) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.g.timeout)
 	defer cancel()
-	m, err := c.nc.RequestWithContext(ctx, apiPrefix+name, body)
+	m, err := c.nc.RequestWithContext(ctx, wire.APIPrefix+name, body)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return errorf(exitUnavailable, "start a node with `tah-node`; `tahctl status` checks",
@@ -219,8 +220,8 @@ func (c *client) call(ctx context.Context, name string, req, resp any) error {
 	case err != nil:
 		return errorf(exitUnavailable, "check that the node runs: `tahctl status`", "tah.api.%s: %v", name, err)
 	}
-	if code := m.Header.Get(errorCodeHeader); code != "" {
-		return apiError(name, code, m.Header.Get(errorHeader))
+	if code := m.Header.Get(wire.HeaderServiceErrorCode); code != "" {
+		return apiError(name, code, m.Header.Get(wire.HeaderServiceError))
 	}
 	if resp == nil {
 		return nil
@@ -270,8 +271,8 @@ func checkID(id string) error {
 }
 
 // getSession returns the session's row; exitNotFound when there is none.
-func (c *client) getSession(ctx context.Context, id string) (sessionView, error) {
-	var v sessionView
+func (c *client) getSession(ctx context.Context, id string) (wire.SessionSummary, error) {
+	var v wire.SessionSummary
 	if err := checkID(id); err != nil {
 		return v, err
 	}

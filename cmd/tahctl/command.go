@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 // command asks the API to publish a command (cancel, compact) for session sid
 // and waits, up to wait, for its outcome on a reply subject of its own.
-func (c *client) command(ctx context.Context, name, sid string, extra map[string]any, wait time.Duration) (outcome, error) {
-	var o outcome
+func (c *client) command(ctx context.Context, name, sid string, extra map[string]any, wait time.Duration) (wire.Outcome, error) {
+	var o wire.Outcome
 	replyTo := c.nc.NewRespInbox()
 	sub, err := c.nc.SubscribeSync(replyTo)
 	if err != nil {
@@ -21,7 +23,7 @@ func (c *client) command(ctx context.Context, name, sid string, extra map[string
 	for k, v := range extra {
 		req[k] = v
 	}
-	var r commandReply
+	var r wire.CommandReply
 	if err := c.call(ctx, name, req, &r); err != nil {
 		return o, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 const compactHelp = `Summarises every turn of a session so far into one message (the full history
@@ -34,14 +36,14 @@ func runCompact(ctx context.Context, g *globals, args []string) error {
 	return nil
 }
 
-func turns(o outcome) int {
+func turns(o wire.Outcome) int {
 	if o.Compact == nil {
 		return 0
 	}
 	return o.Compact.Turns
 }
 
-func chars(o outcome) int {
+func chars(o wire.Outcome) int {
 	if o.Compact == nil {
 		return 0
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 const eventsHelp = `Prints a session's events, the log itself, one per line: stream sequence,
@@ -33,7 +34,7 @@ func runEvents(ctx context.Context, g *globals, args []string) error {
 	// The log so far, a page at a time (smaller pages when events are large).
 	next, limit, last := *from, eventsPage, uint64(0)
 	for {
-		var r eventsReply
+		var r wire.EventsReply
 		err := c.call(ctx, "events", map[string]any{"session": id, "from_seq": next, "limit": limit}, &r)
 		if tooLarge(err) && limit > 1 {
 			limit /= 2
@@ -60,8 +61,8 @@ func runEvents(ctx context.Context, g *globals, args []string) error {
 		return nil
 	}
 	start := max(last, *from)
-	cons, err := c.js.OrderedConsumer(ctx, eventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{eventsFilter(id)},
+	cons, err := c.js.OrderedConsumer(ctx, wire.EventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{wire.SessionEvents(id)},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    start + 1,
 	})

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 // runList is `tahctl list`.
@@ -32,15 +35,15 @@ func runList(ctx context.Context, g *globals, args []string) error {
 	defer c.Close()
 	req := map[string]any{"status": *status, "limit": *limit}
 	if g.json {
-		var r raw
+		var r json.RawMessage
 		if err := c.call(ctx, "list", req, &r); err != nil {
 			return err
 		}
 		return printJSON(g.stdout, r)
 	}
 	var r struct {
-		Sessions []sessionView `json:"sessions"`
-		Next     string        `json:"next"`
+		Sessions []wire.SessionSummary `json:"sessions"`
+		Next     string                `json:"next"`
 	}
 	if err := c.call(ctx, "list", req, &r); err != nil {
 		return err
@@ -57,7 +60,7 @@ func runList(ctx context.Context, g *globals, args []string) error {
 		if s.ForkedFrom != "" {
 			title = "(fork of " + s.ForkedFrom + ") " + title
 		}
-		t.add(plain(s.ID), statusCell(st, s.Status), plain(fmt.Sprint(s.Turn)), plain(ago(s.UpdatedAt)), plain(title))
+		t.add(plain(s.ID), statusCell(st, string(s.Status)), plain(fmt.Sprint(s.Turn)), plain(ago(s.UpdatedAt)), plain(title))
 	}
 	if err := t.write(g.stdout); err != nil {
 		return err

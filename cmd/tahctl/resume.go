@@ -1,6 +1,10 @@
 package main
 
-import "context"
+import (
+	"context"
+
+	"github.com/tah-dev/tah/wire"
+)
 
 const resumeHelp = `Continues a turn that a crash or a stop interrupted, from where the log
 stops (a completed tool call is never run again), and streams the rest as send
@@ -28,7 +32,7 @@ func runResume(ctx context.Context, g *globals, args []string) error {
 	} else {
 		w.note(w.st.dim("resuming ") + w.st.cyan(id))
 	}
-	if err := w.publish(ctx, "resume", input{}); err != nil {
+	if err := w.publish(ctx, "resume", wire.Input{}); err != nil {
 		return err
 	}
 	_, err = w.wait(ctx)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"strings"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 // maxInputBytes is the largest input tahctl sends: the log records the input
@@ -83,9 +85,9 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	} else {
 		w.note(w.st.dim("session ") + w.st.cyan(*sid))
 	}
-	in := input{Text: text}
+	in := wire.Input{Text: text}
 	if *maxSteps > 0 {
-		in.Options = &inputOptions{MaxSteps: *maxSteps}
+		in.Options = &wire.RunOptions{MaxSteps: *maxSteps}
 	}
 	if err := w.publish(ctx, "run", in); err != nil {
 		return err

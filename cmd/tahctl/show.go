@@ -38,7 +38,7 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 	}
 	st := newStyle(g, g.stdout)
 	w := g.stdout
-	fmt.Fprintf(w, "%s  %s  %s\n", st.bold(s.ID), statusCell(st, s.Status).paintText(), st.dim(fmt.Sprintf("%s · created %s · updated %s", plural(s.Turn, "turn"), ago(s.CreatedAt), ago(s.UpdatedAt))))
+	fmt.Fprintf(w, "%s  %s  %s\n", st.bold(s.ID), statusCell(st, string(s.Status)).paintText(), st.dim(fmt.Sprintf("%s · created %s · updated %s", plural(s.Turn, "turn"), ago(s.CreatedAt), ago(s.UpdatedAt))))
 	if s.Title != "" {
 		fmt.Fprintf(w, "  %q\n", oneLine(s.Title, 100))
 	}

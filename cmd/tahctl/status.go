@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/tah-dev/tah/wire"
 )
 
 // nodeInstance is one node's API service, as micro discovery finds it.
@@ -28,7 +29,7 @@ type nodeInstance struct {
 // its partitions as a compact list and how old its heartbeat is (by the
 // answering node's clock).
 type nodeView struct {
-	nodeRecord
+	wire.NodeRecord
 	PartitionList  string `json:"partition_list"`
 	HeartbeatAgeMS int64  `json:"heartbeat_age_ms"`
 }
@@ -36,7 +37,7 @@ type nodeView struct {
 // clusterStatus is what `tahctl status` shows.
 type clusterStatus struct {
 	URL      string
-	Answered nodeStatus
+	Answered wire.StatusReply
 	// Nodes come from tah_nodes through the status endpoint. Only when the
 	// answering node reports none (a node of a version that writes no
 	// heartbeats) are the API service's instances found by micro discovery
@@ -46,7 +47,7 @@ type clusterStatus struct {
 	// of each node besides what discovery has (id, NATS URL, provider), and it
 	// is read in one request, where discovery waits for replies to stop coming
 	// and may miss a slow node.
-	Nodes      []nodeRecord
+	Nodes      []wire.NodeRecord
 	NodesError string
 	Discovered []nodeInstance
 	Sessions   int
@@ -77,11 +78,11 @@ func runStatus(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	var st statusReply
+	var st wire.StatusReply
 	if err := callRetry(ctx, c, "status", map[string]any{}, &st); err != nil {
 		return err
 	}
-	cs := clusterStatus{URL: c.ep.url, Answered: st.nodeStatus, Nodes: st.Nodes, NodesError: st.NodesError}
+	cs := clusterStatus{URL: c.ep.url, Answered: st, Nodes: st.Nodes, NodesError: st.NodesError}
 	if cs.Answered.Time.IsZero() {
 		cs.Answered.Time = time.Now()
 	}
@@ -91,8 +92,8 @@ func runStatus(ctx context.Context, g *globals, args []string) error {
 		}
 	}
 	var page struct {
-		Sessions []sessionView `json:"sessions"`
-		Next     string        `json:"next"`
+		Sessions []wire.SessionSummary `json:"sessions"`
+		Next     string                `json:"next"`
 	}
 	// The nodes are worth showing even when the sessions cannot be listed:
 	// print what there is, then fail.
@@ -100,7 +101,7 @@ func runStatus(ctx context.Context, g *globals, args []string) error {
 	cs.Sessions, cs.More = len(page.Sessions), page.Next != ""
 	cs.ByStatus = map[string]int{}
 	for _, s := range page.Sessions {
-		cs.ByStatus[s.Status]++
+		cs.ByStatus[string(s.Status)]++
 	}
 	if listErr != nil {
 		cs.SessionsError = listErr.Error()
@@ -143,7 +144,7 @@ func (cs clusterStatus) jsonView() map[string]any {
 	if len(cs.Nodes) > 0 {
 		views := make([]nodeView, 0, len(cs.Nodes))
 		for _, n := range cs.Nodes {
-			views = append(views, nodeView{nodeRecord: n, PartitionList: ranges(n.Partitions),
+			views = append(views, nodeView{NodeRecord: n, PartitionList: ranges(n.Partitions),
 				HeartbeatAgeMS: max(0, cs.Answered.Time.Sub(n.Heartbeat).Milliseconds())})
 		}
 		cv := cs.coverage()
@@ -335,7 +336,7 @@ func discover(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]nodeIns
 		return nil, err
 	}
 	defer sub.Unsubscribe()
-	subj, err := micro.ControlSubject(micro.InfoVerb, apiService, "")
+	subj, err := micro.ControlSubject(micro.InfoVerb, wire.APIService, "")
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +351,7 @@ func discover(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]nodeIns
 		select {
 		case m := <-ch:
 			var info micro.Info
-			if json.Unmarshal(m.Data, &info) == nil && info.Name == apiService {
+			if json.Unmarshal(m.Data, &info) == nil && info.Name == wire.APIService {
 				out = append(out, nodeInstance{Node: info.Metadata["node"], Instance: info.ID, Version: info.Version,
 					NATS: info.Metadata["nats"], Provider: info.Metadata["provider"]})
 			}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 func TestRanges(t *testing.T) {
@@ -31,8 +33,8 @@ func TestRanges(t *testing.T) {
 func threeNodes(now time.Time) clusterStatus {
 	return clusterStatus{
 		URL:      "nats://127.0.0.1:4222",
-		Answered: nodeStatus{Node: "a", Partitions: 16, Time: now},
-		Nodes: []nodeRecord{
+		Answered: wire.StatusReply{Node: "a", Partitions: 16, Time: now},
+		Nodes: []wire.NodeRecord{
 			{Node: "a", Heartbeat: now.Add(-400 * time.Millisecond), Partitions: []int{0, 1, 2, 3, 4, 9}, ActiveSessions: 2, NATS: "nats://127.0.0.1:4222", Provider: "mock"},
 			{Node: "b", Heartbeat: now.Add(-time.Second), Partitions: []int{5, 6, 7, 8, 10}, NATS: "nats://127.0.0.1:4223", Provider: "mock"},
 			{Node: "c", Heartbeat: now, Partitions: []int{11, 12, 13, 14, 15}, NATS: "nats://127.0.0.1:4224", Provider: "mock"},
@@ -95,7 +97,7 @@ func TestStatusShowsNodesAndPartitions(t *testing.T) {
 }
 
 func TestStatusWithoutHeartbeatsFallsBackToDiscovery(t *testing.T) {
-	cs := clusterStatus{URL: "nats://x", Answered: nodeStatus{Node: "a", Partitions: 16, Time: time.Now()},
+	cs := clusterStatus{URL: "nats://x", Answered: wire.StatusReply{Node: "a", Partitions: 16, Time: time.Now()},
 		Discovered: []nodeInstance{{Node: "a", Version: "1.0.0", Provider: "mock", NATS: "nats://x"}}, ByStatus: map[string]int{}}
 	var b strings.Builder
 	if err := cs.write(&b, style{}); err != nil {

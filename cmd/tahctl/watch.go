@@ -17,6 +17,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
 )
 
 // How long a watch waits for the rest of the events once the outcome came, for
@@ -53,8 +54,8 @@ type watch struct {
 	cc      jetstream.ConsumeContext
 	done    chan struct{}
 
-	steps     map[string]*llmStep // LLM steps seen, by id
-	pending   map[string][]delta  // deltas of steps whose llm.started has not come yet
+	steps     map[string]*llmStep     // LLM steps seen, by id
+	pending   map[string][]wire.Delta // deltas of steps whose llm.started has not come yet
 	tools     map[string]event.ToolStartedData
 	highEpoch uint64
 	lineOpen  bool // the answer's last line on stdout has no newline yet
@@ -82,10 +83,10 @@ func (c *client) watch(ctx context.Context, sid string) (*watch, error) {
 	w := &watch{c: c, g: c.g, sid: sid, json: c.g.json, st: newStyle(c.g, c.g.stderr),
 		deltas: make(chan *nats.Msg, 8192), errs: make(chan *nats.Msg, 16), replies: make(chan *nats.Msg, 4),
 		events: make(chan jetstream.Msg, 256), done: make(chan struct{}),
-		steps: map[string]*llmStep{}, pending: map[string][]delta{}, tools: map[string]event.ToolStartedData{}}
+		steps: map[string]*llmStep{}, pending: map[string][]wire.Delta{}, tools: map[string]event.ToolStartedData{}}
 	w.sp = spinner{w: c.g.stderr, on: !w.json && isTerminal(c.g.stderr)}
 	w.replyTo = c.nc.NewRespInbox()
-	for subj, ch := range map[string]chan *nats.Msg{deltaSubject(sid): w.deltas, errorSubject(sid): w.errs, w.replyTo: w.replies} {
+	for subj, ch := range map[string]chan *nats.Msg{wire.DeltaSubject(sid): w.deltas, wire.ErrorSubject(sid): w.errs, w.replyTo: w.replies} {
 		sub, err := c.nc.ChanSubscribe(subj, ch)
 		if err != nil {
 			w.Close()
@@ -94,7 +95,7 @@ func (c *client) watch(ctx context.Context, sid string) (*watch, error) {
 		w.subs = append(w.subs, sub)
 	}
 	// The events from the stream's end on: everything this command causes.
-	stream, err := c.js.Stream(ctx, eventStream)
+	stream, err := c.js.Stream(ctx, wire.EventStream)
 	if err != nil {
 		w.Close()
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -118,8 +119,8 @@ func (c *client) watch(ctx context.Context, sid string) (*watch, error) {
 // consumer). It replaces the consumer that ran before only once the new one
 // runs (events both deliver are shown once: see onEvent).
 func (w *watch) follow(ctx context.Context, from uint64) error {
-	cons, err := w.c.js.OrderedConsumer(ctx, eventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{eventsFilter(w.sid)},
+	cons, err := w.c.js.OrderedConsumer(ctx, wire.EventStream, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{wire.SessionEvents(w.sid)},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:    from,
 	})
@@ -161,7 +162,7 @@ func (w *watch) Close() {
 
 // publish sends the command to the session's input subject, with the watch's
 // reply subject for the outcome.
-func (w *watch) publish(ctx context.Context, cmd string, in input) error {
+func (w *watch) publish(ctx context.Context, cmd string, in wire.Input) error {
 	if in.ID == "" {
 		in.ID = event.NewID("in_")
 	}
@@ -171,11 +172,11 @@ func (w *watch) publish(ctx context.Context, cmd string, in input) error {
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(inputSubject(w.sid))
+	m := nats.NewMsg(wire.InputSubject(w.sid))
 	m.Data = body
-	m.Header.Set(headerCommand, cmd)
-	m.Header.Set(headerMsgID, in.ID)
-	m.Header.Set(headerReplyTo, w.replyTo)
+	m.Header.Set(wire.HeaderCommand, cmd)
+	m.Header.Set(wire.HeaderMsgID, in.ID)
+	m.Header.Set(wire.HeaderReplyTo, w.replyTo)
 	if limit := w.c.nc.MaxPayload(); int64(len(body)+512) > limit {
 		return usageError("put the text in a file under the node's tools root and ask the agent to read it",
 			"the input is %s bytes; the server takes messages of at most %s bytes", num(len(body)), num(int(limit)))
@@ -223,12 +224,12 @@ const publishPatience = 15 * time.Second
 
 // cancel asks the session to cancel its running work.
 func (w *watch) cancel(ctx context.Context, reason string) error {
-	in := input{ID: event.NewID("in_"), Reason: reason}
+	in := wire.Input{ID: event.NewID("in_"), Reason: reason}
 	body, _ := json.Marshal(in)
-	m := nats.NewMsg(inputSubject(w.sid))
+	m := nats.NewMsg(wire.InputSubject(w.sid))
 	m.Data = body
-	m.Header.Set(headerCommand, "cancel")
-	m.Header.Set(headerMsgID, in.ID) // retries are stored once
+	m.Header.Set(wire.HeaderCommand, "cancel")
+	m.Header.Set(wire.HeaderMsgID, in.ID) // retries are stored once
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return w.publishRetrying(ctx, m)
@@ -239,7 +240,7 @@ func (w *watch) cancel(ctx context.Context, reason string) error {
 // cancelled one (already shown), an error for a command the node refused.
 // Ctrl-C cancels the work and returns exitInterrupted once the node confirms
 // (or after interruptWait); a second Ctrl-C returns at once.
-func (w *watch) wait(ctx context.Context) (*outcome, error) {
+func (w *watch) wait(ctx context.Context) (*wire.Outcome, error) {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -247,7 +248,7 @@ func (w *watch) wait(ctx context.Context) (*outcome, error) {
 	defer tick.Stop()
 
 	var (
-		out         *outcome
+		out         *wire.Outcome
 		drainBy     time.Time
 		interrupted time.Time
 		lostSince   time.Time
@@ -259,19 +260,19 @@ func (w *watch) wait(ctx context.Context) (*outcome, error) {
 		case m := <-w.events:
 			w.onEvent(m)
 		case m := <-w.replies:
-			var o outcome
+			var o wire.Outcome
 			if err := json.Unmarshal(m.Data, &o); err != nil {
 				return nil, fmt.Errorf("the node's outcome is not JSON: %v", err)
 			}
 			out, drainBy = &o, time.Now().Add(drainWait)
 		case m := <-w.errs:
-			var ie inputError
+			var ie wire.InputError
 			if json.Unmarshal(m.Data, &ie) == nil && ie.InputID == w.inputID {
 				w.sp.stop()
 				if w.json {
 					_ = printJSON(w.g.stdout, struct {
 						Kind string `json:"kind"`
-						inputError
+						wire.InputError
 					}{"error", ie})
 				}
 				return nil, inputFailure(w.sid, ie.Code, ie.Error)
@@ -348,11 +349,11 @@ func inputFailure(sid, code, msg string) error {
 }
 
 // finish shows how the work ended and returns its exit status.
-func (w *watch) finish(o *outcome, interrupted bool) error {
+func (w *watch) finish(o *wire.Outcome, interrupted bool) error {
 	if w.json {
 		_ = printJSON(w.g.stdout, struct {
 			Kind string `json:"kind"`
-			*outcome
+			*wire.Outcome
 		}{"outcome", o})
 	}
 	if o.Failure != "" {
@@ -388,12 +389,12 @@ func (w *watch) finish(o *outcome, interrupted bool) error {
 }
 
 func (w *watch) onDelta(m *nats.Msg) {
-	epoch, _ := strconv.ParseUint(m.Header.Get(headerEpoch), 10, 64)
+	epoch, _ := strconv.ParseUint(m.Header.Get(wire.HeaderEpoch), 10, 64)
 	if epoch < w.highEpoch {
 		return // from an owner that lost the session
 	}
 	w.highEpoch = epoch
-	var d delta
+	var d wire.Delta
 	if json.Unmarshal(m.Data, &d) != nil {
 		return
 	}
@@ -401,7 +402,7 @@ func (w *watch) onDelta(m *nats.Msg) {
 		_ = printJSON(w.g.stdout, struct {
 			Kind    string `json:"kind"`
 			Session string `json:"session"`
-			delta
+			wire.Delta
 		}{"delta", w.sid, d})
 		return
 	}
@@ -413,7 +414,7 @@ func (w *watch) onDelta(m *nats.Msg) {
 	w.showDelta(st, d)
 }
 
-func (w *watch) showDelta(st *llmStep, d delta) {
+func (w *watch) showDelta(st *llmStep, d wire.Delta) {
 	if st.done {
 		return
 	}
@@ -555,8 +556,8 @@ func (w *watch) ended(ev event.Event) {
 }
 
 // outcomeOfEnd is the outcome that the end of the turn in the log tells.
-func (w *watch) outcomeOfEnd() outcome {
-	o := outcome{Session: w.sid, LastSeq: w.end.Seq, Usage: w.usage, Steps: w.llmCalls}
+func (w *watch) outcomeOfEnd() wire.Outcome {
+	o := wire.Outcome{Session: w.sid, LastSeq: w.end.Seq, Usage: w.usage, Steps: w.llmCalls}
 	switch w.end.Type {
 	case event.AgentFinished:
 		d, _ := event.DecodeAs[event.AgentFinishedData](*w.end)

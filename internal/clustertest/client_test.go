@@ -17,6 +17,7 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 // client drives the cluster as any client would: a bus (NoSetup) on all the
@@ -172,8 +173,8 @@ func (cl *client) send(sid, id, text string) (<-chan outcome, error) {
 	err := poll(60*time.Second, 300*time.Millisecond, func() (bool, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, err := cl.b.PublishInput(ctx, sid, bus.Input{ID: id, Command: bus.CommandRun, Text: text, ReplyTo: outcomePrefix + id})
-		if errors.Is(err, bus.ErrMalformedInput) || errors.Is(err, event.ErrInvalidSessionID) {
+		_, err := cl.b.PublishInput(ctx, sid, wire.Input{ID: id, Command: wire.CommandRun, Text: text, ReplyTo: outcomePrefix + id})
+		if errors.Is(err, wire.ErrMalformedInput) || errors.Is(err, event.ErrInvalidSessionID) {
 			return false, &permanent{err}
 		}
 		return err == nil, err
@@ -205,7 +206,7 @@ func (cl *client) outcomesOf(id, node string) []outcome {
 }
 
 // nodes lists tah_nodes.
-func (cl *client) nodes() ([]bus.NodeRecord, error) {
+func (cl *client) nodes() ([]wire.NodeRecord, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return cl.b.ListNodes(ctx)
@@ -214,7 +215,7 @@ func (cl *client) nodes() ([]bus.NodeRecord, error) {
 // balanced reports whether recs are exactly the nodes ids, with disjoint
 // partitions that cover 0..partitions-1 and shares that differ by one at
 // most; the error says what is wrong.
-func balanced(recs []bus.NodeRecord, ids []string, partitions int) error {
+func balanced(recs []wire.NodeRecord, ids []string, partitions int) error {
 	var got []string
 	owner := map[int]string{}
 	lo, hi := partitions/len(ids), (partitions+len(ids)-1)/len(ids)
@@ -252,7 +253,7 @@ func balanced(recs []bus.NodeRecord, ids []string, partitions int) error {
 	return nil
 }
 
-func describeNodes(recs []bus.NodeRecord) string {
+func describeNodes(recs []wire.NodeRecord) string {
 	var parts []string
 	for _, r := range recs {
 		parts = append(parts, fmt.Sprintf("%s%v(active %d, fenced %v, heartbeat %s)", r.Node, r.Partitions, r.ActiveSessions, r.Fenced,
@@ -263,8 +264,8 @@ func describeNodes(recs []bus.NodeRecord) string {
 
 // waitBalanced waits until tah_nodes lists exactly ids with a balanced,
 // disjoint assignment of the partitions.
-func (cl *client) waitBalanced(ids []string, bound time.Duration) ([]bus.NodeRecord, error) {
-	var recs []bus.NodeRecord
+func (cl *client) waitBalanced(ids []string, bound time.Duration) ([]wire.NodeRecord, error) {
+	var recs []wire.NodeRecord
 	err := poll(bound, 250*time.Millisecond, func() (bool, error) {
 		var err error
 		if recs, err = cl.nodes(); err != nil {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/wire"
 )
 
 // TestSessionsSpread: on a settled cluster of three nodes, tah_nodes holds a
@@ -73,7 +73,7 @@ func TestSessionsSpread(t *testing.T) {
 		for _, cm := range l.claims {
 			claimedBy[cm.node]++
 		}
-		p := bus.Partition(sid, cl.b.Config().Partitions)
+		p := wire.Partition(sid, cl.b.Config().Partitions)
 		if own := l.owner(); own != partOwner[p] {
 			probs = append(probs, fmt.Sprintf("%s (partition %d) is owned by %q, but tah_nodes gives partition %d to %s", sid, p, own, p, partOwner[p]))
 		}

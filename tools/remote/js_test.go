@@ -16,7 +16,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools"
-	"github.com/tah-dev/tah/tools/remote"
+	"github.com/tah-dev/tah/wire"
 )
 
 // syncBuffer collects a process's output for the test's messages.
@@ -133,12 +133,12 @@ func TestJavaScriptToolService(t *testing.T) {
 	cctx, cancel := context.WithCancel(sctx)
 	done := make(chan tools.Result, 1)
 	go func() { done <- run(cctx, "call_5", "wait", `{"ms":600000}`) }()
-	stateOf(t, reg, "s_js", "call_5", remote.StateRunning)
+	stateOf(t, reg, "s_js", "call_5", wire.CallRunning)
 	cancel()
 	if res := <-done; res.Code != event.CodeCancelled {
 		t.Fatalf("cancel: %+v", res)
 	}
-	if st := stateOf(t, reg, "s_js", "call_5", remote.StateDone); st.Result.Code != event.CodeCancelled {
+	if st := stateOf(t, reg, "s_js", "call_5", wire.CallDone); st.Result.Code != event.CodeCancelled {
 		t.Fatalf("the service did not see the cancel: %+v", st.Result)
 	}
 
@@ -148,20 +148,20 @@ func TestJavaScriptToolService(t *testing.T) {
 	if res := run(dctx, "call_6", "wait", `{"ms":600000}`); res.Code != event.CodeTimeout {
 		t.Fatalf("deadline: %+v", res)
 	}
-	if st := stateOf(t, reg, "s_js", "call_6", remote.StateDone); st.Result.Code != event.CodeTimeout {
+	if st := stateOf(t, reg, "s_js", "call_6", wire.CallDone); st.Result.Code != event.CodeTimeout {
 		t.Fatalf("the service did not see the deadline: %+v", st.Result)
 	}
 
 	// The runner is killed mid-call: the call fails with a clear result...
 	go func() { done <- run(sctx, "call_7", "wait", `{"ms":600000}`) }()
-	stateOf(t, reg, "s_js", "call_7", remote.StateRunning)
+	stateOf(t, reg, "s_js", "call_7", wire.CallRunning)
 	kill()
 	res := <-done
 	if res.Code != event.CodeInterrupted || !strings.Contains(res.Output, "tool wait (service tah-tool-wait") || !strings.Contains(res.Output, "outcome is unknown") {
 		t.Fatalf("killed runner: %+v", res)
 	}
 	// ...and a result stored before the kill is still found by call id.
-	if st, err := reg.Lookup(ctx, "s_js", "call_1"); err != nil || st.State != remote.StateDone || st.Result.Output != "HELLO WORLD!" {
+	if st, err := reg.Lookup(ctx, "s_js", "call_1"); err != nil || st.State != wire.CallDone || st.Result.Output != "HELLO WORLD!" {
 		t.Fatalf("lookup after the kill: %+v %v", st, err)
 	}
 }

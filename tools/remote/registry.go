@@ -17,6 +17,7 @@ import (
 
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Config configures a Registry. Zero values mean the defaults named.
@@ -168,7 +169,7 @@ func (r *Registry) absorb(data []byte, found map[string]*Tool) {
 		return
 	}
 	for _, ep := range info.Endpoints {
-		name, ok := strings.CutPrefix(ep.Subject, SubjectPrefix)
+		name, ok := strings.CutPrefix(ep.Subject, wire.ToolPrefix)
 		if !ok || strings.Contains(name, ".") {
 			continue
 		}
@@ -181,21 +182,21 @@ func (r *Registry) absorb(data []byte, found map[string]*Tool) {
 			name:       name,
 			service:    info.Name,
 			instance:   info.ID,
-			desc:       ep.Metadata[MetaDescription],
-			idempotent: ep.Metadata[MetaIdempotent] == "true",
-			exclusive:  ep.Metadata[MetaExclusive] == "true",
+			desc:       ep.Metadata[wire.MetaToolDesc],
+			idempotent: ep.Metadata[wire.MetaToolIdempotent] == "true",
+			exclusive:  ep.Metadata[wire.MetaToolExclusive] == "true",
 		}
 		if t.desc == "" {
 			t.desc = info.Description
 		}
-		if s := ep.Metadata[MetaSchema]; s != "" {
+		if s := ep.Metadata[wire.MetaToolSchema]; s != "" {
 			t.schema = json.RawMessage(s)
 		}
 		if _, err := tools.CompileSchema(tools.SchemaOf(t)); err != nil {
 			r.cfg.Logger.Warn("remote tools: endpoint left out: bad schema", "service", info.Name, "tool", name, "err", err)
 			continue
 		}
-		if ms, err := strconv.ParseInt(ep.Metadata[MetaTimeoutMS], 10, 64); err == nil && ms > 0 {
+		if ms, err := strconv.ParseInt(ep.Metadata[wire.MetaToolTimeoutMS], 10, 64); err == nil && ms > 0 {
 			t.timeout = time.Duration(ms) * time.Millisecond
 		}
 		if old, ok := found[name]; ok && old.instance < t.instance {
@@ -235,7 +236,7 @@ func (r *Registry) Schemas() []llm.ToolSchema {
 // Lookup returns what is stored for a call: for a node that takes over a session,
 // a tool step that started and has no result may have finished while the old
 // owner died. It returns an error wrapping ErrNoResult when nothing is stored.
-func (r *Registry) Lookup(ctx context.Context, session, callID string) (Stored, error) {
+func (r *Registry) Lookup(ctx context.Context, session, callID string) (wire.StoredCall, error) {
 	return r.results.Get(ctx, session, callID)
 }
 
@@ -254,11 +255,11 @@ func (r *Registry) Await(ctx context.Context, session, callID string) (tools.Res
 		if err != nil {
 			return tools.Result{}, err
 		}
-		if s.State == StateDone && s.Result != nil {
+		if s.State == wire.CallDone && s.Result != nil {
 			return *s.Result, nil
 		}
 		if !r.alive(ctx, s) {
-			if s2, err := r.results.Get(ctx, session, callID); err == nil && s2.State == StateDone && s2.Result != nil {
+			if s2, err := r.results.Get(ctx, session, callID); err == nil && s2.State == wire.CallDone && s2.Result != nil {
 				return *s2.Result, nil
 			}
 			return interrupted(s), nil
@@ -273,7 +274,7 @@ func (r *Registry) Await(ctx context.Context, session, callID string) (tools.Res
 
 // alive reports whether the runner that claims s still answers pings. Only a
 // definite "no responders" counts as gone.
-func (r *Registry) alive(ctx context.Context, s Stored) bool {
+func (r *Registry) alive(ctx context.Context, s wire.StoredCall) bool {
 	if s.Service == "" || s.Instance == "" {
 		return true
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/remote"
 	"github.com/tah-dev/tah/tools/toolservice"
+	"github.com/tah-dev/tah/wire"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -59,9 +60,9 @@ func discover(t *testing.T, reg *remote.Registry, names ...string) {
 }
 
 // stateOf polls the stored call until it is in state.
-func stateOf(t *testing.T, reg *remote.Registry, session, callID, state string) remote.Stored {
+func stateOf(t *testing.T, reg *remote.Registry, session, callID, state string) wire.StoredCall {
 	t.Helper()
-	var s remote.Stored
+	var s wire.StoredCall
 	bustest.Eventually(t, 30*time.Second, "call "+callID+" stored as "+state, func() bool {
 		var err error
 		s, err = reg.Lookup(context.Background(), session, callID)
@@ -145,7 +146,7 @@ func TestGoRoundTrip(t *testing.T) {
 	}
 	// The result was stored under the call id before the reply.
 	st, err := reg.Lookup(ctx, "s_go", "call_1")
-	if err != nil || st.State != remote.StateDone || st.Result == nil || st.Result.Output != "HELLO!" ||
+	if err != nil || st.State != wire.CallDone || st.Result == nil || st.Result.Output != "HELLO!" ||
 		st.Service != "tah-tool-shout" || st.Instance == "" || st.Tool != "shout" || st.Started.IsZero() || st.Finished.IsZero() {
 		t.Fatalf("stored: %+v, %v", st, err)
 	}
@@ -176,12 +177,12 @@ func TestGoRoundTrip(t *testing.T) {
 	cctx, cancel := context.WithCancel(sctx)
 	done := make(chan tools.Result, 1)
 	go func() { done <- exec.Execute(cctx, llm.ToolCall{ID: "call_hold", Name: "hold"}) }()
-	stateOf(t, reg, "s_go", "call_hold", remote.StateRunning)
+	stateOf(t, reg, "s_go", "call_hold", wire.CallRunning)
 	cancel()
 	if res := <-done; res.Code != event.CodeCancelled {
 		t.Fatalf("cancelled call: %+v", res)
 	}
-	if st := stateOf(t, reg, "s_go", "call_hold", remote.StateDone); st.Result.Code != event.CodeCancelled {
+	if st := stateOf(t, reg, "s_go", "call_hold", wire.CallDone); st.Result.Code != event.CodeCancelled {
 		t.Fatalf("the service did not see the cancel: %+v", st.Result)
 	}
 
@@ -191,7 +192,7 @@ func TestGoRoundTrip(t *testing.T) {
 	if res := exec.Execute(dctx, llm.ToolCall{ID: "call_late", Name: "hold"}); res.Code != event.CodeTimeout {
 		t.Fatalf("deadline: %+v", res)
 	}
-	if st := stateOf(t, reg, "s_go", "call_late", remote.StateDone); st.Result.Code != event.CodeTimeout {
+	if st := stateOf(t, reg, "s_go", "call_late", wire.CallDone); st.Result.Code != event.CodeTimeout {
 		t.Fatalf("the service did not see the deadline: %+v", st.Result)
 	}
 
@@ -234,24 +235,24 @@ func dyingService(t *testing.T, srv *server.Server, name string, storeDone bool)
 	js, _ := jetstream.New(nc)
 	results := remote.NewResults(js, remote.ResultsConfig{Create: true})
 	var once sync.Once
-	svc, err := micro.AddService(nc, micro.Config{Name: remote.ServicePrefix + name, Version: "0.0.1", QueueGroup: remote.QueueGroup})
+	svc, err := micro.AddService(nc, micro.Config{Name: wire.ToolServicePrefix + name, Version: "0.0.1", QueueGroup: wire.ToolQueueGroup})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = svc.AddEndpoint(name, micro.HandlerFunc(func(req micro.Request) {
-		var in remote.Request
+		var in wire.ToolRequest
 		_ = json.Unmarshal(req.Data(), &in)
-		st := remote.Stored{CallID: in.CallID, Session: in.Session, Tool: name, Attempt: in.Attempt,
-			State: remote.StateRunning, Service: svc.Info().Name, Instance: svc.Info().ID, Started: time.Now()}
+		st := wire.StoredCall{CallID: in.CallID, Session: in.Session, Tool: name, Attempt: in.Attempt,
+			State: wire.CallRunning, Service: svc.Info().Name, Instance: svc.Info().ID, Started: time.Now()}
 		if storeDone {
 			res := tools.Text("finished just before dying")
-			st.State, st.Result, st.Finished = remote.StateDone, &res, time.Now()
+			st.State, st.Result, st.Finished = wire.CallDone, &res, time.Now()
 		}
 		if err := results.Put(context.Background(), st); err != nil {
 			t.Errorf("store: %v", err)
 		}
 		once.Do(func() { go nc.Close() }) // die without replying
-	}), micro.WithEndpointSubject(remote.Subject(name)), micro.WithEndpointMetadata(map[string]string{remote.MetaDescription: "dies"}))
+	}), micro.WithEndpointSubject(wire.ToolSubject(name)), micro.WithEndpointMetadata(map[string]string{wire.MetaToolDesc: "dies"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestRunnerDiesMidCall(t *testing.T) {
 	}
 	// A node that takes over the session finds both by call id.
 	other := openRegistry(t, srv)
-	if st, err := other.Lookup(ctx, "s_die", "call_b"); err != nil || st.State != remote.StateDone || st.Result.Output != "finished just before dying" {
+	if st, err := other.Lookup(ctx, "s_die", "call_b"); err != nil || st.State != wire.CallDone || st.Result.Output != "finished just before dying" {
 		t.Fatalf("lookup: %+v %v", st, err)
 	}
 	if got, err := other.Await(ctx, "s_die", "call_b"); err != nil || got.Output != "finished just before dying" {
@@ -304,14 +305,14 @@ func TestWireTokens(t *testing.T) {
 		"":             "=",
 		"ünï":          "=w7xuw68",
 	} {
-		if got := remote.Token(id); got != want {
+		if got := wire.Token(id); got != want {
 			t.Errorf("Token(%q) = %q, want %q", id, got, want)
 		}
 	}
-	if k := remote.ResultKey("", "c.1"); k != "_.=Yy4x" {
+	if k := wire.ResultKey("", "c.1"); k != "_.=Yy4x" {
 		t.Errorf("key %q", k)
 	}
-	if s := remote.CancelSubject("call_1"); s != "tah.tool.cancel.call_1" {
+	if s := wire.ToolCancelSubject("call_1"); s != "tah.tool.cancel.call_1" {
 		t.Errorf("cancel subject %q", s)
 	}
 }

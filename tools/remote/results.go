@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/wire"
 )
 
 // ErrNoResult: no call is stored under that key.
@@ -39,10 +40,10 @@ type ResultsConfig struct {
 // NewResults returns the stored calls of the bucket cfg names.
 func NewResults(js jetstream.JetStream, cfg ResultsConfig) *Results {
 	if cfg.Bucket == "" {
-		cfg.Bucket = ResultsBucket
+		cfg.Bucket = wire.ToolResultBucket
 	}
 	if cfg.TTL <= 0 {
-		cfg.TTL = DefaultResultTTL
+		cfg.TTL = wire.ToolResultTTL
 	}
 	return &Results{js: js, bucket: cfg.Bucket, create: cfg.Create, ttl: cfg.TTL}
 }
@@ -73,7 +74,7 @@ func (r *Results) bind(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 // Put stores s under ResultKey(s.Session, s.CallID).
-func (r *Results) Put(ctx context.Context, s Stored) error {
+func (r *Results) Put(ctx context.Context, s wire.StoredCall) error {
 	kv, err := r.bind(ctx)
 	if err != nil {
 		return fmt.Errorf("remote: results bucket %s: %w", r.bucket, err)
@@ -82,7 +83,7 @@ func (r *Results) Put(ctx context.Context, s Stored) error {
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, ResultKey(s.Session, s.CallID), b); err != nil {
+	if _, err := kv.Put(ctx, wire.ResultKey(s.Session, s.CallID), b); err != nil {
 		return fmt.Errorf("remote: store call %s: %w", s.CallID, err)
 	}
 	return nil
@@ -90,24 +91,24 @@ func (r *Results) Put(ctx context.Context, s Stored) error {
 
 // Get returns the call stored for (session, callID), or an error wrapping
 // ErrNoResult when there is none (or no bucket yet).
-func (r *Results) Get(ctx context.Context, session, callID string) (Stored, error) {
+func (r *Results) Get(ctx context.Context, session, callID string) (wire.StoredCall, error) {
 	kv, err := r.bind(ctx)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return Stored{}, fmt.Errorf("call %s: %w (bucket %s does not exist)", callID, ErrNoResult, r.bucket)
+		return wire.StoredCall{}, fmt.Errorf("call %s: %w (bucket %s does not exist)", callID, ErrNoResult, r.bucket)
 	}
 	if err != nil {
-		return Stored{}, fmt.Errorf("remote: results bucket %s: %w", r.bucket, err)
+		return wire.StoredCall{}, fmt.Errorf("remote: results bucket %s: %w", r.bucket, err)
 	}
-	e, err := kv.Get(ctx, ResultKey(session, callID))
+	e, err := kv.Get(ctx, wire.ResultKey(session, callID))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return Stored{}, fmt.Errorf("call %s: %w", callID, ErrNoResult)
+		return wire.StoredCall{}, fmt.Errorf("call %s: %w", callID, ErrNoResult)
 	}
 	if err != nil {
-		return Stored{}, fmt.Errorf("remote: read call %s: %w", callID, err)
+		return wire.StoredCall{}, fmt.Errorf("remote: read call %s: %w", callID, err)
 	}
-	var s Stored
+	var s wire.StoredCall
 	if err := json.Unmarshal(e.Value(), &s); err != nil {
-		return Stored{}, fmt.Errorf("remote: call %s: malformed stored value: %w", callID, err)
+		return wire.StoredCall{}, fmt.Errorf("remote: call %s: malformed stored value: %w", callID, err)
 	}
 	return s, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/tools"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Tool is a tool offered by a service on NATS, as discovered by a Registry.
@@ -60,15 +61,15 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 	if info.ID == "" {
 		info.ID = event.NewID("call_")
 	}
-	req := Request{CallID: info.ID, Session: info.Session, Tool: t.name, Attempt: event.NewID("att_"), Input: input}
-	msg := nats.NewMsg(Subject(t.name))
-	msg.Header.Set(HeaderCallID, info.ID)
+	req := wire.ToolRequest{CallID: info.ID, Session: info.Session, Tool: t.name, Attempt: event.NewID("att_"), Input: input}
+	msg := nats.NewMsg(wire.ToolSubject(t.name))
+	msg.Header.Set(wire.HeaderCallID, info.ID)
 	if info.Session != "" {
-		msg.Header.Set(HeaderSession, info.Session)
+		msg.Header.Set(wire.HeaderSession, info.Session)
 	}
 	if d, ok := ctx.Deadline(); ok {
 		req.Deadline = d.UTC()
-		msg.Header.Set(HeaderDeadline, req.Deadline.Format(time.RFC3339Nano))
+		msg.Header.Set(wire.HeaderDeadline, req.Deadline.Format(time.RFC3339Nano))
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -96,7 +97,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 		defer tick.Stop()
 		probe = tick.C
 	}
-	mine := func(s Stored) bool { return s.Attempt == req.Attempt }
+	mine := func(s wire.StoredCall) bool { return s.Attempt == req.Attempt }
 	for {
 		select {
 		case m := <-replies:
@@ -106,7 +107,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 			if err != nil || !mine(s) {
 				continue // not claimed (yet), or an earlier attempt's record
 			}
-			if s.State == StateDone && s.Result != nil {
+			if s.State == wire.CallDone && s.Result != nil {
 				return *s.Result, nil
 			}
 			if r.alive(ctx, s) {
@@ -117,17 +118,17 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 				return t.reply(m)
 			default:
 			}
-			if s2, err := r.results.Get(ctx, info.Session, info.ID); err == nil && mine(s2) && s2.State == StateDone && s2.Result != nil {
+			if s2, err := r.results.Get(ctx, info.Session, info.ID); err == nil && mine(s2) && s2.State == wire.CallDone && s2.Result != nil {
 				return *s2.Result, nil
 			}
 			return interrupted(s), nil
 		case <-ctx.Done():
-			reason := ReasonCancelled
+			reason := wire.CancelReasonCancelled
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				reason = ReasonTimeout
+				reason = wire.CancelReasonTimeout
 			}
-			notice, _ := json.Marshal(CancelNotice{CallID: info.ID, Session: info.Session, Attempt: req.Attempt, Reason: reason})
-			_ = r.nc.Publish(CancelSubject(info.ID), notice)
+			notice, _ := json.Marshal(wire.ToolCancel{CallID: info.ID, Session: info.Session, Attempt: req.Attempt, Reason: reason})
+			_ = r.nc.Publish(wire.ToolCancelSubject(info.ID), notice)
 			select {
 			case m := <-replies:
 				return t.reply(m)
@@ -136,7 +137,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 250*time.Millisecond)
 			s, err := r.results.Get(lctx, info.Session, info.ID)
 			cancel()
-			if err == nil && mine(s) && s.State == StateDone && s.Result != nil {
+			if err == nil && mine(s) && s.State == wire.CallDone && s.Result != nil {
 				return *s.Result, nil
 			}
 			return tools.Result{}, ctx.Err()
@@ -148,14 +149,14 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 func (t *Tool) reply(m *nats.Msg) (tools.Result, error) {
 	if m.Header.Get("Status") == "503" { // no responders
 		return tools.Result{}, &tools.ToolError{Code: event.CodeToolError,
-			Err: fmt.Errorf("no runner serves tool %s right now (nothing listens on %s)", t.name, Subject(t.name))}
+			Err: fmt.Errorf("no runner serves tool %s right now (nothing listens on %s)", t.name, wire.ToolSubject(t.name))}
 	}
 	if status := m.Header.Get(micro.ErrorCodeHeader); status != "" {
 		var res tools.Result
 		if json.Unmarshal(m.Data, &res) == nil && res.Output != "" {
 			res.IsError = true
 			if res.Code == "" {
-				res.Code = CodeOf(status)
+				res.Code = wire.ToolCodeOf(status)
 			}
 			return res, nil
 		}
@@ -163,7 +164,7 @@ func (t *Tool) reply(m *nats.Msg) (tools.Result, error) {
 		if desc == "" {
 			desc = "the service reported an error without a description"
 		}
-		return tools.Failed(CodeOf(status), "Error: "+desc), nil
+		return tools.Failed(wire.ToolCodeOf(status), "Error: "+desc), nil
 	}
 	var res tools.Result
 	if err := json.Unmarshal(m.Data, &res); err != nil {
@@ -178,7 +179,7 @@ func (t *Tool) unreachable(err error) error {
 }
 
 // interrupted is the result of a call whose runner went away without a result.
-func interrupted(s Stored) tools.Result {
+func interrupted(s wire.StoredCall) tools.Result {
 	return tools.Failed(event.CodeInterrupted, fmt.Sprintf(
 		"Error: the runner of tool %s (service %s, instance %s) went away during the call; its outcome is unknown.",
 		s.Tool, s.Service, s.Instance))

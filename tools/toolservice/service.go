@@ -19,6 +19,7 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/remote"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Config configures a Service. Zero values mean the defaults named.
@@ -106,7 +107,7 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 		return nil, fmt.Errorf("toolservice: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.cancelSub, err = nc.Subscribe(remote.CancelPrefix+"*", s.onCancel); err != nil {
+	if s.cancelSub, err = nc.Subscribe(wire.ToolCancelPrefix+"*", s.onCancel); err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("toolservice: subscribe to cancels: %w", err)
 	}
@@ -128,19 +129,19 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 
 func (s *Service) add(t tools.Tool) error {
 	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        remote.ServicePrefix + t.Name(),
+		Name:        wire.ToolServicePrefix + t.Name(),
 		Version:     s.cfg.Version,
 		Description: t.Description(),
-		Metadata:    map[string]string{remote.MetaProtocol: remote.ProtocolVersion},
-		QueueGroup:  remote.QueueGroup,
+		Metadata:    map[string]string{wire.MetaToolProtocol: wire.ProtocolString},
+		QueueGroup:  wire.ToolQueueGroup,
 	})
 	if err != nil {
 		return err
 	}
 	s.svcs = append(s.svcs, svc)
 	return svc.AddEndpoint(t.Name(), s.handler(t, svc),
-		micro.WithEndpointSubject(remote.Subject(t.Name())),
-		micro.WithEndpointQueueGroup(remote.QueueGroup),
+		micro.WithEndpointSubject(wire.ToolSubject(t.Name())),
+		micro.WithEndpointQueueGroup(wire.ToolQueueGroup),
 		micro.WithEndpointMetadata(remote.Metadata(t)))
 }
 
@@ -230,20 +231,20 @@ func (s *Service) handler(t tools.Tool, svc micro.Service) micro.HandlerFunc {
 const kvTimeout = 10 * time.Second
 
 func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
-	var in remote.Request
+	var in wire.ToolRequest
 	if err := json.Unmarshal(req.Data(), &in); err != nil {
 		s.respondError(req, "400", oneLine("malformed request: "+err.Error()), nil)
 		return
 	}
 	h := req.Headers()
 	if in.CallID == "" {
-		in.CallID = h.Get(remote.HeaderCallID)
+		in.CallID = h.Get(wire.HeaderCallID)
 	}
 	if in.Session == "" {
-		in.Session = h.Get(remote.HeaderSession)
+		in.Session = h.Get(wire.HeaderSession)
 	}
 	if in.Deadline.IsZero() {
-		if d, err := time.Parse(time.RFC3339Nano, h.Get(remote.HeaderDeadline)); err == nil {
+		if d, err := time.Parse(time.RFC3339Nano, h.Get(wire.HeaderDeadline)); err == nil {
 			in.Deadline = d
 		}
 	}
@@ -259,7 +260,7 @@ func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
 		ctx, dcancel = context.WithDeadline(ctx, in.Deadline)
 		defer dcancel()
 	}
-	token := remote.Token(in.CallID)
+	token := wire.Token(in.CallID)
 	c := &call{session: in.Session, attempt: in.Attempt, cancel: cancel}
 	s.mu.Lock()
 	s.inflight[token] = append(s.inflight[token], c)
@@ -287,9 +288,9 @@ func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
 	}()
 
 	info := svc.Info()
-	stored := remote.Stored{
+	stored := wire.StoredCall{
 		CallID: in.CallID, Session: in.Session, Tool: t.Name(), Attempt: in.Attempt,
-		State: remote.StateRunning, Service: info.Name, Instance: info.ID, Started: time.Now().UTC(),
+		State: wire.CallRunning, Service: info.Name, Instance: info.ID, Started: time.Now().UTC(),
 	}
 	s.store(stored)
 
@@ -298,7 +299,7 @@ func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
 		res = tools.Failed(event.CodeTimeout, fmt.Sprintf("Error: the call to %s ran out of time (its deadline passed).", t.Name()))
 	}
 
-	stored.State, stored.Finished, stored.Result = remote.StateDone, time.Now().UTC(), &res
+	stored.State, stored.Finished, stored.Result = wire.CallDone, time.Now().UTC(), &res
 	s.store(stored) // before the reply: a caller that lost the reply finds it
 
 	body, err := json.Marshal(res)
@@ -307,7 +308,7 @@ func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
 		return
 	}
 	if res.IsError {
-		err = s.respondMsg(req, body, remote.ErrorStatus(res.Code), oneLine(res.Output))
+		err = s.respondMsg(req, body, wire.ToolErrorStatus(res.Code), oneLine(res.Output))
 	} else {
 		err = s.respondMsg(req, body, "", "")
 	}
@@ -336,7 +337,7 @@ func (s *Service) respondError(req micro.Request, status, desc string, body []by
 	}
 }
 
-func (s *Service) store(st remote.Stored) {
+func (s *Service) store(st wire.StoredCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
 	defer cancel()
 	if err := s.results.Put(ctx, st); err != nil {
@@ -346,15 +347,15 @@ func (s *Service) store(st remote.Stored) {
 
 // onCancel cancels the calls a CancelNotice names.
 func (s *Service) onCancel(m *nats.Msg) {
-	token := strings.TrimPrefix(m.Subject, remote.CancelPrefix)
-	var n remote.CancelNotice
+	token := strings.TrimPrefix(m.Subject, wire.ToolCancelPrefix)
+	var n wire.ToolCancel
 	_ = json.Unmarshal(m.Data, &n) // an empty or odd body cancels by call id alone
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	found := false
 	for _, c := range s.inflight[token] {
 		if (n.Session == "" || n.Session == c.session) && (n.Attempt == "" || n.Attempt == c.attempt) {
-			if n.Reason == remote.ReasonTimeout {
+			if n.Reason == wire.CancelReasonTimeout {
 				c.timedOut.Store(true)
 			}
 			c.cancel()
@@ -369,7 +370,7 @@ func (s *Service) onCancel(m *nats.Msg) {
 			}
 		}
 		if len(s.early) < maxEarlyCancels {
-			s.early[n.Attempt] = earlyCancel{at: now, timeout: n.Reason == remote.ReasonTimeout}
+			s.early[n.Attempt] = earlyCancel{at: now, timeout: n.Reason == wire.CancelReasonTimeout}
 		}
 	}
 }

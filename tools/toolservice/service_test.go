@@ -17,8 +17,8 @@ import (
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/tools"
-	"github.com/tah-dev/tah/tools/remote"
 	"github.com/tah-dev/tah/tools/toolservice"
+	"github.com/tah-dev/tah/wire"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -53,7 +53,7 @@ func TestWireContract(t *testing.T) {
 
 	// Discovery metadata.
 	infos := svc.Info()
-	if len(infos) != 2 || infos[0].Name != "tah-tool-echo" || infos[0].Metadata[remote.MetaProtocol] != "1" {
+	if len(infos) != 2 || infos[0].Name != "tah-tool-echo" || infos[0].Metadata[wire.MetaToolProtocol] != "1" {
 		t.Fatalf("info: %+v", infos)
 	}
 	ep := infos[0].Endpoints[0]
@@ -84,7 +84,7 @@ func TestWireContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var st remote.Stored
+	var st wire.StoredCall
 	if err := json.Unmarshal(e.Value(), &st); err != nil || st.State != "done" || st.Result.Output != res.Output || st.Instance != infos[0].ID {
 		t.Fatalf("stored %s %v", e.Value(), err)
 	}
@@ -144,8 +144,8 @@ func TestCancelOvertakesRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := func(key string) remote.Stored {
-		var st remote.Stored
+	stored := func(key string) wire.StoredCall {
+		var st wire.StoredCall
 		if e, err := kv.Get(ctx, key); err == nil {
 			_ = json.Unmarshal(e.Value(), &st)
 		}

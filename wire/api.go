@@ -1,0 +1,241 @@
+package wire
+
+import (
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+)
+
+// The endpoints of the API service (micro service APIService, queue group
+// APIQueueGroup), each on APISubject(name). A request is its JSON object (an
+// empty body is {}); a reply is its JSON object, or an error: the headers
+// HeaderServiceErrorCode (an APIError* code) and HeaderServiceError (a
+// sentence that says what to do) and an empty body.
+const (
+	EndpointCreate   = "create"
+	EndpointGet      = "get"
+	EndpointList     = "list"
+	EndpointFork     = "fork"
+	EndpointMessages = "messages"
+	EndpointSteps    = "steps"
+	EndpointEvents   = "events"
+	EndpointCompact  = "compact"
+	EndpointResume   = "resume"
+	EndpointCancel   = "cancel"
+	EndpointTools    = "tools"
+	EndpointStatus   = "status"
+)
+
+// The API's error codes, in HeaderServiceErrorCode.
+const (
+	APIErrBadRequest = "400" // the request is not valid: not JSON, a missing or invalid field
+	APIErrNotFound   = "404" // no such session
+	APIErrConflict   = "409" // the session exists already
+	APIErrTooLarge   = "413" // the reply would not fit in one NATS message: ask for less
+	APIErrInternal   = "500" // anything else; the description says what
+)
+
+// List limits.
+const (
+	// ListDefault is the page size of list without a limit.
+	ListDefault = 50
+	// ListMax is the largest page list returns.
+	ListMax = 1000
+)
+
+// CreateRequest asks tah.api.create for a new session.
+type CreateRequest struct {
+	// Session is the id to give it; a fresh one when empty. A session of that
+	// id that exists already is APIErrConflict.
+	Session string            `json:"session,omitempty"`
+	Labels  map[string]string `json:"labels,omitempty"`
+}
+
+// CreateReply: session.created is in the log at Seq.
+type CreateReply struct {
+	Session string `json:"session"`
+	Seq     uint64 `json:"seq"`
+}
+
+// SessionRequest names a session: the request of tah.api.get and
+// tah.api.messages.
+type SessionRequest struct {
+	Session string `json:"session"`
+}
+
+// SessionSummary is a session as tah.api.get and tah.api.list return it: the
+// read model's row, the folded state without its histories.
+type SessionSummary struct {
+	ID         string            `json:"id"`
+	Status     projection.Status `json:"status"`
+	Turn       int               `json:"turn"`
+	Config     event.Config      `json:"config"`
+	ForkedFrom string            `json:"forked_from,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Epoch      uint64            `json:"epoch"`
+	Node       string            `json:"node,omitempty"`
+	// Title is the first user message, on one line, cut at 80 characters.
+	Title     string    `json:"title"`
+	CreatedAt time.Time `json:"created_at,omitzero"` // UTC; absent when unknown
+	UpdatedAt time.Time `json:"updated_at,omitzero"` // UTC: the time of the session's last event
+	// LastSeq is the stream sequence of the last event folded.
+	LastSeq uint64 `json:"last_seq"`
+	// Events counts the events folded; Rejected those stored but not folded.
+	Events   int       `json:"events"`
+	Rejected int       `json:"rejected,omitempty"`
+	Messages int       `json:"messages"` // length of the full history, summaries included
+	Steps    int       `json:"steps"`
+	Usage    llm.Usage `json:"usage"`
+	// Summaries counts summaries added, Trims agent.context.trimmed events.
+	Summaries  int    `json:"summaries,omitempty"`
+	Trims      int    `json:"trims,omitempty"`
+	LastOutput string `json:"last_output,omitempty"`
+	LastError  string `json:"last_error,omitempty"`
+	LastCode   string `json:"last_code,omitempty"`
+}
+
+// ListRequest asks tah.api.list for a page of sessions, newest first.
+type ListRequest struct {
+	// Status keeps only the sessions in that state.
+	Status projection.Status `json:"status,omitempty"`
+	// Limit is the page size: ListDefault when 0, at most ListMax.
+	Limit  int `json:"limit,omitempty" jsonschema:"minimum=0"`
+	Offset int `json:"offset,omitempty" jsonschema:"minimum=0"`
+	// Before is the Next of the previous page.
+	Before string `json:"before,omitempty"`
+}
+
+// ListReply is a page of sessions, newest first, and the Before of the next
+// page (empty on the last one).
+type ListReply struct {
+	Sessions []SessionSummary `json:"sessions"`
+	Next     string           `json:"next,omitempty"`
+}
+
+// ForkRequest asks tah.api.fork for a new session with the messages of
+// Session's first Turns turns (0: only the system message; absent: all).
+type ForkRequest struct {
+	Session string `json:"session"`
+	Turns   *int   `json:"turns,omitempty" jsonschema:"minimum=0"`
+}
+
+// ForkReply: the new session, whose session.forked is at Seq.
+type ForkReply struct {
+	Session    string `json:"session"`
+	ForkedFrom string `json:"forked_from"`
+	Seq        uint64 `json:"seq"`
+}
+
+// MessagesReply is a session's full history, summaries included.
+type MessagesReply struct {
+	Session  string        `json:"session"`
+	Messages []llm.Message `json:"messages"`
+}
+
+// StepsRequest asks tah.api.steps for a session's steps.
+type StepsRequest struct {
+	Session string `json:"session"`
+	// Brief leaves out each LLM step's request (the whole context sent, which
+	// grows with the session) and cuts tool outputs to a preview.
+	Brief bool `json:"brief,omitempty"`
+}
+
+// StepsReply is a session's steps, in order.
+type StepsReply struct {
+	Session string            `json:"session"`
+	Steps   []projection.Step `json:"steps"`
+}
+
+// EventsRequest asks tah.api.events for a session's log.
+type EventsRequest struct {
+	Session string `json:"session"`
+	// FromSeq is the first stream sequence wanted (0: from the start).
+	FromSeq uint64 `json:"from_seq,omitempty"`
+	// Limit is the most events returned (0: all that fit).
+	Limit int `json:"limit,omitempty" jsonschema:"minimum=0"`
+}
+
+// EventsReply is a session's events and the session's last sequence.
+type EventsReply struct {
+	Session string        `json:"session"`
+	Events  []event.Event `json:"events"`
+	LastSeq uint64        `json:"last_seq"`
+}
+
+// CommandRequest asks tah.api.compact, tah.api.resume or tah.api.cancel to
+// publish that command to the session's input.
+type CommandRequest struct {
+	Session string `json:"session"`
+	// ReplyTo is where the command's Outcome is published when it ends.
+	ReplyTo string `json:"reply_to,omitempty"`
+	// Reason says why, for cancel.
+	Reason string `json:"reason,omitempty"`
+}
+
+// CommandReply answers at once with the id of the input published.
+type CommandReply struct {
+	Session string  `json:"session"`
+	InputID string  `json:"input_id"`
+	Command Command `json:"command"`
+}
+
+// EmptyRequest is the request of tah.api.tools and tah.api.status.
+type EmptyRequest struct{}
+
+// ToolsReply lists the tools the answering node offers to the model.
+type ToolsReply struct {
+	Tools []llm.ToolSchema `json:"tools"`
+}
+
+// StatusReply is the answering node and every live node of the cluster.
+type StatusReply struct {
+	Node string `json:"node"`
+	NATS string `json:"nats"`
+	// Partitions is the number of input partitions.
+	Partitions int `json:"partitions"`
+	// ActiveSessions counts the answering node's session actors.
+	ActiveSessions int `json:"active_sessions"`
+	// ReadModelAt is the last stream sequence the node's read model applied.
+	ReadModelAt   uint64 `json:"read_model_at"`
+	ReadModelPath string `json:"read_model_path"`
+	Provider      string `json:"provider"`
+	APIVersion    string `json:"api_version"`
+	// ProblemsSkipped counts the events the read model could not fold.
+	ProblemsSkipped int64 `json:"problems_skipped"`
+	// Time is the answering node's clock when it read Nodes: a client
+	// measures the heartbeats' ages against it rather than its own clock.
+	Time time.Time `json:"time"`
+	// Nodes are the entries of tah_nodes written within the node TTL, sorted
+	// by node id. Empty (never null) when they could not be read; NodesError
+	// then says why: a status is most wanted when something is wrong.
+	Nodes      []NodeRecord `json:"nodes"`
+	NodesError string       `json:"nodes_error,omitempty"`
+}
+
+// Endpoint describes one endpoint of the API: its name and the types of its
+// request and reply.
+type Endpoint struct {
+	Name    string
+	Request any
+	Reply   any
+}
+
+// Endpoints lists the API, in the order of docs/protocol.md.
+func Endpoints() []Endpoint {
+	return []Endpoint{
+		{EndpointCreate, CreateRequest{}, CreateReply{}},
+		{EndpointGet, SessionRequest{}, SessionSummary{}},
+		{EndpointList, ListRequest{}, ListReply{}},
+		{EndpointFork, ForkRequest{}, ForkReply{}},
+		{EndpointMessages, SessionRequest{}, MessagesReply{}},
+		{EndpointSteps, StepsRequest{}, StepsReply{}},
+		{EndpointEvents, EventsRequest{}, EventsReply{}},
+		{EndpointCompact, CommandRequest{}, CommandReply{}},
+		{EndpointResume, CommandRequest{}, CommandReply{}},
+		{EndpointCancel, CommandRequest{}, CommandReply{}},
+		{EndpointTools, EmptyRequest{}, ToolsReply{}},
+		{EndpointStatus, EmptyRequest{}, StatusReply{}},
+	}
+}

@@ -1,0 +1,128 @@
+package wire
+
+import (
+	"fmt"
+
+	"github.com/tah-dev/tah/llm"
+)
+
+// Command is what an input asks of a session. It travels in the Tah-Command
+// header of a message on tah.sess.<sid>.in.
+type Command string
+
+// The commands.
+const (
+	// CommandRun starts a turn with a user message (Input.Text or Input.Message).
+	CommandRun Command = "run"
+	// CommandResume continues an interrupted turn from the log.
+	CommandResume Command = "resume"
+	// CommandCancel cancels the running turn or compaction.
+	CommandCancel Command = "cancel"
+	// CommandCompact summarises the turns so far.
+	CommandCompact Command = "compact"
+)
+
+// Valid reports whether c is one of the four commands.
+func (c Command) Valid() bool {
+	switch c {
+	case CommandRun, CommandResume, CommandCancel, CommandCompact:
+		return true
+	}
+	return false
+}
+
+// Input is an input or command for a session: the JSON body of a message on
+// tah.sess.<sid>.in. Command and ReplyTo are not part of the body but the
+// headers Tah-Command and Tah-Reply-To. Receivers ignore fields they do not
+// know.
+type Input struct {
+	// ID identifies the input; a redelivery carries the same one, and the turn
+	// it starts records it (turn.started input_id). It is also the message's
+	// Nats-Msg-Id, so that a publish retried within DuplicateWindow is stored
+	// once. 1 to 128 characters of letters, digits, '-', '_', '.' and ':'.
+	// When absent, a node uses Nats-Msg-Id, then "in-<stream sequence>".
+	ID string `json:"id,omitempty"`
+	// Command is carried by the Tah-Command header.
+	Command Command `json:"-"`
+	// ReplyTo, carried by the optional Tah-Reply-To header, is a core NATS
+	// subject where the node that runs the command publishes its Outcome when
+	// it ends. (The stored message's own reply subject is the publish
+	// acknowledgement's.)
+	ReplyTo string `json:"-"`
+	// Text is the user's message of a run, as plain text.
+	Text string `json:"input,omitempty"`
+	// Message is the user's message of a run as a full message (role "user"),
+	// instead of Text.
+	Message *llm.Message `json:"message,omitempty"`
+	// Reason says why, for a cancel; it is recorded in agent.cancelled.
+	Reason string `json:"reason,omitempty"`
+	// Options adjust the turn a run starts.
+	Options *RunOptions `json:"options,omitempty"`
+}
+
+// RunOptions adjust one turn.
+type RunOptions struct {
+	// MaxSteps overrides the session's maxSteps for this turn; 0 keeps it.
+	MaxSteps int `json:"max_steps,omitempty" jsonschema:"minimum=0"`
+}
+
+// UserMessage is the user message of a run: Message, or Text as a user message.
+func (in Input) UserMessage() llm.Message {
+	if in.Message != nil {
+		return in.Message.Clone()
+	}
+	return llm.User(in.Text)
+}
+
+// MaxSteps is the run's options.max_steps, 0 when not given.
+func (in Input) MaxSteps() int {
+	if in.Options == nil {
+		return 0
+	}
+	return in.Options.MaxSteps
+}
+
+// Validate reports, wrapping ErrMalformedInput, what is wrong with in: an
+// invalid id or reply subject, no or an unknown command, a run without
+// exactly one of input and message, or fields its command does not take.
+func (in Input) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf(format+": %w", append(args, ErrMalformedInput)...)
+	}
+	if in.ID != "" {
+		if err := ValidInputID(in.ID); err != nil {
+			return bad("%v", err)
+		}
+	}
+	if in.ReplyTo != "" && !ValidSubject(in.ReplyTo) {
+		return bad("%s %q is not a subject to publish to", HeaderReplyTo, in.ReplyTo)
+	}
+	if !in.Command.Valid() {
+		if in.Command == "" {
+			return bad("no command (set the %s header to run, resume, cancel or compact)", HeaderCommand)
+		}
+		return bad("unknown command %q (use run, resume, cancel or compact)", in.Command)
+	}
+	if in.Command != CommandRun {
+		if in.Text != "" || in.Message != nil || in.Options != nil {
+			return bad("%s takes no input, message or options (those are for run)", in.Command)
+		}
+		if in.Reason != "" && in.Command != CommandCancel {
+			return bad("%s takes no reason (that is for cancel)", in.Command)
+		}
+		return nil
+	}
+	switch {
+	case in.Text != "" && in.Message != nil:
+		return bad("run has both input and message: give one")
+	case in.Text == "" && in.Message == nil:
+		return bad("run has neither input nor message")
+	case in.Message != nil && in.Message.Role != llm.RoleUser:
+		return bad("run message has role %q, want %q", in.Message.Role, llm.RoleUser)
+	case in.Reason != "":
+		return bad("run takes no reason (that is for cancel)")
+	case in.Options != nil && in.Options.MaxSteps < 0:
+		return bad("options.max_steps is negative")
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package wire
+
+import "time"
+
+// Streams, buckets and groups.
+const (
+	// EventStream holds every session's event log.
+	EventStream = "TAH_EVT"
+	// InputStream is the work queue of inputs and commands.
+	InputStream = "TAH_IN"
+	// CheckpointBucket is the KV bucket of state snapshots, keyed by session id.
+	CheckpointBucket = "tah_checkpoints"
+	// ToolResultBucket is the KV bucket where tool services store calls
+	// (StoredCall) under ResultKey before they reply.
+	ToolResultBucket = "tah_tool_results"
+	// NodeBucket is the KV bucket of node presence (NodeRecord), keyed by node id.
+	NodeBucket = "tah_nodes"
+	// ArtifactBucket is the object store of large outputs and files.
+	ArtifactBucket = "tah_artifacts"
+
+	// InputGroup is the priority group of the input partition consumers.
+	InputGroup = "tah"
+	// APIService is the name of the micro service of the API.
+	APIService = "tah"
+	// APIQueueGroup is the queue group of the API's endpoints: any node answers.
+	APIQueueGroup = "tah-api"
+	// ToolQueueGroup is the queue group of every tool endpoint, so that the
+	// instances of a tool service share its calls.
+	ToolQueueGroup = "tah-tools"
+	// ToolServicePrefix starts the conventional name of a tool service:
+	// tah-tool-<name>.
+	ToolServicePrefix = "tah-tool-"
+)
+
+// Metadata keys. The Meta* keys of streams are set by nodes on TAH_EVT and
+// TAH_IN; MetaToolProtocol is service metadata of a tool service, and the
+// MetaTool* keys are endpoint metadata of a tool (micro metadata values are
+// strings).
+const (
+	MetaSetup      = "tah.setup"
+	MetaProtocol   = "tah.protocol"
+	MetaPartitions = "tah.partitions"
+
+	MetaToolProtocol   = "tah_protocol"
+	MetaToolDesc       = "description"
+	MetaToolSchema     = "schema"     // the input's JSON Schema, as JSON text
+	MetaToolIdempotent = "idempotent" // "true" or "false"
+	MetaToolExclusive  = "exclusive"  // "true" or "false"
+	MetaToolTimeoutMS  = "timeout_ms" // the tool's own time limit in milliseconds
+)
+
+// Durations of the contract.
+const (
+	// DuplicateWindow is how long the streams remember Nats-Msg-Id: a publish
+	// retried within it is stored once.
+	DuplicateWindow = 2 * time.Minute
+	// ToolResultTTL is the max age of the tool result bucket when a tool
+	// service creates it.
+	ToolResultTTL = 24 * time.Hour
+)

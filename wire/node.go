@@ -1,0 +1,33 @@
+package wire
+
+import "time"
+
+// NodeRecord is a node's presence: published on NodeSubject every fifth of
+// the node TTL (a node not heard of for the node TTL is dead, and the others
+// share its partitions out) and kept, for status and for nodes starting, in
+// the KV bucket tah_nodes under the node id. A node that stops gracefully
+// says so (Leaving) and deletes its entry.
+type NodeRecord struct {
+	// Node is the node's id (the key), as recorded in session.claimed.
+	Node string `json:"node"`
+	// Started is when the node started; Heartbeat when it wrote this record.
+	Started   time.Time `json:"started"`
+	Heartbeat time.Time `json:"heartbeat"`
+	// Partitions are the input partitions the node pulls: its share of the
+	// sessions. Sorted.
+	Partitions []int `json:"partitions"`
+	// ActiveSessions is the number of session actors alive on the node.
+	ActiveSessions int `json:"active_sessions"`
+	// NATS is the client URL of the node's embedded server, or of the external
+	// server it uses.
+	NATS string `json:"nats,omitempty"`
+	// Provider names the node's LLM provider.
+	Provider string `json:"provider,omitempty"`
+	// Fenced is set while the node has lost touch with NATS for longer than the
+	// node TTL and has stopped its sessions.
+	Fenced bool `json:"fenced,omitempty"`
+	// Leaving is set on the last presence a node publishes when it stops
+	// gracefully (never stored in the bucket): the others take its partitions
+	// at once.
+	Leaving bool `json:"leaving,omitempty"`
+}

@@ -1,0 +1,67 @@
+package wire
+
+import (
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+)
+
+// Outcome is how the work an input asked for ended: the body of the message a
+// node publishes on the input's Tah-Reply-To subject, once, when the turn
+// finished, failed or was cancelled (run, resume), the summary was written or
+// there was nothing to compact (compact), or the cancel was delivered (cancel).
+// A client keeps the first per InputID: after a failover the same outcome may
+// come twice.
+type Outcome struct {
+	// Session is the session; Turn the number of its last turn.
+	Session string `json:"session"`
+	// InputID is the id of the input this outcome answers.
+	InputID string `json:"input_id,omitempty"`
+	Turn    int    `json:"turn"`
+	// Status is the session's state after the work: completed, failed or
+	// cancelled for a turn; the current state for a cancel or compact.
+	Status projection.Status `json:"status"`
+	// Content is the final answer of a completed turn.
+	Content string `json:"content,omitempty"`
+	// Error and Code say why a turn failed or was cancelled; Code is one of
+	// the event codes (max_steps, provider, cancelled, ...).
+	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"`
+	// Steps counts the LLM calls of the turn.
+	Steps int `json:"steps"`
+	// Usage is the session's tokens so far.
+	Usage llm.Usage `json:"usage"`
+	// LastSeq is the log's last sequence after the work: read the log, or wait
+	// for a read model, up to it.
+	LastSeq uint64 `json:"last_seq"`
+	// Compact is the result of a compact; nil when there was nothing to compact.
+	Compact *CompactResult `json:"compact,omitempty"`
+	// Fenced is set when another node took the session over during the work.
+	Fenced bool `json:"fenced,omitempty"`
+	// Failure says why the command could not be carried out (a turn that ran
+	// and failed is not a failure of the command: see Status and Error), and
+	// FailureCode classifies it: one of the Failure* codes, or an input error
+	// code (CodeMalformedInput).
+	Failure     string `json:"failure,omitempty"`
+	FailureCode string `json:"failure_code,omitempty"`
+}
+
+// CompactResult is what a compaction did (specification 0.31): the turns it
+// summarised and the summary's length in characters.
+type CompactResult struct {
+	Turns int `json:"turns"`
+	Chars int `json:"chars"`
+}
+
+// The failure codes of an Outcome.
+const (
+	FailureUnknownSession  = "unknown_session"   // no such session
+	FailureBusy            = "busy"              // compaction while a turn runs
+	FailureNothingToResume = "nothing_to_resume" // resume without an unfinished turn
+	FailureStopped         = "stopped"           // the node stopped; the next owner carries on
+	FailureFenced          = "fenced"            // another node owns the session now
+	FailureError           = "error"             // anything else; Failure says what
+)
+
+// Ended reports whether o is the end of a turn: it has no failure and its
+// status is not an active one.
+func (o Outcome) Ended() bool { return o.Failure == "" && !o.Status.Active() }

@@ -1,0 +1,186 @@
+package wire_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
+)
+
+func TestInputValidate(t *testing.T) {
+	user := llm.User("hi")
+	sys := llm.System("no")
+	for _, c := range []struct {
+		name string
+		in   wire.Input
+		bad  string // a part of the error, or "" for a valid input
+	}{
+		{"run text", wire.Input{Command: wire.CommandRun, Text: "hi"}, ""},
+		{"run message", wire.Input{Command: wire.CommandRun, Message: &user, Options: &wire.RunOptions{MaxSteps: 3}}, ""},
+		{"resume", wire.Input{Command: wire.CommandResume, ID: "in_1:a.b"}, ""},
+		{"cancel reason", wire.Input{Command: wire.CommandCancel, Reason: "Ctrl-C", ReplyTo: "_INBOX.x.1"}, ""},
+		{"compact", wire.Input{Command: wire.CommandCompact}, ""},
+		{"no command", wire.Input{Text: "hi"}, "no command"},
+		{"unknown command", wire.Input{Command: "jump"}, `unknown command "jump"`},
+		{"run both", wire.Input{Command: wire.CommandRun, Text: "a", Message: &user}, "both input and message"},
+		{"run neither", wire.Input{Command: wire.CommandRun}, "neither input nor message"},
+		{"run system message", wire.Input{Command: wire.CommandRun, Message: &sys}, `role "system"`},
+		{"run reason", wire.Input{Command: wire.CommandRun, Text: "a", Reason: "x"}, "run takes no reason"},
+		{"negative max steps", wire.Input{Command: wire.CommandRun, Text: "a", Options: &wire.RunOptions{MaxSteps: -1}}, "max_steps is negative"},
+		{"resume with text", wire.Input{Command: wire.CommandResume, Text: "a"}, "takes no input"},
+		{"compact with reason", wire.Input{Command: wire.CommandCompact, Reason: "x"}, "takes no reason"},
+		{"bad id", wire.Input{Command: wire.CommandResume, ID: "in 1"}, "not allowed"},
+		{"long id", wire.Input{Command: wire.CommandResume, ID: strings.Repeat("a", 129)}, "at most 128"},
+		{"wildcard reply", wire.Input{Command: wire.CommandResume, ReplyTo: "a.*"}, "not a subject"},
+		{"empty token reply", wire.Input{Command: wire.CommandResume, ReplyTo: "a..b"}, "not a subject"},
+	} {
+		err := c.in.Validate()
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.bad != "" && (err == nil || !strings.Contains(err.Error(), c.bad) || !errors.Is(err, wire.ErrMalformedInput)):
+			t.Errorf("%s: got %v, want an ErrMalformedInput saying %q", c.name, err, c.bad)
+		}
+	}
+}
+
+// TestInputJSON: the command and the reply subject are headers, never body
+// fields, and the body's names are the protocol's.
+func TestInputJSON(t *testing.T) {
+	in := wire.Input{ID: "in_1", Command: wire.CommandRun, ReplyTo: "_INBOX.a", Text: "hi", Options: &wire.RunOptions{MaxSteps: 2}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(b), `{"id":"in_1","input":"hi","options":{"max_steps":2}}`; got != want {
+		t.Fatalf("body %s, want %s", got, want)
+	}
+	if m := in.UserMessage(); m.Role != llm.RoleUser || m.Content != "hi" || in.MaxSteps() != 2 {
+		t.Fatalf("user message %+v, max steps %d", m, in.MaxSteps())
+	}
+	if (wire.Input{}).MaxSteps() != 0 {
+		t.Fatal("max steps without options")
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	sid := "s_4f2k9q1w7e3r5t6y8u0i"
+	for got, want := range map[string]string{
+		wire.EventSubject(sid, event.ContextTrimmed): "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.evt.agent.context.trimmed",
+		wire.SessionEvents(sid):                      "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.evt.>",
+		wire.InputSubject(sid):                       "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.in",
+		wire.PartitionSubject(3, sid):                "tah.in.3.s_4f2k9q1w7e3r5t6y8u0i",
+		wire.PartitionFilter(3):                      "tah.in.3.*",
+		wire.PartitionConsumer(3):                    "tah_in_3",
+		wire.InputTransform(16):                      "tah.in.{{partition(16,1)}}.{{wildcard(1)}}",
+		wire.DeltaSubject(sid):                       "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.delta",
+		wire.ErrorSubject(sid):                       "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.err",
+		wire.NodeSubject("n1"):                       "tah.nodes.n1",
+		wire.APISubject(wire.EndpointFork):           "tah.api.fork",
+		wire.ToolSubject("shout"):                    "tah.tool.shout",
+		wire.ToolCancelSubject("a.b"):                "tah.tool.cancel.=YS5i",
+	} {
+		if got != want {
+			t.Errorf("got %q, want %q", got, want)
+		}
+	}
+	if s := wire.SessionFromSubject(wire.EventSubject(sid, event.TurnStarted)); s != sid {
+		t.Errorf("session of an event subject: %q", s)
+	}
+	if s := wire.SessionFromSubject(wire.PartitionSubject(0, sid)); s != sid {
+		t.Errorf("session of a partition subject: %q", s)
+	}
+	if s := wire.SessionFromSubject("foo.bar"); s != "" {
+		t.Errorf("session of a foreign subject: %q", s)
+	}
+	if ty := wire.TypeFromEventSubject(wire.EventSubject(sid, event.ContextCompactFailed)); ty != event.ContextCompactFailed {
+		t.Errorf("type: %q", ty)
+	}
+	if ty := wire.TypeFromEventSubject(wire.InputSubject(sid)); ty != "" {
+		t.Errorf("type of an input subject: %q", ty)
+	}
+	for subj, want := range map[string]string{"tah.tool.shout": "shout", "tah.tool.cancel.x": "", "tah.tool.a.b": "", "tah.api.get": ""} {
+		if got := wire.ToolFromSubject(subj); got != want {
+			t.Errorf("ToolFromSubject(%q) = %q, want %q", subj, got, want)
+		}
+	}
+}
+
+// TestPartition pins the hash: the server's subject transform computes the
+// same (bus's tests check that against a real server).
+func TestPartition(t *testing.T) {
+	if p := wire.Partition("s_4f2k9q1w7e3r5t6y8u0i", 16); p < 0 || p >= 16 {
+		t.Fatalf("partition out of range: %d", p)
+	}
+	if wire.Partition("x", 0) != 0 {
+		t.Fatal("no partitions")
+	}
+	seen := map[int]bool{}
+	for i := range 200 {
+		seen[wire.Partition(strings.Repeat("s", i%7)+string(rune('a'+i%26))+strings.Repeat("_", i/26), 16)] = true
+	}
+	if len(seen) < 12 {
+		t.Fatalf("200 ids fall in %d of 16 partitions", len(seen))
+	}
+}
+
+func TestTokens(t *testing.T) {
+	for id, want := range map[string]string{
+		"call_abc-123": "call_abc-123",
+		"a.b":          "=YS5i",
+		"with space":   "=d2l0aCBzcGFjZQ",
+		"*":            "=Kg",
+		"":             "=",
+		"ünï":          "=w7xuw68",
+	} {
+		if got := wire.Token(id); got != want {
+			t.Errorf("Token(%q) = %q, want %q", id, got, want)
+		}
+	}
+	if k := wire.ResultKey("", "c.1"); k != "_.=Yy4x" {
+		t.Errorf("key %q", k)
+	}
+	if k := wire.ResultKey("s_1", "call_1"); k != "s_1.call_1" {
+		t.Errorf("key %q", k)
+	}
+}
+
+func TestToolCodes(t *testing.T) {
+	for _, code := range []string{event.CodeInvalidInput, event.CodeUnknownTool, event.CodeTimeout, event.CodeCancelled, event.CodeToolError} {
+		if got := wire.ToolCodeOf(wire.ToolErrorStatus(code)); got != code {
+			t.Errorf("%s -> %s -> %s", code, wire.ToolErrorStatus(code), got)
+		}
+	}
+	for status, want := range map[string]string{"504": event.CodeTimeout, "418": event.CodeToolError, event.CodeInterrupted: event.CodeInterrupted} {
+		if got := wire.ToolCodeOf(status); got != want {
+			t.Errorf("ToolCodeOf(%s) = %s, want %s", status, got, want)
+		}
+	}
+	if wire.RemoteRunner("tah-tool-shout") != "remote:tah-tool-shout" {
+		t.Fatal("remote runner")
+	}
+}
+
+func TestVersions(t *testing.T) {
+	if wire.APIVersion != "1.0.0" || wire.ProtocolString != "1" {
+		t.Fatalf("API %s, protocol %s", wire.APIVersion, wire.ProtocolString)
+	}
+	seen := map[string]bool{}
+	for _, s := range wire.Schemas() {
+		if seen[s.File] {
+			t.Errorf("schema file %s twice", s.File)
+		}
+		seen[s.File] = true
+	}
+}
+
+func TestOutcomeEnded(t *testing.T) {
+	if !(wire.Outcome{Status: "completed"}).Ended() || (wire.Outcome{Status: "running"}).Ended() ||
+		(wire.Outcome{Status: "idle", Failure: "x"}).Ended() {
+		t.Fatal("Ended")
+	}
+}

@@ -147,7 +147,7 @@ func (m *Manager) StopWhere(ctx context.Context, match func(sid string) bool) in
 		}
 	}
 	m.mu.Unlock()
-	_ = m.stopActors(ctx, pids) // the count is what the caller wants; an actor that is slow to stop stops later
+	_ = m.stopActors(ctx, pids) // when ctx ends first, the rest still stop, unwaited for
 	return len(pids)
 }
 

@@ -1,8 +1,14 @@
 // Package node wires one TAH node together: the bus (an embedded NATS server
 // or a connection to a cluster), the SQLite read model and the projector that
-// feeds it from the log exactly once, the session actors, the tool runner, the
-// input consumers that hand each session's inputs to its actor, and the
-// request/reply API service ("tah", endpoints under tah.api.).
+// feeds it from the log exactly once, the session actors, the input consumers
+// that hand each session's inputs to its actor, and the request/reply API
+// service ("tah", endpoints under tah.api.).
+//
+// A node does not run tool calls itself: it hands the session actors'
+// Manager a session.ToolConfig (its tools, the tool services' registry when
+// Options.RemoteTools is set, the executor's options, the node's bound on
+// concurrent calls, and its metrics as the observer), and the Manager's own
+// tool runner executes the calls the sessions make.
 //
 // The smallest use:
 //

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tah-dev/tah/actors/toolrunner"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 )
@@ -156,17 +158,19 @@ func (m *Metrics) turnEnded(status projection.Status, d time.Duration) {
 	}
 }
 
-func (m *Metrics) toolCall(name string, isError bool, code string, d time.Duration) {
+// toolCall records a call the tool runner ran: the session actors' tool
+// runner calls it (session.ToolConfig.Observe).
+func (m *Metrics) toolCall(r toolrunner.CallResult) {
 	m.steps.WithLabelValues("tool").Inc()
 	outcome := "ok"
 	switch {
-	case code == "cancelled":
+	case r.Result.Code == event.CodeCancelled:
 		outcome = "cancelled"
-	case isError:
+	case r.Result.IsError:
 		outcome = "error"
 		m.errors.WithLabelValues("tool").Inc()
 	}
-	m.toolDuration.WithLabelValues(name, outcome).Observe(d.Seconds())
+	m.toolDuration.WithLabelValues(r.Call.Name, outcome).Observe(r.Duration.Seconds())
 }
 
 func (m *Metrics) llmCall(provider string, resp llm.Response, err error, d time.Duration) {

@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tah-dev/tah/actors/toolrunner"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tools"
 )
 
 func TestMeasuredProviderKeepsStreamingAndCounts(t *testing.T) {
@@ -27,8 +30,8 @@ func TestMeasuredProviderKeepsStreamingAndCounts(t *testing.T) {
 	if _, err := p.Generate(context.Background(), llm.Request{Messages: []llm.Message{llm.User("hi")}}); err == nil {
 		t.Fatal("the scripted failure did not fail")
 	}
-	m.toolCall("list_files", false, "", 3*time.Millisecond)
-	m.toolCall("read_file", true, "tool_error", time.Millisecond)
+	m.toolCall(toolrunner.CallResult{Call: llm.ToolCall{Name: "list_files"}, Result: tools.Text("a\nb"), Duration: 3 * time.Millisecond})
+	m.toolCall(toolrunner.CallResult{Call: llm.ToolCall{Name: "read_file"}, Result: tools.Failed(event.CodeToolError, "no such file"), Duration: time.Millisecond})
 	m.turnEnded(projection.StatusCompleted, time.Second)
 	m.turnEnded(projection.StatusRunning, time.Second) // not an end: not counted
 

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/tah-dev/tah/actors/session"
-	"github.com/tah-dev/tah/actors/toolrunner"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/store"
@@ -51,7 +50,8 @@ type Options struct {
 }
 
 // Node is one TAH node: the bus (and its embedded server), the read model and
-// its projector, the session actors, the tool runner and the input consumers.
+// its projector, the session actors (which own the tool runner) and the input
+// consumers.
 type Node struct {
 	opts      Options
 	log       *slog.Logger
@@ -61,7 +61,6 @@ type Node struct {
 	Sessions  *session.Manager
 	// Metrics are the node's Prometheus metrics (serve Metrics.Handler).
 	Metrics  *Metrics
-	runner   *toolrunner.Runner
 	inputs   *bus.InputConsumer
 	inflight inflight // inputs whose work runs here
 	cluster  *membership
@@ -130,48 +129,12 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if scfg.Logger == nil {
 		scfg.Logger = log.With("component", "session")
 	}
-	n.tools = opts.Tools
-	var finder resultFinder
-	if f, ok := opts.Tools.(resultFinder); ok {
-		finder = f
+	tc, err := n.toolConfig(opts)
+	if err != nil {
+		return nil, err
 	}
-	if opts.RemoteTools != nil {
-		rcfg := *opts.RemoteTools
-		if rcfg.Logger == nil {
-			rcfg.Logger = log.With("component", "remote-tools")
-		}
-		if n.remote, err = remote.Open(n.Bus.Conn(), rcfg); err != nil {
-			return nil, err
-		}
-		n.closers = append(n.closers, n.remote.Close)
-		if n.tools != nil {
-			n.tools = tools.Merge(n.tools, n.remote)
-		} else {
-			n.tools = n.remote
-		}
-		finder = n.remote
-	}
-	var st session.Tools
-	n.Sessions = session.NewManager(scfg, n.Bus, measured(opts.Provider, n.Metrics), nil, opts.Loop)
-	if n.tools != nil {
-		topts := opts.ToolOptions
-		if topts.Artifacts == nil && n.Bus.Artifacts() != nil {
-			// Long outputs are cut to a preview; the whole goes to tah_artifacts.
-			topts.Artifacts = artifacts.New(n.Bus.Artifacts())
-		}
-		exec := tools.NewExecutor(n.tools, topts)
-		if n.runner, err = toolrunner.Spawn(n.Sessions.Root(), toolrunner.Config{Executor: exec, MaxConcurrent: opts.MaxConcurrentTools,
-			Logger: log.With("component", "tools")}); err != nil {
-			return nil, err
-		}
-		st = &runnerTools{cat: n.tools, runner: n.runner, finder: finder, metrics: n.Metrics}
-	}
-	n.Sessions.SetTools(st)
-	// Closed in reverse: the sessions stop (recording nothing more) before the
-	// tool runner cancels its calls, so that no "cancelled" result of a shutdown
-	// is ever taken for a real one.
-	if n.runner != nil {
-		n.closers = append(n.closers, n.runner.Stop)
+	if n.Sessions, err = session.NewManager(scfg, n.Bus, measured(opts.Provider, n.Metrics), tc, opts.Loop); err != nil {
+		return nil, err
 	}
 	n.closers = append(n.closers, n.Sessions.Close)
 
@@ -187,6 +150,38 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	n.closers = append(n.closers, n.cluster.close)
 	log.Info("node started", "nats", n.Bus.ClientURL(), "read_model", path, "provider", opts.Provider.Name())
 	return n, nil
+}
+
+// toolConfig is what the session actors run tools with: opts.Tools, and the
+// tools of the tool services when opts.RemoteTools is set (their registry
+// opened here, closed with the node), whose stored results a resume finds.
+func (n *Node) toolConfig(opts Options) (session.ToolConfig, error) {
+	tc := session.ToolConfig{Catalog: opts.Tools, Options: opts.ToolOptions, MaxConcurrent: opts.MaxConcurrentTools,
+		Observe: n.Metrics.toolCall}
+	if f, ok := opts.Tools.(session.ResultFinder); ok {
+		tc.Finder = f
+	}
+	if tc.Options.Artifacts == nil && n.Bus.Artifacts() != nil {
+		// Long outputs are cut to a preview; the whole goes to tah_artifacts.
+		tc.Options.Artifacts = artifacts.New(n.Bus.Artifacts())
+	}
+	if opts.RemoteTools != nil {
+		rcfg := *opts.RemoteTools
+		if rcfg.Logger == nil {
+			rcfg.Logger = n.log.With("component", "remote-tools")
+		}
+		var err error
+		if n.remote, err = remote.Open(n.Bus.Conn(), rcfg); err != nil {
+			return tc, err
+		}
+		n.closers = append(n.closers, n.remote.Close)
+		tc.Catalog, tc.Finder = n.remote, n.remote
+		if opts.Tools != nil {
+			tc.Catalog = tools.Merge(opts.Tools, n.remote)
+		}
+	}
+	n.tools = tc.Catalog
+	return tc, nil
 }
 
 // DefaultNodeID names a node that was given no name: its host name and a
@@ -218,9 +213,10 @@ func DefaultNodeID(dataDir string) string {
 func (n *Node) ID() string { return n.opts.Session.Node }
 
 // Close stops the node in the reverse order of Start: inputs first (handing
-// partitions over), then running turns stop without recording anything (they
-// resume on the next owner), the tool runner, the projector, the read model and
-// the bus, which flushes every acknowledged write.
+// partitions over), then the session actors, whose running turns stop without
+// recording anything (they resume on the next owner), and after them their
+// tool runner; then the registry of tool services, the projector, the read
+// model and the bus, which flushes every acknowledged write.
 func (n *Node) Close(ctx context.Context) error {
 	var errs []error
 	for i := len(n.closers) - 1; i >= 0; i-- {

@@ -53,7 +53,8 @@ type ExclusiveTool interface {
 }
 
 // RemoteTool is the optional ability of a tool that runs elsewhere: Runner names
-// where (for the log's tool.started event), such as "remote:tah-tool-shout".
+// where (for the log's tool.started event), wire.RemoteRunner of its service,
+// such as "remote:tah-tool-shout".
 type RemoteTool interface {
 	Tool
 	Runner() string
@@ -81,14 +82,25 @@ func TimeoutOf(t Tool, def time.Duration) time.Duration {
 	return def
 }
 
-// RunnerOf names where t runs: "local", or what a RemoteTool says.
+// RunnerOf names where t runs: wire.ToolRunnerLocal, or what a RemoteTool
+// says.
 func RunnerOf(t Tool) string {
 	if r, ok := t.(RemoteTool); ok {
 		if s := r.Runner(); s != "" {
 			return s
 		}
 	}
-	return "local"
+	return wire.ToolRunnerLocal
+}
+
+// RunnerIn names where a call of the tool named name in cat runs: RunnerOf
+// its tool, or wire.ToolRunnerLocal for a tool cat does not hold (the
+// executor reports it unknown, here).
+func RunnerIn(cat Catalog, name string) string {
+	if t, ok := cat.Tool(name); ok {
+		return RunnerOf(t)
+	}
+	return wire.ToolRunnerLocal
 }
 
 // Result is the outcome of one tool call: Output is what the model sees,

@@ -18,6 +18,7 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/artifacts"
+	"github.com/tah-dev/tah/wire"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -118,6 +119,22 @@ func TestMerge(t *testing.T) {
 	}
 	if res := tools.Execute(context.Background(), cat, call("b", "{}")); res.Output != "local" {
 		t.Errorf("b ran %q", res.Output)
+	}
+}
+
+// farTool runs on a tool service.
+type farTool struct{ tools.Tool }
+
+func (farTool) Runner() string { return wire.RemoteRunner(wire.ToolServicePrefix + "far") }
+
+func TestRunnerIn(t *testing.T) {
+	near := tools.Func(tools.Spec{Name: "near"}, func(context.Context, json.RawMessage) (tools.Result, error) { return tools.Text("ok"), nil })
+	far := farTool{tools.Func(tools.Spec{Name: "far"}, func(context.Context, json.RawMessage) (tools.Result, error) { return tools.Text("ok"), nil })}
+	cat := tools.MustRegistry(near, far)
+	for name, want := range map[string]string{"near": "local", "far": "remote:tah-tool-far", "missing": "local"} {
+		if got := tools.RunnerIn(cat, name); got != want {
+			t.Errorf("RunnerIn(%s) = %q, want %q", name, got, want)
+		}
 	}
 }
 

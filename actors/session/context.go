@@ -55,7 +55,7 @@ type AgentContext struct {
 	Session  string
 	Config   Config
 	Provider llm.Provider
-	Tools    Tools
+	Tools    *Tools
 
 	state  *projection.State
 	writer *bus.SessionWriter

@@ -10,6 +10,21 @@
 // appended, fenced, before the state moves on; a node that lost the session gets
 // bus.ErrFenced on its next append and stops without writing again.
 //
+// Tool calls take one straight path. The Manager owns one tool runner
+// (actors/toolrunner), spawned in its actor system beside the session actors
+// and configured by a ToolConfig: the catalog of tools, the executor's
+// options, the bound on concurrent calls, the finder of results tool services
+// stored, and an observer (a node's metrics). One runner rather than one per
+// session: the node's bound on concurrent calls is simply that runner's, a
+// session's cancel reaches its calls through the work's context, and stopping
+// it after the sessions is one step of Close, which keeps the shutdown's
+// "cancelled" results out of the log. A session's work goroutine (never its
+// actor) appends tool.started, naming where each call runs ("local" or
+// "remote:tah-tool-<name>", from the catalog), hands the batch to the runner
+// and waits for it; each toolrunner.CallResult becomes a tool.finished in one
+// place, as do the results of calls settled without running (a stored remote
+// result, "interrupted", "not executed").
+//
 // The loop is an interface (Loop); DefaultLoop is the specification's default
 // loop with maxSteps, the context budget (trimming and automatic compaction once
 // per turn) and streaming of token deltas. Resume follows ARCHITECTURE.md: an LLM
@@ -20,7 +35,8 @@
 //
 // The smallest use:
 //
-//	m := session.NewManager(session.Config{MaxSteps: 20}, b, provider, tools, nil)
+//	m, err := session.NewManager(session.Config{MaxSteps: 20}, b, provider,
+//		session.ToolConfig{Catalog: tools.MustRegistry(builtin.ListFiles("."))}, nil)
 //	defer m.Close(ctx)
 //	session.Create(ctx, b, "s_1", session.Config{}, nil)
 //	m.Deliver("s_1", &session.Command{Kind: wire.CommandRun,

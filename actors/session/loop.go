@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
+	"github.com/tah-dev/tah/actors/toolrunner"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
@@ -80,10 +80,7 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 	}
 	sent, report := projection.Prepare(st.Messages, budget)
 	stepID := a.NewStepID("llm")
-	req := llm.Request{Model: st.Config.Model, Messages: sent}
-	if a.Tools != nil {
-		req.Tools = a.Tools.Schemas()
-	}
+	req := llm.Request{Model: st.Config.Model, Messages: sent, Tools: a.Tools.Schemas()}
 	started := event.LLMStartedData{StepID: stepID, Turn: st.Turn, Request: req}
 	if report.Trimmed() || report.OverBudget {
 		r := report
@@ -133,37 +130,29 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 	return nil
 }
 
-// runTools runs calls that have no result yet: tool.started for each, the batch,
-// then tool.finished for each in call order. Calls a cancel stopped keep no
-// result; the next run repairs them.
+// runTools runs calls that have no result yet: tool.started for each, naming
+// where it runs, then the batch (see runBatch).
 func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error {
 	ids := make([]string, len(calls))
 	for i, c := range calls {
 		ids[i] = a.NewStepID("tool")
-		idem := a.Tools != nil && a.Tools.Idempotent(c.Name)
-		if err := a.Append(ctx, event.ToolStarted, event.ToolStartedData{StepID: ids[i], Call: c, Idempotent: idem, Runner: "local"}); err != nil {
+		if err := a.Append(ctx, event.ToolStarted, event.ToolStartedData{StepID: ids[i], Call: c,
+			Idempotent: a.Tools.Idempotent(c.Name), Runner: a.Tools.Runner(c.Name)}); err != nil {
 			return err
 		}
 	}
-	var results []ToolResult
-	if a.Tools == nil {
-		results = make([]ToolResult, len(calls))
-		for i, c := range calls {
-			results[i] = ToolResult{Output: fmt.Sprintf("tool %q does not exist: this session has no tools", c.Name), IsError: true, Code: event.CodeUnknownTool}
-		}
-	} else {
-		results = a.Tools.Execute(ctx, a.Session, calls)
-	}
-	for i, c := range calls {
-		if i >= len(results) {
-			break
-		}
-		r := results[i]
-		if ctx.Err() != nil && r.Code == event.CodeCancelled {
+	return runBatch(ctx, a, ids, calls)
+}
+
+// runBatch runs calls whose tool.started is in the log, at steps ids, and
+// appends their tool.finished in call order. Calls a cancel stopped keep no
+// result; the next run repairs them.
+func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall) error {
+	for i, r := range a.Tools.Execute(ctx, a.Session, calls) {
+		if ctx.Err() != nil && r.Result.Code == event.CodeCancelled {
 			continue
 		}
-		if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{StepID: ids[i], CallID: c.ID, Name: c.Name,
-			Output: r.Output, IsError: r.IsError, Code: r.Code, Artifact: r.Artifact, DurationMS: r.DurationMS}); err != nil {
+		if err := a.Append(ctx, event.ToolFinished, toolFinished(ids[i], r)); err != nil {
 			return err
 		}
 	}
@@ -227,8 +216,7 @@ func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) 
 // turn.started.
 func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID string, maxSteps int) error {
 	for _, c := range projection.DanglingCalls(a.State().Messages) {
-		if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{CallID: c.ID, Name: c.Name,
-			Output: projection.NotExecutedOutput, IsError: true, Code: event.CodeNotExecuted}); err != nil {
+		if err := a.Append(ctx, event.ToolFinished, toolFinished("", settled(c, event.CodeNotExecuted, projection.NotExecutedOutput))); err != nil {
 			return err
 		}
 	}
@@ -238,10 +226,11 @@ func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID st
 // PrepareResume settles what a previous owner left open, so that the loop can
 // continue the turn (ARCHITECTURE.md, Resume): an LLM step without a result is
 // closed as interrupted (the loop asks again); a running tool call gets the
-// result a remote runner stored, or runs again if its tool is idempotent, or
+// result a tool service stored, or runs again if its tool is idempotent, or
 // gets an "interrupted, outcome unknown" result.
 func PrepareResume(ctx context.Context, a *AgentContext) error {
 	st := a.State()
+	var rerunIDs []string
 	var rerun []llm.ToolCall
 	for _, s := range openSteps(st) {
 		switch s.Type {
@@ -251,44 +240,24 @@ func PrepareResume(ctx context.Context, a *AgentContext) error {
 				return err
 			}
 		case projection.StepTool:
-			if f, ok := a.Tools.(ToolResultFinder); ok {
-				if r, found := f.Lookup(ctx, a.Session, s.CallID); found {
-					if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{StepID: s.ID, CallID: s.CallID, Name: s.Tool,
-						Output: r.Output, IsError: r.IsError, Code: r.Code, Artifact: r.Artifact, DurationMS: r.DurationMS}); err != nil {
-						return err
-					}
-					continue
+			call := stepCall(s)
+			if r, found := a.Tools.Lookup(ctx, a.Session, s.CallID); found {
+				if err := a.Append(ctx, event.ToolFinished, toolFinished(s.ID, toolrunner.CallResult{Call: call, Result: r})); err != nil {
+					return err
 				}
-			}
-			if s.Idempotent {
-				rerun = append(rerun, llm.ToolCall{ID: s.CallID, Name: s.Tool, Arguments: s.Input})
 				continue
 			}
-			if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{StepID: s.ID, CallID: s.CallID, Name: s.Tool,
-				Output: projection.InterruptedOutput, IsError: true, Code: event.CodeInterrupted}); err != nil {
+			if s.Idempotent {
+				rerunIDs, rerun = append(rerunIDs, s.ID), append(rerun, call)
+				continue
+			}
+			if err := a.Append(ctx, event.ToolFinished, toolFinished(s.ID, settled(call, event.CodeInterrupted, projection.InterruptedOutput))); err != nil {
 				return err
 			}
 		}
 	}
 	if len(rerun) > 0 {
-		return rerunTools(ctx, a, rerun)
-	}
-	return nil
-}
-
-// rerunTools runs again idempotent calls whose tool.started is already in the log.
-func rerunTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error {
-	results := a.Tools.Execute(ctx, a.Session, calls)
-	for i, c := range calls {
-		if i >= len(results) || (ctx.Err() != nil && results[i].Code == event.CodeCancelled) {
-			continue
-		}
-		r := results[i]
-		rec := a.State().ToolCall(c.ID)
-		if err := a.Append(ctx, event.ToolFinished, event.ToolFinishedData{StepID: rec.StepID, CallID: c.ID, Name: c.Name,
-			Output: r.Output, IsError: r.IsError, Code: r.Code, Artifact: r.Artifact, DurationMS: r.DurationMS}); err != nil {
-			return err
-		}
+		return runBatch(ctx, a, rerunIDs, rerun)
 	}
 	return nil
 }
@@ -330,5 +299,3 @@ func cancelReason(ctx context.Context) string {
 	}
 	return "cancelled"
 }
-
-var _ = time.Second

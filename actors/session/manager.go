@@ -17,12 +17,13 @@ import (
 
 // Manager owns the session actors of one node: it spawns an actor per session on
 // its first command (named by the session id), routes commands to it, and stops
-// them all on Close.
+// them all on Close. Beside them, in the same actor system, it owns the one
+// tool runner that executes their tool calls.
 type Manager struct {
 	cfg      Config
 	bus      *bus.Bus
 	provider llm.Provider
-	tools    Tools
+	tools    *Tools
 	loop     Loop
 	sys      *actor.ActorSystem
 
@@ -42,9 +43,10 @@ type entry struct {
 	inflight int
 }
 
-// NewManager returns a Manager over b. tools may be nil (a session without
-// tools); loop nil means DefaultLoop.
-func NewManager(cfg Config, b *bus.Bus, provider llm.Provider, tools Tools, loop Loop) *Manager {
+// NewManager returns a Manager over b, with a tool runner for the tools tc
+// names (a zero ToolConfig: sessions without tools); loop nil means
+// DefaultLoop. It fails only when tc is not valid (a negative MaxConcurrent).
+func NewManager(cfg Config, b *bus.Bus, provider llm.Provider, tc ToolConfig, loop Loop) (*Manager, error) {
 	if loop == nil {
 		loop = DefaultLoop{}
 	}
@@ -52,9 +54,14 @@ func NewManager(cfg Config, b *bus.Bus, provider llm.Provider, tools Tools, loop
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logger.With("component", "actors")
 	}))
+	tools, err := startTools(sys.Root, tc, logger.With("component", "tools"))
+	if err != nil {
+		sys.Shutdown()
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{cfg: cfg, bus: b, provider: provider, tools: tools, loop: loop, sys: sys,
-		ctx: ctx, cancel: cancel, actors: map[string]*entry{}}
+		ctx: ctx, cancel: cancel, actors: map[string]*entry{}}, nil
 }
 
 // Deliver routes cmd to the actor of session sid, spawning it if needed. It never
@@ -140,16 +147,7 @@ func (m *Manager) StopWhere(ctx context.Context, match func(sid string) bool) in
 		}
 	}
 	m.mu.Unlock()
-	futures := make([]*actor.Future, 0, len(pids))
-	for _, pid := range pids {
-		futures = append(futures, m.sys.Root.StopFuture(pid))
-	}
-	for _, f := range futures {
-		if ctx.Err() != nil {
-			break
-		}
-		_ = f.Wait()
-	}
+	_ = m.stopActors(ctx, pids) // when ctx ends first, the rest still stop, unwaited for
 	return len(pids)
 }
 
@@ -180,9 +178,32 @@ func (m *Manager) goTracked(fn func()) {
 	}()
 }
 
+// stopActors stops the actors pids and waits until each has stopped (its
+// Stopping cancelled its work), or ctx ends: an error says which came first.
+func (m *Manager) stopActors(ctx context.Context, pids []*actor.PID) error {
+	futures := make([]*actor.Future, 0, len(pids))
+	for _, pid := range pids {
+		futures = append(futures, m.sys.Root.StopFuture(pid))
+	}
+	for _, f := range futures {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := f.Wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Close stops every session actor, cancelling running turns without recording
 // anything more (their inputs stay unacknowledged and resume on the next owner),
-// and waits for their goroutines.
+// waits for their goroutines, then stops the tool runner.
+//
+// The order matters: once an actor has stopped, its work records nothing
+// more, so the "cancelled" results that the runner's stop gives the calls
+// still running are never taken for real ones. When the actors do not all stop
+// before ctx ends, the runner is left running for that reason.
 func (m *Manager) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -197,23 +218,20 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.actors = map[string]*entry{}
 	m.mu.Unlock()
 	m.cancel()
-	for _, pid := range pids {
-		m.sys.Root.Stop(pid)
+	if err := m.stopActors(ctx, pids); err != nil {
+		return fmt.Errorf("session manager close: session actors still stopping (the tool runner is left running): %w", err)
 	}
 	done := make(chan struct{})
-	go func() { m.wg.Wait(); close(done) }()
+	go func() { m.wg.Wait(); close(done) }() // ends with the work goroutines, which the stops cancelled
+	var errs []error
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return fmt.Errorf("session manager close: %w", ctx.Err())
+		errs = append(errs, fmt.Errorf("session manager close: work still running: %w", ctx.Err()))
+	}
+	if err := m.tools.stop(ctx); err != nil {
+		errs = append(errs, err)
 	}
 	m.sys.Shutdown()
-	return nil
+	return errors.Join(errs...)
 }
-
-// Root is the root context of the Manager's actor system, for actors that live
-// beside the sessions (the tool runner).
-func (m *Manager) Root() *actor.RootContext { return m.sys.Root }
-
-// SetTools sets the tools sessions use. Call it before the first Deliver.
-func (m *Manager) SetTools(t Tools) { m.tools = t }

@@ -15,37 +15,51 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
 
-// echoTools is a real, in-process tool set: "echo" returns its input, "block"
-// waits for its context.
-type echoTools struct {
-	mu    sync.Mutex
-	calls []string
+var quiet = slog.New(slog.DiscardHandler)
+
+// testTools is a real, in-process tool catalog: "echo" (idempotent) returns
+// its input, "block" waits for its context. With started set, every call
+// reports its start there and waits for its context.
+type testTools struct {
+	mu      sync.Mutex
+	calls   []string
+	started chan string
 }
 
-func (e *echoTools) Schemas() []llm.ToolSchema {
-	return []llm.ToolSchema{{Name: "echo", InputSchema: json.RawMessage(`{"type":"object"}`)}, {Name: "block"}}
-}
-func (e *echoTools) Idempotent(name string) bool { return name == "echo" }
-func (e *echoTools) Execute(ctx context.Context, sid string, calls []llm.ToolCall) []ToolResult {
-	out := make([]ToolResult, len(calls))
-	for i, c := range calls {
-		e.mu.Lock()
-		e.calls = append(e.calls, c.Name)
-		e.mu.Unlock()
-		switch c.Name {
-		case "echo":
-			out[i] = ToolResult{Output: "echo:" + string(c.Arguments)}
-		case "block":
-			<-ctx.Done()
-			out[i] = ToolResult{Output: "cancelled", IsError: true, Code: event.CodeCancelled}
-		default:
-			out[i] = ToolResult{Output: "no such tool", IsError: true, Code: event.CodeUnknownTool}
+func (tt *testTools) run(name string) func(context.Context, json.RawMessage) (tools.Result, error) {
+	return func(ctx context.Context, in json.RawMessage) (tools.Result, error) {
+		tt.mu.Lock()
+		tt.calls = append(tt.calls, name)
+		tt.mu.Unlock()
+		if tt.started != nil {
+			tt.started <- name
 		}
+		if name == "block" || tt.started != nil {
+			<-ctx.Done()
+			return tools.Result{}, ctx.Err()
+		}
+		return tools.Text("echo:" + string(in)), nil
 	}
-	return out
+}
+
+// ran is the number of calls that ran.
+func (tt *testTools) ran() int {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	return len(tt.calls)
+}
+
+func (tt *testTools) catalog() tools.Catalog {
+	return tools.MustRegistry(tools.Func(tools.Spec{Name: "echo", Idempotent: true}, tt.run("echo")),
+		tools.Func(tools.Spec{Name: "block"}, tt.run("block")))
+}
+
+func (tt *testTools) config() ToolConfig {
+	return ToolConfig{Catalog: tt.catalog(), Options: tools.Options{Logger: quiet}}
 }
 
 func openBus(t *testing.T) *bus.Bus {
@@ -62,9 +76,22 @@ func openBus(t *testing.T) *bus.Bus {
 
 func newManager(t *testing.T, b *bus.Bus, p llm.Provider, cfg Config) *Manager {
 	t.Helper()
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	m := NewManager(cfg, b, p, &echoTools{}, nil)
-	t.Cleanup(func() { m.Close(context.Background()) })
+	return startManager(t, b, p, cfg, (&testTools{}).config())
+}
+
+// startManager starts a Manager with tools tc, closed at the end of the test.
+func startManager(t *testing.T, b *bus.Bus, p llm.Provider, cfg Config, tc ToolConfig) *Manager {
+	t.Helper()
+	cfg.Logger = quiet
+	m, err := NewManager(cfg, b, p, tc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := m.Close(context.Background()); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
 	return m
 }
 
@@ -231,7 +258,7 @@ func TestResumeAfterShutdownMidTurn(t *testing.T) {
 	b := openBus(t)
 	Create(context.Background(), b, "s1", Config{}, nil)
 	slow := mock.Scripted(mock.Say("never").After(time.Hour))
-	m1 := NewManager(Config{Node: "n1", Logger: slog.New(slog.DiscardHandler)}, b, slow, &echoTools{}, nil)
+	m1 := newManager(t, b, slow, Config{Node: "n1"})
 	cmd := run("long question")
 	cmd.Done = func(Outcome) {}
 	m1.Deliver("s1", &cmd)
@@ -380,48 +407,30 @@ func TestResumeInterruptedTools(t *testing.T) {
 		t.Run(tc.tool, func(t *testing.T) {
 			b := openBus(t)
 			Create(context.Background(), b, "s1", Config{}, nil)
-			tools1 := &gateTools{gate: make(chan struct{}), started: make(chan struct{}, 1)}
-			m1 := NewManager(Config{Logger: slog.New(slog.DiscardHandler)}, b, mock.Scripted(mock.CallTool(tc.tool, `{}`)), tools1, nil)
+			tools1 := &testTools{started: make(chan string, 1)}
+			m1 := startManager(t, b, mock.Scripted(mock.CallTool(tc.tool, `{}`)), Config{}, tools1.config())
 			cmd := run("go")
 			cmd.Done = func(Outcome) {}
 			m1.Deliver("s1", &cmd)
 			<-tools1.started
 			m1.Close(context.Background())
 
-			tools2 := &echoTools{}
-			m2 := NewManager(Config{Logger: slog.New(slog.DiscardHandler)}, b, mock.Scripted(mock.Say("after")), tools2, nil)
-			t.Cleanup(func() { m2.Close(context.Background()) })
+			tools2 := &testTools{}
+			m2 := startManager(t, b, mock.Scripted(mock.Say("after")), Config{}, tools2.config())
 			o := do(t, m2, "s1", Command{Kind: wire.CommandResume})
 			if o.Status != projection.StatusCompleted {
 				t.Fatalf("%+v", o)
 			}
 			st := fold(t, b, "s1")
 			rec := st.ToolCalls[0]
-			if rec.Code != tc.wantCode || (len(tools2.calls) == 1) != tc.wantReran {
-				t.Fatalf("record %+v, reran %v", rec, tools2.calls)
+			if rec.Code != tc.wantCode || (tools2.ran() == 1) != tc.wantReran {
+				t.Fatalf("record %+v, reran %d calls", rec, tools2.ran())
 			}
 			if tc.wantCode == event.CodeInterrupted && !strings.Contains(mustJSON(st.Messages), "outcome is unknown") {
 				t.Fatal("the model is not told the outcome is unknown")
 			}
 		})
 	}
-}
-
-// gateTools blocks every call until its context ends, reporting that it started.
-type gateTools struct {
-	echoTools
-	gate    chan struct{}
-	started chan struct{}
-}
-
-func (g *gateTools) Execute(ctx context.Context, sid string, calls []llm.ToolCall) []ToolResult {
-	g.started <- struct{}{}
-	<-ctx.Done()
-	out := make([]ToolResult, len(calls))
-	for i := range out {
-		out[i] = ToolResult{Output: "cancelled", IsError: true, Code: event.CodeCancelled}
-	}
-	return out
 }
 
 func TestCompactCancelled(t *testing.T) {

@@ -27,18 +27,21 @@
 //   - Stopping the runner cancels every call; the results of the batches it held
 //     are still sent (with code "cancelled").
 //   - Call ids are the model's; Cancel cancels every running call with that id.
+//   - A CallResult says where its call ran (Runner: "local", or
+//     "remote:tah-tool-<name>" for a tool service's tool) and how long; each
+//     is shown to Config.Observe as soon as its call ends.
 //
-// The smallest use, from a session actor that spawned the runner as its child:
+// The session actors' Manager (actors/session) spawns one runner beside its
+// session actors, with Spawn, and a session's work goroutine waits on
+// Runner.Execute; cancelling the work's context cancels the batch:
 //
-//	// in Started:
-//	s.runner = ctx.Spawn(toolrunner.Props(toolrunner.Config{Executor: exec}))
-//	// after llm.completed, with tool.started appended for each call:
-//	ctx.Request(s.runner, &toolrunner.ExecuteBatch{ID: stepID, Session: sid, Calls: resp.ToolCalls})
-//	// later, in Receive:
-//	case *toolrunner.BatchResult:
-//		for _, r := range m.Results { /* append tool.finished for r.Call.ID with r.Result */ }
-//	// on cancel:
-//	ctx.Send(s.runner, &toolrunner.CancelAll{})
+//	r, err := toolrunner.Spawn(sys.Root, toolrunner.Config{Executor: exec, MaxConcurrent: 8,
+//		Observe: func(cr toolrunner.CallResult) { /* count it */ }})
+//	res, err := r.Execute(ctx, toolrunner.ExecuteBatch{Session: sid, Calls: resp.ToolCalls})
+//	for _, cr := range res.Results { /* append tool.finished for cr.Call with cr.Result */ }
+//	err = r.Stop(ctx) // after the sessions: cancels what is left
 //
-// Outside actors, Spawn returns a Runner handle whose Execute waits for the result.
+// An actor that wants the result as a message spawns the runner as its child
+// (Props) and sends ExecuteBatch with ctx.Request; the *BatchResult comes back
+// to its Receive.
 package toolrunner

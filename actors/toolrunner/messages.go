@@ -41,7 +41,8 @@ type CallResult struct {
 	Call llm.ToolCall
 	// Result is what the model sees; a failure has IsError and a Code.
 	Result tools.Result
-	// Runner says where the call ran: "local" or the remote service.
+	// Runner says where the call ran: wire.ToolRunnerLocal, or
+	// wire.RemoteRunner of the tool service (tools.RunnerIn).
 	Runner string
 	// Started is when the call started running (zero if it never did), and
 	// Duration how long it ran.

@@ -33,6 +33,10 @@ type Config struct {
 	Limiter *Limiter
 	// Logger receives the runner's records; nil means the actor system's logger.
 	Logger *slog.Logger
+	// Observe, when set, is told of every call as soon as it ends (its result
+	// is then on its way to the batch's BatchResult): a node counts its tool
+	// calls with it. It runs in the batch's goroutine and must return quickly.
+	Observe func(CallResult)
 }
 
 // Validate reports what is wrong with c.
@@ -196,6 +200,9 @@ func (r *runner) runBatch(ctxs []context.Context, calls []llm.ToolCall, results 
 			go func() {
 				defer wg.Done()
 				results[k] = r.runCall(ctxs[k], calls[k])
+				if r.cfg.Observe != nil {
+					r.cfg.Observe(results[k])
+				}
 			}()
 		}
 		wg.Wait()
@@ -206,10 +213,7 @@ func (r *runner) runBatch(ctxs []context.Context, calls []llm.ToolCall, results 
 // runCall waits for a slot, then runs one call.
 func (r *runner) runCall(ctx context.Context, call llm.ToolCall) (res CallResult) {
 	res.Call = call
-	res.Runner = "local"
-	if t, ok := r.cfg.Executor.Tool(call.Name); ok {
-		res.Runner = tools.RunnerOf(t)
-	}
+	res.Runner = tools.RunnerIn(r.cfg.Executor.Catalog(), call.Name)
 	defer func() {
 		if v := recover(); v != nil { // the executor recovers tool panics; this guards the runner itself
 			r.log.Error("toolrunner: panic running a call", "tool", call.Name, "call", call.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))

@@ -466,3 +466,40 @@ func TestStopCancelsCalls(t *testing.T) {
 		t.Error("a config without an executor was accepted")
 	}
 }
+
+// Observe hears of every call, the failed and cancelled ones too, with the
+// result its batch returns, before the batch's result comes back.
+func TestObserveSeesEveryCall(t *testing.T) {
+	g := newGate("g")
+	var mu sync.Mutex
+	seen := map[string]toolrunner.CallResult{}
+	r := spawn(t, system(t), toolrunner.Config{Executor: executor(g.tool()), Observe: func(cr toolrunner.CallResult) {
+		mu.Lock()
+		seen[cr.Call.ID] = cr
+		mu.Unlock()
+	}})
+	batch := append(calls("g", "c1", "c2"), calls("nope", "c3")...)
+	ch := execute(r, context.Background(), toolrunner.ExecuteBatch{Calls: batch})
+	for _, id := range []string{"c1", "c2"} {
+		started, _, _ := g.chans(id)
+		waitFor(t, started, "start of "+id)
+	}
+	_, rel1, _ := g.chans("c1")
+	close(rel1)
+	r.Cancel("c2")
+	res := await(t, ch)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != len(batch) {
+		t.Fatalf("observed %d calls, want %d: %v", len(seen), len(batch), seen)
+	}
+	for _, cr := range res.Results {
+		got := seen[cr.Call.ID]
+		if got.Result != cr.Result || got.Runner != "local" || got.Duration != cr.Duration {
+			t.Errorf("%s: observed %+v, batch has %+v", cr.Call.ID, got, cr)
+		}
+	}
+	if seen["c2"].Result.Code != event.CodeCancelled || seen["c3"].Result.Code != event.CodeUnknownTool {
+		t.Errorf("codes: c2 %q c3 %q", seen["c2"].Result.Code, seen["c3"].Result.Code)
+	}
+}

@@ -42,8 +42,9 @@ func (t *Tool) Idempotent() bool        { return t.idempotent }
 func (t *Tool) Exclusive() bool         { return t.exclusive }
 func (t *Tool) Timeout() time.Duration  { return t.timeout }
 
-// Runner is "remote:" and the name of the service that offers the tool.
-func (t *Tool) Runner() string { return "remote:" + t.service }
+// Runner is wire.RemoteRunner of the service that offers the tool:
+// "remote:tah-tool-<name>".
+func (t *Tool) Runner() string { return wire.RemoteRunner(t.service) }
 
 // Service is the name of the micro service that offers the tool.
 func (t *Tool) Service() string { return t.service }

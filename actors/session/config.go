@@ -1,42 +1,11 @@
 package session
 
 import (
-	"context"
 	"log/slog"
 	"time"
 
 	"github.com/tah-dev/tah/event"
-	"github.com/tah-dev/tah/llm"
 )
-
-// Tools is what the loop needs of the tool runners.
-type Tools interface {
-	// Schemas lists the tools offered to the model, in a stable order.
-	Schemas() []llm.ToolSchema
-	// Idempotent reports whether a call of the named tool may run again on resume.
-	Idempotent(name string) bool
-	// Execute runs calls of session sid (concurrently where the tools allow) and
-	// returns one result per call, in call order. Cancelling ctx reaches every
-	// running tool at once; a cancelled call's result has Code event.CodeCancelled.
-	// Failures are results (IsError), never a returned error.
-	Execute(ctx context.Context, sid string, calls []llm.ToolCall) []ToolResult
-}
-
-// ToolResultFinder is an optional ability of Tools: on resume, a call that was
-// running when its owner stopped may have finished on a remote runner, which
-// stored its result by call id.
-type ToolResultFinder interface {
-	Lookup(ctx context.Context, sid, callID string) (ToolResult, bool)
-}
-
-// ToolResult is the outcome of one tool call, as the model will see it.
-type ToolResult struct {
-	Output     string
-	IsError    bool
-	Code       string // an event.Code* constant for failures
-	Artifact   *event.ArtifactRef
-	DurationMS int64
-}
 
 // Config is the loop configuration in force for a session: the specification's
 // agentPlugin({ systemPrompt, maxSteps, contextChars }). A session reopened from

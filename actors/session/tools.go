@@ -1,0 +1,149 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/tah-dev/tah/actors/toolrunner"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tools"
+)
+
+// ToolConfig says which tools a Manager's sessions may call and how their
+// calls run.
+type ToolConfig struct {
+	// Catalog lists the tools offered to the model and says what each can do
+	// (idempotent, exclusive, where it runs). Nil: the sessions have no tools,
+	// and a call the model makes anyway fails as an unknown tool.
+	Catalog tools.Catalog
+	// Options configure how a call runs: timeouts, output limits, where large
+	// outputs go. A nil Options.Logger means the Manager's logger.
+	Options tools.Options
+	// MaxConcurrent bounds the calls running at once, over every session of
+	// the Manager; 0 means toolrunner.DefaultMaxConcurrent.
+	MaxConcurrent int
+	// Finder, when set, finds the results that tool services stored: on
+	// resume, a call its previous owner left running may have finished there.
+	Finder ResultFinder
+	// Observe, when set, is told of every call the runner ran (a node's
+	// metrics); see toolrunner.Config.Observe.
+	Observe func(toolrunner.CallResult)
+}
+
+// ResultFinder finds the result a tool service stored for a call
+// (tools/remote.Registry is one).
+type ResultFinder interface {
+	// Await returns the stored result of the call, waiting while its service
+	// still runs it; an error when nothing is stored.
+	Await(ctx context.Context, session, callID string) (tools.Result, error)
+}
+
+// Tools is the sessions' way to their tools: the catalog answers what the
+// model may call and how (schemas, idempotence, where a call runs), the tool
+// runner actor executes the calls, and the finder reads what tool services
+// stored. A Manager makes one, beside its session actors; a Loop uses it
+// through AgentContext.Tools.
+type Tools struct {
+	catalog tools.Catalog
+	runner  *toolrunner.Runner
+	finder  ResultFinder
+}
+
+// startTools spawns the tool runner under root.
+func startTools(root *actor.RootContext, tc ToolConfig, log *slog.Logger) (*Tools, error) {
+	cat := tc.Catalog
+	if cat == nil {
+		cat = tools.Merge() // no tools: the executor reports every call unknown
+	}
+	opts := tc.Options
+	if opts.Logger == nil {
+		opts.Logger = log
+	}
+	r, err := toolrunner.Spawn(root, toolrunner.Config{Executor: tools.NewExecutor(cat, opts),
+		MaxConcurrent: tc.MaxConcurrent, Logger: log, Observe: tc.Observe})
+	if err != nil {
+		return nil, fmt.Errorf("session manager: tool runner: %w", err)
+	}
+	return &Tools{catalog: cat, runner: r, finder: tc.Finder}, nil
+}
+
+// Schemas lists the tools offered to the model, in a stable order.
+func (t *Tools) Schemas() []llm.ToolSchema { return t.catalog.Schemas() }
+
+// Idempotent reports whether a call of the named tool may run again on resume.
+func (t *Tools) Idempotent(name string) bool {
+	tool, ok := t.catalog.Tool(name)
+	return ok && tools.IsIdempotent(tool)
+}
+
+// Runner names where a call of the named tool runs, for tool.started:
+// wire.ToolRunnerLocal or wire.RemoteRunner of its tool service.
+func (t *Tools) Runner(name string) string { return tools.RunnerIn(t.catalog, name) }
+
+// Execute runs calls of session sid in the tool runner (concurrently where the
+// tools allow) and waits for them: the caller is a work goroutine, never an
+// actor's Receive. It returns one result per call, in call order. Cancelling
+// ctx reaches every running tool at once; a cancelled call's result has code
+// event.CodeCancelled. Failures are results, never an error.
+func (t *Tools) Execute(ctx context.Context, sid string, calls []llm.ToolCall) []toolrunner.CallResult {
+	res, err := t.runner.Execute(ctx, toolrunner.ExecuteBatch{Session: sid, Calls: calls})
+	if err == nil {
+		return res.Results
+	}
+	// Only a stopped runner fails a batch, and a Manager stops its runner
+	// after its sessions: this is a bug, told to the model as such.
+	code := event.CodeInternal
+	if ctx.Err() != nil {
+		code = event.CodeCancelled
+	}
+	out := make([]toolrunner.CallResult, len(calls))
+	for i, c := range calls {
+		out[i] = toolrunner.CallResult{Call: c, Runner: t.Runner(c.Name),
+			Result: tools.Failed(code, fmt.Sprintf("Error: the call to %s did not run: %v.", c.Name, err))}
+	}
+	return out
+}
+
+// Lookup returns the result a tool service stored for a call that a previous
+// owner of session sid left running. A result of code event.CodeCancelled
+// does not count: that owner's stop cancelled the call, so its outcome is
+// unknown.
+func (t *Tools) Lookup(ctx context.Context, sid, callID string) (tools.Result, bool) {
+	if t.finder == nil {
+		return tools.Result{}, false
+	}
+	r, err := t.finder.Await(ctx, sid, callID)
+	if err != nil || r.Code == event.CodeCancelled {
+		return tools.Result{}, false
+	}
+	return r, true
+}
+
+// stop stops the runner, cancelling the calls it still holds, and waits for
+// them until ctx is done.
+func (t *Tools) stop(ctx context.Context) error { return t.runner.Stop(ctx) }
+
+// toolFinished is the tool.finished of step stepID: the one place a call's
+// result becomes an event, whether the runner ran the call, a tool service
+// stored its result, or the call is settled without running (interrupted,
+// not executed).
+func toolFinished(stepID string, r toolrunner.CallResult) event.ToolFinishedData {
+	return event.ToolFinishedData{StepID: stepID, CallID: r.Call.ID, Name: r.Call.Name,
+		Output: r.Result.Output, IsError: r.Result.IsError, Code: r.Result.Code, Artifact: r.Result.Artifact,
+		DurationMS: r.Duration.Milliseconds()}
+}
+
+// settled is the result of a call that does not run: code and output say why.
+func settled(call llm.ToolCall, code, output string) toolrunner.CallResult {
+	return toolrunner.CallResult{Call: call, Result: tools.Failed(code, output)}
+}
+
+// stepCall is the call a tool step records.
+func stepCall(s projection.Step) llm.ToolCall {
+	return llm.ToolCall{ID: s.CallID, Name: s.Tool, Arguments: s.Input}
+}

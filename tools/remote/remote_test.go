@@ -294,25 +294,3 @@ func TestRunnerDiesMidCall(t *testing.T) {
 		t.Fatalf("await unknown: %v", err)
 	}
 }
-
-func TestWireTokens(t *testing.T) {
-	for id, want := range map[string]string{
-		"call_abc-123": "call_abc-123",
-		"toolu_01A":    "toolu_01A",
-		"a.b":          "=YS5i",
-		"with space":   "=d2l0aCBzcGFjZQ",
-		"*":            "=Kg",
-		"":             "=",
-		"ünï":          "=w7xuw68",
-	} {
-		if got := wire.Token(id); got != want {
-			t.Errorf("Token(%q) = %q, want %q", id, got, want)
-		}
-	}
-	if k := wire.ResultKey("", "c.1"); k != "_.=Yy4x" {
-		t.Errorf("key %q", k)
-	}
-	if s := wire.ToolCancelSubject("call_1"); s != "tah.tool.cancel.call_1" {
-		t.Errorf("cancel subject %q", s)
-	}
-}

@@ -30,14 +30,8 @@ func TestAPI(t *testing.T) {
 	if err != nil || created.Session != "s_api" || created.Seq == 0 {
 		t.Fatalf("create: %+v %v", created, err)
 	}
-	turn, err := c.Run(ctx, "s_api", wire.Input{Text: "hello"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := turn.Outcome(ctx)
-	turn.Close()
-	if err != nil || out.Status != "completed" || out.Content != "hi" {
-		t.Fatalf("run: %+v %v", out, err)
+	if out := run(t, c, "s_api", "hello"); out.Status != "completed" || out.Content != "hi" {
+		t.Fatalf("run: %+v", out)
 	}
 	one := 1
 	calls := map[string]func() error{
@@ -79,7 +73,7 @@ func TestAPI(t *testing.T) {
 		},
 		wire.EndpointEvents: func() error {
 			r, err := c.Events(ctx, wire.EventsRequest{Session: "s_api", Limit: 1})
-			if err == nil && (len(r.Events) != 1 || r.Events[0].Type != event.SessionCreated || r.LastSeq < out.LastSeq) {
+			if err == nil && (len(r.Events) != 1 || r.Events[0].Type != event.SessionCreated || r.LastSeq <= r.Events[0].Seq) {
 				t.Errorf("events: %+v", r)
 			}
 			return err
@@ -179,25 +173,17 @@ func TestLogPagesThroughLargeEvents(t *testing.T) {
 	long := strings.Repeat("word ", 1600) // 8 KB in llm.completed, and again in agent.finished
 	n := startNode(t, mock.Scripted(mock.Say(long).Always()), func(c *bus.Config) { c.MaxPayload = 48 << 10 })
 	c := connect(t, n)
-	s, err := c.Create(ctx, wire.CreateRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sid := newSession(t, c)
 	for range 3 {
-		turn, err := c.Run(ctx, s.Session, wire.Input{Text: "talk"})
-		if err != nil {
-			t.Fatal(err)
+		if o := run(t, c, sid, "talk"); o.Status != "completed" {
+			t.Fatalf("%+v", o)
 		}
-		if o, err := turn.Outcome(ctx); err != nil || o.Status != "completed" {
-			t.Fatalf("%+v %v", o, err)
-		}
-		turn.Close()
 	}
-	if _, err := c.Events(ctx, wire.EventsRequest{Session: s.Session}); !errors.Is(err, client.ErrTooLarge) {
+	if _, err := c.Events(ctx, wire.EventsRequest{Session: sid}); !errors.Is(err, client.ErrTooLarge) {
 		t.Fatalf("all events in one page: %v, want ErrTooLarge", err)
 	}
 	var seqs []uint64
-	for ev, err := range c.Log(ctx, s.Session, 0) {
+	for ev, err := range c.Log(ctx, sid, 0) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +198,7 @@ func TestLogPagesThroughLargeEvents(t *testing.T) {
 		}
 	}
 	var from []uint64
-	for ev, err := range c.Log(ctx, s.Session, seqs[3]) {
+	for ev, err := range c.Log(ctx, sid, seqs[3]) {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +207,7 @@ func TestLogPagesThroughLargeEvents(t *testing.T) {
 	if !slices.Equal(from, seqs[3:]) {
 		t.Fatalf("log from %d: %v, want %v", seqs[3], from, seqs[3:])
 	}
-	if _, err := c.Run(ctx, s.Session, wire.Input{Text: strings.Repeat("a", 48<<10)}); !errors.Is(err, client.ErrPayloadTooLarge) {
+	if _, err := c.Run(ctx, sid, wire.Input{Text: strings.Repeat("a", 48<<10)}); !errors.Is(err, client.ErrPayloadTooLarge) {
 		t.Fatalf("an input over the max payload: %v", err)
 	}
 }

@@ -60,22 +60,13 @@ func TestConnectErrors(t *testing.T) {
 // TestNewOverAnEmbeddedNodesConnection: a client over the node's own
 // in-process connection works as one over TCP, and leaves it open.
 func TestNewOverAnEmbeddedNodesConnection(t *testing.T) {
-	ctx := ctxT(t)
 	n := startNode(t, mock.Scripted(mock.Say("inside")))
 	c, err := client.New(n.Bus.Conn(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := c.Create(ctx, wire.CreateRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	turn, err := c.Run(ctx, s.Session, wire.Input{Text: "hi"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, err := turn.Outcome(ctx); err != nil || o.Content != "inside" {
-		t.Fatalf("%+v %v", o, err)
+	if o := run(t, c, newSession(t, c), "hi"); o.Content != "inside" {
+		t.Fatalf("%+v", o)
 	}
 	c.Close()
 	if n.Bus.Conn().IsClosed() {
@@ -90,12 +81,7 @@ func TestOutcomeFromTheLogWhenTheReplyIsLost(t *testing.T) {
 	model := newGated("lost")
 	n := startNode(t, model)
 	c := connect(t, n)
-	s, _ := c.Create(ctx, wire.CreateRequest{})
-	turn, err := c.Run(ctx, s.Session, wire.Input{Text: "lost"}, client.WithEvents())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer turn.Close()
+	turn := startTurn(t, c, newSession(t, c), "lost", client.WithEvents())
 	model.waitStarted(t, "lost")
 	client.LoseReplies(turn)
 	model.open()

@@ -11,6 +11,7 @@ import (
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/node"
+	"github.com/tah-dev/tah/wire"
 )
 
 // The credentials every test node requires.
@@ -107,4 +108,38 @@ func (g *gated) waitStarted(t *testing.T, prompt string) {
 			t.Fatalf("the model was never called with %q", prompt)
 		}
 	}
+}
+
+// newSession creates a session and returns its id.
+func newSession(t *testing.T, c *client.Client) string {
+	t.Helper()
+	s, err := c.Create(ctxT(t), wire.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Session
+}
+
+// startTurn runs text in session sid, and closes the turn at the end of the
+// test.
+func startTurn(t *testing.T, c *client.Client, sid, text string, opts ...client.TurnOption) *client.Turn {
+	t.Helper()
+	turn, err := c.Run(ctxT(t), sid, wire.Input{Text: text}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(turn.Close)
+	return turn
+}
+
+// run runs text in session sid to its outcome.
+func run(t *testing.T, c *client.Client, sid, text string) wire.Outcome {
+	t.Helper()
+	turn := startTurn(t, c, sid, text)
+	o, err := turn.Outcome(ctxT(t))
+	if err != nil {
+		t.Fatalf("run %q: %v", text, err)
+	}
+	turn.Close()
+	return o
 }

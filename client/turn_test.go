@@ -51,16 +51,16 @@ func TestRunStreamsDeltasAndEvents(t *testing.T) {
 	ctx := ctxT(t)
 	n := startNode(t, mock.Scripted(mock.Stream("Hel", "lo, ", "world")))
 	c := connect(t, n)
-	s, _ := c.Create(ctx, wire.CreateRequest{})
+	sid := newSession(t, c)
 	msg := llm.User("say hello")
-	turn, err := c.Run(ctx, s.Session, wire.Input{Message: &msg, Options: &wire.RunOptions{MaxSteps: 2}}, client.WithEvents(), client.WithDeltas())
+	turn, err := c.Run(ctx, sid, wire.Input{Message: &msg, Options: &wire.RunOptions{MaxSteps: 2}}, client.WithEvents(), client.WithDeltas())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer turn.Close()
 	evs, text := collect(t, turn)
 	out, err := turn.Outcome(ctx)
-	if err != nil || out.Status != "completed" || out.Content != "Hello, world" || out.InputID != turn.InputID() || out.Session != s.Session {
+	if err != nil || out.Status != "completed" || out.Content != "Hello, world" || out.InputID != turn.InputID() || out.Session != sid {
 		t.Fatalf("%+v %v", out, err)
 	}
 	if text != "Hello, world" {
@@ -82,18 +82,10 @@ func TestTurnsSeeOnlyTheirOwnEvents(t *testing.T) {
 	model := newGated("one")
 	n := startNode(t, model)
 	c := connect(t, n)
-	s, _ := c.Create(ctx, wire.CreateRequest{})
-	first, err := c.Run(ctx, s.Session, wire.Input{Text: "one"}, client.WithEvents(), client.WithDeltas())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer first.Close()
+	sid := newSession(t, c)
+	first := startTurn(t, c, sid, "one", client.WithEvents(), client.WithDeltas())
 	model.waitStarted(t, "one")
-	second, err := c.Run(ctx, s.Session, wire.Input{Text: "two"}, client.WithEvents())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close()
+	second := startTurn(t, c, sid, "two", client.WithEvents())
 	model.open()
 	for i, turn := range []*client.Turn{first, second} {
 		evs, _ := collect(t, turn)
@@ -124,11 +116,11 @@ func TestCommandsThatCannotBeCarriedOut(t *testing.T) {
 	ctx := ctxT(t)
 	n := startNode(t, mock.Scripted(mock.Say("hi").Always()))
 	c := connect(t, n)
-	s, _ := c.Create(ctx, wire.CreateRequest{})
+	sid := newSession(t, c)
 
 	// Nothing to resume: a session that never ran, then one that completed.
 	for range 2 {
-		turn, err := c.Resume(ctx, s.Session, client.WithEvents())
+		turn, err := c.Resume(ctx, sid, client.WithEvents())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,19 +132,11 @@ func TestCommandsThatCannotBeCarriedOut(t *testing.T) {
 			t.Fatalf("resume: %+v %v %d events", out, err, len(evs))
 		}
 		turn.Close()
-		run, _ := c.Run(ctx, s.Session, wire.Input{Text: "hello"})
-		run.Outcome(ctx)
-		run.Close()
+		run(t, c, sid, "hello")
 	}
 
 	// An unknown session: the input is refused.
-	turn, err := c.Run(ctx, "s_unknown", wire.Input{Text: "hello"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = turn.Outcome(ctx)
-	turn.Close()
-	if !errors.Is(err, client.ErrNotFound) {
+	if _, err := startTurn(t, c, "s_unknown", "hello").Outcome(ctx); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("run of an unknown session: %v", err)
 	}
 	if _, err := c.Cancel(ctx, "s_unknown", ""); !errors.Is(err, client.ErrNotFound) {
@@ -164,11 +148,11 @@ func TestCommandsThatCannotBeCarriedOut(t *testing.T) {
 
 	// Malformed inputs are not sent.
 	for _, in := range []wire.Input{{}, {Text: "x", Reason: "why"}, {ID: "bad id", Text: "x"}} {
-		if _, err := c.Run(ctx, s.Session, in); !errors.Is(err, client.ErrMalformedInput) {
+		if _, err := c.Run(ctx, sid, in); !errors.Is(err, client.ErrMalformedInput) {
 			t.Errorf("run %+v: %v", in, err)
 		}
 	}
-	if _, err := c.Publish(ctx, s.Session, wire.Input{Command: "frobnicate"}); !errors.Is(err, client.ErrMalformedInput) {
+	if _, err := c.Publish(ctx, sid, wire.Input{Command: "frobnicate"}); !errors.Is(err, client.ErrMalformedInput) {
 		t.Errorf("an unknown command: %v", err)
 	}
 }
@@ -178,19 +162,16 @@ func TestCancelAndCompact(t *testing.T) {
 	model := newGated("slow", "slower")
 	n := startNode(t, model)
 	c := connect(t, n)
-	s, _ := c.Create(ctx, wire.CreateRequest{})
+	sid := newSession(t, c)
 
-	if r, err := c.Compact(ctx, s.Session); err != nil || r != nil {
+	if r, err := c.Compact(ctx, sid); err != nil || r != nil {
 		t.Fatalf("compact of nothing: %+v %v", r, err)
 	}
-	if o, err := c.Cancel(ctx, s.Session, "nothing runs"); err != nil || o.Status != "idle" {
+	if o, err := c.Cancel(ctx, sid, "nothing runs"); err != nil || o.Status != "idle" {
 		t.Fatalf("cancel of nothing: %+v %v", o, err)
 	}
 	// The Turn's own cancel.
-	turn, err := c.Run(ctx, s.Session, wire.Input{Text: "slow"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	turn := startTurn(t, c, sid, "slow")
 	model.waitStarted(t, "slow")
 	if err := turn.Cancel(ctx, "enough"); err != nil {
 		t.Fatal(err)
@@ -198,18 +179,16 @@ func TestCancelAndCompact(t *testing.T) {
 	if o, err := turn.Outcome(ctx); err != nil || o.Status != "cancelled" || o.Code != event.CodeCancelled {
 		t.Fatalf("cancelled turn: %+v %v", o, err)
 	}
-	turn.Close()
 	// Another client's cancel: it says what it found.
-	turn, _ = c.Run(ctx, s.Session, wire.Input{Text: "slower"})
+	turn = startTurn(t, c, sid, "slower")
 	model.waitStarted(t, "slower")
-	if o, err := c.Cancel(ctx, s.Session, "from elsewhere"); err != nil || !o.Status.Active() {
+	if o, err := c.Cancel(ctx, sid, "from elsewhere"); err != nil || !o.Status.Active() {
 		t.Fatalf("cancel of a running turn: %+v %v", o, err)
 	}
 	if o, err := turn.Outcome(ctx); err != nil || o.Status != "cancelled" {
 		t.Fatalf("cancelled turn: %+v %v", o, err)
 	}
-	turn.Close()
-	if r, err := c.Compact(ctx, s.Session); err != nil || r == nil || r.Turns != 2 {
+	if r, err := c.Compact(ctx, sid); err != nil || r == nil || r.Turns != 2 {
 		t.Fatalf("compact: %+v %v", r, err)
 	}
 }
@@ -221,12 +200,9 @@ func TestCloseStopsEverything(t *testing.T) {
 	model := newGated("hold")
 	n := startNode(t, model)
 	c := connect(t, n)
-	s, _ := c.Create(ctx, wire.CreateRequest{})
-	turn, err := c.Run(ctx, s.Session, wire.Input{Text: "hold"}, client.WithEvents(), client.WithDeltas())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := c.Follow(ctx, s.Session, 1)
+	sid := newSession(t, c)
+	turn := startTurn(t, c, sid, "hold", client.WithEvents(), client.WithDeltas())
+	f, err := c.Follow(ctx, sid, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +221,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	for range f.Events() {
 	}
-	if _, err := c.Run(ctx, s.Session, wire.Input{Text: "more"}); err == nil {
+	if _, err := c.Run(ctx, sid, wire.Input{Text: "more"}); err == nil {
 		t.Fatal("a run after close")
 	}
 	turn.Close() // again: nothing to do

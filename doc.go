@@ -14,9 +14,14 @@
 //	result, err := s.Run(ctx, "分析这个项目的目录结构")
 //
 // Start brings up a node: an embedded NATS server (or a connection to an
-// external one, see NATS), the durable log, the SQLite read model and the session
-// actors. A Session's methods go through the log like any client's: Run publishes
-// the input to the session's input subject and waits for the owner (this node, or
-// another node of a cluster) to report the turn's outcome, so a session survives
-// the crash of the process that runs it and resumes wherever it is opened next.
+// external one, see NATS), the durable log, the SQLite read model, the session
+// actors and the API service. Connect instead uses nodes that run elsewhere:
+//
+//	rt, err := tah.Connect(ctx, "nats://10.0.0.1:4222", tah.UserPassword("tah", password))
+//
+// Either way a Session's methods go through NATS like any client's (they are a
+// thin layer over package client): Run publishes the input to the session's
+// input subject and waits for the owner (this node, or another node of a
+// cluster) to report the turn's outcome, so a session survives the crash of the
+// process that runs it and resumes wherever it is opened next.
 package tah

@@ -9,28 +9,35 @@ import (
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/providers"
 	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/tools"
 )
 
-// Errors of the Go API.
+// Errors of the Go API. They are package client's, which the Go API is built
+// on: test for them with errors.Is.
 var (
 	// ErrNotStarted: the Runtime was not started, or is closed.
 	ErrNotStarted = errors.New("tah: runtime not started")
-	// ErrStarted: Use after Start.
+	// ErrStarted: Start after Start, or on a connected Runtime.
 	ErrStarted = errors.New("tah: runtime already started")
 	// ErrNotFound: no session with this id.
-	ErrNotFound = errors.New("tah: session not found")
+	ErrNotFound = client.ErrNotFound
 	// ErrBusy: the session is running a turn (compaction is refused then).
-	ErrBusy = session.ErrBusy
+	ErrBusy = client.ErrBusy
 	// ErrNothingToResume: Resume on a session with no unfinished turn.
-	ErrNothingToResume = session.ErrNothingToResume
+	ErrNothingToResume = client.ErrNothingToResume
+	// ErrNoServer: Connect found no NATS server at the URL.
+	ErrNoServer = client.ErrNoServer
+	// ErrAuth: the NATS server refused Connect's credentials.
+	ErrAuth = client.ErrAuth
 )
 
 // Runtime is the specification's Runtime: plugins configure it, Start brings up
-// a node, and services (SessionKey) are got from it.
+// a node, and services (SessionKey) are got from it. A Runtime made by Connect
+// uses a node that runs elsewhere instead.
 type Runtime struct {
 	mu         sync.Mutex
 	plugins    []Plugin
@@ -44,7 +51,8 @@ type Runtime struct {
 	sessionCfg session.Config
 	logger     *slog.Logger
 
-	node     *node.Node
+	node     *node.Node // nil when connected to a node elsewhere
+	client   *client.Client
 	sessions *SessionService
 }
 
@@ -72,7 +80,8 @@ func (r *Runtime) WithLogger(l *slog.Logger) *Runtime {
 	return r
 }
 
-// Start applies the plugins and brings the node up. It fails with an error that
+// Start applies the plugins and brings the node up, with the API service that
+// the Runtime's sessions use like any client. It fails with an error that
 // names the plugin and setting at fault, or the part that could not start.
 func (r *Runtime) Start(ctx context.Context) error {
 	r.mu.Lock()
@@ -109,14 +118,61 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tah: start: %w", err)
 	}
-	r.node = n
+	c, err := startAPI(ctx, n)
+	if err != nil {
+		_ = n.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("tah: start: %w", err)
+	}
+	r.node, r.client = n, c
 	r.sessions = &SessionService{rt: r}
 	r.started = true
 	return nil
 }
 
-// Close stops the node. Turns still running stop without an outcome recorded and
-// resume when their session is next opened.
+// startAPI serves n's API and returns a client over n's own connection.
+func startAPI(ctx context.Context, n *node.Node) (*client.Client, error) {
+	if err := n.StartAPI(ctx); err != nil {
+		return nil, err
+	}
+	return client.New(n.Bus.Conn(), client.Options{})
+}
+
+// Credential says who a connected Runtime is to NATS.
+type Credential func(*client.Options)
+
+// UserPassword is a NATS user and password (a node's .tah/credentials.json).
+func UserPassword(user, password string) Credential {
+	return func(o *client.Options) { o.User, o.Password = user, password }
+}
+
+// Token is a NATS token.
+func Token(token string) Credential { return func(o *client.Options) { o.Token = token } }
+
+// CredsFile is a NATS .creds file (a JWT and its nkey seed).
+func CredsFile(path string) Credential { return func(o *client.Options) { o.CredsFile = path } }
+
+// Connect returns a Runtime whose sessions are those of the TAH node or
+// cluster whose NATS is at url (several URLs comma-separated): its
+// SessionService works as a started Runtime's, over the network. Close
+// closes the connection; the nodes go on. It fails with errors wrapping
+// ErrNoServer or ErrAuth (see package client for the others).
+func Connect(ctx context.Context, url string, creds ...Credential) (*Runtime, error) {
+	opts := client.Options{URL: url, Name: "tah"}
+	for _, c := range creds {
+		c(&opts)
+	}
+	c, err := client.Connect(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("tah: %w", err)
+	}
+	r := &Runtime{client: c, started: true}
+	r.sessions = &SessionService{rt: r}
+	return r, nil
+}
+
+// Close stops the node of a started Runtime, or closes the connection of a
+// connected one. Turns still running stop without an outcome recorded and
+// resume when their session is next opened (their callers get an error).
 func (r *Runtime) Close(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -124,10 +180,15 @@ func (r *Runtime) Close(ctx context.Context) error {
 		return nil
 	}
 	r.started = false
+	r.client.Close()
+	if r.node == nil {
+		return nil
+	}
 	return r.node.Close(ctx)
 }
 
-// Node is the running node, for what the Go API does not cover (nil before Start).
+// Node is the running node, for what the Go API does not cover (nil before
+// Start, and for a connected Runtime).
 func (r *Runtime) Node() *node.Node {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -158,11 +219,12 @@ func Get[T any](r *Runtime, key ServiceKey[T]) T {
 	return zero
 }
 
-func (r *Runtime) running() (*node.Node, error) {
+// running is the client of a started or connected Runtime.
+func (r *Runtime) running() (*client.Client, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.started {
 		return nil, ErrNotStarted
 	}
-	return r.node, nil
+	return r.client, nil
 }

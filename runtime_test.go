@@ -18,7 +18,9 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/tools"
+	"github.com/tah-dev/tah/wire"
 )
 
 type env struct {
@@ -489,5 +491,82 @@ func TestRuntimePassivationLosesNothing(t *testing.T) {
 	snap, _ := s.Snapshot(ctx)
 	if countRole(snap.Messages, llm.RoleUser) != 2 || snap.Epoch != 2 {
 		t.Fatalf("epoch %d, %s", snap.Epoch, transcript(snap.Messages))
+	}
+}
+
+// TestConnectToARemoteNode: a Runtime connected to a node that runs
+// elsewhere (here another node in this process, reached over TCP with its
+// credentials) has the same sessions API as a started one.
+func TestConnectToARemoteNode(t *testing.T) {
+	ctx := ctxT(t)
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
+	cfg.User, cfg.Password = "tah", "s3cret"
+	n, err := node.Start(ctx, node.Options{Bus: cfg, Provider: mock.Scripted(mock.Say("from afar").Always()), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	if err := n.StartAPI(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tah.Connect(ctx, n.Bus.ClientURL(), tah.UserPassword("tah", "wrong")); !errors.Is(err, tah.ErrAuth) {
+		t.Fatalf("wrong password: %v", err)
+	}
+	if _, err := tah.Connect(ctx, "nats://127.0.0.1:1"); !errors.Is(err, tah.ErrNoServer) {
+		t.Fatalf("nothing there: %v", err)
+	}
+	rt, err := tah.Connect(ctx, n.Bus.ClientURL(), tah.UserPassword("tah", "s3cret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	if rt.Node() != nil || rt.Start(ctx) != tah.ErrStarted {
+		t.Fatal("a connected runtime has no node of its own")
+	}
+	sessions := tah.Get(rt, tah.SessionKey)
+	s, err := sessions.Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Run(ctx, "hello")
+	if err != nil || res.State != tah.StateCompleted || res.Content != "from afar" || res.Session != s.ID() {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if _, err := s.Resume(ctx); !errors.Is(err, tah.ErrNothingToResume) {
+		t.Fatalf("resume: %v", err)
+	}
+	if st, err := s.State(ctx); err != nil || st != tah.StateCompleted {
+		t.Fatalf("state %s %v", st, err)
+	}
+	got, err := sessions.Get(ctx, s.ID())
+	if err != nil || got.ID() != s.ID() {
+		t.Fatalf("get: %v", err)
+	}
+	if _, err := sessions.Get(ctx, "s_nope"); !errors.Is(err, tah.ErrNotFound) {
+		t.Fatalf("get unknown: %v", err)
+	}
+	f, err := sessions.Fork(ctx, s.ID(), tah.ForkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, err := f.Snapshot(ctx); err != nil || snap.ForkedFrom != s.ID() || countRole(snap.Messages, llm.RoleUser) != 1 {
+		t.Fatalf("fork: %+v %v", snap, err)
+	}
+	if _, err := tah.Get(rt, tah.SessionKey).Get(ctx, "bad.id"); !errors.Is(err, event.ErrInvalidSessionID) {
+		t.Fatalf("get invalid: %v", err)
+	}
+	waitFor(t, "the read model lists both", func() bool {
+		p, err := sessions.ListPage(ctx, wire.ListRequest{Limit: 1})
+		return err == nil && len(p.Sessions) == 1 && p.Next != ""
+	})
+	if err := rt.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sessions.Create(ctx); !errors.Is(err, tah.ErrNotStarted) {
+		t.Fatalf("after close: %v", err)
+	}
+	if n.Bus.Conn().IsClosed() {
+		t.Fatal("closing the connected runtime stopped the node")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -139,7 +140,7 @@ func (w *SessionWriter) message(ev *event.Event) (*nats.Msg, error) {
 	// The fencing headers are set per attempt; size them now to refuse an
 	// event that can never fit.
 	w.setHeaders(m, ^uint64(0))
-	if size, limit := msgSize(m), w.b.MaxPayload(); size > limit {
+	if size, limit := natsx.MsgSize(m), w.b.MaxPayload(); size > limit {
 		return nil, fmt.Errorf("event %s of session %s is %d bytes with its headers, over the server's max payload of %d bytes (put large outputs in the object store with PutArtifact and reference them): %w",
 			ev.Type, w.sid, size, limit, ErrPayloadTooLarge)
 	}
@@ -153,21 +154,6 @@ func (w *SessionWriter) setHeaders(m *nats.Msg, last uint64) {
 	m.Header.Set(wire.HeaderMsgID, w.idPrefix+ls)
 	m.Header.Set(hdrExpectLastSubjSeq, ls)
 	m.Header.Set(hdrExpectLastSubjSubj, w.filter)
-}
-
-// msgSize is the size of m on the wire as the server's max payload counts it:
-// the header block and the body.
-func msgSize(m *nats.Msg) int {
-	n := len(m.Data)
-	if len(m.Header) > 0 {
-		n += len("NATS/1.0\r\n") + len("\r\n")
-		for k, vs := range m.Header {
-			for _, v := range vs {
-				n += len(k) + len(": ") + len(v) + len("\r\n")
-			}
-		}
-	}
-	return n
 }
 
 // appendOne publishes m after w.last, resolving lost acknowledgements by

@@ -9,19 +9,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/wire"
 )
 
-// DeltaMsg is a delta as a subscriber receives it.
-type DeltaMsg struct {
-	Session string
-	// Epoch is the ownership epoch of the writer that published it.
-	Epoch uint64
-	// Seq numbers the deltas of one epoch from 1.
-	Seq uint64
-	wire.Delta
-}
+// DeltaMsg is a delta as a subscriber receives it: the session, the epoch
+// and sequence its headers carry, and its body.
+type DeltaMsg = natsx.Delta
 
 // DeltaPublisher publishes one owner's token deltas for one session on core
 // NATS (tah.sess.<sid>.delta): fire and forget, in order, not stored. The final
@@ -128,19 +123,11 @@ func (b *Bus) SubscribeDeltas(ctx context.Context, sid string, fn func(DeltaMsg)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	var highest uint64
+	filter := natsx.DeltaFilter{Session: sid}
 	s, err := b.subscribe(wire.DeltaSubject(sid), func(m *nats.Msg) {
-		epoch, err := strconv.ParseUint(m.Header.Get(wire.HeaderEpoch), 10, 64)
-		if err != nil || epoch < highest {
-			return
+		if d, ok := filter.Accept(m); ok {
+			fn(d)
 		}
-		seq, _ := strconv.ParseUint(m.Header.Get(wire.HeaderDeltaSeq), 10, 64)
-		var d wire.Delta
-		if err := json.Unmarshal(m.Data, &d); err != nil {
-			return
-		}
-		highest = epoch
-		fn(DeltaMsg{Session: sid, Epoch: epoch, Seq: seq, Delta: d})
 	})
 	if err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -27,7 +28,7 @@ var (
 	ErrInvalidEvent = errors.New("invalid event")
 	// ErrPayloadTooLarge: a message larger than the server's max payload. Put
 	// large outputs in the object store (PutArtifact) and reference them.
-	ErrPayloadTooLarge = errors.New("payload too large")
+	ErrPayloadTooLarge = natsx.ErrPayloadTooLarge
 	// ErrInvalidConfig: a Config that Validate refuses.
 	ErrInvalidConfig = errors.New("invalid bus configuration")
 	// ErrNotReady: the server or JetStream did not become ready in time.

@@ -6,71 +6,30 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
 
 // PublishInput sends in to session sid through TAH_IN and returns its id
-// (generated when in.ID is empty) once the stream has stored it. It fails with
-// ErrInvalidSessionID, ErrMalformedInput (in does not validate) or
-// ErrPayloadTooLarge. Errors the node finds later (an unknown session, say)
-// are reported on tah.sess.<sid>.err: see SubscribeErrors.
+// (generated when in.ID is empty) once the stream has stored it, trying again
+// while the stream elects a leader (natsx.PublishRetrying: the id makes every
+// try the same message). It fails with ErrInvalidSessionID, ErrMalformedInput
+// (in does not validate) or ErrPayloadTooLarge. Errors the node finds later
+// (an unknown session, say) are reported on tah.sess.<sid>.err: see
+// SubscribeErrors.
 func (b *Bus) PublishInput(ctx context.Context, sid string, in wire.Input) (string, error) {
-	if err := event.ValidSessionID(sid); err != nil {
-		return "", err
-	}
-	if in.ID == "" {
-		in.ID = event.NewID("in_")
-	}
-	if err := in.Validate(); err != nil {
-		return "", err
-	}
-	body, err := json.Marshal(in)
+	m, id, err := natsx.NewInputMsg(sid, in, int64(b.MaxPayload()))
 	if err != nil {
-		return "", fmt.Errorf("input: %w", err)
+		return "", err
 	}
-	m := nats.NewMsg(wire.InputSubject(sid))
-	m.Data = body
-	m.Header.Set(wire.HeaderCommand, string(in.Command))
-	m.Header.Set(wire.HeaderMsgID, in.ID)
-	if in.ReplyTo != "" {
-		m.Header.Set(wire.HeaderReplyTo, in.ReplyTo)
+	if _, err := natsx.PublishRetrying(ctx, b.js, m); err != nil {
+		return "", fmt.Errorf("publish input %s for session %s: %w", id, sid, err)
 	}
-	if size, limit := msgSize(m), b.MaxPayload(); size > limit {
-		return "", fmt.Errorf("input %s for session %s is %d bytes, over the server's max payload of %d bytes: %w", in.ID, sid, size, limit, ErrPayloadTooLarge)
-	}
-	if err := publishRetrying(ctx, b.js, m); err != nil {
-		return "", fmt.Errorf("publish input %s for session %s: %w", in.ID, sid, err)
-	}
-	return in.ID, nil
+	return id, nil
 }
-
-// publishRetrying publishes m to a stream, trying again in short tries until
-// ctx ends while the stream does not answer: it is electing a leader (a
-// server died) for a few seconds. m must carry a Nats-Msg-Id, so that a try
-// whose acknowledgement was lost is stored once.
-func publishRetrying(ctx context.Context, js jetstream.JetStream, m *nats.Msg) error {
-	for {
-		tctx, cancel := context.WithTimeout(ctx, publishTry)
-		_, err := js.PublishMsg(tctx, m)
-		cancel()
-		if err == nil || ctx.Err() != nil || !temporarilyUnavailable(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// publishTry bounds one try of publishRetrying.
-const publishTry = 2 * time.Second
 
 // parseInput reads an input from a message of TAH_IN stored at seq.
 func parseInput(m *nats.Msg, seq uint64) (wire.Input, error) {

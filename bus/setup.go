@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -30,7 +30,7 @@ func (b *Bus) setupWithRetry(ctx context.Context) error {
 		actx, acancel := context.WithTimeout(ctx, setupAttempt)
 		err := b.setup(actx)
 		acancel()
-		if err == nil || errors.Is(err, ErrIncompatibleSetup) || errors.Is(err, ErrNotSetUp) || ctx.Err() != nil || !temporarilyUnavailable(err) {
+		if err == nil || errors.Is(err, ErrIncompatibleSetup) || errors.Is(err, ErrNotSetUp) || ctx.Err() != nil || !natsx.Temporary(err) {
 			return err
 		}
 		if b.cfg.Logger != nil {
@@ -42,30 +42,6 @@ func (b *Bus) setupWithRetry(ctx context.Context) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// temporarilyUnavailable reports errors of a server, cluster or stream that
-// is not ready yet, or is electing a leader: timeouts, no responders,
-// JetStream or its cluster not available. Trying again a moment later helps.
-func temporarilyUnavailable(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case 10004, // incomplete results
-			10005, // no suitable peers for placement (a peer not seen yet)
-			10008, // JetStream system temporarily unavailable
-			10009, // the cluster cannot handle the request (no leader yet)
-			10023: // insufficient resources (peers not known yet)
-			return true
-		}
-		return apiErr.Code == 503 || apiErr.Code == 408
-	}
-	return false
 }
 
 // setup creates or updates (or, with NoSetup, checks) every stream, consumer

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 const cancelHelp = `Cancels the running turn (or compaction) of a session: the model call and the
@@ -19,9 +21,11 @@ func runCancel(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	o, err := c.command(ctx, "cancel", id, map[string]any{"reason": *reason}, g.timeout)
+	cctx, cancel := context.WithTimeout(ctx, g.timeout)
+	o, err := c.Cancel(cctx, id, *reason)
+	cancel()
 	if err != nil {
-		return err
+		return c.inputFailed(id, wire.CommandCancel, err)
 	}
 	was := o.Status
 	final := was

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,5 +118,19 @@ func TestUsageErrorsNeedNoNode(t *testing.T) {
 	g, out, _ = testGlobals(nil)
 	if err := run(context.Background(), g, []string{"--help"}); err != nil || !strings.Contains(out.String(), "130  interrupted") {
 		t.Errorf("--help: %v\n%s", err, out)
+	}
+}
+
+// TestDoesNotLinkTheNATSServer: tahctl is a client; the server (and the node)
+// stay out of its binary.
+func TestDoesNotLinkTheNATSServer(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/nats-io/nats-server") || pkg == "github.com/tah-dev/tah/node" || pkg == "github.com/tah-dev/tah/bus" {
+			t.Errorf("tahctl links %s", pkg)
+		}
 	}
 }

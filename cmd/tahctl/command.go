@@ -2,43 +2,32 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"time"
+	"errors"
 
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/wire"
 )
 
-// command asks the API to publish a command (cancel, compact) for session sid
-// and waits, up to wait, for its outcome on a reply subject of its own.
-func (c *client) command(ctx context.Context, name, sid string, extra map[string]any, wait time.Duration) (wire.Outcome, error) {
-	var o wire.Outcome
-	replyTo := c.nc.NewRespInbox()
-	sub, err := c.nc.SubscribeSync(replyTo)
-	if err != nil {
-		return o, err
+// inputFailed is the error of a command (an input) for session sid that
+// could not be sent, or that the node could not carry out.
+func (c *conn) inputFailed(sid string, cmd wire.Command, err error) error {
+	var ce *client.CommandError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ce):
+		return inputFailure(sid, ce.Code, ce.Message)
+	case errors.Is(err, client.ErrNotFound):
+		return notFound(sid)
+	case errors.Is(err, client.ErrPayloadTooLarge):
+		return usageError("put the text in a file under the node's tools root and ask the agent to read it", "%v", err)
+	case errors.Is(err, client.ErrMalformedInput):
+		return usageError("`tahctl help`", "%v", err)
+	case errors.Is(err, client.ErrNoNode):
+		return errorf(exitUnavailable, "start a TAH node first: `tah-node`", "no TAH node at %s: %v", c.ep.url, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return errorf(exitUnavailable, "`tahctl show "+sid+"` tells the session's state; raise --timeout if the node is busy",
+			"the node took the %s command but did not say how it ended in time", cmd)
 	}
-	defer sub.Unsubscribe()
-	req := map[string]any{"session": sid, "reply_to": replyTo}
-	for k, v := range extra {
-		req[k] = v
-	}
-	var r wire.CommandReply
-	if err := c.call(ctx, name, req, &r); err != nil {
-		return o, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	m, err := sub.NextMsgWithContext(ctx)
-	if err != nil {
-		return o, errorf(exitUnavailable, "`tahctl show "+sid+"` tells the session's state; raise --timeout if the node is busy",
-			"the node took the %s command but did not say how it ended within %v", name, wait)
-	}
-	if err := json.Unmarshal(m.Data, &o); err != nil {
-		return o, fmt.Errorf("the node's outcome is not JSON: %v", err)
-	}
-	if o.Failure != "" {
-		return o, inputFailure(sid, o.FailureCode, o.Failure)
-	}
-	return o, nil
+	return errorf(exitUnavailable, "check that the node runs: `tahctl status`", "the %s input: %v", cmd, err)
 }

@@ -21,31 +21,23 @@ func runCompact(ctx context.Context, g *globals, args []string) error {
 	}
 	defer c.Close()
 	// A summary is an LLM call: give it the time of one.
-	o, err := c.command(ctx, "compact", id, nil, max(g.timeout, 10*time.Minute))
+	cctx, cancel := context.WithTimeout(ctx, max(g.timeout, 10*time.Minute))
+	r, err := c.Compact(cctx, id)
+	cancel()
 	if err != nil {
-		return err
+		return c.inputFailed(id, wire.CommandCompact, err)
+	}
+	compacted := r != nil
+	if !compacted {
+		r = &wire.CompactResult{}
 	}
 	if g.json {
-		return printJSON(g.stdout, map[string]any{"session": id, "compacted": o.Compact != nil, "turns": turns(o), "chars": chars(o)})
+		return printJSON(g.stdout, map[string]any{"session": id, "compacted": compacted, "turns": r.Turns, "chars": r.Chars})
 	}
-	if o.Compact == nil {
+	if !compacted {
 		fmt.Fprintf(g.stdout, "%s has no turn to compact\n", id)
 		return nil
 	}
-	fmt.Fprintf(g.stdout, "compacted %s of %s into a summary of %s characters\n", plural(o.Compact.Turns, "turn"), id, num(o.Compact.Chars))
+	fmt.Fprintf(g.stdout, "compacted %s of %s into a summary of %s characters\n", plural(r.Turns, "turn"), id, num(r.Chars))
 	return nil
-}
-
-func turns(o wire.Outcome) int {
-	if o.Compact == nil {
-		return 0
-	}
-	return o.Compact.Turns
-}
-
-func chars(o wire.Outcome) int {
-	if o.Compact == nil {
-		return 0
-	}
-	return o.Compact.Chars
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,8 +10,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/wire"
 )
@@ -31,57 +31,28 @@ func runEvents(ctx context.Context, g *globals, args []string) error {
 	}
 	defer c.Close()
 	p := eventPrinter{w: g.stdout, json: g.json, st: newStyle(g, g.stdout)}
-	// The log so far, a page at a time (smaller pages when events are large).
-	next, limit, last := *from, eventsPage, uint64(0)
-	for {
-		var r wire.EventsReply
-		err := c.call(ctx, "events", map[string]any{"session": id, "from_seq": next, "limit": limit}, &r)
-		if tooLarge(err) && limit > 1 {
-			limit /= 2
-			continue
-		}
-		if ce, ok := err.(*cliError); ok && ce.code == exitNotFound {
-			return errorf(exitNotFound, "`tahctl list` shows the sessions", "session %s not found", id)
+	// The log so far, a page at a time.
+	next := max(*from, 1) // the first sequence not printed
+	for ev, err := range c.Log(ctx, id, *from) {
+		if errors.Is(err, client.ErrNotFound) {
+			return notFound(id)
 		}
 		if err != nil {
+			return c.failed(wire.EndpointEvents, err)
+		}
+		if err := p.print(ev); err != nil {
 			return err
 		}
-		for _, ev := range r.Events {
-			if err := p.print(ev); err != nil {
-				return err
-			}
-		}
-		last = max(last, r.LastSeq)
-		if len(r.Events) == 0 || r.Events[len(r.Events)-1].Seq >= r.LastSeq {
-			break
-		}
-		next = r.Events[len(r.Events)-1].Seq + 1
+		next = max(next, ev.Seq+1)
 	}
 	if !*follow {
 		return nil
 	}
-	start := max(last, *from)
-	cons, err := c.js.OrderedConsumer(ctx, wire.EventStream, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{wire.SessionEvents(id)},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    start + 1,
-	})
+	f, err := c.Follow(ctx, id, next)
 	if err != nil {
 		return errorf(exitUnavailable, "check that the node runs: `tahctl status`", "follow the events of %s: %v", id, err)
 	}
-	evs := make(chan jetstream.Msg, 256)
-	done := make(chan struct{})
-	defer close(done)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		select {
-		case evs <- m:
-		case <-done:
-		}
-	})
-	if err != nil {
-		return err
-	}
-	defer cc.Stop()
+	defer f.Close()
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
@@ -90,21 +61,16 @@ func runEvents(ctx context.Context, g *globals, args []string) error {
 	}
 	for {
 		select {
-		case m := <-evs:
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			ev, err := event.Unmarshal(m.Data(), md.Sequence.Stream)
-			if err != nil {
-				continue
+		case ev, ok := <-f.Events():
+			if !ok {
+				return errorf(exitUnavailable, "check that the node runs: `tahctl status`", "the connection to the node closed")
 			}
 			if err := p.print(ev); err != nil {
 				return err
 			}
-		case s := <-c.conn:
+		case s := <-c.states:
 			if !g.json {
-				fmt.Fprintln(g.stderr, p.st.yellow("! "+s))
+				fmt.Fprintln(g.stderr, p.st.yellow("! "+string(s)))
 			}
 		case <-sigs:
 			return nil
@@ -113,9 +79,6 @@ func runEvents(ctx context.Context, g *globals, args []string) error {
 		}
 	}
 }
-
-// eventsPage is how many events one tah.api.events request asks for.
-const eventsPage = 200
 
 // eventPrinter prints events for people, or as JSON lines.
 type eventPrinter struct {

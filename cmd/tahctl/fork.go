@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 const forkHelp = `Copies a session's messages into a new session and prints the new id (on its
@@ -32,17 +34,13 @@ func runFork(ctx context.Context, g *globals, args []string) error {
 	if _, err := c.getSession(ctx, id); err != nil {
 		return err
 	}
-	req := map[string]any{"session": id}
+	req := wire.ForkRequest{Session: id}
 	if *turns >= 0 {
-		req["turns"] = *turns
+		req.Turns = turns
 	}
-	var r struct {
-		Session    string `json:"session"`
-		ForkedFrom string `json:"forked_from"`
-		Seq        uint64 `json:"seq"`
-	}
-	if err := c.call(ctx, "fork", req, &r); err != nil {
-		return err
+	r, err := c.Fork(ctx, req)
+	if err != nil {
+		return c.failed(wire.EndpointFork, err)
 	}
 	if g.json {
 		return printJSON(g.stdout, r)

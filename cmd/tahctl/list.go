@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -33,20 +33,12 @@ func runList(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	req := map[string]any{"status": *status, "limit": *limit}
+	r, err := c.List(ctx, wire.ListRequest{Status: projection.Status(*status), Limit: *limit})
+	if err != nil {
+		return c.failed(wire.EndpointList, err)
+	}
 	if g.json {
-		var r json.RawMessage
-		if err := c.call(ctx, "list", req, &r); err != nil {
-			return err
-		}
 		return printJSON(g.stdout, r)
-	}
-	var r struct {
-		Sessions []wire.SessionSummary `json:"sessions"`
-		Next     string                `json:"next"`
-	}
-	if err := c.call(ctx, "list", req, &r); err != nil {
-		return err
 	}
 	if len(r.Sessions) == 0 {
 		fmt.Fprintln(g.stderr, "no sessions yet: `tahctl send \"your question\"` starts one")

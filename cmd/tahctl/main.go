@@ -173,11 +173,10 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 // errHelp ends a command after its usage was printed on request.
 var errHelp = exitStatus(exitOK)
 
-// oneID is the single session id a command takes.
 // sessionCommand parses the arguments of a command that takes one session id
 // and connects: the start of cancel, compact, events, resume and show. The
 // caller closes c.
-func (g *globals) sessionCommand(ctx context.Context, fs *flag.FlagSet, args []string) (id string, c *client, err error) {
+func (g *globals) sessionCommand(ctx context.Context, fs *flag.FlagSet, args []string) (id string, c *conn, err error) {
 	pos, err := parse(fs, args)
 	if err != nil {
 		return "", nil, err
@@ -191,6 +190,7 @@ func (g *globals) sessionCommand(ctx context.Context, fs *flag.FlagSet, args []s
 	return id, c, nil
 }
 
+// oneID is the single session id a command takes.
 func oneID(fs *flag.FlagSet, pos []string) (string, error) {
 	switch len(pos) {
 	case 0:

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 // labels collects --label K=V flags.
@@ -36,12 +38,9 @@ func runNew(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	var r struct {
-		Session string `json:"session"`
-		Seq     uint64 `json:"seq"`
-	}
-	if err := c.call(ctx, "create", map[string]any{"labels": map[string]string(ls)}, &r); err != nil {
-		return err
+	r, err := c.Create(ctx, wire.CreateRequest{Labels: ls})
+	if err != nil {
+		return c.failed(wire.EndpointCreate, err)
 	}
 	if g.json {
 		return printJSON(g.stdout, r)

@@ -22,19 +22,15 @@ func runResume(ctx context.Context, g *globals, args []string) error {
 	if _, err := c.getSession(ctx, id); err != nil {
 		return err
 	}
-	w, err := c.watch(ctx, id)
-	if err != nil {
-		return err
-	}
+	w := c.watch(id)
 	defer w.Close()
 	if g.json {
 		_ = printJSON(g.stdout, map[string]any{"kind": "session", "session": id, "created": false})
 	} else {
 		w.note(w.st.dim("resuming ") + w.st.cyan(id))
 	}
-	if err := w.publish(ctx, "resume", wire.Input{}); err != nil {
+	if err := w.start(ctx, wire.CommandResume, wire.Input{}); err != nil {
 		return err
 	}
-	_, err = w.wait(ctx)
-	return err
+	return w.wait(ctx)
 }

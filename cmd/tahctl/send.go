@@ -63,20 +63,15 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	defer c.Close()
 	created := false
 	if *sid == "" {
-		var r struct {
-			Session string `json:"session"`
-		}
-		if err := c.call(ctx, "create", map[string]any{}, &r); err != nil {
-			return err
+		r, err := c.Create(ctx, wire.CreateRequest{})
+		if err != nil {
+			return c.failed(wire.EndpointCreate, err)
 		}
 		*sid, created = r.Session, true
 	} else if _, err := c.getSession(ctx, *sid); err != nil {
 		return err
 	}
-	w, err := c.watch(ctx, *sid)
-	if err != nil {
-		return err
-	}
+	w := c.watch(*sid)
 	defer w.Close()
 	if g.json {
 		_ = printJSON(g.stdout, map[string]any{"kind": "session", "session": *sid, "created": created})
@@ -89,9 +84,8 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	if *maxSteps > 0 {
 		in.Options = &wire.RunOptions{MaxSteps: *maxSteps}
 	}
-	if err := w.publish(ctx, "run", in); err != nil {
+	if err := w.start(ctx, wire.CommandRun, in); err != nil {
 		return err
 	}
-	_, err = w.wait(ctx)
-	return err
+	return w.wait(ctx)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 const showHelp = `Shows a session and its steps as a timeline: for each step its turn, kind
@@ -25,13 +26,11 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	var r struct {
-		Steps []projection.Step `json:"steps"`
-	}
 	// Brief: without each model call's whole request (the context, which grows
 	// with the session), so that the reply fits in a message.
-	if err := c.call(ctx, "steps", map[string]any{"session": id, "brief": true}, &r); err != nil {
-		return err
+	r, err := c.Steps(ctx, wire.StepsRequest{Session: id, Brief: true})
+	if err != nil {
+		return c.failed(wire.EndpointSteps, err)
 	}
 	if g.json {
 		return printJSON(g.stdout, map[string]any{"session": s, "steps": r.Steps})
@@ -64,42 +63,7 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 	t.add(cell{"TURN", st.bold}, cell{"#", st.bold}, cell{"KIND", st.bold}, cell{"STATUS", st.bold}, cell{"TIME", st.bold},
 		cell{"TOKENS", st.bold}, cell{"DETAIL", st.bold})
 	for i, step := range r.Steps {
-		tokens, detail := "", ""
-		switch step.Type {
-		case projection.StepLLM:
-			if step.Response != nil {
-				u := step.Response.Usage
-				tokens = num(u.InputTokens) + " → " + num(u.OutputTokens)
-				var names []string
-				for _, tc := range step.Response.ToolCalls {
-					names = append(names, tc.Name)
-				}
-				switch {
-				case len(names) > 0 && step.Response.Content != "":
-					detail = fmt.Sprintf("%q, then calls %s", oneLine(step.Response.Content, 30), strings.Join(names, ", "))
-				case len(names) > 0:
-					detail = "calls " + strings.Join(names, ", ")
-				default:
-					detail = fmt.Sprintf("%q", oneLine(step.Response.Content, 60))
-				}
-			}
-		case projection.StepTool:
-			detail = step.Tool + " " + compactJSON(step.Input, 50)
-			if step.Status.Done() {
-				detail += " → " + preview(step.Output, 50)
-			}
-			if step.Artifact != nil {
-				detail += fmt.Sprintf(" [full output: %s, %s bytes]", step.Artifact.Object, num(int(step.Artifact.Size)))
-			}
-		case projection.StepThinking:
-			detail = oneLine(step.Content, 80)
-		}
-		if step.Error != "" {
-			detail = strings.TrimSpace(detail + " " + st.red("error: "+oneLine(step.Error, 80)))
-			if step.Code != "" {
-				detail += " [" + step.Code + "]"
-			}
-		}
+		tokens, detail := stepDetail(st, step)
 		t.add(plain(fmt.Sprint(step.Turn)), plain(fmt.Sprint(i+1)), plain(string(step.Type)), statusCell(st, string(step.Status)),
 			plain(ms(step.DurationMS)), plain(tokens), plain(detail))
 	}
@@ -137,4 +101,44 @@ func cutLines(s string, n int, more string) string {
 		return s
 	}
 	return strings.Join(lines[:n], "\n") + fmt.Sprintf("\n… %d more lines: %s", len(lines)-n, more)
+}
+
+// stepDetail is a step's tokens and what it did, on one line each.
+func stepDetail(st style, step projection.Step) (tokens, detail string) {
+	switch step.Type {
+	case projection.StepLLM:
+		if step.Response != nil {
+			u := step.Response.Usage
+			tokens = num(u.InputTokens) + " → " + num(u.OutputTokens)
+			var names []string
+			for _, tc := range step.Response.ToolCalls {
+				names = append(names, tc.Name)
+			}
+			switch {
+			case len(names) > 0 && step.Response.Content != "":
+				detail = fmt.Sprintf("%q, then calls %s", oneLine(step.Response.Content, 30), strings.Join(names, ", "))
+			case len(names) > 0:
+				detail = "calls " + strings.Join(names, ", ")
+			default:
+				detail = fmt.Sprintf("%q", oneLine(step.Response.Content, 60))
+			}
+		}
+	case projection.StepTool:
+		detail = step.Tool + " " + compactJSON(step.Input, 50)
+		if step.Status.Done() {
+			detail += " → " + preview(step.Output, 50)
+		}
+		if step.Artifact != nil {
+			detail += fmt.Sprintf(" [full output: %s, %s bytes]", step.Artifact.Object, num(int(step.Artifact.Size)))
+		}
+	case projection.StepThinking:
+		detail = oneLine(step.Content, 80)
+	}
+	if step.Error != "" {
+		detail = strings.TrimSpace(detail + " " + st.red("error: "+oneLine(step.Error, 80)))
+		if step.Code != "" {
+			detail += " [" + step.Code + "]"
+		}
+	}
+	return tokens, detail
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -11,19 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/wire"
 )
-
-// nodeInstance is one node's API service, as micro discovery finds it.
-type nodeInstance struct {
-	Node     string `json:"node"`
-	Instance string `json:"instance"`
-	Version  string `json:"version"`
-	NATS     string `json:"nats,omitempty"`
-	Provider string `json:"provider,omitempty"`
-}
 
 // nodeView is a node of tah_nodes as `status --json` prints it: the record,
 // its partitions as a compact list and how old its heartbeat is (by the
@@ -49,7 +38,7 @@ type clusterStatus struct {
 	// and may miss a slow node.
 	Nodes      []wire.NodeRecord
 	NodesError string
-	Discovered []nodeInstance
+	Discovered []client.Instance
 	Sessions   int
 	More       bool
 	// SessionsError says why the sessions could not be listed.
@@ -78,26 +67,23 @@ func runStatus(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	var st wire.StatusReply
-	if err := callRetry(ctx, c, "status", map[string]any{}, &st); err != nil {
-		return err
+	st, err := c.Status(ctx)
+	if err != nil {
+		return c.failed(wire.EndpointStatus, err)
 	}
 	cs := clusterStatus{URL: c.ep.url, Answered: st, Nodes: st.Nodes, NodesError: st.NodesError}
 	if cs.Answered.Time.IsZero() {
 		cs.Answered.Time = time.Now()
 	}
 	if len(st.Nodes) == 0 {
-		if cs.Discovered, err = discover(ctx, c.nc, 2*time.Second); err != nil {
+		if cs.Discovered, err = c.Discover(ctx, 2*time.Second); err != nil {
 			return err
 		}
 	}
-	var page struct {
-		Sessions []wire.SessionSummary `json:"sessions"`
-		Next     string                `json:"next"`
-	}
 	// The nodes are worth showing even when the sessions cannot be listed:
 	// print what there is, then fail.
-	listErr := callRetry(ctx, c, "list", map[string]any{"limit": 1000}, &page)
+	page, listErr := c.List(ctx, wire.ListRequest{Limit: wire.ListMax})
+	listErr = c.failed(wire.EndpointList, listErr)
 	cs.Sessions, cs.More = len(page.Sessions), page.Next != ""
 	cs.ByStatus = map[string]int{}
 	for _, s := range page.Sessions {
@@ -112,29 +98,6 @@ func runStatus(ctx context.Context, g *globals, args []string) error {
 		err = cs.write(g.stdout, newStyle(g, g.stdout))
 	}
 	return cmp.Or(err, listErr)
-}
-
-// callRetry is c.call tried up to three times, each within a third of
-// --timeout (at least a second). Every node serves the API in one queue group
-// and the server hands each request to one member at random; a node that is
-// paused, or cut off with its embedded server, keeps its place in the group
-// until the other servers drop its route (minutes, with NATS's default pings),
-// so the requests that land on it time out. Another try most likely reaches a
-// live node, and status is what people run when something is wrong.
-func callRetry(ctx context.Context, c *client, name string, req, resp any) error {
-	g := *c.g
-	g.timeout = max(c.g.timeout/3, time.Second)
-	try := *c
-	try.g = &g
-	var err error
-	for range 3 {
-		start := time.Now()
-		if err = try.call(ctx, name, req, resp); err == nil || ctx.Err() != nil ||
-			exitCode(err) != exitUnavailable || time.Since(start) < g.timeout {
-			return err
-		}
-	}
-	return err
 }
 
 // jsonView is the object `status --json` prints.
@@ -318,52 +281,9 @@ func nonNil(ps []int) []int {
 	return ps
 }
 
-func nonNilInstances(ns []nodeInstance) []nodeInstance {
+func nonNilInstances(ns []client.Instance) []client.Instance {
 	if ns == nil {
-		return []nodeInstance{}
+		return []client.Instance{}
 	}
 	return ns
-}
-
-// discover lists the instances of the API service "tah", one per node, by
-// micro discovery: it collects $SRV.INFO.tah replies until wait passes, or
-// 200ms after the last one.
-func discover(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]nodeInstance, error) {
-	inbox := nc.NewInbox()
-	ch := make(chan *nats.Msg, 64)
-	sub, err := nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Unsubscribe()
-	subj, err := micro.ControlSubject(micro.InfoVerb, wire.APIService, "")
-	if err != nil {
-		return nil, err
-	}
-	if err := nc.PublishRequest(subj, inbox, nil); err != nil {
-		return nil, err
-	}
-	var out []nodeInstance
-	total := time.NewTimer(wait)
-	defer total.Stop()
-	var quiet <-chan time.Time
-	for {
-		select {
-		case m := <-ch:
-			var info micro.Info
-			if json.Unmarshal(m.Data, &info) == nil && info.Name == wire.APIService {
-				out = append(out, nodeInstance{Node: info.Metadata["node"], Instance: info.ID, Version: info.Version,
-					NATS: info.Metadata["nats"], Provider: info.Metadata["provider"]})
-			}
-			quiet = time.After(200 * time.Millisecond)
-		case <-quiet:
-			sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
-			return out, nil
-		case <-total.C:
-			sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
-			return out, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
 }

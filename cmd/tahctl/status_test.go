@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -98,7 +99,7 @@ func TestStatusShowsNodesAndPartitions(t *testing.T) {
 
 func TestStatusWithoutHeartbeatsFallsBackToDiscovery(t *testing.T) {
 	cs := clusterStatus{URL: "nats://x", Answered: wire.StatusReply{Node: "a", Partitions: 16, Time: time.Now()},
-		Discovered: []nodeInstance{{Node: "a", Version: "1.0.0", Provider: "mock", NATS: "nats://x"}}, ByStatus: map[string]int{}}
+		Discovered: []client.Instance{{Node: "a", Version: "1.0.0", Provider: "mock", NATS: "nats://x"}}, ByStatus: map[string]int{}}
 	var b strings.Builder
 	if err := cs.write(&b, style{}); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
 )
 
 // runTools is `tahctl tools`.
@@ -24,11 +24,9 @@ func runTools(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	var r struct {
-		Tools []llm.ToolSchema `json:"tools"`
-	}
-	if err := c.call(ctx, "tools", map[string]any{}, &r); err != nil {
-		return err
+	r, err := c.Tools(ctx)
+	if err != nil {
+		return c.failed(wire.EndpointTools, err)
 	}
 	if g.json {
 		return printJSON(g.stdout, r)

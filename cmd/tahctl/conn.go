@@ -2,19 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/wire"
@@ -102,79 +98,45 @@ func (g *globals) resolve() endpoint {
 	return ep
 }
 
-// client is a connection to the node's NATS.
-type client struct {
+// conn is tahctl's connection to the node: the client, and where it was
+// found, for messages.
+type conn struct {
+	*client.Client
 	g  *globals
 	ep endpoint
-	nc *nats.Conn
-	js jetstream.JetStream
-	// conn receives "disconnected" and "reconnected" as they happen.
-	conn chan string
+	// states receives "disconnected" and "reconnected" as they happen.
+	states chan client.ConnEvent
 }
 
 // connect connects to the node, or fails with exitUnavailable and what to do.
-func (g *globals) connect(ctx context.Context) (*client, error) {
+func (g *globals) connect(ctx context.Context) (*conn, error) {
 	ep := g.resolve()
-	c := &client{g: g, ep: ep, conn: make(chan string, 16)}
-	note := func(s string) {
-		select {
-		case c.conn <- s:
-		default:
-		}
-	}
-	opts := []nats.Option{
-		nats.Name("tahctl"),
-		nats.Timeout(3 * time.Second),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500 * time.Millisecond),
-		nats.DisconnectErrHandler(func(*nats.Conn, error) { note("disconnected") }),
-		nats.ReconnectHandler(func(*nats.Conn) { note("reconnected") }),
-	}
-	if ep.user != "" {
-		opts = append(opts, nats.UserInfo(ep.user, ep.password))
-	}
-	type result struct {
-		nc  *nats.Conn
-		err error
-	}
-	done := make(chan result, 1)
-	go func() { // ends within nats.Timeout
-		nc, err := nats.Connect(ep.url, opts...)
-		done <- result{nc, err}
-	}()
-	var r result
-	select {
-	case r = <-done:
-	case <-ctx.Done():
-		go func() { // close the connection the abandoned attempt may still make
-			if r := <-done; r.nc != nil {
-				r.nc.Close()
+	c := &conn{g: g, ep: ep, states: make(chan client.ConnEvent, 16)}
+	cl, err := client.Connect(ctx, client.Options{
+		URL: ep.url, User: ep.user, Password: ep.password, Name: "tahctl", RequestTimeout: g.timeout,
+		OnConnection: func(e client.ConnEvent) {
+			select {
+			case c.states <- e:
+			default:
 			}
-		}()
-		return nil, ctx.Err()
-	}
-	if r.err != nil {
-		return nil, ep.connectError(r.err)
-	}
-	c.nc = r.nc
-	js, err := jetstream.New(c.nc)
+		},
+	})
 	if err != nil {
-		c.nc.Close()
-		return nil, err
+		return nil, ep.connectError(err)
 	}
-	c.js = js
+	c.Client = cl
 	return c, nil
 }
 
 func (ep endpoint) connectError(err error) error {
-	msg := strings.ToLower(err.Error())
-	if errors.Is(err, nats.ErrAuthorization) || strings.Contains(msg, "authorization") || strings.Contains(msg, "authentication") {
-		var how string
-		switch {
-		case ep.credsFrom == "":
+	var ce *client.ConnectError
+	if !errors.As(err, &ce) {
+		return errorf(exitUnavailable, "check --server and the credentials", "%v", err)
+	}
+	if errors.Is(err, client.ErrAuth) {
+		how := "tahctl used the credentials of " + ep.credsFrom
+		if ep.credsFrom == "" {
 			how = "tahctl found no credentials"
-		default:
-			how = "tahctl used the credentials of " + ep.credsFrom
 		}
 		return errorf(exitUnavailable,
 			"run tahctl in the directory where tah-node runs (it reads .tah/credentials.json), or give --data-dir DIR, or set TAH_NATS_USER and TAH_NATS_PASSWORD",
@@ -188,74 +150,37 @@ func (ep endpoint) connectError(err error) error {
 	if strings.HasSuffix(ep.urlFrom, localnode.NodeInfoFile) {
 		try = "the node that wrote " + ep.urlFrom + " is gone: start it again with `tah-node`, or point tahctl elsewhere with --server URL"
 	}
-	return errorf(exitUnavailable, try, "no TAH node answers at %s: %v", where, err)
+	return errorf(exitUnavailable, try, "no TAH node answers at %s: %v", where, ce.Err)
 }
 
-// Close closes the connection, sending what is buffered first.
-func (c *client) Close() {
-	if c.nc != nil {
-		_ = c.nc.FlushTimeout(time.Second)
-		c.nc.Close()
-	}
-}
-
-// call sends a request to tah.api.<name> and decodes the reply into resp
-// (a *json.RawMessage keeps it as it came). Errors carry the exit code that
-// the node's error code means.
-func (c *client) call(ctx context.Context, name string, req, resp any) error {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.g.timeout)
-	defer cancel()
-	m, err := c.nc.RequestWithContext(ctx, wire.APIPrefix+name, body)
+// failed is the error of an API call to endpoint that failed: what it
+// means, its exit code and what to do.
+func (c *conn) failed(endpoint string, err error) error {
+	subj := wire.APISubject(endpoint)
+	var ae *client.APIError
 	switch {
-	case errors.Is(err, nats.ErrNoResponders):
-		return errorf(exitUnavailable, "start a node with `tah-node`; `tahctl status` checks",
-			"NATS answers at %s, but no TAH node serves the API (tah.api.%s)", c.ep.url, name)
-	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		return errorf(exitUnavailable, "check the node's log; raise --timeout if it is busy",
-			"the node did not answer tah.api.%s within %v", name, c.g.timeout)
-	case err != nil:
-		return errorf(exitUnavailable, "check that the node runs: `tahctl status`", "tah.api.%s: %v", name, err)
-	}
-	if code := m.Header.Get(wire.HeaderServiceErrorCode); code != "" {
-		return apiError(name, code, m.Header.Get(wire.HeaderServiceError))
-	}
-	if resp == nil {
+	case err == nil:
 		return nil
+	case errors.As(err, &ae):
+		switch ae.Code {
+		case wire.APIErrNotFound:
+			return errorf(exitNotFound, "`tahctl list` shows the sessions", "%s", ae.Message)
+		case wire.APIErrBadRequest:
+			return errorf(exitUsage, "`tahctl help` shows the commands and their arguments", "%s", ae.Message)
+		case wire.APIErrConflict:
+			return errorf(exitFailed, "", "%s", ae.Message)
+		case wire.APIErrTooLarge:
+			return errorf(exitFailed, "ask for less: `tahctl events --from SEQ`", "%s", ae.Message)
+		}
+		return errorf(exitFailed, "see the node's log", "%s failed (%s): %s", subj, ae.Code, ae.Message)
+	case errors.Is(err, client.ErrNoNode):
+		return errorf(exitUnavailable, "start a node with `tah-node`; `tahctl status` checks",
+			"NATS answers at %s, but no TAH node serves the API (%s)", c.ep.url, subj)
+	case errors.Is(err, client.ErrUnavailable):
+		return errorf(exitUnavailable, "check the node's log; raise --timeout if it is busy",
+			"the node did not answer %s within %v", subj, c.g.timeout)
 	}
-	if err := json.Unmarshal(m.Data, resp); err != nil {
-		return fmt.Errorf("tah.api.%s: the reply is not what tahctl expects (%v): is the node of another version?", name, err)
-	}
-	return nil
-}
-
-// apiError is the error of a micro error reply.
-func apiError(name, code, desc string) error {
-	switch code {
-	case "404":
-		return errorf(exitNotFound, "`tahctl list` shows the sessions", "%s", desc)
-	case "400":
-		return errorf(exitUsage, "`tahctl help` shows the commands and their arguments", "%s", desc)
-	case "409":
-		return errorf(exitFailed, "", "%s", desc)
-	case "413":
-		return &cliError{code: exitFailed, err: &serviceError{code: code, msg: desc}, try: "ask for less: `tahctl events --from SEQ`"}
-	}
-	return errorf(exitFailed, "see the node's log", "tah.api.%s failed (%s): %s", name, code, desc)
-}
-
-// serviceError is an error reply of the API whose code a command handles.
-type serviceError struct{ code, msg string }
-
-func (e *serviceError) Error() string { return e.msg }
-
-// tooLarge reports whether err is the API's "the reply would not fit".
-func tooLarge(err error) bool {
-	var se *serviceError
-	return errors.As(err, &se) && se.code == "413"
+	return errorf(exitUnavailable, "check that the node runs: `tahctl status`", "%s: %v", subj, err)
 }
 
 // checkID refuses what cannot be a session id before it reaches a subject.
@@ -270,16 +195,19 @@ func checkID(id string) error {
 	return nil
 }
 
+// notFound is the error of a session that does not exist.
+func notFound(id string) error {
+	return errorf(exitNotFound, "`tahctl list` shows the sessions", "session %s not found", id)
+}
+
 // getSession returns the session's row; exitNotFound when there is none.
-func (c *client) getSession(ctx context.Context, id string) (wire.SessionSummary, error) {
-	var v wire.SessionSummary
+func (c *conn) getSession(ctx context.Context, id string) (wire.SessionSummary, error) {
 	if err := checkID(id); err != nil {
-		return v, err
+		return wire.SessionSummary{}, err
 	}
-	err := c.call(ctx, "get", map[string]string{"session": id}, &v)
-	var ce *cliError
-	if errors.As(err, &ce) && ce.code == exitNotFound {
-		return v, errorf(exitNotFound, "`tahctl list` shows the sessions", "session %s not found", id)
+	v, err := c.Get(ctx, id)
+	if errors.Is(err, client.ErrNotFound) {
+		return v, notFound(id)
 	}
-	return v, err
+	return v, c.failed(wire.EndpointGet, err)
 }

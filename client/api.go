@@ -1,0 +1,110 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tah-dev/tah/wire"
+)
+
+// The API (docs/protocol.md, "The API"): one method per endpoint of
+// wire.Endpoints(). Each fails with an *APIError for an error reply (which
+// unwraps to ErrNotFound, ErrBadRequest, ErrConflict or ErrTooLarge), with
+// ErrNoNode when no node serves the API, and with ErrUnavailable when none
+// answered in time. A session id that is not one fails before anything is
+// sent, wrapping event.ErrInvalidSessionID.
+
+// Create makes a session (req.Session, or a fresh id) and returns its id.
+func (c *Client) Create(ctx context.Context, req wire.CreateRequest) (wire.CreateReply, error) {
+	if req.Session != "" {
+		if err := validSession(req.Session); err != nil {
+			return wire.CreateReply{}, err
+		}
+	}
+	return request[wire.CreateReply](ctx, c, wire.EndpointCreate, req)
+}
+
+// Get returns session sid's summary.
+func (c *Client) Get(ctx context.Context, sid string) (wire.SessionSummary, error) {
+	if err := validSession(sid); err != nil {
+		return wire.SessionSummary{}, err
+	}
+	return request[wire.SessionSummary](ctx, c, wire.EndpointGet, wire.SessionRequest{Session: sid})
+}
+
+// List returns a page of sessions, newest first.
+func (c *Client) List(ctx context.Context, req wire.ListRequest) (wire.ListReply, error) {
+	return request[wire.ListReply](ctx, c, wire.EndpointList, req)
+}
+
+// Fork copies the messages of req.Session (its first *req.Turns turns) into a
+// new session.
+func (c *Client) Fork(ctx context.Context, req wire.ForkRequest) (wire.ForkReply, error) {
+	if err := validSession(req.Session); err != nil {
+		return wire.ForkReply{}, err
+	}
+	return request[wire.ForkReply](ctx, c, wire.EndpointFork, req)
+}
+
+// Messages returns session sid's full history, summaries included.
+func (c *Client) Messages(ctx context.Context, sid string) (wire.MessagesReply, error) {
+	if err := validSession(sid); err != nil {
+		return wire.MessagesReply{}, err
+	}
+	return request[wire.MessagesReply](ctx, c, wire.EndpointMessages, wire.SessionRequest{Session: sid})
+}
+
+// Steps returns a session's steps.
+func (c *Client) Steps(ctx context.Context, req wire.StepsRequest) (wire.StepsReply, error) {
+	if err := validSession(req.Session); err != nil {
+		return wire.StepsReply{}, err
+	}
+	return request[wire.StepsReply](ctx, c, wire.EndpointSteps, req)
+}
+
+// Events returns one page of a session's events (Log reads them all).
+func (c *Client) Events(ctx context.Context, req wire.EventsRequest) (wire.EventsReply, error) {
+	if err := validSession(req.Session); err != nil {
+		return wire.EventsReply{}, err
+	}
+	return request[wire.EventsReply](ctx, c, wire.EndpointEvents, req)
+}
+
+// Command asks the API to publish command cmd (compact, resume or cancel)
+// to req.Session's input, and returns the input's id at once; the outcome
+// goes to req.ReplyTo. (Compact, Cancel and Resume publish the input
+// themselves and wait for its outcome.)
+func (c *Client) Command(ctx context.Context, cmd wire.Command, req wire.CommandRequest) (wire.CommandReply, error) {
+	endpoint, ok := commandEndpoints[cmd]
+	if !ok {
+		return wire.CommandReply{}, fmt.Errorf("the API has no endpoint for command %q (compact, resume, cancel): %w", cmd, ErrBadRequest)
+	}
+	if err := validSession(req.Session); err != nil {
+		return wire.CommandReply{}, err
+	}
+	return request[wire.CommandReply](ctx, c, endpoint, req)
+}
+
+var commandEndpoints = map[wire.Command]string{
+	wire.CommandCompact: wire.EndpointCompact, wire.CommandResume: wire.EndpointResume, wire.CommandCancel: wire.EndpointCancel,
+}
+
+// Tools lists the tools the answering node offers to the model.
+func (c *Client) Tools(ctx context.Context) (wire.ToolsReply, error) {
+	return request[wire.ToolsReply](ctx, c, wire.EndpointTools, wire.EmptyRequest{})
+}
+
+// Status returns the answering node's status and every live node of the
+// cluster.
+func (c *Client) Status(ctx context.Context) (wire.StatusReply, error) {
+	return request[wire.StatusReply](ctx, c, wire.EndpointStatus, wire.EmptyRequest{})
+}
+
+// validSession refuses what cannot be a session id before it reaches a
+// subject.
+func validSession(sid string) error {
+	if err := wire.ValidSessionID(sid); err != nil {
+		return fmt.Errorf("session %q: %w", sid, err)
+	}
+	return nil
+}

@@ -1,0 +1,275 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/bus/bustest"
+	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/wire"
+)
+
+// TestAPI calls every endpoint of the API against a real node, and checks
+// that each is covered.
+func TestAPI(t *testing.T) {
+	ctx := ctxT(t)
+	n := startNode(t, mock.Scripted(mock.Say("hi").Always()))
+	c := connect(t, n)
+
+	created, err := c.Create(ctx, wire.CreateRequest{Session: "s_api", Labels: map[string]string{"k": "v"}})
+	if err != nil || created.Session != "s_api" || created.Seq == 0 {
+		t.Fatalf("create: %+v %v", created, err)
+	}
+	if out := run(t, c, "s_api", "hello"); out.Status != "completed" || out.Content != "hi" {
+		t.Fatalf("run: %+v", out)
+	}
+	one := 1
+	calls := map[string]func() error{
+		wire.EndpointCreate: func() error { _, err := c.Create(ctx, wire.CreateRequest{}); return err },
+		wire.EndpointGet: func() error {
+			s, err := c.Get(ctx, "s_api")
+			if err == nil && (s.ID != "s_api" || s.Labels["k"] != "v" || s.Turn != 1) {
+				t.Errorf("get: %+v", s)
+			}
+			return err
+		},
+		wire.EndpointList: func() error {
+			r, err := c.List(ctx, wire.ListRequest{Limit: 10})
+			if err == nil && !slices.ContainsFunc(r.Sessions, func(s wire.SessionSummary) bool { return s.ID == "s_api" }) {
+				t.Errorf("list: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointFork: func() error {
+			r, err := c.Fork(ctx, wire.ForkRequest{Session: "s_api", Turns: &one})
+			if err == nil && (r.ForkedFrom != "s_api" || r.Session == "") {
+				t.Errorf("fork: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointMessages: func() error {
+			r, err := c.Messages(ctx, "s_api")
+			if err == nil && (len(r.Messages) != 2 || r.Messages[1].Content != "hi") {
+				t.Errorf("messages: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointSteps: func() error {
+			r, err := c.Steps(ctx, wire.StepsRequest{Session: "s_api", Brief: true})
+			if err == nil && (len(r.Steps) != 1 || r.Steps[0].Request != nil) {
+				t.Errorf("steps: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointEvents: func() error {
+			r, err := c.Events(ctx, wire.EventsRequest{Session: "s_api", Limit: 1})
+			if err == nil && (len(r.Events) != 1 || r.Events[0].Type != event.SessionCreated || r.LastSeq <= r.Events[0].Seq) {
+				t.Errorf("events: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointCompact: func() error {
+			r, err := c.Command(ctx, wire.CommandCompact, wire.CommandRequest{Session: "s_api"})
+			if err == nil && (r.InputID == "" || r.Command != wire.CommandCompact) {
+				t.Errorf("compact: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointResume: func() error {
+			_, err := c.Command(ctx, wire.CommandResume, wire.CommandRequest{Session: "s_api"})
+			return err
+		},
+		wire.EndpointCancel: func() error {
+			_, err := c.Command(ctx, wire.CommandCancel, wire.CommandRequest{Session: "s_api", Reason: "test"})
+			return err
+		},
+		wire.EndpointTools: func() error {
+			r, err := c.Tools(ctx)
+			if err == nil && r.Tools == nil {
+				t.Errorf("tools: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointStatus: func() error {
+			r, err := c.Status(ctx)
+			if err == nil && (r.APIVersion != wire.APIVersion || r.Partitions != 2) {
+				t.Errorf("status: %+v", r)
+			}
+			return err
+		},
+	}
+	for _, e := range wire.Endpoints() {
+		call, ok := calls[e.Name]
+		if !ok {
+			t.Errorf("endpoint %s is not covered", e.Name)
+			continue
+		}
+		if err := call(); err != nil {
+			t.Errorf("%s: %v", e.Name, err)
+		}
+		delete(calls, e.Name)
+	}
+	if len(calls) > 0 {
+		t.Errorf("calls of endpoints that do not exist: %v", calls)
+	}
+}
+
+func TestAPIErrors(t *testing.T) {
+	ctx := ctxT(t)
+	n := startNode(t, mock.Scripted(mock.Say("hi").Always()))
+	c := connect(t, n)
+	if _, err := c.Create(ctx, wire.CreateRequest{Session: "s_dup"}); err != nil {
+		t.Fatal(err)
+	}
+	var ae *client.APIError
+	_, err := c.Create(ctx, wire.CreateRequest{Session: "s_dup"})
+	if !errors.Is(err, client.ErrConflict) || !errors.As(err, &ae) || ae.Endpoint != wire.EndpointCreate || ae.Code != wire.APIErrConflict {
+		t.Errorf("create twice: %v", err)
+	}
+	_, err = c.Get(ctx, "s_nope")
+	if !errors.Is(err, client.ErrNotFound) || !errors.As(err, &ae) || !strings.Contains(ae.Message, "s_nope") {
+		t.Errorf("get unknown: %v", err)
+	}
+	if _, err := c.Fork(ctx, wire.ForkRequest{Session: "s_nope"}); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("fork unknown: %v", err)
+	}
+	minus := -1
+	if _, err := c.Fork(ctx, wire.ForkRequest{Session: "s_dup", Turns: &minus}); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("fork with negative turns: %v", err)
+	}
+	if _, err := c.List(ctx, wire.ListRequest{Before: "not a cursor"}); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("list with a bad cursor: %v", err)
+	}
+	// Ids that cannot be a session's are refused before anything is sent.
+	for _, call := range []func() error{
+		func() error { _, err := c.Get(ctx, "a.b"); return err },
+		func() error { _, err := c.Events(ctx, wire.EventsRequest{Session: ""}); return err },
+		func() error { _, err := c.Create(ctx, wire.CreateRequest{Session: "two words"}); return err },
+		func() error { _, err := c.Run(ctx, "a.*", wire.Input{Text: "x"}); return err },
+	} {
+		if err := call(); !errors.Is(err, event.ErrInvalidSessionID) {
+			t.Errorf("invalid id: %v", err)
+		}
+	}
+	if _, err := c.Command(ctx, wire.CommandRun, wire.CommandRequest{Session: "s_dup"}); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("run through the API: %v", err)
+	}
+}
+
+// TestLogPagesThroughLargeEvents: Log reads every event even when a page of
+// them would not fit in a message (the node answers 413; Log asks for less).
+func TestLogPagesThroughLargeEvents(t *testing.T) {
+	ctx := ctxT(t)
+	long := strings.Repeat("word ", 1600) // 8 KB in llm.completed, and again in agent.finished
+	n := startNode(t, mock.Scripted(mock.Say(long).Always()), func(c *bus.Config) { c.MaxPayload = 48 << 10 })
+	c := connect(t, n)
+	sid := newSession(t, c)
+	for range 3 {
+		if o := run(t, c, sid, "talk"); o.Status != "completed" {
+			t.Fatalf("%+v", o)
+		}
+	}
+	if _, err := c.Events(ctx, wire.EventsRequest{Session: sid}); !errors.Is(err, client.ErrTooLarge) {
+		t.Fatalf("all events in one page: %v, want ErrTooLarge", err)
+	}
+	var seqs []uint64
+	for ev, err := range c.Log(ctx, sid, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, ev.Seq)
+	}
+	if len(seqs) < 3*5 {
+		t.Fatalf("log: %v", seqs)
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Fatalf("log out of order or twice: %v", seqs)
+		}
+	}
+	var from []uint64
+	for ev, err := range c.Log(ctx, sid, seqs[3]) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		from = append(from, ev.Seq)
+	}
+	if !slices.Equal(from, seqs[3:]) {
+		t.Fatalf("log from %d: %v, want %v", seqs[3], from, seqs[3:])
+	}
+	if _, err := c.Run(ctx, sid, wire.Input{Text: strings.Repeat("a", 48<<10)}); !errors.Is(err, client.ErrPayloadTooLarge) {
+		t.Fatalf("an input over the max payload: %v", err)
+	}
+}
+
+// TestNoNode: NATS without a TAH node: the API has no responders, and there
+// is no stream to follow or publish to.
+func TestNoNode(t *testing.T) {
+	ctx := ctxT(t)
+	srv := bustest.Server(t)
+	c, err := client.Connect(ctx, client.Options{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Get(ctx, "s_1"); !errors.Is(err, client.ErrNoNode) {
+		t.Errorf("get: %v", err)
+	}
+	if _, err := c.Run(ctx, "s_1", wire.Input{Text: "hi"}); !errors.Is(err, client.ErrNoNode) {
+		t.Errorf("run: %v", err)
+	}
+	if _, err := c.Follow(ctx, "s_1", 0); !errors.Is(err, client.ErrNoNode) {
+		t.Errorf("follow: %v", err)
+	}
+}
+
+// TestReadsAreRetried: a request that reads is tried again when a try gets
+// no answer (a node paused in the API's queue group took it); one that
+// writes is not.
+func TestReadsAreRetried(t *testing.T) {
+	ctx := ctxT(t)
+	srv := bustest.Server(t)
+	nc := bustest.Connect(t, srv)
+	var gets, creates atomic.Int64
+	// A node that misses the first request of each kind.
+	answer := func(count *atomic.Int64, body string) nats.MsgHandler {
+		return func(m *nats.Msg) {
+			if count.Add(1) > 1 {
+				_ = m.Respond([]byte(body))
+			}
+		}
+	}
+	if _, err := nc.QueueSubscribe(wire.APISubject(wire.EndpointGet), wire.APIQueueGroup, answer(&gets, `{"id":"s_1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.QueueSubscribe(wire.APISubject(wire.EndpointCreate), wire.APIQueueGroup, answer(&creates, `{"session":"s_2"}`)); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	c, err := client.Connect(ctx, client.Options{URL: srv.ClientURL(), RequestTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if s, err := c.Get(ctx, "s_1"); err != nil || s.ID != "s_1" || gets.Load() != 2 {
+		t.Errorf("get: %+v %v after %d tries", s, err, gets.Load())
+	}
+	if _, err := c.Create(ctx, wire.CreateRequest{}); !errors.Is(err, client.ErrUnavailable) || creates.Load() != 1 {
+		t.Errorf("create: %v after %d tries", err, creates.Load())
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := c.Status(cctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled call: %v", err)
+	}
+}

@@ -1,0 +1,145 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/wire"
+)
+
+// Errors of this package. Methods wrap them with %w and say what they were
+// doing; test for them with errors.Is.
+var (
+	// ErrInvalidOptions: Options that Validate refuses.
+	ErrInvalidOptions = errors.New("invalid client options")
+	// ErrNoServer: Connect found no NATS server at the URL: nothing listens
+	// there, or it cannot be reached.
+	ErrNoServer = errors.New("no NATS server answers")
+	// ErrAuth: the NATS server refused the credentials (or wanted some and got
+	// none).
+	ErrAuth = errors.New("NATS refused the credentials")
+	// ErrNoNode: NATS answers, but no TAH node does: nobody serves the API
+	// (tah.api.*), or TAH's streams are not there. Start a node.
+	ErrNoNode = errors.New("no TAH node serves the API")
+	// ErrUnavailable: TAH did not answer in time, even after the tries that a
+	// temporary unavailability deserves (a busy node, a stream electing a
+	// leader for longer than usual).
+	ErrUnavailable = errors.New("TAH did not answer in time")
+	// ErrNotFound: no such session: the API said 404, or a node refused an
+	// input for a session that does not exist (unknown_session).
+	ErrNotFound = errors.New("session not found")
+	// ErrBadRequest: the API refused the request as not valid (400).
+	ErrBadRequest = errors.New("bad request")
+	// ErrConflict: the session to create exists already (409).
+	ErrConflict = errors.New("session exists already")
+	// ErrTooLarge: the API's reply would not fit in one NATS message (413):
+	// ask for less (a limit, a later from_seq, brief steps).
+	ErrTooLarge = errors.New("reply too large")
+	// ErrPayloadTooLarge: an input larger than the server's max payload, not
+	// sent. Put large texts in a file the agent reads.
+	ErrPayloadTooLarge = natsx.ErrPayloadTooLarge
+	// ErrMalformedInput is wire.ErrMalformedInput: an input that does not
+	// validate (not sent), or that a node refused (malformed_input).
+	ErrMalformedInput = wire.ErrMalformedInput
+	// ErrBusy: a compaction asked while a turn runs (failure busy).
+	ErrBusy = errors.New("session is running a turn")
+	// ErrNothingToResume: a resume of a session that has no unfinished turn
+	// (failure nothing_to_resume).
+	ErrNothingToResume = errors.New("nothing to resume")
+	// ErrRejected: the node could not hand the input to its session
+	// (rejected); the node's log says why.
+	ErrRejected = errors.New("input rejected")
+	// ErrClosed: the Client, the Turn or the Follower is closed, or its NATS
+	// connection is.
+	ErrClosed = errors.New("closed")
+)
+
+// ConnectError is a Connect that failed: the URL and NATS's error. It
+// unwraps to ErrNoServer or ErrAuth when it is one of those, and to NATS's
+// error.
+type ConnectError struct {
+	URL string
+	// Kind is ErrNoServer, ErrAuth or nil.
+	Kind error
+	// Err is what NATS said.
+	Err error
+}
+
+func (e *ConnectError) Error() string {
+	if e.Kind != nil {
+		return fmt.Sprintf("connect to %s: %v (%v)", e.URL, e.Kind, e.Err)
+	}
+	return fmt.Sprintf("connect to %s: %v", e.URL, e.Err)
+}
+
+func (e *ConnectError) Unwrap() []error {
+	if e.Kind == nil {
+		return []error{e.Err}
+	}
+	return []error{e.Kind, e.Err}
+}
+
+// APIError is an error reply of the API: the endpoint, the code
+// (wire.APIErr*) and the node's description, which says what to do. It
+// unwraps to ErrBadRequest, ErrNotFound, ErrConflict or ErrTooLarge by code.
+type APIError struct {
+	Endpoint string
+	Code     string
+	Message  string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s: %s (%s)", wire.APISubject(e.Endpoint), e.Message, e.Code)
+}
+
+func (e *APIError) Unwrap() error {
+	switch e.Code {
+	case wire.APIErrBadRequest:
+		return ErrBadRequest
+	case wire.APIErrNotFound:
+		return ErrNotFound
+	case wire.APIErrConflict:
+		return ErrConflict
+	case wire.APIErrTooLarge:
+		return ErrTooLarge
+	}
+	return nil
+}
+
+// CommandError is a command that a node could not carry out: the Failure of
+// its outcome, or an InputError about it. (A turn that ran and failed is not
+// one: its outcome says so in Status.) It unwraps to ErrNotFound,
+// ErrBusy, ErrNothingToResume, ErrMalformedInput or ErrRejected by code.
+type CommandError struct {
+	Session string
+	InputID string
+	Command wire.Command
+	// Code is the outcome's FailureCode (wire.Failure*) or the input error's
+	// Code (wire.Code*).
+	Code string
+	// Message is the node's description.
+	Message string
+	// Input is the input error, when the node reported one.
+	Input *wire.InputError
+}
+
+func (e *CommandError) Error() string {
+	return fmt.Sprintf("%s %s: %s", e.Command, e.Session, e.Message)
+}
+
+func (e *CommandError) Unwrap() error {
+	switch e.Code {
+	case wire.FailureUnknownSession:
+		return ErrNotFound
+	case wire.FailureBusy:
+		return ErrBusy
+	case wire.FailureNothingToResume:
+		return ErrNothingToResume
+	case wire.CodeMalformedInput:
+		return ErrMalformedInput
+	case wire.CodeRejected:
+		return ErrRejected
+	}
+	return nil
+}

@@ -1,0 +1,73 @@
+package client
+
+import (
+	"fmt"
+	"time"
+)
+
+// Options say how a Client reaches TAH. Connect uses all of them; New, over
+// a connection of its caller's, only RequestTimeout and OnConnection.
+type Options struct {
+	// URL of the NATS server, or several comma-separated (a cluster).
+	URL string
+	// User and Password, or Token, or CredsFile (a NATS .creds file: a JWT
+	// and its nkey seed) are the credentials. Empty for none.
+	User      string
+	Password  string
+	Token     string
+	CredsFile string
+	// Name is the connection's name, shown by the server's monitoring;
+	// default "tah-client".
+	Name string
+	// RequestTimeout bounds an API call, retries included (default 10s).
+	RequestTimeout time.Duration
+	// OnConnection, when set, is told when the connection is lost and when it
+	// is back (the Client reconnects by itself, without limit), and when it
+	// is closed. It runs on a goroutine of the Client and must not block.
+	OnConnection func(ConnEvent)
+}
+
+// ConnEvent is a change of the connection's state.
+type ConnEvent string
+
+// The connection's changes of state.
+const (
+	// Disconnected: the connection is lost; the Client is reconnecting.
+	Disconnected ConnEvent = "disconnected"
+	// Reconnected: the connection is back. Turns and Followers follow the
+	// log again from the last event they saw.
+	Reconnected ConnEvent = "reconnected"
+	// Closed: the connection is closed for good.
+	Closed ConnEvent = "closed"
+)
+
+// DefaultRequestTimeout is Options.RequestTimeout when it is zero.
+const DefaultRequestTimeout = 10 * time.Second
+
+// Validate reports, wrapping ErrInvalidOptions, what is wrong with o.
+func (o Options) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("client options: "+format+": %w", append(args, ErrInvalidOptions)...)
+	}
+	switch {
+	case o.RequestTimeout < 0:
+		return bad("request timeout %v is negative", o.RequestTimeout)
+	case o.Token != "" && (o.User != "" || o.Password != ""):
+		return bad("give either a token or a user and password, not both")
+	case o.Password != "" && o.User == "":
+		return bad("a password without a user")
+	case o.CredsFile != "" && (o.User != "" || o.Token != ""):
+		return bad("give either a credentials file or a user or token, not both")
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Name == "" {
+		o.Name = "tah-client"
+	}
+	if o.RequestTimeout == 0 {
+		o.RequestTimeout = DefaultRequestTimeout
+	}
+	return o
+}

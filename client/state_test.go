@@ -1,0 +1,153 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
+)
+
+// numbered numbers events from seq on.
+func numbered(seq uint64, evs ...event.Event) []event.Event {
+	for i := range evs {
+		evs[i].Seq = seq + uint64(i)
+	}
+	return evs
+}
+
+func delta(step, text string, epoch string) *nats.Msg {
+	m := nats.NewMsg(wire.DeltaSubject("s"))
+	m.Header.Set(wire.HeaderEpoch, epoch)
+	m.Data, _ = json.Marshal(wire.Delta{StepID: step, Delta: llm.Delta{Text: text}})
+	return m
+}
+
+// feed gives st the events and returns the types of those it took as its own
+// and the text of the deltas it released.
+func feed(st *turnState, evs []event.Event) (string, string) {
+	var ours []string
+	var released strings.Builder
+	for _, ev := range evs {
+		mine, ds := st.event(ev)
+		if mine {
+			ours = append(ours, string(ev.Type))
+		}
+		for _, d := range ds {
+			released.WriteString(d.Text)
+		}
+	}
+	return strings.Join(ours, " "), released.String()
+}
+
+func TestRunTakesOnlyItsOwnTurn(t *testing.T) {
+	st := newTurnState(asked{sid: "s", inputID: "in_mine", command: wire.CommandRun}, 9)
+	// Deltas of the other turn's step and of ours come before their llm.started.
+	for _, m := range []*nats.Msg{delta("st_old", "old ", "2"), delta("st_new", "new ", "2"), delta("st_new", "stale", "1")} {
+		if _, ours := st.delta(m); ours {
+			t.Fatal("a delta of an unknown step was taken")
+		}
+	}
+	evs := numbered(10,
+		event.MustNew("s", event.LLMStarted, event.LLMStartedData{StepID: "st_old"}), // the tail of a turn a dead node left open
+		event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 1}),
+		event.MustNew("s", event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 2}),
+		event.MustNew("s", event.TurnStarted, event.TurnStartedData{Turn: 2, InputID: "in_mine", Message: llm.User("hi")}),
+		event.MustNew("s", event.LLMStarted, event.LLMStartedData{StepID: "st_new"}),
+		event.MustNew("s", event.LLMCompleted, event.LLMCompletedData{StepID: "st_new", Response: llm.Response{Content: "new answer", Usage: llm.Usage{OutputTokens: 3}}}),
+		event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 2, Content: "new answer", Steps: 1, Usage: llm.Usage{OutputTokens: 3}}),
+		event.MustNew("s", event.CheckpointCreated, event.CheckpointCreatedData{UpToSeq: 16}),
+		event.MustNew("s", event.TurnStarted, event.TurnStartedData{Turn: 3, InputID: "in_next", Message: llm.User("next")}),
+	)
+	ours, released := feed(st, evs)
+	if ours != "turn.started llm.started llm.completed agent.finished" || released != "new " {
+		t.Fatalf("took %q and released %q", ours, released)
+	}
+	if d, ours := st.delta(delta("st_new", "late", "2")); !ours || d.Text != "late" {
+		t.Errorf("a delta of its own step: %v", ours)
+	}
+	if _, ours := st.delta(delta("st_old", "late", "2")); ours {
+		t.Error("a delta of the other turn's step was taken")
+	}
+	if st.end == nil || st.end.Seq != 16 || !st.eventsOver(nil, false) {
+		t.Fatalf("end %+v", st.end)
+	}
+	o := st.outcomeOfEnd()
+	if o.Status != "completed" || o.Turn != 2 || o.Content != "new answer" || o.LastSeq != 16 || o.InputID != "in_mine" || o.Usage.OutputTokens != 3 {
+		t.Fatalf("outcome of the end: %+v", o)
+	}
+}
+
+func TestResumeTakesTheOpenTurn(t *testing.T) {
+	st := newTurnState(asked{sid: "s", inputID: "in_resume", command: wire.CommandResume}, 20)
+	evs := numbered(21,
+		event.MustNew("s", event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 3}),
+		event.MustNew("s", event.LLMFailed, event.LLMFailedData{StepID: "st_1", Code: event.CodeInterrupted, Error: "interrupted"}),
+		event.MustNew("s", event.LLMStarted, event.LLMStartedData{StepID: "st_2"}),
+		event.MustNew("s", event.AgentFailed, event.AgentFailedData{Turn: 4, Error: "boom", Code: event.CodeProvider, Steps: 2}),
+		event.MustNew("s", event.TurnStarted, event.TurnStartedData{Turn: 5, InputID: "in_other", Message: llm.User("x")}),
+	)
+	if ours, _ := feed(st, evs); ours != "llm.failed llm.started agent.failed" {
+		t.Fatalf("took %q", ours)
+	}
+	if o := st.outcomeOfEnd(); o.Status != "failed" || o.Error != "boom" || o.Code != event.CodeProvider || o.Turn != 4 || o.Steps != 2 {
+		t.Fatalf("outcome of the end: %+v", o)
+	}
+
+	// A resume whose turn had ended: the next turn is another's.
+	st = newTurnState(asked{sid: "s", inputID: "in_resume", command: wire.CommandResume}, 20)
+	if ours, _ := feed(st, numbered(21, event.MustNew("s", event.TurnStarted, event.TurnStartedData{Turn: 5, InputID: "in_other", Message: llm.User("x")}),
+		event.MustNew("s", event.LLMStarted, event.LLMStartedData{StepID: "st_3"}))); ours != "" || !st.over {
+		t.Fatalf("took %q", ours)
+	}
+	// Its outcome's last sequence is behind the log read: nothing more to wait for.
+	st = newTurnState(asked{sid: "s", inputID: "in_resume", command: wire.CommandResume}, 20)
+	if st.eventsOver(&wire.Outcome{LastSeq: 21}, false) || !st.eventsOver(&wire.Outcome{LastSeq: 20}, false) || !st.eventsOver(nil, true) {
+		t.Fatal("events over")
+	}
+}
+
+func TestReplies(t *testing.T) {
+	a := asked{sid: "s", inputID: "in_1", command: wire.CommandRun}
+	msg := func(v any, inputHeader string) *nats.Msg {
+		m := nats.NewMsg("_INBOX.x")
+		m.Data, _ = json.Marshal(v)
+		if inputHeader != "" {
+			m.Header.Set(wire.HeaderInputID, inputHeader)
+		}
+		return m
+	}
+	o, final, err := a.reply(msg(wire.Outcome{Session: "s", InputID: "in_1", Status: "completed", Content: "hi"}, ""))
+	if !final || err != nil || o.Content != "hi" {
+		t.Errorf("an outcome: %+v %v %v", o, final, err)
+	}
+	if _, final, _ := a.reply(msg(wire.Outcome{InputID: "in_2", Status: "completed"}, "")); final {
+		t.Error("another input's outcome was taken")
+	}
+	if _, final, _ := a.reply(msg(wire.Outcome{InputID: "in_1", Failure: "stopping", FailureCode: wire.FailureStopped}, "")); final {
+		t.Error("a handover was taken as final")
+	}
+	o, final, err = a.reply(msg(wire.Outcome{InputID: "in_1", Status: "idle", Failure: "no", FailureCode: wire.FailureBusy}, ""))
+	if !final || !errors.Is(err, ErrBusy) || o.FailureCode != wire.FailureBusy {
+		t.Errorf("a failure: %+v %v", o, err)
+	}
+	_, final, err = a.reply(msg(wire.InputError{Session: "s", Code: wire.CodeMalformedInput, Error: "bad"}, "in_1"))
+	var ce *CommandError
+	if !final || !errors.Is(err, ErrMalformedInput) || !errors.As(err, &ce) || ce.Input == nil || ce.Input.InputID != "in_1" {
+		t.Errorf("an input error on the reply subject: %v", err)
+	}
+	if mine, _ := a.refused(msg(wire.InputError{Session: "s", InputID: "in_9", Code: wire.CodeRejected}, "")); mine {
+		t.Error("another input's error was taken")
+	}
+	if mine, err := a.refused(msg(wire.InputError{Session: "s", InputID: "in_1", Code: wire.CodeRejected, Error: "x"}, "")); !mine || !errors.Is(err, ErrRejected) {
+		t.Errorf("rejected: %v", err)
+	}
+	if _, final, _ := a.reply(&nats.Msg{Data: []byte("not json")}); final {
+		t.Error("garbage was taken")
+	}
+}

@@ -1,0 +1,193 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/wire"
+)
+
+// How long a Turn waits, once its outcome came, for the rest of its events,
+// and, once the log showed its end, for its outcome.
+const (
+	drainWait = 3 * time.Second
+	// endWait: the outcome is a core NATS message, and a client that was
+	// reconnecting when it was published missed it; after endWait the log's
+	// word is taken.
+	endWait = 2 * time.Second
+)
+
+// Delta is a token delta: a piece of a streamed answer, its LLM step, and
+// the epoch and sequence of the node that published it.
+type Delta = natsx.Delta
+
+// TurnOption asks a Turn for more than its outcome.
+type TurnOption func(*turnOptions)
+
+type turnOptions struct{ events, deltas bool }
+
+// WithEvents delivers the turn's events on Events.
+func WithEvents() TurnOption { return func(o *turnOptions) { o.events = true } }
+
+// WithDeltas delivers the turn's token deltas on Deltas.
+func WithDeltas() TurnOption { return func(o *turnOptions) { o.deltas = true } }
+
+// Turn is a run or a resume under way: its outcome, its events and its token
+// deltas, from the subscriptions it made before its input was published. It
+// follows the log again after a reconnect, and takes the log's word for the
+// outcome when the outcome message was lost. Close stops it.
+type Turn struct {
+	c        *Client
+	a        asked
+	opts     turnOptions
+	follower *Follower
+	subs     []*nats.Subscription
+	replies  chan *nats.Msg
+	errs     chan *nats.Msg
+	raw      chan *nats.Msg // deltas as they come
+	events   chan event.Event
+	deltas   chan Delta
+	stop     chan struct{}
+	stopOnce sync.Once
+	closed   chan struct{}
+	decided  chan struct{}
+	out      wire.Outcome // set before decided is closed
+	err      error
+}
+
+// Run starts a turn of session sid with the user message of in (Text or
+// Message, and Options; its Command is set, its ID generated when empty) and
+// returns it once the input is stored. It fails as Publish does, and with
+// ErrNoNode when NATS has no TAH streams.
+func (c *Client) Run(ctx context.Context, sid string, in wire.Input, opts ...TurnOption) (*Turn, error) {
+	in.Command = wire.CommandRun
+	return c.startTurn(ctx, sid, in, opts)
+}
+
+// Resume continues the turn of session sid that a crash or a stop left
+// unfinished; its Outcome fails with ErrNothingToResume when there is none.
+func (c *Client) Resume(ctx context.Context, sid string, opts ...TurnOption) (*Turn, error) {
+	return c.startTurn(ctx, sid, wire.Input{Command: wire.CommandResume}, opts)
+}
+
+func (c *Client) startTurn(ctx context.Context, sid string, in wire.Input, opts []TurnOption) (*Turn, error) {
+	in.ReplyTo = c.nc.NewRespInbox()
+	m, id, err := natsx.NewInputMsg(sid, in, c.nc.MaxPayload())
+	if err != nil {
+		return nil, fmt.Errorf("%s input for %s: %w", in.Command, sid, err)
+	}
+	t := &Turn{c: c, a: asked{sid: sid, inputID: id, command: in.Command},
+		replies: make(chan *nats.Msg, 4), errs: make(chan *nats.Msg, 16), raw: make(chan *nats.Msg, 8192),
+		events: make(chan event.Event), deltas: make(chan Delta),
+		stop: make(chan struct{}), closed: make(chan struct{}), decided: make(chan struct{})}
+	for _, o := range opts {
+		o(&t.opts)
+	}
+	// Everything the input causes is listened to before it is published.
+	from, err := c.logEnd(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if t.follower, err = c.Follow(ctx, sid, from); err != nil {
+		return nil, err
+	}
+	t.subs, err = c.subscribe(ctx, map[string]chan *nats.Msg{in.ReplyTo: t.replies, wire.ErrorSubject(sid): t.errs, wire.DeltaSubject(sid): t.raw})
+	if err == nil {
+		err = c.track(t)
+	}
+	if err != nil {
+		unsubscribe(t.subs)
+		t.follower.Close()
+		return nil, err
+	}
+	go t.run(newTurnState(t.a, from-1))
+	if err := c.publish(ctx, sid, id, m); err != nil {
+		t.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+// Session is the turn's session.
+func (t *Turn) Session() string { return t.a.sid }
+
+// InputID is the id of the turn's input.
+func (t *Turn) InputID() string { return t.a.inputID }
+
+// Outcome waits for the turn's outcome. A turn that failed or was cancelled
+// is an outcome with that Status, not an error; the error is for a command
+// that could not be carried out, a *CommandError (ErrNotFound,
+// ErrNothingToResume, ErrMalformedInput, ...), which comes with the outcome
+// that said so, if one did; or ErrClosed when the Turn or its connection
+// closed first; or ctx's error.
+func (t *Turn) Outcome(ctx context.Context) (wire.Outcome, error) {
+	select {
+	case <-t.decided:
+		return t.out, t.err
+	case <-ctx.Done():
+		return wire.Outcome{}, ctx.Err()
+	}
+}
+
+// Events delivers the events of this turn, and of no other turn of the
+// session, when the Turn was started WithEvents. It is closed when they are
+// over (after the end of the turn, or a while after the outcome) or the Turn
+// is closed. Read it until it is closed, or Close the Turn.
+func (t *Turn) Events() <-chan event.Event { return t.events }
+
+// Deltas delivers the token deltas of this turn's LLM steps, those of an
+// older epoch dropped, when the Turn was started WithDeltas; like Events,
+// it is closed when the turn's events are over. Deltas are not stored: some
+// may be missing (the final text is in llm.completed).
+func (t *Turn) Deltas() <-chan Delta { return t.deltas }
+
+// Cancel asks the session to cancel the turn; it returns once the cancel is
+// stored, and the turn's outcome then says it was cancelled.
+func (t *Turn) Cancel(ctx context.Context, reason string) error {
+	_, err := t.c.Publish(ctx, t.a.sid, wire.Input{Command: wire.CommandCancel, Reason: reason})
+	return err
+}
+
+// Closed is closed when the Turn is over: its outcome known and its events
+// delivered, or Close called.
+func (t *Turn) Closed() <-chan struct{} { return t.closed }
+
+// Close stops the Turn (the turn itself goes on: see Cancel) and waits
+// until everything it started has stopped.
+func (t *Turn) Close() {
+	t.stopOnce.Do(func() { close(t.stop) })
+	<-t.closed
+}
+
+// decide settles the outcome, once; only the Turn's goroutine calls it.
+func (t *Turn) decide(o wire.Outcome, err error) {
+	select {
+	case <-t.decided:
+	default:
+		t.out, t.err = o, err
+		close(t.decided)
+	}
+}
+
+func (t *Turn) isDecided() bool {
+	select {
+	case <-t.decided:
+		return true
+	default:
+		return false
+	}
+}
+
+// closedErr is the error of a Turn that ends before its outcome.
+func (t *Turn) closedErr() error {
+	if t.c.nc.IsClosed() {
+		return fmt.Errorf("%s %s: the connection closed before the outcome of input %s came: %w", t.a.command, t.a.sid, t.a.inputID, ErrClosed)
+	}
+	return fmt.Errorf("%s %s: the turn was closed before the outcome of input %s came: %w", t.a.command, t.a.sid, t.a.inputID, ErrClosed)
+}

@@ -1,0 +1,101 @@
+package client
+
+import (
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
+)
+
+// run is the Turn's goroutine: it reads the answers to its input, the
+// session's events and deltas, and hands this turn's on, until the outcome
+// is known and the turn's events are over and delivered, or Close.
+func (t *Turn) run(st *turnState) {
+	defer t.finish()
+	var (
+		out        *wire.Outcome
+		failed     bool // the command was not carried out: no events to wait for
+		eventsDone bool
+		evq        []event.Event
+		dq         []Delta
+		endTimer   <-chan time.Time
+		drainTimer <-chan time.Time
+		followed   = t.follower.Events()
+	)
+	settle := func(o wire.Outcome, err error) {
+		t.decide(o, err)
+		out, failed = &o, err != nil
+		drainTimer = time.After(drainWait)
+	}
+	for {
+		if t.isDecided() && (eventsDone || st.eventsOver(out, failed)) {
+			eventsDone = true
+			if len(evq) == 0 && len(dq) == 0 {
+				return
+			}
+		}
+		var evOut chan<- event.Event
+		var evHead event.Event
+		if len(evq) > 0 {
+			evOut, evHead = t.events, evq[0]
+		}
+		var dOut chan<- Delta
+		var dHead Delta
+		if len(dq) > 0 {
+			dOut, dHead = t.deltas, dq[0]
+		}
+		select {
+		case <-t.stop:
+			t.decide(wire.Outcome{}, t.closedErr())
+			return
+		case evOut <- evHead:
+			evq = evq[1:]
+		case dOut <- dHead:
+			dq = dq[1:]
+		case ev, ok := <-followed:
+			if !ok {
+				t.decide(wire.Outcome{}, t.closedErr())
+				followed, eventsDone = nil, true
+				continue
+			}
+			ours, released := st.event(ev)
+			if ours && t.opts.events && !eventsDone {
+				evq = append(evq, ev)
+			}
+			if t.opts.deltas && !eventsDone {
+				dq = append(dq, released...)
+			}
+			if st.end != nil && endTimer == nil {
+				endTimer = time.After(endWait)
+			}
+		case m := <-t.raw:
+			if d, ours := st.delta(m); ours && t.opts.deltas && !eventsDone {
+				dq = append(dq, d)
+			}
+		case m := <-t.replies:
+			if o, final, err := t.a.reply(m); final && !t.isDecided() {
+				settle(o, err)
+			}
+		case m := <-t.errs:
+			if mine, err := t.a.refused(m); mine && !t.isDecided() {
+				settle(wire.Outcome{}, err)
+			}
+		case <-endTimer:
+			if !t.isDecided() {
+				settle(st.outcomeOfEnd(), nil)
+			}
+		case <-drainTimer:
+			eventsDone = true
+		}
+	}
+}
+
+// finish stops what the Turn started and closes its channels.
+func (t *Turn) finish() {
+	unsubscribe(t.subs)
+	t.follower.Close()
+	close(t.events)
+	close(t.deltas)
+	t.c.untrack(t)
+	close(t.closed)
+}

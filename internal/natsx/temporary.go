@@ -1,0 +1,37 @@
+package natsx
+
+import (
+	"context"
+	"errors"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Temporary reports errors of a server, cluster or stream that is not ready
+// yet, or is electing a leader: timeouts, no responders, JetStream or its
+// cluster not available. Trying again a moment later helps.
+//
+// A request that nobody answers (nats.ErrNoResponders) counts: on a stream's
+// subject it means the stream has no leader for a moment. A caller for whom it
+// means something else (no service at all) tests for it before asking.
+func Temporary(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10004, // incomplete results
+			10005, // no suitable peers for placement (a peer not seen yet)
+			10008, // JetStream system temporarily unavailable
+			10009, // the cluster cannot handle the request (no leader yet)
+			10023: // insufficient resources (peers not known yet)
+			return true
+		}
+		return apiErr.Code == 503 || apiErr.Code == 408
+	}
+	return false
+}

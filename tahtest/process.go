@@ -207,7 +207,7 @@ func (p *process) Stop(ctx context.Context) error {
 }
 
 func (p *process) Server() *server.Server { return nil }
-func (p *process) Close(context.Context) { _ = p.Kill() }
+func (p *process) Close(context.Context)  { _ = p.Kill() }
 
 // runLogs are the paths of every run's log, in order.
 func (p *process) runLogs() []string {

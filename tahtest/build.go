@@ -46,9 +46,10 @@ func Main(m interface{ Run() int }) int {
 }
 
 // nodeBinary returns the built tah-node, building it at the first call.
-func nodeBinary(tb natstest.TB) (string, error) {
+func nodeBinary(tb natstest.TB) string {
+	tb.Helper()
 	if !built.main.Load() {
-		return "", ErrNoMain
+		tb.Fatalf("tahtest: %v", ErrNoMain)
 	}
 	built.once.Do(func() {
 		start := time.Now()
@@ -57,7 +58,10 @@ func nodeBinary(tb natstest.TB) (string, error) {
 			tb.Logf("tahtest: built tah-node (race=%v) in %v", raceEnabled, time.Since(start).Round(time.Millisecond))
 		}
 	})
-	return built.bin, built.err
+	if built.err != nil {
+		tb.Fatalf("%v", built.err)
+	}
+	return built.bin
 }
 
 // build compiles cmd/node of this module into a new temporary directory.

@@ -46,6 +46,7 @@ func Start(tb TB, opts Options) *Cluster {
 			tb.Fatalf("tahtest: tools root: %v", err)
 		}
 	}
+	bin := ""
 	for i := range opts.Nodes {
 		cfg := opts.config(l, i, c.root)
 		if err := cfg.Validate(); err != nil {
@@ -53,7 +54,10 @@ func Start(tb TB, opts Options) *Cluster {
 		}
 		c.cfgs = append(c.cfgs, cfg)
 		if opts.mode(i) == Process {
-			c.members = append(c.members, newProcess(tb, opts, i, cfg, l.Dir))
+			if bin == "" && opts.Command == nil {
+				bin = nodeBinary(tb) // before any member starts: the others would wait for it
+			}
+			c.members = append(c.members, newProcess(opts, i, cfg, bin, l.Dir))
 		} else {
 			c.members = append(c.members, newInProcess(tb, opts, i, cfg))
 		}

@@ -20,10 +20,13 @@ import (
 
 // inProcess is an InProcess member: a node of this process.
 type inProcess struct {
-	i    int
-	cfg  config.Config
-	log  *slog.Logger
-	edit func(int, *node.Options)
+	i   int
+	cfg config.Config
+	log *slog.Logger
+	// natsLog is the embedded server's: its warnings and errors only, as
+	// tah-node keeps them.
+	natsLog *slog.Logger
+	edit    func(int, *node.Options)
 
 	mu   sync.Mutex
 	node *node.Node
@@ -33,7 +36,7 @@ type inProcess struct {
 var _ natstest.Member = (*inProcess)(nil)
 
 func newInProcess(tb natstest.TB, o Options, i int, cfg config.Config) *inProcess {
-	return &inProcess{i: i, cfg: cfg, edit: o.EditNode, log: Logger(tb, cfg.NodeID)}
+	return &inProcess{i: i, cfg: cfg, edit: o.EditNode, log: Logger(tb, cfg.NodeID), natsLog: logger(tb, cfg.NodeID, slog.LevelWarn)}
 }
 
 // nodeOptions are the node options of cfg, as tah-node would make them: the
@@ -51,6 +54,7 @@ func (m *inProcess) nodeOptions() (node.Options, error) {
 	b := cfg.BusConfig()
 	b.Name = "tahtest " + cfg.NodeID
 	b.ReadyTimeout = time.Minute // a cluster forms slowly under -race on two cores
+	b.Logger = m.natsLog
 	o := node.Options{Bus: b, Session: cfg.SessionConfig(), Provider: provider, Tools: reg,
 		ToolOptions: tools.Options{Timeout: time.Duration(cfg.Tools.Timeout)}, MaxConcurrentTools: cfg.Tools.MaxConcurrent, Logger: m.log}
 	if m.edit != nil {
@@ -138,8 +142,10 @@ func (m *inProcess) Server() *server.Server {
 // Logger writes records at level info and above to the test's log, each
 // with node=name: the log of an InProcess member, unless EditNode gives it
 // another.
-func Logger(tb TB, name string) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("node", name)
+func Logger(tb TB, name string) *slog.Logger { return logger(tb, name, slog.LevelInfo) }
+
+func logger(tb TB, name string, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: level})).With("node", name)
 }
 
 // tbWriter writes log lines to the test's log.

@@ -27,7 +27,7 @@ type process struct {
 	logDir  string
 	args    []string
 	env     []string
-	command func(args []string) (*exec.Cmd, error)
+	command func(args []string) *exec.Cmd
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -40,19 +40,15 @@ var _ natstest.Member = (*process)(nil)
 
 // newProcess prepares member i: cfg as flags, the credentials in the
 // environment (not in ps), and the command Options.Command builds, or the
-// built tah-node.
-func newProcess(tb natstest.TB, o Options, i int, cfg config.Config, logDir string) *process {
+// built tah-node bin.
+func newProcess(o Options, i int, cfg config.Config, bin, logDir string) *process {
 	p := &process{name: cfg.NodeID, dataDir: cfg.DataDir, logDir: logDir, args: flags(cfg),
 		env: append(cleanEnv(), "TAH_NATS_USER="+cfg.NATS.User, "TAH_NATS_PASSWORD="+cfg.NATS.Password, "NO_COLOR=1")}
-	p.command = func(args []string) (*exec.Cmd, error) {
+	p.command = func(args []string) *exec.Cmd {
 		if o.Command != nil {
-			return o.Command(i, args), nil
+			return o.Command(i, args)
 		}
-		bin, err := nodeBinary(tb)
-		if err != nil {
-			return nil, err
-		}
-		return exec.Command(bin, args...), nil
+		return exec.Command(bin, args...)
 	}
 	return p
 }
@@ -89,10 +85,7 @@ func (p *process) Start(ctx context.Context) error {
 	if p.Running() {
 		return errors.New("it runs already")
 	}
-	cmd, err := p.command(p.args)
-	if err != nil {
-		return err
-	}
+	cmd := p.command(p.args)
 	p.mu.Lock()
 	logPath := filepath.Join(p.logDir, fmt.Sprintf("%s.run%d.log", p.name, len(p.logs)+1))
 	p.mu.Unlock()

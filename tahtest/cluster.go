@@ -38,7 +38,7 @@ type Cluster struct {
 func Start(tb TB, opts Options) *Cluster {
 	tb.Helper()
 	opts = opts.withDefaults()
-	l := natstest.NewLayout(tb, opts.Nodes).WithCredentials()
+	l := natstest.NewLayout(tb, opts.Dir, opts.Nodes).WithCredentials()
 	c := &Cluster{tb: tb, root: opts.ToolsRoot}
 	if c.root == "" {
 		c.root = filepath.Join(l.Dir, "root")

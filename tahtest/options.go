@@ -58,6 +58,9 @@ type Options struct {
 	// ToolsRoot is the directory the agents' tools read; empty: a small
 	// project the harness writes (a README and a few files).
 	ToolsRoot string
+	// Dir is where the cluster's directory (the members' data and logs) is
+	// made; empty: the system's temporary directory.
+	Dir string
 
 	// EditNode, for InProcess members, changes member i's node options
 	// before each of its starts: its model (Provider), its Logger, ...
@@ -67,7 +70,9 @@ type Options struct {
 	// harness built (TestMain must call Main). The program must take those
 	// arguments, read the NATS credentials from TAH_NATS_USER and
 	// TAH_NATS_PASSWORD, and write node.json into its data directory
-	// (internal/localnode) when it is ready, as tah-node does.
+	// (internal/localnode) when it is ready, as tah-node does. What the
+	// command does not send elsewhere (Stdout, Stderr left nil) goes to the
+	// member's log.
 	Command func(i int, args []string) *exec.Cmd
 }
 

@@ -94,7 +94,12 @@ func (p *process) Start(ctx context.Context) error {
 		return err
 	}
 	cmd.Env = append(cmd.Env, p.env...)
-	cmd.Stdout, cmd.Stderr = f, f
+	if cmd.Stdout == nil {
+		cmd.Stdout = f
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = f
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("%s: %w", cmd.Path, err)

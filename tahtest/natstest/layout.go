@@ -47,12 +47,13 @@ func (s Slot) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.ClientP
 
 var clusters atomic.Int64
 
-// NewLayout places n members: free ports on 127.0.0.1, a fresh directory
-// removed at the end of the test (registered first, so that it goes after
-// the members that write to it have stopped), names n0...
-func NewLayout(tb TB, n int) Layout {
+// NewLayout places n members: free ports on 127.0.0.1, a fresh directory in
+// parent (the system's temporary directory when empty) removed at the end of
+// the test (registered first, so that it goes after the members that write
+// to it have stopped), names n0...
+func NewLayout(tb TB, parent string, n int) Layout {
 	tb.Helper()
-	dir, err := os.MkdirTemp("", "tahtest-"+strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name())+"-")
+	dir, err := os.MkdirTemp(parent, "tahtest-"+strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name())+"-")
 	if err != nil {
 		tb.Fatalf("natstest: %v", err)
 	}

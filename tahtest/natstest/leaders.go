@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -98,28 +98,50 @@ func (c *Cluster) leaders() (Leaders, error) {
 			}
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*apiWithin)
-	defer cancel()
-	js := c.JetStream()
-	streams := js.ListStreams(ctx)
-	for si := range streams.Info() {
+	streams, err := c.streams()
+	if err != nil {
+		return l, err
+	}
+	for _, si := range streams {
 		l.Streams[si.Config.Name] = leaderOf(c, si.Cluster)
-		st, err := js.Stream(ctx, si.Config.Name)
-		if err != nil {
+		if err := c.consumers(si.Config.Name, l.Consumers); err != nil {
 			return l, err
 		}
-		consumers := st.ListConsumers(ctx)
-		for ci := range consumers.Info() {
-			l.Consumers[si.Config.Name+"/"+ci.Name] = leaderOf(c, ci.Cluster)
-		}
-		if err := consumers.Err(); err != nil {
-			return l, fmt.Errorf("consumers of %s: %w", si.Config.Name, err)
-		}
-	}
-	if err := streams.Err(); err != nil {
-		return l, fmt.Errorf("streams: %w", err)
 	}
 	return l, nil
+}
+
+// streams lists every stream's info.
+func (c *Cluster) streams() ([]*jetstream.StreamInfo, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), apiWithin)
+	defer cancel()
+	var out []*jetstream.StreamInfo
+	list := c.JetStream().ListStreams(ctx)
+	for si := range list.Info() {
+		out = append(out, si)
+	}
+	if err := list.Err(); err != nil {
+		return nil, fmt.Errorf("streams: %w", err)
+	}
+	return out, nil
+}
+
+// consumers adds the leaders of stream's consumers to into.
+func (c *Cluster) consumers(stream string, into map[string]int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), apiWithin)
+	defer cancel()
+	st, err := c.JetStream().Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", stream, err)
+	}
+	list := st.ListConsumers(ctx)
+	for ci := range list.Info() {
+		into[stream+"/"+ci.Name] = leaderOf(c, ci.Cluster)
+	}
+	if err := list.Err(); err != nil {
+		return fmt.Errorf("consumers of %s: %w", stream, err)
+	}
+	return nil
 }
 
 func leaderOf(c *Cluster, ci *jetstream.ClusterInfo) int {
@@ -129,50 +151,40 @@ func leaderOf(c *Cluster, ci *jetstream.ClusterInfo) int {
 	return c.Index(ci.Leader)
 }
 
-// WaitLeaders waits until every stream named (every stream when none is) and
-// each of its consumers has a leader: after a kill, until the survivors have
-// elected theirs.
+// WaitLeaders waits until every stream named (every stream when none is) has
+// a leader: after a kill, until the survivors have elected theirs.
+// Consumers are not waited for: an R1 consumer (an ordered one, say) lives
+// and dies with its server, and a replicated one answers once its stream
+// does.
 func (c *Cluster) WaitLeaders(streams ...string) {
 	c.tb.Helper()
 	err := Poll(readyWithin, 50*time.Millisecond, func() error {
-		l, err := c.leaders()
+		infos, err := c.streams()
 		if err != nil {
 			return err
 		}
-		for _, name := range streams {
-			if _, ok := l.Streams[name]; !ok {
-				return fmt.Errorf("no stream %s", name)
-			}
+		led := map[string]bool{}
+		for _, si := range infos {
+			led[si.Config.Name] = si.Cluster == nil || si.Cluster.Leader != ""
+		}
+		want := streams
+		if len(want) == 0 {
+			want = slices.Collect(maps.Keys(led))
 		}
 		var leaderless []string
-		for name, at := range l.Streams {
-			if at < 0 && wanted(streams, name) {
-				leaderless = append(leaderless, name)
-			}
-		}
-		for name, at := range l.Consumers {
-			if at < 0 && wanted(streams, streamOf(name)) {
+		for _, name := range want {
+			if !led[name] {
 				leaderless = append(leaderless, name)
 			}
 		}
 		if len(leaderless) > 0 {
-			return fmt.Errorf("no leader: %v", leaderless)
+			return fmt.Errorf("no leader (or no such stream): %v", leaderless)
 		}
 		return nil
 	})
 	if err != nil {
 		c.tb.Fatalf("natstest: leaders: %v", err)
 	}
-}
-
-func wanted(streams []string, name string) bool {
-	return len(streams) == 0 || slices.Contains(streams, name)
-}
-
-// streamOf is the stream of a consumer's "stream/consumer" name.
-func streamOf(consumer string) string {
-	stream, _, _ := strings.Cut(consumer, "/")
-	return stream
 }
 
 // MoveLeader makes member i the leader of stream (asking the leader to step

@@ -17,7 +17,7 @@ import (
 // Stop both shut a server down at once.
 func Start(tb TB, n int) *Cluster {
 	tb.Helper()
-	l := NewLayout(tb, n)
+	l := NewLayout(tb, "", n)
 	members := make([]Member, n)
 	for i, s := range l.Slots {
 		members[i] = &serverMember{opts: server.Options{

@@ -82,7 +82,8 @@ func (c *Cluster) IDs() []string {
 	return ids
 }
 
-// Config is member i's configuration (as flags, a process's command line).
+// Config is the configuration member i runs with (a Process member gets it
+// as flags).
 func (c *Cluster) Config(i int) config.Config { return c.cfgs[i] }
 
 // ToolsRoot is the directory the agents' tools read.

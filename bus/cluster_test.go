@@ -10,16 +10,17 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
 
 // r3 starts a three-server cluster and opens a Bus on it with R3 streams.
-func r3(t *testing.T) (*bustest.Cluster, *Bus) {
+func r3(t *testing.T) (*natstest.Cluster, *Bus) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("three-server cluster: not in -short")
 	}
-	c := bustest.NewCluster(t, 3)
+	c := natstest.Start(t, 3)
 	b := connected(t, c.URLs(), func(cfg *Config) {
 		cfg.Replicas = 3
 		cfg.Partitions = 2
@@ -61,7 +62,7 @@ func TestR3(t *testing.T) {
 // leaderChange appends to several sessions while the event stream's leader
 // steps down twice: every acknowledged event is in the log exactly once, in
 // the order of its session's appends, and no writer is wrongly fenced.
-func leaderChange(t *testing.T, c *bustest.Cluster, b *Bus, prefix string) {
+func leaderChange(t *testing.T, c *natstest.Cluster, b *Bus, prefix string) {
 	const sessions, perSession = 4, 30
 	var wg sync.WaitGroup
 	acked := make([][]uint64, sessions)
@@ -93,7 +94,7 @@ func leaderChange(t *testing.T, c *bustest.Cluster, b *Bus, prefix string) {
 		if l < 0 {
 			return
 		}
-		if err := c.Servers[l].JetStreamStepdownStream(server.DEFAULT_GLOBAL_ACCOUNT, wire.EventStream); err != nil {
+		if err := c.Member(l).Server().JetStreamStepdownStream(server.DEFAULT_GLOBAL_ACCOUNT, wire.EventStream); err != nil {
 			t.Logf("stepdown: %v", err)
 		}
 	}

@@ -17,6 +17,8 @@
 //   - DanglingCalls / Repair: "not executed" results for calls that never finished.
 //   - ForkMessages: the first N turns of a history, for fork.
 //   - ReplaceSystemPrompt: the current configuration's system prompt wins.
+//   - Audit: a log's claims and turns, and every invariant of a log it breaks
+//     (for the tests and benchmarks of crashes and failovers).
 //
 // The smallest use:
 //

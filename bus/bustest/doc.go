@@ -8,10 +8,6 @@
 //		...
 //	}
 //
-// NewCluster runs three (or n) such servers joined by routes, for replicated
-// (R3) streams, leader changes and restarts:
-//
-//	c := bustest.NewCluster(t, 3)
-//	nc := bustest.ConnectURL(t, c.URLs())
-//	c.Restart(c.StreamLeader("TAH_EVT"))
+// A cluster of such servers, for replicated (R3) streams, is package
+// tahtest/natstest's.
 package bustest

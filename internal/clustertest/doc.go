@@ -2,15 +2,17 @@
 // tah-node processes, each embedding a NATS server joined to the others by
 // routes (R3 streams), driven over NATS as any client would drive them.
 //
-// TestMain builds cmd/node once into a temporary directory (with -race when the
-// test binary has it, so that a data race in a node fails the test too); each
-// test starts its own three nodes on free ports, each with its own data
-// directory, the shared credentials (TAH_NATS_USER, TAH_NATS_PASSWORD) and the
-// mock model in demo mode: every turn calls list_files, then read_file on the
-// tools root's README, then streams an answer token by token at a slow pace,
-// so that turns are in flight long enough to be interrupted. The demo is a pure
-// function of the request, so a turn resumed on another node makes the same
-// calls it would have made on the first.
+// The cluster is package tahtest's, in Process mode: cmd/node is built once
+// for the test binary (with -race when the test binary has it, so that a data
+// race in a node fails the test too; TestMain calls tahtest.Main, which
+// removes it); each test starts its own three nodes on free ports, each with
+// its own data directory, the shared credentials (TAH_NATS_USER,
+// TAH_NATS_PASSWORD) and the mock model in demo mode: every turn calls
+// list_files, then read_file on the tools root's README, then streams an
+// answer token by token at a slow pace, so that turns are in flight long
+// enough to be interrupted. The demo is a pure function of the request, so a
+// turn resumed on another node makes the same calls it would have made on the
+// first.
 //
 // The tests:
 //
@@ -21,10 +23,11 @@
 //   - TestRollingRestart: SIGTERM and restart of each node in turn under
 //     continuous traffic; no input is lost or run twice.
 //
-// They assert what the logs (bus.Replay) say, never timings: every wait is a
-// poll with a generous bound. A failing test prints the nodes' logs. They are
-// skipped in -short mode and take about a minute and a half.
+// They assert what the logs say (projection.Audit of each session's log),
+// never timings: every wait is a poll with a generous bound. A failing test
+// prints the nodes' logs. They are skipped in -short mode and take about a
+// minute and a half.
 //
 // Run: go test -count=1 ./internal/clustertest/ (and with -race). Set
-// CLUSTERTEST_KEEP=1 to keep the nodes' data directories and logs.
+// TAHTEST_KEEP=1 to keep the nodes' data directories and logs.
 package clustertest

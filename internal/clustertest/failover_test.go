@@ -2,10 +2,15 @@ package clustertest
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tahtest"
+	"github.com/tah-dev/tah/tahtest/natstest"
 )
 
 // TestKillMidTurn: nine sessions each run a turn (list_files, read_file, then
@@ -19,13 +24,9 @@ func TestKillMidTurn(t *testing.T) {
 	// About 80 tokens at 60ms: each answer streams for several seconds. A
 	// dead node's running inputs go to the next owner 5s after its last
 	// sign of life (the default is 8s), when the others also see it dead.
-	c := newCluster(t, clusterOptions{pace: 60 * time.Millisecond, ackWait: 5 * time.Second})
+	c := newCluster(t, tahtest.Options{Pace: 60 * time.Millisecond, InputAckWait: 5 * time.Second})
 	cl := newClient(t, c)
-	if recs, err := cl.waitBalanced(c.ids(), 60*time.Second); err != nil {
-		t.Logf("tah_nodes is not balanced before the test (partition balancing missing?): %v", err)
-	} else {
-		t.Logf("tah_nodes: %s", describeNodes(recs))
-	}
+	t.Logf("tah_nodes: %s", tahtest.DescribeNodes(c.WaitBalanced(time.Minute, c.IDs()...)))
 
 	const sessions = 9
 	sids := make([]string, sessions)
@@ -40,23 +41,77 @@ func TestKillMidTurn(t *testing.T) {
 		}
 	}
 
-	// Wait until a node has at least two turns in their answer (the tools
-	// finished, an LLM step without its end): that node is the victim.
-	var victim string
-	var hit []string // the sessions of the victim whose turn runs
-	pickErr := poll(60*time.Second, 200*time.Millisecond, func() (bool, error) {
+	victim, hit := pickVictim(t, c, sids)
+	// Who owns what when the node dies (read just before: a claim may land
+	// in between, which only makes the checks below looser).
+	before := map[string]projection.Report{}
+	for _, sid := range sids {
+		before[sid] = c.Audit(sid)
+	}
+	t.Logf("killing %s, which runs the turns of %v", victim, hit)
+	c.Kill(c.Index(victim))
+	var survivors []string
+	for _, id := range c.IDs() {
+		if id != victim {
+			survivors = append(survivors, id)
+		}
+	}
+
+	// Every turn ends, on the survivors.
+	logs := map[string]projection.Report{}
+	err := natstest.Poll(60*time.Second, 500*time.Millisecond, func() error {
+		var waiting []string
+		for i, sid := range sids {
+			rep := c.Audit(sid)
+			logs[sid] = rep
+			if !rep.InputEnded(ids[i]) {
+				waiting = append(waiting, fmt.Sprintf("%s (owner %s)", sid, rep.Owner()))
+			}
+		}
+		if len(waiting) > 0 {
+			return fmt.Errorf("turns not ended: %v", waiting)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("after the kill of %s: %v", victim, err)
+		if recs, err := cl.nodes(); err == nil {
+			t.Logf("tah_nodes now: %s", tahtest.DescribeNodes(recs))
+		}
+	}
+
+	for i, sid := range sids {
+		wasHit := slices.Contains(hit, sid)
+		probs := checkKilled(t, logs[sid], before[sid], ids[i], victim, wasHit)
+		if wasHit && sid == hit[0] {
+			t.Logf("the log of %s, whose turn the kill interrupted:\n%s", sid, logs[sid].Dump())
+		}
+		if len(probs) > 0 {
+			t.Errorf("session %s (hit by the kill: %v):\n%s\n%s  what the nodes logged about it:\n%s", sid, wasHit, probs, logs[sid].Dump(), c.Trace(sid))
+		}
+	}
+	checkOutcomes(t, c, cl, sids, ids, survivors, logs)
+	if recs, err := c.BalancedWithin(30*time.Second, survivors...); err != nil {
+		t.Errorf("tah_nodes after the kill of %s: %v", victim, err)
+	} else {
+		t.Logf("tah_nodes after the kill: %s", tahtest.DescribeNodes(recs))
+	}
+}
+
+// pickVictim waits until a node has at least two turns in their answer (the
+// tools finished, an LLM step without its end) and returns it, with the
+// sessions whose turn runs on it, sorted.
+func pickVictim(t *testing.T, c *tahtest.Cluster, sids []string) (victim string, hit []string) {
+	t.Helper()
+	err := natstest.Poll(60*time.Second, 200*time.Millisecond, func() error {
 		answering := map[string][]string{}
 		running := map[string][]string{}
 		for _, sid := range sids {
-			evs, err := cl.replay(sid)
-			if err != nil {
-				return false, err
-			}
-			l := analyze(sid, evs)
-			if r := l.running(); r != nil {
-				running[l.owner()] = append(running[l.owner()], sid)
-				if r.answering {
-					answering[l.owner()] = append(answering[l.owner()], sid)
+			rep := c.Audit(sid)
+			if r, ok := rep.Running(); ok {
+				running[rep.Owner()] = append(running[rep.Owner()], sid)
+				if r.Answering {
+					answering[rep.Owner()] = append(answering[rep.Owner()], sid)
 				}
 			}
 		}
@@ -68,124 +123,76 @@ func TestKillMidTurn(t *testing.T) {
 		}
 		if best != "" && len(answering[best]) >= 2 {
 			victim, hit = best, running[best]
-			return true, nil
+			return nil
 		}
-		return false, fmt.Errorf("turns answering per node: %v; running: %v", answering, running)
-	})
-	if victim == "" {
-		t.Fatalf("no node had two turns answering at once: %v", pickErr)
-	}
-	sort.Strings(hit)
-	// Who owns what when the node dies (read just before: a claim may land
-	// in between, which only makes the checks below looser).
-	before := map[string]*sessionLog{}
-	for _, sid := range sids {
-		if evs, err := cl.replay(sid); err == nil {
-			before[sid] = analyze(sid, evs)
-		}
-	}
-	t.Logf("killing %s, which runs the turns of %v", victim, hit)
-	c.node(victim).kill()
-	var survivors []string
-	for _, id := range c.ids() {
-		if id != victim {
-			survivors = append(survivors, id)
-		}
-	}
-
-	// Every turn ends, on the survivors.
-	logs := map[string]*sessionLog{}
-	err := poll(60*time.Second, 500*time.Millisecond, func() (bool, error) {
-		var waiting []string
-		for i, sid := range sids {
-			evs, err := cl.replay(sid)
-			if err != nil {
-				return false, err
-			}
-			l := analyze(sid, evs)
-			logs[sid] = l
-			if !l.inputEnded(ids[i]) {
-				waiting = append(waiting, fmt.Sprintf("%s (owner %s)", sid, l.owner()))
-			}
-		}
-		if len(waiting) > 0 {
-			return false, fmt.Errorf("turns not ended: %v", waiting)
-		}
-		return true, nil
+		return fmt.Errorf("turns answering per node: %v; running: %v", answering, running)
 	})
 	if err != nil {
-		t.Errorf("after the kill of %s: %v", victim, err)
-		if recs, err := cl.nodes(); err == nil {
-			t.Logf("tah_nodes now: %s", describeNodes(recs))
-		}
+		t.Fatalf("no node had two turns answering at once: %v", err)
 	}
+	sort.Strings(hit)
+	return victim, hit
+}
 
-	for i, sid := range sids {
-		l := logs[sid]
-		if l == nil {
-			continue
+// checkKilled returns what is wrong with a session's log after the kill of
+// victim: the audit's problems and its input's, and for a session whose turn
+// the kill interrupted (hit), that a survivor finished it under a claim of
+// its own.
+func checkKilled(t *testing.T, rep, before projection.Report, input, victim string, hit bool) projection.Problems {
+	probs := rep.CheckInputs(input)
+	bad := func(format string, args ...any) {
+		probs = append(probs, projection.Problem{Session: rep.Session, What: fmt.Sprintf(format, args...)})
+	}
+	if hit {
+		if rep.Owner() == victim {
+			bad("its turn ran on %s when it was killed, and no survivor claimed it", victim)
 		}
-		probs := l.checkInputs([]string{ids[i]})
-		wasHit := false
-		for _, h := range hit {
-			wasHit = wasHit || h == sid
+		if len(rep.Claims) < 2 {
+			bad("claimed %d times, want a claim by a survivor after the kill", len(rep.Claims))
 		}
-		if wasHit {
-			// The turn the kill interrupted was finished by a survivor, under
-			// a new claim.
-			if own := l.owner(); own == victim {
-				probs = append(probs, fmt.Sprintf("%s: its turn ran on %s when it was killed, and no survivor claimed it", sid, victim))
-			}
-			if len(l.claims) < 2 {
-				probs = append(probs, fmt.Sprintf("%s: claimed %d times, want a claim by a survivor after the kill", sid, len(l.claims)))
-			}
-			for _, tl := range l.turnsOf(ids[i]) {
-				for _, te := range tl.terminals {
-					if byVictim(l, te.Seq, victim) {
-						probs = append(probs, fmt.Sprintf("%s: the turn's end at seq %d was written under %s's claim", sid, te.Seq, victim))
-					}
+		for _, tl := range rep.TurnsOf(input) {
+			for _, end := range tl.Ends {
+				if cm, _ := rep.ClaimAt(end.Seq); cm.Node == victim {
+					bad("the turn's end at seq %d was written under %s's claim", end.Seq, victim)
 				}
 			}
 		}
-		for k := 1; k < len(l.claims); k++ {
-			if a, b := l.claims[k-1], l.claims[k]; a.node == b.node {
-				probs = append(probs, fmt.Sprintf("%s: %s claimed it twice in a row (epoch %d at seq %d, epoch %d at seq %d) without a restart: it interrupted its own work",
-					sid, a.node, a.epoch, a.seq, b.epoch, b.seq))
-			}
-		}
-		// A session a survivor owned is left alone: its turn goes on.
-		if b := before[sid]; b != nil && b.owner() != "" && b.owner() != victim && len(l.claims) > len(b.claims) {
-			var moves []string
-			for _, cm := range l.claims[len(b.claims):] {
-				moves = append(moves, fmt.Sprintf("epoch %d by %s at seq %d", cm.epoch, cm.node, cm.seq))
-			}
-			// The same node claiming again is caught above; another survivor
-			// taking it is the partition assignment moving a survivor's
-			// partition, which costs the turn a re-issued step but is correct.
-			t.Logf("note: %s was owned by survivor %s at the kill and was claimed again: %s", sid, b.owner(), strings.Join(moves, ", "))
-		}
-		if wasHit && sid == hit[0] {
-			t.Logf("the log of %s, whose turn the kill interrupted:\n%s", sid, l.dump())
-		}
-		if len(probs) > 0 {
-			t.Errorf("session %s (hit by the kill: %v):\n  %s\n%s  what the nodes logged about it:\n%s", sid, wasHit, strings.Join(probs, "\n  "), l.dump(), c.trace(sid))
+	}
+	for k := 1; k < len(rep.Claims); k++ {
+		if a, b := rep.Claims[k-1], rep.Claims[k]; a.Node == b.Node {
+			bad("%s claimed it twice in a row (epoch %d at seq %d, epoch %d at seq %d) without a restart: it interrupted its own work",
+				a.Node, a.Epoch, a.Seq, b.Epoch, b.Seq)
 		}
 	}
+	// A session a survivor owned is left alone: its turn goes on.
+	if before.Owner() != "" && before.Owner() != victim && len(rep.Claims) > len(before.Claims) {
+		var moves []string
+		for _, cm := range rep.Claims[len(before.Claims):] {
+			moves = append(moves, fmt.Sprintf("epoch %d by %s at seq %d", cm.Epoch, cm.Node, cm.Seq))
+		}
+		// The same node claiming again is caught above; another survivor
+		// taking it is the partition assignment moving a survivor's
+		// partition, which costs the turn a re-issued step but is correct.
+		t.Logf("note: %s was owned by survivor %s at the kill and was claimed again: %s", rep.Session, before.Owner(), strings.Join(moves, ", "))
+	}
+	return probs
+}
 
-	// Outcomes, as seen through each survivor: every input's, once (docs/protocol.md:
-	// "gets one outcome there"), completed.
+// checkOutcomes: the outcome of every input, as seen through each survivor,
+// came once (docs/protocol.md: "gets one outcome there"), completed.
+func checkOutcomes(t *testing.T, c *tahtest.Cluster, cl *client, sids, ids, survivors []string, logs map[string]projection.Report) {
 	for i, id := range ids {
 		var bad []string
 		dup := true
 		for _, n := range survivors {
 			os := cl.outcomesOf(id, n)
-			if len(os) == 1 && os[0].Status == "completed" && os[0].FailureCode == "" {
+			if len(os) == 1 && completed(os[0]) {
 				continue
 			}
 			var brief []string
 			for _, o := range os {
 				brief = append(brief, fmt.Sprintf("{turn %d, status %s, steps %d, last_seq %d, failure %q %q}", o.Turn, o.Status, o.Steps, o.LastSeq, o.FailureCode, o.Failure))
-				dup = dup && o.Status == "completed" && o.FailureCode == "" && o.Turn == os[0].Turn
+				dup = dup && completed(o) && o.Turn == os[0].Turn
 			}
 			dup = dup && len(os) > 1
 			bad = append(bad, fmt.Sprintf("%d outcomes seen through %s: %s", len(os), n, strings.Join(brief, " ")))
@@ -197,27 +204,7 @@ func TestKillMidTurn(t *testing.T) {
 		if dup {
 			what = "the same outcome was published more than once"
 		}
-		dump := ""
-		if l := logs[sids[i]]; l != nil {
-			dump = l.dump()
-		}
 		t.Errorf("input %s of %s: %s; %s\n%s  what the nodes logged about it:\n%s",
-			id, sids[i], what, strings.Join(bad, "; "), dump, c.trace(sids[i]))
+			id, sids[i], what, strings.Join(bad, "; "), logs[sids[i]].Dump(), c.Trace(sids[i]))
 	}
-	if recs, err := cl.waitBalanced(survivors, 30*time.Second); err != nil {
-		t.Errorf("tah_nodes after the kill of %s: %v", victim, err)
-	} else {
-		t.Logf("tah_nodes after the kill: %s", describeNodes(recs))
-	}
-}
-
-// byVictim reports whether the event at seq was written under a claim of node.
-func byVictim(l *sessionLog, seq uint64, node string) bool {
-	owner := ""
-	for _, cm := range l.claims {
-		if cm.seq < seq {
-			owner = cm.node
-		}
-	}
-	return owner == node
 }

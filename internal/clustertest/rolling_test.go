@@ -2,11 +2,15 @@ package clustertest
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tahtest"
+	"github.com/tah-dev/tah/tahtest/natstest"
+	"github.com/tah-dev/tah/wire"
 )
 
 // TestRollingRestart: clients keep sending inputs to six sessions, each
@@ -16,15 +20,9 @@ import (
 // started exactly one turn, which finished exactly once: none was lost, none
 // ran twice.
 func TestRollingRestart(t *testing.T) {
-	c := newCluster(t, clusterOptions{pace: 10 * time.Millisecond})
+	c := newCluster(t, tahtest.Options{Pace: 10 * time.Millisecond})
 	cl := newClient(t, c)
-	presence := true
-	if recs, err := cl.waitBalanced(c.ids(), 60*time.Second); err != nil {
-		presence = false
-		t.Logf("tah_nodes is not balanced before the test (partition balancing missing?): %v", err)
-	} else {
-		t.Logf("tah_nodes: %s", describeNodes(recs))
-	}
+	t.Logf("tah_nodes: %s", tahtest.DescribeNodes(c.WaitBalanced(time.Minute, c.IDs()...)))
 
 	const sessions = 6
 	sids := make([]string, sessions)
@@ -64,7 +62,7 @@ func TestRollingRestart(t *testing.T) {
 					report("%s: input %s was not accepted: %v", sid, id, err)
 					return
 				}
-				if err := waitTurn(cl, sid, id, ch, 90*time.Second); err != nil {
+				if err := waitTurn(c, sid, id, ch, 90*time.Second); err != nil {
 					report("%s: input %s: %v", sid, id, err)
 					return
 				}
@@ -77,57 +75,51 @@ func TestRollingRestart(t *testing.T) {
 	progress := func(what string, n int64) {
 		t.Helper()
 		target := ended.Load() + n
-		if err := poll(90*time.Second, 200*time.Millisecond, func() (bool, error) {
-			got := ended.Load()
-			return got >= target, fmt.Errorf("%d turns ended, want %d", got, target)
+		if err := natstest.Poll(90*time.Second, 200*time.Millisecond, func() error {
+			if got := ended.Load(); got < target {
+				return fmt.Errorf("%d turns ended, want %d", got, target)
+			}
+			return nil
 		}); err != nil {
 			t.Errorf("no progress %s: %v", what, err)
 		}
 	}
 	progress("before the restarts", sessions)
-	for _, n := range c.nodes {
-		t.Logf("restarting %s (%d turns ended so far)", n.id, ended.Load())
+	for i, id := range c.IDs() {
+		t.Logf("restarting %s (%d turns ended so far)", id, ended.Load())
 		phase := time.Now()
 		step := func(what string) {
-			t.Logf("  %s: %s after %v", n.id, what, time.Since(phase).Round(time.Millisecond))
+			t.Logf("  %s: %s after %v", id, what, time.Since(phase).Round(time.Millisecond))
 			phase = time.Now()
 		}
-		if err := n.stop(60 * time.Second); err != nil {
-			t.Errorf("node %s, stopped with SIGTERM: %v\n%s", n.id, err, n.lastLog(40))
-			n.kill()
-		}
-		if presence {
-			// Its presence is gone (deleted at a clean stop, or expired).
-			if err := poll(30*time.Second, 200*time.Millisecond, func() (bool, error) {
-				recs, err := cl.nodes()
-				if err != nil {
-					return false, err
-				}
-				for _, r := range recs {
-					if r.Node == n.id {
-						return false, fmt.Errorf("still listed: %s", describeNodes(recs))
-					}
-				}
-				return true, nil
-			}); err != nil {
-				t.Errorf("node %s stopped, but tah_nodes %v", n.id, err)
+		c.Stop(i)
+		// Its presence is gone (deleted at a clean stop, or expired).
+		if err := natstest.Poll(30*time.Second, 200*time.Millisecond, func() error {
+			recs, err := cl.nodes()
+			if err != nil {
+				return err
 			}
+			for _, r := range recs {
+				if r.Node == id {
+					return fmt.Errorf("still listed: %s", tahtest.DescribeNodes(recs))
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Errorf("node %s stopped, but tah_nodes %v", id, err)
 		}
 		step("stopped, out of tah_nodes")
-		progress("while "+n.id+" is down", sessions/2)
+		progress("while "+id+" is down", sessions/2)
 		step("progress while down")
-		n.start()
-		n.waitReady()
+		c.Start(i)
 		step("started and ready")
-		if presence {
-			if recs, err := cl.waitBalanced(c.ids(), 60*time.Second); err != nil {
-				t.Errorf("after the restart of %s, tah_nodes: %v", n.id, err)
-			} else {
-				t.Logf("after the restart of %s: %s", n.id, describeNodes(recs))
-			}
+		if recs, err := c.BalancedWithin(time.Minute, c.IDs()...); err != nil {
+			t.Errorf("after the restart of %s, tah_nodes: %v", id, err)
+		} else {
+			t.Logf("after the restart of %s: %s", id, tahtest.DescribeNodes(recs))
 		}
 		step("balanced")
-		progress("after the restart of "+n.id, sessions/2)
+		progress("after the restart of "+id, sessions/2)
 		step("progress after the restart")
 	}
 	close(stop)
@@ -136,16 +128,11 @@ func TestRollingRestart(t *testing.T) {
 
 	resumed, claims := 0, 0
 	for i, sid := range sids {
-		evs, err := cl.replay(sid)
-		if err != nil {
-			t.Errorf("replay %s: %v", sid, err)
-			continue
-		}
-		l := analyze(sid, evs)
-		resumed += l.resumed()
-		claims += len(l.claims)
-		if probs := l.checkInputs(sent[i]); len(probs) > 0 {
-			t.Errorf("session %s:\n  %s\n%s", sid, strings.Join(probs, "\n  "), l.dump())
+		rep := c.Audit(sid)
+		resumed += rep.Resumed()
+		claims += len(rep.Claims)
+		if probs := rep.CheckInputs(sent[i]...); len(probs) > 0 {
+			t.Errorf("session %s:\n%s\n%s", sid, probs, rep.Dump())
 		}
 	}
 	for _, p := range problems {
@@ -158,27 +145,26 @@ func TestRollingRestart(t *testing.T) {
 
 // waitTurn waits until input id's turn in session sid has ended: its outcome
 // arrives on ch, or (an outcome published while the client was reconnecting is
-// lost) the log shows the turn's end.
-func waitTurn(cl *client, sid, id string, ch <-chan outcome, bound time.Duration) error {
+// lost) the log shows the turn's end. It runs on a goroutine of its own: it
+// fails nothing, and says what is wrong.
+func waitTurn(c *tahtest.Cluster, sid, id string, ch <-chan wire.Outcome, bound time.Duration) error {
 	deadline := time.After(bound)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
 		select {
 		case o := <-ch:
-			if o.Status != "completed" || o.FailureCode != "" {
+			if !completed(o) {
 				return fmt.Errorf("outcome %+v, want completed", o)
 			}
 			return nil
 		case <-tick.C:
-			evs, err := cl.replay(sid)
-			if err == nil && analyze(sid, evs).inputEnded(id) {
+			if evs, err := c.Log(sid); err == nil && projection.Audit(evs).InputEnded(id) {
 				return nil
 			}
 		case <-deadline:
-			evs, _ := cl.replay(sid)
-			l := analyze(sid, evs)
-			return fmt.Errorf("its turn has not ended after %v:\n%s", bound, l.dump())
+			evs, err := c.Log(sid)
+			return fmt.Errorf("its turn has not ended after %v (%v):\n%s", bound, err, projection.Audit(evs).Dump())
 		}
 	}
 }

@@ -3,10 +3,11 @@ package clustertest
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tahtest"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -15,14 +16,11 @@ import (
 // holds their partition: all three nodes run some, each session is claimed
 // once, and each input ends with one finished turn.
 func TestSessionsSpread(t *testing.T) {
-	c := newCluster(t, clusterOptions{pace: 2 * time.Millisecond})
+	c := newCluster(t, tahtest.Options{Pace: 2 * time.Millisecond})
 	cl := newClient(t, c)
 
-	recs, err := cl.waitBalanced(c.ids(), 60*time.Second)
-	if err != nil {
-		t.Fatalf("tah_nodes never showed a balanced assignment of the three nodes: %v", err)
-	}
-	t.Logf("tah_nodes: %s", describeNodes(recs))
+	recs := c.WaitBalanced(time.Minute, c.IDs()...)
+	t.Logf("tah_nodes: %s", tahtest.DescribeNodes(recs))
 	partOwner := map[int]string{}
 	for _, r := range recs {
 		for _, p := range r.Partitions {
@@ -33,12 +31,13 @@ func TestSessionsSpread(t *testing.T) {
 	const sessions = 24
 	sids := make([]string, sessions)
 	ids := make([]string, sessions)
-	waits := make([]<-chan outcome, sessions)
+	waits := make([]<-chan wire.Outcome, sessions)
 	for i := range sessions {
 		sids[i] = cl.create()
 	}
 	for i, sid := range sids {
 		ids[i] = fmt.Sprintf("in_spread_%02d", i)
+		var err error
 		if waits[i], err = cl.send(sid, ids[i], fmt.Sprintf("spread %d: what is in this project?", i)); err != nil {
 			t.Fatalf("send to %s: %v", sid, err)
 		}
@@ -49,7 +48,7 @@ func TestSessionsSpread(t *testing.T) {
 	for i, ch := range waits {
 		select {
 		case o := <-ch:
-			if o.Status != "completed" || o.FailureCode != "" {
+			if !completed(o) {
 				t.Errorf("input %s of %s: outcome %+v, want completed", ids[i], sids[i], o)
 			}
 		case <-deadline:
@@ -61,35 +60,34 @@ func TestSessionsSpread(t *testing.T) {
 	// holds the session's partition; the claims cover the three nodes.
 	claimedBy := map[string]int{}
 	for i, sid := range sids {
-		evs, err := cl.replay(sid)
-		if err != nil {
-			t.Fatalf("replay %s: %v", sid, err)
+		rep := c.Audit(sid)
+		probs := rep.CheckInputs(ids[i])
+		bad := func(format string, args ...any) {
+			probs = append(probs, projection.Problem{Session: sid, What: fmt.Sprintf(format, args...)})
 		}
-		l := analyze(sid, evs)
-		probs := l.checkInputs([]string{ids[i]})
-		if len(l.claims) != 1 {
-			probs = append(probs, fmt.Sprintf("%s: claimed %d times on a settled cluster: %v", sid, len(l.claims), l.claims))
+		if len(rep.Claims) != 1 {
+			bad("claimed %d times on a settled cluster: %v", len(rep.Claims), rep.Claims)
 		}
-		for _, cm := range l.claims {
-			claimedBy[cm.node]++
+		for _, cm := range rep.Claims {
+			claimedBy[cm.Node]++
 		}
-		p := wire.Partition(sid, cl.b.Config().Partitions)
-		if own := l.owner(); own != partOwner[p] {
-			probs = append(probs, fmt.Sprintf("%s (partition %d) is owned by %q, but tah_nodes gives partition %d to %s", sid, p, own, p, partOwner[p]))
+		p := wire.Partition(sid, c.Bus().Config().Partitions)
+		if own := rep.Owner(); own != partOwner[p] {
+			bad("partition %d is owned by %q, but tah_nodes gives partition %d to %s", p, own, p, partOwner[p])
 		}
 		if len(probs) > 0 {
-			t.Errorf("session %s:\n  %s\n%s", sid, strings.Join(probs, "\n  "), l.dump())
+			t.Errorf("session %s:\n%s\n%s", sid, probs, rep.Dump())
 		}
 	}
 	t.Logf("sessions claimed per node: %v", claimedBy)
-	for _, id := range c.ids() {
+	for _, id := range c.IDs() {
 		if claimedBy[id] == 0 {
 			t.Errorf("node %s claimed none of the %d sessions (claims per node: %v)", id, sessions, claimedBy)
 		}
 	}
 	var others []string
 	for n := range claimedBy {
-		if !slices.Contains(c.ids(), n) {
+		if !slices.Contains(c.IDs(), n) {
 			others = append(others, n)
 		}
 	}
@@ -98,14 +96,14 @@ func TestSessionsSpread(t *testing.T) {
 	}
 
 	// Still balanced at the end, and each outcome was published once.
-	if recs, err := cl.waitBalanced(c.ids(), 30*time.Second); err != nil {
+	if recs, err := c.BalancedWithin(30*time.Second, c.IDs()...); err != nil {
 		t.Errorf("tah_nodes at the end: %v", err)
 	} else {
-		t.Logf("tah_nodes at the end: %s", describeNodes(recs))
+		t.Logf("tah_nodes at the end: %s", tahtest.DescribeNodes(recs))
 	}
 	for i, id := range ids {
-		if os := cl.outcomesOf(id, "n1"); len(os) != 1 {
-			t.Errorf("input %s of %s: %d outcomes seen on n1: %+v", id, sids[i], len(os), os)
+		if os := cl.outcomesOf(id, c.ID(0)); len(os) != 1 {
+			t.Errorf("input %s of %s: %d outcomes seen on %s: %+v", id, sids[i], len(os), c.ID(0), os)
 		}
 	}
 }

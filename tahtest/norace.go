@@ -1,5 +1,5 @@
 //go:build !race
 
-package clustertest
+package tahtest
 
 const raceEnabled = false

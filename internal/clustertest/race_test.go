@@ -1,6 +1,0 @@
-//go:build race
-
-package clustertest
-
-// raceEnabled: the nodes are built with -race too.
-const raceEnabled = true

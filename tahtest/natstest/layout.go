@@ -1,0 +1,105 @@
+package natstest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+)
+
+// KeepEnv names the environment variable that keeps a cluster's directory
+// (the members' data and logs) after the test, for a look at what happened.
+const KeepEnv = "TAHTEST_KEEP"
+
+// Layout is where the members of a cluster live, chosen before any starts
+// (JetStream clustering needs every route from the start) and kept across
+// restarts: for each member a server name, a directory and two ports.
+type Layout struct {
+	// Name is the cluster's name, unique in this process.
+	Name string
+	// Dir holds the members' directories; it is removed at the end unless
+	// TAHTEST_KEEP is set.
+	Dir string
+	// User and Password are the credentials the servers require and clients
+	// present; empty for none.
+	User, Password string
+	Slots          []Slot
+}
+
+// Slot is one member's place in a Layout.
+type Slot struct {
+	// Name is the member's server name, "n0", "n1"...
+	Name string
+	// Dir is its data directory, under Layout.Dir.
+	Dir string
+	// ClientPort and RoutePort are its ports on 127.0.0.1.
+	ClientPort, RoutePort int
+	// Routes are the route URLs of the other members.
+	Routes []string
+}
+
+// URL is the member's client URL.
+func (s Slot) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.ClientPort) }
+
+var clusters atomic.Int64
+
+// NewLayout places n members: free ports on 127.0.0.1, a fresh directory in
+// parent (the system's temporary directory when empty) removed at the end of
+// the test (registered first, so that it goes after the members that write
+// to it have stopped), names n0...
+func NewLayout(tb TB, parent string, n int) Layout {
+	tb.Helper()
+	dir, err := os.MkdirTemp(parent, "tahtest-"+strings.NewReplacer("/", "_", " ", "_").Replace(tb.Name())+"-")
+	if err != nil {
+		tb.Fatalf("natstest: %v", err)
+	}
+	if os.Getenv(KeepEnv) != "" {
+		tb.Logf("%s: the members' data and logs stay in %s", KeepEnv, dir)
+	} else {
+		tb.Cleanup(func() { os.RemoveAll(dir) })
+	}
+	l := Layout{Name: fmt.Sprintf("tahtest%d", clusters.Add(1)), Dir: dir}
+	ports, err := FreePorts(2 * n)
+	if err != nil {
+		tb.Fatalf("natstest: %v", err)
+	}
+	for i := range n {
+		name := fmt.Sprintf("n%d", i)
+		l.Slots = append(l.Slots, Slot{Name: name, Dir: filepath.Join(dir, name), ClientPort: ports[2*i], RoutePort: ports[2*i+1]})
+	}
+	for i := range l.Slots {
+		for j, o := range l.Slots {
+			if j != i {
+				l.Slots[i].Routes = append(l.Slots[i].Routes, fmt.Sprintf("nats-route://127.0.0.1:%d", o.RoutePort))
+			}
+		}
+	}
+	return l
+}
+
+// WithCredentials sets a user and a random password on l.
+func (l Layout) WithCredentials() Layout {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	l.User, l.Password = "tah", hex.EncodeToString(b)
+	return l
+}
+
+// FreePorts returns n distinct TCP ports of 127.0.0.1 that were free a moment
+// ago.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("a free port: %w", err)
+		}
+		defer l.Close() // held until all are picked: distinct
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -48,6 +48,8 @@ lint: ## formatting and vet
 fuzz: ## run the projection fuzz targets
 	$(GO) test -run=NONE -fuzz=FuzzProjectContext -fuzztime=$(FUZZTIME) ./projection
 	$(GO) test -run=NONE -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./projection
+	$(GO) test -run=NONE -fuzz='FuzzAudit$$' -fuzztime=$(FUZZTIME) ./projection
+	$(GO) test -run=NONE -fuzz=FuzzAuditSound -fuzztime=$(FUZZTIME) ./projection
 
 schema: ## regenerate docs/schema from the event and wire types
 	$(GO) test ./wire -run TestSchemasUpToDate -update

@@ -2,7 +2,10 @@
 // connection to an external one), the streams, consumers and buckets, the
 // fenced append to a session's event log, replay and live tails, token deltas,
 // the input partitions, and the object store for large outputs. The wire
-// contract it implements is docs/protocol.md (protocol version 1).
+// contract it implements is docs/protocol.md; its names, subjects, headers and
+// payloads are package wire's (clients use package client, which shares with
+// bus only internal/natsx: the classifier of temporary unavailability, the
+// retrying publish and the input message).
 //
 // The smallest use:
 //
@@ -37,7 +40,7 @@
 // tah_nodes, and the object store tah_artifacts. It is idempotent (nodes
 // starting together race harmlessly; a step that times out on a forming
 // cluster is retried) and versioned: the streams carry the metadata
-// tah.setup=SetupVersion and tah.protocol=ProtocolVersion. A stream of a newer
+// tah.setup=wire.SetupVersion and tah.protocol=wire.ProtocolVersion. A stream of a newer
 // setup version, or not made by TAH, stops Open with ErrIncompatibleSetup and
 // what to do; an older or different one is updated in place when NATS allows
 // it (subjects, replicas, transform, partition count while no input is
@@ -125,14 +128,14 @@
 // # Deltas
 //
 // Token deltas are core NATS messages on tah.sess.<sid>.delta with headers
-// Tah-Epoch and Tah-Delta-Seq and a JSON body (Delta: the llm.Delta and its
-// step id). SubscribeDeltas drops the deltas of an epoch lower than the
+// Tah-Epoch and Tah-Delta-Seq and a JSON body (wire.Delta: the llm.Delta and
+// its step id). SubscribeDeltas drops the deltas of an epoch lower than the
 // highest seen: they come from an owner that lost the session.
 //
 // # Input
 //
 // Clients publish inputs to tah.sess.<sid>.in with the header Tah-Command
-// (run, resume, cancel, compact) and an Input as JSON. TAH_IN is a work queue
+// (run, resume, cancel, compact) and a wire.Input as JSON. TAH_IN is a work queue
 // whose subject transform stores them as tah.in.<p>.<sid>, p = Partition(sid,
 // P). Every node pulls every partition through durable consumers in priority
 // group "tah" with the pinned policy, so each partition is served by one node

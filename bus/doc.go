@@ -1,4 +1,4 @@
-// Package bus is everything TAH does with NATS: the embedded server (or the
+// Package bus is the node's side of NATS: the embedded server (or the
 // connection to an external one), the streams, consumers and buckets, the
 // fenced append to a session's event log, replay and live tails, token deltas,
 // the input partitions, and the object store for large outputs. The wire

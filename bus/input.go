@@ -25,7 +25,7 @@ func (b *Bus) PublishInput(ctx context.Context, sid string, in wire.Input) (stri
 	if err != nil {
 		return "", err
 	}
-	if _, err := natsx.PublishRetrying(ctx, b.js, m); err != nil {
+	if _, err := natsx.PublishRetrying(ctx, b.js, m, nil); err != nil {
 		return "", fmt.Errorf("publish input %s for session %s: %w", id, sid, err)
 	}
 	return id, nil

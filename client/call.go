@@ -53,7 +53,7 @@ func (c *Client) call(ctx context.Context, endpoint string, req, rep any) error 
 		return err
 	}
 	if repeatable[endpoint] {
-		err = natsx.Retry(ctx, max(c.opts.RequestTimeout/3, time.Second), try)
+		err = natsx.Retry(ctx, max(c.opts.RequestTimeout/3, time.Second), try, c.retrying(subj))
 	} else {
 		err = try(ctx)
 	}

@@ -210,3 +210,12 @@ func (c *Client) untrack(o closer) {
 	defer c.mu.Unlock()
 	delete(c.open, o)
 }
+
+// retrying is the retry callback of an operation named what: Options.OnRetry,
+// or nil.
+func (c *Client) retrying(what string) func(error) {
+	if c.opts.OnRetry == nil {
+		return nil
+	}
+	return func(err error) { c.opts.OnRetry(what, err) }
+}

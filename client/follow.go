@@ -84,7 +84,7 @@ func (c *Client) logEnd(ctx context.Context) (uint64, error) {
 		var err error
 		s, err = c.js.Stream(ctx, wire.EventStream)
 		return err
-	})
+	}, c.retrying("read the event stream"))
 	if err != nil {
 		return 0, streamError(c, err)
 	}
@@ -121,7 +121,7 @@ func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeC
 			}
 		})
 		return err
-	})
+	}, f.c.retrying("follow the log of "+f.sid))
 	if err != nil {
 		return nil, fmt.Errorf("follow the events of %s: %w", f.sid, streamError(f.c, err))
 	}

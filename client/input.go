@@ -35,7 +35,7 @@ func (c *Client) Publish(ctx context.Context, sid string, in wire.Input) (string
 func (c *Client) publish(ctx context.Context, sid, id string, m *nats.Msg) error {
 	ctx, cancel := context.WithTimeout(ctx, publishPatience)
 	defer cancel()
-	_, err := natsx.PublishRetrying(ctx, c.js, m)
+	_, err := natsx.PublishRetrying(ctx, c.js, m, c.retrying("publish the "+m.Header.Get(wire.HeaderCommand)+" input"))
 	switch {
 	case err == nil:
 		return nil

@@ -6,7 +6,7 @@ import (
 )
 
 // Options say how a Client reaches TAH. Connect uses all of them; New, over
-// a connection of its caller's, only RequestTimeout and OnConnection.
+// a connection of its caller's, only RequestTimeout, OnConnection and OnRetry.
 type Options struct {
 	// URL of the NATS server, or several comma-separated (a cluster).
 	URL string
@@ -25,6 +25,11 @@ type Options struct {
 	// is back (the Client reconnects by itself, without limit), and when it
 	// is closed. It runs on a goroutine of the Client and must not block.
 	OnConnection func(ConnEvent)
+	// OnRetry, when set, is told each time an operation is tried again because
+	// NATS is unavailable for a moment (a stream electing a leader after a
+	// server died): what names it ("publish the run input", "tah.api.get"),
+	// err is why. It runs on the caller's goroutine and must not block.
+	OnRetry func(what string, err error)
 }
 
 // ConnEvent is a change of the connection's state.

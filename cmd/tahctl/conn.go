@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tah-dev/tah/client"
@@ -106,6 +108,9 @@ type conn struct {
 	ep endpoint
 	// states receives "disconnected" and "reconnected" as they happen.
 	states chan client.ConnEvent
+
+	mu      sync.Mutex
+	retried map[string]bool // the operations whose retry was told
 }
 
 // connect connects to the node, or fails with exitUnavailable and what to do.
@@ -120,12 +125,30 @@ func (g *globals) connect(ctx context.Context) (*conn, error) {
 			default:
 			}
 		},
+		OnRetry: c.retrying,
 	})
 	if err != nil {
 		return nil, ep.connectError(err)
 	}
 	c.Client = cl
 	return c, nil
+}
+
+// retrying tells, once per operation, that NATS does not answer for the
+// moment and the operation is tried again (a stream is electing a leader
+// after a server failed), so that a wait of some seconds is never silent.
+func (c *conn) retrying(what string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.g.json || c.retried[what] {
+		return
+	}
+	if c.retried == nil {
+		c.retried = map[string]bool{}
+	}
+	c.retried[what] = true
+	st := newStyle(c.g, c.g.stderr)
+	fmt.Fprintln(c.g.stderr, st.yellow("! NATS does not answer ("+what+": "+err.Error()+"); a server may have just failed: trying again"))
 }
 
 func (ep endpoint) connectError(err error) error {

@@ -15,5 +15,5 @@
 //
 //	m, id, err := natsx.NewInputMsg(sid, wire.Input{Command: wire.CommandRun, Text: "hi"}, nc.MaxPayload())
 //	if err != nil { ... }                       // ErrMalformedInput, ErrPayloadTooLarge, an invalid id
-//	_, err = natsx.PublishRetrying(ctx, js, m) // stored once, however often it is tried
+//	_, err = natsx.PublishRetrying(ctx, js, m, nil) // stored once, however often it is tried
 package natsx

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,8 +122,9 @@ func TestPublishRetryingWaitsForTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
+	var retries atomic.Int64
 	go func() {
-		_, err := natsx.PublishRetrying(ctxT(t), js, m)
+		_, err := natsx.PublishRetrying(ctxT(t), js, m, func(error) { retries.Add(1) })
 		done <- err
 	}()
 	if _, err := tries.NextMsg(10 * time.Second); err != nil {
@@ -136,7 +138,10 @@ func TestPublishRetryingWaitsForTheStream(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := natsx.PublishRetrying(ctxT(t), js, m); err != nil {
+	if retries.Load() == 0 {
+		t.Fatal("the retries were not told")
+	}
+	if _, err := natsx.PublishRetrying(ctxT(t), js, m, nil); err != nil {
 		t.Fatal(err)
 	}
 	if info, _ := s.Info(ctxT(t)); info.State.Msgs != 1 {
@@ -144,14 +149,14 @@ func TestPublishRetryingWaitsForTheStream(t *testing.T) {
 	}
 
 	// Without an id, a retry could store it twice: refused.
-	if _, err := natsx.PublishRetrying(ctxT(t), js, nats.NewMsg(wire.InputSubject("s_1"))); !errors.Is(err, natsx.ErrNoMsgID) {
+	if _, err := natsx.PublishRetrying(ctxT(t), js, nats.NewMsg(wire.InputSubject("s_1")), nil); !errors.Is(err, natsx.ErrNoMsgID) {
 		t.Fatalf("no id: %v", err)
 	}
 	// The context ends the tries; the error says why they failed.
 	m.Subject = "nothing.here"
 	ctx, cancel := context.WithTimeout(ctxT(t), 300*time.Millisecond)
 	defer cancel()
-	if _, err := natsx.PublishRetrying(ctx, js, m); !natsx.Temporary(err) {
+	if _, err := natsx.PublishRetrying(ctx, js, m, nil); !natsx.Temporary(err) {
 		t.Fatalf("no stream until the context ends: %v", err)
 	}
 }

@@ -26,14 +26,18 @@ var ErrNoMsgID = errors.New("message has no " + wire.HeaderMsgID)
 
 // Retry calls try until it returns nil or an error that is not Temporary, or
 // ctx ends, and returns try's last error. Each try runs under its own deadline
-// of at most per; tries are RetryPause apart.
-func Retry(ctx context.Context, per time.Duration, try func(ctx context.Context) error) error {
+// of at most per; tries are RetryPause apart. onRetry, when not nil, is told
+// of each temporary error before the next try (a command line says it waits).
+func Retry(ctx context.Context, per time.Duration, try func(ctx context.Context) error, onRetry func(error)) error {
 	for {
 		tctx, cancel := context.WithTimeout(ctx, per)
 		err := try(tctx)
 		cancel()
 		if err == nil || ctx.Err() != nil || !Temporary(err) {
 			return err
+		}
+		if onRetry != nil {
+			onRetry(err)
 		}
 		select {
 		case <-ctx.Done():
@@ -47,7 +51,8 @@ func Retry(ctx context.Context, per time.Duration, try func(ctx context.Context)
 // PublishTry while the stream does not answer (it is electing a leader, a
 // server died), until ctx ends. m must carry a Nats-Msg-Id (ErrNoMsgID
 // otherwise), so that a try whose acknowledgement was lost is stored once.
-func PublishRetrying(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (*jetstream.PubAck, error) {
+// onRetry is Retry's.
+func PublishRetrying(ctx context.Context, js jetstream.JetStream, m *nats.Msg, onRetry func(error)) (*jetstream.PubAck, error) {
 	if m.Header.Get(wire.HeaderMsgID) == "" {
 		return nil, ErrNoMsgID
 	}
@@ -56,6 +61,6 @@ func PublishRetrying(ctx context.Context, js jetstream.JetStream, m *nats.Msg) (
 		var err error
 		ack, err = js.PublishMsg(ctx, m)
 		return err
-	})
+	}, onRetry)
 	return ack, err
 }

@@ -92,6 +92,60 @@ func TestOutcomeFromTheLogWhenTheReplyIsLost(t *testing.T) {
 	}
 }
 
+// TestOutcomeFromTheLogAfterAReconnect: a Turn asked only for its outcome
+// follows no log; when its connection comes back with the outcome still to
+// come (it may have been published while the connection was down), it reads
+// the end of its turn in the log.
+func TestOutcomeFromTheLogAfterAReconnect(t *testing.T) {
+	ctx := ctxT(t)
+	model := newGated("gone")
+	n := startNode(t, model)
+	c := connect(t, n)
+	turn := startTurn(t, c, newSession(t, c), "gone")
+	model.waitStarted(t, "gone")
+	client.LoseReplies(turn)
+	if err := c.Conn().ForceReconnect(); err != nil {
+		t.Fatal(err)
+	}
+	model.open()
+	o, err := turn.Outcome(ctx)
+	if err != nil || o.Status != "completed" || o.Content != "answer to gone" || o.InputID != turn.InputID() {
+		t.Fatalf("%+v %v", o, err)
+	}
+}
+
+// TestAnOutcomeAloneCostsNoConsumer: a Turn asked only for its outcome makes
+// no consumer on the log (a thousand sessions would make a thousand).
+func TestAnOutcomeAloneCostsNoConsumer(t *testing.T) {
+	ctx := ctxT(t)
+	n := startNode(t, mock.Scripted(mock.Say("one"), mock.Say("two")))
+	c := connect(t, n)
+	sid := newSession(t, c)
+	consumers := func() int {
+		t.Helper()
+		s, err := n.Bus.JetStream().Stream(ctx, wire.EventStream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Consumers
+	}
+	before := consumers()
+	if o := run(t, c, sid, "hi"); o.Content != "one" {
+		t.Fatalf("%+v", o)
+	}
+	turn := startTurn(t, c, sid, "again")
+	if o, err := turn.Outcome(ctx); err != nil || o.Content != "two" {
+		t.Fatalf("%+v %v", o, err)
+	}
+	if after := consumers(); after != before {
+		t.Fatalf("%d consumers on the log before, %d after", before, after)
+	}
+}
+
 // TestFollowAcrossAReconnect: a server restarts under a Follower, which
 // reports the loss and the return, and delivers the events appended after
 // it, each once.

@@ -39,14 +39,22 @@ func WithEvents() TurnOption { return func(o *turnOptions) { o.events = true } }
 func WithDeltas() TurnOption { return func(o *turnOptions) { o.deltas = true } }
 
 // Turn is a run or a resume under way: its outcome, its events and its token
-// deltas, from the subscriptions it made before its input was published. It
-// follows the log again after a reconnect, and takes the log's word for the
-// outcome when the outcome message was lost. Close stops it.
+// deltas, from the subscriptions it made before its input was published.
+//
+// A Turn asked only for its outcome listens to its reply subject and the
+// session's input errors: nothing else, no consumer on the log. It follows
+// the log (an ordered consumer) when asked for events or deltas, which need
+// it to tell its own turn's from another's, and after the connection came
+// back while the outcome had not come: the outcome may have been published
+// while the connection was down, and then the end of the turn in the log is
+// the answer. Close stops it.
 type Turn struct {
 	c        *Client
 	a        asked
 	opts     turnOptions
-	follower *Follower
+	from     uint64    // the first sequence of the log the Turn may have to read
+	follower *Follower // nil until the Turn follows the log
+	status   chan nats.Status
 	subs     []*nats.Subscription
 	replies  chan *nats.Msg
 	errs     chan *nats.Msg
@@ -83,35 +91,73 @@ func (c *Client) startTurn(ctx context.Context, sid string, in wire.Input, opts 
 		return nil, fmt.Errorf("%s input for %s: %w", in.Command, sid, err)
 	}
 	t := &Turn{c: c, a: asked{sid: sid, inputID: id, command: in.Command},
-		replies: make(chan *nats.Msg, 4), errs: make(chan *nats.Msg, 16), raw: make(chan *nats.Msg, 8192),
+		replies: make(chan *nats.Msg, 4), errs: make(chan *nats.Msg, 16),
 		events: make(chan event.Event), deltas: make(chan Delta),
 		stop: make(chan struct{}), closed: make(chan struct{}), decided: make(chan struct{})}
 	for _, o := range opts {
 		o(&t.opts)
 	}
+	if t.opts.deltas {
+		t.raw = make(chan *nats.Msg, 8192) // a fast model's burst, read by the Turn's goroutine
+	}
 	// Everything the input causes is listened to before it is published.
-	from, err := c.logEnd(ctx)
-	if err != nil {
+	if t.from, err = c.logEnd(ctx); err != nil {
 		return nil, err
 	}
-	if t.follower, err = c.Follow(ctx, sid, from); err != nil {
-		return nil, err
+	if t.opts.events || t.opts.deltas {
+		if t.follower, err = c.Follow(ctx, sid, t.from); err != nil {
+			return nil, err
+		}
+	} else {
+		t.status = c.nc.StatusChanged(nats.CONNECTED)
 	}
-	t.subs, err = c.subscribe(ctx, map[string]chan *nats.Msg{in.ReplyTo: t.replies, wire.ErrorSubject(sid): t.errs, wire.DeltaSubject(sid): t.raw})
+	subs := map[string]chan *nats.Msg{in.ReplyTo: t.replies, wire.ErrorSubject(sid): t.errs}
+	if t.opts.deltas {
+		subs[wire.DeltaSubject(sid)] = t.raw
+	}
+	t.subs, err = c.subscribe(ctx, subs)
 	if err == nil {
 		err = c.track(t)
 	}
 	if err != nil {
-		unsubscribe(t.subs)
-		t.follower.Close()
+		t.release()
 		return nil, err
 	}
-	go t.run(newTurnState(t.a, from-1))
+	go t.run(newTurnState(t.a, t.from-1))
 	if err := c.publish(ctx, sid, id, m); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
+}
+
+// followLate starts following the log from the Turn's start, after the
+// connection came back with the outcome still to come. A failure leaves the
+// Turn waiting for the outcome message, as before.
+func (t *Turn) followLate() {
+	ctx, cancel := context.WithTimeout(context.Background(), t.c.opts.RequestTimeout)
+	defer cancel()
+	go func() { // ends with followLate: a Close while the Follow runs cuts it short
+		select {
+		case <-t.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if f, err := t.c.Follow(ctx, t.a.sid, t.from); err == nil {
+		t.follower = f
+	}
+}
+
+// release stops the Turn's subscriptions, status listener and Follower.
+func (t *Turn) release() {
+	unsubscribe(t.subs)
+	if t.status != nil {
+		t.c.nc.RemoveStatusListener(t.status)
+	}
+	if t.follower != nil {
+		t.follower.Close()
+	}
 }
 
 // Session is the turn's session.

@@ -20,14 +20,20 @@ func (t *Turn) run(st *turnState) {
 		dq         []Delta
 		endTimer   <-chan time.Time
 		drainTimer <-chan time.Time
-		followed   = t.follower.Events()
+		followed   <-chan event.Event
 	)
+	if t.follower != nil {
+		followed = t.follower.Events()
+	}
 	settle := func(o wire.Outcome, err error) {
 		t.decide(o, err)
 		out, failed = &o, err != nil
 		drainTimer = time.After(drainWait)
 	}
 	for {
+		if t.isDecided() && t.follower == nil {
+			return // no events asked for, none followed
+		}
 		if t.isDecided() && (eventsDone || st.eventsOver(out, failed)) {
 			eventsDone = true
 			if len(evq) == 0 && len(dq) == 0 {
@@ -68,6 +74,14 @@ func (t *Turn) run(st *turnState) {
 			if st.end != nil && endTimer == nil {
 				endTimer = time.After(endWait)
 			}
+		case <-t.status:
+			// The connection is back: the outcome may have been published
+			// while it was down. The log tells the end of the turn.
+			if t.follower == nil && !t.isDecided() {
+				if t.followLate(); t.follower != nil {
+					followed = t.follower.Events()
+				}
+			}
 		case m := <-t.raw:
 			if d, ours := st.delta(m); ours && t.opts.deltas && !eventsDone {
 				dq = append(dq, d)
@@ -92,8 +106,7 @@ func (t *Turn) run(st *turnState) {
 
 // finish stops what the Turn started and closes its channels.
 func (t *Turn) finish() {
-	unsubscribe(t.subs)
-	t.follower.Close()
+	t.release()
 	close(t.events)
 	close(t.deltas)
 	t.c.untrack(t)

@@ -50,14 +50,19 @@ type LoadResult struct {
 	// Added latency of a step: its time less the model's, within a turn
 	// (from one LLM call to the next), and at a turn's start (input published
 	// to the first LLM call) and end (the last answer to the outcome).
-	AddedP50      time.Duration `json:"added_per_step_p50_ns"`
-	AddedP99      time.Duration `json:"added_per_step_p99_ns"`
-	TurnStartP50  time.Duration `json:"turn_start_p50_ns"`
-	TurnStartP99  time.Duration `json:"turn_start_p99_ns"`
-	TurnEndP50    time.Duration `json:"turn_end_p50_ns"`
-	TurnEndP99    time.Duration `json:"turn_end_p99_ns"`
-	TurnAddedP50  time.Duration `json:"turn_added_p50_ns"` // a turn's time less its model time
-	TurnAddedP99  time.Duration `json:"turn_added_p99_ns"`
+	AddedP50     time.Duration `json:"added_per_step_p50_ns"`
+	AddedP99     time.Duration `json:"added_per_step_p99_ns"`
+	TurnStartP50 time.Duration `json:"turn_start_p50_ns"`
+	TurnStartP99 time.Duration `json:"turn_start_p99_ns"`
+	TurnEndP50   time.Duration `json:"turn_end_p50_ns"`
+	TurnEndP99   time.Duration `json:"turn_end_p99_ns"`
+	TurnAddedP50 time.Duration `json:"turn_added_p50_ns"` // a turn's time less its model time
+	TurnAddedP99 time.Duration `json:"turn_added_p99_ns"`
+	// ClientRunP50 and P99 are how long client.Run took, within the turn's
+	// start: the client's subscriptions, its consumer of the session's log,
+	// and the input's publish.
+	ClientRunP50  time.Duration `json:"client_run_p50_ns,omitempty"`
+	ClientRunP99  time.Duration `json:"client_run_p99_ns,omitempty"`
 	EventsPerTurn int           `json:"events_per_turn"`
 	// Between is where the added latency goes: the median time from one
 	// event's creation to the next one's in the measured turns, by pair of
@@ -101,8 +106,8 @@ func (s *loadScenario) Teardown(context.Context) error {
 }
 
 // loadTurn is one measured turn of a session: when client.Run was called
-// and when the outcome came.
-type loadTurn struct{ sent, done time.Time }
+// and returned, and when the outcome came.
+type loadTurn struct{ sent, stored, done time.Time }
 
 func (s *loadScenario) Run(ctx context.Context, rep *Report) error {
 	c, n := s.cfg, s.cfg.LoadSessions
@@ -195,7 +200,7 @@ func (s *loadScenario) measure(ctx context.Context, res *LoadResult) ([][]loadTu
 			if err != nil {
 				return err
 			}
-			turns[i] = append(turns[i], loadTurn{sent: t.sent, done: o.at})
+			turns[i] = append(turns[i], loadTurn{sent: t.sent, stored: t.stored, done: o.at})
 		}
 		return nil
 	})
@@ -224,7 +229,7 @@ func (s *loadScenario) measure(ctx context.Context, res *LoadResult) ([][]loadTu
 // the model's, and the turns' starts and ends.
 func (s *loadScenario) latencies(res *LoadResult, turns [][]loadTurn) error {
 	steps := s.cfg.LoadSteps
-	var added, starts, ends, turnAdded sample
+	var added, starts, ends, turnAdded, runs sample
 	for i := range s.cfg.LoadSessions {
 		calls := s.p.take(s.sid(i))
 		if len(calls) != steps*s.cfg.LoadTurns {
@@ -241,6 +246,7 @@ func (s *loadScenario) latencies(res *LoadResult, turns [][]loadTurn) error {
 				}
 			}
 			starts = append(starts, cs[0].start.Sub(tr.sent))
+			runs = append(runs, tr.stored.Sub(tr.sent))
 			ends = append(ends, tr.done.Sub(cs[len(cs)-1].end))
 			turnAdded = append(turnAdded, tr.done.Sub(tr.sent)-model)
 		}
@@ -249,6 +255,7 @@ func (s *loadScenario) latencies(res *LoadResult, turns [][]loadTurn) error {
 	res.TurnStartP50, res.TurnStartP99 = starts.p50(), starts.p99()
 	res.TurnEndP50, res.TurnEndP99 = ends.p50(), ends.p99()
 	res.TurnAddedP50, res.TurnAddedP99 = turnAdded.p50(), turnAdded.p99()
+	res.ClientRunP50, res.ClientRunP99 = runs.p50(), runs.p99()
 	return nil
 }
 

@@ -120,7 +120,7 @@ func (r *Report) methods(w func(string, ...any)) {
 	w("1. **Floor.** The events a measured turn of row 2 wrote are read back and appended again, one fenced `bus.SessionWriter.Append` each, as another session whose id has the same length (so every message has the same size and headers); the turn's checkpoint is put again in `tah_checkpoints`. The read model's projector is paused meanwhile, so that it does not project the floor's events. `store.Apply` is timed on a fresh store, one transaction per LLM step's events (the session's earlier events applied first, untimed). The SQLite one-row transaction uses the store's settings (WAL, synchronous NORMAL, BEGIN IMMEDIATE).\n")
 	w("2. **Overhead per step.** One session; a short first turn spawns and claims it; then a turn of many tool steps is timed from `client.Run` to the client having its outcome, divided by its LLM steps. The mock (`mock.CallTool(\"noop\")`, then `mock.Say`) answers at once; the tool is a `tools.Func` that returns \"ok\", run by the node's tool-runner actor. A probe provider around the mock records when each call begins and ends and how long TAH's own delta callback took inside it, so that the mock's time is left out of TAH's. Each turn's floor is measured right after it.\n")
 	w("3. **Throughput under load.** All sessions run a short warm-up turn (it spawns and claims them), then the measured turns, each session starting a fraction of an LLM call after the previous one. Steps/s is the steps over the wall time. The *ideal* is the lower of (a) every session waiting only for its model and (b) the floor: every session's turn appended again by raw fenced appends from as many writers at once, with its checkpoint put when the turn wrote one (short turns share one: `CheckpointEvery`), the projector paused; the floor is measured before and after the turns and averaged. *Added latency* is a step's time (one LLM call's start to the next's) less the model's time.\n")
-	w("4. **Resume.** The histories are built by real turns (fsync every 2 minutes, to build fast), with the other sessions' turns appended in between so that each history is spread over the whole stream. Then, for each repeat, the node is stopped and started again on the same directory (a fresh server, Manager and actors; the read model is let to catch up first), a warm-up session takes the node's first turn, and each measured session gets an input; the time is from the input's being stored in `TAH_IN` (when `client.Run` returns; the client's own work before it does not depend on the history and is reported apart) to the first LLM call, and includes loading the checkpoint, replaying the tail, the claim and the turn's first appends, all with fsync on every write.\n")
+	w("4. **Resume.** The histories are built by real turns (fsync every 2 minutes, to build fast), with the other sessions' turns appended in between so that each history is spread over the whole stream. Then, for each repeat, the node is stopped and started again on the same directory (a fresh server, Manager and actors; the read model is let to catch up first), a warm-up session takes the node's first turn, and each measured session gets an input; the time is from `client.Run` to the first LLM call (not from `client.Run`'s return: the node has often made the call by then), and includes the client's own work (reported apart), then loading the checkpoint, replaying the tail, the claim and the turn's first appends, all with fsync on every write.\n")
 	w("5. **Token deltas.** This program starts itself again as a subscriber (`-delta-subscriber`, a plain NATS subscriber: package `client` hands a turn's deltas only to the client that started it), which connects to the node's NATS port over TCP and subscribes to `%s`. The provider's timestamp of each token is matched by delta sequence to the subscriber's receive time (one host, one wall clock). The floor is the same number of messages of the same size and headers published straight on the node's connection at the same pace.\n", wire.DeltaSubject("<sid>"))
 	w("6. **Memory.** `VmRSS` from `/proc/self/status` and the Go heap in use, each after a garbage collection that returns freed memory to the system: with the node up and no session, after every session has had one turn (all actors alive: their idle timeout is longer than the build), and after every actor has passivated. The provider here keeps nothing (the mock records every request, which would count as the sessions' memory). The node's embedded server runs in the process, so its share of each session (subject indexes, duplicate-detection ids) is counted. The consumers the client's turns leave on the server are deleted every %d sessions as they are built, and not counted (see *Memory* under *Why*).\n", memChunk)
 	w("7. **Failover.** Three nodes of the cluster harness (`tahtest`) start at once, each with its embedded server (a JetStream cluster joined by routes, every stream and bucket R3), with `bus.Default()`'s failover timings (NodeTTL, InputPinnedTTL, InputAckWait) and fsync always. The victim is a tah-node process of its own (this program with `-tah-node`, a process member of the harness) that is sent SIGKILL, or with `-failover-kill shutdown` a node in this process whose embedded server is shut down at once, so that its routes and clients drop (the node itself is not told, and closed only after the measurement). Once `tah_nodes` lists the three, each pulling its share of the partitions, sessions are created (through the API, by a client connected to a survivor) on the partitions of the victim. Half of them take a turn on it first and are left idle; the other half start a turn whose LLM call the victim's model holds (a `llm/mock` script that answers them after an hour), their inputs sent spread over one keep-alive period (InputAckWait/3), as real turns would be. Once every such turn's log shows its LLM call open, the victim is killed. Right after the kill each idle session is sent an input through the client. The survivors' models answer at once and record the first call of each session: the times reported are from the kill to those calls. Then every turn's outcome is waited for and every session's log is audited (`projection.Audit`): each input must have started exactly one turn, which finished once; no owner wrote after a newer one's claim; no session is left owned by the victim. After the kill the survivors' presence (on core NATS) is followed until it has listed every partition, each once, for 2 × NodeTTL (at most %s after the kill).\n\n", fdur(presenceWindow))
@@ -164,7 +164,7 @@ func (r *Report) analysis(w func(string, ...any)) {
 		}
 		last := rs.Lengths[len(rs.Lengths)-1]
 		if first := rs.Lengths[0]; first.ClientRun > 0 {
-			w("\nThe first LLM call is counted from the input's being stored. Before that, `client.Run` took %s at the shortest history and %s at the longest (a stream-info request, an ordered consumer of the session's log, the input's publish): the client's, and the same at every length.\n", fdur(first.ClientRun), fdur(last.ClientRun))
+			w("\nThe first LLM call is counted from `client.Run`, which itself took %s at the shortest history and %s at the longest (a stream-info request, an ordered consumer of the session's log, the input's publish, acknowledged once stored): the client's work, which does not grow with the history and lowers the ratio of the longest to the shortest; the earlier bench's client only published the input.\n", fdur(first.ClientRun), fdur(last.ClientRun))
 		}
 		w("\nThe checkpoint is the JSON of the session actor's `projection.State`. The actor no longer keeps the request each `llm.started` recorded (the log has it; the loop never reads it back), so at %s events the checkpoint is %s where the whole state, requests included, is %s (it used to be that, over the 8 MiB a KV value may hold: the put failed and resumes replayed the whole log). A resume now replays %s event(s) after its checkpoint. ",
 			fnum(float64(last.Events)), fbytes(last.CheckpointBytes), fbytes(last.StateBytes), fnum(float64(last.Tail)))
@@ -355,19 +355,31 @@ func (r *Report) clientProposals(w func(string, ...any)) {
 	}
 	w(", and the client decodes every event of the session while the turn runs. *Fix*: delete the consumer in `Follower.Close` (or give it a short `InactiveThreshold`; the Follower makes a new one after a reconnect anyway), and document the consumer limit for external servers.\n")
 	if f := r.Failover; f != nil && f.PublishMax > time.Second {
-		w("13. **A client cannot start a turn for seconds after a server died** (`client.Run` creates its ordered consumer of the session's log before it publishes the input; a consumer's creation is a request the JetStream meta leader answers, and a try that gets no answer waits out its 2 s, `natsx.PublishTry`). Row 7's inputs sent right after the kill were stored %s after it (%s); the earlier bench, which published them straight to `TAH_IN`, had them stored within 15.6 ms. *Fix*: publish the input first and follow the log from the sequence the outcome or the session's last event gives, or read the turn's events with direct gets (as `bus.Replay` does) rather than a consumer.\n",
-			fdur(f.PublishMax), map[bool]string{true: "the dead server led the meta group", false: "the meta group kept its leader"}[f.VictimMetaLeader])
+		w("13. **A client cannot start a turn for seconds after a server died** (`client.Run` asks for `TAH_EVT`'s info and creates an ordered consumer of the session's log before it publishes the input: requests that the stream's leader and the JetStream meta leader answer, which must be elected again when the dead server led them, and a try that gets no answer waits out its 2 s, `natsx.PublishTry`). Row 7's inputs sent right after the kill were stored %s after it (%s); the earlier bench, which published them straight to `TAH_IN`, had them stored within 15.6 ms. *Fix*: publish the input first and follow the log from the sequence the outcome or the session's last event gives, or read the turn's events with direct gets (as `bus.Replay` does) rather than a consumer.\n",
+			fdur(f.PublishMax), ledBy(f))
 	}
+}
+
+// ledBy says which of what client.Run needs the dead server led.
+func ledBy(f *FailoverResult) string {
+	var led []string
+	if f.VictimMetaLeader {
+		led = append(led, "the meta group")
+	}
+	if slices.Contains(f.VictimStreams, wire.EventStream) {
+		led = append(led, "`"+wire.EventStream+"`")
+	}
+	if len(led) == 0 {
+		return "the dead server led neither the meta group nor `" + wire.EventStream + "`"
+	}
+	return "the dead server led " + strings.Join(led, " and ")
 }
 
 // slowStart says why the inputs after the kill took long to be stored, when
 // they did.
 func slowStart(f *FailoverResult) string {
-	switch {
-	case f.PublishMax <= time.Second:
+	if f.PublishMax <= time.Second {
 		return ""
-	case f.VictimMetaLeader:
-		return "; `client.Run` first creates a consumer of the session's log, which waited for a new leader of the meta group, the dead server's"
 	}
-	return "; `client.Run` first creates a consumer of the session's log, a request the meta leader answers: a try that got no answer waited out its 2 s"
+	return "; `client.Run` first asks for `" + wire.EventStream + "`'s info and creates a consumer of the session's log, which waited (" + ledBy(f) + ")"
 }

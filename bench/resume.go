@@ -29,15 +29,15 @@ type ResumeResult struct {
 // ResumeLength is one history length.
 type ResumeLength struct {
 	Events int `json:"events"`
-	// FirstCall is the median time from the input's being stored in TAH_IN
-	// (client.Run returned) to the first LLM call on a node started afresh
-	// (a new Manager, actor and server).
+	// FirstCall is the median time from client.Run to the first LLM call on
+	// a node started afresh (a new Manager, actor and server). (Not from
+	// client.Run's return: the node has often made the call by then.)
 	FirstCall    time.Duration `json:"first_call_ns"`
 	FirstCallMin time.Duration `json:"first_call_min_ns"`
 	FirstCallMax time.Duration `json:"first_call_max_ns"`
-	// ClientRun is the median time client.Run took before that: the
-	// client's subscriptions, its consumer of the session's log and the
-	// input's publish, which do not depend on the history.
+	// ClientRun is the median time client.Run took: the client's
+	// subscriptions, its consumer of the session's log and the input's
+	// publish, which do not depend on the history.
 	ClientRun time.Duration `json:"client_run_ns,omitempty"`
 	// TurnEnd is the median time from the resumed turn's last LLM answer to
 	// its outcome: agent.finished and the end-of-turn checkpoint.
@@ -285,7 +285,7 @@ func (s *resumeScenario) Run(ctx context.Context, rep *Report) error {
 			if len(calls) == 0 {
 				return fmt.Errorf("resume of %s: no LLM call", sid)
 			}
-			times[i] = append(times[i], calls[0].start.Sub(t.stored))
+			times[i] = append(times[i], calls[0].start.Sub(t.sent))
 			ends[i] = append(ends[i], o.at.Sub(calls[len(calls)-1].end))
 			runs[i] = append(runs[i], t.stored.Sub(t.sent))
 		}

@@ -55,7 +55,7 @@ schema: ## regenerate docs/schema from the event and wire types
 	$(GO) test ./wire -run TestSchemasUpToDate -update
 
 bench: ## the benchmarks of docs/benchmarks.md (BENCHFLAGS="-quick -out=": a smoke run that writes nothing)
-	$(GO) build -o bin/tah-bench ./bench
+	$(GO) build -o bin/tah-bench ./cmd/tah-bench
 	bin/tah-bench -out docs $(BENCHFLAGS)
 
 tidy:

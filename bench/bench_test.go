@@ -1,10 +1,12 @@
-package main
+package bench
 
 import (
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -86,7 +88,7 @@ func TestFailoverReport(t *testing.T) {
 		t.Fatalf("rows without row 7: %+v", rows)
 	}
 
-	f := &FailoverResult{Kill: killProcess, Durability: "fsync always", NodeTTL: 5 * time.Second, InputPinnedTTL: 5 * time.Second, InputAckWait: 8 * time.Second,
+	f := &FailoverResult{Kill: KillProcess, Durability: "fsync always", NodeTTL: 5 * time.Second, InputPinnedTTL: 5 * time.Second, InputAckWait: 8 * time.Second,
 		Running: 2, Idle: 2, RunningP50: 7 * time.Second, RunningMax: 12 * time.Second, IdleP50: 5 * time.Second, IdleMax: 6 * time.Second,
 		SurvivorFences: []FenceAt{{Node: "node0", After: 4 * time.Second}}, TakenBy: map[string]int{"node0": 4}}
 	b, err := json.Marshal(&Report{Failover: f})
@@ -107,7 +109,7 @@ func TestFailoverReport(t *testing.T) {
 	if f.boundRunning() != 8*time.Second || f.boundIdle() != 6*time.Second {
 		t.Fatalf("bounds %v %v", f.boundRunning(), f.boundIdle())
 	}
-	md := back.markdown(back.table())
+	md := back.markdown(back.Table())
 	for _, want := range []string{"Row 7, a dead node's sessions", "**missed** by 2 s", "fenced themselves"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
@@ -115,13 +117,37 @@ func TestFailoverReport(t *testing.T) {
 	}
 }
 
-func TestCovers(t *testing.T) {
-	recs := []wire.NodeRecord{{Node: "a", Partitions: []int{0, 1}}, {Node: "b", Partitions: []int{2}}, {Node: "c", Partitions: []int{3}}}
-	if !covers(recs, 4, "") || covers(recs, 4, "c") {
-		t.Fatal("cover of 4 partitions")
+// The presence tracker sees when the survivors share the partitions, each
+// once, and when both list the same ones.
+func TestPresenceTracker(t *testing.T) {
+	pr := &presenceTracker{parts: 4, killed: "n2", last: map[string]wire.NodeRecord{}, heard: map[string]time.Time{}}
+	hear := func(r wire.NodeRecord) {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pr.heardMsg(&nats.Msg{Data: b})
 	}
-	recs[1].Partitions = []int{1, 2}
-	if covers(recs, 4, "") {
-		t.Fatal("partition 1 pulled twice")
+	hear(wire.NodeRecord{Node: "n0", Partitions: []int{0}})
+	hear(wire.NodeRecord{Node: "n1", Partitions: []int{1}})
+	hear(wire.NodeRecord{Node: "n2", Partitions: []int{2, 3}})
+	if age := pr.killedAt(time.Now()); age <= 0 {
+		t.Fatalf("heartbeat age %v", age)
+	}
+	if pr.settled(0) {
+		t.Fatal("settled while partitions 2 and 3 have no survivor")
+	}
+	hear(wire.NodeRecord{Node: "n0", Partitions: []int{0, 2, 3}})
+	hear(wire.NodeRecord{Node: "n1", Partitions: []int{1, 2}}) // both list 2
+	if p := pr.result(); p.doubleMax != 1 || p.rebalanced != 0 {
+		t.Fatalf("double: %+v", p)
+	}
+	hear(wire.NodeRecord{Node: "n1", Partitions: []int{1}})
+	if p := pr.result(); p.rebalanced <= 0 || !pr.settled(0) || pr.settled(time.Hour) {
+		t.Fatalf("rebalanced: %+v", p)
+	}
+	hear(wire.NodeRecord{Node: "n2", Partitions: []int{2}}) // the killed node, heard late: ignored
+	if !pr.settled(0) {
+		t.Fatal("the killed node's late presence counted")
 	}
 }

@@ -1,15 +1,10 @@
-package main
+package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,109 +34,101 @@ type DeltaResult struct {
 	FloorP99 time.Duration `json:"floor_p99_ns"`
 }
 
-// deltaRecord is one delta as the subscriber process received it.
-type deltaRecord struct {
-	Seq uint64 `json:"seq"`
-	At  int64  `json:"at_unix_ns"`
+// deltaScenario is row 5 on a node with the default durability: turns
+// streaming tokens, and a subscriber of their deltas in another process.
+type deltaScenario struct {
+	cfg Config
+	p   *probe
+	st  *stack
+	sub *subscriber
+	// before is how many deltas the first turn streamed (not counted).
+	before int
 }
 
-// benchDelta measures row 5 on a fresh node with the default durability.
-func benchDelta(ctx context.Context, cfg config) (*DeltaResult, error) {
-	const perStep = 100
-	tokens := make([]string, perStep)
+const (
+	deltaSession = "s_delta"
+	// deltaPerStep is how many tokens an LLM step streams.
+	deltaPerStep = 100
+	// deltaFloorBase is the first delta sequence of the floor's messages,
+	// far above the node's.
+	deltaFloorBase = 1 << 40
+)
+
+func (s *deltaScenario) Name() string {
+	return fmt.Sprintf("row 5: %d token deltas to a subscriber in another process", s.cfg.DeltaTokens)
+}
+
+// tokens are the tokens of an LLM step.
+func (s *deltaScenario) tokens() []string {
+	tokens := make([]string, deltaPerStep)
 	for i := range tokens {
 		tokens[i] = "tok" + strconv.Itoa(i) + " "
 	}
-	final := mock.Scripted(mock.Stream(tokens...).Paced(cfg.deltaPace).Always())
-	p := newProbe(final, final, true)
-	st, err := startStack(ctx, stackOpts{tmp: cfg.tmp, sync: 0, provider: p})
-	if err != nil {
-		return nil, err
-	}
-	defer st.close(ctx, true)
-	const sid = "s_delta"
-	if err := st.create(ctx, sid); err != nil {
-		return nil, err
-	}
-	// A first turn spawns and claims the session; its deltas are not counted.
-	if _, err := st.run(ctx, sid, input(sid, 0)); err != nil {
-		return nil, err
-	}
-	var before int
-	for _, c := range p.take(sid) {
-		before += len(c.deltas)
-	}
-	turns := max(1, cfg.deltaTokens/perStep)
-	want := turns * perStep
+	return tokens
+}
 
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
+// want is how many deltas the measured turns stream.
+func (s *deltaScenario) want() int { return s.turns() * deltaPerStep }
+
+func (s *deltaScenario) turns() int { return max(1, s.cfg.DeltaTokens/deltaPerStep) }
+
+// Setup starts the node, runs a first turn (it spawns and claims the
+// session; its deltas are not counted) and starts the subscriber.
+func (s *deltaScenario) Setup(ctx context.Context, env Env) error {
+	final := mock.Scripted(mock.Stream(s.tokens()...).Paced(s.cfg.DeltaPace).Always())
+	s.p = newProbe(final, final, true)
+	var err error
+	if s.st, err = startStack(env, s.cfg.Tmp, stackOpts{sync: 0, provider: s.p}); err != nil {
+		return err
 	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(cctx, self, "-delta-subscriber", fmt.Sprintf("%s,%s,%d", st.n.Bus.ClientURL(), sid, 2*want))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
+	if err := s.st.create(ctx, deltaSession); err != nil {
+		return err
 	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
+	if _, _, err := s.st.run(ctx, deltaSession, input(deltaSession, 0)); err != nil {
+		return err
 	}
-	waited := false
-	defer func() {
-		if !waited {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	}()
-	lines := bufio.NewScanner(out)
-	lines.Buffer(make([]byte, 1<<20), 1<<20)
-	if !lines.Scan() || lines.Text() != "ready" {
-		return nil, fmt.Errorf("delta subscriber did not start: %v", lines.Err())
+	for _, c := range s.p.take(deltaSession) {
+		s.before += len(c.deltas)
 	}
-	for range turns {
-		if _, err := st.run(ctx, sid, input(sid, 0)); err != nil {
-			return nil, err
+	l := s.st.c.Layout()
+	spec := fmt.Sprintf("%s,%s,%d", l.Slots[0].URL(), deltaSession, 2*s.want())
+	s.sub, err = startSubscriber(ctx, s.cfg.Executable, spec, l.User, l.Password)
+	return err
+}
+
+func (s *deltaScenario) Teardown(context.Context) error {
+	s.sub.stop()
+	s.st.close()
+	return nil
+}
+
+// Run streams the measured turns, then the floor: the same number of
+// messages of the same size and headers, published on the same subject at
+// the same pace straight on the node's connection.
+func (s *deltaScenario) Run(ctx context.Context, rep *Report) error {
+	for range s.turns() {
+		if _, _, err := s.st.run(ctx, deltaSession, input(deltaSession, 0)); err != nil {
+			return err
 		}
 	}
 	var emitted []time.Time
-	var first = map[int]bool{}
-	for _, c := range p.take(sid) {
+	first := map[int]bool{}
+	for _, c := range s.p.take(deltaSession) {
 		first[len(emitted)] = true
 		emitted = append(emitted, c.deltas...)
 	}
-	// The floor, the same way but without TAH.
-	const floorBase = 1 << 40
-	floorSent := make([]time.Time, want)
-	nc := st.n.Bus.Conn()
-	for i := range want {
-		body, _ := json.Marshal(wire.Delta{StepID: "llm1.1", Delta: llm.Delta{Text: tokens[i%perStep]}})
-		m := &nats.Msg{Subject: wire.DeltaSubject(sid), Data: body, Header: nats.Header{
-			wire.HeaderEpoch: []string{"1"}, wire.HeaderDeltaSeq: []string{strconv.FormatUint(floorBase+uint64(i), 10)}}}
-		time.Sleep(cfg.deltaPace)
-		floorSent[i] = time.Now()
-		if err := nc.PublishMsg(m); err != nil {
-			return nil, err
-		}
+	floorSent, err := s.floor()
+	if err != nil {
+		return err
 	}
-	got := map[uint64]int64{}
-	for lines.Scan() {
-		var r deltaRecord
-		if err := json.Unmarshal(lines.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("delta subscriber: %q: %w", lines.Text(), err)
-		}
-		got[r.Seq] = r.At
+	got, err := s.sub.results()
+	if err != nil {
+		return err
 	}
-	waited = true
-	if err := cmd.Wait(); err != nil {
-		return nil, fmt.Errorf("delta subscriber: %w", err)
-	}
-	res := &DeltaResult{Tokens: want, TokensPerStep: perStep, Pace: cfg.deltaPace}
+	res := &DeltaResult{Tokens: s.want(), TokensPerStep: deltaPerStep, Pace: s.cfg.DeltaPace}
 	var all, firsts sample
 	for i, t := range emitted {
-		at, ok := got[uint64(before+i+1)]
+		at, ok := got[uint64(s.before+i+1)]
 		if !ok {
 			res.Lost++
 			continue
@@ -156,61 +143,29 @@ func benchDelta(ctx context.Context, cfg config) (*DeltaResult, error) {
 	res.FirstP50 = firsts.p50()
 	var floor sample
 	for i, t := range floorSent {
-		if at, ok := got[floorBase+uint64(i)]; ok {
+		if at, ok := got[deltaFloorBase+uint64(i)]; ok {
 			floor = append(floor, time.Duration(at-t.UnixNano()))
 		}
 	}
 	res.FloorP50, res.FloorP99 = floor.p50(), floor.p99()
-	return res, nil
+	rep.Delta = res
+	return nil
 }
 
-// deltaSubscriber is the other process of row 5: it subscribes to the
-// deltas of a session over TCP, says "ready", and after count deltas (or a
-// minute) prints when each arrived, one JSON line each.
-func deltaSubscriber(ctx context.Context, spec string, out io.Writer) error {
-	parts := strings.Split(spec, ",")
-	if len(parts) != 3 {
-		return fmt.Errorf("-delta-subscriber %q: want URL,session,count", spec)
-	}
-	count, err := strconv.Atoi(parts[2])
-	if err != nil {
-		return err
-	}
-	nc, err := nats.Connect(parts[0], nats.Name("tah-bench-delta-subscriber"))
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	recs := make([]deltaRecord, 0, count)
-	done := make(chan struct{})
-	sub, err := nc.Subscribe(wire.DeltaSubject(parts[1]), func(m *nats.Msg) {
-		at := time.Now().UnixNano()
-		seq, _ := strconv.ParseUint(m.Header.Get(wire.HeaderDeltaSeq), 10, 64)
-		if len(recs) < count {
-			recs = append(recs, deltaRecord{Seq: seq, At: at})
-			if len(recs) == count {
-				close(done)
-			}
+// floor publishes the floor's deltas and returns when each went.
+func (s *deltaScenario) floor() ([]time.Time, error) {
+	tokens := s.tokens()
+	sent := make([]time.Time, s.want())
+	nc := s.st.node().Bus.Conn()
+	for i := range sent {
+		body, _ := json.Marshal(wire.Delta{StepID: "llm1.1", Delta: llm.Delta{Text: tokens[i%deltaPerStep]}})
+		m := &nats.Msg{Subject: wire.DeltaSubject(deltaSession), Data: body, Header: nats.Header{
+			wire.HeaderEpoch: []string{"1"}, wire.HeaderDeltaSeq: []string{strconv.FormatUint(deltaFloorBase+uint64(i), 10)}}}
+		time.Sleep(s.cfg.DeltaPace)
+		sent[i] = time.Now()
+		if err := nc.PublishMsg(m); err != nil {
+			return nil, err
 		}
-	})
-	if err != nil {
-		return err
 	}
-	sub.SetPendingLimits(-1, -1)
-	if err := nc.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintln(out, "ready")
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-	case <-ctx.Done():
-	}
-	sub.Unsubscribe()
-	w := bufio.NewWriter(out)
-	enc := json.NewEncoder(w)
-	for _, r := range recs[:min(len(recs), count)] {
-		enc.Encode(r)
-	}
-	return w.Flush()
+	return sent, nil
 }

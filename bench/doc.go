@@ -1,6 +1,6 @@
-// Command tah-bench measures TAH against the durable writes it cannot avoid:
-// `make bench` runs it, prints a table and writes docs/benchmarks.md and
-// docs/benchmarks.json.
+// Package bench measures TAH against the durable writes it cannot avoid:
+// `make bench` runs it (cmd/tah-bench, a thin main over Config and Run),
+// prints a table and writes docs/benchmarks.md and docs/benchmarks.json.
 //
 // Every figure sits beside a floor measured in the same run, on the same
 // machine, because the machines it runs on are noisy: raw fenced appends of
@@ -13,24 +13,37 @@
 //  3. throughput under load: many sessions, the mock answering after 50 ms,
 //     five steps a turn;
 //  4. resume time against history length;
-//  5. token delta latency to a subscriber in another process (this binary,
-//     started with -delta-subscriber);
+//  5. token delta latency to a subscriber in another process (this program,
+//     started with DeltaSubscriberFlag);
 //  6. resident memory per active and per passivated session;
-//  7. failover: three nodes in this process (R3, the default timings); one
-//     is killed while its sessions' turns are in flight (its embedded server
-//     shut down at once; with -failover-kill process, a process of its own
-//     sent SIGKILL), and the time until each turn, and each input sent then
+//  7. failover: three nodes (R3, the default timings); one is killed while
+//     its sessions' turns are in flight (a tah-node process sent SIGKILL, or
+//     with KillShutdown an in-process node whose embedded server is shut
+//     down at once), and the time until each turn, and each input sent then
 //     to its idle sessions, makes its LLM call on a survivor is measured;
 //  8. rows 1-3 under both durability settings: fsync on every write
 //     (bus.Config.SyncInterval 0, the default) and every 2 minutes (the
 //     NATS server's default).
 //
-// Everything runs in this process on real parts (row 7's victim may run in a
-// process of its own): an embedded nats-server with a temporary store (port
-// -1), the node (node.Start: projector, SQLite read model, session actors,
-// tool runner, input consumers) and llm/mock.
-// Sizes are flags (see -h); -quick shrinks them all for a smoke run.
+// Each row (and each durability setting of rows 1-3) is a Scenario: Setup
+// starts what it measures on, Run measures and adds its result to the
+// Report, Teardown stops what Setup started; Run calls them in order, on a
+// TB of the harness's (natstest.Run), so that what a scenario started stops
+// with it even when it fails. The nodes are the cluster harness's (tahtest):
+// one in-process node for rows 2 to 6, three for row 7. The sessions are
+// driven as any client drives them, through package client (Create, Run and
+// the Turn's outcome, Log); only the floors use the node's primitives (bus,
+// store, SQLite) directly. Row 7 checks every session's log with
+// projection.Audit.
 //
-//	go run ./bench -out docs          # the full run, about 6 minutes on 2 cores
-//	go run ./bench -quick -out ""     # a smoke run, table on stdout only
-package main
+// Sizes are Config fields (Default is the issue's, QuickSizes a smoke run's):
+//
+//	rep, err := bench.Run(ctx, bench.Default().QuickSizes(), os.Stderr)
+//	if err != nil { ... }
+//	fmt.Print(rep.Table())
+//	err = rep.Write("docs", rep.Table()) // benchmarks.md and benchmarks.json
+//
+// The program runs itself again as sub-processes: as row 5's subscriber
+// (DeltaSubscriber) and as row 7's victim, a tah-node (NodeFlag), so
+// Config.Executable must be a main that understands those flags: cmd/tah-bench.
+package bench

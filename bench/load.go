@@ -1,18 +1,16 @@
-package main
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tah-dev/tah/event"
-	"github.com/tah-dev/tah/wire"
 )
 
 // LoadResult is row 3 under one durability setting: Sessions sessions run
@@ -52,14 +50,19 @@ type LoadResult struct {
 	// Added latency of a step: its time less the model's, within a turn
 	// (from one LLM call to the next), and at a turn's start (input published
 	// to the first LLM call) and end (the last answer to the outcome).
-	AddedP50      time.Duration `json:"added_per_step_p50_ns"`
-	AddedP99      time.Duration `json:"added_per_step_p99_ns"`
-	TurnStartP50  time.Duration `json:"turn_start_p50_ns"`
-	TurnStartP99  time.Duration `json:"turn_start_p99_ns"`
-	TurnEndP50    time.Duration `json:"turn_end_p50_ns"`
-	TurnEndP99    time.Duration `json:"turn_end_p99_ns"`
-	TurnAddedP50  time.Duration `json:"turn_added_p50_ns"` // a turn's time less its model time
-	TurnAddedP99  time.Duration `json:"turn_added_p99_ns"`
+	AddedP50     time.Duration `json:"added_per_step_p50_ns"`
+	AddedP99     time.Duration `json:"added_per_step_p99_ns"`
+	TurnStartP50 time.Duration `json:"turn_start_p50_ns"`
+	TurnStartP99 time.Duration `json:"turn_start_p99_ns"`
+	TurnEndP50   time.Duration `json:"turn_end_p50_ns"`
+	TurnEndP99   time.Duration `json:"turn_end_p99_ns"`
+	TurnAddedP50 time.Duration `json:"turn_added_p50_ns"` // a turn's time less its model time
+	TurnAddedP99 time.Duration `json:"turn_added_p99_ns"`
+	// ClientRunP50 and P99 are how long client.Run took, within the turn's
+	// start: the client's subscriptions, its consumer of the session's log,
+	// and the input's publish.
+	ClientRunP50  time.Duration `json:"client_run_p50_ns,omitempty"`
+	ClientRunP99  time.Duration `json:"client_run_p99_ns,omitempty"`
 	EventsPerTurn int           `json:"events_per_turn"`
 	// Between is where the added latency goes: the median time from one
 	// event's creation to the next one's in the measured turns, by pair of
@@ -67,116 +70,170 @@ type LoadResult struct {
 	Between map[string]time.Duration `json:"between_events_p50_ns"`
 }
 
-// benchLoad measures row 3 on a fresh node.
-func benchLoad(ctx context.Context, cfg config, syncEvery time.Duration) (*LoadResult, error) {
-	tool, final := scriptedMocks(cfg.loadDelay)
-	p := newProbe(tool, final, true)
-	st, err := startStack(ctx, stackOpts{tmp: cfg.tmp, sync: syncEvery, provider: p})
+// loadScenario is row 3 under one durability setting: many sessions
+// taking turns at once, against the floor of their writes.
+type loadScenario struct {
+	cfg  Config
+	sync time.Duration
+	p    *probe
+	st   *stack
+	// before[i] is the stream sequence of session i's last event before
+	// the measured turns.
+	before []uint64
+}
+
+func (s *loadScenario) Name() string {
+	c := s.cfg
+	return fmt.Sprintf("row 3: %d sessions, %d steps a turn, the model answering after %v, %s", c.LoadSessions, c.LoadSteps, c.LoadDelay, durabilityName(s.sync))
+}
+
+func (s *loadScenario) sid(i int) string { return fmt.Sprintf("s_load%05d", i) }
+
+// Setup starts the node and creates the sessions.
+func (s *loadScenario) Setup(ctx context.Context, env Env) error {
+	tool, final := scriptedMocks(s.cfg.LoadDelay)
+	s.p = newProbe(tool, final, true)
+	var err error
+	if s.st, err = startStack(env, s.cfg.Tmp, stackOpts{sync: s.sync, provider: s.p}); err != nil {
+		return err
+	}
+	return parallel(ctx, s.cfg.LoadSessions, 32, func(i int) error { return s.st.create(ctx, s.sid(i)) })
+}
+
+func (s *loadScenario) Teardown(context.Context) error {
+	s.st.close()
+	return nil
+}
+
+// loadTurn is one measured turn of a session: when client.Run was called
+// and returned, and when the outcome came.
+type loadTurn struct{ sent, stored, done time.Time }
+
+func (s *loadScenario) Run(ctx context.Context, rep *Report) error {
+	c, n := s.cfg, s.cfg.LoadSessions
+	res := &LoadResult{Durability: durabilityName(s.sync), Sessions: n, StepsPerTurn: c.LoadSteps, Turns: c.LoadTurns, LLMDelay: c.LoadDelay}
+	if err := s.floorBefore(ctx, res); err != nil {
+		return err
+	}
+	if err := s.warmUp(ctx); err != nil {
+		return err
+	}
+	turns, err := s.measure(ctx, res)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer st.close(ctx, true)
-	n, steps := cfg.loadSessions, cfg.loadSteps
-	res := &LoadResult{Durability: durabilityName(syncEvery), Sessions: n, StepsPerTurn: steps, Turns: cfg.loadTurns, LLMDelay: cfg.loadDelay}
-	sid := func(i int) string { return fmt.Sprintf("s_load%05d", i) }
-	if err := parallel(ctx, n, 32, func(i int) error { return st.create(ctx, sid(i)) }); err != nil {
-		return nil, err
+	if err := s.latencies(res, turns); err != nil {
+		return err
 	}
-	// The floor before: one session's first turn is the template of every
-	// session's turn (they are all alike: same script, same history), appended
-	// again from n writers at once, each followed by the checkpoint put, with
-	// the read model paused. (The disk's speed drifts: the floor is measured
-	// before and after the measured turns, and averaged.)
-	if _, err := st.run(ctx, sid(0), input(sid(0), steps-1)); err != nil {
-		return nil, err
+	if err := s.floorAfter(ctx, res); err != nil {
+		return err
 	}
-	tmpl, err := lastTurns(ctx, st, 1, sid, []uint64{0})
+	rep.Load = append(rep.Load, res)
+	return nil
+}
+
+// floorBefore measures the floor before the turns: one session's first
+// turn is the template of every session's turn (they are all alike: same
+// script, same history), appended again from n writers at once, each
+// followed by the checkpoint put, with the read model paused. (The disk's
+// speed drifts: the floor is measured before and after the measured turns,
+// and averaged.)
+func (s *loadScenario) floorBefore(ctx context.Context, res *LoadResult) error {
+	n := s.cfg.LoadSessions
+	s.before = make([]uint64, n)
+	_, o, err := s.st.run(ctx, s.sid(0), input(s.sid(0), s.cfg.LoadSteps-1))
 	if err != nil {
-		return nil, err
+		return err
+	}
+	s.before[0] = o.LastSeq
+	tmpl, err := s.lastTurns(ctx, 1, []uint64{0})
+	if err != nil {
+		return err
 	}
 	warm := make([]turnEvents, n)
 	for i := range warm {
 		warm[i] = tmpl[0]
 	}
-	if res.FloorBefore, err = loadFloor(ctx, st, warm, "f_loda", false); err != nil {
-		return nil, err
-	}
-	// A short warm-up turn (one LLM call) spawns and claims every other
-	// session; the read model catches up meanwhile, and is waited for.
+	res.FloorBefore, err = loadFloor(ctx, s.st, warm, "f_loda", false)
+	return err
+}
+
+// warmUp runs a short turn (one LLM call) of every other session, which
+// spawns and claims it; the read model catches up meanwhile, and is waited
+// for.
+func (s *loadScenario) warmUp(ctx context.Context) error {
+	n := s.cfg.LoadSessions
 	if err := parallel(ctx, n-1, n, func(i int) error {
-		_, err := st.run(ctx, sid(i+1), input(sid(i+1), 0))
+		_, o, err := s.st.run(ctx, s.sid(i+1), input(s.sid(i+1), 0))
+		s.before[i+1] = o.LastSeq
 		return err
 	}); err != nil {
-		return nil, fmt.Errorf("warm-up: %w", err)
+		return fmt.Errorf("warm-up: %w", err)
 	}
-	if err := st.waitReadModel(ctx); err != nil {
-		return nil, err
+	if err := s.st.waitReadModel(ctx); err != nil {
+		return err
 	}
-	before := make([]uint64, n)
-	for i := range n {
-		var err error
-		if before[i], err = st.n.Bus.LastSeq(ctx, sid(i)); err != nil {
-			return nil, err
-		}
-	}
-	p.reset()
+	s.p.reset()
+	return nil
+}
 
-	if cfg.pauseReadModel {
-		resume := st.pauseProjector(ctx)
+// measure runs the measured turns, session i starting i/n of an LLM call
+// late, so that they do not write in lockstep.
+func (s *loadScenario) measure(ctx context.Context, res *LoadResult) ([][]loadTurn, error) {
+	c, n := s.cfg, s.cfg.LoadSessions
+	if c.PauseReadModel {
+		resume := s.st.pauseProjector(ctx)
 		defer func() { _ = resume(false) }()
 	}
-	type turn struct {
-		sent time.Time
-		done time.Time
-	}
-	turns := make([][]turn, n)
-	var mu sync.Mutex
-	stopProfile := cfg.profilePhase()
+	turns := make([][]loadTurn, n)
+	stopProfile := profilePhase(c.PhaseProfile)
 	cpu0 := cpuTime()
 	t0 := time.Now()
-	if err := parallel(ctx, n, n, func(i int) error {
-		var mine []turn
+	err := parallel(ctx, n, n, func(i int) error {
 		select {
-		case <-time.After(time.Duration(i) * cfg.loadDelay / time.Duration(n)):
+		case <-time.After(time.Duration(i) * c.LoadDelay / time.Duration(n)):
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		for range cfg.loadTurns {
-			sent := time.Now()
-			r, err := st.runAt(ctx, sid(i), input(sid(i), steps-1))
+		for range c.LoadTurns {
+			t, o, err := s.st.run(ctx, s.sid(i), input(s.sid(i), c.LoadSteps-1))
 			if err != nil {
 				return err
 			}
-			mine = append(mine, turn{sent: sent, done: r.at})
+			turns[i] = append(turns[i], loadTurn{sent: t.sent, stored: t.stored, done: o.at})
 		}
-		mu.Lock()
-		turns[i] = mine
-		mu.Unlock()
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
 	res.Wall = time.Since(t0)
 	res.CPUCores = float64(cpuTime()-cpu0) / float64(res.Wall)
 	stopProfile()
 	// How far behind the read model is when the last turn ends.
-	info, err := st.n.Bus.JetStream().Stream(ctx, wire.EventStream)
+	last, err := s.st.lastSeq(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if last, pos := info.CachedInfo().State.LastSeq, st.n.Projector.Position(); !cfg.pauseReadModel && last > pos {
+	if pos := s.st.node().Projector.Position(); !c.PauseReadModel && last > pos {
 		res.ReadModelBehind = int(last - pos)
 	}
-	res.Steps = n * steps * cfg.loadTurns
+	res.Steps = n * c.LoadSteps * c.LoadTurns
 	res.StepsPerSec = perSec(res.Steps, res.Wall)
-	res.Stagger = time.Duration(n-1) * cfg.loadDelay / time.Duration(n)
-	res.IdealUnbounded = perSec(res.Steps, res.Stagger+time.Duration(cfg.loadTurns*steps)*cfg.loadDelay)
+	res.Stagger = time.Duration(n-1) * c.LoadDelay / time.Duration(n)
+	res.IdealUnbounded = perSec(res.Steps, res.Stagger+time.Duration(c.LoadTurns*c.LoadSteps)*c.LoadDelay)
+	return turns, nil
+}
 
-	var added, starts, ends, turnAdded sample
-	for i := range n {
-		calls := p.take(sid(i))
-		if len(calls) != steps*cfg.loadTurns {
-			return nil, fmt.Errorf("%s: %d LLM calls, want %d", sid(i), len(calls), steps*cfg.loadTurns)
+// latencies is where the measured turns' time went: each step's time less
+// the model's, and the turns' starts and ends.
+func (s *loadScenario) latencies(res *LoadResult, turns [][]loadTurn) error {
+	steps := s.cfg.LoadSteps
+	var added, starts, ends, turnAdded, runs sample
+	for i := range s.cfg.LoadSessions {
+		calls := s.p.take(s.sid(i))
+		if len(calls) != steps*s.cfg.LoadTurns {
+			return fmt.Errorf("%s: %d LLM calls, want %d", s.sid(i), len(calls), steps*s.cfg.LoadTurns)
 		}
 		slices.SortFunc(calls, func(a, b call) int { return a.start.Compare(b.start) })
 		for t, tr := range turns[i] {
@@ -189,6 +246,7 @@ func benchLoad(ctx context.Context, cfg config, syncEvery time.Duration) (*LoadR
 				}
 			}
 			starts = append(starts, cs[0].start.Sub(tr.sent))
+			runs = append(runs, tr.stored.Sub(tr.sent))
 			ends = append(ends, tr.done.Sub(cs[len(cs)-1].end))
 			turnAdded = append(turnAdded, tr.done.Sub(tr.sent)-model)
 		}
@@ -197,11 +255,17 @@ func benchLoad(ctx context.Context, cfg config, syncEvery time.Duration) (*LoadR
 	res.TurnStartP50, res.TurnStartP99 = starts.p50(), starts.p99()
 	res.TurnEndP50, res.TurnEndP99 = ends.p50(), ends.p99()
 	res.TurnAddedP50, res.TurnAddedP99 = turnAdded.p50(), turnAdded.p99()
+	res.ClientRunP50, res.ClientRunP99 = runs.p50(), runs.p99()
+	return nil
+}
 
-	// The floor after: every session's last turn again.
-	after, err := lastTurns(ctx, st, n, sid, before)
+// floorAfter measures the floor after the turns, every session's last turn
+// appended again, and where the time between the turns' events went.
+func (s *loadScenario) floorAfter(ctx context.Context, res *LoadResult) error {
+	n := s.cfg.LoadSessions
+	after, err := s.lastTurns(ctx, n, s.before)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.EventsPerTurn = len(after[0].evs)
 	between := map[string]sample{}
@@ -216,14 +280,14 @@ func benchLoad(ctx context.Context, cfg config, syncEvery time.Duration) (*LoadR
 	for k, v := range between {
 		res.Between[k] = v.p50()
 	}
-	if res.FloorAfter, err = loadFloor(ctx, st, after, "f_lodb", true); err != nil {
-		return nil, err
+	if res.FloorAfter, err = loadFloor(ctx, s.st, after, "f_lodb", true); err != nil {
+		return err
 	}
 	res.FloorWall = (res.FloorBefore + res.FloorAfter) / 2
-	res.FloorStepsPerSec = perSec(n*steps, res.FloorWall)
+	res.FloorStepsPerSec = perSec(n*s.cfg.LoadSteps, res.FloorWall)
 	res.Ideal = min(res.IdealUnbounded, res.FloorStepsPerSec)
 	res.OfIdeal = res.StepsPerSec / res.Ideal
-	return res, nil
+	return nil
 }
 
 // turnEvents are the events of one turn of a session and its checkpoint.
@@ -233,11 +297,13 @@ type turnEvents struct {
 }
 
 // lastTurns returns the last turn (from its turn.started) after sequence
-// from[i] of each session sid(i), with the session's checkpoint.
-func lastTurns(ctx context.Context, st *stack, n int, sid func(int) string, from []uint64) ([]turnEvents, error) {
+// from[i] of each of the first n sessions, read through the client, with
+// the session's checkpoint.
+func (s *loadScenario) lastTurns(ctx context.Context, n int, from []uint64) ([]turnEvents, error) {
 	out := make([]turnEvents, n)
 	for i := range n {
-		evs, _, err := st.n.Bus.Replay(ctx, sid(i), from[i]+1)
+		sid := s.sid(i)
+		evs, err := readLog(ctx, s.st.cl, sid, from[i]+1)
 		if err != nil {
 			return nil, err
 		}
@@ -248,11 +314,11 @@ func lastTurns(ctx context.Context, st *stack, n int, sid func(int) string, from
 			}
 		}
 		if out[i].evs == nil {
-			return nil, fmt.Errorf("%s: no turn after sequence %d", sid(i), from[i])
+			return nil, fmt.Errorf("%s: no turn after sequence %d", sid, from[i])
 		}
 		// Short turns share a checkpoint (session.Config.CheckpointEvery): the
 		// floor puts one only for a session that has one.
-		e, err := st.n.Bus.Checkpoints().Get(ctx, sid(i))
+		e, err := s.st.node().Bus.Checkpoints().Get(ctx, sid)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
@@ -270,11 +336,12 @@ func lastTurns(ctx context.Context, st *stack, n int, sid func(int) string, from
 // stays paused (the node is about to stop).
 func loadFloor(ctx context.Context, st *stack, turns []turnEvents, prefix string, last bool) (time.Duration, error) {
 	resume := st.pauseProjector(ctx)
-	kv := st.n.Bus.Checkpoints()
+	b := st.node().Bus
+	kv := b.Checkpoints()
 	t0 := time.Now()
 	err := parallel(ctx, len(turns), len(turns), func(i int) error {
 		fsid := fmt.Sprintf("%s%05d", prefix, i)
-		if _, err := appendRaw(ctx, st.n.Bus, fsid, turns[i].evs); err != nil {
+		if _, err := appendRaw(ctx, b, fsid, turns[i].evs); err != nil {
 			return err
 		}
 		if turns[i].checkpoint == nil {

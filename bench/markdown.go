@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 // markdown is docs/benchmarks.md: the machine, the sizes, the table, how
@@ -17,11 +19,11 @@ func (r *Report) markdown(table string) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	m := r.Machine
 	w("# Benchmarks\n\n")
-	w("Written by `make bench` (the program in `bench/`, see `go run ./bench -h`) on %s; the run took %s. Do not edit it by hand: run `make bench` again.\n\n", m.Date, fdur(r.Took.Round(time.Second)))
+	w("Written by `make bench` (`cmd/tah-bench` over package `bench`, see `go run ./cmd/tah-bench -h`) on %s; the run took %s. Do not edit it by hand: run `make bench` again.\n\n", m.Date, fdur(r.Took.Round(time.Second)))
 	w("TAH's overhead must stay close to the durable writes it cannot avoid. These machines are noisy (here, the latency of one fsync varied by a factor of two between runs), so every figure stands beside a **floor measured in the same run, on the same node**, and the targets are ratios. The raw data is in [benchmarks.json](benchmarks.json).\n\n")
 
 	w("## Machine\n\n| CPUs | CPU (/proc/cpuinfo) | memory | kernel | Go | load average at start / end |\n|---|---|---|---|---|---|\n| %d | %s | %s | %s | %s | %s / %s |\n\n", m.CPUs, m.CPU, m.MemTotal, m.Kernel, m.Go, m.LoadAvgStart, m.LoadAvgEnd)
-	w("Everything runs in one process, as a single node does: the embedded nats-server (JetStream, file store in a temporary directory, port -1), the node (`node.Start`: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. Clients drive the sessions the way every client does: they publish `run` inputs to `TAH_IN` and wait for the outcome on a reply subject.\n\n")
+	w("Rows 1–6 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject, the session's errors and deltas, and an ordered consumer of the session's log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node.\n\n")
 
 	s := r.Sizes
 	w("## Sizes of this run\n\n")
@@ -37,7 +39,7 @@ func (r *Report) markdown(table string) string {
 	w("| 5 | %s tokens in LLM steps of 100, %s apart |\n", fnum(float64(s.DeltaTokens)), fdur(s.DeltaPace))
 	w("| 6 | %s sessions (the issue's size%s) |\n", fnum(float64(s.MemSessions)), scaledNote(s.MemSessions, 10000))
 	if s.FailoverSessions > 0 {
-		w("| 7 | three nodes in this process, R3 (each with its embedded server, joined by routes), `bus.Default()`'s failover timings (with `-failover-kill process` the killed node runs in a process of its own); %d sessions of the killed node with a turn in flight (their inputs sent spread over one keep-alive period), and %d of its idle sessions (one finished turn there) sent an input right after the kill |\n", s.FailoverSessions, s.FailoverSessions)
+		w("| 7 | three nodes of the harness, R3 (each with its embedded server, joined by routes), `bus.Default()`'s failover timings; the node killed is a tah-node process of its own (`-failover-kill process`, the default) or a node in this process (`-failover-kill shutdown`), the others run in this process; %d sessions of the killed node with a turn in flight (their inputs sent spread over one keep-alive period), and %d of its idle sessions (one finished turn there) sent an input right after the kill |\n", s.FailoverSessions, s.FailoverSessions)
 	}
 	w("| 8 | rows 1–3 run under both durability settings: `fsync always` is `bus.Config.SyncInterval` 0, the default (every write is on disk before its acknowledgement); `fsync every 2m` is the NATS server's own default |\n\n")
 
@@ -52,8 +54,8 @@ func (r *Report) markdown(table string) string {
 	r.proposals(w)
 
 	w("## Reproduce\n\n")
-	w("```\nmake bench                          # everything, the issue's sizes; writes docs/benchmarks.{md,json}\ngo run ./bench -quick -out \"\"       # a smoke run of every row, the table on stdout\ngo run ./bench -rows 2 -steps 500   # one row, other sizes (see -h)\n```\n\n")
-	w("Diagnostics used for the analysis above: `-cpuprofile FILE` (the whole run), `-cpuprofile-load FILE` (row 3's measured turns only; it also writes FILE.mutex and FILE.block), `-pause-read-model` (row 3 without the read model), `-memprofile FILE` (row 6, the heap after passivation). Read them with `go tool pprof`.\n")
+	w("```\nmake bench                          # everything, the issue's sizes; writes docs/benchmarks.{md,json}\ngo run ./cmd/tah-bench -quick -out \"\"       # a smoke run of every row, the table on stdout\ngo run ./cmd/tah-bench -rows 2 -steps 500   # one row, other sizes (see -h)\n```\n\n")
+	w("Diagnostics used for the analysis above: `-cpuprofile FILE` (the whole run), `-cpuprofile-load FILE` (row 3's measured turns only; it also writes FILE.mutex and FILE.block), `-pause-read-model` (row 3 without the read model), `-memprofile FILE` (row 6, the heap after passivation), `-log FILE` (the harness's log of every row, row 7's nodes' included). Read the profiles with `go tool pprof`.\n")
 	return b.String()
 }
 
@@ -116,12 +118,12 @@ func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
 func (r *Report) methods(w func(string, ...any)) {
 	w("## How each row is measured\n\n")
 	w("1. **Floor.** The events a measured turn of row 2 wrote are read back and appended again, one fenced `bus.SessionWriter.Append` each, as another session whose id has the same length (so every message has the same size and headers); the turn's checkpoint is put again in `tah_checkpoints`. The read model's projector is paused meanwhile, so that it does not project the floor's events. `store.Apply` is timed on a fresh store, one transaction per LLM step's events (the session's earlier events applied first, untimed). The SQLite one-row transaction uses the store's settings (WAL, synchronous NORMAL, BEGIN IMMEDIATE).\n")
-	w("2. **Overhead per step.** One session; a short first turn spawns and claims it; then a turn of many tool steps is timed from publishing its input to receiving its outcome, divided by its LLM steps. The mock (`mock.CallTool(\"noop\")`, then `mock.Say`) answers at once; the tool is a `tools.Func` that returns \"ok\", run by the node's tool-runner actor. A probe provider around the mock records when each call begins and ends and how long TAH's own delta callback took inside it, so that the mock's time is left out of TAH's. Each turn's floor is measured right after it.\n")
+	w("2. **Overhead per step.** One session; a short first turn spawns and claims it; then a turn of many tool steps is timed from `client.Run` to the client having its outcome, divided by its LLM steps. The mock (`mock.CallTool(\"noop\")`, then `mock.Say`) answers at once; the tool is a `tools.Func` that returns \"ok\", run by the node's tool-runner actor. A probe provider around the mock records when each call begins and ends and how long TAH's own delta callback took inside it, so that the mock's time is left out of TAH's. Each turn's floor is measured right after it.\n")
 	w("3. **Throughput under load.** All sessions run a short warm-up turn (it spawns and claims them), then the measured turns, each session starting a fraction of an LLM call after the previous one. Steps/s is the steps over the wall time. The *ideal* is the lower of (a) every session waiting only for its model and (b) the floor: every session's turn appended again by raw fenced appends from as many writers at once, with its checkpoint put when the turn wrote one (short turns share one: `CheckpointEvery`), the projector paused; the floor is measured before and after the turns and averaged. *Added latency* is a step's time (one LLM call's start to the next's) less the model's time.\n")
-	w("4. **Resume.** The histories are built by real turns (fsync every 2 minutes, to build fast), with the other sessions' turns appended in between so that each history is spread over the whole stream. Then, for each repeat, the node is stopped and started again on the same directory (a fresh server, Manager and actors; the read model is let to catch up first), a warm-up session takes the node's first turn, and each measured session gets an input; the time is from publishing it to the first LLM call, and includes loading the checkpoint, replaying the tail, the claim and the turn's first appends, all with fsync on every write.\n")
-	w("5. **Token deltas.** This program starts itself again as a subscriber (`-delta-subscriber`), which connects to the node's NATS port over TCP and subscribes to `tah.sess.<sid>.delta`. The provider's timestamp of each token is matched by delta sequence to the subscriber's receive time (one host, one wall clock). The floor is the same number of messages of the same size and headers published straight on the node's connection at the same pace.\n")
-	w("6. **Memory.** `VmRSS` from `/proc/self/status` and the Go heap in use, each after a garbage collection that returns freed memory to the system: with the node up and no session, after every session has had one turn (all actors alive: their idle timeout is longer than the build), and after every actor has passivated. The provider here keeps nothing (the mock records every request, which would count as the sessions' memory). The node's embedded server runs in the process, so its share of each session (subject indexes, duplicate-detection ids) is counted.\n")
-	w("7. **Failover.** Three nodes start at once in this process (`node.Start`, each with its embedded server: a JetStream cluster joined by routes, every stream and bucket R3), with `bus.Default()`'s failover timings (NodeTTL, InputPinnedTTL, InputAckWait) and fsync always. Once `tah_nodes` lists the three, each pulling its share of the partitions, sessions are created on the partitions of one of them, the victim. Half of them take a turn on it first and are left idle; the other half start a turn whose LLM call the victim's model holds (it never answers), their inputs sent spread over one keep-alive period (InputAckWait/3), as real turns would be. Once the victim holds every call it is killed: its embedded server is shut down at once, so that its routes and clients drop (the node itself is not told, and closed only after the measurement), or, with `-failover-kill process`, the victim is a process of its own (this program, `-failover-victim`) sent SIGKILL. Right after the kill each idle session is sent an input through a survivor. The survivors' models answer at once and record the first call of each session: the times reported are from the kill to those calls. Then every session's log is read back: each input must have started exactly one turn, every turn finished, no event of an older epoch after a newer one, no session left owned by the victim. After the kill the survivors' presence (on core NATS) is followed until it has listed every partition, each once, for 2 × NodeTTL (at most %s after the kill).\n\n", fdur(presenceWindow))
+	w("4. **Resume.** The histories are built by real turns (fsync every 2 minutes, to build fast), with the other sessions' turns appended in between so that each history is spread over the whole stream. Then, for each repeat, the node is stopped and started again on the same directory (a fresh server, Manager and actors; the read model is let to catch up first), a warm-up session takes the node's first turn, and each measured session gets an input; the time is from `client.Run` to the first LLM call (not from `client.Run`'s return: the node has often made the call by then), and includes the client's own work (reported apart), then loading the checkpoint, replaying the tail, the claim and the turn's first appends, all with fsync on every write.\n")
+	w("5. **Token deltas.** This program starts itself again as a subscriber (`-delta-subscriber`, a plain NATS subscriber: package `client` hands a turn's deltas only to the client that started it), which connects to the node's NATS port over TCP and subscribes to `%s`. The provider's timestamp of each token is matched by delta sequence to the subscriber's receive time (one host, one wall clock). The floor is the same number of messages of the same size and headers published straight on the node's connection at the same pace.\n", wire.DeltaSubject("<sid>"))
+	w("6. **Memory.** `VmRSS` from `/proc/self/status` and the Go heap in use, each after a garbage collection that returns freed memory to the system: with the node up and no session, after every session has had one turn (all actors alive: their idle timeout is longer than the build), and after every actor has passivated. The provider here keeps nothing (the mock records every request, which would count as the sessions' memory). The node's embedded server runs in the process, so its share of each session (subject indexes, duplicate-detection ids) is counted. The consumers the client's turns leave on the server are deleted every %d sessions as they are built, and not counted (see *Memory* under *Why*).\n", memChunk)
+	w("7. **Failover.** Three nodes of the cluster harness (`tahtest`) start at once, each with its embedded server (a JetStream cluster joined by routes, every stream and bucket R3), with `bus.Default()`'s failover timings (NodeTTL, InputPinnedTTL, InputAckWait) and fsync always. The victim is a tah-node process of its own (this program with `-tah-node`, a process member of the harness) that is sent SIGKILL, or with `-failover-kill shutdown` a node in this process whose embedded server is shut down at once, so that its routes and clients drop (the node itself is not told, and closed only after the measurement). Once `tah_nodes` lists the three, each pulling its share of the partitions, sessions are created (through the API, by a client connected to a survivor) on the partitions of the victim. Half of them take a turn on it first and are left idle; the other half start a turn whose LLM call the victim's model holds (a `llm/mock` script that answers them after an hour), their inputs sent spread over one keep-alive period (InputAckWait/3), as real turns would be. Once every such turn's log shows its LLM call open, the victim is killed. Right after the kill each idle session is sent an input through the client. The survivors' models answer at once and record the first call of each session: the times reported are from the kill to those calls. Then every turn's outcome is waited for and every session's log is audited (`projection.Audit`): each input must have started exactly one turn, which finished once; no owner wrote after a newer one's claim; no session is left owned by the victim. After the kill the survivors' presence (on core NATS) is followed until it has listed every partition, each once, for 2 × NodeTTL (at most %s after the kill).\n\n", fdur(presenceWindow))
 }
 
 // analysis explains the misses, with the numbers of this run and of the
@@ -148,6 +150,10 @@ func (r *Report) analysis(w func(string, ...any)) {
 			fdur(s.ApplyP50), trimFloat(round1(float64(s.ApplyP50)/float64(max(r.SQLiteRowP50, 1)))), fdur(r.SQLiteRowP50), fdur((s.CaughtUpPerStep-s.PerStep)*time.Duration(s.LLMCalls)))
 		w("The end of a turn costs %s (fsync always): `agent.finished`, then the checkpoint, a JSON snapshot of the whole state (%s after this one turn), put in `tah_checkpoints` and recorded by `checkpoint.created`. Spread over the turn's %d steps it is %s a step, %.0f%% of TAH's own time per step.\n\n",
 			fdur(s.TurnEnd), fbytes(s.CheckpointBytes), s.LLMCalls, fdur(s.TurnEnd/time.Duration(s.LLMCalls)), 100*float64(s.TurnEnd/time.Duration(s.LLMCalls))/float64(max(s.Overhead, 1)))
+		if s.ClientRun > 0 {
+			w("The start of the turn costs %s, from `client.Run` to the first LLM call, %s of it in `client.Run` itself (a stream-info request, the ordered consumer of the session's log it creates on the server, its subscriptions, then the input's publish). While the turn runs the server delivers each of its events to that consumer and the client decodes it, in this process, on the same two cores: work the earlier bench's client, which only published the input and waited on a reply subject, did not do (with it, on 2026-11-30, TAH's own time per step was 2.31 ms with fsync always and 1.15 ms with fsync every 2 minutes).\n\n",
+				fdur(s.TurnStart), fdur(s.ClientRun))
+		}
 	}
 	if rs := r.Resume; rs != nil && len(rs.Lengths) > 0 {
 		w("### Resume: the checkpoint is fresh, but its decode grows with the history\n\n")
@@ -157,6 +163,9 @@ func (r *Report) analysis(w func(string, ...any)) {
 				fnum(float64(l.Tail)), fdur(l.CheckpointDecode), fdur(l.Load), fdur(l.TurnEnd), fbytes(l.StateBytes), fbytes(l.SlimBytes), fdur(l.SlimDecode))
 		}
 		last := rs.Lengths[len(rs.Lengths)-1]
+		if first := rs.Lengths[0]; first.ClientRun > 0 {
+			w("\nThe first LLM call is counted from `client.Run`, which itself took %s at the shortest history and %s at the longest (a stream-info request, an ordered consumer of the session's log, the input's publish, acknowledged once stored): the client's work, which does not grow with the history and lowers the ratio of the longest to the shortest; the earlier bench's client only published the input.\n", fdur(first.ClientRun), fdur(last.ClientRun))
+		}
 		w("\nThe checkpoint is the JSON of the session actor's `projection.State`. The actor no longer keeps the request each `llm.started` recorded (the log has it; the loop never reads it back), so at %s events the checkpoint is %s where the whole state, requests included, is %s (it used to be that, over the 8 MiB a KV value may hold: the put failed and resumes replayed the whole log). A resume now replays %s event(s) after its checkpoint. ",
 			fnum(float64(last.Events)), fbytes(last.CheckpointBytes), fbytes(last.StateBytes), fnum(float64(last.Tail)))
 		if last.Tail > last.Events/10 {
@@ -179,10 +188,12 @@ func (r *Report) analysis(w func(string, ...any)) {
 			if l.CPUCores >= 0.85*float64(r.Machine.CPUs) {
 				busy = "the CPU was the limit"
 			}
-			w("- %s: %s steps/s (%.0f%% of the ideal); %.2f of %d cores busy during the turns, so %s; a step waited %s (p50) beyond its model, a turn %s at its start (input to first call) and %s at its end (agent.finished and the checkpoint); when the last outcome arrived the read model had %s of the turns' %s events still to apply.\n",
-				l.Durability, fnum(l.StepsPerSec), l.OfIdeal*100, l.CPUCores, r.Machine.CPUs, busy, fdur(l.AddedP50), fdur(l.TurnStartP50), fdur(l.TurnEndP50), fnum(float64(l.ReadModelBehind)), fnum(float64(l.Sessions*l.Turns*l.EventsPerTurn)))
+			w("- %s: %s steps/s (%.0f%% of the ideal); %.2f of %d cores busy during the turns, so %s; a step waited %s (p50) beyond its model, a turn %s at its start (`client.Run` to the first call; `client.Run` itself %s at p50, %s at p99) and %s at its end (agent.finished and the checkpoint); when the last outcome arrived the read model had %s of the turns' %s events still to apply.\n",
+				l.Durability, fnum(l.StepsPerSec), l.OfIdeal*100, l.CPUCores, r.Machine.CPUs, busy, fdur(l.AddedP50), fdur(l.TurnStartP50), fdur(l.ClientRunP50), fdur(l.ClientRunP99),
+				fdur(l.TurnEndP50), fnum(float64(l.ReadModelBehind)), fnum(float64(l.Sessions*l.Turns*l.EventsPerTurn)))
 		}
-		w("\nWhat the diagnostics found (runs on this machine, quiet, the same sizes, right after the run above):\n\n")
+		w("\n**The client shares the machine.** The sessions are driven through package `client`, in this process: each turn's `client.Run` asks for the event stream's info, creates an ordered consumer of the session's log on the server and subscribes, before it publishes the input; while the turn runs, the server delivers every event of the session to that consumer and the client decodes it; and the consumer stays on the server for five minutes after the turn (problem 12). The earlier bench's client only published the input and waited on a reply subject: with it, on this machine (2026-11-30), row 3 reached 63%% of the ideal with fsync always and 35%% with fsync every 2 minutes (372 and 2,623 steps/s), and a step waited 2.21 s and 256 ms beyond its model.\n\n")
+		w("What the diagnostics found (runs of the earlier bench on this machine, quiet, the same sizes):\n\n")
 		w("1. **The read model.** With the projector paused during the measured turns (`-pause-read-model`), TAH reached 103%% of the ideal with fsync always and 70%% with fsync every 2 minutes, against 65%% and 43%% with it. Its state cache held 256 sessions then (`store.Options.CacheSize`; 2048 since): with 1,000 sessions taking turns nearly every batch missed, and `store.loadState` reads the session's snapshot or, below 128 events, all its events, and folds them again. In a CPU profile of the measured turns (fsync every 2m, `-cpuprofile-load`) the projector took a third of the CPU and `store.loadState` alone 22%%; `go test -run NONE -bench StoreCache ./bench` isolates it (1,000 sessions applying one step each in turn: about 2.4× the time per step with the default cache, every batch a miss refolding ~46 events). With fsync always, the read model's SQLite writes also share the disk with the log's fsyncs.\n")
 		w("2. **Every session of a node writes through one NATS connection.** The mutex profile of the same measured turns put nearly all the lock waiting on the `nats.Conn` mutexes: the sessions' appends (62%% of it), the connection's flusher (22%%), the checkpoint puts (11%%) and the delta publishes (5%%).\n")
 		if len(r.Step) > 0 {
@@ -197,8 +208,13 @@ func (r *Report) analysis(w func(string, ...any)) {
 			fdur(d.P50), fdur(d.FloorP50), fdur(d.Pace), fdur(d.FirstP50))
 	}
 	if mm := r.Memory; mm != nil {
-		w("### Memory\n\nAt %s sessions the node's resident memory grew by %s per session while every actor was alive, and %s per session once all had passivated (Go heap: %s and %s). An active session adds its actor, its folded state, its writer and its idle timer (no goroutine: %d goroutines with every actor alive, %d without). What stays after passivation is mostly the embedded server's: the stream's index of every subject (`tah.sess.<sid>.evt.<type>`, one per event type a session used), the duplicate-detection window (the Msg-Id of every append is kept for two minutes, so this part is transient) and Go maps that keep their size after deletes (protoactor's process registry, the Manager's actor map).\n\n",
-			fnum(float64(mm.Sessions)), fbytes(int(mm.PerActive)), fbytes(int(mm.PerPassive)), fbytes(int(mm.HeapPerActive)), fbytes(int(mm.HeapPerPassive)), mm.GoroutinesActive, mm.GoroutinesPassive)
+		w("### Memory\n\nAt %s sessions the node's resident memory grew by %s per session while every actor was alive, and %s per session once all had passivated (Go heap: %s and %s). An active session adds its actor, its folded state, its writer and its idle timer (no goroutine: %d goroutines with every actor alive, %d without). What stays after passivation is mostly the embedded server's: the stream's index of every subject (`%s`, one per event type a session used), the duplicate-detection window (the Msg-Id of every append is kept for two minutes, so this part is transient) and Go maps that keep their size after deletes (protoactor's process registry, the Manager's actor map).\n\n",
+			fnum(float64(mm.Sessions)), fbytes(int(mm.PerActive)), fbytes(int(mm.PerPassive)), fbytes(int(mm.HeapPerActive)), fbytes(int(mm.HeapPerPassive)), mm.GoroutinesActive, mm.GoroutinesPassive,
+			wire.EventSubject("<sid>", "<type>"))
+		if mm.ClientConsumers > 0 {
+			w("The client's turns left a consumer of `TAH_EVT` each on the server (%s in all): `client.Run` follows the session's log with an ordered consumer, which the server keeps for five minutes (nats.go's default `InactiveThreshold`) after the turn; deleting one gave back %s. The bench deletes them every %d sessions as it builds, before they are counted as the sessions' memory: thousands at once would also leave the descriptors and stacks of the server's goroutines for them in the process for good (the Go runtime keeps them for reuse), which doubled both figures in a run without it (see the problems below).\n\n",
+				fnum(float64(mm.ClientConsumers)), fbytes(int(mm.ClientConsumerRSS)), memChunk)
+		}
 	}
 	r.failoverAnalysis(w)
 }
@@ -223,6 +239,7 @@ func (r *Report) proposals(w func(string, ...any)) {
 	w("6. **A checkpoint at the end of every turn** (`actors/session/actor.go` `next`), even of a five-event turn: a KV put of the whole state and an append, 11%% of the connection's lock waits under row 3. *Fixed*: a checkpoint is written once `CheckpointEvery` (64) events piled up since the last one, as its documentation said; a resume replays at most that and one turn.\n")
 	w("7. **`bus.Input.Options.MaxSteps` was never read** (`node/input.go` `handleInput`): the wire contract offered a per-turn maxSteps that the node ignored. *Fixed*: the run command carries it, `turn.started` records it (`max_steps`), the loop applies it, and `tahctl send --max-steps N` sends it.\n")
 	r.failoverProposals(w)
+	r.clientProposals(w)
 	w("\n")
 }
 
@@ -236,7 +253,7 @@ func (r *Report) failoverTarget(w func(string, ...any)) {
 	w("- **Row 7, a dead node's sessions going on elsewhere within %s** (the cluster issue, with the default timings): the slowest of the %d turns in flight on the killed node made its next LLM call on a survivor %s after the kill (p50 %s): %s.",
 		fdur(targetFailover), f.Running, fdur(f.RunningMax), fdur(f.RunningP50),
 		metOr(f.RunningMax <= targetFailover, fmt.Sprintf("**missed** by %s", fdur(f.RunningMax-targetFailover))))
-	if f.Kill == killShutdown {
+	if f.Kill == KillShutdown {
 		w(" The kill here is the shutdown of the node's embedded server in this process, which hands the server's Raft leaderships over before it goes; a real kill -9 does not, and in diagnostic runs the slowest turn then went on after up to 9.99 s: met, by a hair (see *Failover* under *Why*).")
 	}
 	if len(f.Problems) > 0 {
@@ -255,8 +272,8 @@ func (r *Report) failoverAnalysis(w func(string, ...any)) {
 	w("### Failover: the dead node's silence, then NATS's leader elections\n\n")
 	w("The other nodes learn of a kill only from a silence: every node publishes its presence on core NATS every NodeTTL/5 (%s), and the others take it for dead once they have not heard it for NodeTTL (%s), which they check every NodeTTL/5. A survivor had last heard the victim %s before the kill, so they could take over from %s after it. They then pull its partitions; the server moves a partition to them once its pin on the dead node has expired, InputPinnedTTL (%s) after the dead node's last pull (it pulled again every %s, so the pins expire about when the survivors notice), and once the partition's consumer has a leader. ",
 		fdur(f.NodeTTL/5), fdur(f.NodeTTL), fdur(f.HeartbeatAge), fdur(max(f.NodeTTL-f.HeartbeatAge, 0)), fdur(f.InputPinnedTTL), fdur(max(f.InputPinnedTTL/3, time.Second)))
-	w("An input sent after the kill to one of the dead node's idle sessions waits for just that: its first LLM call came %s after the kill at p50, %s at most (the inputs' publishes were acknowledged within %s of the kill%s).\n\n",
-		fdur(f.IdleP50), fdur(f.IdleMax), fdur(f.PublishMax), retriesNote(f.PublishRetries))
+	w("An input sent after the kill to one of the dead node's idle sessions waits for just that: its first LLM call came %s after the kill at p50, %s at most (the inputs' publishes, which `client.Run` tries again while `TAH_IN` has no leader, were acknowledged within %s of the kill%s).\n\n",
+		fdur(f.IdleP50), fdur(f.IdleMax), fdur(f.PublishMax), slowStart(f))
 	w("A turn in flight is resumed as soon as a survivor takes its partition: the node taking partitions over resumes the sessions its read model shows with an open turn there (it loads the session from the log, claims it with a newer epoch and asks the model again for the step the dead node had started). Without that, the turn would wait for its input, which the dead node had kept alive with InProgress every InputAckWait/3 (%s): the server delivers it again InputAckWait (%s) after the last renewal, between %s and %s after the kill; the input, when it comes, is recognised as done. Measured: %s after the kill at p50, %s at most. What remains is the dead node's detection (NodeTTL) and, when its server led `TAH_EVT`, that stream's leader election.\n\n",
 		fdur(keep), fdur(f.InputAckWait), fdur(f.InputAckWait-keep), fdur(f.InputAckWait), fdur(f.RunningP50), fdur(f.RunningMax))
 	w("The killed node's server led %d of the %d streams (%s) and %d of the %d consumers%s. Every turn then finished (the last %s after the kill), on %s. The survivors' presence listed every partition between them, each once, %s after the kill.\n\n",
@@ -273,7 +290,7 @@ func (r *Report) failoverAnalysis(w func(string, ...any)) {
 		}
 		w("**The survivors fenced themselves** (stopped all their sessions, as a node cut off from NATS does): %s after the kill.\n\n", strings.Join(at, ", "))
 	}
-	if f.Kill == killShutdown {
+	if f.Kill == KillShutdown {
 		w("**A real kill -9 is slower.** This run shut the node's server down in this process (`server.Shutdown`), and nats-server's Shutdown first steps down every Raft group its server leads, so the survivors had new leaders within milliseconds. A process killed with SIGKILL steps down nothing: each stream and consumer it led waits for an election, which nats-server starts 4 to 9 s after the leader's last heartbeat. Twelve diagnostic runs with `-failover-kill process` (the victim a process of its own, sent SIGKILL; this machine, the same sizes; three of them with `-failover-lead` moving `TAH_EVT` or `KV_tah_checkpoints` to the victim first; the code of commits e839b92 to 16937fc, after presence moved to core NATS) found:\n\n")
 		w("- the turns in flight went on after at most 7.8 to 10.0 s (p50 6.6–7.3 s): the target met in every run, but the slowest, 9.99 and 9.59 s, came within half a second of it. Those were partitions whose consumer the dead server led: the partition could be pulled only after its consumer's election (7.9 and 8.3 s after the kill), and `membership.rebalance` had meanwhile tried `InputConsumer.Add` of it and waited out each try's 2 s timeout (\"partition not pulled … context deadline exceeded\"): a request to a leaderless consumer gets no answer at all, so a try begun just before the election still failed 2 s later;\n")
 		w("- inputs to the dead node's idle sessions: p50 4.5–8.4 s, and in one run half of them only after 36.8 s: they reached a survivor while `TAH_EVT` had no leader, and loading their session waited out a 30 s deadline on the stream's last-sequence request (\"input put back: the session's log is unavailable … replay session …: last sequence: context deadline exceeded\", 34.7 s after the kill), although the stream had a new leader 5 s after the kill. In another run, of an earlier build, none of them was served within 75 s, its logs not saying why;\n")
@@ -303,13 +320,6 @@ func fdurOr(d time.Duration, zero string) string {
 	return fdur(d)
 }
 
-func retriesNote(n int) string {
-	if n == 0 {
-		return ""
-	}
-	return fmt.Sprintf("; %d publishes were retried, the input stream having no leader", n)
-}
-
 func takenBy(m map[string]int) string {
 	var s []string
 	for _, k := range slices.Sorted(maps.Keys(m)) {
@@ -327,4 +337,49 @@ func (r *Report) failoverProposals(w func(string, ...any)) {
 	w("9. **Pulling a partition whose consumer has no leader wastes whole attempts** (`node/cluster.go` `rebalance`: each `InputConsumer.Add` gets NodeTTL/5 × 2 and a request to a leaderless consumer gets no answer, so an attempt started just before the election still waits out its timeout). After a kill -9 this added up to 2 s to the sessions of such a partition (diagnostic runs). *Fix*: retry the consumer lookup with short tries inside one Add, or create the consumer handle without a lookup and let the pull requests find the leader.\n")
 	w("10. **Clients could not send inputs while `TAH_IN` elected a leader** (up to 6.3 s after a kill -9 of its leader's server; `bus.PublishInput` returned \"no response from stream\" or waited for its deadline). *Fixed*: `bus.PublishInput` and tahctl retry in 2 s tries with the same `Nats-Msg-Id` (stored once), and the protocol tells clients to do the same.\n")
 	w("11. **Loading a session during an election of `TAH_EVT`'s leader can wait 30 s** (`bus.Bus.Replay` → `lastMsg`: a request to a leaderless stream gets no answer, and the load's first attempt waits for its whole deadline before `session.Manager.loadWithRetry` tries again). A survivor that got an input for a dead node's session in the first seconds served it after 36.8 s (diagnostic run). *Partly fixed*: a load now tries for 8 s at a time, for up to 30 s, and a load that still fails puts the input back (`session.ErrUnavailable`, a Nak) instead of failing it. *Still to do*: shorter tries (1–2 s) per request of a load.\n")
+}
+
+// clientProposals are the problems of package client the bench found.
+func (r *Report) clientProposals(w func(string, ...any)) {
+	w("12. **Every `client.Run` leaves a consumer on the server for five minutes** (`client/follow.go` `consume`: the Turn follows the session's log with an ordered consumer, created with nats.go's default `InactiveThreshold` of 5 minutes, and `Follower.Close` stops it without deleting it). ")
+	if m := r.Memory; m != nil && m.ClientConsumers > 0 {
+		w("Row 6's %s turns left %s of them, %s each. ", fnum(float64(m.Sessions)), fnum(float64(m.ClientConsumers)), fbytes(int(m.ClientConsumerRSS)))
+	}
+	w("nats-server caps a stream at 1,000 consumers unless told otherwise (it took `MaxConsumers: -1` for \"not set\"), so before the embedded server lifted that cap (`bus/server.go`), a thousand turns within five minutes, or at once, were refused with \"maximum consumers limit reached\"; a cluster on external NATS servers still has it. Each turn also costs a stream-info request and a consumer's creation before its input is published")
+	if len(r.Step) > 0 && r.Step[0].ClientRun > 0 {
+		w(" (`client.Run` took %s in row 2", fdur(r.Step[0].ClientRun))
+		if len(r.Load) > 0 {
+			w(", %s at p50 under row 3's load", fdur(r.Load[0].ClientRunP50))
+		}
+		w(")")
+	}
+	w(", and the client decodes every event of the session while the turn runs. *Fix*: delete the consumer in `Follower.Close` (or give it a short `InactiveThreshold`; the Follower makes a new one after a reconnect anyway), and document the consumer limit for external servers.\n")
+	if f := r.Failover; f != nil && f.PublishMax > time.Second {
+		w("13. **A client cannot start a turn for seconds after a server died** (`client.Run` asks for `TAH_EVT`'s info and creates an ordered consumer of the session's log before it publishes the input: requests that the stream's leader and the JetStream meta leader answer, which must be elected again when the dead server led them, and a try that gets no answer waits out its 2 s, `natsx.PublishTry`). Row 7's inputs sent right after the kill were stored %s after it (%s); the earlier bench, which published them straight to `TAH_IN`, had them stored within 15.6 ms. *Fix*: publish the input first and follow the log from the sequence the outcome or the session's last event gives, or read the turn's events with direct gets (as `bus.Replay` does) rather than a consumer.\n",
+			fdur(f.PublishMax), ledBy(f))
+	}
+}
+
+// ledBy says which of what client.Run needs the dead server led.
+func ledBy(f *FailoverResult) string {
+	var led []string
+	if f.VictimMetaLeader {
+		led = append(led, "the meta group")
+	}
+	if slices.Contains(f.VictimStreams, wire.EventStream) {
+		led = append(led, "`"+wire.EventStream+"`")
+	}
+	if len(led) == 0 {
+		return "the dead server led neither the meta group nor `" + wire.EventStream + "`"
+	}
+	return "the dead server led " + strings.Join(led, " and ")
+}
+
+// slowStart says why the inputs after the kill took long to be stored, when
+// they did.
+func slowStart(f *FailoverResult) string {
+	if f.PublishMax <= time.Second {
+		return ""
+	}
+	return "; `client.Run` first asks for `" + wire.EventStream + "`'s info and creates a consumer of the session's log, which waited (" + ledBy(f) + ")"
 }

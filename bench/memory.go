@@ -1,8 +1,9 @@
-package main
+package bench
 
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -12,7 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/actors/session"
+	"github.com/tah-dev/tah/tahtest/natstest"
+	"github.com/tah-dev/tah/wire"
 )
 
 // MemoryResult is row 6: resident memory of one node per active and per
@@ -41,57 +45,82 @@ type MemoryResult struct {
 	GoroutinesActive   int   `json:"goroutines_active"`
 	GoroutinesPassive  int   `json:"goroutines_passivated"`
 	GoroutinesBaseline int   `json:"goroutines_base"`
+
+	// ClientConsumers are the consumers of TAH_EVT the client's turns left
+	// behind (client.Run follows the log with an ordered consumer, which the
+	// server keeps for nats.go's InactiveThreshold, 5 minutes, after the
+	// turn); they are deleted as the sessions are built, which would
+	// otherwise count them as the sessions' memory. ClientConsumerRSS is the
+	// resident memory that deleting one gave back (on the first chunk).
+	ClientConsumers   int   `json:"client_consumers,omitempty"`
+	ClientConsumerRSS int64 `json:"client_consumer_rss_bytes,omitempty"`
 }
 
-// benchMemory measures row 6 on a fresh node (fsync every 2 minutes: the
-// durability setting does not change what is kept in memory, and builds
-// 10,000 sessions faster). Each session gets one turn of one LLM call from a
+// memoryScenario is row 6 on a node with fsync every 2 minutes (the
+// durability does not change what is kept in memory, and builds 10,000
+// sessions faster). Each session gets one turn of one LLM call from a
 // provider that keeps nothing, then stays idle until its actor passivates.
-func benchMemory(ctx context.Context, cfg config) (*MemoryResult, error) {
-	idle := 30 * time.Second
-	if cfg.quick {
-		idle = 10 * time.Second
+type memoryScenario struct {
+	cfg  Config
+	idle time.Duration
+	st   *stack
+}
+
+// passivateWithin is how long after their idle timeout the actors must all
+// have passivated.
+const passivateWithin = 2 * time.Minute
+
+func (s *memoryScenario) Name() string {
+	return fmt.Sprintf("row 6: memory at %d sessions (waits for the actors to passivate)", s.cfg.MemSessions)
+}
+
+func (s *memoryScenario) sid(i int) string { return fmt.Sprintf("s_mem%06d", i) }
+
+func (s *memoryScenario) Setup(_ context.Context, env Env) error {
+	s.idle = time.Minute // longer than the build: every actor is alive at the first measure
+	if s.cfg.Quick {
+		s.idle = 10 * time.Second
 	}
-	st, err := startStack(ctx, stackOpts{tmp: cfg.tmp, sync: 2 * time.Minute, provider: quiet{}, session: session.Config{IdleTimeout: idle}})
-	if err != nil {
-		return nil, err
-	}
-	defer st.close(ctx, true)
-	n := cfg.memSessions
-	res := &MemoryResult{Sessions: n, IdleTimeout: idle}
+	var err error
+	s.st, err = startStack(env, s.cfg.Tmp, stackOpts{sync: 2 * time.Minute, provider: quiet{}, session: session.Config{IdleTimeout: s.idle}})
+	return err
+}
+
+func (s *memoryScenario) Teardown(context.Context) error {
+	s.st.close()
+	return nil
+}
+
+func (s *memoryScenario) Run(ctx context.Context, rep *Report) error {
+	n := s.cfg.MemSessions
+	res := &MemoryResult{Sessions: n, IdleTimeout: s.idle}
 	res.BaseRSS, res.BaseHeap, res.GoroutinesBaseline = memNow()
-	sid := func(i int) string { return fmt.Sprintf("s_mem%06d", i) }
-	begin := time.Now()
-	if err := parallel(ctx, n, 64, func(i int) error {
-		if err := st.create(ctx, sid(i)); err != nil {
-			return err
-		}
-		_, err := st.run(ctx, sid(i), input(sid(i), 0))
+	own, err := s.consumers(ctx)
+	if err != nil {
 		return err
-	}); err != nil {
-		return nil, err
 	}
-	res.Build = time.Since(begin)
-	res.Active = st.n.Sessions.Active()
+	if err := s.build(ctx, res, own); err != nil {
+		return err
+	}
+	sessions := s.st.node().Sessions
+	res.Active = sessions.Active()
 	res.ActiveRSS, res.ActiveHeap, res.GoroutinesActive = memNow()
 
 	t := time.Now()
-	deadline := t.Add(idle + 2*time.Minute)
-	for st.n.Sessions.Active() > 0 {
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%d session actors still active %v after their idle timeout", st.n.Sessions.Active(), 2*time.Minute)
+	err = natstest.Poll(s.idle+passivateWithin, 500*time.Millisecond, func() error {
+		if a := sessions.Active(); a > 0 {
+			return fmt.Errorf("%d session actors still active %v after their idle timeout", a, passivateWithin)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	res.Passivation = time.Since(t)
 	time.Sleep(time.Second) // let the stopped actors' last messages drain
 	res.PassiveRSS, res.PassiveHeap, res.GoroutinesPassive = memNow()
-	if cfg.memProfile != "" {
-		if f, err := os.Create(cfg.memProfile); err == nil {
+	if s.cfg.MemProfile != "" {
+		if f, err := os.Create(s.cfg.MemProfile); err == nil {
 			pprof.Lookup("heap").WriteTo(f, 0)
 			f.Close()
 		}
@@ -100,7 +129,87 @@ func benchMemory(ctx context.Context, cfg config) (*MemoryResult, error) {
 	res.PerPassive = (res.PassiveRSS - res.BaseRSS) / int64(n)
 	res.HeapPerActive = (res.ActiveHeap - res.BaseHeap) / int64(max(1, res.Active))
 	res.HeapPerPassive = (res.PassiveHeap - res.BaseHeap) / int64(n)
-	return res, nil
+	rep.Memory = res
+	return nil
+}
+
+// memChunk is how many sessions row 6 builds before it deletes the
+// consumers the client's turns left behind. Thousands at once would leave the
+// descriptors and stacks of the server's goroutines for them in the
+// process's memory for good (the Go runtime keeps them for reuse), counted
+// as the sessions'.
+const memChunk = 200
+
+// build creates the sessions and runs one turn of each, memChunk at a time,
+// deleting the client's consumers after each chunk; the first chunk's
+// deletion says how much memory one of them holds.
+func (s *memoryScenario) build(ctx context.Context, res *MemoryResult, own map[string]bool) error {
+	n := s.cfg.MemSessions
+	begin := time.Now()
+	for from := 0; from < n; from += memChunk {
+		if err := parallel(ctx, min(memChunk, n-from), 64, func(i int) error {
+			sid := s.sid(from + i)
+			if err := s.st.create(ctx, sid); err != nil {
+				return err
+			}
+			_, _, err := s.st.run(ctx, sid, input(sid, 0))
+			return err
+		}); err != nil {
+			return err
+		}
+		var before int64
+		if from == 0 {
+			before, _, _ = memNow()
+		}
+		dropped, err := s.dropClientConsumers(ctx, own)
+		if err != nil {
+			return err
+		}
+		if from == 0 && dropped > 0 {
+			after, _, _ := memNow()
+			res.ClientConsumerRSS = (before - after) / int64(dropped)
+		}
+		res.ClientConsumers += dropped
+	}
+	res.Build = time.Since(begin)
+	return nil
+}
+
+// consumers are the names of the consumers of TAH_EVT.
+func (s *memoryScenario) consumers(ctx context.Context) (map[string]bool, error) {
+	st, err := s.st.node().Bus.JetStream().Stream(ctx, wire.EventStream)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	names := st.ConsumerNames(ctx)
+	for name := range names.Name() {
+		out[name] = true
+	}
+	return out, names.Err()
+}
+
+// dropClientConsumers deletes the consumers of TAH_EVT other than own (the
+// node's), which the client's turns left behind, and returns how many.
+func (s *memoryScenario) dropClientConsumers(ctx context.Context, own map[string]bool) (int, error) {
+	all, err := s.consumers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var left []string
+	for name := range all {
+		if !own[name] {
+			left = append(left, name)
+		}
+	}
+	js := s.st.node().Bus.JetStream()
+	err = parallel(ctx, len(left), 16, func(i int) error {
+		if err := js.DeleteConsumer(ctx, wire.EventStream, left[i]); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("delete the client's consumer %s: %w", left[i], err)
+		}
+		return nil
+	})
+	return len(left), err
 }
 
 // memNow returns the resident set size (VmRSS), the Go heap in use and the

@@ -1,8 +1,7 @@
-package main
+package bench
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -101,83 +100,12 @@ func procField(path, key string) string {
 	return "unknown"
 }
 
-// measure runs the rows c asks for, in order, logging progress to log.
-func measure(ctx context.Context, c config, log io.Writer) (*Report, error) {
-	begin := time.Now()
-	rep := &Report{Machine: machine(), Sizes: Sizes{Quick: c.quick, StepToolCalls: c.steps, StepTurns: c.stepTurns,
-		LoadSessions: c.loadSessions, LoadSteps: c.loadSteps, LoadTurns: c.loadTurns, LoadDelay: c.loadDelay,
-		ResumeEvents: c.resumeLengths, ResumeOthers: c.resumeOthers, ResumeBudget: c.resumeBudget, ResumeRepeats: c.resumeRepeats,
-		DeltaTokens: c.deltaTokens, DeltaPace: c.deltaPace, MemSessions: c.memSessions, FailoverSessions: c.failoverSessions}}
-	step := func(format string, args ...any) {
-		fmt.Fprintf(log, "%s  "+format+"\n", append([]any{time.Since(begin).Round(time.Second)}, args...)...)
-	}
-	if c.rows["1"] || c.rows["2"] {
-		dir, err := os.MkdirTemp(c.tmp, "tah-bench-sqlite-")
-		if err != nil {
-			return nil, err
-		}
-		step("row 1: SQLite one-row transactions")
-		s, err := sqliteRowFloor(ctx, dir, 3000)
-		os.RemoveAll(dir)
-		if err != nil {
-			return nil, fmt.Errorf("row 1: %w", err)
-		}
-		rep.SQLiteRowP50, rep.SQLiteRowRate = s.p50(), perSec(len(s), s.sum())
-		for _, sy := range c.syncs {
-			step("rows 1-2: one session, turns of %d tool steps, %s", c.steps, durabilityName(sy))
-			r, err := benchStep(ctx, c, sy)
-			if err != nil {
-				return nil, fmt.Errorf("row 2 (%s): %w", durabilityName(sy), err)
-			}
-			rep.Step = append(rep.Step, r)
-		}
-	}
-	if c.rows["3"] {
-		for _, sy := range c.syncs {
-			step("row 3: %d sessions, %d steps a turn, the model answering after %v, %s", c.loadSessions, c.loadSteps, c.loadDelay, durabilityName(sy))
-			r, err := benchLoad(ctx, c, sy)
-			if err != nil {
-				return nil, fmt.Errorf("row 3 (%s): %w", durabilityName(sy), err)
-			}
-			rep.Load = append(rep.Load, r)
-		}
-	}
-	if c.rows["4"] {
-		step("row 4: resume after %v events, among %d other sessions (building the histories)", c.resumeLengths, c.resumeOthers)
-		r, err := benchResume(ctx, c, 0, log)
-		if err != nil {
-			return nil, fmt.Errorf("row 4: %w", err)
-		}
-		rep.Resume = r
-	}
-	if c.rows["5"] {
-		step("row 5: %d token deltas to a subscriber in another process", c.deltaTokens)
-		r, err := benchDelta(ctx, c)
-		if err != nil {
-			return nil, fmt.Errorf("row 5: %w", err)
-		}
-		rep.Delta = r
-	}
-	if c.rows["6"] {
-		step("row 6: memory at %d sessions (waits for the actors to passivate)", c.memSessions)
-		r, err := benchMemory(ctx, c)
-		if err != nil {
-			return nil, fmt.Errorf("row 6: %w", err)
-		}
-		rep.Memory = r
-	}
-	if c.rows["7"] {
-		step("row 7: failover, three nodes (R3), kill -9 of one with %d turns in flight on it", c.failoverSessions)
-		r, err := benchFailover(ctx, c, log)
-		if err != nil {
-			return nil, fmt.Errorf("row 7: %w", err)
-		}
-		rep.Failover = r
-	}
-	rep.Took = time.Since(begin)
-	rep.Machine.LoadAvgEnd = loadAvg()
-	step("done")
-	return rep, nil
+// newReport is the report of a run of c, its machine and sizes filled in.
+func newReport(c Config) *Report {
+	return &Report{Machine: machine(), Sizes: Sizes{Quick: c.Quick, StepToolCalls: c.Steps, StepTurns: c.StepTurns,
+		LoadSessions: c.LoadSessions, LoadSteps: c.LoadSteps, LoadTurns: c.LoadTurns, LoadDelay: c.LoadDelay,
+		ResumeEvents: c.ResumeLengths, ResumeOthers: c.ResumeOthers, ResumeBudget: c.ResumeBudget, ResumeRepeats: c.ResumeRepeats,
+		DeltaTokens: c.DeltaTokens, DeltaPace: c.DeltaPace, MemSessions: c.MemSessions, FailoverSessions: c.FailoverSessions}}
 }
 
 // The targets of issue 9.
@@ -251,7 +179,7 @@ func (r *Report) rows() []row {
 			ls = append(ls, fnum(float64(l.Events)))
 			ts = append(ts, fdur(l.FirstCall))
 		}
-		out = append(out, row{"4", fmt.Sprintf("resume, first input to first LLM call, fresh node: %s events (among %s other sessions)", strings.Join(ls, " / "), fnum(float64(rs.Others))),
+		out = append(out, row{"4", fmt.Sprintf("resume, `client.Run` to the first LLM call, fresh node: %s events (among %s other sessions)", strings.Join(ls, " / "), fnum(float64(rs.Others))),
 			rs.Durability, strings.Join(ts, " / "), "", fratio(rs.Ratio) + " longest/shortest", fmt.Sprintf("≤ %s×", trimFloat(targetResume)),
 			metOr(rs.Ratio <= targetResume, fmt.Sprintf("missed: %s× over", trimFloat(round1(rs.Ratio/targetResume))))})
 	}
@@ -278,7 +206,7 @@ func (r *Report) failoverRows() []row {
 		return []row{{"7", what, "", f.NotMeasured, "", "", "", ""}}
 	}
 	kill := "kill -9"
-	if f.Kill == killShutdown {
+	if f.Kill == KillShutdown {
 		kill = "kill (server shut down in process)"
 	}
 	setting := fmt.Sprintf("R3; NodeTTL %s, pin TTL %s, ack wait %s; %s", fdur(f.NodeTTL), fdur(f.InputPinnedTTL), fdur(f.InputAckWait), f.Durability)
@@ -307,8 +235,8 @@ func metOr(ok bool, missed string) string {
 	return missed
 }
 
-// table renders the rows as a Markdown table (readable as text too).
-func (r *Report) table() string {
+// Table renders the rows as a Markdown table (readable as text too).
+func (r *Report) Table() string {
 	var b strings.Builder
 	b.WriteString("| # | measure | setting | TAH | floor / ideal | ratio | target | verdict |\n|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.rows() {
@@ -317,8 +245,9 @@ func (r *Report) table() string {
 	return b.String()
 }
 
-// write writes benchmarks.json and benchmarks.md to dir.
-func (r *Report) write(dir, table string) error {
+// Write writes benchmarks.json and benchmarks.md (with table, the report's
+// Table) to dir.
+func (r *Report) Write(dir, table string) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
 		return err
@@ -327,6 +256,26 @@ func (r *Report) write(dir, table string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(r.markdown(table)), 0o644)
+}
+
+// Rerender writes the table to stdout and benchmarks.md to dir (none when
+// dir is empty) again from a run's benchmarks.json at path, for when the
+// prose changed and the numbers did not.
+func Rerender(path, dir string, stdout io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rep Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	table := rep.Table()
+	fmt.Fprint(stdout, table)
+	if dir == "" {
+		return nil
+	}
+	return os.WriteFile(filepath.Join(dir, "benchmarks.md"), []byte(rep.markdown(table)), 0o644)
 }
 
 // Formatting.

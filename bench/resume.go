@@ -1,10 +1,9 @@
-package main
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/tah-dev/tah/actors/session"
@@ -30,11 +29,16 @@ type ResumeResult struct {
 // ResumeLength is one history length.
 type ResumeLength struct {
 	Events int `json:"events"`
-	// FirstCall is the median time from publishing the input to the first
-	// LLM call on a node started afresh (a new Manager, actor and server).
+	// FirstCall is the median time from client.Run to the first LLM call on
+	// a node started afresh (a new Manager, actor and server). (Not from
+	// client.Run's return: the node has often made the call by then.)
 	FirstCall    time.Duration `json:"first_call_ns"`
 	FirstCallMin time.Duration `json:"first_call_min_ns"`
 	FirstCallMax time.Duration `json:"first_call_max_ns"`
+	// ClientRun is the median time client.Run took: the client's
+	// subscriptions, its consumer of the session's log and the input's
+	// publish, which do not depend on the history.
+	ClientRun time.Duration `json:"client_run_ns,omitempty"`
 	// TurnEnd is the median time from the resumed turn's last LLM answer to
 	// its outcome: agent.finished and the end-of-turn checkpoint.
 	TurnEnd time.Duration `json:"turn_end_ns"`
@@ -61,213 +65,258 @@ type ResumeLength struct {
 	SlimDecode time.Duration `json:"slim_decode_ns"`
 }
 
-// benchResume builds the histories (with fsync every 2 minutes, to build
-// fast), then restarts the node with durability syncEvery and resumes each
-// session, cfg.resumeRepeats times, each on a node started afresh.
-func benchResume(ctx context.Context, cfg config, syncEvery time.Duration, log io.Writer) (*ResumeResult, error) {
-	res := &ResumeResult{Durability: durabilityName(syncEvery), Others: cfg.resumeOthers, ContextBudget: cfg.resumeBudget, Repeats: cfg.resumeRepeats}
-	tool, final := scriptedMocks(0)
-	p := newProbe(tool, final, true)
-	scfg := session.Config{ContextChars: cfg.resumeBudget}
-	st, err := startStack(ctx, stackOpts{tmp: cfg.tmp, sync: 2 * time.Minute, provider: p, session: scfg})
-	if err != nil {
-		return nil, err
-	}
-	dir := st.dir
-	closed := false
-	defer func() {
-		if !closed {
-			st.close(ctx, true)
-		}
-	}()
-	b := st.n.Bus
-	begin := time.Now()
+// resumeScenario is row 4: sessions of several history lengths, resumed
+// each by a node started afresh.
+type resumeScenario struct {
+	cfg Config
+	p   *probe
+	st  *stack
+	// sids are the measured sessions, one per length; others the sessions
+	// interleaved with them.
+	sids, others []string
+	// perTurn is how many events a measured session's turn writes.
+	perTurn int
+	// tmpl is the events of the other sessions' turn.
+	tmpl  []event.Event
+	build time.Duration
+}
 
-	// The other sessions' turns have five LLM calls (about 26 events); the
-	// measured sessions' turns 20 (about 100 events), so that building 10,000
-	// events takes fewer turns, each ending with a checkpoint.
-	const otherSteps, toolSteps = 4, 19
-	targets := cfg.resumeLengths
-	// A session resumed first on each fresh node, so that the measured
-	// resumes do not pay for the node's first turn.
-	const warm = "s_reswarm"
-	if err := st.create(ctx, warm); err != nil {
-		return nil, err
+// The sessions of row 4 that are not measured: one resumed first on each
+// fresh node, so that the measured resumes do not pay for the node's first
+// turn, and the one whose first turn is the template of the others' turns.
+const (
+	resumeWarm  = "s_reswarm"
+	resumeModel = "s_resmodel"
+)
+
+// The other sessions' turns have five LLM calls (about 26 events); the
+// measured sessions' turns 20 (about 100 events), so that building 10,000
+// events takes fewer turns, each ending with a checkpoint.
+const (
+	otherSteps  = 4
+	resumeSteps = 19
+)
+
+func (s *resumeScenario) Name() string {
+	return fmt.Sprintf("row 4: resume after %v events, among %d other sessions (building the histories)", s.cfg.ResumeLengths, s.cfg.ResumeOthers)
+}
+
+// Setup builds the histories with fsync every 2 minutes, to build fast.
+func (s *resumeScenario) Setup(ctx context.Context, env Env) error {
+	tool, final := scriptedMocks(0)
+	s.p = newProbe(tool, final, true)
+	var err error
+	s.st, err = startStack(env, s.cfg.Tmp, stackOpts{sync: 2 * time.Minute, provider: s.p, session: session.Config{ContextChars: s.cfg.ResumeBudget}})
+	if err != nil {
+		return err
 	}
-	if _, err := st.run(ctx, warm, input(warm, 0)); err != nil {
-		return nil, err
+	begin := time.Now()
+	if err := s.createSessions(ctx); err != nil {
+		return err
 	}
-	sids := make([]string, len(targets))
-	for i, l := range targets {
-		sids[i] = fmt.Sprintf("s_res%06d", l)
-		if err := st.create(ctx, sids[i]); err != nil {
-			return nil, err
+	if err := s.buildRounds(ctx, env); err != nil {
+		return err
+	}
+	if err := s.topUp(ctx); err != nil {
+		return err
+	}
+	s.p.reset()
+	s.build = time.Since(begin)
+	return nil
+}
+
+func (s *resumeScenario) Teardown(context.Context) error {
+	s.st.close()
+	return nil
+}
+
+// createSessions creates every session, runs the warm-up session's first
+// turn and the template's, and the first turn of the shortest history,
+// which says how many events a turn writes.
+func (s *resumeScenario) createSessions(ctx context.Context) error {
+	st := s.st
+	for _, sid := range []string{resumeWarm, resumeModel} {
+		if err := st.create(ctx, sid); err != nil {
+			return err
 		}
 	}
-	others := make([]string, cfg.resumeOthers)
-	if err := parallel(ctx, len(others), 32, func(i int) error {
-		others[i] = fmt.Sprintf("s_oth%06d", i)
-		return st.create(ctx, others[i])
-	}); err != nil {
-		return nil, err
+	if _, _, err := st.run(ctx, resumeWarm, input(resumeWarm, 0)); err != nil {
+		return err
 	}
-	// The first turn of a session of their own is the template of the other
-	// sessions' turns.
-	const model = "s_resmodel"
-	if err := st.create(ctx, model); err != nil {
-		return nil, err
+	s.sids = make([]string, len(s.cfg.ResumeLengths))
+	for i, l := range s.cfg.ResumeLengths {
+		s.sids[i] = fmt.Sprintf("s_res%06d", l)
+		if err := st.create(ctx, s.sids[i]); err != nil {
+			return err
+		}
 	}
-	if _, err := st.run(ctx, model, input(model, otherSteps)); err != nil {
-		return nil, err
+	s.others = make([]string, s.cfg.ResumeOthers)
+	for i := range s.others {
+		s.others[i] = fmt.Sprintf("s_oth%06d", i)
 	}
-	tmpl, _, err := b.Replay(ctx, model, 2) // from session.claimed on
+	if err := parallel(ctx, len(s.others), 32, func(i int) error { return st.create(ctx, s.others[i]) }); err != nil {
+		return err
+	}
+	if _, _, err := st.run(ctx, resumeModel, input(resumeModel, otherSteps)); err != nil {
+		return err
+	}
+	all, err := readLog(ctx, st.cl, resumeModel, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// The measured sessions' turns: the first one's length.
-	if _, err := st.run(ctx, sids[0], input(sids[0], toolSteps)); err != nil {
-		return nil, err
+	s.tmpl = all[1:] // from session.claimed on
+	if _, _, err := st.run(ctx, s.sids[0], input(s.sids[0], resumeSteps)); err != nil {
+		return err
 	}
-	firstTurn, _, err := b.Replay(ctx, sids[0], 1)
+	first, err := readLog(ctx, st.cl, s.sids[0], 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	perTurn := len(firstTurn) - 2 // less session.created and session.claimed
-	// Rounds: the longest history's turns; every target spreads its turns
-	// evenly over them, and each round appends a turn of some other sessions,
-	// so that every history is interleaved with the others' from start to end.
-	rounds := targets[len(targets)-1]/perTurn + 1
-	for _, l := range targets {
-		rounds = max(rounds, l/perTurn+1)
-	}
+	s.perTurn = len(first) - 2 // less session.created and session.claimed
+	return nil
+}
+
+// buildRounds runs the measured sessions' turns in rounds: the longest
+// history's turns; every target spreads its turns evenly over them, and each
+// round appends a turn of some other sessions, so that every history is
+// interleaved with the others' from start to end.
+func (s *resumeScenario) buildRounds(ctx context.Context, env Env) error {
+	targets := s.cfg.ResumeLengths
+	rounds := targets[len(targets)-1]/s.perTurn + 1
 	turnsOf := make([]int, len(targets))
 	for i, l := range targets {
-		turnsOf[i] = max(1, (l+perTurn-1)/perTurn)
+		turnsOf[i] = max(1, (l+s.perTurn-1)/s.perTurn)
 	}
-	turnsOf[0]-- // the template turn
+	turnsOf[0]-- // the first turn, run already
 	done := make([]int, len(targets))
 	nextOther := 0
 	for r := range rounds {
-		for i := range targets {
+		for i, sid := range s.sids {
 			if done[i] < turnsOf[i] && done[i]*rounds <= r*turnsOf[i] {
-				if _, err := st.run(ctx, sids[i], input(sids[i], toolSteps)); err != nil {
-					return nil, err
+				if _, _, err := s.st.run(ctx, sid, input(sid, resumeSteps)); err != nil {
+					return err
 				}
 				done[i]++
-				p.take(sids[i])
+				s.p.take(sid)
 			}
 		}
 		// Each other session gets one turn (the template's events), the
 		// turns spread evenly over the rounds.
-		upto := min(len(others), (r+1)*len(others)/rounds)
-		if err := parallel(ctx, upto-nextOther, 8, func(j int) error {
-			sid := others[nextOther+j]
-			w, err := b.Writer(sid, 1, 0)
-			if err != nil {
-				return err
-			}
-			last, err := b.LastSeq(ctx, sid)
-			if err != nil {
-				return err
-			}
-			if w, err = b.Writer(sid, 1, last); err != nil {
-				return err
-			}
-			for _, e := range tmpl {
-				e.Session, e.Seq, e.Epoch = sid, 0, 0
-				if _, err := w.Append(ctx, e); err != nil {
-					return err
-				}
-			}
-			return nil
-		}); err != nil {
-			return nil, fmt.Errorf("other sessions: %w", err)
+		upto := min(len(s.others), (r+1)*len(s.others)/rounds)
+		if err := parallel(ctx, upto-nextOther, 8, func(j int) error { return s.appendTemplate(ctx, s.others[nextOther+j]) }); err != nil {
+			return fmt.Errorf("other sessions: %w", err)
 		}
 		nextOther = upto
 		if r%100 == 99 {
-			fmt.Fprintf(log, "  round %d of %d\n", r+1, rounds)
+			env.Note("round %d of %d", r+1, rounds)
 		}
 	}
-	// Top up to the lengths asked (turns vary by an event or two).
-	for i, l := range targets {
+	return nil
+}
+
+// appendTemplate appends the template turn's events to session sid, as its
+// owner would.
+func (s *resumeScenario) appendTemplate(ctx context.Context, sid string) error {
+	b := s.st.node().Bus
+	last, err := b.LastSeq(ctx, sid)
+	if err != nil {
+		return err
+	}
+	w, err := b.Writer(sid, 1, last)
+	if err != nil {
+		return err
+	}
+	for _, e := range s.tmpl {
+		e.Session, e.Seq, e.Epoch = sid, 0, 0
+		if _, err := w.Append(ctx, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// topUp runs turns until each history has the length asked (turns vary by
+// an event or two).
+func (s *resumeScenario) topUp(ctx context.Context) error {
+	for i, l := range s.cfg.ResumeLengths {
+		sid := s.sids[i]
 		for {
-			evs, _, err := b.Replay(ctx, sids[i], 1)
+			evs, err := readLog(ctx, s.st.cl, sid, 0)
 			if err != nil {
-				return nil, err
+				return err
 			}
-			if len(evs)+perTurn/2 >= l {
+			if len(evs)+s.perTurn/2 >= l {
 				break
 			}
-			for range (l - len(evs) + perTurn - 1) / perTurn {
-				if _, err := st.run(ctx, sids[i], input(sids[i], toolSteps)); err != nil {
-					return nil, err
+			for range (l - len(evs) + s.perTurn - 1) / s.perTurn {
+				if _, _, err := s.st.run(ctx, sid, input(sid, resumeSteps)); err != nil {
+					return err
 				}
 			}
 		}
 	}
-	p.reset()
-	res.Build = time.Since(begin)
-	if err := st.close(ctx, false); err != nil {
-		return nil, err
-	}
-	closed = true
+	return nil
+}
 
-	res.Lengths = make([]ResumeLength, len(targets))
-	times := make([][]time.Duration, len(targets))
-	ends := make([][]time.Duration, len(targets))
-	for rep := range cfg.resumeRepeats {
-		st, err = startStack(ctx, stackOpts{dir: dir, sync: syncEvery, provider: p, session: scfg})
-		if err != nil {
-			return nil, err
+// Run resumes each session, cfg.ResumeRepeats times, each on the node
+// started afresh with fsync on every write.
+func (s *resumeScenario) Run(ctx context.Context, rep *Report) error {
+	c := s.cfg
+	res := &ResumeResult{Durability: durabilityName(0), Others: c.ResumeOthers, ContextBudget: c.ResumeBudget, Repeats: c.ResumeRepeats, Build: s.build}
+	res.Lengths = make([]ResumeLength, len(s.sids))
+	times, ends, runs := make([]sample, len(s.sids)), make([]sample, len(s.sids)), make([]sample, len(s.sids))
+	for r := range c.ResumeRepeats {
+		if err := s.freshNode(ctx, res); err != nil {
+			return err
 		}
-		closed = false
-		b = st.n.Bus
-		// Let the read model catch up first: its work is not the resume's.
-		info, err := b.JetStream().Stream(ctx, wire.EventStream)
-		if err != nil {
-			return nil, err
-		}
-		res.StreamEvents = info.CachedInfo().State.Msgs
-		if err := st.n.Projector.WaitFor(ctx, info.CachedInfo().State.LastSeq); err != nil {
-			return nil, err
-		}
-		if _, err := st.run(ctx, warm, input(warm, 0)); err != nil {
-			return nil, err
-		}
-		for k := range sids {
-			i := (k + rep) % len(sids) // a different order each time
-			sid := sids[i]
-			if rep == 0 {
-				if err := describe(ctx, b, sid, &res.Lengths[i]); err != nil {
-					return nil, err
+		for k := range s.sids {
+			i := (k + r) % len(s.sids) // a different order each time
+			sid := s.sids[i]
+			if r == 0 {
+				if err := describe(ctx, s.st.node().Bus, sid, &res.Lengths[i]); err != nil {
+					return err
 				}
 			}
-			t0 := time.Now()
-			r, err := st.runAt(ctx, sid, input(sid, 0))
+			t, o, err := s.st.run(ctx, sid, input(sid, 0))
 			if err != nil {
-				return nil, err
+				return err
 			}
-			calls := p.take(sid)
+			calls := s.p.take(sid)
 			if len(calls) == 0 {
-				return nil, fmt.Errorf("resume of %s: no LLM call", sid)
+				return fmt.Errorf("resume of %s: no LLM call", sid)
 			}
-			times[i] = append(times[i], calls[0].start.Sub(t0))
-			ends[i] = append(ends[i], r.at.Sub(calls[len(calls)-1].end))
+			times[i] = append(times[i], calls[0].start.Sub(t.sent))
+			ends[i] = append(ends[i], o.at.Sub(calls[len(calls)-1].end))
+			runs[i] = append(runs[i], t.stored.Sub(t.sent))
 		}
-		if err := st.close(ctx, false); err != nil {
-			return nil, err
-		}
-		closed = true
 	}
-	for i := range targets {
+	for i := range s.sids {
 		l := &res.Lengths[i]
-		l.FirstCall = medianDur(times[i])
-		l.FirstCallMin, l.FirstCallMax = sample(times[i]).pct(0), sample(times[i]).pct(100)
-		l.TurnEnd = medianDur(ends[i])
+		l.FirstCall, l.FirstCallMin, l.FirstCallMax = medianDur(times[i]), times[i].pct(0), times[i].pct(100)
+		l.TurnEnd, l.ClientRun = medianDur(ends[i]), medianDur(runs[i])
 	}
-	res.Ratio = float64(res.Lengths[len(targets)-1].FirstCall) / float64(res.Lengths[0].FirstCall)
-	st.close(ctx, true) // remove the directory
-	return res, nil
+	res.Ratio = float64(res.Lengths[len(s.sids)-1].FirstCall) / float64(res.Lengths[0].FirstCall)
+	rep.Resume = res
+	return nil
+}
+
+// freshNode restarts the node with fsync on every write, lets the read
+// model catch up (its work is not the resume's) and has the warm-up session
+// take the node's first turn.
+func (s *resumeScenario) freshNode(ctx context.Context, res *ResumeResult) error {
+	if err := s.st.restart(0); err != nil {
+		return err
+	}
+	info, err := s.st.node().Bus.JetStream().Stream(ctx, wire.EventStream)
+	if err != nil {
+		return err
+	}
+	res.StreamEvents = info.CachedInfo().State.Msgs
+	if err := s.st.node().Projector.WaitFor(ctx, info.CachedInfo().State.LastSeq); err != nil {
+		return err
+	}
+	_, _, err = s.st.run(ctx, resumeWarm, input(resumeWarm, 0))
+	return err
 }
 
 // describe reports what a resume of sid finds: its history's length, the

@@ -1,52 +1,49 @@
-package main
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
-	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/tah-dev/tah/actors/session"
-	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/node"
+	"github.com/tah-dev/tah/tahtest"
+	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
 
-// discard is the logger of every part: the benchmarks print only their table.
+// discard is the logger of the single-node rows' nodes: the benchmarks print
+// only their table.
 var discard = slog.New(slog.DiscardHandler)
 
-// stack is one node on a fresh embedded server and store, in a temporary
-// directory that close removes.
+// clientTimeout bounds the client's API calls (retries included): a node
+// creating a thousand sessions at once answers slowly.
+const clientTimeout = time.Minute
+
+// stack is what rows 2 to 6 measure on: one node of the harness (tahtest,
+// in this process, on a fresh directory under Config.Tmp) with the probe as
+// its model and the noop tool, and a client of it over a connection of its
+// own, as any client would have.
 type stack struct {
-	dir string
-	n   *node.Node
-
-	replies *nats.Subscription
-	mu      sync.Mutex
-	waiting map[string]chan reply
+	c  *tahtest.Cluster
+	cl *client.Client
+	o  stackOpts
 }
 
-// reply is an outcome and when it arrived.
-type reply struct {
-	o  wire.Outcome
-	at time.Time
-}
-
-// stackOpts say how to start a stack.
+// stackOpts say how to start a stack's node.
 type stackOpts struct {
-	tmp      string        // parent of the stack's directory
-	sync     time.Duration // bus.Config.SyncInterval: 0 fsyncs every write
+	// sync is bus.Config.SyncInterval at the node's next start: 0 fsyncs
+	// every write.
+	sync     time.Duration
 	provider llm.Provider
-	session  session.Config
-	dir      string // reuse this directory (a restart) instead of a new one
+	// session is the sessions' configuration; MaxSteps 0 means no limit
+	// (the turns here make as many steps as they say).
+	session session.Config
 }
 
 // noopTool is the benchmarks' tool: it does nothing and says so.
@@ -55,66 +52,65 @@ func noopTool() tools.Catalog {
 		func(context.Context, json.RawMessage) (tools.Result, error) { return tools.Text("ok"), nil }))
 }
 
-func startStack(ctx context.Context, o stackOpts) (*stack, error) {
-	dir := o.dir
-	if dir == "" {
-		var err error
-		if dir, err = os.MkdirTemp(o.tmp, "tah-bench-"); err != nil {
-			return nil, err
-		}
-	}
-	bcfg := bus.Default()
-	bcfg.DataDir, bcfg.Port, bcfg.SyncInterval = dir, -1, o.sync
-	scfg := o.session
-	scfg.Logger = discard
-	if scfg.MaxSteps == 0 {
-		scfg.MaxSteps = -1 // the turns here make as many steps as they say
-	}
-	if scfg.Node == "" {
-		scfg.Node = "bench"
-	}
-	n, err := node.Start(ctx, node.Options{Bus: bcfg, Session: scfg, Provider: o.provider, Tools: noopTool(), Logger: discard})
+// startStack starts the node and connects the client.
+func startStack(env Env, tmp string, o stackOpts) (*stack, error) {
+	s := &stack{o: o}
+	s.c = tahtest.Start(env.TB, tahtest.Options{Nodes: 1, Dir: tmp, EditNode: s.edit})
+	cl, err := client.New(s.c.Connect(), client.Options{RequestTimeout: clientTimeout})
 	if err != nil {
-		os.RemoveAll(dir)
 		return nil, err
 	}
-	s := &stack{dir: dir, n: n, waiting: map[string]chan reply{}}
-	s.replies, err = n.Bus.Conn().Subscribe("bench.reply.*", s.onReply)
-	if err != nil {
-		s.close(ctx, true)
-		return nil, err
-	}
+	s.cl = cl
 	return s, nil
 }
 
-// close stops the node; remove also deletes its directory.
-func (s *stack) close(ctx context.Context, remove bool) error {
-	if s.replies != nil {
-		_ = s.replies.Unsubscribe()
+// edit makes the harness's node the bench's, at each of its starts.
+func (s *stack) edit(_ int, o *node.Options) {
+	o.Provider, o.Tools = s.o.provider, noopTool()
+	o.Logger, o.Bus.Logger = discard, discard
+	o.Bus.SyncInterval = s.o.sync
+	sc := s.o.session
+	sc.Node, sc.Logger = o.Session.Node, discard
+	if sc.MaxSteps == 0 {
+		sc.MaxSteps = -1
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	defer cancel()
-	err := s.n.Close(ctx)
-	if remove {
-		os.RemoveAll(s.dir)
-	}
-	return err
+	o.Session = sc
 }
 
-func (s *stack) onReply(m *nats.Msg) {
-	at := time.Now()
-	sid := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
-	var o wire.Outcome
-	if err := json.Unmarshal(m.Data, &o); err != nil {
-		o.Failure = "malformed outcome: " + err.Error()
+// close closes the client; the harness stops the node.
+func (s *stack) close() {
+	if s != nil && s.cl != nil {
+		s.cl.Close()
 	}
-	s.mu.Lock()
-	ch := s.waiting[sid]
-	delete(s.waiting, sid)
-	s.mu.Unlock()
-	if ch != nil {
-		ch <- reply{o: o, at: at}
+}
+
+// node is the running node.
+func (s *stack) node() *node.Node { return s.c.Node(0) }
+
+// restart stops the node and starts it again on the same directory with
+// durability sync (a fresh server, Manager and actors), and waits until the
+// client is connected again.
+func (s *stack) restart(sync time.Duration) error {
+	s.c.Stop(0)
+	s.o.sync = sync
+	s.c.Start(0)
+	if err := natstest.Poll(time.Minute, 10*time.Millisecond, natstest.Until(s.cl.Conn().IsConnected)); err != nil {
+		return fmt.Errorf("the client's connection after the restart: %w", err)
 	}
+	return nil
+}
+
+// create creates session sid through the API.
+func (s *stack) create(ctx context.Context, sid string) error {
+	if _, err := s.cl.Create(ctx, wire.CreateRequest{Session: sid}); err != nil {
+		return fmt.Errorf("create %s: %w", sid, err)
+	}
+	return nil
+}
+
+// run runs one turn of sid with text through the client.
+func (s *stack) run(ctx context.Context, sid, text string) (*turn, outcome, error) {
+	return runTurn(ctx, s.cl, sid, text)
 }
 
 // pauseProjector stops the node's read model projector, so that a floor's
@@ -122,13 +118,14 @@ func (s *stack) onReply(m *nats.Msg) {
 // function that starts it again (it picks up where it stopped), and with
 // wait waits until it has caught up with the log.
 func (s *stack) pauseProjector(ctx context.Context) (resume func(wait bool) error) {
-	s.n.Projector.Close()
+	n := s.node()
+	n.Projector.Close()
 	return func(wait bool) error {
-		p, err := node.StartProjector(ctx, s.n.Bus, s.n.Store, discard)
+		p, err := node.StartProjector(ctx, n.Bus, n.Store, discard)
 		if err != nil {
 			return err
 		}
-		s.n.Projector = p // node.Close closes this one
+		n.Projector = p // node.Close closes this one
 		if !wait {
 			return nil
 		}
@@ -138,89 +135,18 @@ func (s *stack) pauseProjector(ctx context.Context) (resume func(wait bool) erro
 
 // waitReadModel waits until the read model has applied the whole log.
 func (s *stack) waitReadModel(ctx context.Context) error {
-	info, err := s.n.Bus.JetStream().Stream(ctx, wire.EventStream)
+	last, err := s.lastSeq(ctx)
 	if err != nil {
 		return err
 	}
-	return s.n.Projector.WaitFor(ctx, info.CachedInfo().State.LastSeq)
+	return s.node().Projector.WaitFor(ctx, last)
 }
 
-// create writes session.created for sid.
-func (s *stack) create(ctx context.Context, sid string) error {
-	_, err := session.Create(ctx, s.n.Bus, sid, session.Config{MaxSteps: session.DefaultMaxSteps}, nil)
-	return err
-}
-
-// start publishes a run of text for sid through the input stream, as every
-// client does, and returns a channel that gets its outcome.
-func (s *stack) start(ctx context.Context, sid, text string) (<-chan reply, error) {
-	ch := make(chan reply, 1)
-	s.mu.Lock()
-	s.waiting[sid] = ch
-	s.mu.Unlock()
-	in := wire.Input{Command: wire.CommandRun, Text: text, ReplyTo: "bench.reply." + sid}
-	if _, err := s.n.Bus.PublishInput(ctx, sid, in); err != nil {
-		s.mu.Lock()
-		delete(s.waiting, sid)
-		s.mu.Unlock()
-		return nil, err
-	}
-	return ch, nil
-}
-
-// run runs one turn of sid and waits for its outcome.
-func (s *stack) run(ctx context.Context, sid, text string) (wire.Outcome, error) {
-	r, err := s.runAt(ctx, sid, text)
-	return r.o, err
-}
-
-// runAt is run, with the time the outcome arrived.
-func (s *stack) runAt(ctx context.Context, sid, text string) (reply, error) {
-	ch, err := s.start(ctx, sid, text)
+// lastSeq is the event stream's last sequence.
+func (s *stack) lastSeq(ctx context.Context) (uint64, error) {
+	info, err := s.node().Bus.JetStream().Stream(ctx, wire.EventStream)
 	if err != nil {
-		return reply{}, err
+		return 0, err
 	}
-	select {
-	case r := <-ch:
-		if o := r.o; o.Failure != "" || o.Status != "completed" {
-			return r, fmt.Errorf("turn of %s: status %s %s %s", sid, o.Status, o.Failure, o.Error)
-		}
-		return r, nil
-	case <-ctx.Done():
-		return reply{}, fmt.Errorf("turn of %s: %w", sid, ctx.Err())
-	}
-}
-
-// parallel runs fn(0..n-1) on workers goroutines and returns the first error;
-// after an error the remaining indexes are skipped.
-func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if ctx.Err() != nil {
-					continue
-				}
-				if err := fn(i); err != nil {
-					cancel(err)
-				}
-			}
-		}()
-	}
-feed:
-	for i := range n {
-		select {
-		case next <- i:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	return context.Cause(ctx)
+	return info.CachedInfo().State.LastSeq, nil
 }

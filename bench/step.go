@@ -1,13 +1,15 @@
-package main
+package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
 )
 
@@ -21,8 +23,12 @@ type StepResult struct {
 	Turns      int    `json:"turns_measured"`
 
 	// TAH, per LLM step (the turn's time divided by its LLM calls; median of
-	// the turns): from publishing the input to receiving the outcome.
+	// the turns): from client.Run (which subscribes to what the input
+	// causes, then publishes it) to the client having the outcome.
 	PerStep time.Duration `json:"per_step_ns"`
+	// ClientRun is how long client.Run took, median: the client's
+	// subscriptions and the input's publish, acknowledged once stored.
+	ClientRun time.Duration `json:"client_run_ns,omitempty"`
 	// ProviderPerStep is the time spent inside the mock (not TAH's).
 	ProviderPerStep time.Duration `json:"provider_per_step_ns"`
 	// CaughtUpPerStep is the same until the read model had applied the turn.
@@ -38,8 +44,9 @@ type StepResult struct {
 	// and of the last 20 steps of the turn: the context grows in between.
 	OwnEarly time.Duration `json:"own_early_ns"`
 	OwnLate  time.Duration `json:"own_late_ns"`
-	// TurnStart is from publishing the input to the first LLM call; TurnEnd
-	// from the last answer to the outcome (agent.finished, the checkpoint).
+	// TurnStart is from client.Run to the first LLM call; TurnEnd from the
+	// last answer to the client having the outcome (agent.finished, the
+	// checkpoint).
 	TurnStart time.Duration `json:"turn_start_ns"`
 	TurnEnd   time.Duration `json:"turn_end_ns"`
 
@@ -70,203 +77,162 @@ type StepResult struct {
 	Overhead time.Duration `json:"overhead_per_step_ns"`
 }
 
-// benchStep measures rows 1 and 2 on a fresh node.
-func benchStep(ctx context.Context, cfg config, syncEvery time.Duration) (*StepResult, error) {
+// stepScenario is rows 1 and 2 under one durability setting: one session,
+// turns of many tool steps, each followed by its floor.
+type stepScenario struct {
+	cfg  Config
+	sync time.Duration
+	p    *probe
+	st   *stack
+}
+
+func (s *stepScenario) Name() string {
+	return fmt.Sprintf("rows 1-2: one session, turns of %d tool steps, %s", s.cfg.Steps, durabilityName(s.sync))
+}
+
+func (s *stepScenario) Setup(_ context.Context, env Env) error {
 	tool, final := scriptedMocks(0)
-	p := newProbe(tool, final, true)
-	st, err := startStack(ctx, stackOpts{tmp: cfg.tmp, sync: syncEvery, provider: p})
+	s.p = newProbe(tool, final, true)
+	var err error
+	s.st, err = startStack(env, s.cfg.Tmp, stackOpts{sync: s.sync, provider: s.p})
+	return err
+}
+
+func (s *stepScenario) Teardown(context.Context) error {
+	s.st.close()
+	return nil
+}
+
+// Run measures each turn, then its floor right after (the disk's speed
+// drifts), with the read model paused so that it does not project the
+// floor's events too. The first turn and floor warm up and are not counted.
+func (s *stepScenario) Run(ctx context.Context, rep *Report) error {
+	acc := newStepAcc(s.cfg, s.sync)
+	for i := range s.cfg.StepTurns + 1 {
+		m, err := s.measureTurn(ctx, i)
+		if err != nil {
+			return err
+		}
+		f, err := s.floorOf(ctx, i, m)
+		if err != nil {
+			return err
+		}
+		if i > 0 {
+			acc.add(m, f)
+		}
+	}
+	rep.Step = append(rep.Step, acc.result())
+	return nil
+}
+
+// stepTurn is one measured turn of row 2.
+type stepTurn struct {
+	sid string
+	// sent is when client.Run was called, stored when it returned, done
+	// when the outcome came, caught when the read model had the turn.
+	sent, stored, done, caught time.Time
+	calls                      []call
+	all                        []event.Event // the session's log
+	start                      int           // the index of the turn's turn.started in all
+}
+
+func (m stepTurn) events() []event.Event { return m.all[m.start:] }
+
+// measureTurn creates session number i, runs a short first turn (it spawns
+// the actor and claims the session, so that the measured turn is a
+// session's ordinary next turn), then the measured turn.
+func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error) {
+	st := s.st
+	var resumeRM func(bool) error
+	if s.cfg.PauseReadModel {
+		resumeRM = st.pauseProjector(ctx)
+	}
+	m := stepTurn{sid: fmt.Sprintf("s_step%03d", i)}
+	if err := st.create(ctx, m.sid); err != nil {
+		return m, err
+	}
+	_, first, err := st.run(ctx, m.sid, input(m.sid, 1))
 	if err != nil {
-		return nil, err
+		return m, err
 	}
-	defer st.close(ctx, true)
-	b := st.n.Bus
-	res := &StepResult{Durability: durabilityName(syncEvery), ToolSteps: cfg.steps, LLMCalls: cfg.steps + 1, Turns: cfg.stepTurns}
-	var perStep, provider, caughtUp, floorStep, kvPuts []time.Duration
-	var gaps, gapFloors, early, late, starts, ends sample
-	var gapRatios []float64
-	var appends, applies, stepAppends sample
-	var bytes, nEvents, nSteps, stepEvents int
-	res.LLMStartedBytesMin = 1 << 30
+	s.p.take(m.sid)
+	t, o, err := st.run(ctx, m.sid, input(m.sid, s.cfg.Steps))
+	if err != nil {
+		return m, err
+	}
+	m.sent, m.stored, m.done = t.sent, t.stored, o.at
+	if resumeRM != nil {
+		if err := resumeRM(false); err != nil {
+			return m, err
+		}
+	}
+	last, err := st.node().Bus.LastSeq(ctx, m.sid)
+	if err != nil {
+		return m, err
+	}
+	if err := st.node().Projector.WaitFor(ctx, last); err != nil {
+		return m, err
+	}
+	m.caught = time.Now()
+	m.calls = s.p.take(m.sid)
+	slices.SortFunc(m.calls, func(a, b call) int { return a.start.Compare(b.start) })
+	if o.Steps != s.cfg.Steps+1 || len(m.calls) != s.cfg.Steps+1 {
+		return m, fmt.Errorf("step turn of %s: %d steps, %d calls, want %d", m.sid, o.Steps, len(m.calls), s.cfg.Steps+1)
+	}
+	if m.all, err = readLog(ctx, st.cl, m.sid, 0); err != nil {
+		return m, err
+	}
+	m.start = slices.IndexFunc(m.all, func(e event.Event) bool { return e.Seq > first.LastSeq && e.Type == event.TurnStarted })
+	if m.start < 0 {
+		return m, fmt.Errorf("step turn of %s: no turn.started in the log", m.sid)
+	}
+	return m, nil
+}
 
-	// Each measured turn, then its floor right after (the disk's speed
-	// drifts), with the read model paused so that it does not project the
-	// floor's events too.
-	type measured struct {
-		elapsed, caught time.Duration
-		at, t0          time.Time
-		calls           []call
-		all             []event.Event
-		start           int
-		sid             string
-	}
-	for rep := range cfg.stepTurns + 1 {
-		var resumeRM func(bool) error
-		if cfg.pauseReadModel {
-			resumeRM = st.pauseProjector(ctx)
-		}
-		sid := fmt.Sprintf("s_step%03d", rep)
-		if err := st.create(ctx, sid); err != nil {
-			return nil, err
-		}
-		// A short first turn spawns the actor and claims the session, so that
-		// the measured turn is a session's ordinary next turn.
-		first, err := st.run(ctx, sid, input(sid, 1))
-		if err != nil {
-			return nil, err
-		}
-		p.take(sid)
-		t0 := time.Now()
-		r, err := st.runAt(ctx, sid, input(sid, cfg.steps))
-		if err != nil {
-			return nil, err
-		}
-		if resumeRM != nil {
-			if err := resumeRM(false); err != nil {
-				return nil, err
-			}
-		}
-		last, err := b.LastSeq(ctx, sid)
-		if err != nil {
-			return nil, err
-		}
-		if err := st.n.Projector.WaitFor(ctx, last); err != nil {
-			return nil, err
-		}
-		m := measured{elapsed: r.at.Sub(t0), caught: time.Since(t0), at: r.at, t0: t0, calls: p.take(sid), sid: sid}
-		slices.SortFunc(m.calls, func(a, b call) int { return a.start.Compare(b.start) })
-		if r.o.Steps != cfg.steps+1 || len(m.calls) != cfg.steps+1 {
-			return nil, fmt.Errorf("step turn of %s: %d steps, %d calls, want %d", sid, r.o.Steps, len(m.calls), cfg.steps+1)
-		}
-		// The measured turn's events: from its turn.started to the end.
-		if m.all, _, err = b.Replay(ctx, sid, 1); err != nil {
-			return nil, err
-		}
-		m.start = -1
-		for i, e := range m.all {
-			if e.Seq > first.LastSeq && e.Type == event.TurnStarted {
-				m.start = i
-				break
-			}
-		}
-		if m.start < 0 {
-			return nil, fmt.Errorf("step turn of %s: no turn.started in the log", sid)
-		}
+// stepFloor is a measured turn's floor: its events appended again as raw
+// fenced appends, its checkpoint put again, each step's events applied to a
+// fresh store.
+type stepFloor struct {
+	appends    sample // one per event of the turn, in order
+	kvPut      time.Duration
+	applies    sample // one per step
+	groups     [][]event.Event
+	checkpoint int // the checkpoint's size
+}
 
-		resume := st.pauseProjector(ctx)
-		calls, elapsed, caught, turn := m.calls, m.elapsed, m.caught, m.all[m.start:]
-		// The floor: the same events as raw appends, the checkpoint as a raw put.
-		ap, err := appendRaw(ctx, b, fmt.Sprintf("f_step%03d", rep), turn)
-		if err != nil {
-			return nil, err
-		}
-		kv := b.Checkpoints()
-		entry, err := kv.Get(ctx, m.sid)
-		if err != nil {
-			return nil, fmt.Errorf("checkpoint of %s: %w", m.sid, err)
-		}
-		tk := time.Now()
-		if _, err := kv.Put(ctx, fmt.Sprintf("f_step%03d", rep), entry.Value()); err != nil {
-			return nil, err
-		}
-		kvPut := time.Since(tk)
-		groups := stepGroups(turn)
-		ay, err := applyFloor(ctx, filepath.Join(st.dir, fmt.Sprintf("floor-%d.db", rep)), m.all[:m.start], groups)
-		if err != nil {
-			return nil, err
-		}
-		if err := resume(true); err != nil {
-			return nil, err
-		}
-		if rep == 0 {
-			continue // the first turn and floor warm up and are not counted
-		}
-
-		perStep = append(perStep, elapsed/time.Duration(cfg.steps+1))
-		caughtUp = append(caughtUp, caught/time.Duration(cfg.steps+1))
-		floorStep = append(floorStep, (ap.sum()+kvPut)/time.Duration(cfg.steps+1))
-		kvPuts = append(kvPuts, kvPut)
-		var prov time.Duration
-		for _, c := range calls {
-			prov += c.end.Sub(c.start) - c.inTAH
-		}
-		provider = append(provider, prov/time.Duration(len(calls)))
-		appends = append(appends, ap...)
-		applies = append(applies, ay...)
-
-		// Between two LLM calls: the events appended after call k began and
-		// before call k+1 began, against the time between the two.
-		iv := intervals(turn)
-		for k := 1; k+1 < len(calls)-1; k++ { // the middle of the turn
-			var fl time.Duration
-			for _, i := range iv[k] {
-				fl += ap[i]
-			}
-			gap := calls[k+1].start.Sub(calls[k].start)
-			gaps = append(gaps, gap)
-			gapFloors = append(gapFloors, fl)
-			gapRatios = append(gapRatios, float64(gap)/float64(fl))
-			own := gap - fl - (calls[k].end.Sub(calls[k].start) - calls[k].inTAH)
-			switch {
-			case k <= 20:
-				early = append(early, own)
-			case k >= len(calls)-22:
-				late = append(late, own)
-			}
-		}
-		starts = append(starts, calls[0].start.Sub(m.t0))
-		ends = append(ends, m.at.Sub(calls[len(calls)-1].end))
-		// One step's appends, llm.started to tool.finished.
-		i := 0
-		for _, g := range groups {
-			var s time.Duration
-			for range g {
-				s += ap[i]
-				i++
-			}
-			if g[0].Type == event.LLMStarted && g[len(g)-1].Type == event.ToolFinished {
-				stepAppends = append(stepAppends, s)
-				nSteps++
-				stepEvents += len(g)
-				if res.StepTypes == nil {
-					for _, e := range g {
-						res.StepTypes = append(res.StepTypes, string(e.Type))
-					}
-				}
-			}
-		}
-		for _, e := range turn {
-			body, _ := e.Marshal()
-			bytes += len(body)
-			nEvents++
-			if e.Type == event.LLMStarted {
-				res.LLMStartedBytesMin = min(res.LLMStartedBytesMin, len(body))
-				res.LLMStartedBytesMax = max(res.LLMStartedBytesMax, len(body))
-			}
-		}
-		res.CheckpointBytes = max(res.CheckpointBytes, len(entry.Value()))
+// floorOf measures turn m's floor as session f_step<i>, with the read model
+// paused.
+func (s *stepScenario) floorOf(ctx context.Context, i int, m stepTurn) (stepFloor, error) {
+	var f stepFloor
+	b := s.st.node().Bus
+	resume := s.st.pauseProjector(ctx)
+	fsid := fmt.Sprintf("f_step%03d", i)
+	var err error
+	if f.appends, err = appendRaw(ctx, b, fsid, m.events()); err != nil {
+		return f, err
 	}
-	res.PerStep = medianDur(perStep)
-	res.ProviderPerStep = medianDur(provider)
-	res.CaughtUpPerStep = medianDur(caughtUp)
-	res.FloorAppendPerStep = medianDur(floorStep)
-	res.KVPut = medianDur(kvPuts)
-	res.StepGapP50, res.StepGapFloorP50, res.StepGapRatioP50 = gaps.p50(), gapFloors.p50(), median(gapRatios)
-	res.OwnEarly, res.OwnLate = early.p50(), late.p50()
-	res.TurnStart, res.TurnEnd = starts.p50(), ends.p50()
-	res.AppendP50, res.AppendRate = appends.p50(), perSec(len(appends), appends.sum())
-	res.StepAppendsP50 = stepAppends.p50()
-	res.ApplyP50, res.ApplyRate = applies.p50(), perSec(len(applies), applies.sum())
-	if nSteps > 0 {
-		res.EventsPerStep = float64(stepEvents) / float64(nSteps)
+	// A short turn may have written no checkpoint (CheckpointEvery): then
+	// its floor has none either.
+	kv := b.Checkpoints()
+	entry, err := kv.Get(ctx, m.sid)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return f, fmt.Errorf("checkpoint of %s: %w", m.sid, err)
+	default:
+		f.checkpoint = len(entry.Value())
+		t := time.Now()
+		if _, err := kv.Put(ctx, fsid, entry.Value()); err != nil {
+			return f, err
+		}
+		f.kvPut = time.Since(t)
 	}
-	if nEvents > 0 {
-		res.EventBytesMean = bytes / nEvents
+	f.groups = stepGroups(m.events())
+	db := filepath.Join(s.st.c.Layout().Dir, fmt.Sprintf("floor-%d.db", i))
+	if f.applies, err = applyFloor(ctx, db, m.all[:m.start], f.groups); err != nil {
+		return f, err
 	}
-	res.Ratio = float64(res.PerStep) / float64(res.FloorAppendPerStep)
-	res.RatioOwn = float64(res.PerStep-res.ProviderPerStep) / float64(res.FloorAppendPerStep)
-	res.RatioFull = float64(res.PerStep) / float64(res.FloorAppendPerStep+res.ApplyP50)
-	res.Overhead = res.PerStep - res.ProviderPerStep - res.FloorAppendPerStep
-	return res, nil
+	return f, resume(true)
 }
 
 // stepGroups splits a turn's events into one group per LLM step, each from its

@@ -25,6 +25,11 @@ func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
 		MaxPayload:   cfg.MaxPayload,
 		NoSigs:       true,
 		NoLog:        cfg.Logger == nil,
+		// The streams say MaxConsumers -1, no limit, but nats-server then
+		// applies its own default of 1,000 consumers per stream; every
+		// client's turn follows the log with a consumer of its own, so a
+		// thousand turns at once would be refused.
+		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
 	switch {
 	case cfg.Token != "":

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
 )
 
 func TestEmbeddedServerWithCredentials(t *testing.T) {
@@ -146,5 +148,21 @@ func TestEmbeddedCluster(t *testing.T) {
 	evs, _ := mustReplay(t, nodes[2], sid, 0)
 	if len(evs) != 3 || evs[2].Epoch != 2 {
 		t.Fatalf("node 2 sees %+v", evs)
+	}
+}
+
+// The embedded server lets the event stream have more consumers than
+// nats-server's default of 1,000 per stream: one per client turn under way.
+func TestEmbeddedServerNoConsumerLimit(t *testing.T) {
+	b := embedded(t)
+	st, err := b.JetStream().Stream(ctxT(t), wire.EventStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1001 {
+		if _, err := st.CreateConsumer(ctxT(t), jetstream.ConsumerConfig{FilterSubject: wire.SessionEvents(fmt.Sprintf("s_%d", i)),
+			AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, InactiveThreshold: time.Minute}); err != nil {
+			t.Fatalf("consumer %d: %v", i+1, err)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/actors/session"
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
@@ -116,5 +117,26 @@ func TestFlags(t *testing.T) {
 	}
 	if strings.Contains(got, "secret") || strings.Contains(got, "--llm-provider") {
 		t.Errorf("flags: %s", got)
+	}
+}
+
+// An in-process member serves the API, as tah-node does, at every start.
+func TestInProcessAPI(t *testing.T) {
+	c := Start(t, Options{Nodes: 1})
+	cl, err := client.New(c.Connect(), client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, sid := range []string{"s_api_1", "s_api_2"} {
+		if _, err := cl.Create(ctx, wire.CreateRequest{Session: sid}); err != nil {
+			t.Fatalf("create %s: %v", sid, err)
+		}
+		if got, err := cl.Get(ctx, sid); err != nil || got.ID != sid {
+			t.Fatalf("get %s: %+v, %v", sid, got, err)
+		}
+		c.Restart(0)
 	}
 }

@@ -6,10 +6,10 @@
 //
 // A member runs in one of two modes, behind the one API:
 //
-//   - InProcess: node.Start in this process; fast, and the test reaches the
-//     *node.Node (Node) and may give it its own model or logger (EditNode).
-//     Kill shuts its server down at once, as kill -9 would; Stop closes the
-//     node.
+//   - InProcess: node.Start and its API in this process; fast, and the
+//     test reaches the *node.Node (Node) and may give it its own model or
+//     logger (EditNode). Kill shuts its server down at once, as kill -9
+//     would; Stop closes the node.
 //   - Process: a tah-node process of its own (built once per test binary,
 //     with -race when the tests have it: TestMain calls Main); Kill is
 //     SIGKILL, Stop is SIGTERM. Each run's log is kept, checked for data

@@ -76,6 +76,12 @@ func (m *inProcess) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The API, as tah-node serves it: clients (package client) create
+	// sessions and read logs through it.
+	if err := n.StartAPI(ctx); err != nil {
+		_ = n.Close(ctx)
+		return err
+	}
 	m.mu.Lock()
 	m.node = n
 	m.mu.Unlock()

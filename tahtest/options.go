@@ -14,8 +14,8 @@ type Mode int
 
 const (
 	// InProcess runs the member's node (node.Start, its embedded NATS server
-	// joined to the others by routes) in this process: fast, and the test
-	// reaches the *node.Node. Kill shuts its server down at once (its routes
+	// joined to the others by routes, and the API, as tah-node serves it) in
+	// this process: fast, and the test reaches the *node.Node. Kill shuts its server down at once (its routes
 	// and clients drop as on kill -9) and never closes the node gracefully;
 	// Stop closes it (node.Close).
 	InProcess Mode = iota

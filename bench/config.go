@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// ErrInvalidConfig is a Config that Validate refuses.
+var ErrInvalidConfig = errors.New("invalid bench config")
+
+// The ways to kill row 7's victim (Config.FailoverKill).
+const (
+	KillShutdown = "shutdown" // an in-process member: its embedded server shut down at once
+	KillProcess  = "process"  // a process member (this program as tah-node): SIGKILL
+)
+
+// The rows there are, in the order they run.
+var allRows = []string{"1", "2", "3", "4", "5", "6", "7"}
+
+// Config is a run's rows, sizes and settings: Default's are the issue's
+// sizes, QuickSizes' a smoke run's.
+type Config struct {
+	// Rows are the rows to run ("1" to "7"); rows 1 and 2 run together.
+	Rows []string
+	// Quick marks a smoke run (QuickSizes): the report says so.
+	Quick bool
+	// Tmp is the parent directory of the clusters' and stores' directories
+	// (empty: the system's).
+	Tmp string
+	// Durability are the bus.Config.SyncInterval settings rows 1-3 run
+	// under (0: fsync every write).
+	Durability []time.Duration
+
+	Steps     int // row 2: tool steps in the measured turn
+	StepTurns int // row 2: measured turns
+
+	LoadSessions int           // row 3: concurrent sessions
+	LoadDelay    time.Duration // row 3: how long the mock takes to answer
+	LoadSteps    int           // row 3: LLM steps a turn
+	LoadTurns    int           // row 3: measured turns per session
+
+	ResumeLengths []int // row 4: events in the resumed sessions' histories
+	ResumeOthers  int   // row 4: other sessions interleaved
+	ResumeBudget  int   // row 4: the context budget (ContextChars)
+	ResumeRepeats int
+
+	DeltaTokens int           // row 5
+	DeltaPace   time.Duration // row 5: pause between two tokens
+
+	MemSessions int    // row 6
+	MemProfile  string // row 6: a heap profile after passivation
+
+	// FailoverSessions: row 7's sessions of the killed node with a turn in
+	// flight, and as many idle ones sent an input after the kill.
+	FailoverSessions int
+	// FailoverKill is KillProcess or KillShutdown.
+	FailoverKill string
+	// FailoverLead, a diagnostic: streams whose leadership moves to the node
+	// to kill before the kill.
+	FailoverLead []string
+
+	// PauseReadModel, a diagnostic: rows 2-3 without the read model's
+	// projector during the measured turns.
+	PauseReadModel bool
+	// PhaseProfile, a diagnostic: a CPU profile of row 3's measured turns
+	// only (with FILE.mutex and FILE.block).
+	PhaseProfile string
+	// Log, a diagnostic: the harness's log of every row (with row 7's
+	// nodes') goes to this file; without it, a row that fails prints the end
+	// of its own.
+	Log string
+
+	// Executable is this program, which the rows run again as sub-processes:
+	// the delta subscriber (DeltaSubscriberFlag) and row 7's victim
+	// (NodeFlag). Empty: os.Executable.
+	Executable string
+}
+
+// The flags of the sub-processes the rows start (this program again): the
+// main defines them and hands them to DeltaSubscriber and to tah-node's
+// nodecmd.Run.
+const (
+	// DeltaSubscriberFlag takes the spec "URL,session,count".
+	DeltaSubscriberFlag = "delta-subscriber"
+	// NodeFlag, a bool, runs tah-node with the arguments after "--".
+	NodeFlag = "tah-node"
+)
+
+// Default is the sizes, every row, both durability settings.
+func Default() Config {
+	return Config{
+		Rows:       slices.Clone(allRows),
+		Durability: []time.Duration{0, 2 * time.Minute},
+		Steps:      200, StepTurns: 3,
+		LoadSessions: 1000, LoadDelay: 50 * time.Millisecond, LoadSteps: 5, LoadTurns: 1,
+		ResumeLengths: []int{100, 1000, 10000}, ResumeOthers: 1000, ResumeBudget: 4000, ResumeRepeats: 5,
+		DeltaTokens: 2000, DeltaPace: time.Millisecond,
+		MemSessions:      10000,
+		FailoverSessions: 12, FailoverKill: KillProcess,
+	}
+}
+
+// QuickSizes shrinks every size for a smoke run of every row (-quick).
+func (c Config) QuickSizes() Config {
+	c.Quick = true
+	c.Steps, c.StepTurns = 50, 2
+	c.LoadSessions, c.LoadTurns = 100, 1
+	c.ResumeLengths, c.ResumeOthers, c.ResumeRepeats = []int{100, 1000}, 100, 3
+	c.DeltaTokens = 300
+	c.MemSessions = 500
+	c.FailoverSessions = 4
+	return c
+}
+
+// runs reports whether row is among c.Rows.
+func (c Config) runs(row string) bool { return slices.Contains(c.Rows, row) }
+
+// Validate reports, wrapping ErrInvalidConfig, the first thing wrong with c.
+func (c Config) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf(format+": %w", append(args, ErrInvalidConfig)...)
+	}
+	for _, r := range c.Rows {
+		if !slices.Contains(allRows, r) {
+			return bad("row %q is not one of %v", r, allRows)
+		}
+	}
+	for _, d := range c.Durability {
+		if d < 0 {
+			return bad("durability %v is negative (0 fsyncs every write)", d)
+		}
+	}
+	switch {
+	case len(c.Durability) == 0:
+		return bad("no durability setting (0, a duration, or both)")
+	case c.Steps < 3 || c.StepTurns < 1:
+		return bad("row 2 needs at least 3 tool steps and 1 measured turn, not %d and %d", c.Steps, c.StepTurns)
+	case c.LoadSessions < 1 || c.LoadSteps < 1 || c.LoadTurns < 1 || c.LoadDelay <= 0:
+		return bad("row 3 needs sessions, steps, turns and an LLM delay above 0")
+	case len(c.ResumeLengths) == 0 || c.ResumeRepeats < 1 || c.ResumeOthers < 0:
+		return bad("row 4 needs history lengths and at least one repeat")
+	case c.DeltaTokens < 1:
+		return bad("row 5 needs tokens to stream")
+	case c.MemSessions < 1:
+		return bad("row 6 needs sessions")
+	case c.FailoverSessions < 1:
+		return bad("-failover-sessions: %d is not at least 1", c.FailoverSessions)
+	case c.FailoverKill != KillShutdown && c.FailoverKill != KillProcess:
+		return bad("-failover-kill: %q is not %s or %s", c.FailoverKill, KillShutdown, KillProcess)
+	}
+	for _, l := range c.ResumeLengths {
+		if l < 10 {
+			return bad("-resume-events: %d is not a length of at least 10 events", l)
+		}
+	}
+	if !slices.IsSorted(c.ResumeLengths) {
+		return bad("-resume-events: %v are not in increasing order", c.ResumeLengths)
+	}
+	return nil
+}

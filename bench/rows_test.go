@@ -1,0 +1,42 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"testing"
+	"time"
+)
+
+// Rows 1 to 4 at tiny sizes, on real nodes, driven through the client: the
+// report has every figure the table needs.
+func TestRowsOneToFour(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs nodes: not in -short")
+	}
+	c := Default()
+	c.Rows, c.Durability, c.Tmp = []string{"1", "2", "3", "4"}, []time.Duration{2 * time.Minute}, t.TempDir()
+	c.Steps, c.StepTurns = 3, 1
+	c.LoadSessions, c.LoadDelay, c.LoadSteps = 4, time.Millisecond, 2
+	c.ResumeLengths, c.ResumeOthers, c.ResumeRepeats = []int{20, 60}, 3, 1
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.SQLiteRowP50 <= 0 || len(rep.Step) != 1 || len(rep.Load) != 1 || rep.Resume == nil {
+		t.Fatalf("report %+v", rep)
+	}
+	if s := rep.Step[0]; s.PerStep <= 0 || s.FloorAppendPerStep <= 0 || s.ClientRun <= 0 || s.EventsPerStep < 4 || s.TurnEnd <= 0 {
+		t.Errorf("row 2: %+v", s)
+	}
+	if l := rep.Load[0]; l.Steps != 8 || l.StepsPerSec <= 0 || l.FloorWall <= 0 || l.EventsPerTurn == 0 {
+		t.Errorf("row 3: %+v", l)
+	}
+	if r := rep.Resume; len(r.Lengths) != 2 || r.Lengths[1].Events < 40 || r.Lengths[0].FirstCall <= 0 || r.StreamEvents == 0 {
+		t.Errorf("row 4: %+v", r)
+	}
+	if table := rep.Table(); len(rep.rows()) < 8 || table == "" {
+		t.Errorf("table:\n%s", table)
+	}
+}

@@ -35,7 +35,8 @@
 //
 // A Turn asked only for its outcome (Run without options: what the Go API's
 // Session.Run does) subscribes to its reply inbox and the session's input
-// errors, and reads the log's end once: no consumer on the log. WithEvents
+// errors and publishes: no request to the event stream, no consumer on the
+// log. WithEvents
 // and WithDeltas make it follow the log with an ordered consumer of its own,
 // since telling its turn's events and deltas from another's takes the log;
 // so does a connection that comes back before the outcome did.

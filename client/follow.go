@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -101,6 +102,10 @@ func streamError(c *Client, err error) error {
 	return fmt.Errorf("the event stream %s: %w", wire.EventStream, err)
 }
 
+// followerInactive is how long the server keeps a Follower's consumer once
+// nothing pulls from it.
+const followerInactive = 10 * time.Second
+
 // consume starts an ordered consumer of the session's events from sequence
 // from, feeding f.msgs.
 func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeContext, error) {
@@ -110,6 +115,11 @@ func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeC
 			FilterSubjects: []string{wire.SessionEvents(f.sid)},
 			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 			OptStartSeq:    from,
+			// A stopped consumer (or a client gone) is removed by the
+			// server soon, rather than after nats.go's five minutes: a
+			// thousand turns would otherwise leave a thousand consumers
+			// behind. A Follower that pulls is never inactive.
+			InactiveThreshold: followerInactive,
 		})
 		if err != nil {
 			return err

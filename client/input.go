@@ -35,16 +35,33 @@ func (c *Client) Publish(ctx context.Context, sid string, in wire.Input) (string
 func (c *Client) publish(ctx context.Context, sid, id string, m *nats.Msg) error {
 	ctx, cancel := context.WithTimeout(ctx, publishPatience)
 	defer cancel()
-	_, err := natsx.PublishRetrying(ctx, c.js, m, c.retrying("publish the "+m.Header.Get(wire.HeaderCommand)+" input"))
+	err := natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
+		_, err := c.js.PublishMsg(ctx, m)
+		if (errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)) && !c.streamExists(ctx, wire.InputStream) {
+			return errNoStream // not a leader election: no TAH streams at all
+		}
+		return err
+	}, c.retrying("publish the "+m.Header.Get(wire.HeaderCommand)+" input"))
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+	case errors.Is(err, errNoStream), errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("input %s for %s: no stream took it at %s (%v): %w", id, sid, c.URL(), err, ErrNoNode)
 	case !errors.Is(err, context.Canceled) && natsx.Temporary(err):
 		return fmt.Errorf("input %s for %s: %s did not store it (%v): %w", id, sid, wire.InputStream, err, ErrUnavailable)
 	}
 	return fmt.Errorf("input %s for %s: %w", id, sid, err)
+}
+
+// errNoStream: a publish found no stream, and the stream does not exist.
+var errNoStream = errors.New("no such stream")
+
+// streamExists reports whether the stream named exists, as far as one
+// request can tell (an answer other than "not found" counts as yes: the
+// caller retries).
+func (c *Client) streamExists(ctx context.Context, name string) bool {
+	_, err := c.js.Stream(ctx, name)
+	return !errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // Cancel cancels session sid's running turn or compaction and returns the

@@ -52,7 +52,7 @@ type Turn struct {
 	c        *Client
 	a        asked
 	opts     turnOptions
-	from     uint64    // the first sequence of the log the Turn may have to read
+	from     uint64    // the first sequence of the log the Turn may have to read (1: the session's start)
 	follower *Follower // nil until the Turn follows the log
 	status   chan nats.Status
 	subs     []*nats.Subscription
@@ -100,9 +100,17 @@ func (c *Client) startTurn(ctx context.Context, sid string, in wire.Input, opts 
 	if t.opts.deltas {
 		t.raw = make(chan *nats.Msg, 8192) // a fast model's burst, read by the Turn's goroutine
 	}
-	// Everything the input causes is listened to before it is published.
-	if t.from, err = c.logEnd(ctx); err != nil {
-		return nil, err
+	// Everything the input causes is listened to before it is published. A
+	// run's turn is known in the log by its input id, so a run that is asked
+	// only for its outcome, and may never read the log, need not ask where
+	// the log ends (a request to the event stream's leader, which after a
+	// server's death may take seconds to be elected): if it must read the
+	// log after all, it reads the session's from its start.
+	t.from = 1
+	if t.opts.events || t.opts.deltas || in.Command != wire.CommandRun {
+		if t.from, err = c.logEnd(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if t.opts.events || t.opts.deltas {
 		if t.follower, err = c.Follow(ctx, sid, t.from); err != nil {

@@ -23,7 +23,7 @@ func (r *Report) markdown(table string) string {
 	w("TAH's overhead must stay close to the durable writes it cannot avoid. These machines are noisy (here, the latency of one fsync varied by a factor of two between runs), so every figure stands beside a **floor measured in the same run, on the same node**, and the targets are ratios. The raw data is in [benchmarks.json](benchmarks.json).\n\n")
 
 	w("## Machine\n\n| CPUs | CPU (/proc/cpuinfo) | memory | kernel | Go | load average at start / end |\n|---|---|---|---|---|---|\n| %d | %s | %s | %s | %s | %s / %s |\n\n", m.CPUs, m.CPU, m.MemTotal, m.Kernel, m.Go, m.LoadAvgStart, m.LoadAvgEnd)
-	w("Rows 1–6 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject, the session's errors and deltas, and an ordered consumer of the session's log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node.\n\n")
+	w("Rows 1–6 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject and the session's input errors: a `Turn` asked only for its outcome follows no log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node.\n\n")
 
 	s := r.Sizes
 	w("## Sizes of this run\n\n")
@@ -122,7 +122,7 @@ func (r *Report) methods(w func(string, ...any)) {
 	w("3. **Throughput under load.** All sessions run a short warm-up turn (it spawns and claims them), then the measured turns, each session starting a fraction of an LLM call after the previous one. Steps/s is the steps over the wall time. The *ideal* is the lower of (a) every session waiting only for its model and (b) the floor: every session's turn appended again by raw fenced appends from as many writers at once, with its checkpoint put when the turn wrote one (short turns share one: `CheckpointEvery`), the projector paused; the floor is measured before and after the turns and averaged. *Added latency* is a step's time (one LLM call's start to the next's) less the model's time.\n")
 	w("4. **Resume.** The histories are built by real turns (fsync every 2 minutes, to build fast), with the other sessions' turns appended in between so that each history is spread over the whole stream. Then, for each repeat, the node is stopped and started again on the same directory (a fresh server, Manager and actors; the read model is let to catch up first), a warm-up session takes the node's first turn, and each measured session gets an input; the time is from `client.Run` to the first LLM call (not from `client.Run`'s return: the node has often made the call by then), and includes the client's own work (reported apart), then loading the checkpoint, replaying the tail, the claim and the turn's first appends, all with fsync on every write.\n")
 	w("5. **Token deltas.** This program starts itself again as a subscriber (`-delta-subscriber`, a plain NATS subscriber: package `client` hands a turn's deltas only to the client that started it), which connects to the node's NATS port over TCP and subscribes to `%s`. The provider's timestamp of each token is matched by delta sequence to the subscriber's receive time (one host, one wall clock). The floor is the same number of messages of the same size and headers published straight on the node's connection at the same pace.\n", wire.DeltaSubject("<sid>"))
-	w("6. **Memory.** `VmRSS` from `/proc/self/status` and the Go heap in use, each after a garbage collection that returns freed memory to the system: with the node up and no session, after every session has had one turn (all actors alive: their idle timeout is longer than the build), and after every actor has passivated. The provider here keeps nothing (the mock records every request, which would count as the sessions' memory). The node's embedded server runs in the process, so its share of each session (subject indexes, duplicate-detection ids) is counted. The consumers the client's turns leave on the server are deleted every %d sessions as they are built, and not counted (see *Memory* under *Why*).\n", memChunk)
+	w("6. **Memory.** `VmRSS` from `/proc/self/status` and the Go heap in use, each after a garbage collection that returns freed memory to the system: with the node up and no session, after every session has had one turn (all actors alive: their idle timeout is longer than the build), and after every actor has passivated. The provider here keeps nothing (the mock records every request, which would count as the sessions' memory). The node's embedded server runs in the process, so its share of each session (subject indexes, duplicate-detection ids) is counted. The consumers of the log that the client's turns left on the server are counted at the end of the build (none expected).\n")
 	w("7. **Failover.** Three nodes of the cluster harness (`tahtest`) start at once, each with its embedded server (a JetStream cluster joined by routes, every stream and bucket R3), with `bus.Default()`'s failover timings (NodeTTL, InputPinnedTTL, InputAckWait) and fsync always. The victim is a tah-node process of its own (this program with `-tah-node`, a process member of the harness) that is sent SIGKILL, or with `-failover-kill shutdown` a node in this process whose embedded server is shut down at once, so that its routes and clients drop (the node itself is not told, and closed only after the measurement). Once `tah_nodes` lists the three, each pulling its share of the partitions, sessions are created (through the API, by a client connected to a survivor) on the partitions of the victim. Half of them take a turn on it first and are left idle; the other half start a turn whose LLM call the victim's model holds (a `llm/mock` script that answers them after an hour), their inputs sent spread over one keep-alive period (InputAckWait/3), as real turns would be. Once every such turn's log shows its LLM call open, the victim is killed. Right after the kill each idle session is sent an input through the client. The survivors' models answer at once and record the first call of each session: the times reported are from the kill to those calls. Then every turn's outcome is waited for and every session's log is audited (`projection.Audit`): each input must have started exactly one turn, which finished once; no owner wrote after a newer one's claim; no session is left owned by the victim. After the kill the survivors' presence (on core NATS) is followed until it has listed every partition, each once, for 2 × NodeTTL (at most %s after the kill).\n\n", fdur(presenceWindow))
 }
 
@@ -151,7 +151,7 @@ func (r *Report) analysis(w func(string, ...any)) {
 		w("The end of a turn costs %s (fsync always): `agent.finished`, then the checkpoint, a JSON snapshot of the whole state (%s after this one turn), put in `tah_checkpoints` and recorded by `checkpoint.created`. Spread over the turn's %d steps it is %s a step, %.0f%% of TAH's own time per step.\n\n",
 			fdur(s.TurnEnd), fbytes(s.CheckpointBytes), s.LLMCalls, fdur(s.TurnEnd/time.Duration(s.LLMCalls)), 100*float64(s.TurnEnd/time.Duration(s.LLMCalls))/float64(max(s.Overhead, 1)))
 		if s.ClientRun > 0 {
-			w("The start of the turn costs %s, from `client.Run` to the first LLM call, %s of it in `client.Run` itself (a stream-info request, the ordered consumer of the session's log it creates on the server, its subscriptions, then the input's publish). While the turn runs the server delivers each of its events to that consumer and the client decodes it, in this process, on the same two cores: work the earlier bench's client, which only published the input and waited on a reply subject, did not do (with it, on 2026-11-30, TAH's own time per step was 2.31 ms with fsync always and 1.15 ms with fsync every 2 minutes).\n\n",
+			w("The start of the turn costs %s, from `client.Run` to the first LLM call, %s of it in `client.Run` itself (two subscriptions, then the input's publish, acknowledged once stored).\n\n",
 				fdur(s.TurnStart), fdur(s.ClientRun))
 		}
 	}
@@ -164,7 +164,7 @@ func (r *Report) analysis(w func(string, ...any)) {
 		}
 		last := rs.Lengths[len(rs.Lengths)-1]
 		if first := rs.Lengths[0]; first.ClientRun > 0 {
-			w("\nThe first LLM call is counted from `client.Run`, which itself took %s at the shortest history and %s at the longest (a stream-info request, an ordered consumer of the session's log, the input's publish, acknowledged once stored): the client's work, which does not grow with the history and lowers the ratio of the longest to the shortest; the earlier bench's client only published the input.\n", fdur(first.ClientRun), fdur(last.ClientRun))
+			w("\nThe first LLM call is counted from `client.Run`, which itself took %s at the shortest history and %s at the longest (two subscriptions and the input's publish, acknowledged once stored): the client's work, which does not grow with the history.\n", fdur(first.ClientRun), fdur(last.ClientRun))
 		}
 		w("\nThe checkpoint is the JSON of the session actor's `projection.State`. The actor no longer keeps the request each `llm.started` recorded (the log has it; the loop never reads it back), so at %s events the checkpoint is %s where the whole state, requests included, is %s (it used to be that, over the 8 MiB a KV value may hold: the put failed and resumes replayed the whole log). A resume now replays %s event(s) after its checkpoint. ",
 			fnum(float64(last.Events)), fbytes(last.CheckpointBytes), fbytes(last.StateBytes), fnum(float64(last.Tail)))
@@ -192,7 +192,7 @@ func (r *Report) analysis(w func(string, ...any)) {
 				l.Durability, fnum(l.StepsPerSec), l.OfIdeal*100, l.CPUCores, r.Machine.CPUs, busy, fdur(l.AddedP50), fdur(l.TurnStartP50), fdur(l.ClientRunP50), fdur(l.ClientRunP99),
 				fdur(l.TurnEndP50), fnum(float64(l.ReadModelBehind)), fnum(float64(l.Sessions*l.Turns*l.EventsPerTurn)))
 		}
-		w("\n**The client shares the machine.** The sessions are driven through package `client`, in this process: each turn's `client.Run` asks for the event stream's info, creates an ordered consumer of the session's log on the server and subscribes, before it publishes the input; while the turn runs, the server delivers every event of the session to that consumer and the client decodes it; and the consumer stays on the server for five minutes after the turn (problem 12). The earlier bench's client only published the input and waited on a reply subject: with it, on this machine (2026-11-30), row 3 reached 63%% of the ideal with fsync always and 35%% with fsync every 2 minutes (372 and 2,623 steps/s), and a step waited 2.21 s and 256 ms beyond its model.\n\n")
+		w("\n**The client shares the machine.** The sessions are driven through package `client`, in this process, on the same two cores: each turn's `client.Run` subscribes to its reply subject and the session's input errors, publishes the input and waits for the outcome (problem 12 says what a first version of the client cost here). The bench before the client, which published the input itself, reached 63%% of the ideal with fsync always and 35%% with fsync every 2 minutes on this machine (2026-11-30; 372 and 2,623 steps/s).\n\n")
 		w("What the diagnostics found (runs of the earlier bench on this machine, quiet, the same sizes):\n\n")
 		w("1. **The read model.** With the projector paused during the measured turns (`-pause-read-model`), TAH reached 103%% of the ideal with fsync always and 70%% with fsync every 2 minutes, against 65%% and 43%% with it. Its state cache held 256 sessions then (`store.Options.CacheSize`; 2048 since): with 1,000 sessions taking turns nearly every batch missed, and `store.loadState` reads the session's snapshot or, below 128 events, all its events, and folds them again. In a CPU profile of the measured turns (fsync every 2m, `-cpuprofile-load`) the projector took a third of the CPU and `store.loadState` alone 22%%; `go test -run NONE -bench StoreCache ./bench` isolates it (1,000 sessions applying one step each in turn: about 2.4× the time per step with the default cache, every batch a miss refolding ~46 events). With fsync always, the read model's SQLite writes also share the disk with the log's fsyncs.\n")
 		w("2. **Every session of a node writes through one NATS connection.** The mutex profile of the same measured turns put nearly all the lock waiting on the `nats.Conn` mutexes: the sessions' appends (62%% of it), the connection's flusher (22%%), the checkpoint puts (11%%) and the delta publishes (5%%).\n")
@@ -212,8 +212,8 @@ func (r *Report) analysis(w func(string, ...any)) {
 			fnum(float64(mm.Sessions)), fbytes(int(mm.PerActive)), fbytes(int(mm.PerPassive)), fbytes(int(mm.HeapPerActive)), fbytes(int(mm.HeapPerPassive)), mm.GoroutinesActive, mm.GoroutinesPassive,
 			wire.EventSubject("<sid>", "<type>"))
 		if mm.ClientConsumers > 0 {
-			w("The client's turns left a consumer of `TAH_EVT` each on the server (%s in all): `client.Run` follows the session's log with an ordered consumer, which the server keeps for five minutes (nats.go's default `InactiveThreshold`) after the turn; deleting one gave back %s. The bench deletes them every %d sessions as it builds, before they are counted as the sessions' memory: thousands at once would also leave the descriptors and stacks of the server's goroutines for them in the process for good (the Go runtime keeps them for reuse), which doubled both figures in a run without it (see the problems below).\n\n",
-				fnum(float64(mm.ClientConsumers)), fbytes(int(mm.ClientConsumerRSS)), memChunk)
+			w("**The client's turns left %s consumers of `TAH_EVT` on the server** when the build ended, counted as the sessions' memory: a `Turn` asked only for its outcome should leave none (problem 12).\n\n",
+				fnum(float64(mm.ClientConsumers)))
 		}
 	}
 	r.failoverAnalysis(w)
@@ -272,8 +272,8 @@ func (r *Report) failoverAnalysis(w func(string, ...any)) {
 	w("### Failover: the dead node's silence, then NATS's leader elections\n\n")
 	w("The other nodes learn of a kill only from a silence: every node publishes its presence on core NATS every NodeTTL/5 (%s), and the others take it for dead once they have not heard it for NodeTTL (%s), which they check every NodeTTL/5. A survivor had last heard the victim %s before the kill, so they could take over from %s after it. They then pull its partitions; the server moves a partition to them once its pin on the dead node has expired, InputPinnedTTL (%s) after the dead node's last pull (it pulled again every %s, so the pins expire about when the survivors notice), and once the partition's consumer has a leader. ",
 		fdur(f.NodeTTL/5), fdur(f.NodeTTL), fdur(f.HeartbeatAge), fdur(max(f.NodeTTL-f.HeartbeatAge, 0)), fdur(f.InputPinnedTTL), fdur(max(f.InputPinnedTTL/3, time.Second)))
-	w("An input sent after the kill to one of the dead node's idle sessions waits for just that: its first LLM call came %s after the kill at p50, %s at most (the inputs' publishes, which `client.Run` tries again while `TAH_IN` has no leader, were acknowledged within %s of the kill%s).\n\n",
-		fdur(f.IdleP50), fdur(f.IdleMax), fdur(f.PublishMax), slowStart(f))
+	w("An input sent after the kill to one of the dead node's idle sessions waits for just that: its first LLM call came %s after the kill at p50, %s at most (the inputs' publishes, which `client.Run` tries again while `TAH_IN` has no leader, were acknowledged within %s of the kill).\n\n",
+		fdur(f.IdleP50), fdur(f.IdleMax), fdur(f.PublishMax))
 	w("A turn in flight is resumed as soon as a survivor takes its partition: the node taking partitions over resumes the sessions its read model shows with an open turn there (it loads the session from the log, claims it with a newer epoch and asks the model again for the step the dead node had started). Without that, the turn would wait for its input, which the dead node had kept alive with InProgress every InputAckWait/3 (%s): the server delivers it again InputAckWait (%s) after the last renewal, between %s and %s after the kill; the input, when it comes, is recognised as done. Measured: %s after the kill at p50, %s at most. What remains is the dead node's detection (NodeTTL) and, when its server led `TAH_EVT`, that stream's leader election.\n\n",
 		fdur(keep), fdur(f.InputAckWait), fdur(f.InputAckWait-keep), fdur(f.InputAckWait), fdur(f.RunningP50), fdur(f.RunningMax))
 	w("The killed node's server led %d of the %d streams (%s) and %d of the %d consumers%s. Every turn then finished (the last %s after the kill), on %s. The survivors' presence listed every partition between them, each once, %s after the kill.\n\n",
@@ -341,45 +341,9 @@ func (r *Report) failoverProposals(w func(string, ...any)) {
 
 // clientProposals are the problems of package client the bench found.
 func (r *Report) clientProposals(w func(string, ...any)) {
-	w("12. **Every `client.Run` leaves a consumer on the server for five minutes** (`client/follow.go` `consume`: the Turn follows the session's log with an ordered consumer, created with nats.go's default `InactiveThreshold` of 5 minutes, and `Follower.Close` stops it without deleting it). ")
-	if m := r.Memory; m != nil && m.ClientConsumers > 0 {
-		w("Row 6's %s turns left %s of them, %s each. ", fnum(float64(m.Sessions)), fnum(float64(m.ClientConsumers)), fbytes(int(m.ClientConsumerRSS)))
+	w("12. **Every `client.Run` left a consumer on the server for five minutes, and asked the event stream before publishing** (a first version of package `client`: each `Turn` followed the session's log with an ordered consumer, created with nats.go's default `InactiveThreshold`, and read `TAH_EVT`'s info first). Row 6's 10,000 turns left 10,000 consumers of about 32 KB each; nats-server caps a stream at 1,000 consumers unless told otherwise, so a thousand turns within five minutes were refused with \"maximum consumers limit reached\" (the embedded server now lifts that cap, `bus/server.go`; a cluster on external NATS servers still has it); row 3 fell to 50%% and 14%% of the ideal; and in row 7 the inputs sent after a kill were stored only 4.2 s after it, once `TAH_EVT` and the meta group had leaders again. *Fixed*: a `Turn` asked only for its outcome subscribes to its reply subject and the input errors and publishes, nothing more; it follows the log (from the session's start, its turn known by its input id) only when the connection came back before the outcome did; a `Follower`'s consumer is removed by the server 10 s after it stops.")
+	if m := r.Memory; m != nil {
+		w(" In this run row 6's turns left %s consumers.", fnum(float64(m.ClientConsumers)))
 	}
-	w("nats-server caps a stream at 1,000 consumers unless told otherwise (it took `MaxConsumers: -1` for \"not set\"), so before the embedded server lifted that cap (`bus/server.go`), a thousand turns within five minutes, or at once, were refused with \"maximum consumers limit reached\"; a cluster on external NATS servers still has it. Each turn also costs a stream-info request and a consumer's creation before its input is published")
-	if len(r.Step) > 0 && r.Step[0].ClientRun > 0 {
-		w(" (`client.Run` took %s in row 2", fdur(r.Step[0].ClientRun))
-		if len(r.Load) > 0 {
-			w(", %s at p50 under row 3's load", fdur(r.Load[0].ClientRunP50))
-		}
-		w(")")
-	}
-	w(", and the client decodes every event of the session while the turn runs. *Fix*: delete the consumer in `Follower.Close` (or give it a short `InactiveThreshold`; the Follower makes a new one after a reconnect anyway), and document the consumer limit for external servers.\n")
-	if f := r.Failover; f != nil && f.PublishMax > time.Second {
-		w("13. **A client cannot start a turn for seconds after a server died** (`client.Run` asks for `TAH_EVT`'s info and creates an ordered consumer of the session's log before it publishes the input: requests that the stream's leader and the JetStream meta leader answer, which must be elected again when the dead server led them, and a try that gets no answer waits out its 2 s, `natsx.PublishTry`). Row 7's inputs sent right after the kill were stored %s after it (%s); the earlier bench, which published them straight to `TAH_IN`, had them stored within 15.6 ms. *Fix*: publish the input first and follow the log from the sequence the outcome or the session's last event gives, or read the turn's events with direct gets (as `bus.Replay` does) rather than a consumer.\n",
-			fdur(f.PublishMax), ledBy(f))
-	}
-}
-
-// ledBy says which of what client.Run needs the dead server led.
-func ledBy(f *FailoverResult) string {
-	var led []string
-	if f.VictimMetaLeader {
-		led = append(led, "the meta group")
-	}
-	if slices.Contains(f.VictimStreams, wire.EventStream) {
-		led = append(led, "`"+wire.EventStream+"`")
-	}
-	if len(led) == 0 {
-		return "the dead server led neither the meta group nor `" + wire.EventStream + "`"
-	}
-	return "the dead server led " + strings.Join(led, " and ")
-}
-
-// slowStart says why the inputs after the kill took long to be stored, when
-// they did.
-func slowStart(f *FailoverResult) string {
-	if f.PublishMax <= time.Second {
-		return ""
-	}
-	return "; `client.Run` first asks for `" + wire.EventStream + "`'s info and creates a consumer of the session's log, which waited (" + ledBy(f) + ")"
+	w("\n")
 }

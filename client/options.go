@@ -27,8 +27,9 @@ type Options struct {
 	OnConnection func(ConnEvent)
 	// OnRetry, when set, is told each time an operation is tried again because
 	// NATS is unavailable for a moment (a stream electing a leader after a
-	// server died): what names it (e.g. "publish the run input", or an API subject),
-	// err is why. It runs on the caller's goroutine and must not block.
+	// server died): what names the operation ("publish the run input", an API
+	// endpoint's subject), err says why. It runs on the caller's goroutine and
+	// must not block.
 	OnRetry func(what string, err error)
 }
 

@@ -30,7 +30,7 @@ func (b *Bus) setupWithRetry(ctx context.Context) error {
 		actx, acancel := context.WithTimeout(ctx, setupAttempt)
 		err := b.setup(actx)
 		acancel()
-		if err == nil || errors.Is(err, ErrIncompatibleSetup) || errors.Is(err, ErrNotSetUp) || ctx.Err() != nil || !natsx.Temporary(err) {
+		if err == nil || errors.Is(err, ErrIncompatibleSetup) || errors.Is(err, ErrNotSetUp) || ctx.Err() != nil || !settingUp(err) {
 			return err
 		}
 		if b.cfg.Logger != nil {
@@ -42,6 +42,16 @@ func (b *Bus) setupWithRetry(ctx context.Context) error {
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// settingUp reports whether err, met during setup, may pass if setup runs
+// again: NATS is temporarily unavailable, or a stream that setup has just
+// made or found is "not found" (10059) by a request that reached a server of
+// a forming cluster whose meta layer has not applied the stream yet: seen
+// when three nodes start together, one of them listing TAH_IN's consumers
+// right after another created the stream.
+func settingUp(err error) bool {
+	return natsx.Temporary(err) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // setup creates or updates (or, with NoSetup, checks) every stream, consumer

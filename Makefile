@@ -21,8 +21,10 @@ JS_EXAMPLE := examples/tool-service-js
 JS_STAMP   := $(JS_EXAMPLE)/node_modules/.package-lock.json
 JS_CLIENT  := examples/client-js
 JS_CLIENT_STAMP := $(JS_CLIENT)/node_modules/.package-lock.json
+PEER       := bench/peer/langgraph
+PEER_STAMP := $(PEER)/node_modules/.package-lock.json
 
-.PHONY: help test unit lint fuzz schema bench tidy js-deps build demo
+.PHONY: help test unit lint fuzz schema bench bench-deps tidy js-deps build demo
 
 help: ## print the commands
 	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
@@ -54,7 +56,7 @@ fuzz: ## run the projection fuzz targets
 schema: ## regenerate docs/schema from the event and wire types
 	$(GO) test ./wire -run TestSchemasUpToDate -update
 
-bench: ## the benchmarks of docs/benchmarks.md (BENCHFLAGS="-quick -out=": a smoke run that writes nothing)
+bench: bench-deps ## the benchmarks of docs/benchmarks.md (BENCHFLAGS="-quick -out=": a smoke run that writes nothing)
 	$(GO) build -o bin/tah-bench ./cmd/tah-bench
 	bin/tah-bench -out docs $(BENCHFLAGS)
 
@@ -75,4 +77,13 @@ $(JS_CLIENT_STAMP): $(JS_CLIENT)/package.json $(JS_CLIENT)/package-lock.json
 		cd $(JS_CLIENT) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
 	else \
 		echo "npm not found: the JavaScript client test will be skipped (install Node.js 18+)"; \
+	fi
+
+bench-deps: $(PEER_STAMP) ## npm dependencies of the bench's peer (LangGraph.js with its SQLite checkpointer)
+
+$(PEER_STAMP): $(PEER)/package.json $(PEER)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(PEER) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
+	else \
+		echo "npm not found: the bench's peer row will be skipped (install Node.js 20+)"; \
 	fi

@@ -66,8 +66,20 @@ func TestAPI(t *testing.T) {
 		},
 		wire.EndpointSteps: func() error {
 			r, err := c.Steps(ctx, wire.StepsRequest{Session: "s_api", Brief: true})
-			if err == nil && (len(r.Steps) != 1 || r.Steps[0].Request != nil) {
+			if err == nil && (len(r.Steps) != 1 || r.Steps[0].RequestRef == nil || r.Steps[0].RequestRef.History != 1) {
 				t.Errorf("steps: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointRequest: func() error {
+			steps, err := c.Steps(ctx, wire.StepsRequest{Session: "s_api"})
+			if err != nil {
+				return err
+			}
+			r, err := c.StepRequest(ctx, "s_api", steps.Steps[0].ID)
+			if err == nil && (!r.Verified || r.SHA256 != steps.Steps[0].RequestRef.RequestSHA256 ||
+				len(r.Request.Messages) != 1 || r.Request.Messages[0].Content != "hello") {
+				t.Errorf("request: %+v", r)
 			}
 			return err
 		},
@@ -149,6 +161,12 @@ func TestAPIErrors(t *testing.T) {
 	}
 	if _, err := c.List(ctx, wire.ListRequest{Before: "not a cursor"}); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("list with a bad cursor: %v", err)
+	}
+	if _, err := c.StepRequest(ctx, "s_dup", "llm9.9"); !errors.Is(err, client.ErrNotFound) || !errors.As(err, &ae) || !strings.Contains(ae.Message, "no step llm9.9") {
+		t.Errorf("request of an unknown step: %v", err)
+	}
+	if _, err := c.StepRequest(ctx, "s_dup", ""); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("request without a step: %v", err)
 	}
 	// Ids that cannot be a session's are refused before anything is sent.
 	for _, call := range []func() error{

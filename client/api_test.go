@@ -184,6 +184,36 @@ func TestAPIErrors(t *testing.T) {
 	}
 }
 
+// TestStepRequest: each LLM step's request comes back rebuilt from the log
+// and verified, the second with the first's tool call and its result; a tool
+// step has no request.
+func TestStepRequest(t *testing.T) {
+	ctx := ctxT(t)
+	n := startNode(t, mock.Scripted(mock.CallTool("nowhere", `{"path": "<a>"}`), mock.Say("done")))
+	c := connect(t, n)
+	sid := newSession(t, c)
+	if o := run(t, c, sid, "go"); o.Status != "completed" {
+		t.Fatalf("%+v", o)
+	}
+	steps, err := c.Steps(ctx, wire.StepsRequest{Session: sid})
+	if err != nil || len(steps.Steps) != 3 {
+		t.Fatalf("steps %+v %v", steps, err)
+	}
+	last, err := c.StepRequest(ctx, sid, steps.Steps[2].ID)
+	if err != nil || !last.Verified || last.Recorded || last.SHA256 != steps.Steps[2].RequestRef.RequestSHA256 {
+		t.Fatalf("%+v %v", last, err)
+	}
+	msgs := last.Request.Messages
+	if len(msgs) != 3 || msgs[1].ToolCalls[0].Name != "nowhere" || msgs[2].Role != "tool" || !msgs[2].IsError {
+		t.Fatalf("the second request: %+v", msgs)
+	}
+	var ae *client.APIError
+	if _, err := c.StepRequest(ctx, sid, steps.Steps[1].ID); !errors.Is(err, client.ErrBadRequest) || !errors.As(err, &ae) ||
+		!strings.Contains(ae.Message, "tool step") {
+		t.Fatalf("request of a tool step: %v", err)
+	}
+}
+
 // TestLogPagesThroughLargeEvents: Log reads every event even when a page of
 // them would not fit in a message (the node answers 413; Log asks for less).
 func TestLogPagesThroughLargeEvents(t *testing.T) {

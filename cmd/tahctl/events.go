@@ -128,9 +128,9 @@ func summary(ev event.Event) string {
 	case event.LLMStarted:
 		d, _ := event.DecodeAs[event.LLMStartedData](ev)
 		if d.Recorded() {
-			return fmt.Sprintf("%s, %d messages, %d tools", d.StepID, len(d.Request.Messages), len(d.Request.Tools))
+			return fmt.Sprintf("%s, %s, %s", d.StepID, plural(len(d.Request.Messages), "message"), plural(len(d.Request.Tools), "tool"))
 		}
-		return fmt.Sprintf("%s, from %d messages of history, %d tools", d.StepID, d.History, len(d.Tools))
+		return fmt.Sprintf("%s, history of %s, %s", d.StepID, plural(d.History, "message"), plural(len(d.Tools), "tool"))
 	case event.ToolsOffered:
 		d, _ := event.DecodeAs[event.ToolsOfferedData](ev)
 		var names []string

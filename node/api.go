@@ -123,7 +123,7 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 // askForLess says how to get a reply that was too large in parts.
 func askForLess(endpoint string) string {
 	if endpoint == wire.EndpointRequest {
-		return "read the log in pages (tah.api.events) and rebuild the request with the Go package projection (RebuildRequest)"
+		return "read the log in pages (" + wire.APISubject(wire.EndpointEvents) + ") and rebuild the request with the Go package projection (RebuildRequest)"
 	}
 	return "ask for less (limit, from_seq; brief for steps)"
 }
@@ -290,7 +290,7 @@ func (n *Node) apiRequest(ctx context.Context, req wire.StepRef) (wire.RequestRe
 	r, err := projection.RebuildRequest(evs, req.StepID)
 	switch {
 	case errors.Is(err, projection.ErrUnknownStep):
-		return wire.RequestReply{}, &apiError{wire.APIErrNotFound, fmt.Errorf("session %s has no step %s (tahctl show --json %s lists its steps): %w", req.Session, req.StepID, req.Session, err)}
+		return wire.RequestReply{}, &apiError{wire.APIErrNotFound, fmt.Errorf("session %s has no step %s (tahctl show --json %s lists its steps)", req.Session, req.StepID, req.Session)}
 	case errors.Is(err, projection.ErrNotLLMStep):
 		return wire.RequestReply{}, badRequest("%v: only an LLM step sends a request to the model", err)
 	case err != nil:

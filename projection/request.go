@@ -121,7 +121,7 @@ func RebuildRequest(events []event.Event, stepID string) (Rebuilt, error) {
 		_ = Apply(&st, e) // a refused event changed nothing, for the writer either
 	}
 	if s := st.Step(stepID); s != nil {
-		return Rebuilt{}, fmt.Errorf("step %s is a %s step: %w", stepID, s.Type, ErrNotLLMStep)
+		return Rebuilt{}, fmt.Errorf("step %s is a %s step, %w", stepID, s.Type, ErrNotLLMStep)
 	}
 	return Rebuilt{}, fmt.Errorf("step %s: %w", stepID, ErrUnknownStep)
 }

@@ -343,7 +343,7 @@ func describe(ctx context.Context, b *bus.Bus, sid string, l *ResumeLength) erro
 	slim.Steps = append([]projection.Step(nil), full.Steps...)
 	for i := range slim.Steps {
 		if slim.Steps[i].Status.Done() {
-			slim.Steps[i].Request, slim.Steps[i].Response = nil, nil
+			slim.Steps[i].Response = nil
 		}
 	}
 	sb, _ := json.Marshal(slim)

@@ -70,6 +70,17 @@ func (c *Client) Events(ctx context.Context, req wire.EventsRequest) (wire.Event
 	return request[wire.EventsReply](ctx, c, wire.EndpointEvents, req)
 }
 
+// StepRequest returns the request that LLM step stepID of session sid sent to
+// the model, rebuilt from the session's log, with its recorded hash and
+// whether the rebuild matched it. A step the session does not have is
+// ErrNotFound; a tool or thinking step, ErrBadRequest.
+func (c *Client) StepRequest(ctx context.Context, sid, stepID string) (wire.RequestReply, error) {
+	if err := validSession(sid); err != nil {
+		return wire.RequestReply{}, err
+	}
+	return request[wire.RequestReply](ctx, c, wire.EndpointRequest, wire.StepRef{Session: sid, StepID: stepID})
+}
+
 // Command asks the API to publish command cmd (compact, resume or cancel)
 // to req.Session's input, and returns the input's id at once; the outcome
 // goes to req.ReplyTo. (Compact, Cancel and Resume publish the input

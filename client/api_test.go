@@ -66,8 +66,20 @@ func TestAPI(t *testing.T) {
 		},
 		wire.EndpointSteps: func() error {
 			r, err := c.Steps(ctx, wire.StepsRequest{Session: "s_api", Brief: true})
-			if err == nil && (len(r.Steps) != 1 || r.Steps[0].Request != nil) {
+			if err == nil && (len(r.Steps) != 1 || r.Steps[0].RequestRef == nil || r.Steps[0].RequestRef.History != 1) {
 				t.Errorf("steps: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointRequest: func() error {
+			steps, err := c.Steps(ctx, wire.StepsRequest{Session: "s_api"})
+			if err != nil {
+				return err
+			}
+			r, err := c.StepRequest(ctx, "s_api", steps.Steps[0].ID)
+			if err == nil && (!r.Verified || r.SHA256 != steps.Steps[0].RequestRef.RequestSHA256 ||
+				len(r.Request.Messages) != 1 || r.Request.Messages[0].Content != "hello") {
+				t.Errorf("request: %+v", r)
 			}
 			return err
 		},
@@ -150,6 +162,12 @@ func TestAPIErrors(t *testing.T) {
 	if _, err := c.List(ctx, wire.ListRequest{Before: "not a cursor"}); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("list with a bad cursor: %v", err)
 	}
+	if _, err := c.StepRequest(ctx, "s_dup", "llm9.9"); !errors.Is(err, client.ErrNotFound) || !errors.As(err, &ae) || !strings.Contains(ae.Message, "no step llm9.9") {
+		t.Errorf("request of an unknown step: %v", err)
+	}
+	if _, err := c.StepRequest(ctx, "s_dup", ""); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("request without a step: %v", err)
+	}
 	// Ids that cannot be a session's are refused before anything is sent.
 	for _, call := range []func() error{
 		func() error { _, err := c.Get(ctx, "a.b"); return err },
@@ -163,6 +181,36 @@ func TestAPIErrors(t *testing.T) {
 	}
 	if _, err := c.Command(ctx, wire.CommandRun, wire.CommandRequest{Session: "s_dup"}); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("run through the API: %v", err)
+	}
+}
+
+// TestStepRequest: each LLM step's request comes back rebuilt from the log
+// and verified, the second with the first's tool call and its result; a tool
+// step has no request.
+func TestStepRequest(t *testing.T) {
+	ctx := ctxT(t)
+	n := startNode(t, mock.Scripted(mock.CallTool("nowhere", `{"path": "<a>"}`), mock.Say("done")))
+	c := connect(t, n)
+	sid := newSession(t, c)
+	if o := run(t, c, sid, "go"); o.Status != "completed" {
+		t.Fatalf("%+v", o)
+	}
+	steps, err := c.Steps(ctx, wire.StepsRequest{Session: sid})
+	if err != nil || len(steps.Steps) != 3 {
+		t.Fatalf("steps %+v %v", steps, err)
+	}
+	last, err := c.StepRequest(ctx, sid, steps.Steps[2].ID)
+	if err != nil || !last.Verified || last.Recorded || last.SHA256 != steps.Steps[2].RequestRef.RequestSHA256 {
+		t.Fatalf("%+v %v", last, err)
+	}
+	msgs := last.Request.Messages
+	if len(msgs) != 3 || msgs[1].ToolCalls[0].Name != "nowhere" || msgs[2].Role != "tool" || !msgs[2].IsError {
+		t.Fatalf("the second request: %+v", msgs)
+	}
+	var ae *client.APIError
+	if _, err := c.StepRequest(ctx, sid, steps.Steps[1].ID); !errors.Is(err, client.ErrBadRequest) || !errors.As(err, &ae) ||
+		!strings.Contains(ae.Message, "tool step") {
+		t.Fatalf("request of a tool step: %v", err)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // read. A create, fork or command that timed out may have been carried out.
 var repeatable = map[string]bool{
 	wire.EndpointGet: true, wire.EndpointList: true, wire.EndpointMessages: true, wire.EndpointSteps: true,
-	wire.EndpointEvents: true, wire.EndpointTools: true, wire.EndpointStatus: true,
+	wire.EndpointEvents: true, wire.EndpointRequest: true, wire.EndpointTools: true, wire.EndpointStatus: true,
 }
 
 // request calls an API endpoint with req and decodes its reply.

@@ -2,6 +2,7 @@ package event
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/tah-dev/tah/llm"
 )
@@ -19,7 +20,11 @@ const (
 	SessionClaimed Type = "session.claimed"
 	// TurnStarted opens a turn with the user's message.
 	TurnStarted Type = "turn.started"
-	// LLMStarted opens an LLM step with the request as sent (after trimming).
+	// ToolsOffered records the schemas of the tools offered to the model, once
+	// per change: each llm.started names them by their digest.
+	ToolsOffered Type = "tools.offered"
+	// LLMStarted opens an LLM step with a reference to the request as sent
+	// (after trimming), from which the log rebuilds it.
 	LLMStarted Type = "llm.started"
 	// LLMStreaming marks an LLM step whose first token arrived.
 	LLMStreaming Type = "llm.streaming"
@@ -61,6 +66,7 @@ var payloads = map[Type]func() any{
 	SessionForked:        func() any { return new(SessionForkedData) },
 	SessionClaimed:       func() any { return new(SessionClaimedData) },
 	TurnStarted:          func() any { return new(TurnStartedData) },
+	ToolsOffered:         func() any { return new(ToolsOfferedData) },
 	LLMStarted:           func() any { return new(LLMStartedData) },
 	LLMStreaming:         func() any { return new(LLMStreamingData) },
 	LLMCompleted:         func() any { return new(LLMCompletedData) },
@@ -83,7 +89,7 @@ var payloads = map[Type]func() any{
 func Types() []Type {
 	return []Type{
 		SessionCreated, SessionForked, SessionClaimed, TurnStarted,
-		LLMStarted, LLMStreaming, LLMCompleted, LLMFailed, Thinking,
+		ToolsOffered, LLMStarted, LLMStreaming, LLMCompleted, LLMFailed, Thinking,
 		ToolStarted, ToolFinished, AgentFinished, AgentFailed, AgentCancelled,
 		ContextTrimmed, ContextCompacted, ContextCompactFailed, SummaryAdded,
 		CheckpointCreated, ArtifactCreated,
@@ -213,15 +219,78 @@ func (r TrimReport) Trimmed() bool {
 	return r.OutputsOmitted+r.TurnsDropped+r.CurrentOutputsOmitted > 0
 }
 
+// ToolsOfferedData is the payload of tools.offered: the tools offered to the
+// model from now on, written before the llm.started that first offers them
+// (and again whenever they change), so that the log holds each version of the
+// schemas once and every request can be rebuilt exactly.
+type ToolsOfferedData struct {
+	// Digest is ToolsDigest(Tools): llm.started's tools_digest names the list.
+	Digest string `json:"digest"`
+	// Tools are the schemas, in the order the request lists them.
+	Tools []llm.ToolSchema `json:"tools"`
+}
+
+func (d ToolsOfferedData) validate() error {
+	if len(d.Tools) == 0 {
+		return errors.New("tools is empty")
+	}
+	digest, err := ToolsDigest(d.Tools)
+	if err != nil {
+		return err
+	}
+	if digest != d.Digest {
+		return fmt.Errorf("digest %q is not the digest of the tools (%s)", d.Digest, digest)
+	}
+	return nil
+}
+
+// RequestRef is what llm.started records of the request an LLM step sent,
+// instead of the request itself: the request is a pure function of the
+// session's log up to that llm.started (projection.RebuildRequest), and
+// RequestSHA256 checks the rebuild. So a step costs the log a few hundred
+// bytes whatever the length of the history.
+type RequestRef struct {
+	// History is how many messages of the session's history (the folded
+	// messages, summaries included: every message of the log before this
+	// llm.started) the request was prepared from.
+	History int `json:"history"`
+	// ContextChars is the character budget the history was trimmed to
+	// (projection.Prepare); 0 sent it whole.
+	ContextChars int `json:"context_chars,omitempty"`
+	// Model is the request's model (the session's configuration).
+	Model string `json:"model,omitempty"`
+	// Options are the request's sampling settings.
+	Options llm.Options `json:"options,omitzero"`
+	// Tools names the tools offered, in the request's order; absent when
+	// none was.
+	Tools []string `json:"tools,omitempty"`
+	// ToolsDigest is the digest of the tools' schemas (ToolsDigest), which a
+	// tools.offered event before this llm.started records.
+	ToolsDigest string `json:"tools_digest,omitempty"`
+	// RequestSHA256 is the hex SHA-256 of the request as sent, in canonical
+	// JSON (RequestSHA256).
+	RequestSHA256 string `json:"request_sha256"`
+}
+
 // LLMStartedData is the payload of llm.started.
 type LLMStartedData struct {
 	StepID string `json:"step_id"`
 	Turn   int    `json:"turn"`
-	// Request is the request as sent: the trimmed copy of the history.
-	Request llm.Request `json:"request"`
+	// RequestRef rebuilds the request as sent: the trimmed copy of the
+	// history, by reference.
+	RequestRef
 	// Trim reports what was cut, when anything was.
 	Trim *TrimReport `json:"trim,omitempty"`
+	// Request is the request as sent, recorded whole: only in logs written
+	// before llm.started recorded a RequestRef (RequestSHA256 is then empty).
+	// Read, never written.
+	Request llm.Request `json:"request,omitzero"`
 }
+
+// Recorded reports whether d holds the whole request (an event of a log
+// written before requests were recorded by reference) rather than a
+// RequestRef.
+func (d LLMStartedData) Recorded() bool { return d.RequestSHA256 == "" && len(d.Request.Messages) > 0 }
 
 func (d LLMStartedData) validate() error { return needStep(d.StepID) }
 

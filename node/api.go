@@ -13,13 +13,14 @@ import (
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/store"
 	"github.com/tah-dev/tah/wire"
 )
 
 // StartAPI serves the request/reply API as the NATS micro service "tah" with
 // endpoints under tah.api. (create, get, list, fork, messages, steps, events,
-// compact, cancel, resume, tools, status).
+// request, compact, cancel, resume, tools, status).
 func (n *Node) StartAPI(ctx context.Context) error {
 	svc, err := micro.AddService(n.Bus.Conn(), micro.Config{
 		Name: wire.APIService, Version: wire.APIVersion, QueueGroup: wire.APIQueueGroup,
@@ -38,6 +39,7 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		wire.EndpointMessages: endpoint(n, wire.EndpointMessages, n.apiMessages),
 		wire.EndpointSteps:    endpoint(n, wire.EndpointSteps, n.apiSteps),
 		wire.EndpointEvents:   endpoint(n, wire.EndpointEvents, n.apiEvents),
+		wire.EndpointRequest:  endpoint(n, wire.EndpointRequest, n.apiRequest),
 		wire.EndpointCompact:  endpoint(n, wire.EndpointCompact, n.apiCommand(wire.CommandCompact)),
 		wire.EndpointResume:   endpoint(n, wire.EndpointResume, n.apiCommand(wire.CommandResume)),
 		wire.EndpointCancel:   endpoint(n, wire.EndpointCancel, n.apiCommand(wire.CommandCancel)),
@@ -108,14 +110,22 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 			return
 		}
 		if limit := int(n.Bus.Conn().MaxPayload()) - 4096; len(body) > limit {
-			r.Error(wire.APIErrTooLarge, fmt.Sprintf("the reply of %s is %d bytes, over the %d a NATS message holds here: ask for less (limit, from_seq; brief for steps)",
-				wire.APISubject(name), len(body), limit), nil)
+			r.Error(wire.APIErrTooLarge, fmt.Sprintf("the reply of %s is %d bytes, over the %d a NATS message holds here: %s",
+				wire.APISubject(name), len(body), limit, askForLess(name)), nil)
 			return
 		}
 		if err := r.Respond(body); err != nil {
 			n.log.Warn("api reply not sent", "endpoint", name, "err", err)
 		}
 	})
+}
+
+// askForLess says how to get a reply that was too large in parts.
+func askForLess(endpoint string) string {
+	if endpoint == wire.EndpointRequest {
+		return "read the log in pages (" + wire.APISubject(wire.EndpointEvents) + ") and rebuild the request with the Go package projection (RebuildRequest)"
+	}
+	return "ask for less (limit, from_seq; brief for steps)"
 }
 
 func (n *Node) needSession(ctx context.Context, id string) error {
@@ -235,7 +245,6 @@ func (n *Node) apiSteps(ctx context.Context, req wire.StepsRequest) (wire.StepsR
 	steps, err := n.Store.Steps(ctx, req.Session)
 	if err == nil && req.Brief {
 		for i := range steps {
-			steps[i].Request = nil
 			if out := steps[i].Output; len(out) > briefOutput {
 				r := []rune(out)
 				if len(r) > briefOutput {
@@ -263,6 +272,32 @@ func (n *Node) apiEvents(ctx context.Context, req wire.EventsRequest) (wire.Even
 		evs = []event.Event{}
 	}
 	return wire.EventsReply{Session: req.Session, Events: evs, LastSeq: last}, nil
+}
+
+// apiRequest rebuilds the request an LLM step sent from the session's log,
+// and checks it against the hash its llm.started recorded.
+func (n *Node) apiRequest(ctx context.Context, req wire.StepRef) (wire.RequestReply, error) {
+	if err := n.needSession(ctx, req.Session); err != nil {
+		return wire.RequestReply{}, err
+	}
+	if req.StepID == "" {
+		return wire.RequestReply{}, badRequest("no step given: set \"step_id\" to the id of an LLM step (tahctl show --json %s lists them)", req.Session)
+	}
+	evs, _, err := n.Bus.Replay(ctx, req.Session, 1)
+	if err != nil {
+		return wire.RequestReply{}, err
+	}
+	r, err := projection.RebuildRequest(evs, req.StepID)
+	switch {
+	case errors.Is(err, projection.ErrUnknownStep):
+		return wire.RequestReply{}, &apiError{wire.APIErrNotFound, fmt.Errorf("session %s has no step %s (tahctl show --json %s lists its steps)", req.Session, req.StepID, req.Session)}
+	case errors.Is(err, projection.ErrNotLLMStep):
+		return wire.RequestReply{}, badRequest("%v: only an LLM step sends a request to the model", err)
+	case err != nil:
+		return wire.RequestReply{}, fmt.Errorf("session %s: %w", req.Session, err)
+	}
+	return wire.RequestReply{Session: req.Session, StepID: req.StepID, Request: r.Request, SHA256: r.SHA256,
+		Verified: r.Verified, Recorded: r.Recorded}, nil
 }
 
 // apiCommand publishes a command to the session's input and returns at once

@@ -131,11 +131,17 @@ func apply(s *State, e event.Event, payload any) error {
 		if s.Step(d.StepID) != nil {
 			return fmt.Errorf("step %q exists: %w", d.StepID, ErrInconsistent)
 		}
-		req := d.Request
+		var ref *event.RequestRef // none in a log that recorded requests whole
+		if d.RequestSHA256 != "" {
+			ref = &d.RequestRef
+		}
 		s.addStep(Step{ID: d.StepID, Type: StepLLM, Turn: s.Turn, Status: StepPending,
-			Request: &req, Trim: d.Trim, StartSeq: e.Seq, StartedAt: e.Time})
+			RequestRef: ref, Trim: d.Trim, StartSeq: e.Seq, StartedAt: e.Time})
 		s.TurnLLMCalls++
 		s.Status = StatusRunning
+
+	case *event.ToolsOfferedData:
+		s.ToolsOffered = d.Digest
 
 	case *event.LLMStreamingData:
 		st, err := s.openStep(d.StepID, StepLLM)

@@ -98,7 +98,8 @@ func (ps Problems) String() string {
 //     turns come only checkpoints, compactions, artifacts and the "not
 //     executed" results of calls a cancel left open);
 //   - an LLM step ends (llm.completed, llm.failed) at most once, and only after
-//     its llm.started;
+//     its llm.started, which names only tools a tools.offered before it
+//     recorded;
 //   - a tool call finishes at most once, and never starts again after its
 //     result;
 //   - a turn that finished or failed has a result for every call that started
@@ -106,7 +107,7 @@ func (ps Problems) String() string {
 //
 // Audit is pure and total: any input, however malformed, gives a Report.
 func Audit(events []event.Event) Report {
-	a := &auditor{toolDone: map[string]uint64{}, stepEnds: map[string]int{}, stepStarted: map[string]bool{}}
+	a := &auditor{toolDone: map[string]uint64{}, stepEnds: map[string]int{}, stepStarted: map[string]bool{}, offered: map[string]bool{}}
 	a.r.Events = events
 	if len(events) > 0 {
 		a.r.Session = events[0].Session
@@ -134,6 +135,8 @@ type auditor struct {
 	// whether they started after a tool result.
 	openLLM       map[string]bool
 	sawToolResult bool // in the current turn
+	// offered holds the digests of the tools.offered so far.
+	offered map[string]bool
 }
 
 func (a *auditor) bad(e event.Event, format string, args ...any) {
@@ -261,8 +264,17 @@ func (a *auditor) step(e event.Event) {
 			a.bad(e, "%v", err)
 			return
 		}
+		if d.ToolsDigest != "" && !a.offered[d.ToolsDigest] {
+			a.bad(e, "step %s offers the tools of digest %s, which no tools.offered before it records", d.StepID, d.ToolsDigest)
+		}
 		a.stepStarted[d.StepID] = true
 		a.openLLM[d.StepID] = a.sawToolResult
+	case event.ToolsOffered:
+		if d, err := event.DecodeAs[event.ToolsOfferedData](e); err != nil {
+			a.bad(e, "%v", err)
+		} else {
+			a.offered[d.Digest] = true
+		}
 	case event.LLMCompleted:
 		d, err := event.DecodeAs[event.LLMCompletedData](e)
 		a.llmEnded(e, d.StepID, err)

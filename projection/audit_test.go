@@ -41,6 +41,7 @@ func withEpochs(evs []event.Event) []event.Event {
 // after n1 stopped during its LLM call.
 func soundLog(t *testing.T) []event.Event {
 	b := newLog(t, "s_audit", event.Config{MaxSteps: 20})
+	b.tools = []llm.ToolSchema{{Name: "list_files"}}
 	b.claim(1, "n1").input(1, "in_1")
 	c := call("c1", "list_files", `{}`)
 	b.llm("", c).tool(c, "a.go").llm("two files").finish(1, "two files")
@@ -51,6 +52,21 @@ func soundLog(t *testing.T) []event.Event {
 	b.add(event.LLMFailed, event.LLMFailedData{StepID: "st_open", Code: event.CodeInterrupted, Error: "stopped"})
 	b.llm("again").finish(2, "again")
 	return withEpochs(b.events)
+}
+
+// TestAuditToolsNeverOffered: an llm.started that names tools no
+// tools.offered recorded cannot be rebuilt, and the audit says so.
+func TestAuditToolsNeverOffered(t *testing.T) {
+	var evs []event.Event
+	for _, e := range soundLog(t) {
+		if e.Type != event.ToolsOffered {
+			evs = append(evs, e)
+		}
+	}
+	r := Audit(evs)
+	if len(r.Problems) == 0 || r.Problems[0].Type != event.LLMStarted || !strings.Contains(r.Problems[0].What, "no tools.offered") {
+		t.Fatalf("problems: %s", r.Problems)
+	}
 }
 
 func TestAuditSoundLog(t *testing.T) {

@@ -13,6 +13,9 @@
 //     order, never separating a tool call from its result.
 //   - ApplySummary: the newest "[Summary of the earlier conversation]" merged into
 //     the leading system message; nothing before it is sent.
+//   - NextRequest / RebuildRequest: the request of an LLM step, and what
+//     llm.started records of it (a reference and a hash, never the messages);
+//     from the log, the same request byte for byte.
 //   - PlanCompaction: the input and prompt of a compaction (0.31).
 //   - DanglingCalls / Repair: "not executed" results for calls that never finished.
 //   - ForkMessages: the first N turns of a history, for fork.
@@ -24,4 +27,5 @@
 //
 //	st, err := projection.Fold(events)
 //	msgs, report := projection.ProjectContext(projection.ApplySummary(st.Messages), 8000)
+//	r, err := projection.RebuildRequest(events, "llm1.3") // r.Request, r.Verified
 package projection

@@ -18,6 +18,12 @@ type logBuilder struct {
 	seq    uint64
 	events []event.Event
 	step   int
+	// st is the fold of events, as the loop's state is; tools are the tools
+	// the next LLM step offers; sent are the requests the LLM steps sent, by
+	// step id.
+	st    State
+	tools []llm.ToolSchema
+	sent  map[string]llm.Request
 }
 
 var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -38,6 +44,7 @@ func (b *logBuilder) add(typ event.Type, data any) *logBuilder {
 	e.Seq = b.seq
 	e.Time = t0.Add(time.Duration(b.seq) * time.Second)
 	b.events = append(b.events, e)
+	_ = Apply(&b.st, e) // some tests write what the fold refuses, on purpose
 	return b
 }
 
@@ -47,10 +54,24 @@ func (b *logBuilder) turn(n int, text string) *logBuilder {
 	return b.add(event.TurnStarted, event.TurnStartedData{Turn: n, Message: llm.User(text)})
 }
 
-// llm appends llm.started and llm.completed answering with content and calls.
+// llm appends what the loop writes for an LLM step that answers with content
+// and calls: tools.offered when the tools changed, llm.started (with the
+// request by reference) and llm.completed.
 func (b *logBuilder) llm(content string, calls ...llm.ToolCall) *logBuilder {
+	b.t.Helper()
 	id := b.nextStep()
-	b.add(event.LLMStarted, event.LLMStartedData{StepID: id, Turn: b.turnNo(), Request: llm.Request{Model: "m", Messages: []llm.Message{llm.User("(the history as sent)")}}})
+	next, err := NextRequest(&b.st, b.tools)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if next.Offer != nil {
+		b.add(event.ToolsOffered, *next.Offer)
+	}
+	b.add(event.LLMStarted, next.Started(id))
+	if b.sent == nil {
+		b.sent = map[string]llm.Request{}
+	}
+	b.sent[id] = next.Request
 	finish := llm.FinishStop
 	if len(calls) > 0 {
 		finish = llm.FinishToolCalls
@@ -90,17 +111,4 @@ func jsonOf(t testing.TB, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// turnNo is the number of the last turn started in the log.
-func (b *logBuilder) turnNo() int {
-	n := 0
-	for _, e := range b.events {
-		if e.Type == event.TurnStarted {
-			if d, err := event.DecodeAs[event.TurnStartedData](e); err == nil {
-				n = d.Turn
-			}
-		}
-	}
-	return n
 }

@@ -119,8 +119,14 @@ func recordScenarios(t *testing.T) {
 	ls := call("call_1", "list_files", `{"path":"."}`)
 	rd := call("call_2", "read_file", `{"path":"README.md"}`)
 
+	listTool := llm.ToolSchema{Name: "list_files", Description: "List the files of a directory (<path>, & its children).",
+		InputSchema: json.RawMessage(`{"type": "object", "properties": {"path": {"type": "string", "description": "<dir>"}}}`)}
+	readTool := llm.ToolSchema{Name: "read_file", Description: "Read a file.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)}
+
 	// The specification's example: one turn that lists files, reads the README, answers.
 	b := newLog(t, "s_example", event.Config{SystemPrompt: "You are a helpful agent.", MaxSteps: 20})
+	b.tools = []llm.ToolSchema{listTool, readTool}
 	b.add(event.SessionClaimed, event.SessionClaimedData{Epoch: 1, Node: "n1", Config: event.Config{SystemPrompt: "You are a helpful agent.", MaxSteps: 20}})
 	b.turn(1, "分析这个项目的目录结构").llm("", ls).tool(ls, "README.md\ncmd/\ngo.mod").llm("", rd).tool(rd, "# TAH\nDurable agents.")
 	b.add(event.Thinking, event.ThinkingData{StepID: "th1", Content: "The README explains the purpose."})
@@ -131,6 +137,7 @@ func recordScenarios(t *testing.T) {
 	// compaction, the repair, and the next turn.
 	c1, c2 := call("call_a", "slow_tool", `{}`), call("call_b", "other", `{}`)
 	b = newLog(t, "s_cancel", event.Config{SystemPrompt: "sys", MaxSteps: 20})
+	b.tools = []llm.ToolSchema{{Name: "slow_tool"}, {Name: "other", Description: "Another tool."}}
 	b.turn(1, "first").llm("done").finish(1, "done")
 	b.turn(2, "second").llm("", c1, c2)
 	b.add(event.ToolStarted, event.ToolStartedData{StepID: "t_a", Call: c1})
@@ -144,9 +151,15 @@ func recordScenarios(t *testing.T) {
 	write("cancel_repair_compact", b.events)
 
 	// A long session over its budget: auto-compaction fails, trimming takes over,
-	// and later a summary succeeds; maxSteps ends one turn.
+	// and later a summary succeeds; maxSteps ends one turn. A new owner changes
+	// the system prompt after turn 2, and the tools change from turn 3 on.
 	b = newLog(t, "s_budget", event.Config{SystemPrompt: "sys", MaxSteps: 2, ContextChars: 400})
+	b.tools = []llm.ToolSchema{readTool}
 	for i := 1; i <= 4; i++ {
+		if i == 3 {
+			b.add(event.SessionClaimed, event.SessionClaimedData{Epoch: 2, Node: "n2", Config: event.Config{SystemPrompt: "a new prompt", MaxSteps: 2, ContextChars: 400, Model: "m2"}})
+			b.tools = []llm.ToolSchema{listTool, readTool}
+		}
 		c := call("call_"+string(rune('0'+i)), "read_file", `{"path":"big.txt"}`)
 		b.turn(i, "read it again").llm("", c).tool(c, strings.Repeat("data ", 40)).llm("read").finish(i, "read")
 	}
@@ -160,6 +173,7 @@ func recordScenarios(t *testing.T) {
 	at := len(mustFold(t, b.events).Messages) - 1 // before the current user message
 	b.add(event.SummaryAdded, event.SummaryAddedData{Content: SummaryContent("- big.txt was read four times"), At: at, Turns: 5, Auto: true})
 	b.add(event.ContextCompacted, event.ContextCompactedData{SessionID: "s_budget", Turns: 5, Chars: 60, Auto: true})
+	b.llm("summarised").finish(6, "summarised")
 	write("budget_trim_maxsteps", b.events)
 
 	// A fork of the example at turn 0, then a turn of its own; and a log with an

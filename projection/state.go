@@ -58,10 +58,11 @@ type Step struct {
 	Turn   int        `json:"turn"`
 	Status StepStatus `json:"status"`
 
-	// LLM steps.
-	Request  *llm.Request      `json:"request,omitempty"`
-	Response *llm.Response     `json:"response,omitempty"`
-	Trim     *event.TrimReport `json:"trim,omitempty"`
+	// LLM steps. RequestRef is what llm.started recorded of the request (nil
+	// in a log that recorded requests whole): RebuildRequest rebuilds it.
+	RequestRef *event.RequestRef `json:"request_ref,omitempty"`
+	Response   *llm.Response     `json:"response,omitempty"`
+	Trim       *event.TrimReport `json:"trim,omitempty"`
 
 	// Tool steps.
 	Tool       string             `json:"tool,omitempty"`
@@ -149,6 +150,9 @@ type State struct {
 	TurnCompactTried bool `json:"turn_compact_tried,omitempty"`
 	// Usage totals every LLM step.
 	Usage llm.Usage `json:"usage"`
+	// ToolsOffered is the digest of the tools the session last offered (its
+	// last tools.offered): a step that offers others records them again.
+	ToolsOffered string `json:"tools_offered,omitempty"`
 	// Summaries counts summaries added; Trims counts agent.context.trimmed.
 	Summaries int `json:"summaries,omitempty"`
 	Trims     int `json:"trims,omitempty"`

@@ -278,7 +278,6 @@ func (b *batch) entry(sid string, exclude uint64) (*entry, error) {
 			return nil, err
 		}
 		b.refolded += n
-		stripRequests(&st) // all in the rows already: the load is from committed events
 		e = newEntry(sid, st)
 		e.rejected = rejected
 		e.snapEvents = snapshotEvents(st, n)
@@ -287,13 +286,6 @@ func (b *batch) entry(sid string, exclude uint64) (*entry, error) {
 	b.touched[sid] = e
 	b.order = append(b.order, e)
 	return e, nil
-}
-
-// stripRequests drops the requests of st's steps, which the steps table holds.
-func stripRequests(st *projection.State) {
-	for i := range st.Steps {
-		st.Steps[i].Request = nil
-	}
 }
 
 // snapshotEvents is how many events the stored snapshot of a state loaded by
@@ -367,10 +359,7 @@ func (b *batch) writeSession(e *entry) error {
 	return err
 }
 
-// writeSnapshot stores the state when one is due. It runs after writeSteps, so
-// the state holds no requests: they are in the steps table, and a snapshot
-// with them would grow with the square of a session run without a budget
-// (every request holds the whole history).
+// writeSnapshot stores the state when one is due.
 func (b *batch) writeSnapshot(e *entry) error {
 	if !b.s.snapshotDue(e) {
 		return nil
@@ -483,15 +472,9 @@ func (b *batch) writeSteps(e *entry) error {
 			continue
 		}
 		s := &cur[j]
-		// The request is the largest column (the history as sent) and never
-		// changes once recorded: NULL keeps the stored one.
-		var req any
-		if fresh || old[j].Request != s.Request {
-			v, err := jsonOrNil(s.Request)
-			if err != nil {
-				return err
-			}
-			req = v
+		ref, err := jsonOrNil(s.RequestRef)
+		if err != nil {
+			return err
 		}
 		resp, err := jsonOrNil(s.Response)
 		if err != nil {
@@ -514,15 +497,12 @@ func (b *batch) writeSteps(e *entry) error {
 			in, out = s.Response.Usage.InputTokens, s.Response.Usage.OutputTokens
 		}
 		if _, err := up.ExecContext(b.ctx, e.id, j, s.ID, string(s.Type), s.Turn, string(s.Status),
-			s.Tool, s.CallID, input, s.Output, s.Idempotent, art, req, resp, trim, s.Content,
+			s.Tool, s.CallID, input, s.Output, s.Idempotent, art, ref, resp, trim, s.Content,
 			s.Error, s.Code, int64(s.StartSeq), int64(s.EndSeq), unixNano(s.StartedAt), unixNano(s.EndedAt),
 			s.DurationMS, in, out); err != nil {
 			return err
 		}
 		b.stepRows++
-		// Written: drop the request from memory (see writeSnapshot). Nothing
-		// folds old requests again; State reads them back from the rows.
-		s.Request = nil
 		if fresh {
 			old = append(old, *s)
 		} else {

@@ -13,8 +13,8 @@ import (
 // The shadows are shallow copies of the state's slices. projection.Apply
 // mutates the state's elements and backing arrays in place, but it replaces,
 // never mutates, what those elements point to (strings, tool-call slices,
-// requests, responses), so comparing an element with its shadow is a handful of
-// pointer and length comparisons.
+// request references, responses), so comparing an element with its shadow is
+// a handful of pointer and length comparisons.
 type entry struct {
 	id string
 	st projection.State

@@ -102,8 +102,7 @@ func (b *sessionLog) userTurn(text string) *sessionLog {
 // llm appends llm.started and llm.completed, answering with content and calls.
 func (b *sessionLog) llm(content string, calls ...llm.ToolCall) *sessionLog {
 	id := b.nextStep()
-	b.add(event.LLMStarted, event.LLMStartedData{StepID: id, Turn: b.turn, Request: llm.Request{Model: "m",
-		Messages: []llm.Message{llm.User("(the history as sent)")}}})
+	b.add(event.LLMStarted, event.LLMStartedData{StepID: id, Turn: b.turn, RequestRef: ref(len(b.events))})
 	return b.add(event.LLMCompleted, event.LLMCompletedData{StepID: id, Response: llm.Response{
 		Content: content, ToolCalls: calls, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}})
 }
@@ -117,6 +116,16 @@ func (b *sessionLog) tool(call llm.ToolCall, output string) *sessionLog {
 
 func (b *sessionLog) finish(content string) *sessionLog {
 	return b.add(event.AgentFinished, event.AgentFinishedData{Turn: b.turn, Content: content, Steps: 1})
+}
+
+// ref is a request reference to history messages (the store never checks
+// it against the log).
+func ref(history int, tools ...string) event.RequestRef {
+	r := event.RequestRef{History: history, Model: "m", Tools: tools, RequestSHA256: fmt.Sprintf("%064x", history)}
+	if len(tools) > 0 {
+		r.ToolsDigest = strings.Repeat("d", 64)
+	}
+	return r
 }
 
 func call(id, name, args string) llm.ToolCall {
@@ -136,6 +145,7 @@ func richLog(t testing.TB, id string) []event.Event {
 	c1, c2 := call("c1", "list_files", `{"path":"."}`), call("c2", "read_file", `{"path":"go.mod"}`)
 	b.userTurn("first   question\nspread over lines")
 	st := b.nextStep()
+	// As a log written before requests were recorded by reference has it.
 	b.add(event.LLMStarted, event.LLMStartedData{StepID: st, Turn: b.turn, Request: llm.Request{Messages: []llm.Message{llm.User("q")}}})
 	b.add(event.LLMStreaming, event.LLMStreamingData{StepID: st})
 	b.add(event.LLMCompleted, event.LLMCompletedData{StepID: st, DurationMS: 42, Response: llm.Response{
@@ -149,8 +159,16 @@ func richLog(t testing.TB, id string) []event.Event {
 	b.add(event.ArtifactCreated, event.ArtifactCreatedData{ID: "a1", Name: "listing.txt", StepID: s1, CallID: c1.ID,
 		ContentType: "text/plain", Ref: event.ArtifactRef{Bucket: "tah_artifacts", Object: "o1", Size: 12}})
 	b.add(event.Thinking, event.ThinkingData{StepID: b.nextStep(), Content: "go.mod names the module"})
+	tools := []llm.ToolSchema{{Name: "list_files"}, {Name: "read_file", Description: "Reads <a> file."}}
+	digest, err := event.ToolsDigest(tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.add(event.ToolsOffered, event.ToolsOfferedData{Digest: digest, Tools: tools})
 	st = b.nextStep()
-	b.add(event.LLMStarted, event.LLMStartedData{StepID: st, Turn: b.turn, Request: llm.Request{Messages: []llm.Message{llm.User("q")}}})
+	r := ref(6, "list_files", "read_file")
+	r.ToolsDigest = digest
+	b.add(event.LLMStarted, event.LLMStartedData{StepID: st, Turn: b.turn, RequestRef: r})
 	b.add(event.LLMFailed, event.LLMFailedData{StepID: st, Error: "HTTP 500", Code: event.CodeProvider})
 	b.llm("the module is x").finish("the module is x")
 	b.add(event.CheckpointCreated, event.CheckpointCreatedData{ID: "cp1", UpToSeq: b.seq, Bucket: "tah_ckpt", Key: id, Events: int(b.seq)})
@@ -188,7 +206,7 @@ func richLog(t testing.TB, id string) []event.Event {
 	st = b.nextStep()
 	trim := &event.TrimReport{Budget: 100, BeforeChars: 300, AfterChars: 90, TurnsDropped: 1}
 	b.add(event.ContextTrimmed, event.ContextTrimmedData{StepID: st, Report: *trim})
-	b.add(event.LLMStarted, event.LLMStartedData{StepID: st, Turn: b.turn, Trim: trim, Request: llm.Request{Messages: []llm.Message{llm.User("q")}}})
+	b.add(event.LLMStarted, event.LLMStartedData{StepID: st, Turn: b.turn, Trim: trim, RequestRef: ref(12, "list_files")})
 	b.add(event.LLMCompleted, event.LLMCompletedData{StepID: st, Response: llm.Response{Content: "third answer"}})
 	b.finish("third answer")
 

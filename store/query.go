@@ -254,7 +254,7 @@ func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error)
 	out := []projection.Step{}
 	err := s.readSession(ctx, "steps", id, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT step_id, type, turn, status, tool, call_id, input, output,
-			idempotent, artifact, request, response, trim, content, error, code, start_seq, end_seq,
+			idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
 			started_at, ended_at, duration_ms FROM steps WHERE session_id = ? ORDER BY idx`, id)
 		if err != nil {
 			return err
@@ -263,10 +263,10 @@ func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error)
 		for rows.Next() {
 			var st projection.Step
 			var typ, status string
-			var input, art, req, resp, trim sql.NullString
+			var input, art, ref, resp, trim sql.NullString
 			var startSeq, endSeq, started, ended int64
 			if err := rows.Scan(&st.ID, &typ, &st.Turn, &status, &st.Tool, &st.CallID, &input, &st.Output,
-				&st.Idempotent, &art, &req, &resp, &trim, &st.Content, &st.Error, &st.Code, &startSeq, &endSeq,
+				&st.Idempotent, &art, &ref, &resp, &trim, &st.Content, &st.Error, &st.Code, &startSeq, &endSeq,
 				&started, &ended, &st.DurationMS); err != nil {
 				return err
 			}
@@ -279,7 +279,7 @@ func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error)
 			if err := unmarshalOpt(art, &st.Artifact); err != nil {
 				return err
 			}
-			if err := unmarshalOpt(req, &st.Request); err != nil {
+			if err := unmarshalOpt(ref, &st.RequestRef); err != nil {
 				return err
 			}
 			if err := unmarshalOpt(resp, &st.Response); err != nil {
@@ -466,45 +466,10 @@ func (s *Store) State(ctx context.Context, id string) (projection.State, error) 
 	var st projection.State
 	err := s.readSession(ctx, "state", id, func(tx *sql.Tx) error {
 		var err error
-		if st, _, _, err = s.loadState(ctx, tx, id, 0); err != nil {
-			return err
-		}
-		return hydrateRequests(ctx, tx, id, &st)
+		st, _, _, err = s.loadState(ctx, tx, id, 0)
+		return err
 	})
 	return st, err
-}
-
-// hydrateRequests puts back the requests that snapshots leave out (see
-// writeSnapshot), from the steps table.
-func hydrateRequests(ctx context.Context, q querier, id string, st *projection.State) error {
-	missing := false
-	for i := range st.Steps {
-		if st.Steps[i].Type == projection.StepLLM && st.Steps[i].Request == nil {
-			missing = true
-			break
-		}
-	}
-	if !missing {
-		return nil
-	}
-	rows, err := q.QueryContext(ctx, `SELECT idx, request FROM steps WHERE session_id = ? AND request IS NOT NULL ORDER BY idx`, id)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var idx int
-		var raw sql.NullString
-		if err := rows.Scan(&idx, &raw); err != nil {
-			return err
-		}
-		if idx < len(st.Steps) && st.Steps[idx].Request == nil {
-			if err := unmarshalOpt(raw, &st.Steps[idx].Request); err != nil {
-				return err
-			}
-		}
-	}
-	return rows.Err()
 }
 
 // loadState folds a session from its stored snapshot (if any) and its applied

@@ -86,12 +86,12 @@ func messageEqual(a, b *llm.Message) bool {
 	return true
 }
 
-// stepEqual compares two steps. Requests, responses and the other pointers
+// stepEqual compares two steps. Request references, responses and the other pointers
 // are replaced, never modified, by projection.Apply, so comparing the pointers
 // is enough.
 func stepEqual(a, b *projection.Step) bool {
 	return a.ID == b.ID && a.Type == b.Type && a.Turn == b.Turn && a.Status == b.Status &&
-		a.Request == b.Request && a.Response == b.Response && a.Trim == b.Trim &&
+		a.RequestRef == b.RequestRef && a.Response == b.Response && a.Trim == b.Trim &&
 		a.Tool == b.Tool && a.CallID == b.CallID && bytes.Equal(a.Input, b.Input) &&
 		a.Output == b.Output && a.Idempotent == b.Idempotent && a.Artifact == b.Artifact &&
 		a.Content == b.Content && a.Error == b.Error && a.Code == b.Code &&

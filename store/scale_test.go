@@ -193,16 +193,10 @@ func BenchmarkApplyStep(b *testing.B) {
 			s.verify = false
 			sl := newSession(b, "s_bench", event.Config{SystemPrompt: "sys"}, nil)
 			sl.userTurn("go on forever")
-			// The request as sent: the newest messages, as a budget would trim it.
-			req := llm.Request{Model: "m", Messages: []llm.Message{llm.System("sys"), llm.User("go on forever")}}
-			for i := 0; i < 8; i++ {
-				req.Messages = append(req.Messages, llm.Assistant("", call(fmt.Sprint("c", i), "read_file", `{"path":"a.go"}`)),
-					llm.Message{Role: llm.RoleTool, ToolCallID: fmt.Sprint("c", i), Content: "package a\n\nfunc A() {}\n"})
-			}
 			step := func() {
 				c := call(fmt.Sprintf("call_%d", sl.step), "read_file", `{"path":"a.go"}`)
 				id := sl.nextStep()
-				sl.add(event.LLMStarted, event.LLMStartedData{StepID: id, Turn: 1, Request: req})
+				sl.add(event.LLMStarted, event.LLMStartedData{StepID: id, Turn: 1, RequestRef: ref(len(sl.events), "read_file")})
 				sl.add(event.LLMCompleted, event.LLMCompletedData{StepID: id, Response: llm.Response{
 					ToolCalls: []llm.ToolCall{c}, Usage: llm.Usage{InputTokens: 1200, OutputTokens: 40}}})
 				sl.tool(c, "package a\n\nfunc A() {}\n")

@@ -169,6 +169,13 @@ CREATE TABLE positions (
 	seq      INTEGER NOT NULL
 );
 `,
+	// 2: llm.started records its request by reference (issue 15): a step keeps
+	// that reference (projection.Step.RequestRef), never the whole request,
+	// which the log rebuilds (tah.api.request). The requests of older steps go.
+	`
+ALTER TABLE steps RENAME COLUMN request TO request_ref;
+UPDATE steps SET request_ref = NULL WHERE request_ref IS NOT NULL;
+`,
 }
 
 // SchemaVersion is the schema version this build writes (PRAGMA user_version).

@@ -53,13 +53,13 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 				is_error = excluded.is_error, summary = excluded.summary`},
 		{&s.deleteMessages, `DELETE FROM messages WHERE session_id = ? AND idx >= ?`},
 		{&s.upsertStep, `INSERT INTO steps (session_id, idx, step_id, type, turn, status, tool, call_id, input, output,
-				idempotent, artifact, request, response, trim, content, error, code, start_seq, end_seq,
+				idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
 				started_at, ended_at, duration_ms, tokens_in, tokens_out)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id, idx) DO UPDATE SET step_id = excluded.step_id, type = excluded.type,
 				turn = excluded.turn, status = excluded.status, tool = excluded.tool, call_id = excluded.call_id,
 				input = excluded.input, output = excluded.output, idempotent = excluded.idempotent,
-				artifact = excluded.artifact, request = coalesce(excluded.request, steps.request),
+				artifact = excluded.artifact, request_ref = excluded.request_ref,
 				response = excluded.response, trim = excluded.trim, content = excluded.content,
 				error = excluded.error, code = excluded.code, start_seq = excluded.start_seq,
 				end_seq = excluded.end_seq, started_at = excluded.started_at, ended_at = excluded.ended_at,

@@ -46,6 +46,35 @@ func TestOpenMigratesAnEmptyFileAndReopens(t *testing.T) {
 	}
 }
 
+// TestOpenMigratesVersion1Requests: a read model of schema 1 held whole
+// requests in its steps; opened by this version, its steps keep none, as a
+// fold of the log gives (their llm.started recorded no reference).
+func TestOpenMigratesVersion1Requests(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "data.db")
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{migrations[0], "PRAGMA user_version = 1",
+		`INSERT INTO sessions (id, status) VALUES ('s_old', 'completed')`,
+		`INSERT INTO steps (session_id, idx, step_id, type, status, request)
+			VALUES ('s_old', 0, 'st1', 'llm', 'completed', '{"messages":[{"role":"user","content":"hi"}],"tools":[{"name":"a"}]}')`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	s := openAt(t, path, Options{})
+	if v := userVersion(t, path); v != SchemaVersion() {
+		t.Fatalf("user_version %d, want %d", v, SchemaVersion())
+	}
+	steps, err := s.Steps(context.Background(), "s_old")
+	if err != nil || len(steps) != 1 || steps[0].ID != "st1" || steps[0].RequestRef != nil {
+		t.Fatalf("steps %+v %v", steps, err)
+	}
+}
+
 func TestOpenCreatesTheDirectory(t *testing.T) {
 	// Characters that mean something in a "file:" URI are taken literally.
 	path := filepath.Join(t.TempDir(), "a b", "c?d#e%20f", ".tah", "data.db")

@@ -21,6 +21,7 @@ const (
 	EndpointMessages = "messages"
 	EndpointSteps    = "steps"
 	EndpointEvents   = "events"
+	EndpointRequest  = "request"
 	EndpointCompact  = "compact"
 	EndpointResume   = "resume"
 	EndpointCancel   = "cancel"
@@ -137,8 +138,7 @@ type MessagesReply struct {
 // StepsRequest asks tah.api.steps for a session's steps.
 type StepsRequest struct {
 	Session string `json:"session"`
-	// Brief leaves out each LLM step's request (the whole context sent, which
-	// grows with the session) and cuts tool outputs to a preview.
+	// Brief cuts tool outputs to a preview.
 	Brief bool `json:"brief,omitempty"`
 }
 
@@ -162,6 +162,32 @@ type EventsReply struct {
 	Session string        `json:"session"`
 	Events  []event.Event `json:"events"`
 	LastSeq uint64        `json:"last_seq"`
+}
+
+// StepRef names one step of a session: the request of tah.api.request.
+type StepRef struct {
+	Session string `json:"session"`
+	StepID  string `json:"step_id"`
+}
+
+// RequestReply is the request an LLM step sent, rebuilt from the session's
+// log (projection.RebuildRequest).
+type RequestReply struct {
+	Session string      `json:"session"`
+	StepID  string      `json:"step_id"`
+	Request llm.Request `json:"request"`
+	// SHA256 is the hash of the request as sent, recorded in its llm.started
+	// (event.RequestSHA256).
+	SHA256 string `json:"sha256"`
+	// Verified reports whether the rebuilt request hashes to SHA256: it is,
+	// byte for byte, the request the step sent. False means the log and this
+	// node's rules of preparation disagree: the request may differ from what
+	// was sent.
+	Verified bool `json:"verified"`
+	// Recorded is true when the log holds the whole request (an llm.started
+	// written before requests were recorded by reference): it was read, not
+	// rebuilt, and SHA256 is computed from it.
+	Recorded bool `json:"recorded,omitempty"`
 }
 
 // CommandRequest asks tah.api.compact, tah.api.resume or tah.api.cancel to
@@ -232,6 +258,7 @@ func Endpoints() []Endpoint {
 		{EndpointMessages, SessionRequest{}, MessagesReply{}},
 		{EndpointSteps, StepsRequest{}, StepsReply{}},
 		{EndpointEvents, EventsRequest{}, EventsReply{}},
+		{EndpointRequest, StepRef{}, RequestReply{}},
 		{EndpointCompact, CommandRequest{}, CommandReply{}},
 		{EndpointResume, CommandRequest{}, CommandReply{}},
 		{EndpointCancel, CommandRequest{}, CommandReply{}},

@@ -319,7 +319,6 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	if ferr := projection.FoldInto(&st, evs); ferr != nil {
 		m.cfg.logger().Warn("events skipped while loading", "session", sid, "err", ferr)
 	}
-	dropRequests(st.Steps)
 	if st.ID == "" {
 		return nil, fmt.Errorf("session %s: %w", sid, ErrUnknownSession)
 	}

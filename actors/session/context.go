@@ -108,9 +108,6 @@ func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) 
 		// the log and every reader will report it the same way.
 		a.log.Error("event appended but not folded", "session", a.Session, "type", typ, "err", err)
 	}
-	if typ == event.LLMStarted {
-		dropRequests(a.state.Steps[max(0, len(a.state.Steps)-1):])
-	}
 	return nil
 }
 
@@ -147,14 +144,4 @@ func (a *AgentContext) outcome(err error) Outcome {
 		o.Fenced = true
 	}
 	return o
-}
-
-// dropRequests forgets the recorded requests of steps. The loop never reads
-// them back (it projects each request from the messages), they are in the log
-// for whoever does, and each holds the whole history: kept, they would make a
-// session's memory and its checkpoints grow with the square of its length.
-func dropRequests(steps []projection.Step) {
-	for i := range steps {
-		steps[i].Request = nil
-	}
 }

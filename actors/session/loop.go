@@ -64,7 +64,9 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 }
 
 // llmStep makes one LLM call: compaction or trimming of the context first, then
-// llm.started, the call with deltas streamed, and llm.completed or llm.failed.
+// tools.offered when the tools changed, llm.started with a reference to the
+// request (projection.NextRequest), the call with deltas streamed, and
+// llm.completed or llm.failed.
 func llmStep(ctx context.Context, a *AgentContext) error {
 	st := a.State()
 	budget := st.Config.ContextChars
@@ -78,19 +80,21 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 		}
 		st = a.State()
 	}
-	sent, report := projection.Prepare(st.Messages, budget)
-	stepID := a.NewStepID("llm")
-	req := llm.Request{Model: st.Config.Model, Messages: sent, Tools: a.Tools.Schemas()}
-	started := event.LLMStartedData{StepID: stepID, Turn: st.Turn, Request: req}
-	if report.Trimmed() || report.OverBudget {
-		r := report
-		started.Trim = &r
+	next, err := projection.NextRequest(st, a.Tools.Schemas())
+	if err != nil {
+		return fmt.Errorf("session %s: the request cannot be recorded: %w", a.Session, err)
 	}
-	if err := a.Append(ctx, event.LLMStarted, started); err != nil {
+	if next.Offer != nil {
+		if err := a.Append(ctx, event.ToolsOffered, *next.Offer); err != nil {
+			return err
+		}
+	}
+	req, stepID := next.Request, a.NewStepID("llm")
+	if err := a.Append(ctx, event.LLMStarted, next.Started(stepID)); err != nil {
 		return err
 	}
-	if report.Trimmed() {
-		if err := a.Append(ctx, event.ContextTrimmed, event.ContextTrimmedData{StepID: stepID, Report: report}); err != nil {
+	if next.Trim.Trimmed() {
+		if err := a.Append(ctx, event.ContextTrimmed, event.ContextTrimmedData{StepID: stepID, Report: next.Trim}); err != nil {
 			return err
 		}
 	}

@@ -127,7 +127,17 @@ func summary(ev event.Event) string {
 		return fmt.Sprintf("turn %d: %q", d.Turn, oneLine(d.Message.Content, 60))
 	case event.LLMStarted:
 		d, _ := event.DecodeAs[event.LLMStartedData](ev)
-		return fmt.Sprintf("%s, %d messages, %d tools", d.StepID, len(d.Request.Messages), len(d.Request.Tools))
+		if d.Recorded() {
+			return fmt.Sprintf("%s, %s, %s", d.StepID, plural(len(d.Request.Messages), "message"), plural(len(d.Request.Tools), "tool"))
+		}
+		return fmt.Sprintf("%s, history of %s, %s", d.StepID, plural(d.History, "message"), plural(len(d.Tools), "tool"))
+	case event.ToolsOffered:
+		d, _ := event.DecodeAs[event.ToolsOfferedData](ev)
+		var names []string
+		for _, t := range d.Tools {
+			names = append(names, t.Name)
+		}
+		return strings.Join(names, ", ")
 	case event.LLMCompleted:
 		d, _ := event.DecodeAs[event.LLMCompletedData](ev)
 		var what string

@@ -37,7 +37,7 @@ func commands() []command {
 		{"cancel", "ID", "cancel the running turn (or compaction) of a session", runCancel},
 		{"new", "[--label K=V]...", "create an empty session and print its id", runNew},
 		{"list", "[--status S] [--limit N]", "list the sessions, most recently updated first", runList},
-		{"show", "ID", "show a session and its steps as a timeline", runShow},
+		{"show", "ID [--request STEP]", "show a session and its steps as a timeline (or the request a step sent)", runShow},
 		{"events", "ID [--follow] [--from SEQ]", "print a session's events (--follow: and wait for more)", runEvents},
 		{"fork", "ID [--turns N]", "copy a session's messages (its first N turns) into a new session", runFork},
 		{"compact", "ID", "summarise a session's turns so far into one message", runCompact},

@@ -11,23 +11,30 @@ import (
 
 const showHelp = `Shows a session and its steps as a timeline: for each step its turn, kind
 (llm, tool, thinking), status, duration and tokens; for a tool its input and a
-preview of its output; for a model call what it answered. Then the last answer.`
+preview of its output; for a model call what it answered. Then the last answer.
+
+With --request STEP, prints instead the request a model call sent, as JSON:
+rebuilt from the session's log and checked against the hash recorded when it
+was sent. STEP is the # of the step in the timeline, or its id.`
 
 // runShow is `tahctl show ID`.
 func runShow(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags("show", "ID", showHelp)
 	full := fs.Bool("full", false, "print the whole last answer (default: its first 10 lines)")
+	step := fs.String("request", "", "print the request that model call `STEP` sent (its # in the timeline, or its id)")
 	id, c, err := g.sessionCommand(ctx, fs, args)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if *step != "" {
+		return showRequest(ctx, g, c, id, *step)
+	}
 	s, err := c.getSession(ctx, id)
 	if err != nil {
 		return err
 	}
-	// Brief: without each model call's whole request (the context, which grows
-	// with the session), so that the reply fits in a message.
+	// Brief: tool outputs cut to a preview, so that the reply fits in a message.
 	r, err := c.Steps(ctx, wire.StepsRequest{Session: id, Brief: true})
 	if err != nil {
 		return c.failed(wire.EndpointSteps, err)

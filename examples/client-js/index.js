@@ -48,7 +48,9 @@ function describe(ev) {
   const d = ev.data || {};
   switch (ev.type) {
     case "turn.started": return `turn ${d.turn}: ${JSON.stringify(oneLine(d.message && d.message.content, 60))}`;
-    case "llm.started": return `${d.step_id}: the model is asked (${(d.request.messages || []).length} messages)`;
+    // The request is recorded by reference (docs/protocol.md, "The request of an
+    // LLM step"): history is how many messages of the history it was made from.
+    case "llm.started": return `${d.step_id}: the model is asked (history: ${d.history} message${d.history === 1 ? "" : "s"})`;
     case "llm.completed": {
       const r = d.response || {};
       const calls = (r.tool_calls || []).map((c) => c.name);

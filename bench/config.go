@@ -3,6 +3,7 @@ package bench
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 )
@@ -17,12 +18,12 @@ const (
 )
 
 // The rows there are, in the order they run.
-var allRows = []string{"1", "2", "3", "4", "5", "6", "7"}
+var allRows = []string{"1", "2", "3", "4", "5", "6", "7", "8"}
 
 // Config is a run's rows, sizes and settings: Default's are the issue's
 // sizes, QuickSizes' a smoke run's.
 type Config struct {
-	// Rows are the rows to run ("1" to "7"); rows 1 and 2 run together.
+	// Rows are the rows to run ("1" to "8"); rows 1 and 2 run together.
 	Rows []string
 	// Quick marks a smoke run (QuickSizes): the report says so.
 	Quick bool
@@ -45,6 +46,10 @@ type Config struct {
 	ResumeOthers  int   // row 4: other sessions interleaved
 	ResumeBudget  int   // row 4: the context budget (ContextChars)
 	ResumeRepeats int
+
+	PeerSteps int    // row 8: tool steps in a turn of the peer's agent
+	PeerTurns int    // row 8: measured turns
+	PeerDir   string // row 8: the peer's directory (bench/peer/langgraph, from the repository's root)
 
 	DeltaTokens int           // row 5
 	DeltaPace   time.Duration // row 5: pause between two tokens
@@ -99,6 +104,7 @@ func Default() Config {
 		DeltaTokens: 2000, DeltaPace: time.Millisecond,
 		MemSessions:      10000,
 		FailoverSessions: 12, FailoverKill: KillProcess,
+		PeerSteps: 20, PeerTurns: 5, PeerDir: filepath.Join("bench", "peer", "langgraph"),
 	}
 }
 
@@ -111,6 +117,7 @@ func (c Config) QuickSizes() Config {
 	c.DeltaTokens = 300
 	c.MemSessions = 500
 	c.FailoverSessions = 4
+	c.PeerTurns = 2
 	return c
 }
 

@@ -26,6 +26,7 @@ type Report struct {
 	SQLiteRowP50  time.Duration   `json:"sqlite_row_p50_ns"`
 	SQLiteRowRate float64         `json:"sqlite_row_per_s"`
 	Failover      *FailoverResult `json:"failover,omitempty"`
+	Peer          *PeerResult     `json:"peer,omitempty"`
 	Took          time.Duration   `json:"took_ns"`
 }
 
@@ -46,6 +47,8 @@ type Sizes struct {
 	DeltaPace        time.Duration `json:"delta_pace_ns"`
 	MemSessions      int           `json:"memory_sessions"`
 	FailoverSessions int           `json:"failover_sessions"`
+	PeerSteps        int           `json:"peer_steps"`
+	PeerTurns        int           `json:"peer_turns"`
 }
 
 // Machine describes where the run happened.
@@ -105,7 +108,8 @@ func newReport(c Config) *Report {
 	return &Report{Machine: machine(), Sizes: Sizes{Quick: c.Quick, StepToolCalls: c.Steps, StepTurns: c.StepTurns,
 		LoadSessions: c.LoadSessions, LoadSteps: c.LoadSteps, LoadTurns: c.LoadTurns, LoadDelay: c.LoadDelay,
 		ResumeEvents: c.ResumeLengths, ResumeOthers: c.ResumeOthers, ResumeBudget: c.ResumeBudget, ResumeRepeats: c.ResumeRepeats,
-		DeltaTokens: c.DeltaTokens, DeltaPace: c.DeltaPace, MemSessions: c.MemSessions, FailoverSessions: c.FailoverSessions}}
+		DeltaTokens: c.DeltaTokens, DeltaPace: c.DeltaPace, MemSessions: c.MemSessions, FailoverSessions: c.FailoverSessions,
+		PeerSteps: c.PeerSteps, PeerTurns: c.PeerTurns}}
 }
 
 // The targets of issue 9.
@@ -153,10 +157,7 @@ func (r *Report) rows() []row {
 			tgt = fmt.Sprintf("≥ %s× less (≤ %s)", trimFloat(targetPeerTimes), fdur(time.Duration(float64(peerStep)/targetPeerTimes)))
 			verdict = metOr(times >= targetPeerTimes, fmt.Sprintf("missed: %s× over", trimFloat(round1(float64(s.Overhead)/(float64(peerStep)/targetPeerTimes)))))
 		}
-		own, less := fdur(s.Overhead), fmt.Sprintf("%s× less", trimFloat(round1(times)))
-		if times < 1 {
-			less = fmt.Sprintf("%s× more", trimFloat(round1(1/times)))
-		}
+		own, less := fdur(s.Overhead), lessOrMore(times)
 		if s.Overhead <= 0 {
 			own, less = "≈ 0 (within the noise)", "—"
 		}
@@ -193,7 +194,43 @@ func (r *Report) rows() []row {
 			fbytes(int(m.PerActive)) + " / " + fbytes(int(m.PerPassive)), fmt.Sprintf("Go heap: %s / %s", fbytes(int(m.HeapPerActive)), fbytes(int(m.HeapPerPassive))), "", "", ""})
 	}
 	out = append(out, r.failoverRows()...)
+	return append(out, r.peerRows()...)
+}
+
+// peerRows are row 8: TAH against LangGraph.js on the same agent, each
+// durability setting against its SQLite match. Without fsync per write the
+// target is ten times less time a step; with it the disk sets the floor and
+// row 2's ratio is the target, so the row only reports.
+func (r *Report) peerRows() []row {
+	if r.Peer == nil {
+		return nil
+	}
+	var out []row
+	for _, p := range r.Peer.Rows {
+		measure := fmt.Sprintf("time per tool step, turns of %d tool steps, model instant, noop tool: TAH against LangGraph.js 1.x + SqliteSaver", r.Peer.Steps)
+		setting := fmt.Sprintf("TAH %s; SQLite WAL, synchronous %s", p.Durability, p.Synchronous)
+		if p.NotRun != "" {
+			out = append(out, row{"8", measure, setting, fdur(p.TAHPerStep), "peer not run: " + p.NotRun, "", "", ""})
+			continue
+		}
+		times := float64(p.PeerPerStep) / float64(max(p.TAHPerStep, 1))
+		tgt, verdict := "", ""
+		if p.Synchronous == "NORMAL" {
+			tgt = fmt.Sprintf("≥ %s× less", trimFloat(targetPeerTimes))
+			verdict = metOr(times >= targetPeerTimes, fmt.Sprintf("missed: %s× less", trimFloat(round1(times))))
+		}
+		out = append(out, row{"8", measure, setting, fdur(p.TAHPerStep), "peer: " + fdur(p.PeerPerStep), lessOrMore(times), tgt, verdict})
+	}
 	return out
+}
+
+// lessOrMore says how many times less time TAH took than the peer (times
+// above 1), or more.
+func lessOrMore(times float64) string {
+	if times >= 1 {
+		return trimFloat(round1(times)) + "× less"
+	}
+	return trimFloat(round1(1/max(times, 1e-9))) + "× more"
 }
 
 func (r *Report) failoverRows() []row {

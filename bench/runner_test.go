@@ -84,14 +84,14 @@ func TestRunScenario(t *testing.T) {
 }
 
 // The rows asked for give their scenarios, in order, one per durability
-// setting for rows 1-3.
+// setting for rows 1-3 and 8.
 func TestScenarios(t *testing.T) {
 	c := Default()
 	var names []string
 	for _, sc := range Scenarios(c) {
 		names = append(names, sc.Name())
 	}
-	if len(names) != 1+2+2+4 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 7") {
+	if len(names) != 1+2+2+4+2 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 8") {
 		t.Fatalf("scenarios %v", names)
 	}
 	c.Rows, c.Durability = []string{"3"}, []time.Duration{time.Minute}

@@ -62,5 +62,10 @@ func Scenarios(c Config) []Scenario {
 	if c.runs("7") {
 		out = append(out, &failoverScenario{cfg: c})
 	}
+	if c.runs("8") {
+		for _, d := range c.Durability {
+			out = append(out, &peerScenario{cfg: c, sync: d})
+		}
+	}
 	return out
 }

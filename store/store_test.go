@@ -36,8 +36,8 @@ func TestOpenMigratesAnEmptyFileAndReopens(t *testing.T) {
 		t.Fatalf("reopened at user_version %d", v)
 	}
 	checkEquivalent(t, s, evs)
-	if p, err := s.Position(ctx, DefaultConsumer); err != nil || p != uint64(len(evs)) {
-		t.Fatalf("position after reopen: %d %v", p, err)
+	if p, err := s.Positions(ctx, DefaultConsumer); err != nil || p[0] != uint64(len(evs)) {
+		t.Fatalf("position after reopen: %v %v", p, err)
 	}
 	// The journal is WAL, so that readers run beside the writer.
 	var mode string
@@ -138,43 +138,8 @@ func TestNotFound(t *testing.T) {
 	check("artifacts", err)
 	_, err = s.Checkpoints(ctx, id)
 	check("checkpoints", err)
-	_, err = s.Events(ctx, id, 0, 10)
-	check("events", err)
 	_, err = s.State(ctx, id)
 	check("state", err)
-}
-
-func TestEventsPaging(t *testing.T) {
-	ctx := context.Background()
-	evs := merge(richLog(t, "s_a"), richLog(t, "s_b"))
-	s := openTest(t, Options{})
-	apply(t, s, evs, 25)
-	var got []EventRow
-	from := uint64(0)
-	for {
-		page, err := s.Events(ctx, "s_b", from, 7)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, page...)
-		if len(page) < 7 {
-			break
-		}
-		from = page[len(page)-1].Seq + 1
-	}
-	want := bySession(evs)["s_b"]
-	if len(got) != len(want) {
-		t.Fatalf("%d events, want %d", len(got), len(want))
-	}
-	for i := range got {
-		if jsonOf(t, got[i].Event) != jsonOf(t, want[i]) {
-			t.Fatalf("event %d: %s, want %s", i, jsonOf(t, got[i].Event), jsonOf(t, want[i]))
-		}
-	}
-	// A session that exists but has no events from there is an empty list.
-	if page, err := s.Events(ctx, "s_b", 1<<40, 10); err != nil || len(page) != 0 {
-		t.Fatalf("past the end: %v %v", page, err)
-	}
 }
 
 func TestTitle(t *testing.T) {

@@ -162,7 +162,22 @@ func (p *Projector) Problems() int64 { return p.problems.Load() }
 // WaitFor returns once the read model has applied session sid's shard of the
 // log up to seq, or ctx ends.
 func (p *Projector) WaitFor(ctx context.Context, sid string, seq uint64) error {
-	k := p.b.ShardOf(sid)
+	return p.waitShard(ctx, p.b.ShardOf(sid), seq)
+}
+
+// WaitForLog returns once the read model has applied every shard k of the
+// log up to last[k], or ctx ends.
+func (p *Projector) WaitForLog(ctx context.Context, last []uint64) error {
+	for k, seq := range last {
+		if err := p.waitShard(ctx, k, seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitShard returns once the read model has applied shard k up to seq.
+func (p *Projector) waitShard(ctx context.Context, k int, seq uint64) error {
 	p.mu.Lock()
 	if p.applied[k] >= seq {
 		p.mu.Unlock()

@@ -179,7 +179,7 @@ func TestToolCodes(t *testing.T) {
 }
 
 func TestVersions(t *testing.T) {
-	if wire.APIVersion != "1.0.0" || wire.ProtocolString != "1" {
+	if wire.APIVersion != "2.0.0" || wire.ProtocolString != "2" {
 		t.Fatalf("API %s, protocol %s", wire.APIVersion, wire.ProtocolString)
 	}
 	seen := map[string]bool{}

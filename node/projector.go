@@ -61,9 +61,6 @@ func StartProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.L
 	if err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
 	}
-	if len(pos) != b.Shards() {
-		return nil, fmt.Errorf("projector: the read model has positions in %d shards, the log %d", len(pos), b.Shards())
-	}
 	p := &Projector{b: b, s: s, log: log, onClaim: onClaim, ch: make(chan record, 4*projectorBatch),
 		stop: make(chan struct{}), applied: pos}
 	from := make([]uint64, len(pos))
@@ -134,7 +131,7 @@ func (p *Projector) apply(batch []event.Event) {
 		if err == nil {
 			for _, pr := range res.Problems {
 				p.problems.Add(1)
-				p.log.Warn("event stored but not folded into the read model", "session", pr.Session, "seq", pr.Seq, "index", pr.Index, "err", pr.Err)
+				p.log.Warn("event not folded into the read model", "session", pr.Session, "seq", pr.Seq, "index", pr.Index, "err", pr.Err)
 			}
 			p.advance(res.Positions)
 			return
@@ -156,7 +153,7 @@ func (p *Projector) Positions() []uint64 {
 	return append([]uint64(nil), p.applied...)
 }
 
-// Problems counts events stored but not folded since start.
+// Problems counts the events not folded since start.
 func (p *Projector) Problems() int64 { return p.problems.Load() }
 
 // WaitFor returns once the read model has applied session sid's shard of the

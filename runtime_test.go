@@ -110,7 +110,7 @@ func TestRuntimeToolLoopStepsAndEvents(t *testing.T) {
 	}
 	// The read model catches up with the log and lists the session.
 	n := rt.Node()
-	if err := n.Projector.WaitFor(ctx, st.LastSeq); err != nil {
+	if err := n.Projector.WaitFor(ctx, s.ID(), st.LastSeq); err != nil {
 		t.Fatal(err)
 	}
 	list, err := sessions.List(ctx)
@@ -451,8 +451,10 @@ func TestRuntimeReadModelRebuild(t *testing.T) {
 	}
 	dump := func(rt *tah.Runtime) string {
 		n := rt.Node()
-		_, last, _ := n.Bus.Replay(ctx, ids[len(ids)-1], 1)
-		n.Projector.WaitFor(ctx, last)
+		for _, id := range ids {
+			last, _ := n.Bus.LastSeq(ctx, id)
+			n.Projector.WaitFor(ctx, id, last)
+		}
 		var b strings.Builder
 		for _, id := range ids {
 			row, err := n.Store.GetSession(ctx, id)

@@ -211,12 +211,16 @@ func (s *loadScenario) measure(ctx context.Context, res *LoadResult) ([][]loadTu
 	res.CPUCores = float64(cpuTime()-cpu0) / float64(res.Wall)
 	stopProfile()
 	// How far behind the read model is when the last turn ends.
-	last, err := s.st.lastSeq(ctx)
+	last, err := s.st.logState(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if pos := s.st.node().Projector.Position(); !c.PauseReadModel && last > pos {
-		res.ReadModelBehind = int(last - pos)
+	if !c.PauseReadModel {
+		for k, pos := range s.st.node().Projector.Positions() {
+			if last.lastSeqs[k] > pos {
+				res.ReadModelBehind += int(last.lastSeqs[k] - pos)
+			}
+		}
 	}
 	res.Steps = n * c.LoadSteps * c.LoadTurns
 	res.StepsPerSec = perSec(res.Steps, res.Wall)

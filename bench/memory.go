@@ -44,9 +44,9 @@ type MemoryResult struct {
 	GoroutinesPassive  int   `json:"goroutines_passivated"`
 	GoroutinesBaseline int   `json:"goroutines_base"`
 
-	// ClientConsumers are the consumers of TAH_EVT the client's turns left on
-	// the server when the build ended: none, since a Turn asked only for its
-	// outcome follows no log (a first version of the client left one a
+	// ClientConsumers are the consumers of the log's shards the client's
+	// turns left on the server when the build ended: none, since a Turn asked
+	// only for its outcome follows no log (a first version of the client left one a
 	// turn, counted here as the sessions' memory).
 	ClientConsumers int `json:"client_consumers,omitempty"`
 }
@@ -129,7 +129,8 @@ func (s *memoryScenario) Run(ctx context.Context, rep *Report) error {
 }
 
 // build creates the sessions and runs one turn of each, then counts the
-// consumers of TAH_EVT other than own (the node's) that the turns left.
+// consumers of the log's shards other than own (the node's) that the turns
+// left.
 func (s *memoryScenario) build(ctx context.Context, res *MemoryResult, own map[string]bool) error {
 	begin := time.Now()
 	if err := parallel(ctx, s.cfg.MemSessions, 64, func(i int) error {
@@ -155,18 +156,24 @@ func (s *memoryScenario) build(ctx context.Context, res *MemoryResult, own map[s
 	return nil
 }
 
-// consumers are the names of the consumers of TAH_EVT.
+// consumers are the names of the consumers of the log's shards.
 func (s *memoryScenario) consumers(ctx context.Context) (map[string]bool, error) {
-	st, err := s.st.node().Bus.JetStream().Stream(ctx, wire.EventStream)
-	if err != nil {
-		return nil, err
-	}
+	b := s.st.node().Bus
 	out := map[string]bool{}
-	names := st.ConsumerNames(ctx)
-	for name := range names.Name() {
-		out[name] = true
+	for k := range b.Shards() {
+		st, err := b.JetStream().Stream(ctx, wire.EventShardStream(k))
+		if err != nil {
+			return nil, err
+		}
+		names := st.ConsumerNames(ctx)
+		for name := range names.Name() {
+			out[wire.EventShardStream(k)+"/"+name] = true
+		}
+		if err := names.Err(); err != nil {
+			return nil, err
+		}
 	}
-	return out, names.Err()
+	return out, nil
 }
 
 // memNow returns the resident set size (VmRSS), the Go heap in use and the

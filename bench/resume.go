@@ -10,7 +10,6 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/projection"
-	"github.com/tah-dev/tah/wire"
 )
 
 // ResumeResult is row 4: how long a fresh node takes from a session's first
@@ -307,12 +306,12 @@ func (s *resumeScenario) freshNode(ctx context.Context, res *ResumeResult) error
 	if err := s.st.restart(0); err != nil {
 		return err
 	}
-	info, err := s.st.node().Bus.JetStream().Stream(ctx, wire.EventStream)
+	info, err := s.st.logState(ctx)
 	if err != nil {
 		return err
 	}
-	res.StreamEvents = info.CachedInfo().State.Msgs
-	if err := s.st.node().Projector.WaitFor(ctx, info.CachedInfo().State.LastSeq); err != nil {
+	res.StreamEvents = info.records
+	if err := s.st.node().Projector.WaitForLog(ctx, info.lastSeqs); err != nil {
 		return err
 	}
 	_, _, err = s.st.run(ctx, resumeWarm, input(resumeWarm, 0))
@@ -330,7 +329,7 @@ func describe(ctx context.Context, b *bus.Bus, sid string, l *ResumeLength) erro
 	l.Events = len(evs)
 	for j := len(evs) - 1; j >= 0; j-- {
 		if evs[j].Type == event.LLMStarted {
-			body, _ := evs[j].Marshal()
+			body, _ := event.EncodeRecord(evs[j : j+1])
 			l.LLMStartedBytes = len(body)
 			break
 		}

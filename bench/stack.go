@@ -121,7 +121,7 @@ func (s *stack) pauseProjector(ctx context.Context) (resume func(wait bool) erro
 	n := s.node()
 	n.Projector.Close()
 	return func(wait bool) error {
-		p, err := node.StartProjector(ctx, n.Bus, n.Store, discard)
+		p, err := node.StartProjector(ctx, n.Bus, n.Store, discard, n.Sessions.ClaimedElsewhere)
 		if err != nil {
 			return err
 		}
@@ -135,18 +135,30 @@ func (s *stack) pauseProjector(ctx context.Context) (resume func(wait bool) erro
 
 // waitReadModel waits until the read model has applied the whole log.
 func (s *stack) waitReadModel(ctx context.Context) error {
-	last, err := s.lastSeq(ctx)
+	last, err := s.logState(ctx)
 	if err != nil {
 		return err
 	}
-	return s.node().Projector.WaitFor(ctx, last)
+	return s.node().Projector.WaitForLog(ctx, last.lastSeqs)
 }
 
-// lastSeq is the event stream's last sequence.
-func (s *stack) lastSeq(ctx context.Context) (uint64, error) {
-	info, err := s.node().Bus.JetStream().Stream(ctx, wire.EventStream)
-	if err != nil {
-		return 0, err
+// logInfo is what the log's shards hold.
+type logInfo struct {
+	lastSeqs []uint64 // each shard's last sequence
+	records  uint64   // the messages of every shard
+}
+
+// logState reads every shard of the log.
+func (s *stack) logState(ctx context.Context) (logInfo, error) {
+	b := s.node().Bus
+	out := logInfo{lastSeqs: make([]uint64, b.Shards())}
+	for k := range b.Shards() {
+		info, err := b.JetStream().Stream(ctx, wire.EventShardStream(k))
+		if err != nil {
+			return logInfo{}, err
+		}
+		out.lastSeqs[k] = info.CachedInfo().State.LastSeq
+		out.records += info.CachedInfo().State.Msgs
 	}
-	return info.CachedInfo().State.LastSeq, nil
+	return out, nil
 }

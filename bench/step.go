@@ -170,7 +170,7 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 	if err != nil {
 		return m, err
 	}
-	if err := st.node().Projector.WaitFor(ctx, last); err != nil {
+	if err := st.node().Projector.WaitFor(ctx, m.sid, last); err != nil {
 		return m, err
 	}
 	m.caught = time.Now()

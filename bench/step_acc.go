@@ -43,7 +43,7 @@ func (a *stepAcc) add(m stepTurn, f stepFloor) {
 	a.ends = append(a.ends, m.done.Sub(calls[len(calls)-1].end))
 	a.addSteps(f)
 	for _, e := range m.events() {
-		body, _ := e.Marshal()
+		body, _ := event.EncodeRecord([]event.Event{e}) // a record of one event
 		a.bytes += len(body)
 		a.nEvents++
 		if e.Type == event.LLMStarted {

@@ -17,19 +17,23 @@ import (
 )
 
 // SessionWriter appends to one session's log on behalf of one owner. Every
-// append is fenced: it lands only if the session's last sequence (over
-// tah.sess.<sid>.evt.>) is still the one this writer last saw, so a writer that
-// lost ownership gets ErrFenced instead of interleaving with the new owner.
+// append is one record (one message: the events of the call, atomically) on
+// the session's subject of its shard, tah.evt.<k>.<sid>, and is fenced: it
+// lands only if the subject's last sequence is still the one this writer last
+// saw, so a writer that lost ownership gets ErrFenced instead of interleaving
+// with the new owner.
 //
 // A SessionWriter keeps one append in flight at a time (R3 streams reject
 // pipelined fenced appends); writers of different sessions run in parallel.
 // It is safe for concurrent use; concurrent Appends are serialised.
 type SessionWriter struct {
-	b      *Bus
-	sid    string
-	epoch  uint64
-	filter string
-	// idPrefix is "<sid>:<epoch>:<nonce>:"; the message id of an event is the
+	b     *Bus
+	sid   string
+	epoch uint64
+	// stream and subject are the session's shard and subject in it.
+	stream  string
+	subject string
+	// idPrefix is "<sid>:<epoch>:<nonce>:"; the message id of a record is the
 	// prefix and the sequence it expects to follow.
 	idPrefix string
 
@@ -45,9 +49,10 @@ func (b *Bus) Writer(sid string, epoch, lastSeq uint64) (*SessionWriter, error) 
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, err
 	}
+	k := b.ShardOf(sid)
 	return &SessionWriter{
 		b: b, sid: sid, epoch: epoch, last: lastSeq,
-		filter:   wire.SessionEvents(sid),
+		stream: wire.EventShardStream(k), subject: wire.ShardSubject(k, sid),
 		idPrefix: sid + ":" + strconv.FormatUint(epoch, 10) + ":" + event.NewID("") + ":",
 	}, nil
 }
@@ -58,108 +63,135 @@ func (w *SessionWriter) Session() string { return w.sid }
 // Epoch is the writer's ownership epoch.
 func (w *SessionWriter) Epoch() uint64 { return w.epoch }
 
-// LastSeq is the sequence of the last event this writer knows in its session.
+// LastSeq is the sequence of the last record this writer knows in its session.
 func (w *SessionWriter) LastSeq() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last
 }
 
-// Append appends events to the session's log, in order, each fenced on the
-// sequence of the one before, and returns their stream sequences. It fills in
-// each event's Seq, and its Session, Epoch and Time when they are zero; since
-// evs is the caller's slice when called as Append(ctx, evs...), the caller sees
-// them.
+// Append appends events to the session's log as one record: one message,
+// fenced on the sequence of the session's last record, that holds them all in
+// order or none of them. It returns their stream sequence (the record's, the
+// same for each) and fills in each event's Seq and Index, and its Session and
+// Epoch when they are zero. The record's time is the first event's, or now
+// when that is zero, and every event gets it. Since evs is the caller's slice
+// when called as Append(ctx, evs...), the caller sees all of that.
 //
 // Errors: ErrFenced when another writer appended first (the writer stays
 // fenced); ErrOutcomeUnknown when an acknowledgement was lost and ctx ended
 // before the log could tell (the writer is then unusable); ErrInvalidEvent and
-// ErrPayloadTooLarge for events that cannot be appended (nothing of the call is
-// appended). On an error after some events landed, the sequences of those are
-// returned with it.
+// ErrPayloadTooLarge for events that cannot be appended. On any error nothing
+// of the call was appended, except with ErrOutcomeUnknown, when the record may
+// have landed whole.
 func (w *SessionWriter) Append(ctx context.Context, evs ...event.Event) ([]uint64, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.broken != nil {
 		return nil, w.broken
 	}
-	msgs := make([]*nats.Msg, len(evs))
-	for i := range evs {
-		m, err := w.message(&evs[i])
-		if err != nil {
-			return nil, err
-		}
-		msgs[i] = m
+	m, err := w.message(evs)
+	if err != nil {
+		return nil, err
 	}
-	seqs := make([]uint64, 0, len(evs))
-	for i, m := range msgs {
-		seq, err := w.appendOne(ctx, m)
-		if err != nil {
-			if errors.Is(err, ErrFenced) || errors.Is(err, ErrOutcomeUnknown) {
-				w.broken = err
-			}
-			return seqs, fmt.Errorf("append %s to session %s: %w", evs[i].Type, w.sid, err)
+	seq, err := w.appendOne(ctx, m, w.positionID)
+	if err != nil {
+		if errors.Is(err, ErrFenced) || errors.Is(err, ErrOutcomeUnknown) {
+			w.broken = err
 		}
-		w.last = seq
-		evs[i].Seq = seq
-		seqs = append(seqs, seq)
+		return nil, fmt.Errorf("append %s to session %s: %w", recordTypes(evs), w.sid, err)
+	}
+	w.last = seq
+	seqs := make([]uint64, len(evs))
+	for i := range evs {
+		evs[i].Seq, evs[i].Index = seq, i
+		seqs[i] = seq
 	}
 	return seqs, nil
 }
 
-// message checks ev, completes its envelope and builds its message, without
-// the fencing headers.
-func (w *SessionWriter) message(ev *event.Event) (*nats.Msg, error) {
+// recordTypes names the types of a record's events, for errors.
+func recordTypes(evs []event.Event) string {
+	types := make([]string, len(evs))
+	for i, e := range evs {
+		types[i] = string(e.Type)
+	}
+	return strings.Join(types, "+")
+}
+
+// message checks evs, completes their envelopes and builds their record's
+// message, without the fencing headers.
+func (w *SessionWriter) message(evs []event.Event) (*nats.Msg, error) {
+	at := evs[0].Time
+	if at.IsZero() {
+		at = time.Now().UTC()
+	}
+	for i := range evs {
+		if err := w.complete(&evs[i]); err != nil {
+			return nil, err
+		}
+		evs[i].Time = at
+	}
+	body, err := event.EncodeRecord(evs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
+	}
+	m := nats.NewMsg(w.subject)
+	m.Data = body
+	// The fencing headers are set per attempt; size them now to refuse a
+	// record that can never fit.
+	w.setHeaders(m, ^uint64(0), w.positionID)
+	if size, limit := natsx.MsgSize(m), w.b.MaxPayload(); size > limit {
+		return nil, fmt.Errorf("record %s of session %s is %d bytes with its headers, over the server's max payload of %d bytes (put large outputs in the object store with PutArtifact and reference them): %w",
+			recordTypes(evs), w.sid, size, limit, ErrPayloadTooLarge)
+	}
+	return m, nil
+}
+
+// complete checks ev and fills in its session and epoch.
+func (w *SessionWriter) complete(ev *event.Event) error {
 	switch {
 	case ev.Session == "":
 		ev.Session = w.sid
 	case ev.Session != w.sid:
-		return nil, fmt.Errorf("event %s of session %q given to the writer of %q: %w", ev.Type, ev.Session, w.sid, ErrInvalidEvent)
+		return fmt.Errorf("event %s of session %q given to the writer of %q: %w", ev.Type, ev.Session, w.sid, ErrInvalidEvent)
 	}
 	switch {
 	case ev.Epoch == 0:
 		ev.Epoch = w.epoch
 	case ev.Epoch != w.epoch:
-		return nil, fmt.Errorf("event %s has epoch %d, the writer %d: %w", ev.Type, ev.Epoch, w.epoch, ErrInvalidEvent)
+		return fmt.Errorf("event %s has epoch %d, the writer %d: %w", ev.Type, ev.Epoch, w.epoch, ErrInvalidEvent)
 	}
 	if event.Payload(ev.Type) == nil {
-		return nil, fmt.Errorf("event type %q: %w: %w", ev.Type, ErrInvalidEvent, event.ErrUnknownType)
+		return fmt.Errorf("event type %q: %w: %w", ev.Type, ErrInvalidEvent, event.ErrUnknownType)
 	}
 	if len(ev.Data) == 0 || ev.Data[0] != '{' {
-		return nil, fmt.Errorf("event %s: the payload is not a JSON object: %w", ev.Type, ErrInvalidEvent)
+		return fmt.Errorf("event %s: the payload is not a JSON object: %w", ev.Type, ErrInvalidEvent)
 	}
-	if ev.Time.IsZero() {
-		ev.Time = time.Now().UTC()
-	}
-	body, err := ev.Marshal()
-	if err != nil {
-		return nil, fmt.Errorf("event %s: %w: %v", ev.Type, ErrInvalidEvent, err)
-	}
-	m := nats.NewMsg(wire.EventSubject(w.sid, ev.Type))
-	m.Data = body
-	// The fencing headers are set per attempt; size them now to refuse an
-	// event that can never fit.
-	w.setHeaders(m, ^uint64(0))
-	if size, limit := natsx.MsgSize(m), w.b.MaxPayload(); size > limit {
-		return nil, fmt.Errorf("event %s of session %s is %d bytes with its headers, over the server's max payload of %d bytes (put large outputs in the object store with PutArtifact and reference them): %w",
-			ev.Type, w.sid, size, limit, ErrPayloadTooLarge)
-	}
-	return m, nil
+	return nil
 }
 
-// setHeaders sets the message id and fencing headers for an append expected
-// to follow sequence last.
-func (w *SessionWriter) setHeaders(m *nats.Msg, last uint64) {
-	ls := strconv.FormatUint(last, 10)
-	m.Header.Set(wire.HeaderMsgID, w.idPrefix+ls)
-	m.Header.Set(hdrExpectLastSubjSeq, ls)
-	m.Header.Set(hdrExpectLastSubjSubj, w.filter)
+// positionID is the message id of an append expected to follow sequence
+// last: the writer's prefix and last, unique to one writer and one position.
+func (w *SessionWriter) positionID(last uint64) string {
+	return w.idPrefix + strconv.FormatUint(last, 10)
 }
 
-// appendOne publishes m after w.last, resolving lost acknowledgements by
-// reading the log back, and returns the sequence it landed at.
-func (w *SessionWriter) appendOne(ctx context.Context, m *nats.Msg) (uint64, error) {
-	w.setHeaders(m, w.last)
+// setHeaders sets the message id (idFor(last)) and fencing header for an
+// append expected to follow sequence last.
+func (w *SessionWriter) setHeaders(m *nats.Msg, last uint64, idFor func(uint64) string) {
+	m.Header.Set(wire.HeaderMsgID, idFor(last))
+	m.Header.Set(hdrExpectLastSubjSeq, strconv.FormatUint(last, 10))
+}
+
+// appendOne publishes m after w.last with the message id idFor(w.last),
+// resolving lost acknowledgements by reading the log back, and returns the
+// sequence it landed at. Every id idFor gives must start with w.idPrefix.
+func (w *SessionWriter) appendOne(ctx context.Context, m *nats.Msg, idFor func(uint64) string) (uint64, error) {
+	w.setHeaders(m, w.last, idFor)
 	id := m.Header.Get(wire.HeaderMsgID)
 	uncertain := false // an attempt was sent and its outcome is not known
 	backoff := 20 * time.Millisecond
@@ -204,7 +236,7 @@ func (w *SessionWriter) appendOne(ctx context.Context, m *nats.Msg) (uint64, err
 						// (possible around a leader change). No other writer is
 						// involved; go on after it. Readers drop the duplicate.
 						w.last = seq
-						w.setHeaders(m, w.last)
+						w.setHeaders(m, w.last, idFor)
 						id = m.Header.Get(wire.HeaderMsgID)
 						continue
 					}
@@ -264,7 +296,7 @@ func (w *SessionWriter) appendOne(ctx context.Context, m *nats.Msg) (uint64, err
 func (w *SessionWriter) ownLast(ctx context.Context) (uint64, string, bool) {
 	rctx, cancel := context.WithTimeout(ctx, w.b.cfg.AppendTimeout)
 	defer cancel()
-	msg, err := w.b.lastMsg(rctx, w.filter)
+	msg, err := w.b.lastMsg(rctx, w.stream, w.subject)
 	if err != nil || msg.seq <= w.last {
 		return 0, "", false
 	}
@@ -288,7 +320,7 @@ func (w *SessionWriter) resolve(ctx context.Context, msgID string) (seq uint64, 
 		}
 		rctx, cancel := context.WithTimeout(base, w.b.cfg.AppendTimeout)
 		var msg *storedMsg
-		msg, err = w.b.lastMsg(rctx, w.filter)
+		msg, err = w.b.lastMsg(rctx, w.stream, w.subject)
 		cancel()
 		switch {
 		case err == nil:

@@ -21,24 +21,32 @@ func TestAppendReplayRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One record of two events, then one of one.
 	evs := []event.Event{turn("s_round", 0), turn("s_round", 1), turn("s_round", 2)}
-	seqs := mustAppend(t, w, evs...)
-	if len(seqs) != 3 || seqs[0] == 0 || seqs[1] <= seqs[0] || seqs[2] <= seqs[1] {
+	seqs := append(mustAppend(t, w, evs[:2]...), mustAppend(t, w, evs[2:]...)...)
+	if len(seqs) != 3 || seqs[0] == 0 || seqs[1] != seqs[0] || seqs[2] <= seqs[1] {
 		t.Fatalf("seqs = %v", seqs)
 	}
 	for i, ev := range evs {
-		if ev.Seq != seqs[i] || ev.Session != "s_round" || ev.Time.IsZero() {
+		if ev.Seq != seqs[i] || ev.Index != []int{0, 1, 0}[i] || ev.Session != "s_round" || ev.Time.IsZero() {
 			t.Fatalf("event %d not completed: %+v", i, ev)
 		}
+	}
+	if !evs[1].Time.Equal(evs[0].Time) {
+		t.Fatalf("the events of a record have two times: %v %v", evs[0].Time, evs[1].Time)
 	}
 	got, last := mustReplay(t, b, "s_round", 0)
 	if last != seqs[2] || len(got) != 3 {
 		t.Fatalf("replay: %d events, last %d; want 3, %d", len(got), last, seqs[2])
 	}
 	for i := range got {
-		if got[i].Seq != seqs[i] || got[i].Type != event.TurnStarted || string(got[i].Data) != string(evs[i].Data) || !got[i].Time.Equal(evs[i].Time) {
+		if got[i].Seq != seqs[i] || got[i].Index != evs[i].Index || got[i].Type != event.TurnStarted || string(got[i].Data) != string(evs[i].Data) || !got[i].Time.Equal(evs[i].Time) {
 			t.Fatalf("event %d: got %+v want %+v", i, got[i], evs[i])
 		}
+	}
+	// From the record's sequence: the whole record.
+	if got, _ = mustReplay(t, b, "s_round", seqs[1]); len(got) != 3 {
+		t.Fatalf("replay from the first record: %d events", len(got))
 	}
 	// Nothing after the end: lastSeq is still the session's last.
 	got, last = mustReplay(t, b, "s_round", seqs[2]+1)
@@ -207,15 +215,17 @@ func TestTwoWritersNeverInterleave(t *testing.T) {
 // by hand, once the duplicate window (shortened) no longer recognises its id.
 func TestStoredDuplicate(t *testing.T) {
 	b := embedded(t)
-	cfg := b.evt.CachedInfo().Config
+	const sid = "s_dup"
+	shard := b.shards[b.ShardOf(sid)]
+	cfg := shard.CachedInfo().Config
 	cfg.Duplicates = 100 * time.Millisecond
 	if _, err := b.js.UpdateStream(ctxT(t), cfg); err != nil {
 		t.Fatal(err)
 	}
-	const sid = "s_dup"
 	w, _ := b.Writer(sid, 1, 0)
-	seqs := mustAppend(t, w, turn(sid, 0), turn(sid, 1))
-	orig, err := b.evt.GetMsg(ctxT(t), seqs[1])
+	first := mustAppend(t, w, turn(sid, 0))
+	seqs := append(first, mustAppend(t, w, turn(sid, 1))...)
+	orig, err := shard.GetMsg(ctxT(t), seqs[1])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,9 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // BenchmarkReplay measures reading back one session's 100 events interleaved
-// with 1,000 other sessions (10 events each, 10,100 events in the stream), by
-// batched direct get (what Replay does) and by an ephemeral filtered consumer.
+// with 1,000 other sessions (10 events each, 10,100 records in the target's
+// shard, as if all hashed there), by batched direct get (what Replay does) and
+// by an ephemeral filtered consumer.
 func BenchmarkReplay(b *testing.B) {
 	bus := embedded(b, func(c *Config) { c.SyncInterval = time.Minute })
 	ctx := context.Background()
@@ -46,18 +47,19 @@ func BenchmarkReplay(b *testing.B) {
 	body := func(sid string, i int) []byte {
 		e := turn(sid, i)
 		e.Time = time.Now()
-		data, _ := e.Marshal()
+		data, _ := event.EncodeRecord([]event.Event{e})
 		return data
 	}
+	k := bus.ShardOf("s_target")
 	n := 0
 	for i := range perOther {
 		for o := range others {
 			sid := fmt.Sprintf("s_o%04d", o)
-			if _, err := bus.js.PublishAsync(wire.EventSubject(sid, event.TurnStarted), body(sid, i)); err != nil {
+			if _, err := bus.js.PublishAsync(wire.ShardSubject(k, sid), body(sid, i)); err != nil {
 				b.Fatal(err)
 			}
 			if n%100 == 0 && n/100 < target {
-				if _, err := bus.js.PublishAsync(wire.EventSubject("s_target", event.TurnStarted), body("s_target", n/100)); err != nil {
+				if _, err := bus.js.PublishAsync(wire.ShardSubject(k, "s_target"), body("s_target", n/100)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -72,7 +74,7 @@ func BenchmarkReplay(b *testing.B) {
 	for _, v := range []struct {
 		name string
 		fn   func(context.Context, string, uint64) ([]event.Event, uint64, error)
-	}{{"DirectGet", bus.replayDirect}, {"Consumer", bus.replayConsumer}} {
+	}{{"DirectGet", bus.Replay}, {"Consumer", bus.replayConsumer}} {
 		b.Run(v.name, func(b *testing.B) {
 			for b.Loop() {
 				evs, _, err := v.fn(ctx, "s_target", 0)
@@ -83,7 +85,7 @@ func BenchmarkReplay(b *testing.B) {
 		})
 		b.Run(v.name+"Tail10", func(b *testing.B) {
 			// resume from a checkpoint: the last 10 events
-			all, _, _ := bus.replayDirect(ctx, "s_target", 0)
+			all, _, _ := bus.Replay(ctx, "s_target", 0)
 			from := all[target-10].Seq
 			for b.Loop() {
 				evs, _, err := v.fn(ctx, "s_target", from)

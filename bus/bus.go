@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Bus is a node's (or a client's) handle on NATS: the connection, the embedded
@@ -22,15 +23,16 @@ type Bus struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 
-	evt         jetstream.Stream
+	// shards are the event log's streams, shards[k] is TAH_EVT_<k>.
+	shards      []jetstream.Stream
 	in          jetstream.Stream
 	checkpoints jetstream.KeyValue
 	toolResults jetstream.KeyValue
 	nodes       jetstream.KeyValue
 	artifacts   jetstream.ObjectStore
 
-	// publish sends one event message and waits for its ack. Tests replace it
-	// to lose acknowledgements.
+	// publish sends one record and waits for its ack. Tests replace it to
+	// lose acknowledgements.
 	publish func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error)
 	// replies routes the replies of batched direct gets.
 	replies *replyMux
@@ -109,6 +111,10 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		return nil, err
 	}
 	if err := b.setupWithRetry(ctx); err != nil {
+		b.abort(ctx)
+		return nil, err
+	}
+	if err := b.migrateLegacyLog(ctx); err != nil {
 		b.abort(ctx)
 		return nil, err
 	}
@@ -245,11 +251,18 @@ func (b *Bus) ClientURL() string {
 // MaxPayload is the largest message the server accepts, headers included.
 func (b *Bus) MaxPayload() int { return int(b.nc.MaxPayload()) }
 
-// MaxEventSize is the largest event body (event.Event.Marshal) that Append
-// accepts whatever its headers: the server's max payload less headerAllowance.
-// Larger tool outputs belong in the object store (PutArtifact).
-func (b *Bus) MaxEventSize() int { return b.MaxPayload() - headerAllowance }
+// MaxRecordSize is the largest record body (event.EncodeRecord: the events
+// of one Append) that Append accepts whatever its headers: the server's max
+// payload less headerAllowance. Larger tool outputs belong in the object store
+// (PutArtifact).
+func (b *Bus) MaxRecordSize() int { return b.MaxPayload() - headerAllowance }
 
-// headerAllowance is the room MaxEventSize keeps for an append's headers: the
-// message id and the two fencing headers, with a 128-byte session id.
+// headerAllowance is the room MaxRecordSize keeps for an append's headers: the
+// message id and the fencing header, with a 128-byte session id.
 const headerAllowance = 1024
+
+// Shards is the number of shards of the event log.
+func (b *Bus) Shards() int { return len(b.shards) }
+
+// ShardOf is the shard of the event log that holds session sid's records.
+func (b *Bus) ShardOf(sid string) int { return wire.Shard(sid, len(b.shards)) }

@@ -45,8 +45,8 @@ func TestR3(t *testing.T) {
 	t.Run("restart of the leader", func(t *testing.T) {
 		const sid = "s_r3restart"
 		w, _ := b.Writer(sid, 1, 0)
-		before := mustAppend(t, w, turn(sid, 0), turn(sid, 1))
-		l := c.StreamLeader(wire.EventStream)
+		before := append(mustAppend(t, w, turn(sid, 0)), mustAppend(t, w, turn(sid, 1))...)
+		l := c.StreamLeader(wire.EventShardStream(b.ShardOf(sid)))
 		if l < 0 {
 			t.Fatal("no stream leader")
 		}
@@ -59,8 +59,8 @@ func TestR3(t *testing.T) {
 	})
 }
 
-// leaderChange appends to several sessions while the event stream's leader
-// steps down twice: every acknowledged event is in the log exactly once, in
+// leaderChange appends to several sessions while the leaders of the log's
+// shards step down twice: every acknowledged event is in the log exactly once, in
 // the order of its session's appends, and no writer is wrongly fenced.
 func leaderChange(t *testing.T, c *natstest.Cluster, b *Bus, prefix string) {
 	const sessions, perSession = 4, 30
@@ -90,12 +90,15 @@ func leaderChange(t *testing.T, c *natstest.Cluster, b *Bus, prefix string) {
 	}
 	stepdown := func() {
 		t.Helper()
-		l := c.StreamLeader(wire.EventStream)
-		if l < 0 {
-			return
-		}
-		if err := c.Member(l).Server().JetStreamStepdownStream(server.DEFAULT_GLOBAL_ACCOUNT, wire.EventStream); err != nil {
-			t.Logf("stepdown: %v", err)
+		for k := range b.Shards() {
+			name := wire.EventShardStream(k)
+			l := c.StreamLeader(name)
+			if l < 0 {
+				continue
+			}
+			if err := c.Member(l).Server().JetStreamStepdownStream(server.DEFAULT_GLOBAL_ACCOUNT, name); err != nil {
+				t.Logf("stepdown %s: %v", name, err)
+			}
 		}
 	}
 	reached := func(n int) func() bool {
@@ -142,7 +145,7 @@ func dumpLog(t *testing.T, b *Bus, sid string) {
 		return
 	}
 	for _, ev := range evs {
-		m, err := b.evt.GetMsg(context.Background(), ev.Seq)
+		m, err := b.shards[b.ShardOf(sid)].GetMsg(context.Background(), ev.Seq)
 		if err != nil {
 			t.Logf("dump %d: %v", ev.Seq, err)
 			continue

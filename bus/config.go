@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 // Config says how a Bus reaches NATS and how it sets up TAH's streams.
@@ -36,7 +38,7 @@ type Config struct {
 	// and may lose the writes of the last interval on a crash of the machine.
 	SyncInterval time.Duration `json:"sync_interval,omitempty"`
 	// MaxPayload is the embedded server's largest message in bytes, headers
-	// included. It bounds an event's size (see Bus.MaxEventSize).
+	// included. It bounds a record's size (see Bus.MaxRecordSize).
 	MaxPayload int32 `json:"max_payload,omitempty"`
 	// Cluster joins the embedded server to others by routes (for R3).
 	Cluster ClusterConfig `json:"cluster,omitzero"`
@@ -54,6 +56,11 @@ type Config struct {
 	// Partitions is the number of input partitions of TAH_IN. Changing it is
 	// possible only while no input is pending.
 	Partitions int `json:"partitions,omitempty"`
+	// Shards is the number of shards of the event log (streams TAH_EVT_0 to
+	// TAH_EVT_<Shards-1>), fixed when Open creates the log: 0 takes the
+	// existing log's count, or wire.DefaultShards for a new log. A count
+	// that differs from the existing log's is refused.
+	Shards int `json:"shards,omitempty"`
 	// NoSetup makes Open check the streams and buckets instead of creating or
 	// updating them: for clients whose credentials may not manage streams.
 	NoSetup bool `json:"no_setup,omitempty"`
@@ -96,7 +103,8 @@ type ClusterConfig struct {
 }
 
 // Default returns the configuration of a single embedded node: 127.0.0.1:4222,
-// data in .tah, fsync on every write, R1, 16 partitions.
+// data in .tah, fsync on every write, R1, 16 partitions, the log's shard count
+// (wire.DefaultShards for a new log).
 func Default() Config {
 	return Config{
 		DataDir:            ".tah",
@@ -155,6 +163,9 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 1 || c.Partitions > 1024 {
 		return bad("partitions %d is not within 1..1024", c.Partitions)
+	}
+	if c.Shards < 0 || c.Shards > 1024 {
+		return bad("shards %d is not within 0 (the existing log's, or %d for a new one)..1024", c.Shards, wire.DefaultShards)
 	}
 	for _, d := range []struct {
 		name string

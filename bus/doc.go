@@ -16,7 +16,7 @@
 //
 //	evs, last, err := b.Replay(ctx, sid, 0) // the session's log
 //	w, err := b.Writer(sid, epoch, last)     // this owner's fenced writer
-//	seqs, err := w.Append(ctx, ev1, ev2)     // errors.Is(err, bus.ErrFenced): ownership lost
+//	seqs, err := w.Append(ctx, ev1, ev2)     // one record; errors.Is(err, bus.ErrFenced): ownership lost
 //
 // # Server and connection
 //
@@ -35,35 +35,57 @@
 //
 // # Setup
 //
-// Open creates or updates the streams TAH_EVT and TAH_IN, one durable consumer
-// per input partition, the KV buckets tah_checkpoints, tah_tool_results and
-// tah_nodes, and the object store tah_artifacts. It is idempotent (nodes
-// starting together race harmlessly; a step that times out on a forming
-// cluster is retried) and versioned: the streams carry the metadata
-// tah.setup=wire.SetupVersion and tah.protocol=wire.ProtocolVersion. A stream of a newer
-// setup version, or not made by TAH, stops Open with ErrIncompatibleSetup and
-// what to do; an older or different one is updated in place when NATS allows
-// it (subjects, replicas, transform, partition count while no input is
-// pending), and otherwise Open says how to migrate. Config.NoSetup only
+// Open creates or updates the shards of the event log (streams TAH_EVT_0 to
+// TAH_EVT_<n-1>), TAH_IN, one durable consumer per input partition, the KV
+// buckets tah_checkpoints, tah_tool_results and tah_nodes, and the object
+// store tah_artifacts. It is idempotent (nodes starting together race
+// harmlessly; a step that times out on a forming cluster is retried) and
+// versioned: the streams carry the metadata tah.setup=wire.SetupVersion and
+// tah.protocol=wire.ProtocolVersion, the shards tah.shards (their count) and
+// TAH_IN tah.partitions. A stream of a newer setup version, or not made by
+// TAH, stops Open with ErrIncompatibleSetup and what to do; an older or
+// different one is updated in place when NATS allows it (subjects, replicas,
+// transform, partition count while no input is pending), and otherwise Open
+// says how to migrate. The shard count is fixed when the log is created
+// (Config.Shards, or wire.DefaultShards): a node configured with another one
+// is refused, one configured with 0 takes the log's. Config.NoSetup only
 // checks, for clients that may not manage streams.
+//
+// A log written before shards and records (one stream, TAH_EVT, an event per
+// message on tah.sess.<sid>.evt.<type>) is migrated by Open, before it
+// returns: the node that creates the key log-v2 of the KV bucket tah_locks
+// (refreshed every ten seconds, expiring after wire.LockTTL) seals TAH_EVT,
+// copies every session's events in order into its shard, each as a record of
+// one event with the message id "<sid>:v1:<nonce>:<old sequence>", drops the
+// checkpoints (they counted the old sequences), removes TAH_EVT and the lock
+// bucket; it logs its progress every five seconds. The other nodes wait until
+// TAH_EVT is gone, and take the lock over if it expires. An interrupted
+// migration resumes each session after its last copied event (the message
+// id says which), and the copies are fenced like appends, so a second
+// migrator cannot copy an event twice.
 //
 // # Appending
 //
-// One stream holds every session (streams per session would each be a Raft
-// group on a cluster), with no MaxMsgsPerSubject, which counts per exact
-// subject and would silently drop steps. An event goes to
-// tah.sess.<sid>.evt.<type> with Nats-Expected-Last-Subject-Sequence set to
-// the writer's last sequence over tah.sess.<sid>.evt.>: a writer that is not
-// the current owner gets API error 10071 (R1) or 10164 (R3), returned as
+// A session's records are in one shard, wire.Shard(sid, n) (FNV-1a of the id
+// modulo the shard count), on one subject, tah.evt.<k>.<sid>: streams per
+// session would each be a Raft group on a cluster, and shards give appends of
+// different sessions as many Raft leaders (and fsync queues) as there are
+// shards. No stream has MaxMsgsPerSubject, which would silently drop
+// records. An Append is one record (event.Record: the events of the call, in
+// one message, all or none) published with Nats-Expected-Last-Subject-Sequence
+// set to the writer's last sequence of that subject: a writer that is not the
+// current owner gets API error 10071 (R1) or 10164 (R3), returned as
 // ErrFenced. The Nats-Msg-Id is "<sid>:<epoch>:<writer nonce>:<expected last
 // sequence>": unique to one writer and one position, so that a duplicate can
 // only ever be the writer's own retry (a per-writer random nonce, not only a
 // counter, because two writers of the same epoch — two creators of a session,
 // or an owner that reopened its writer — must never dedupe into each other).
+// A record, headers included, must fit the server's max payload
+// (MaxRecordSize is the largest body always accepted).
 //
 // A lost acknowledgement (timeout, no responders, reconnect) is resolved by
-// reading the session's last message from the stream leader: if its
-// Nats-Msg-Id is ours, the event landed; if it is someone else's after our
+// reading the session's last message from the shard's leader: if its
+// Nats-Msg-Id is ours, the record landed; if it is someone else's after our
 // expected sequence, we are fenced; otherwise the same message is retried,
 // which the server answers "wrong last sequence" (R1) or as a duplicate (R3)
 // if the first attempt landed in the meantime — both resolved the same way.
@@ -79,9 +101,11 @@
 // refused because the session's last message is its own (its message id has
 // the writer's prefix) carries on after it rather than calling itself fenced,
 // and Replay and the tails drop a message whose Nats-Msg-Id repeats the
-// previous one of its session (TestStoredDuplicate makes such a copy). One append is in flight per SessionWriter (R3 rejects pipelined
-// fenced appends); sessions append in parallel. Atomic batch publish is not
-// used: it stages each batch on disk on R1 and was measured 25 times slower.
+// previous one of its session (TestStoredDuplicate makes such a copy). One
+// append is in flight per SessionWriter (R3 rejects pipelined fenced
+// appends); sessions append in parallel. Atomic batch publish is not used: it
+// stages each batch on disk on R1 and was measured 25 times slower; a record
+// is atomic by being one message.
 //
 // To claim a session that an old owner may still be writing, append the claim
 // at LastSeq (one round trip per attempt, retried while fenced) and replay up
@@ -90,24 +114,27 @@
 //
 // # Replay
 //
-// Replay reads a session's events with batched direct gets
-// ($JS.API.DIRECT.GET.TAH_EVT with next_by_subj, batch and max_bytes; nats.go
-// v1.55 has no API for it, so the requests are made by hand, with their
-// replies routed by one shared wildcard inbox subscription). It was measured
-// against an ephemeral filtered consumer (what an ordered consumer is on the
-// server), reading one session's 100 events interleaved with 1,000 other
-// sessions (10,100 messages), on a shared 2-core VM, R1 file store
-// (BenchmarkReplay; two runs, the machine busy and quiet):
+// Replay reads a session's records from its shard with batched direct gets
+// ($JS.API.DIRECT.GET.TAH_EVT_<k> with next_by_subj, batch and max_bytes;
+// nats.go v1.55 has no API for it, so the requests are made by hand, with
+// their replies routed by one shared wildcard inbox subscription) and returns
+// their events, each with its record's Seq and its Index in it (a version-1
+// message of a log migrated from TAH_EVT is a record of one event). Direct
+// gets were measured against an ephemeral filtered consumer (what an ordered
+// consumer is on the server), reading one session's 100 events interleaved
+// with 1,000 other sessions (10,100 messages in one stream), on a shared
+// 2-core VM, R1 file store (BenchmarkReplay, before shards; two runs, the
+// machine busy and quiet):
 //
 //	                       direct get         consumer
 //	all 100 events         3.6 / 1.4 ms       4.4 / 1.5 ms
 //	last 10 (a checkpoint) 0.6 / 0.25 ms      1.1 / 0.55 ms
 //
 // so Replay uses direct gets: no consumer to create and delete. Its cost
-// grows with how interleaved the stream is: resume from checkpoints. On a
+// grows with how interleaved the shard is: resume from checkpoints. On a
 // replicated stream a direct get may be answered by a lagging replica, so
-// Replay confirms the last sequence with the stream leader and reads on until
-// it has it.
+// Replay confirms the last sequence with the shard's leader and reads on
+// until it has it.
 //
 // For comparison on the same VM (BenchmarkAppend): one fenced append is about
 // 0.9-1.3 ms with SyncAlways (this VM's fsync) and 50 µs with a one-second
@@ -115,15 +142,18 @@
 //
 // # Tails
 //
-// Tail watches one session from a sequence on, TailAll every session: both
-// are ordered consumers starting at that sequence, so history and live
-// events are one stream with no seam, and the client library recreates the
-// consumer from the last delivered sequence after a gap or reconnect; a
-// sequence at or below the last delivered one is never handed out twice.
-// TailAll is an ordered consumer rather than a durable one because its user,
-// the read model, stores the last sequence it applied in its own database, in
-// the same transaction as the rows: that is the one place that can say where
-// to restart, and no consumer state outlives a node.
+// Tail watches one session from a sequence of its shard on, TailAll every
+// session of every shard, each shard from a sequence of its own: both are
+// ordered consumers (one per shard) starting at that sequence, so history
+// and live records are one stream with no seam, and the client library
+// recreates a consumer from the last delivered sequence after a gap or
+// reconnect; a sequence at or below the last delivered one is never handed
+// out twice. Tail hands out events; TailAll whole records with their shard,
+// so that its user can keep a position per shard at record boundaries.
+// TailAll is made of ordered consumers rather than durable ones because its
+// user, the read model, stores the positions it applied in its own database,
+// in the same transaction as the rows: that is the one place that can say
+// where to restart, and no consumer state outlives a node.
 //
 // # Deltas
 //
@@ -150,9 +180,9 @@
 //
 // # Limits
 //
-// Session ids are checked with event.ValidSessionID (ErrInvalidSessionID). An
-// event larger than the server's max payload is refused before it is sent,
-// with ErrPayloadTooLarge naming both sizes; MaxEventSize is the largest body
+// Session ids are checked with event.ValidSessionID (ErrInvalidSessionID). A
+// record larger than the server's max payload is refused before it is sent,
+// with ErrPayloadTooLarge naming both sizes; MaxRecordSize is the largest body
 // always accepted. Large tool outputs go to the object store (PutArtifact) and
 // the event carries the event.ArtifactRef.
 package bus

@@ -13,6 +13,7 @@ import (
 
 // A node's view of a session's log: open the bus (here an embedded server on a
 // random port), claim the session with a fenced writer, append, read back.
+// One Append is one record: its events share a sequence.
 func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "tah-example")
@@ -46,12 +47,12 @@ func Example() {
 
 	evs, lastSeq, _ := b.Replay(ctx, sid, 0)
 	for _, ev := range evs {
-		fmt.Println(ev.Seq, ev.Type, ev.Epoch)
+		fmt.Println(ev.Seq, ev.Index, ev.Type, ev.Epoch)
 	}
 	fmt.Println("last:", lastSeq)
 	// Output:
 	// stale writer fenced: true
-	// 1 session.claimed 1
-	// 2 turn.started 1
-	// last: 2
+	// 1 0 session.claimed 1
+	// 1 1 turn.started 1
+	// last: 1
 }

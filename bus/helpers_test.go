@@ -73,6 +73,18 @@ func turn(sid string, i int) event.Event {
 	return event.MustNew(sid, event.TurnStarted, event.TurnStartedData{Turn: i + 1, Message: llm.User(fmt.Sprintf("%s #%d", sid, i))})
 }
 
+// sidsInShard returns n session ids starting with prefix that b puts in
+// shard k: sessions whose records interleave in one stream.
+func sidsInShard(b *Bus, k, n int, prefix string) []string {
+	var out []string
+	for i := 0; len(out) < n; i++ {
+		if sid := fmt.Sprintf("%s%d", prefix, i); b.ShardOf(sid) == k {
+			out = append(out, sid)
+		}
+	}
+	return out
+}
+
 func mustAppend(t testing.TB, w *SessionWriter, evs ...event.Event) []uint64 {
 	t.Helper()
 	seqs, err := w.Append(ctxT(t), evs...)

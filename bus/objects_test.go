@@ -23,16 +23,19 @@ func TestPayloadTooLarge(t *testing.T) {
 	}
 	// The writer is not broken by it.
 	mustAppend(t, w, turn(sid, 0))
-	// An event of exactly MaxEventSize bytes fits, whatever its headers.
+	// A record of exactly MaxRecordSize bytes fits, whatever its headers.
 	mk := func(n int) event.Event {
 		e := event.MustNew(sid, event.TurnStarted, event.TurnStartedData{Turn: 2, Message: llm.User(strings.Repeat("y", n))})
 		e.Epoch, e.Time = 1, ev.Time
 		return e
 	}
-	b1, _ := mk(1).Marshal()
-	fit := mk(b.MaxEventSize() - len(b1) + 1)
-	if body, _ := fit.Marshal(); len(body) != b.MaxEventSize() {
-		t.Fatalf("test event is %d bytes, want %d", len(body), b.MaxEventSize())
+	size := func(e event.Event) int {
+		body, _ := event.EncodeRecord([]event.Event{e})
+		return len(body)
+	}
+	fit := mk(b.MaxRecordSize() - size(mk(1)) + 1)
+	if n := size(fit); n != b.MaxRecordSize() {
+		t.Fatalf("test record is %d bytes, want %d", n, b.MaxRecordSize())
 	}
 	mustAppend(t, w, fit)
 	// Inputs too.

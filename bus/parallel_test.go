@@ -57,11 +57,13 @@ func TestThousandSessionsInParallel(t *testing.T) {
 	var mu sync.Mutex
 	bySession := map[string][]event.Event{}
 	n := 0
-	tl, err := b.TailAll(ctxT(t), 0, func(ev event.Event) error {
+	tl, err := b.TailAll(ctxT(t), nil, func(_ int, evs []event.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
-		bySession[ev.Session] = append(bySession[ev.Session], ev)
-		n++
+		for _, ev := range evs {
+			bySession[ev.Session] = append(bySession[ev.Session], ev)
+			n++
+		}
 		return nil
 	})
 	if err != nil {

@@ -14,7 +14,9 @@ import (
 	"github.com/tah-dev/tah/wire"
 )
 
-var fenceRE = regexp.MustCompile("(?s)```(json)?\n(.*?)```")
+// fenceRE finds the fenced blocks: JSON examples, headers (no language) and
+// code in other languages (skipped).
+var fenceRE = regexp.MustCompile("(?s)```([a-z]*)\n(.*?)```")
 
 // strict decodes raw into v refusing unknown fields.
 func strict(raw []byte, v any) error {
@@ -92,9 +94,13 @@ func checkExamples(t reporter, doc []byte) {
 	var prevPlain string // the last fenced block without a language: headers
 	for _, m := range fenceRE.FindAllSubmatch(doc, -1) {
 		lang, body := string(m[1]), m[2]
-		if lang == "" {
+		switch lang {
+		case "":
 			prevPlain = string(body)
 			continue
+		case "json":
+		default:
+			continue // code
 		}
 		var probe map[string]json.RawMessage
 		if json.Unmarshal(body, &probe) != nil {
@@ -106,31 +112,27 @@ func checkExamples(t reporter, doc []byte) {
 		switch {
 		case probe["$schema"] != nil:
 			// an inline JSON Schema
+		case probe["v"] != nil && probe["events"] != nil:
+			var rec event.Record
+			if err := strict(body, &rec); err != nil || rec.V != event.SchemaVersion {
+				t.Errorf("record example (version %d): %v\n%s", rec.V, err, body)
+				continue
+			}
+			evs, err := event.DecodeRecord(body, 1)
+			if err != nil {
+				t.Errorf("record example: %v\n%s", err, body)
+				continue
+			}
+			for _, ev := range evs {
+				checkEvent(t, ev, seen)
+			}
 		case probe["type"] != nil && probe["data"] != nil && probe["session"] != nil:
 			var ev event.Event
 			if err := strict(body, &ev); err != nil {
 				t.Errorf("event example: %v\n%s", err, body)
 				continue
 			}
-			p := event.Payload(ev.Type)
-			if p == nil {
-				t.Errorf("event example of unknown type %q", ev.Type)
-				continue
-			}
-			if err := strict(ev.Data, p); err != nil {
-				t.Errorf("%s example: %v", ev.Type, err)
-				continue
-			}
-			if _, err := ev.Decode(); err != nil {
-				t.Errorf("%s example: %v", ev.Type, err)
-			}
-			if again, _ := json.Marshal(p); !sameJSON(again, ev.Data) {
-				t.Errorf("%s example differs from what Go writes (a missing required field, or a zero optional one?):\n doc %s\n  go %s", ev.Type, ev.Data, again)
-			}
-			if err := event.ValidSessionID(ev.Session); err != nil {
-				t.Errorf("%s example: %v", ev.Type, err)
-			}
-			seen[ev.Type] = true
+			checkEvent(t, ev, seen)
 		case strings.Contains(headers, wire.HeaderCommand+":"):
 			msg := nats.NewMsg("tah.in.0.s_x")
 			for _, line := range strings.Split(strings.TrimSpace(headers), "\n") {
@@ -178,4 +180,29 @@ func checkExamples(t reporter, doc []byte) {
 	if inputs < 4 || deltas < 1 || errs < 1 || refs < 1 {
 		t.Errorf("examples checked: %d inputs, %d deltas, %d input errors, %d artifact references", inputs, deltas, errs, refs)
 	}
+}
+
+// checkEvent checks an event example's payload against its Go type, and
+// records its type as seen.
+func checkEvent(t reporter, ev event.Event, seen map[event.Type]bool) {
+	t.Helper()
+	p := event.Payload(ev.Type)
+	if p == nil {
+		t.Errorf("event example of unknown type %q", ev.Type)
+		return
+	}
+	if err := strict(ev.Data, p); err != nil {
+		t.Errorf("%s example: %v", ev.Type, err)
+		return
+	}
+	if _, err := ev.Decode(); err != nil {
+		t.Errorf("%s example: %v", ev.Type, err)
+	}
+	if again, _ := json.Marshal(p); !sameJSON(again, ev.Data) {
+		t.Errorf("%s example differs from what Go writes (a missing required field, or a zero optional one?):\n doc %s\n  go %s", ev.Type, ev.Data, again)
+	}
+	if err := event.ValidSessionID(ev.Session); err != nil {
+		t.Errorf("%s example: %v", ev.Type, err)
+	}
+	seen[ev.Type] = true
 }

@@ -14,23 +14,30 @@ import (
 	"github.com/tah-dev/tah/wire"
 )
 
-// Replay reads session sid's events from sequence fromSeq on (0 or 1: from the
-// start) and returns them in stream order, with lastSeq, the sequence of the
-// session's last event: the one to open a Writer with. lastSeq is that of the
-// last event returned, or, when none is at or after fromSeq, that of the
-// session's last event before it (0 for a session without events).
+// Replay reads session sid's records from sequence fromSeq on (0 or 1: from
+// the start) and returns their events in log order (each with its record's
+// Seq and its Index in it), with lastSeq, the sequence of the session's last
+// record: the one to open a Writer with. lastSeq is that of the last record
+// returned, or, when none is at or after fromSeq, that of the session's last
+// record before it (0 for a session without events).
 //
-// It reads with batched direct gets (next_by_subj over tah.sess.<sid>.evt.>),
-// which cost the same whatever the number of other sessions interleaved in the
-// stream between fromSeq and the end; on a replicated stream it then confirms
-// lastSeq with the stream leader, so that a lagging replica cannot hand out a
-// stale lastSeq. An event whose body is not an envelope fails the replay with
-// an error wrapping event.ErrMalformed that names its sequence.
+// It reads the session's shard with batched direct gets (next_by_subj on
+// tah.evt.<k>.<sid>), which cost the same whatever the number of other
+// sessions interleaved in the shard between fromSeq and the end; on a
+// replicated stream it then confirms lastSeq with the stream leader, so that
+// a lagging replica cannot hand out a stale lastSeq. A message whose body is
+// not a record (nor a version-1 event) fails the replay with an error wrapping
+// event.ErrMalformed that names its sequence.
 func (b *Bus) Replay(ctx context.Context, sid string, fromSeq uint64) ([]event.Event, uint64, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, 0, err
 	}
-	return b.replayDirect(ctx, sid, fromSeq)
+	k := b.ShardOf(sid)
+	evs, last, err := b.replayDirect(ctx, b.shards[k], wire.ShardSubject(k, sid), fromSeq)
+	if err != nil {
+		return nil, 0, fmt.Errorf("replay session %s from %d: %w", sid, fromSeq, err)
+	}
+	return evs, last, nil
 }
 
 // replayBatch is how many messages one direct get request asks for (a
@@ -39,8 +46,10 @@ var replayBatch = 1000
 
 const replayMaxBytes = 8 << 20
 
-func (b *Bus) replayDirect(ctx context.Context, sid string, fromSeq uint64) ([]event.Event, uint64, error) {
-	filter := wire.SessionEvents(sid)
+// replayDirect reads the records of stream st on filter (one session) from
+// fromSeq on: Replay's work, on a shard or, for the migration, the legacy log.
+func (b *Bus) replayDirect(ctx context.Context, st jetstream.Stream, filter string, fromSeq uint64) ([]event.Event, uint64, error) {
+	stream := st.CachedInfo().Config.Name
 	from := max(fromSeq, 1)
 	var evs []event.Event
 	var last uint64   // the sequence of the last message read (a dropped duplicate included)
@@ -50,9 +59,9 @@ func (b *Bus) replayDirect(ctx context.Context, sid string, fromSeq uint64) ([]e
 			var end uint64
 			var more bool
 			var err error
-			evs, end, more, err = b.directBatch(ctx, filter, from, evs, &prevID)
+			evs, end, more, err = b.directBatch(ctx, stream, filter, from, evs, &prevID)
 			if err != nil {
-				return fmt.Errorf("replay session %s from %d: %w", sid, fromSeq, err)
+				return err
 			}
 			if end > 0 {
 				last, from = end, end+1
@@ -65,18 +74,18 @@ func (b *Bus) replayDirect(ctx context.Context, sid string, fromSeq uint64) ([]e
 	if err := readAll(); err != nil {
 		return nil, 0, err
 	}
-	if last != 0 && b.evt.CachedInfo().Config.Replicas <= 1 {
+	if last != 0 && st.CachedInfo().Config.Replicas <= 1 {
 		return evs, last, nil
 	}
 	// Ask the leader for the session's last sequence: nothing was found after
 	// fromSeq, or a replica that answered the direct gets may lag.
 	target := uint64(0)
-	lm, err := b.lastMsg(ctx, filter)
+	lm, err := b.lastMsg(ctx, stream, filter)
 	switch {
 	case err == nil:
 		target = lm.seq
 	case !errors.Is(err, jetstream.ErrMsgNotFound):
-		return nil, 0, fmt.Errorf("replay session %s: last sequence: %w", sid, err)
+		return nil, 0, fmt.Errorf("last sequence: %w", err)
 	}
 	if last == 0 && target < max(fromSeq, 1) {
 		return evs, target, nil // no event at or after fromSeq
@@ -90,7 +99,7 @@ func (b *Bus) replayDirect(ctx context.Context, sid string, fromSeq uint64) ([]e
 			// A replica behind the leader: it catches up within milliseconds.
 			select {
 			case <-ctx.Done():
-				return nil, 0, fmt.Errorf("replay session %s: replica behind the leader (%d < %d): %w", sid, last, target, ctx.Err())
+				return nil, 0, fmt.Errorf("replica behind the leader (%d < %d): %w", last, target, ctx.Err())
 			case <-time.After(5 * time.Millisecond):
 			}
 		}
@@ -98,12 +107,13 @@ func (b *Bus) replayDirect(ctx context.Context, sid string, fromSeq uint64) ([]e
 	return evs, last, nil
 }
 
-// directBatch asks the stream for up to replayBatch messages on filter from
-// sequence from on, appends them to evs as events, and returns the sequence of
-// the last message read (0 for none) and whether more are pending. A message
-// whose Nats-Msg-Id is the same as the one before it (*prevID) is a duplicate
-// of it stored by the stream (see dropDuplicate) and is skipped.
-func (b *Bus) directBatch(ctx context.Context, filter string, from uint64, evs []event.Event, prevID *string) ([]event.Event, uint64, bool, error) {
+// directBatch asks stream for up to replayBatch messages on filter from
+// sequence from on, appends their records' events to evs, and returns the
+// sequence of the last message read (0 for none) and whether more are
+// pending. A message whose Nats-Msg-Id is the same as the one before it
+// (*prevID) is a duplicate of it stored by the stream (see dropDuplicate) and
+// is skipped.
+func (b *Bus) directBatch(ctx context.Context, stream, filter string, from uint64, evs []event.Event, prevID *string) ([]event.Event, uint64, bool, error) {
 	req, _ := json.Marshal(struct {
 		Seq      uint64 `json:"seq"`
 		NextBy   string `json:"next_by_subj"`
@@ -115,7 +125,7 @@ func (b *Bus) directBatch(ctx context.Context, filter string, from uint64, evs [
 		return evs, 0, false, err
 	}
 	defer b.replies.close(r)
-	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+wire.EventStream, r.subject, req); err != nil {
+	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, r.subject, req); err != nil {
 		return evs, 0, false, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.AppendTimeout)
@@ -147,11 +157,11 @@ func (b *Bus) directBatch(ctx context.Context, filter string, from uint64, evs [
 		if dropDuplicate(prevID, m.Header.Get(wire.HeaderMsgID)) {
 			continue
 		}
-		ev, err := event.Unmarshal(m.Data, seq)
+		rec, err := event.DecodeRecord(m.Data, seq)
 		if err != nil {
 			return evs, end, false, err
 		}
-		evs = append(evs, ev)
+		evs = append(evs, rec...)
 	}
 }
 
@@ -159,8 +169,9 @@ func (b *Bus) directBatch(ctx context.Context, filter string, from uint64, evs [
 // filtered on the session (what an ordered consumer is on the server). It is
 // kept for BenchmarkReplay, which measures it against replayDirect.
 func (b *Bus) replayConsumer(ctx context.Context, sid string, fromSeq uint64) ([]event.Event, uint64, error) {
-	filter := wire.SessionEvents(sid)
-	c, err := b.evt.CreateConsumer(ctx, jetstream.ConsumerConfig{
+	k := b.ShardOf(sid)
+	st, filter := b.shards[k], wire.ShardSubject(k, sid)
+	c, err := st.CreateConsumer(ctx, jetstream.ConsumerConfig{
 		FilterSubject:     filter,
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       max(fromSeq, 1),
@@ -172,11 +183,11 @@ func (b *Bus) replayConsumer(ctx context.Context, sid string, fromSeq uint64) ([
 	if err != nil {
 		return nil, 0, err
 	}
-	defer func() { _ = b.evt.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
+	defer func() { _ = st.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
 	pending := c.CachedInfo().NumPending
 	evs := make([]event.Event, 0, pending)
-	for uint64(len(evs)) < pending {
-		batch, err := c.Fetch(int(min(pending-uint64(len(evs)), uint64(replayBatch))), jetstream.FetchMaxWait(b.cfg.AppendTimeout))
+	for read := uint64(0); read < pending; {
+		batch, err := c.Fetch(int(min(pending-read, uint64(replayBatch))), jetstream.FetchMaxWait(b.cfg.AppendTimeout))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -185,11 +196,12 @@ func (b *Bus) replayConsumer(ctx context.Context, sid string, fromSeq uint64) ([
 			if err != nil {
 				return nil, 0, err
 			}
-			ev, err := event.Unmarshal(m.Data(), md.Sequence.Stream)
+			rec, err := event.DecodeRecord(m.Data(), md.Sequence.Stream)
 			if err != nil {
 				return nil, 0, err
 			}
-			evs = append(evs, ev)
+			evs = append(evs, rec...)
+			read++
 		}
 		if err := batch.Error(); err != nil {
 			return nil, 0, err
@@ -198,7 +210,7 @@ func (b *Bus) replayConsumer(ctx context.Context, sid string, fromSeq uint64) ([
 	var last uint64
 	if len(evs) > 0 {
 		last = evs[len(evs)-1].Seq
-	} else if lm, err := b.lastMsg(ctx, filter); err == nil {
+	} else if lm, err := b.lastMsg(ctx, st.CachedInfo().Config.Name, filter); err == nil {
 		last = lm.seq
 	}
 	return evs, last, nil
@@ -229,11 +241,11 @@ type storedMsg struct {
 // lastMsgTry bounds one request of lastMsg.
 const lastMsgTry = 2 * time.Second
 
-// lastMsg returns the last message of TAH_EVT on filter (a wildcard is
+// lastMsg returns the last message of stream on filter (a wildcard is
 // allowed), asked of the stream leader (STREAM.MSG.GET, not a direct get that
 // a lagging replica could answer). It wraps jetstream.ErrMsgNotFound when
 // there is none.
-func (b *Bus) lastMsg(ctx context.Context, filter string) (*storedMsg, error) {
+func (b *Bus) lastMsg(ctx context.Context, stream, filter string) (*storedMsg, error) {
 	req, _ := json.Marshal(struct {
 		LastBy string `json:"last_by_subj"`
 	}{filter})
@@ -242,7 +254,7 @@ func (b *Bus) lastMsg(ctx context.Context, filter string) (*storedMsg, error) {
 	// than a long wait would.
 	rctx, cancel := context.WithTimeout(ctx, lastMsgTry)
 	defer cancel()
-	resp, err := b.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+wire.EventStream, req)
+	resp, err := b.nc.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return nil, err
 	}
@@ -276,8 +288,8 @@ func (b *Bus) lastMsg(ctx context.Context, filter string) (*storedMsg, error) {
 	return m, nil
 }
 
-// LastSeq returns the sequence of session sid's last event (0 when it has
-// none), asked of the stream leader. A new owner claims a session that an old
+// LastSeq returns the sequence of session sid's last record (0 when it has
+// none), asked of its shard's leader. A new owner claims a session that an old
 // one may still be writing by appending its claim at LastSeq — retrying with a
 // fresh LastSeq while that is fenced — and then replaying up to its claim:
 // that takes one round trip per attempt, where replaying first could lose the
@@ -286,7 +298,8 @@ func (b *Bus) LastSeq(ctx context.Context, sid string) (uint64, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return 0, err
 	}
-	m, err := b.lastMsg(ctx, wire.SessionEvents(sid))
+	k := b.ShardOf(sid)
+	m, err := b.lastMsg(ctx, wire.EventShardStream(k), wire.ShardSubject(k, sid))
 	switch {
 	case err == nil:
 		return m.seq, nil

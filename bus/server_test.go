@@ -50,7 +50,7 @@ func TestCloseStopsWhatTheBusStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := b.TailAll(ctxT(t), 0, func(event.Event) error { return nil })
+	tl, err := b.TailAll(ctxT(t), nil, func(int, []event.Event) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestCloseStopsWhatTheBusStarted(t *testing.T) {
 	if ic.ctx.Err() == nil {
 		t.Fatal("input consumer still running after Close")
 	}
-	if _, err := b.TailAll(ctxT(t), 0, func(event.Event) error { return nil }); !errors.Is(err, ErrClosed) && err == nil {
+	if _, err := b.TailAll(ctxT(t), nil, func(int, []event.Event) error { return nil }); !errors.Is(err, ErrClosed) && err == nil {
 		t.Fatalf("tail after Close: %v", err)
 	}
 	// The port is free again: the server is gone.
@@ -132,11 +132,11 @@ func TestEmbeddedCluster(t *testing.T) {
 			_ = b.Close(ctx)
 		})
 	}
-	si, err := nodes[0].evt.Info(ctxT(t))
-	if err != nil || si.Config.Replicas != 3 || si.Cluster == nil || len(si.Cluster.Replicas) != 2 {
-		t.Fatalf("TAH_EVT: %+v, %v", si, err)
-	}
 	const sid = "s_cl"
+	si, err := nodes[0].shards[nodes[0].ShardOf(sid)].Info(ctxT(t))
+	if err != nil || si.Config.Replicas != 3 || si.Cluster == nil || len(si.Cluster.Replicas) != 2 {
+		t.Fatalf("the session's shard: %+v, %v", si, err)
+	}
 	w0, _ := nodes[0].Writer(sid, 1, 0)
 	mustAppend(t, w0, turn(sid, 0), turn(sid, 1))
 	_, last := mustReplay(t, nodes[1], sid, 0)
@@ -151,16 +151,16 @@ func TestEmbeddedCluster(t *testing.T) {
 	}
 }
 
-// The embedded server lets the event stream have more consumers than
+// The embedded server lets a shard of the log have more consumers than
 // nats-server's default of 1,000 per stream: one per client turn under way.
 func TestEmbeddedServerNoConsumerLimit(t *testing.T) {
 	b := embedded(t)
-	st, err := b.JetStream().Stream(ctxT(t), wire.EventStream)
+	st, err := b.JetStream().Stream(ctxT(t), wire.EventShardStream(0))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 1001 {
-		if _, err := st.CreateConsumer(ctxT(t), jetstream.ConsumerConfig{FilterSubject: wire.SessionEvents(fmt.Sprintf("s_%d", i)),
+		if _, err := st.CreateConsumer(ctxT(t), jetstream.ConsumerConfig{FilterSubject: wire.ShardSubject(0, fmt.Sprintf("s_%d", i)),
 			AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, InactiveThreshold: time.Minute}); err != nil {
 			t.Fatalf("consumer %d: %v", i+1, err)
 		}

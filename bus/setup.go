@@ -58,7 +58,7 @@ func settingUp(err error) bool {
 // and bucket, and keeps handles on them.
 func (b *Bus) setup(ctx context.Context) error {
 	var err error
-	if b.evt, err = b.ensureStream(ctx, b.eventStreamConfig()); err != nil {
+	if err := b.ensureLog(ctx); err != nil {
 		return err
 	}
 	if b.in, err = b.ensureStream(ctx, b.inputStreamConfig()); err != nil {
@@ -176,14 +176,61 @@ func (b *Bus) metadata(extra ...string) map[string]string {
 	return m
 }
 
-func (b *Bus) eventStreamConfig() jetstream.StreamConfig {
+// ensureLog creates or checks the shards of the event log, with the count
+// the existing log has (its shard 0's metadata) or, for a new log, the
+// configured one.
+func (b *Bus) ensureLog(ctx context.Context) error {
+	have, err := b.logShards(ctx)
+	if err != nil {
+		return err
+	}
+	n := b.cfg.Shards
+	switch {
+	case have > 0 && n > 0 && have != n:
+		return fmt.Errorf("the event log has %d shards (metadata %s of %s) and this node is configured with %d: the count is fixed when the log is created, so start every node with %d (or 0: the log's): %w",
+			have, wire.MetaShards, wire.EventShardStream(0), n, have, ErrIncompatibleSetup)
+	case have > 0:
+		n = have
+	case n == 0:
+		n = wire.DefaultShards
+	}
+	shards := make([]jetstream.Stream, n)
+	for k := range n {
+		if shards[k], err = b.ensureStream(ctx, b.shardStreamConfig(k, n)); err != nil {
+			return err
+		}
+	}
+	b.shards = shards
+	return nil
+}
+
+// logShards reads the shard count of the existing log from its shard 0's
+// metadata: 0 when there is no log yet (or shard 0 does not say, which
+// ensureStream then reports).
+func (b *Bus) logShards(ctx context.Context) (int, error) {
+	s, err := b.js.Stream(ctx, wire.EventShardStream(0))
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("stream %s: %w", wire.EventShardStream(0), err)
+	}
+	n, err := strconv.Atoi(s.CachedInfo().Config.Metadata[wire.MetaShards])
+	if err != nil || n < 1 {
+		return 0, nil
+	}
+	return n, nil
+}
+
+// shardStreamConfig is shard k of a log of n shards.
+func (b *Bus) shardStreamConfig(k, n int) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:        wire.EventStream,
-		Description: "TAH event log: every event of every session",
-		Subjects:    []string{wire.EventSubjects},
+		Name:        wire.EventShardStream(k),
+		Description: fmt.Sprintf("TAH event log, shard %d of %d: the records of the sessions of this shard", k, n),
+		Subjects:    []string{wire.ShardSubjects(k)},
 		Retention:   jetstream.LimitsPolicy,
 		// No limits at all: in particular no MaxMsgsPerSubject, which counts per
-		// exact subject and would silently drop steps.
+		// subject, that is per session, and would silently drop its records.
 		MaxConsumers:      -1,
 		MaxMsgs:           -1,
 		MaxBytes:          -1,
@@ -193,7 +240,7 @@ func (b *Bus) eventStreamConfig() jetstream.StreamConfig {
 		Replicas:          b.cfg.Replicas,
 		Duplicates:        wire.DuplicateWindow,
 		AllowDirect:       true,
-		Metadata:          b.metadata(),
+		Metadata:          b.metadata(wire.MetaShards, strconv.Itoa(n)),
 	}
 }
 
@@ -260,6 +307,11 @@ func (b *Bus) ensureStream(ctx context.Context, want jetstream.StreamConfig) (je
 	if have.Storage != want.Storage || have.Retention != want.Retention {
 		return nil, fmt.Errorf("stream %s has storage %v and retention %v, this build needs %v and %v, which cannot be changed in place: back it up and remove it (nats stream rm %s), then start again: %w",
 			want.Name, have.Storage, have.Retention, want.Storage, want.Retention, want.Name, ErrIncompatibleSetup)
+	}
+	if hs, ws := have.Metadata[wire.MetaShards], want.Metadata[wire.MetaShards]; hs != ws && hs != "" {
+		// Another node created the log with its count at the same moment.
+		return nil, fmt.Errorf("stream %s is a shard of a log of %s shards, this node wants %s: the count is fixed when the log is created, so start every node with %s (or 0: the log's): %w",
+			want.Name, hs, ws, hs, ErrIncompatibleSetup)
 	}
 	if want.Name == wire.InputStream {
 		if hp := have.Metadata[wire.MetaPartitions]; hp != want.Metadata[wire.MetaPartitions] && info.State.Msgs > 0 {

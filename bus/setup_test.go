@@ -15,7 +15,14 @@ func TestSetupIsIdempotent(t *testing.T) {
 	srv := bustest.Server(t)
 	b1 := connected(t, srv.ClientURL())
 	b2 := connected(t, srv.ClientURL()) // a second node: same setup, nothing to change
-	for _, want := range []jetstream.StreamConfig{b2.eventStreamConfig(), b2.inputStreamConfig()} {
+	if b1.Shards() != wire.DefaultShards || b2.Shards() != wire.DefaultShards {
+		t.Fatalf("shards %d and %d, want %d", b1.Shards(), b2.Shards(), wire.DefaultShards)
+	}
+	wants := []jetstream.StreamConfig{b2.inputStreamConfig()}
+	for k := range b2.Shards() {
+		wants = append(wants, b2.shardStreamConfig(k, b2.Shards()))
+	}
+	for _, want := range wants {
 		s, err := b1.js.Stream(ctxT(t), want.Name)
 		if err != nil {
 			t.Fatal(err)
@@ -56,7 +63,7 @@ func openErr(t *testing.T, cfg Config) error {
 func TestSetupRefusesNewerVersion(t *testing.T) {
 	srv := bustest.Server(t)
 	b := connected(t, srv.ClientURL())
-	cfg := b.eventStreamConfig()
+	cfg := b.shardStreamConfig(3, b.Shards())
 	cfg.Metadata[wire.MetaSetup] = "99"
 	if _, err := b.js.UpdateStream(ctxT(t), cfg); err != nil {
 		t.Fatal(err)
@@ -72,7 +79,7 @@ func TestSetupRefusesForeignStream(t *testing.T) {
 	srv := bustest.Server(t)
 	nc := bustest.Connect(t, srv)
 	js, _ := jetstream.New(nc)
-	if _, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: wire.EventStream, Subjects: []string{"foo.>"}}); err != nil {
+	if _, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: wire.EventShardStream(0), Subjects: []string{"foo.>"}}); err != nil {
 		t.Fatal(err)
 	}
 	cfg := Default()
@@ -97,6 +104,40 @@ func TestNoSetupNeedsTheStreams(t *testing.T) {
 	cfg.Partitions = 8
 	if err := openErr(t, cfg); !errors.Is(err, ErrIncompatibleSetup) {
 		t.Fatalf("other partition count: err = %v", err)
+	}
+}
+
+// TestSetupShardCount: the shard count is fixed by the node that creates the
+// log; a node configured with another count is refused with what to do, and
+// one that does not say (0) takes the log's.
+func TestSetupShardCount(t *testing.T) {
+	srv := bustest.Server(t)
+	b := connected(t, srv.ClientURL(), func(c *Config) { c.Shards = 3 })
+	if b.Shards() != 3 {
+		t.Fatalf("shards %d", b.Shards())
+	}
+	for k := range 3 {
+		s, err := b.js.Stream(ctxT(t), wire.EventShardStream(k))
+		if err != nil || s.CachedInfo().Config.Metadata[wire.MetaShards] != "3" || s.CachedInfo().Config.Subjects[0] != wire.ShardSubjects(k) {
+			t.Fatalf("shard %d: %v", k, err)
+		}
+	}
+	other := b.cfg
+	other.Shards = 8
+	if err := openErr(t, other); !errors.Is(err, ErrIncompatibleSetup) || !strings.Contains(err.Error(), "start every node with 3") {
+		t.Fatalf("8 shards: err = %v", err)
+	}
+	if _, err := b.js.Stream(ctxT(t), wire.EventShardStream(3)); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("a refused node made shard 3: %v", err)
+	}
+	adopt := b.cfg
+	adopt.Shards = 0
+	if a := connected(t, srv.ClientURL(), func(c *Config) { *c = adopt }); a.Shards() != 3 {
+		t.Fatalf("a node without a count has %d shards", a.Shards())
+	}
+	adopt.NoSetup = true
+	if a := connected(t, srv.ClientURL(), func(c *Config) { *c = adopt }); a.Shards() != 3 || a.ShardOf("s_x") != b.ShardOf("s_x") {
+		t.Fatalf("a client has %d shards", a.Shards())
 	}
 }
 
@@ -137,6 +178,7 @@ func TestConfigValidate(t *testing.T) {
 		"replicas 2":        func(c *Config) { c.Replicas = 2 },
 		"replicas 3 alone":  func(c *Config) { c.Replicas = 3 },
 		"zero partitions":   func(c *Config) { c.Partitions = 0 },
+		"negative shards":   func(c *Config) { c.Shards = -1 },
 		"token and user":    func(c *Config) { c.Token, c.User = "t", "u" },
 		"password only":     func(c *Config) { c.Password = "p" },
 		"bad port":          func(c *Config) { c.Port = 70000 },

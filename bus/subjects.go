@@ -1,8 +1,5 @@
 package bus
 
-// JetStream's own headers of a fenced append (docs/protocol.md, Appending).
+// JetStream's own header of a fenced append (docs/protocol.md, Appending).
 // TAH's subjects, headers and names are in package wire.
-const (
-	hdrExpectLastSubjSeq  = "Nats-Expected-Last-Subject-Sequence"
-	hdrExpectLastSubjSubj = "Nats-Expected-Last-Subject-Sequence-Subject"
-)
+const hdrExpectLastSubjSeq = "Nats-Expected-Last-Subject-Sequence"

@@ -10,25 +10,31 @@ import (
 	"github.com/tah-dev/tah/wire"
 )
 
-// TailFunc receives the events of a tail, one at a time, in stream order.
-// Returning an error stops the tail; Tail.Err reports it. It must not call the
-// tail's Stop.
+// TailFunc receives the events of a session's Tail, one at a time, in log
+// order. Returning an error stops the tail; Tail.Err reports it. It must not
+// call the tail's Stop.
 type TailFunc func(event.Event) error
 
-// Tail is a running live watch of the log. Stop it when done; Close of the Bus
-// stops it too.
+// RecordFunc receives the records of TailAll, one at a time: the shard of the
+// log and the record's events (one session's, sharing one sequence), in each
+// shard's stream order. Returning an error stops the tail; Tail.Err reports
+// it. It must not call the tail's Stop.
+type RecordFunc func(shard int, evs []event.Event) error
+
+// Tail is a running live watch of the log: one ordered consumer per shard it
+// follows. Stop it when done; Close of the Bus stops it too.
 type Tail struct {
-	b    *Bus
-	fn   TailFunc
-	last uint64 // the last sequence delivered; guarded by mu
+	b  *Bus
+	fn RecordFunc
+
+	mu   sync.Mutex // held while fn runs
+	last []uint64   // per shard, the last sequence delivered
 	// prevIDs is the message id of the last message seen per session, to drop
 	// a duplicate stored by the stream (see dropDuplicate).
 	prevIDs map[string]string
-
-	mu      sync.Mutex // held while fn runs
 	stopped bool
 	err     error
-	cc      jetstream.ConsumeContext
+	ccs     []jetstream.ConsumeContext
 	once    sync.Once
 	done    chan struct{}
 }
@@ -36,27 +42,76 @@ type Tail struct {
 // Tail watches session sid's events from sequence fromSeq on (0 or 1: from the
 // start), first those already in the log, then new ones as they are appended,
 // calling fn for each exactly once and in order: there is no seam between
-// history and live. It runs an ordered consumer filtered on
-// tah.sess.<sid>.evt.>, which the client library recreates from the last
-// delivered sequence after any gap or reconnect.
+// history and live. It runs an ordered consumer of the session's shard
+// filtered on tah.evt.<k>.<sid>, which the client library recreates from the
+// last delivered sequence after any gap or reconnect.
 func (b *Bus) Tail(ctx context.Context, sid string, fromSeq uint64, fn TailFunc) (*Tail, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, err
 	}
-	return b.tail(ctx, wire.SessionEvents(sid), fromSeq, fn)
+	from := make([]uint64, b.Shards())
+	k := b.ShardOf(sid)
+	from[k] = fromSeq
+	return b.tail(ctx, from, map[int]string{k: wire.ShardSubject(k, sid)}, func(_ int, evs []event.Event) error {
+		for _, e := range evs {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
-// TailAll is Tail over every session (tah.sess.*.evt.>): the feed of a read
-// model, which stores the last sequence it applied and restarts from the next
-// one. It is an ordered consumer rather than a durable one: the read model's
-// own store is the one place that remembers how far it got, so a restart can
-// neither skip nor repeat what was committed with it, and no consumer state
-// outlives a node.
-func (b *Bus) TailAll(ctx context.Context, fromSeq uint64, fn TailFunc) (*Tail, error) {
-	return b.tail(ctx, wire.EventSubjects, fromSeq, fn)
+// TailAll follows every session in every shard: the feed of a read model,
+// which stores, for each shard, the last sequence it applied and restarts
+// from the next one. from[k] is the first sequence wanted of shard k (0 or 1:
+// from its start); a nil from starts every shard at its start, and otherwise
+// from has one entry per shard. fn gets whole records. The consumers are
+// ordered ones rather than durable: the read model's own store is the one
+// place that remembers how far it got, so a restart can neither skip nor
+// repeat what was committed with it, and no consumer state outlives a node.
+func (b *Bus) TailAll(ctx context.Context, from []uint64, fn RecordFunc) (*Tail, error) {
+	if from == nil {
+		from = make([]uint64, b.Shards())
+	}
+	if len(from) != b.Shards() {
+		return nil, fmt.Errorf("tail all: %d start sequences for a log of %d shards", len(from), b.Shards())
+	}
+	filters := make(map[int]string, b.Shards())
+	for k := range b.Shards() {
+		filters[k] = wire.ShardSubjects(k)
+	}
+	return b.tail(ctx, from, filters, fn)
 }
 
-func (b *Bus) tail(ctx context.Context, filter string, fromSeq uint64, fn TailFunc) (*Tail, error) {
+// tail starts an ordered consumer on each shard of filters, from from[k].
+func (b *Bus) tail(ctx context.Context, from []uint64, filters map[int]string, fn RecordFunc) (*Tail, error) {
+	t := &Tail{b: b, fn: fn, done: make(chan struct{}), prevIDs: map[string]string{}, last: make([]uint64, len(from))}
+	for k, seq := range from {
+		if seq > 0 {
+			t.last[k] = seq - 1
+		}
+	}
+	if err := b.track(t); err != nil {
+		return nil, err
+	}
+	t.mu.Lock() // no delivery before every consumer is in t.ccs
+	defer t.mu.Unlock()
+	for k, filter := range filters {
+		cc, err := b.consumeShard(ctx, k, from[k], filter, t.deliver)
+		if err != nil {
+			t.stopLocked()
+			b.untrack(t)
+			return nil, err
+		}
+		t.ccs = append(t.ccs, cc)
+	}
+	return t, nil
+}
+
+// consumeShard runs an ordered consumer of shard k on filter from sequence
+// fromSeq, handing its messages to deliver.
+func (b *Bus) consumeShard(ctx context.Context, k int, fromSeq uint64, filter string, deliver func(int, jetstream.Msg)) (jetstream.ConsumeContext, error) {
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -65,29 +120,18 @@ func (b *Bus) tail(ctx context.Context, filter string, fromSeq uint64, fn TailFu
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = fromSeq
 	}
-	oc, err := b.evt.OrderedConsumer(ctx, cfg)
+	oc, err := b.shards[k].OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("tail %s: %w", filter, err)
 	}
-	t := &Tail{b: b, fn: fn, done: make(chan struct{}), prevIDs: map[string]string{}}
-	if fromSeq > 0 {
-		t.last = fromSeq - 1
-	}
-	if err := b.track(t); err != nil {
-		return nil, err
-	}
-	t.mu.Lock() // no delivery before cc is set
-	defer t.mu.Unlock()
-	cc, err := oc.Consume(t.deliver)
+	cc, err := oc.Consume(func(m jetstream.Msg) { deliver(k, m) })
 	if err != nil {
-		b.untrack(t)
 		return nil, fmt.Errorf("tail %s: %w", filter, err)
 	}
-	t.cc = cc
-	return t, nil
+	return cc, nil
 }
 
-func (t *Tail) deliver(m jetstream.Msg) {
+func (t *Tail) deliver(k int, m jetstream.Msg) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
@@ -99,7 +143,7 @@ func (t *Tail) deliver(m jetstream.Msg) {
 		return
 	}
 	seq := md.Sequence.Stream
-	if seq <= t.last {
+	if seq <= t.last[k] {
 		return // never repeat
 	}
 	sid := wire.SessionFromSubject(m.Subject())
@@ -107,16 +151,16 @@ func (t *Tail) deliver(m jetstream.Msg) {
 	dup := dropDuplicate(&prev, m.Headers().Get(wire.HeaderMsgID))
 	t.prevIDs[sid] = prev
 	if dup {
-		t.last = seq
+		t.last[k] = seq
 		return
 	}
-	ev, err := event.Unmarshal(m.Data(), seq)
+	evs, err := event.DecodeRecord(m.Data(), seq)
 	if err != nil {
-		t.fail(err)
+		t.fail(fmt.Errorf("tail of %s: %w", wire.EventShardStream(k), err))
 		return
 	}
-	t.last = seq
-	if err := t.fn(ev); err != nil {
+	t.last[k] = seq
+	if err := t.fn(k, evs); err != nil {
 		t.fail(err)
 	}
 }
@@ -124,9 +168,7 @@ func (t *Tail) deliver(m jetstream.Msg) {
 // fail stops the tail with err; t.mu is held.
 func (t *Tail) fail(err error) {
 	t.err = err
-	t.stopped = true
-	t.cc.Stop()
-	t.once.Do(func() { close(t.done) })
+	t.stopLocked()
 	go t.b.untrack(t)
 }
 
@@ -140,10 +182,15 @@ func (t *Tail) Stop() {
 func (t *Tail) stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.stopLocked()
+}
+
+// stopLocked stops every consumer; t.mu is held.
+func (t *Tail) stopLocked() {
 	if !t.stopped {
 		t.stopped = true
-		if t.cc != nil {
-			t.cc.Stop()
+		for _, cc := range t.ccs {
+			cc.Stop()
 		}
 	}
 	t.once.Do(func() { close(t.done) })
@@ -159,9 +206,10 @@ func (t *Tail) Err() error {
 	return t.err
 }
 
-// LastSeq is the sequence of the last event delivered.
-func (t *Tail) LastSeq() uint64 {
+// Positions is, for each shard of the log, the sequence of the last record
+// delivered (0 for none; a session's Tail delivers only its shard's).
+func (t *Tail) Positions() []uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.last
+	return append([]uint64(nil), t.last...)
 }

@@ -100,35 +100,87 @@ func TestTailAcrossHistoryToLive(t *testing.T) {
 	}
 }
 
+// recordCollector gathers the records of TailAll, by shard.
+type recordCollector struct {
+	mu   sync.Mutex
+	recs map[int][][]event.Event
+	n    int // events
+}
+
+func (c *recordCollector) add(k int, evs []event.Event) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recs == nil {
+		c.recs = map[int][][]event.Event{}
+	}
+	c.recs[k] = append(c.recs[k], evs)
+	c.n += len(evs)
+	return nil
+}
+
+func (c *recordCollector) events() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// seqs lists the sequences of shard k's records.
+func (c *recordCollector) seqs(k int) []uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []uint64
+	for _, r := range c.recs[k] {
+		out = append(out, r[0].Seq)
+	}
+	return out
+}
+
+// TestTailAllAndStop: TailAll hands out every shard's records whole, each
+// shard's in order and from its own start sequence, and nothing after Stop.
 func TestTailAllAndStop(t *testing.T) {
-	b := embedded(t)
-	seqs := interleaved(t, b, []string{"s_x", "s_y"}, 5)
-	from := seqs["s_x"][2]
-	c := &collector{}
+	b := embedded(t, func(c *Config) { c.Shards = 2 })
+	a, z := sidsInShard(b, 0, 1, "s_x")[0], sidsInShard(b, 1, 1, "s_y")[0]
+	seqs := interleaved(t, b, []string{a, z}, 5)
+	wa, _ := b.Writer(a, 2, seqs[a][4])
+	rec := mustAppend(t, wa, turn(a, 5), turn(a, 6), turn(a, 7)) // one record of three events
+	from := []uint64{seqs[a][2], 0}
+	c := &recordCollector{}
 	tl, err := b.TailAll(ctxT(t), from, c.add)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []uint64
-	for s := from; s <= seqs["s_y"][4]; s++ {
-		want = append(want, s) // both sessions: every sequence from `from` on
+	bustest.Eventually(t, 30*time.Second, "tail all caught up", func() bool { return c.events() >= 3+3+5 })
+	if got, want := fmt.Sprint(c.seqs(0)), fmt.Sprint([]uint64{seqs[a][2], seqs[a][3], seqs[a][4], rec[0]}); got != want {
+		t.Fatalf("shard 0: %s, want %s", got, want)
 	}
-	bustest.Eventually(t, 30*time.Second, "tail all caught up", func() bool { return c.len() >= len(want) })
-	if fmt.Sprint(c.seqs()) != fmt.Sprint(want) {
-		t.Fatalf("got %v want %v", c.seqs(), want)
+	if got, want := fmt.Sprint(c.seqs(1)), fmt.Sprint(seqs[z]); got != want {
+		t.Fatalf("shard 1: %s, want %s", got, want)
+	}
+	c.mu.Lock()
+	last := c.recs[0][3]
+	c.mu.Unlock()
+	if len(last) != 3 || last[2].Index != 2 || texts(t, last)[2] != a+" #7" {
+		t.Fatalf("the record of three events came as %+v", last)
+	}
+	if pos := tl.Positions(); fmt.Sprint(pos) != fmt.Sprint([]uint64{rec[0], seqs[z][4]}) {
+		t.Fatalf("positions %v", pos)
 	}
 	tl.Stop()
 	<-tl.Done()
-	n := c.len()
-	interleaved(t, b, []string{"s_z"}, 3)
+	n := c.events()
+	wz, _ := b.Writer(z, 2, seqs[z][4])
+	more := mustAppend(t, wz, turn(z, 5), turn(z, 6), turn(z, 7))
 	// After Stop returns, fn is never called again: the appends above must
 	// not reach the collector. Wait for a fresh tail to see them first.
-	c2 := &collector{}
-	tl2, _ := b.TailAll(ctxT(t), seqs["s_y"][4]+1, c2.add)
+	c2 := &recordCollector{}
+	tl2, _ := b.TailAll(ctxT(t), []uint64{rec[0] + 1, more[0]}, c2.add)
 	defer tl2.Stop()
-	bustest.Eventually(t, 30*time.Second, "second tail saw the new events", func() bool { return c2.len() >= 3 })
-	if c.len() != n {
-		t.Fatalf("a stopped tail received %d more events", c.len()-n)
+	bustest.Eventually(t, 30*time.Second, "second tail saw the new events", func() bool { return c2.events() >= 3 })
+	if c.events() != n {
+		t.Fatalf("a stopped tail received %d more events", c.events()-n)
+	}
+	if _, err := b.TailAll(ctxT(t), []uint64{1}, c2.add); err == nil {
+		t.Fatal("TailAll took one start sequence for two shards")
 	}
 }
 
@@ -152,8 +204,8 @@ func TestTailStopsOnHandlerError(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("tail did not stop")
 	}
-	if !errors.Is(tl.Err(), boom) || tl.LastSeq() == 0 {
-		t.Fatalf("Err = %v, LastSeq = %d", tl.Err(), tl.LastSeq())
+	if !errors.Is(tl.Err(), boom) || tl.Positions()[b.ShardOf("s_e")] == 0 {
+		t.Fatalf("Err = %v, positions %v", tl.Err(), tl.Positions())
 	}
 	tl.Stop()
 	if seen != 3 {

@@ -114,7 +114,8 @@ func TestAPI(t *testing.T) {
 		},
 		wire.EndpointStatus: func() error {
 			r, err := c.Status(ctx)
-			if err == nil && (r.APIVersion != wire.APIVersion || r.Partitions != 2) {
+			if err == nil && (r.APIVersion != wire.APIVersion || r.Partitions != 2 || r.LogShards != wire.DefaultShards ||
+				len(r.ReadModelAt) != r.LogShards) {
 				t.Errorf("status: %+v", r)
 			}
 			return err
@@ -320,4 +321,45 @@ func TestReadsAreRetried(t *testing.T) {
 	if _, err := c.Status(cctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled call: %v", err)
 	}
+}
+
+// TestRecordsStayWhole: a fork's first record holds session.created and
+// session.forked; the events API, Log and Follow hand out both, never one
+// without the other (a page asked for one event gets the whole record).
+func TestRecordsStayWhole(t *testing.T) {
+	ctx := ctxT(t)
+	n := startNode(t, mock.Scripted(mock.Say("hi").Always()))
+	c := connect(t, n)
+	src := newSession(t, c)
+	run(t, c, src, "hello")
+	f, err := c.Fork(ctx, wire.ForkRequest{Session: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := func(what string, evs []event.Event) {
+		t.Helper()
+		if len(evs) < 2 || evs[0].Type != event.SessionCreated || evs[1].Type != event.SessionForked ||
+			evs[1].Seq != evs[0].Seq || evs[1].Index != 1 || evs[0].Seq != f.Seq {
+			t.Fatalf("%s: %+v", what, evs)
+		}
+	}
+	page, err := c.Events(ctx, wire.EventsRequest{Session: f.Session, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole("a page of one event", page.Events)
+	var logged []event.Event
+	for ev, err := range c.Log(ctx, f.Session, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		logged = append(logged, ev)
+	}
+	whole("Log", logged)
+	fl, err := c.Follow(ctx, f.Session, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	whole("Follow", []event.Event{<-fl.Events(), <-fl.Events()})
 }

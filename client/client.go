@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -32,6 +33,8 @@ type Client struct {
 
 	status chan nats.Status // the OnConnection listener; nil without one
 	wg     sync.WaitGroup
+	// shards is the log's shard count once read (see shardOf), 0 before.
+	shards atomic.Int32
 
 	mu     sync.Mutex
 	closed bool

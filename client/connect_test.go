@@ -123,15 +123,19 @@ func TestAnOutcomeAloneCostsNoConsumer(t *testing.T) {
 	sid := newSession(t, c)
 	consumers := func() int {
 		t.Helper()
-		s, err := n.Bus.JetStream().Stream(ctx, wire.EventStream)
-		if err != nil {
-			t.Fatal(err)
+		sum := 0
+		for k := range n.Bus.Shards() {
+			s, err := n.Bus.JetStream().Stream(ctx, wire.EventShardStream(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, err := s.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += info.State.Consumers
 		}
-		info, err := s.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return info.State.Consumers
+		return sum
 	}
 	before := consumers()
 	if o := run(t, c, sid, "hi"); o.Content != "one" {
@@ -160,6 +164,7 @@ func TestFollowAcrossAReconnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	subject := wire.ShardSubject(b.ShardOf("s_f"), "s_f")
 	b.Close(ctx)
 	states := make(chan client.ConnEvent, 16)
 	c, err := client.Connect(ctx, client.Options{URL: srv.ClientURL(), OnConnection: func(e client.ConnEvent) { states <- e }})
@@ -169,8 +174,8 @@ func TestFollowAcrossAReconnect(t *testing.T) {
 	defer c.Close()
 	appendEvent := func(typ event.Type, data any) {
 		t.Helper()
-		body, _ := event.MustNew("s_f", typ, data).Marshal()
-		if _, err := c.Conn().Request(wire.EventSubject("s_f", typ), body, 5*time.Second); err != nil {
+		body, _ := event.EncodeRecord([]event.Event{event.MustNew("s_f", typ, data)})
+		if _, err := c.Conn().Request(subject, body, 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}

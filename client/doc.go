@@ -37,7 +37,8 @@
 // Session.Run does) subscribes to its reply inbox and the session's input
 // errors and publishes: no request to the event stream, no consumer on the
 // log. WithEvents
-// and WithDeltas make it follow the log with an ordered consumer of its own,
+// and WithDeltas make it follow the session's shard of the log (its count
+// read once from the log and kept) with an ordered consumer of its own,
 // since telling its turn's events and deltas from another's takes the log;
 // so does a connection that comes back before the outcome did.
 //

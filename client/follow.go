@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -15,40 +16,56 @@ import (
 )
 
 // Follower delivers the events of one session as they are appended, in
-// order and once each, from a stream sequence on. When the connection comes
-// back after a loss, it follows again from the event after the last one it
-// delivered (an ordered consumer notices a gap only after missed heartbeats,
-// seconds later). Close stops it.
+// order and once each, from a stream sequence of the session's shard of the
+// log on. When the connection comes back after a loss, it follows again from
+// the record after the last one it delivered (an ordered consumer notices a
+// gap only after missed heartbeats, seconds later). Close stops it.
 type Follower struct {
 	c      *Client
 	sid    string
+	shard  int
 	events chan event.Event
-	msgs   chan jetstream.Msg // from the consumer's callback
-	status chan nats.Status
-	ctx    context.Context // ends with Close
-	cancel context.CancelFunc
-	done   chan struct{} // closed when the loop has ended
+	// records, when not nil, gets whole records instead of events (a Turn's
+	// Follower: a Turn must see the record of its end whole).
+	records chan []event.Event
+	msgs    chan jetstream.Msg // from the consumer's callback
+	status  chan nats.Status
+	ctx     context.Context // ends with Close
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the loop has ended
 
 	// Owned by the loop.
 	cc   jetstream.ConsumeContext
 	next uint64 // the first sequence not delivered yet
 }
 
-// Follow delivers session sid's events from stream sequence from on (0: the
-// events appended from now on) on the Follower's Events. It fails with
-// ErrNoNode when NATS has no TAH event stream.
+// Follow delivers session sid's events from stream sequence from of its
+// shard on (0: the events appended from now on) on the Follower's Events. It
+// fails with ErrNoNode when NATS has no TAH event log.
 func (c *Client) Follow(ctx context.Context, sid string, from uint64) (*Follower, error) {
+	return c.follow(ctx, sid, from, false)
+}
+
+// follow is Follow, delivering whole records on Follower.records when
+// records is set.
+func (c *Client) follow(ctx context.Context, sid string, from uint64, records bool) (*Follower, error) {
 	if err := validSession(sid); err != nil {
 		return nil, err
 	}
+	k, err := c.shardOf(ctx, sid)
+	if err != nil {
+		return nil, err
+	}
 	if from == 0 {
-		var err error
-		if from, err = c.logEnd(ctx); err != nil {
+		if from, err = c.logEnd(ctx, k); err != nil {
 			return nil, err
 		}
 	}
-	f := &Follower{c: c, sid: sid, events: make(chan event.Event), msgs: make(chan jetstream.Msg, 256),
+	f := &Follower{c: c, sid: sid, shard: k, events: make(chan event.Event), msgs: make(chan jetstream.Msg, 256),
 		done: make(chan struct{}), next: from}
+	if records {
+		f.records = make(chan []event.Event)
+	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.status = c.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
 	cc, err := f.consume(ctx, from)
@@ -78,41 +95,73 @@ func (f *Follower) Close() {
 	<-f.done
 }
 
-// logEnd is the sequence the next event of any session will have.
-func (c *Client) logEnd(ctx context.Context) (uint64, error) {
+// shardOf is the shard of the log that holds session sid's records. The
+// log's shard count, fixed when the log was created, is read once from its
+// shard 0's metadata and kept.
+func (c *Client) shardOf(ctx context.Context, sid string) (int, error) {
+	if n := c.shards.Load(); n > 0 {
+		return wire.Shard(sid, int(n)), nil
+	}
+	info, err := c.shardInfo(ctx, 0)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(info.Config.Metadata[wire.MetaShards])
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s has no shard count (metadata %s = %q): start a TAH node of this version against %s: %w",
+			wire.EventShardStream(0), wire.MetaShards, info.Config.Metadata[wire.MetaShards], c.URL(), ErrNoNode)
+	}
+	c.shards.Store(int32(n))
+	return wire.Shard(sid, n), nil
+}
+
+// logEnd is the sequence the next record of shard k will have.
+func (c *Client) logEnd(ctx context.Context, k int) (uint64, error) {
+	info, err := c.shardInfo(ctx, k)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq + 1, nil
+}
+
+// shardInfo reads the stream of shard k, trying again while NATS is
+// temporarily unavailable.
+func (c *Client) shardInfo(ctx context.Context, k int) (*jetstream.StreamInfo, error) {
+	name := wire.EventShardStream(k)
 	var s jetstream.Stream
 	err := natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
 		var err error
-		s, err = c.js.Stream(ctx, wire.EventStream)
+		s, err = c.js.Stream(ctx, name)
 		return err
-	}, c.retrying("read the event stream"))
+	}, c.retrying("read the event log"))
 	if err != nil {
-		return 0, streamError(c, err)
+		return nil, streamError(c, name, err)
 	}
-	return s.CachedInfo().State.LastSeq + 1, nil
+	return s.CachedInfo(), nil
 }
 
-func streamError(c *Client, err error) error {
+func streamError(c *Client, stream string, err error) error {
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("NATS at %s has no TAH streams (%s): %w", c.URL(), wire.EventStream, ErrNoNode)
+		return fmt.Errorf("NATS at %s has no TAH event log (%s): %w", c.URL(), stream, ErrNoNode)
 	case natsx.Temporary(err):
-		return fmt.Errorf("the event stream %s: %v: %w", wire.EventStream, err, ErrUnavailable)
+		return fmt.Errorf("the event log %s: %v: %w", stream, err, ErrUnavailable)
 	}
-	return fmt.Errorf("the event stream %s: %w", wire.EventStream, err)
+	return fmt.Errorf("the event log %s: %w", stream, err)
 }
 
 // followerInactive is how long the server keeps a Follower's consumer once
 // nothing pulls from it.
 const followerInactive = 10 * time.Second
 
-// consume starts an ordered consumer of the session's events from sequence
+// consume starts an ordered consumer of the session's records from sequence
 // from, feeding f.msgs.
 func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeContext, error) {
 	var cc jetstream.ConsumeContext
+	stream := wire.EventShardStream(f.shard)
 	err := natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
-		cons, err := f.c.js.OrderedConsumer(ctx, wire.EventStream, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{wire.SessionEvents(f.sid)},
+		cons, err := f.c.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{wire.ShardSubject(f.shard, f.sid)},
 			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
 			OptStartSeq:    from,
 			// A stopped consumer (or a client gone) is removed by the
@@ -133,7 +182,7 @@ func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeC
 		return err
 	}, f.c.retrying("follow the log of "+f.sid))
 	if err != nil {
-		return nil, fmt.Errorf("follow the events of %s: %w", f.sid, streamError(f.c, err))
+		return nil, fmt.Errorf("follow the events of %s: %w", f.sid, streamError(f.c, stream, err))
 	}
 	return cc, nil
 }
@@ -144,6 +193,9 @@ func (f *Follower) loop() {
 		f.cc.Stop()
 		f.c.nc.RemoveStatusListener(f.status)
 		close(f.events)
+		if f.records != nil {
+			close(f.records)
+		}
 		f.c.untrack(f)
 		close(f.done)
 	}()
@@ -152,14 +204,12 @@ func (f *Follower) loop() {
 		case <-f.ctx.Done():
 			return
 		case m := <-f.msgs:
-			ev, ok := decodeEvent(m)
-			if !ok || ev.Seq < f.next {
+			evs, ok := decodeRecord(m)
+			if !ok || evs[0].Seq < f.next {
 				continue // delivered already, by the consumer that ran before a reconnect
 			}
-			f.next = ev.Seq + 1
-			select {
-			case f.events <- ev:
-			case <-f.ctx.Done():
+			f.next = evs[0].Seq + 1
+			if !f.deliver(evs) {
 				return
 			}
 		case s := <-f.status:
@@ -169,6 +219,27 @@ func (f *Follower) loop() {
 			f.refollow()
 		}
 	}
+}
+
+// deliver hands a record on, whole or an event at a time; false when the
+// Follower was closed first.
+func (f *Follower) deliver(evs []event.Event) bool {
+	if f.records != nil {
+		select {
+		case f.records <- evs:
+			return true
+		case <-f.ctx.Done():
+			return false
+		}
+	}
+	for _, ev := range evs {
+		select {
+		case f.events <- ev:
+		case <-f.ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // refollow replaces the consumer by one from the first event not delivered
@@ -185,12 +256,12 @@ func (f *Follower) refollow() {
 	f.cc = cc
 }
 
-// decodeEvent reads the event of a message of TAH_EVT.
-func decodeEvent(m jetstream.Msg) (event.Event, bool) {
+// decodeRecord reads the events of a message of the log.
+func decodeRecord(m jetstream.Msg) ([]event.Event, bool) {
 	md, err := m.Metadata()
 	if err != nil {
-		return event.Event{}, false
+		return nil, false
 	}
-	ev, err := event.Unmarshal(m.Data(), md.Sequence.Stream)
-	return ev, err == nil
+	evs, err := event.DecodeRecord(m.Data(), md.Sequence.Stream)
+	return evs, err == nil
 }

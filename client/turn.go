@@ -108,12 +108,16 @@ func (c *Client) startTurn(ctx context.Context, sid string, in wire.Input, opts 
 	// log after all, it reads the session's from its start.
 	t.from = 1
 	if t.opts.events || t.opts.deltas || in.Command != wire.CommandRun {
-		if t.from, err = c.logEnd(ctx); err != nil {
+		k, err := c.shardOf(ctx, sid)
+		if err != nil {
+			return nil, err
+		}
+		if t.from, err = c.logEnd(ctx, k); err != nil {
 			return nil, err
 		}
 	}
 	if t.opts.events || t.opts.deltas {
-		if t.follower, err = c.Follow(ctx, sid, t.from); err != nil {
+		if t.follower, err = c.follow(ctx, sid, t.from, true); err != nil {
 			return nil, err
 		}
 	} else {
@@ -152,7 +156,7 @@ func (t *Turn) followLate() {
 		case <-ctx.Done():
 		}
 	}()
-	if f, err := t.c.Follow(ctx, t.a.sid, t.from); err == nil {
+	if f, err := t.c.follow(ctx, t.a.sid, t.from, true); err == nil {
 		t.follower = f
 	}
 }

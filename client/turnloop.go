@@ -20,10 +20,10 @@ func (t *Turn) run(st *turnState) {
 		dq         []Delta
 		endTimer   <-chan time.Time
 		drainTimer <-chan time.Time
-		followed   <-chan event.Event
+		followed   <-chan []event.Event // whole records: the turn's end is known once its record is read
 	)
 	if t.follower != nil {
-		followed = t.follower.Events()
+		followed = t.follower.records
 	}
 	settle := func(o wire.Outcome, err error) {
 		t.decide(o, err)
@@ -58,18 +58,20 @@ func (t *Turn) run(st *turnState) {
 			evq = evq[1:]
 		case dOut <- dHead:
 			dq = dq[1:]
-		case ev, ok := <-followed:
+		case rec, ok := <-followed:
 			if !ok {
 				t.decide(wire.Outcome{}, t.closedErr())
 				followed, eventsDone = nil, true
 				continue
 			}
-			ours, released := st.event(ev)
-			if ours && t.opts.events && !eventsDone {
-				evq = append(evq, ev)
-			}
-			if t.opts.deltas && !eventsDone {
-				dq = append(dq, released...)
+			for _, ev := range rec {
+				ours, released := st.event(ev)
+				if ours && t.opts.events && !eventsDone {
+					evq = append(evq, ev)
+				}
+				if t.opts.deltas && !eventsDone {
+					dq = append(dq, released...)
+				}
 			}
 			if st.end != nil && endTimer == nil {
 				endTimer = time.After(endWait)
@@ -79,7 +81,7 @@ func (t *Turn) run(st *turnState) {
 			// while it was down. The log tells the end of the turn.
 			if t.follower == nil && !t.isDecided() {
 				if t.followLate(); t.follower != nil {
-					followed = t.follower.Events()
+					followed = t.follower.records
 				}
 			}
 		case m := <-t.raw:

@@ -1,8 +1,13 @@
-// Package event is the schema of TAH's durable log: the envelope that every entry of
-// the stream TAH_EVT carries, and the typed payload of every event type.
+// Package event is the schema of TAH's durable log: the record that every
+// message of the log's streams carries (the events of one session that one
+// append wrote together), the event, and the typed payload of every event
+// type.
 //
-// A session's history is nothing but its events, in stream order. The stream
-// sequence (Event.Seq) is the only ordering; the time is informative. Event types
+// A session's history is nothing but its events, in log order: by stream
+// sequence (Event.Seq, the sequence of the event's record), then by position
+// in the record (Event.Index); the time is informative. The body of a message
+// is a Record of schema version SchemaVersion (EncodeRecord, DecodeRecord);
+// DecodeRecord also reads version 1, one event envelope per message. Event types
 // use the specification's names where it gives them ("session.created",
 // "llm.completed", "tool.finished", "agent.context.trimmed", ...); see Types for
 // the full list and docs/schema/ for the JSON Schema of every payload.
@@ -14,6 +19,8 @@
 //	})
 //	...
 //	payload, err := ev.Decode() // *event.TurnStartedData
+//	body, err := event.EncodeRecord([]event.Event{ev}) // the body of one message
+//	evs, err := event.DecodeRecord(body, seq)           // its events, Seq and Index set
 //
 // This package imports nothing of NATS, SQLite or actors: it is shared by the
 // loop, the read model and clients.

@@ -17,20 +17,27 @@ var (
 	ErrMalformed = errors.New("malformed event")
 	// ErrInvalidSessionID: a session id that is not a valid NATS subject token.
 	ErrInvalidSessionID = errors.New("invalid session id")
+	// ErrNewerSchema: a message body of a log schema version newer than
+	// SchemaVersion, written by a newer TAH: upgrade the reader.
+	ErrNewerSchema = errors.New("log schema newer than this build")
 )
 
-// Type names an event type. Its string is also the last tokens of the event's
-// subject: tah.sess.<sid>.evt.<type>.
+// Type names an event type, such as "turn.started".
 type Type string
 
 // Event is one entry of a session's log.
 //
-// On the wire (the body of a message in TAH_EVT) it is this struct as JSON; Seq is
-// not part of the body but the message's stream sequence, filled in when the event
-// is read back.
+// In the log an event is one of the events of a record (see Record: the body
+// of one message, which one append writes); Seq is the message's stream
+// sequence and Index the event's position in its record, filled in when the
+// event is read back. As JSON (the API's tah.api.events, and the whole body of
+// a message in a log of schema version 1) it is this struct.
 type Event struct {
-	// Seq is the stream sequence: the only ordering of events. 0 until appended.
+	// Seq is the stream sequence of the event's record: with Index, the only
+	// ordering of events. The events of one record share it. 0 until appended.
 	Seq uint64 `json:"seq,omitempty"`
+	// Index is the event's position in its record, from 0.
+	Index int `json:"index,omitempty"`
 	// Session is the id of the session the event belongs to.
 	Session string `json:"session"`
 	Type    Type   `json:"type"`
@@ -105,25 +112,6 @@ func DecodeAs[T any](e Event) (T, error) {
 		return zero, fmt.Errorf("event %d %q: payload is %T, not %T: %w", e.Seq, e.Type, p, zero, ErrMalformed)
 	}
 	return *t, nil
-}
-
-// Marshal returns the wire body of e: the envelope as JSON, without Seq.
-func (e Event) Marshal() ([]byte, error) {
-	e.Seq = 0
-	return json.Marshal(e)
-}
-
-// Unmarshal parses a wire body, setting Seq to the stream sequence it was read at.
-func Unmarshal(body []byte, seq uint64) (Event, error) {
-	var e Event
-	if err := json.Unmarshal(body, &e); err != nil {
-		return Event{}, fmt.Errorf("event at %d: %w: %v", seq, ErrMalformed, err)
-	}
-	if e.Type == "" {
-		return Event{}, fmt.Errorf("event at %d: no type: %w", seq, ErrMalformed)
-	}
-	e.Seq = seq
-	return e, nil
 }
 
 // validator is implemented by payloads with rules beyond their JSON shape.

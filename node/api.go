@@ -171,15 +171,17 @@ func (n *Node) apiGet(ctx context.Context, req wire.SessionRequest) (wire.Sessio
 	if err == nil || !errors.Is(err, store.ErrNotFound) {
 		return row, err
 	}
-	if err := n.Projector.WaitFor(ctx, n.lastSeq(ctx, req.Session)); err != nil {
+	if err := n.Projector.WaitFor(ctx, req.Session, n.lastSeq(ctx, req.Session)); err != nil {
 		return wire.SessionSummary{}, err
 	}
 	return n.Store.GetSession(ctx, req.Session)
 }
 
+// lastSeq is the sequence of session sid's last record, 0 when it cannot be
+// read (the read model is then used as it is).
 func (n *Node) lastSeq(ctx context.Context, sid string) uint64 {
-	evs, last, err := n.Bus.Replay(ctx, sid, 1)
-	if err != nil || len(evs) == 0 {
+	last, err := n.Bus.LastSeq(ctx, sid)
+	if err != nil {
 		return 0
 	}
 	return last
@@ -224,7 +226,7 @@ func (n *Node) readModel(ctx context.Context, sid string) error {
 	if err := n.needSession(ctx, sid); err != nil {
 		return err
 	}
-	return n.Projector.WaitFor(ctx, n.lastSeq(ctx, sid))
+	return n.Projector.WaitFor(ctx, sid, n.lastSeq(ctx, sid))
 }
 
 func (n *Node) apiMessages(ctx context.Context, req wire.SessionRequest) (wire.MessagesReply, error) {
@@ -266,7 +268,12 @@ func (n *Node) apiEvents(ctx context.Context, req wire.EventsRequest) (wire.Even
 		return wire.EventsReply{}, err
 	}
 	if req.Limit > 0 && len(evs) > req.Limit {
-		evs = evs[:req.Limit]
+		// Whole records: the next page starts after the last one sent.
+		end := req.Limit
+		for end < len(evs) && evs[end].Seq == evs[end-1].Seq {
+			end++
+		}
+		evs = evs[:end]
 	}
 	if evs == nil {
 		evs = []event.Event{}
@@ -343,7 +350,8 @@ func (n *Node) apiStatus(ctx context.Context, _ wire.EmptyRequest) (wire.StatusR
 		NATS:            n.Bus.ClientURL(),
 		Partitions:      n.Bus.Config().Partitions,
 		ActiveSessions:  n.Sessions.Active(),
-		ReadModelAt:     n.Projector.Position(),
+		LogShards:       n.Bus.Shards(),
+		ReadModelAt:     n.Projector.Positions(),
 		ReadModelPath:   n.Store.Path(),
 		Provider:        n.opts.Provider.Name(),
 		APIVersion:      wire.APIVersion,

@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/tah-dev/tah/actors/session"
-	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/store"
 	"github.com/tah-dev/tah/wire"
@@ -37,9 +36,11 @@ import (
 //     NodeTTL (its connection is down), or hears no other node while it cannot
 //     write to JetStream either (its server lost the cluster), is about to be
 //     replaced: it stops its sessions and pulls at once, and rejoins when it
-//     is back in touch;
-//   - the claim watch: a session.claimed with a newer epoch stops this node's
-//     actor of that session (a stale owner), cancelling its LLM and tool calls.
+//     is back in touch.
+//
+// (The claim watch is the projector's: a session.claimed with a newer epoch
+// stops this node's actor of that session, a stale owner, cancelling its LLM
+// and tool calls.)
 type membership struct {
 	n     *Node
 	log   *slog.Logger
@@ -51,7 +52,6 @@ type membership struct {
 	kick     chan struct{}
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
-	claims   *nats.Subscription
 	presence *nats.Subscription
 
 	mu       sync.Mutex
@@ -92,10 +92,6 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 	if m.presence, err = nc.Subscribe(wire.NodeSubjects, m.heard); err != nil {
 		return nil, fmt.Errorf("node: listening to the cluster's nodes: %w", err)
 	}
-	if m.claims, err = nc.Subscribe(wire.EventSubject("*", event.SessionClaimed), m.claimed); err != nil {
-		_ = m.presence.Unsubscribe()
-		return nil, fmt.Errorf("node: watching session claims: %w", err)
-	}
 	if namesake {
 		err = m.checkTwin(ctx)
 	}
@@ -107,7 +103,6 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 	}
 	if err != nil {
 		_ = m.presence.Unsubscribe()
-		_ = m.claims.Unsubscribe()
 		return nil, err
 	}
 	m.rebalance(ctx, false)
@@ -174,15 +169,6 @@ func (m *membership) heard(msg *nats.Msg) {
 		default:
 		}
 	}
-}
-
-// claimed hands a session.claimed seen on NATS to the session's actor here.
-func (m *membership) claimed(msg *nats.Msg) {
-	ev, err := event.Unmarshal(msg.Data, 0)
-	if err != nil || ev.Epoch == 0 {
-		return
-	}
-	m.n.Sessions.ClaimedElsewhere(ev.Session, ev.Epoch)
 }
 
 // pulse publishes the node's presence every interval and decides whether the
@@ -439,7 +425,6 @@ func (m *membership) close(ctx context.Context) error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
-	_ = m.claims.Unsubscribe()
 	_ = m.presence.Unsubscribe()
 	_ = m.publish(true)
 	// Bounded: a cluster that lost its quorum cannot take the delete, and the

@@ -1,6 +1,6 @@
 // Package node wires one TAH node together: the bus (an embedded NATS server
 // or a connection to a cluster), the SQLite read model and the projector that
-// feeds it from the log exactly once, the session actors, the input consumers
+// feeds it from every shard of the log exactly once, the session actors, the input consumers
 // that hand each session's inputs to its actor, and the request/reply API
 // service ("tah", endpoints under tah.api.).
 //
@@ -32,7 +32,8 @@
 // node not heard of for bus.Config.NodeTTL is dead and its partitions move; a
 // node that does not hear itself, or hears no other node while JetStream is
 // not writable, stops its sessions (it is about to be replaced); and a
-// session.claimed with a newer epoch stops a stale actor at once. The log's
+// session.claimed with a newer epoch, seen by the projector, stops a stale
+// actor at once. The log's
 // fencing makes all of it safe: a node that lost a session cannot write to it.
 // docs/operations.md says how to run one.
 package node

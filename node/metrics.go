@@ -107,12 +107,16 @@ func newMetrics(n *Node) *Metrics {
 				}
 				return float64(n.cluster.fences.Load())
 			}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_read_model_position", Help: "The last log sequence applied to the read model."},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_read_model_position", Help: "The last log sequences applied to the read model, summed over the log's shards: the records applied."},
 			func() float64 {
 				if n.Projector == nil {
 					return 0
 				}
-				return float64(n.Projector.Position())
+				var sum uint64
+				for _, seq := range n.Projector.Positions() {
+					sum += seq
+				}
+				return float64(sum)
 			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tah_read_model_problems_total", Help: "Events stored but not folded into the read model."},
 			func() float64 {
@@ -262,7 +266,7 @@ func (n *Node) HealthHandler() http.Handler {
 			code = http.StatusServiceUnavailable
 		}
 		if n.Projector != nil {
-			body["read_model_position"] = n.Projector.Position()
+			body["read_model_positions"] = n.Projector.Positions()
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)

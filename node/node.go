@@ -116,14 +116,10 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("node: read model directory: %w", err)
 	}
-	if n.Store, err = store.Open(ctx, path); err != nil {
+	if n.Store, err = store.OpenWith(ctx, path, store.Options{Shards: n.Bus.Shards()}); err != nil {
 		return nil, err
 	}
 	n.closers = append(n.closers, func(context.Context) error { return n.Store.Close() })
-	if n.Projector, err = StartProjector(ctx, n.Bus, n.Store, log.With("component", "projector")); err != nil {
-		return nil, err
-	}
-	n.closers = append(n.closers, func(context.Context) error { n.Projector.Close(); return nil })
 
 	scfg := opts.Session
 	if scfg.Logger == nil {
@@ -137,6 +133,12 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.Sessions.Close)
+	// The projector sees every record first: it tells this node's actors of
+	// the claims of other nodes.
+	if n.Projector, err = StartProjector(ctx, n.Bus, n.Store, log.With("component", "projector"), n.Sessions.ClaimedElsewhere); err != nil {
+		return nil, err
+	}
+	n.closers = append(n.closers, func(context.Context) error { n.Projector.Close(); return nil })
 
 	if n.inputs, err = n.Bus.NewInputConsumer(n.handleInput); err != nil {
 		return nil, err

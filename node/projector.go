@@ -13,47 +13,66 @@ import (
 	"github.com/tah-dev/tah/store"
 )
 
-// Projector feeds the SQLite read model from the log: it tails every session's
-// events from the position the store committed last, and applies them in
-// batches, each batch with the new position in one transaction, so that every
-// event is applied exactly once across restarts.
+// Projector feeds the SQLite read model from the log: it follows every shard
+// of the log from the position the store committed last for it, and applies
+// whole records in batches, each batch with the shards' new positions in one
+// transaction, so that every event is applied exactly once across restarts.
 type Projector struct {
 	b   *bus.Bus
 	s   *store.Store
 	log *slog.Logger
+	// onClaim is told of every session.claimed as soon as the tail delivers
+	// it, before it is applied.
+	onClaim func(sid string, epoch uint64)
 
-	tail    *bus.Tail
-	ch      chan event.Event
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	applied atomic.Uint64 // the position after the last committed batch
+	tail *bus.Tail
+	ch   chan record
+	stop chan struct{}
+	wg   sync.WaitGroup
 
 	mu       sync.Mutex
+	applied  []uint64 // per shard, the position after the last committed batch
 	waiters  []waiter
 	problems atomic.Int64
 }
 
-type waiter struct {
-	seq uint64
-	ch  chan struct{}
+// record is one record of the log, from shard shard.
+type record struct {
+	shard int
+	evs   []event.Event
 }
 
-// projectorBatch bounds one transaction.
+type waiter struct {
+	shard int
+	seq   uint64
+	ch    chan struct{}
+}
+
+// projectorBatch bounds the events of one transaction (a record is never
+// split: a batch may pass it by one record's events).
 const projectorBatch = 512
 
-// StartProjector starts tailing the log into s.
-func StartProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.Logger) (*Projector, error) {
-	pos, err := s.Position(ctx, store.DefaultConsumer)
+// StartProjector starts tailing the log into s, whose positions must be of
+// b's shards (store.Options.Shards). onClaim, when not nil, is called with
+// every session.claimed the tail delivers (a node stops its own actor of a
+// session another node claimed).
+func StartProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.Logger, onClaim func(sid string, epoch uint64)) (*Projector, error) {
+	pos, err := s.Positions(ctx, store.DefaultConsumer)
 	if err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
 	}
-	p := &Projector{b: b, s: s, log: log, ch: make(chan event.Event, 4*projectorBatch), stop: make(chan struct{})}
-	p.applied.Store(pos)
+	p := &Projector{b: b, s: s, log: log, onClaim: onClaim, ch: make(chan record, 4*projectorBatch),
+		stop: make(chan struct{}), applied: pos}
+	from := make([]uint64, len(pos))
+	for k, seq := range pos {
+		from[k] = seq + 1
+	}
 	p.wg.Add(1)
 	go p.run()
-	tail, err := b.TailAll(ctx, pos+1, func(e event.Event) error {
+	tail, err := b.TailAll(ctx, from, func(k int, evs []event.Event) error {
+		p.claims(evs)
 		select {
-		case p.ch <- e:
+		case p.ch <- record{k, evs}:
 			return nil
 		case <-p.stop:
 			return bus.ErrClosed
@@ -68,7 +87,19 @@ func StartProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.L
 	return p, nil
 }
 
-// run applies what the tail delivered, a batch at a time.
+// claims hands the session.claimed events of a record to onClaim.
+func (p *Projector) claims(evs []event.Event) {
+	if p.onClaim == nil {
+		return
+	}
+	for _, e := range evs {
+		if e.Type == event.SessionClaimed && e.Epoch > 0 {
+			p.onClaim(e.Session, e.Epoch)
+		}
+	}
+}
+
+// run applies what the tail delivered, a batch of records at a time.
 func (p *Projector) run() {
 	defer p.wg.Done()
 	batch := make([]event.Event, 0, projectorBatch)
@@ -76,13 +107,13 @@ func (p *Projector) run() {
 		select {
 		case <-p.stop:
 			return
-		case e := <-p.ch:
-			batch = append(batch[:0], e)
+		case r := <-p.ch:
+			batch = append(batch[:0], r.evs...)
 		fill:
 			for len(batch) < projectorBatch {
 				select {
-				case e := <-p.ch:
-					batch = append(batch, e)
+				case r := <-p.ch:
+					batch = append(batch, r.evs...)
 				default:
 					break fill
 				}
@@ -100,10 +131,9 @@ func (p *Projector) apply(batch []event.Event) {
 		if err == nil {
 			for _, pr := range res.Problems {
 				p.problems.Add(1)
-				p.log.Warn("event stored but not folded into the read model", "session", pr.Session, "seq", pr.Seq, "err", pr.Err)
+				p.log.Warn("event not folded into the read model", "session", pr.Session, "seq", pr.Seq, "index", pr.Index, "err", pr.Err)
 			}
-			p.applied.Store(res.Position)
-			p.wake(res.Position)
+			p.advance(res.Positions)
 			return
 		}
 		p.log.Error("read model: batch not applied; retrying", "events", len(batch), "attempt", attempt, "err", err)
@@ -115,39 +145,61 @@ func (p *Projector) apply(batch []event.Event) {
 	}
 }
 
-// Position is the last stream sequence the read model has applied.
-func (p *Projector) Position() uint64 { return p.applied.Load() }
+// Positions is, for each shard of the log, the last stream sequence the read
+// model has applied.
+func (p *Projector) Positions() []uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]uint64(nil), p.applied...)
+}
 
-// Problems counts events stored but not folded since start.
+// Problems counts the events not folded since start.
 func (p *Projector) Problems() int64 { return p.problems.Load() }
 
-// WaitFor returns once the read model has applied the log up to seq, or ctx ends.
-func (p *Projector) WaitFor(ctx context.Context, seq uint64) error {
-	if p.applied.Load() >= seq {
-		return nil
+// WaitFor returns once the read model has applied session sid's shard of the
+// log up to seq, or ctx ends.
+func (p *Projector) WaitFor(ctx context.Context, sid string, seq uint64) error {
+	return p.waitShard(ctx, p.b.ShardOf(sid), seq)
+}
+
+// WaitForLog returns once the read model has applied every shard k of the
+// log up to last[k], or ctx ends.
+func (p *Projector) WaitForLog(ctx context.Context, last []uint64) error {
+	for k, seq := range last {
+		if err := p.waitShard(ctx, k, seq); err != nil {
+			return err
+		}
 	}
-	ch := make(chan struct{})
+	return nil
+}
+
+// waitShard returns once the read model has applied shard k up to seq.
+func (p *Projector) waitShard(ctx context.Context, k int, seq uint64) error {
 	p.mu.Lock()
-	if p.applied.Load() >= seq {
+	if p.applied[k] >= seq {
 		p.mu.Unlock()
 		return nil
 	}
-	p.waiters = append(p.waiters, waiter{seq: seq, ch: ch})
+	ch := make(chan struct{})
+	p.waiters = append(p.waiters, waiter{shard: k, seq: seq, ch: ch})
 	p.mu.Unlock()
 	select {
 	case <-ch:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("read model behind the log (at %d, want %d): %w", p.applied.Load(), seq, ctx.Err())
+		return fmt.Errorf("read model behind the log (at %d in shard %d, want %d): %w", p.Positions()[k], k, seq, ctx.Err())
 	}
 }
 
-func (p *Projector) wake(pos uint64) {
+// advance records the positions a batch committed and wakes the waiters they
+// satisfy.
+func (p *Projector) advance(pos []uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	copy(p.applied, pos)
 	kept := p.waiters[:0]
 	for _, w := range p.waiters {
-		if w.seq <= pos {
+		if w.seq <= p.applied[w.shard] {
 			close(w.ch)
 		} else {
 			kept = append(kept, w)

@@ -12,8 +12,9 @@ import (
 // Errors of Apply. Each wraps the event's position; event.ErrUnknownType and
 // event.ErrMalformed come from decoding the payload.
 var (
-	// ErrOutOfOrder: an event whose sequence is not after the last one folded, such
-	// as a duplicate delivery. Folding it again would count it twice.
+	// ErrOutOfOrder: an event that is not after the last one folded (by
+	// sequence, then index in its record), such as a duplicate delivery.
+	// Folding it again would count it twice.
 	ErrOutOfOrder = errors.New("event out of order")
 	// ErrWrongSession: an event of another session.
 	ErrWrongSession = errors.New("event of another session")
@@ -27,8 +28,8 @@ var (
 // report the event and go on with the next one. s may share slices with earlier
 // copies of itself: take a snapshot with State.Clone.
 func Apply(s *State, e event.Event) error {
-	if e.Seq != 0 && e.Seq <= s.LastSeq {
-		return fmt.Errorf("event %d %q after %d: %w", e.Seq, e.Type, s.LastSeq, ErrOutOfOrder)
+	if e.Seq != 0 && !(event.Event{Seq: s.LastSeq, Index: s.LastIndex}).Before(e) {
+		return fmt.Errorf("event %d.%d %q after %d.%d: %w", e.Seq, e.Index, e.Type, s.LastSeq, s.LastIndex, ErrOutOfOrder)
 	}
 	if s.ID != "" && e.Session != s.ID {
 		return fmt.Errorf("event %d %q of session %q folded into %q: %w", e.Seq, e.Type, e.Session, s.ID, ErrWrongSession)
@@ -41,7 +42,7 @@ func Apply(s *State, e event.Event) error {
 		return fmt.Errorf("event %d %q: %w", e.Seq, e.Type, err)
 	}
 	if e.Seq != 0 {
-		s.LastSeq = e.Seq
+		s.LastSeq, s.LastIndex = e.Seq, e.Index
 	}
 	s.Events++
 	if !e.Time.IsZero() {

@@ -2,6 +2,7 @@ package projection
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/tah-dev/tah/event"
@@ -24,9 +25,11 @@ type Report struct {
 	Problems Problems
 }
 
-// Claim is a session.claimed: a node took the session over at Seq.
+// Claim is a session.claimed: a node took the session over at Seq (the
+// claim's record) and Index (its place in the record).
 type Claim struct {
 	Seq   uint64
+	Index int
 	Epoch uint64
 	Node  string
 }
@@ -55,24 +58,36 @@ type TurnLog struct {
 // Ended reports whether the turn has its end.
 func (t TurnLog) Ended() bool { return len(t.Ends) > 0 }
 
-// Problem is one broken invariant, at an event of the log (Seq, Type and Epoch
-// are zero for a problem of the log as a whole, such as an input that started
-// no turn).
+// Problem is one broken invariant, at an event of the log (Seq, Index, Type
+// and Epoch are zero for a problem of the log as a whole, such as an input
+// that started no turn).
 type Problem struct {
 	Session string
 	Seq     uint64
+	Index   int
 	Type    event.Type
 	Epoch   uint64
 	// What says what is wrong.
 	What string
 }
 
-// String is the problem on one line: "s_1 seq 12 tool.started (epoch 2): ...".
+// String is the problem on one line: "s_1 seq 12 tool.started (epoch 2): ...",
+// with the event's index in its record after the sequence when it is not the
+// first ("seq 12.1").
 func (p Problem) String() string {
 	if p.Seq == 0 {
 		return p.Session + ": " + p.What
 	}
-	return fmt.Sprintf("%s seq %d %s (epoch %d): %s", p.Session, p.Seq, p.Type, p.Epoch, p.What)
+	return fmt.Sprintf("%s seq %s %s (epoch %d): %s", p.Session, position(p.Seq, p.Index), p.Type, p.Epoch, p.What)
+}
+
+// position writes an event's place in the log: its record's sequence, and
+// its index in the record when it is not the first.
+func position(seq uint64, index int) string {
+	if index == 0 {
+		return strconv.FormatUint(seq, 10)
+	}
+	return fmt.Sprintf("%d.%d", seq, index)
 }
 
 // Problems are a list of problems; String prints one a line.
@@ -140,7 +155,7 @@ type auditor struct {
 }
 
 func (a *auditor) bad(e event.Event, format string, args ...any) {
-	a.r.Problems = append(a.r.Problems, Problem{Session: a.r.Session, Seq: e.Seq, Type: e.Type, Epoch: e.Epoch,
+	a.r.Problems = append(a.r.Problems, Problem{Session: a.r.Session, Seq: e.Seq, Index: e.Index, Type: e.Type, Epoch: e.Epoch,
 		What: fmt.Sprintf(format, args...)})
 }
 
@@ -208,7 +223,7 @@ func (a *auditor) claim(e event.Event) {
 		a.bad(e, "envelope epoch %d, payload epoch %d", e.Epoch, d.Epoch)
 	}
 	a.epoch = d.Epoch
-	a.r.Claims = append(a.r.Claims, Claim{Seq: e.Seq, Epoch: d.Epoch, Node: d.Node})
+	a.r.Claims = append(a.r.Claims, Claim{Seq: e.Seq, Index: e.Index, Epoch: d.Epoch, Node: d.Node})
 	if cur := a.current(); cur != nil && !cur.Ended() {
 		cur.Claims++
 	}

@@ -15,11 +15,11 @@ func (r Report) Owner() string {
 	return r.Claims[len(r.Claims)-1].Node
 }
 
-// ClaimAt returns the claim in force when the event at seq was written: the
-// last one before it. ok is false for an event before every claim.
-func (r Report) ClaimAt(seq uint64) (c Claim, ok bool) {
+// ClaimAt returns the claim in force when e was written: the last one
+// before it in the log. ok is false for an event before every claim.
+func (r Report) ClaimAt(e event.Event) (c Claim, ok bool) {
 	for _, cm := range r.Claims {
-		if cm.Seq >= seq {
+		if !(event.Event{Seq: cm.Seq, Index: cm.Index}).Before(e) {
 			break
 		}
 		c, ok = cm, true
@@ -112,8 +112,8 @@ func (r Report) CheckInputs(inputs ...string) Problems {
 // dumpData is how much of an event's payload Dump shows.
 const dumpData = 160
 
-// Dump is the log, one line an event (sequence, epoch, type, the start of its
-// payload), for failure messages.
+// Dump is the log, one line an event (sequence and index, epoch, type, the
+// start of its payload), for failure messages.
 func (r Report) Dump() string {
 	var b strings.Builder
 	for _, e := range r.Events {
@@ -121,7 +121,7 @@ func (r Report) Dump() string {
 		if len(data) > dumpData {
 			data = data[:dumpData] + "..."
 		}
-		fmt.Fprintf(&b, "  %5d e%d %-22s %s\n", e.Seq, e.Epoch, e.Type, data)
+		fmt.Fprintf(&b, "  %7s e%d %-22s %s\n", position(e.Seq, e.Index), e.Epoch, e.Type, data)
 	}
 	return b.String()
 }

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -91,10 +92,10 @@ func TestAuditSoundLog(t *testing.T) {
 		first.Events[len(first.Events)-1].Seq != first.Ends[0].Seq || first.Start.Type != event.TurnStarted {
 		t.Fatalf("first turn: %+v", first)
 	}
-	if c, ok := r.ClaimAt(r.Turns[1].Ends[0].Seq); !ok || c.Node != "n2" || c.Epoch != 2 {
+	if c, ok := r.ClaimAt(r.Turns[1].Ends[0]); !ok || c.Node != "n2" || c.Epoch != 2 {
 		t.Fatalf("claim at the second turn's end: %+v %v", c, ok)
 	}
-	if _, ok := r.ClaimAt(1); ok {
+	if _, ok := r.ClaimAt(r.Events[0]); ok {
 		t.Fatal("session.created was written under a claim")
 	}
 	if !r.InputEnded("in_2") || r.InputEnded("in_3") {
@@ -276,5 +277,75 @@ func TestAuditEmpty(t *testing.T) {
 	}
 	if p := r.CheckInputs("in_1"); len(p) != 1 {
 		t.Fatalf("an input sent to an empty log: %s", p)
+	}
+}
+
+// asRecords renumbers a log as the records of a writer that appended its
+// events size at a time: consecutive events share a sequence, with indexes
+// 0, 1, ... (the epochs of the events of a record must agree: a claim starts
+// a record of its own).
+func asRecords(evs []event.Event, size int) []event.Event {
+	out := slices.Clone(evs)
+	seq, index := uint64(0), 0
+	for i := range out {
+		if i == 0 || index == size-1 || out[i].Type == event.SessionClaimed || out[i].Epoch != out[i-1].Epoch {
+			seq, index = seq+1, 0
+		} else {
+			index++
+		}
+		out[i].Seq, out[i].Index = seq, index
+	}
+	return out
+}
+
+// TestRecords: a log written as records of several events folds and audits
+// as the same log written one event a message; an event of a record folded
+// again, or one before it, is out of order, and the claim in force is found
+// by sequence and index.
+func TestRecords(t *testing.T) {
+	single := soundLog(t)
+	want, err := Fold(single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := asRecords(single, 3)
+	got, err := Fold(recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := recs[len(recs)-1]
+	if got.LastSeq != last.Seq || got.LastIndex != last.Index || got.Events != want.Events ||
+		!slices.EqualFunc(got.Messages, want.Messages, func(a, b llm.Message) bool { return a.Content == b.Content && a.Role == b.Role }) {
+		t.Fatalf("folded as records: last %d.%d, %d events, %d messages; as single events %d events, %d messages",
+			got.LastSeq, got.LastIndex, got.Events, len(got.Messages), want.Events, len(want.Messages))
+	}
+	if r := Audit(recs); len(r.Problems) > 0 || len(r.Turns) != 2 || len(r.Claims) != 2 {
+		t.Fatalf("audit of the records: %d turns, %d claims\n%s\n%s", len(r.Turns), len(r.Claims), r.Problems, r.Dump())
+	}
+	var st State
+	for i, e := range recs {
+		if err := Apply(&st, e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Index > 0 {
+			again := recs[i-1]
+			if err := Apply(&st, again); !errors.Is(err, ErrOutOfOrder) {
+				t.Fatalf("event %d.%d after %d.%d: %v", again.Seq, again.Index, e.Seq, e.Index, err)
+			}
+		}
+	}
+	r := Audit(recs)
+	for _, e := range recs {
+		c, ok := r.ClaimAt(e)
+		switch {
+		case e.Type == event.SessionCreated && ok:
+			t.Fatalf("a claim before the first event: %+v", c)
+		case e.Type == event.SessionClaimed:
+			if ok && c.Epoch >= e.Epoch {
+				t.Fatalf("the claim in force at claim %d is %+v", e.Epoch, c)
+			}
+		case e.Epoch > 0 && (!ok || c.Epoch != e.Epoch):
+			t.Fatalf("event %d.%d of epoch %d: claim in force %+v, %v", e.Seq, e.Index, e.Epoch, c, ok)
+		}
 	}
 }

@@ -163,8 +163,10 @@ type State struct {
 	LastError string `json:"last_error,omitempty"`
 	LastCode  string `json:"last_code,omitempty"`
 
-	// LastSeq is the stream sequence of the last event folded; Events counts them.
+	// LastSeq is the stream sequence of the last event folded (its record's)
+	// and LastIndex its index in that record; Events counts them.
 	LastSeq   uint64    `json:"last_seq"`
+	LastIndex int       `json:"last_index,omitempty"`
 	Events    int       `json:"events"`
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	UpdatedAt time.Time `json:"updated_at,omitzero"`

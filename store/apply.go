@@ -7,31 +7,34 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Problem is an event that was consumed but not folded: an unknown type, a
 // malformed payload, an event inconsistent with its session's history (an
-// event older than the session's last one included: a true redelivery is
-// recognised by its sequence and only counted as Skipped), an invalid session
-// id. The event is still stored (Events shows it with its error) and counted
-// in its session's Rejected, and the batch goes on: a reader of the log skips
-// what it cannot fold, as projection.Fold does. The exceptions, not stored:
-// an event without a sequence, and one whose sequence a different event holds.
+// event older than the session's last one included: a true redelivery, at or
+// below its shard's position, is only counted as Skipped), an invalid
+// session id. It is counted in its session's Rejected, with why (the table
+// rejections), and the batch goes on: a reader of the log skips what it
+// cannot fold, as projection.Fold does. The exception, not counted: an event
+// without a sequence.
 type Problem struct {
 	Seq     uint64
+	Index   int
 	Session string
 	Type    event.Type
 	// Err wraps the cause: projection.ErrInconsistent, projection.ErrOutOfOrder,
 	// event.ErrUnknownType, event.ErrMalformed, event.ErrInvalidSessionID,
-	// ErrNoSequence, ErrSequenceReused or ErrPanic.
+	// ErrNoSequence or ErrPanic.
 	Err error
 }
 
 func (p Problem) Error() string {
-	return fmt.Sprintf("event %d %q of session %q: %v", p.Seq, p.Type, p.Session, p.Err)
+	return fmt.Sprintf("event %d.%d %q of session %q: %v", p.Seq, p.Index, p.Type, p.Session, p.Err)
 }
 
 func (p Problem) Unwrap() error { return p.Err }
@@ -40,24 +43,26 @@ func (p Problem) Unwrap() error { return p.Err }
 type ApplyResult struct {
 	Applied int // events folded into their sessions
 	Skipped int // events already applied (redeliveries), ignored
-	// Problems are the events stored but not folded, in batch order.
+	// Problems are the events consumed but not folded, in batch order.
 	Problems []Problem
-	// Position is the consumer's position after the batch: the highest stream
-	// sequence applied so far.
-	Position uint64
+	// Positions are the consumer's positions after the batch: for each shard
+	// of the log, the highest stream sequence applied so far.
+	Positions []uint64
 	// MessageRows is how many message rows the batch wrote: the messages the
 	// batch added, plus those after an insertion point (a tool result or summary
 	// inserted before the end shifts the rows after it).
 	MessageRows int
 }
 
-// Apply folds a batch of events, from any sessions and in stream order, into
-// the read model, in one transaction: the raw events, every row they change,
-// and the consumer's position commit together or not at all, so a crash between
-// (or during) batches never loses or doubles an event. Apply is idempotent: an
-// event already stored (same stream sequence) is skipped, so redelivered
-// batches are harmless. Events that cannot be folded are stored and reported
-// in ApplyResult.Problems; they never fail the batch.
+// Apply folds a batch of whole records (their events, from any sessions and
+// shards, each shard's in log order) into the read model, in one transaction:
+// every row they change and the consumer's positions commit together or not
+// at all, so a crash between (or during) batches never loses or doubles an
+// event. Apply is idempotent: an event at or below its shard's position
+// (wire.Shard of its session among Options.Shards) is skipped, so redelivered
+// batches are harmless; a batch must hold whole records, since the position
+// covers a record's every event. Events that cannot be folded are counted and
+// reported in ApplyResult.Problems; they never fail the batch.
 //
 // The error is for the batch as a whole (I/O, ctx, ErrClosed): nothing of it
 // was applied and it may be retried.
@@ -66,8 +71,8 @@ func (s *Store) Apply(ctx context.Context, events []event.Event) (ApplyResult, e
 		return ApplyResult{}, err
 	}
 	if len(events) == 0 {
-		pos, err := s.Position(ctx, s.opts.Consumer)
-		return ApplyResult{Position: pos}, err
+		pos, err := s.Positions(ctx, s.opts.Consumer)
+		return ApplyResult{Positions: pos}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -79,6 +84,10 @@ func (s *Store) Apply(ctx context.Context, events []event.Event) (ApplyResult, e
 		return ApplyResult{}, fmt.Errorf("store: apply: %w", err)
 	}
 	b := &batch{s: s, ctx: ctx, tx: tx, touched: make(map[string]*entry)}
+	if b.from, err = s.positions(ctx, tx, s.opts.Consumer); err != nil {
+		return ApplyResult{}, fmt.Errorf("store: apply: %w", err)
+	}
+	b.to = slices.Clone(b.from)
 	committed := false
 	defer func() {
 		if !committed { // an error, or a panic on its way up
@@ -112,7 +121,8 @@ type batch struct {
 	touched map[string]*entry
 	order   []*entry // touched, in order of first touch
 	res     ApplyResult
-	maxSeq  uint64
+	// from are the shards' positions before the batch, to those after it.
+	from, to []uint64
 
 	stepRows, callRows, snapshots, hits, misses, refolded int
 
@@ -152,51 +162,35 @@ func (b *batch) run(events []event.Event) error {
 			}
 		}
 	}
-	var pos uint64
-	if err := b.stmt(st.upsertPosition).QueryRowContext(b.ctx, b.s.opts.Consumer, int64(b.maxSeq)).Scan(&pos); err != nil {
-		return fmt.Errorf("position: %w", err)
+	for k, seq := range b.to {
+		if seq == b.from[k] {
+			continue
+		}
+		if _, err := b.stmt(st.upsertPosition).ExecContext(b.ctx, b.s.opts.Consumer, k, int64(seq)); err != nil {
+			return fmt.Errorf("position of shard %d: %w", k, err)
+		}
 	}
-	b.res.Position = pos
+	b.res.Positions = b.to
 	return nil
 }
 
-// event stores e and folds it into its session.
+// event folds e into its session, unless its shard's position says it was
+// applied already.
 func (b *batch) event(e event.Event) error {
-	st := b.s.stmts
 	if e.Seq == 0 {
 		b.problem(e, ErrNoSequence)
 		return nil
 	}
-	b.maxSeq = max(b.maxSeq, e.Seq)
-
-	var data any
-	if e.Data != nil {
-		data = string(e.Data)
-	}
-	r, err := b.stmt(st.insertEvent).ExecContext(b.ctx, int64(e.Seq), e.Session, string(e.Type), formatTime(e.Time), int64(e.Epoch), data)
-	if err != nil {
-		return fmt.Errorf("event %d: %w", e.Seq, err)
-	}
-	if n, err := r.RowsAffected(); err != nil {
-		return err
-	} else if n == 0 {
-		// Stored already: a redelivery, unless the stored event is another one.
-		var sid, typ string
-		if err := b.stmt(st.eventKey).QueryRowContext(b.ctx, int64(e.Seq)).Scan(&sid, &typ); err != nil {
-			return fmt.Errorf("event %d: %w", e.Seq, err)
-		}
-		if sid != e.Session || typ != string(e.Type) {
-			b.problem(e, fmt.Errorf("sequence %d holds %q of session %q: %w", e.Seq, typ, sid, ErrSequenceReused))
-		} else {
-			b.res.Skipped++
-		}
+	k := wire.Shard(e.Session, len(b.from))
+	if e.Seq <= b.from[k] {
+		b.res.Skipped++ // a redelivery
 		return nil
 	}
-
+	b.to[k] = max(b.to[k], e.Seq)
 	if err := event.ValidSessionID(e.Session); err != nil {
 		return b.reject(nil, e, err)
 	}
-	ent, err := b.entry(e.Session, e.Seq)
+	ent, err := b.entry(e.Session)
 	if err != nil {
 		return err
 	}
@@ -210,6 +204,14 @@ func (b *batch) event(e event.Event) error {
 		}
 		return nil
 	}
+	var data any
+	if e.Data != nil {
+		data = string(e.Data)
+	}
+	if _, err := b.stmt(b.s.stmts.insertTail).ExecContext(b.ctx, e.Session, int64(e.Seq), e.Index, string(e.Type),
+		formatTime(e.Time), int64(e.Epoch), data); err != nil {
+		return fmt.Errorf("event %d.%d: %w", e.Seq, e.Index, err)
+	}
 	ent.msgFrom = min(ent.msgFrom, bd.msg)
 	ent.stepFrom = min(ent.stepFrom, bd.step)
 	ent.callFrom = min(ent.callFrom, bd.call)
@@ -218,10 +220,10 @@ func (b *batch) event(e event.Event) error {
 	return nil
 }
 
-// reject records that e was stored but not folded.
+// reject records that e was consumed but not folded.
 func (b *batch) reject(ent *entry, e event.Event, cause error) error {
-	if _, err := b.stmt(b.s.stmts.setEventError).ExecContext(b.ctx, cause.Error(), int64(e.Seq)); err != nil {
-		return fmt.Errorf("event %d: %w", e.Seq, err)
+	if _, err := b.stmt(b.s.stmts.upsertRejection).ExecContext(b.ctx, e.Session, cause.Error()); err != nil {
+		return fmt.Errorf("event %d.%d: %w", e.Seq, e.Index, err)
 	}
 	if ent != nil {
 		ent.rejected++
@@ -232,7 +234,7 @@ func (b *batch) reject(ent *entry, e event.Event, cause error) error {
 }
 
 func (b *batch) problem(e event.Event, err error) {
-	b.res.Problems = append(b.res.Problems, Problem{Seq: e.Seq, Session: e.Session, Type: e.Type, Err: err})
+	b.res.Problems = append(b.res.Problems, Problem{Seq: e.Seq, Index: e.Index, Session: e.Session, Type: e.Type, Err: err})
 }
 
 // safeApply is projection.Apply, with a panic turned into an error.
@@ -246,11 +248,11 @@ func (s *Store) safeApply(st *projection.State, e event.Event) (err error) {
 }
 
 // rebuild replaces the state of ent, which a panic may have left half-changed,
-// by folding its applied events again (those of this batch included: the
-// transaction sees them). The shadows still describe the rows, so marking
+// by folding its snapshot and tail again (the events this batch applied
+// included: the transaction sees them). The shadows still describe the rows, so marking
 // everything as possibly changed makes flush write exactly the differences.
 func (b *batch) rebuild(ent *entry) error {
-	st, _, n, err := b.s.loadState(b.ctx, b.tx, ent.id, 0)
+	st, _, n, err := b.s.loadState(b.ctx, b.tx, ent.id)
 	if err != nil {
 		return err
 	}
@@ -262,9 +264,8 @@ func (b *batch) rebuild(ent *entry) error {
 }
 
 // entry returns the session's entry for this batch: touched already, cached, or
-// loaded from its snapshot and tail. exclude is the sequence of the event being
-// applied, already inserted in the events table, so not part of the tail.
-func (b *batch) entry(sid string, exclude uint64) (*entry, error) {
+// loaded from its snapshot and tail.
+func (b *batch) entry(sid string) (*entry, error) {
 	if e := b.touched[sid]; e != nil {
 		return e, nil
 	}
@@ -273,7 +274,7 @@ func (b *batch) entry(sid string, exclude uint64) (*entry, error) {
 		b.hits++
 	} else {
 		b.misses++
-		st, rejected, n, err := b.s.loadState(b.ctx, b.tx, sid, exclude)
+		st, rejected, n, err := b.s.loadState(b.ctx, b.tx, sid)
 		if err != nil {
 			return nil, err
 		}
@@ -307,7 +308,7 @@ func (b *batch) flush(e *entry) error {
 	st := &e.st
 	if st.ID == "" {
 		// Never created (only rejected events so far): there is no row to write;
-		// the rejections are in the events table.
+		// the rejections are in their table.
 		return nil
 	}
 	if err := b.writeSession(e); err != nil {
@@ -370,6 +371,11 @@ func (b *batch) writeSnapshot(e *entry) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	if _, err := b.stmt(b.s.stmts.upsertSnapshot).ExecContext(b.ctx, st.ID, int64(st.LastSeq), string(raw)); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	// The snapshot holds the whole records up to st.LastSeq (a batch holds
+	// whole records): their events leave the tail.
+	if _, err := b.stmt(b.s.stmts.pruneTail).ExecContext(b.ctx, st.ID, int64(st.LastSeq)); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	e.snapEvents = st.Events

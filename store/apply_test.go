@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // variants are the store settings the equivalence tests run under: the
@@ -59,7 +61,7 @@ func TestFoldEquivalence(t *testing.T) {
 	}
 }
 
-// TestFoldEquivalenceInterleaved merges every log into one stream, as TAH_EVT
+// TestFoldEquivalenceInterleaved merges every log into one stream, as a shard of the log
 // interleaves sessions, and applies it in batches of many sizes, reopening the
 // store between batches in one run.
 func TestFoldEquivalenceInterleaved(t *testing.T) {
@@ -124,8 +126,8 @@ func TestRedeliveryChangesNothing(t *testing.T) {
 			if res.Skipped != len(batch) || res.Applied != 0 || len(res.Problems) != 0 || res.MessageRows != 0 {
 				t.Fatalf("redelivered batch at %d: %+v", i, res)
 			}
-			if res.Position != uint64(len(evs)) {
-				t.Fatalf("position %d, want %d", res.Position, len(evs))
+			if res.Positions[0] != uint64(len(evs)) {
+				t.Fatalf("position %v, want %d", res.Positions, len(evs))
 			}
 		}
 	}
@@ -165,7 +167,7 @@ func TestPartlyRedeliveredBatch(t *testing.T) {
 	checkEquivalent(t, s, evs)
 }
 
-func TestBadEventsAreStoredAndReported(t *testing.T) {
+func TestBadEventsAreCountedAndReported(t *testing.T) {
 	ctx := context.Background()
 	good := newSession(t, "s_good", event.Config{SystemPrompt: "sys"}, nil)
 	good.userTurn("hi")
@@ -211,27 +213,16 @@ func TestBadEventsAreStoredAndReported(t *testing.T) {
 	if row.Rejected != 5 || row.Status != projection.StatusCompleted || row.LastOutput != "hello" {
 		t.Fatalf("row: %+v", row)
 	}
-	stored, err := s.Events(ctx, "s_good", 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(stored) != len(good.events) {
-		t.Fatalf("%d events stored, want %d (every sequenced one)", len(stored), len(good.events))
-	}
-	for i, r := range stored {
-		if r.Seq != good.events[i].Seq || r.Type != good.events[i].Type || string(r.Data) != string(good.events[i].Data) ||
-			!r.Time.Equal(good.events[i].Time) {
-			t.Fatalf("event %d read back as %+v, want %+v", i, r.Event, good.events[i])
-		}
-		if rejected := r.Error != ""; rejected != (i >= 2 && i <= 5 || i == 7) {
-			t.Errorf("event %d (%s) error %q", i, r.Type, r.Error)
-		}
-	}
 	if _, err := s.GetSession(ctx, "bad.id"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("invalid id: %v", err)
 	}
-	if ev, err := s.Events(ctx, "bad.id", 0, 0); err != nil || len(ev) != 1 || ev[0].Error == "" {
-		t.Fatalf("invalid id's event: %v %v", ev, err)
+	// Why the last one was rejected is kept, for every session.
+	for sid, want := range map[string]string{"s_good": "no turn", "bad.id": "not allowed"} {
+		var why string
+		if err := s.r.QueryRowContext(ctx, `SELECT last_error FROM rejections WHERE session_id = ?`, sid).Scan(&why); err != nil ||
+			!strings.Contains(why, want) {
+			t.Errorf("%s: last rejection %q (%v), want one saying %q", sid, why, err, want)
+		}
 	}
 
 	// The orphan is created later: its row counts the event rejected before,
@@ -251,17 +242,65 @@ func TestBadEventsAreStoredAndReported(t *testing.T) {
 	checkEquivalent(t, s, append(evs, late.events...))
 }
 
-func TestReusedSequenceIsReported(t *testing.T) {
-	a := newSession(t, "s_a", event.Config{}, nil)
-	b := newSession(t, "s_b", event.Config{}, nil) // also sequence 1
-	s := openTest(t, Options{})
-	apply(t, s, a.events, 1)
-	res, err := s.Apply(context.Background(), b.events)
-	if err != nil {
-		t.Fatal(err)
+// TestShardPositions: a log of several shards has a position per shard;
+// sequences repeat across shards and the events of a record share one, and
+// each is applied once; a store reopened for fewer shards than its positions
+// name refuses to go on.
+func TestShardPositions(t *testing.T) {
+	ctx := context.Background()
+	const shards = 4
+	var logs [][]event.Event
+	for _, sid := range []string{"s_shard_a", "s_shard_b", "s_shard_c"} {
+		l := richLog(t, sid)
+		// the session's records: two events each, sequences from 1 in its shard
+		for i := range l {
+			l[i].Seq, l[i].Index = uint64(i/2+1), i%2
+		}
+		logs = append(logs, l)
 	}
-	if len(res.Problems) != 1 || !errors.Is(res.Problems[0], ErrSequenceReused) {
-		t.Fatalf("%+v", res)
+	if wire.Shard("s_shard_a", shards) == wire.Shard("s_shard_b", shards) {
+		t.Fatal("the test wants two sessions in different shards")
+	}
+	s := openTest(t, Options{Shards: shards})
+	var all []event.Event
+	for i := 0; ; i += 2 {
+		added := false
+		for _, l := range logs {
+			if i < len(l) {
+				all = append(all, l[i:min(i+2, len(l))]...)
+				added = true
+			}
+		}
+		if !added {
+			break
+		}
+	}
+	// The projector applies whole records: split at one.
+	half := len(all) / 2
+	for all[half].Index != 0 {
+		half++
+	}
+	apply(t, s, all[:half], 6)
+	res, err := s.Apply(ctx, all) // the first half again: skipped
+	if err != nil || res.Skipped != half || res.Applied+len(res.Problems) != len(all)-half {
+		t.Fatalf("%+v %v", res, err)
+	}
+	want := make([]uint64, shards)
+	for _, l := range logs {
+		k := wire.Shard(l[0].Session, shards)
+		want[k] = max(want[k], l[len(l)-1].Seq)
+	}
+	pos, err := s.Positions(ctx, DefaultConsumer)
+	if err != nil || !slices.Equal(pos, want) || !slices.Equal(res.Positions, want) {
+		t.Fatalf("positions %v (%v), result %v, want %v", pos, err, res.Positions, want)
+	}
+	for _, l := range logs {
+		checkEquivalent(t, s, l)
+	}
+	s.Close()
+	few := openAt(t, s.Path(), Options{Shards: 1})
+	if _, err := few.Positions(ctx, DefaultConsumer); !errors.Is(err, ErrShardCount) {
+		t.Fatalf("a store of one shard with positions in four: %v", err)
 	}
 }
 
@@ -295,7 +334,7 @@ func TestPanicInFoldIsReported(t *testing.T) {
 				without = append(without, e)
 			}
 		}
-		// The panicking event is stored, rejected; the rows are the fold without it.
+		// The panicking event is rejected; the rows are the fold without it.
 		st, err := s.State(context.Background(), "s_rich")
 		if err != nil {
 			t.Fatal(err)
@@ -308,25 +347,25 @@ func TestPanicInFoldIsReported(t *testing.T) {
 	}
 }
 
-func TestPosition(t *testing.T) {
+func TestPositions(t *testing.T) {
 	ctx := context.Background()
 	evs := richLog(t, "s_a")
 	s := openTest(t, Options{Consumer: "p1"})
-	if p, err := s.Position(ctx, "p1"); err != nil || p != 0 {
-		t.Fatalf("fresh position %d %v", p, err)
+	if p, err := s.Positions(ctx, "p1"); err != nil || !slices.Equal(p, []uint64{0}) {
+		t.Fatalf("fresh positions %v %v", p, err)
 	}
 	res, err := s.Apply(ctx, evs[:10])
-	if err != nil || res.Position != 10 {
+	if err != nil || res.Positions[0] != 10 {
 		t.Fatalf("%+v %v", res, err)
 	}
 	// An older batch does not move the position back.
-	if res, err = s.Apply(ctx, evs[:3]); err != nil || res.Position != 10 {
+	if res, err = s.Apply(ctx, evs[:3]); err != nil || res.Positions[0] != 10 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	if p, err := s.Position(ctx, "p1"); err != nil || p != 10 {
-		t.Fatalf("position %d %v", p, err)
+	if p, err := s.Positions(ctx, "p1"); err != nil || p[0] != 10 {
+		t.Fatalf("positions %v %v", p, err)
 	}
-	if p, err := s.Position(ctx, DefaultConsumer); err != nil || p != 0 {
-		t.Fatalf("other consumer %d %v", p, err)
+	if p, err := s.Positions(ctx, DefaultConsumer); err != nil || p[0] != 0 {
+		t.Fatalf("other consumer %v %v", p, err)
 	}
 }

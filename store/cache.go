@@ -19,7 +19,7 @@ type entry struct {
 	id string
 	st projection.State
 
-	rejected   int // events of this session stored but not folded
+	rejected   int // events of this session consumed but not folded
 	snapEvents int // st.Events when the stored snapshot was taken; 0 for none
 
 	msgs   []llm.Message

@@ -65,9 +65,9 @@ func TestFailureMidBatchRollsBack(t *testing.T) {
 							t.Fatal(err)
 						}
 					}
-					pos, err := s.Position(ctx, DefaultConsumer)
-					if err != nil || pos != uint64(min(batchNo*crashBatch, len(evs))) {
-						t.Fatalf("position after the failed batch: %d %v", pos, err)
+					pos, err := s.Positions(ctx, DefaultConsumer)
+					if err != nil || pos[0] != uint64(min(batchNo*crashBatch, len(evs))) {
+						t.Fatalf("position after the failed batch: %v %v", pos, err)
 					}
 					if reopen {
 						s.Close()
@@ -106,14 +106,14 @@ func TestCrashedProcess(t *testing.T) {
 			t.Fatalf("helper did not crash as planned: %v\n%s", err, out)
 		}
 		s := openAt(t, path, Options{})
-		pos, err := s.Position(ctx, DefaultConsumer)
+		positions, err := s.Positions(ctx, DefaultConsumer)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := uint64(crashAt / crashBatch * crashBatch); pos != want {
+		if pos, want := positions[0], uint64(crashAt/crashBatch*crashBatch); pos != want {
 			t.Fatalf("position after the crash %d, want %d (the last committed batch)", pos, want)
 		}
-		apply(t, s, evs[pos:], crashBatch)
+		apply(t, s, evs[positions[0]:], crashBatch)
 		if got := dump(t, path); got != want {
 			t.Fatalf("after the crash:\n%s\nwant:\n%s", got, want)
 		}

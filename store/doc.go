@@ -3,29 +3,32 @@
 // events and fork read.
 //
 // The log is the truth; this is a cache of it that can be deleted and rebuilt
-// at any time. The projector (in the node) consumes TAH_EVT and hands each
-// batch to Apply, which folds it with projection.Apply and writes, in one
-// transaction, the raw events, every row they change (sessions, messages with
-// summaries, steps, tool calls, artifacts, checkpoints) and the projector's
-// position. A restarted projector resumes after Position; redelivered events
-// are recognised by their stream sequence and skipped, so each event counts
-// exactly once. Events that cannot be folded are stored, counted and returned
-// as Problems, never failing the batch.
+// at any time. The projector (in the node) follows every shard of the log and
+// hands batches of whole records to Apply, which folds them with
+// projection.Apply and writes, in one transaction, every row they change
+// (sessions, messages with summaries, steps, tool calls, artifacts,
+// checkpoints) and the projector's position in each shard (Options.Shards). A
+// restarted projector resumes each shard after its position; redelivered
+// events are recognised by their shard's position and skipped, so each event
+// counts exactly once. Events that cannot be folded are counted (with why the
+// last one was not) and returned as Problems, never failing the batch.
 //
 // Apply keeps the folded states of recent sessions in memory and snapshots
-// them now and then in a table of their own, so folding never starts over from
+// them now and then in a table of their own, with the events folded since
+// (the tail, dropped at the next snapshot), so folding never starts over from
 // a session's first event, and it writes only the rows a batch changed: the
-// cost of a step does not grow with the length of the history.
+// cost of a step does not grow with the length of the history. It keeps no
+// other copy of the log.
 //
 // The actors never use this package: their state comes from the log. Nothing
 // here knows about NATS.
 //
 // The smallest use:
 //
-//	st, err := store.Open(ctx, ".tah/data.db")
+//	st, err := store.OpenWith(ctx, ".tah/data.db", store.Options{Shards: b.Shards()})
 //	...
 //	defer st.Close()
-//	res, err := st.Apply(ctx, events) // a batch read from TAH_EVT, in stream order
+//	res, err := st.Apply(ctx, events) // whole records read from the log's shards, each in stream order
 //	for _, p := range res.Problems {
 //		log.Printf("skipped: %v", p)
 //	}

@@ -412,7 +412,7 @@ func dump(t testing.TB, path string) string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	tables := []string{"sessions", "session_labels", "messages", "steps", "tool_calls", "artifacts", "checkpoints", "events", "positions"}
+	tables := []string{"sessions", "session_labels", "messages", "steps", "tool_calls", "artifacts", "checkpoints", "rejections", "positions"}
 	var sb strings.Builder
 	for _, tbl := range tables {
 		rows, err := db.Query("SELECT * FROM " + tbl)

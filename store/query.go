@@ -400,55 +400,12 @@ func (s *Store) Checkpoints(ctx context.Context, id string) ([]projection.Checkp
 	return out, nil
 }
 
-// Events returns up to limit (default 1000) events of the session with a
-// sequence at or after fromSeq, in stream order, rejected ones included. An
-// unknown session with no events wraps ErrNotFound.
-func (s *Store) Events(ctx context.Context, id string, fromSeq uint64, limit int) ([]EventRow, error) {
-	if err := s.checkOpen(); err != nil {
-		return nil, err
-	}
-	if limit <= 0 {
-		limit = 1000
-	}
-	rows, err := s.r.QueryContext(ctx, `SELECT seq, session_id, type, time, epoch, data, error FROM events
-		WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`, id, int64(fromSeq), limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: events %q: %w", id, err)
-	}
-	defer rows.Close()
-	out := []EventRow{}
-	for rows.Next() {
-		var r EventRow
-		var msg sql.NullString
-		if err := scanEvent(rows, &r.Event, &msg); err != nil {
-			return nil, fmt.Errorf("store: events %q: %w", id, err)
-		}
-		r.Error = msg.String
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: events %q: %w", id, err)
-	}
-	if len(out) == 0 {
-		if err := exists(ctx, s.r, id); err != nil {
-			if errors.Is(err, ErrNotFound) {
-				return nil, err
-			}
-			return nil, fmt.Errorf("store: events %q: %w", id, err)
-		}
-	}
-	return out, nil
-}
-
-func scanEvent(sc scanner, e *event.Event, msg *sql.NullString) error {
+// scanEvent reads a row of the tail into e.
+func scanEvent(sc scanner, e *event.Event) error {
 	var seq, epoch int64
 	var typ, tm string
 	var data sql.NullString
-	dest := []any{&seq, &e.Session, &typ, &tm, &epoch, &data}
-	if msg != nil {
-		dest = append(dest, msg)
-	}
-	if err := sc.Scan(dest...); err != nil {
+	if err := sc.Scan(&seq, &e.Index, &e.Session, &typ, &tm, &epoch, &data); err != nil {
 		return err
 	}
 	e.Seq, e.Epoch, e.Type, e.Time = uint64(seq), uint64(epoch), event.Type(typ), parseTime(tm)
@@ -466,38 +423,35 @@ func (s *Store) State(ctx context.Context, id string) (projection.State, error) 
 	var st projection.State
 	err := s.readSession(ctx, "state", id, func(tx *sql.Tx) error {
 		var err error
-		st, _, _, err = s.loadState(ctx, tx, id, 0)
+		st, _, _, err = s.loadState(ctx, tx, id)
 		return err
 	})
 	return st, err
 }
 
-// loadState folds a session from its stored snapshot (if any) and its applied
-// events after it, except the one with sequence exclude. It returns the state,
-// the session's count of rejected events, and how many events it folded.
-func (s *Store) loadState(ctx context.Context, q querier, id string, exclude uint64) (projection.State, int, int, error) {
+// loadState folds a session from its stored snapshot (if any) and its tail,
+// the events applied after it. It returns the state, the session's count of
+// rejected events, and how many events it folded.
+func (s *Store) loadState(ctx context.Context, q querier, id string) (projection.State, int, int, error) {
 	var st projection.State
 	var rejected int
-	var snap sql.NullString
-	err := q.QueryRowContext(ctx, `SELECT s.rejected, n.state FROM sessions s
-		LEFT JOIN snapshots n ON n.session_id = s.id WHERE s.id = ?`, id).Scan(&rejected, &snap)
+	err := q.QueryRowContext(ctx, `SELECT count FROM rejections WHERE session_id = ?`, id).Scan(&rejected)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return st, 0, 0, err
+	}
+	var snap string
+	err = q.QueryRowContext(ctx, `SELECT state FROM snapshots WHERE session_id = ?`, id).Scan(&snap)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		// Not created (yet): whatever was stored of it was rejected.
-		if err := q.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE session_id = ? AND error IS NOT NULL`, id).Scan(&rejected); err != nil {
-			return st, 0, 0, err
-		}
 	case err != nil:
 		return st, 0, 0, err
-	case snap.Valid:
-		if err := json.Unmarshal([]byte(snap.String), &st); err != nil {
-			// A snapshot this build cannot read: fold from the first event instead.
-			st = projection.State{}
-		}
+	case json.Unmarshal([]byte(snap), &st) != nil:
+		// A snapshot this build cannot read: the tail alone cannot rebuild the
+		// session. Delete the read model to rebuild it from the log.
+		return st, 0, 0, fmt.Errorf("the snapshot of session %q is not readable: delete the read model (%s) to rebuild it from the log", id, s.path)
 	}
-	rows, err := q.QueryContext(ctx, `SELECT seq, session_id, type, time, epoch, data FROM events
-		WHERE session_id = ? AND seq > ? AND error IS NULL AND seq <> ? ORDER BY seq`,
-		id, int64(st.LastSeq), int64(exclude))
+	rows, err := q.QueryContext(ctx, `SELECT seq, idx, session_id, type, time, epoch, data FROM tail
+		WHERE session_id = ? ORDER BY seq, idx`, id)
 	if err != nil {
 		return st, 0, 0, err
 	}
@@ -505,7 +459,7 @@ func (s *Store) loadState(ctx context.Context, q querier, id string, exclude uin
 	n := 0
 	for rows.Next() {
 		var e event.Event
-		if err := scanEvent(rows, &e, nil); err != nil {
+		if err := scanEvent(rows, &e); err != nil {
 			return st, 0, 0, err
 		}
 		// These events were folded once already, from this very state: they
@@ -520,19 +474,38 @@ func (s *Store) loadState(ctx context.Context, q querier, id string, exclude uin
 	return st, rejected, n, nil
 }
 
-// Position returns the last stream sequence applied for consumer (0 when it
-// never applied anything): a restarted projector resumes after it.
-func (s *Store) Position(ctx context.Context, consumer string) (uint64, error) {
+// Positions returns, for each shard of the log (Options.Shards), the last
+// stream sequence applied for consumer (0 for a shard it never applied
+// anything of): a restarted projector resumes each shard after it.
+func (s *Store) Positions(ctx context.Context, consumer string) ([]uint64, error) {
 	if err := s.checkOpen(); err != nil {
-		return 0, err
+		return nil, err
 	}
-	var seq int64
-	err := s.r.QueryRowContext(ctx, `SELECT seq FROM positions WHERE consumer = ?`, consumer).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
+	pos, err := s.positions(ctx, s.r, consumer)
 	if err != nil {
-		return 0, fmt.Errorf("store: position %q: %w", consumer, err)
+		return nil, fmt.Errorf("store: positions of %q: %w", consumer, err)
 	}
-	return uint64(seq), nil
+	return pos, nil
+}
+
+// positions reads consumer's position in each shard.
+func (s *Store) positions(ctx context.Context, q querier, consumer string) ([]uint64, error) {
+	pos := make([]uint64, s.opts.Shards)
+	rows, err := q.QueryContext(ctx, `SELECT shard, seq FROM positions WHERE consumer = ?`, consumer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k int
+		var seq int64
+		if err := rows.Scan(&k, &seq); err != nil {
+			return nil, err
+		}
+		if k < 0 || k >= len(pos) {
+			return nil, fmt.Errorf("a position in shard %d of a log of %d shards: %w", k, len(pos), ErrShardCount)
+		}
+		pos[k] = uint64(seq)
+	}
+	return pos, rows.Err()
 }

@@ -6,18 +6,9 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 )
-
-// EventRow is an event as stored, with why it was not folded, if it was not.
-type EventRow struct {
-	event.Event
-	// Error is empty for an event folded into its session, and otherwise says why
-	// it was rejected (see Problem).
-	Error string `json:"error,omitempty"`
-}
 
 // TitleRunes is the longest title (wire.SessionSummary.Title), in runes,
 // before an ellipsis.

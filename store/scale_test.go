@@ -173,9 +173,6 @@ func readAll(ctx context.Context, s *Store) error {
 		if _, err := s.ToolCalls(ctx, id); err != nil {
 			return err
 		}
-		if _, err := s.Events(ctx, id, 0, 50); err != nil {
-			return err
-		}
 	}
 	_ = page
 	return nil

@@ -10,7 +10,7 @@ import (
 // stmts are the writer's statements, prepared once at Open: Apply runs them
 // thousands of times per second and parsing SQL would dominate.
 type stmts struct {
-	insertEvent, eventKey, setEventError                     *sql.Stmt
+	insertTail, pruneTail, upsertRejection                   *sql.Stmt
 	upsertSession, upsertSnapshot, deleteLabels, insertLabel *sql.Stmt
 	upsertMessage, deleteMessages                            *sql.Stmt
 	upsertStep, deleteSteps, upsertCall, deleteCalls         *sql.Stmt
@@ -25,10 +25,10 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		dst **sql.Stmt
 		sql string
 	}{
-		{&s.insertEvent, `INSERT INTO events (seq, session_id, type, time, epoch, data) VALUES (?, ?, ?, ?, ?, ?)
-			ON CONFLICT (seq) DO NOTHING`},
-		{&s.eventKey, `SELECT session_id, type FROM events WHERE seq = ?`},
-		{&s.setEventError, `UPDATE events SET error = ? WHERE seq = ?`},
+		{&s.insertTail, `INSERT INTO tail (session_id, seq, idx, type, time, epoch, data) VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&s.pruneTail, `DELETE FROM tail WHERE session_id = ? AND seq <= ?`},
+		{&s.upsertRejection, `INSERT INTO rejections (session_id, count, last_error) VALUES (?, 1, ?)
+			ON CONFLICT (session_id) DO UPDATE SET count = rejections.count + 1, last_error = excluded.last_error`},
 		{&s.upsertSession, `INSERT INTO sessions (id, status, turn, config, forked_from, labels, epoch, node, title,
 				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
 				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code)
@@ -79,9 +79,8 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.upsertCheckpoint, `INSERT OR REPLACE INTO checkpoints (session_id, idx, id, up_to_seq, bucket, key, events, seq)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.deleteCheckpoints, `DELETE FROM checkpoints WHERE session_id = ? AND idx >= ?`},
-		{&s.upsertPosition, `INSERT INTO positions (consumer, seq) VALUES (?, ?)
-			ON CONFLICT (consumer) DO UPDATE SET seq = max(positions.seq, excluded.seq)
-			RETURNING seq`},
+		{&s.upsertPosition, `INSERT INTO positions (consumer, shard, seq) VALUES (?, ?, ?)
+			ON CONFLICT (consumer, shard) DO UPDATE SET seq = max(positions.seq, excluded.seq)`},
 	} {
 		st, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {

@@ -32,12 +32,12 @@ var (
 	ErrInvalidCursor = errors.New("invalid list cursor")
 
 	// ErrNoSequence is a Problem: an event without a stream sequence cannot be
-	// keyed, so it is neither stored nor applied.
+	// placed in the log, so it is not applied.
 	ErrNoSequence = errors.New("event has no stream sequence")
-	// ErrSequenceReused is a Problem: an event arrived with the sequence of a
-	// different stored event, so the stream was recreated under this read model.
-	// Delete the read model so the projector rebuilds it from the new stream.
-	ErrSequenceReused = errors.New("stream sequence reused by a different event")
+	// ErrShardCount: the read model holds positions in shards the log does not
+	// have (Options.Shards): it was built from another log. Delete it so that
+	// the projector rebuilds it from this one.
+	ErrShardCount = errors.New("read model of a log with another shard count")
 	// ErrPanic is a Problem: folding the event panicked. The event is kept and
 	// reported like any rejected event and the session's state is rebuilt.
 	ErrPanic = errors.New("folding the event panicked")
@@ -45,9 +45,12 @@ var (
 
 // Options tunes a Store. The zero value is the default for every field.
 type Options struct {
-	// Consumer names the position that Apply advances (see Position). Default
-	// DefaultConsumer.
+	// Consumer names the positions that Apply advances (see Positions).
+	// Default DefaultConsumer.
 	Consumer string
+	// Shards is the number of shards of the log the store is fed from
+	// (bus.Bus.Shards): Apply keeps a position per shard. Default 1.
+	Shards int
 	// CacheSize is how many folded session states Apply keeps in memory, least
 	// recently used out first. A session missing from the cache is loaded from its
 	// snapshot and the tail of its events, so this only bounds memory and speed:
@@ -63,12 +66,16 @@ type Options struct {
 	Readers int
 }
 
-// DefaultConsumer is the position name Apply advances when Options.Consumer is empty.
+// DefaultConsumer is the name of the positions Apply advances when
+// Options.Consumer is empty.
 const DefaultConsumer = "projector"
 
 func (o Options) withDefaults() Options {
 	if o.Consumer == "" {
 		o.Consumer = DefaultConsumer
+	}
+	if o.Shards <= 0 {
+		o.Shards = 1
 	}
 	if o.CacheSize <= 0 {
 		o.CacheSize = 2048
@@ -210,7 +217,7 @@ type Stats struct {
 	Batches  int64 // Apply calls committed
 	Applied  int64 // events folded
 	Skipped  int64 // redeliveries ignored
-	Rejected int64 // events stored but not folded (Problems)
+	Rejected int64 // events consumed but not folded (Problems)
 	// MessageRows, StepRows and ToolCallRows count rows written (inserted or
 	// rewritten): they grow with what changed, not with the size of the history.
 	MessageRows  int64

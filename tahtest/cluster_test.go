@@ -33,8 +33,8 @@ func run(t *testing.T, c *Cluster, sid, id string) {
 }
 
 // The mixed cluster the failover benchmark runs: two in-process nodes and a
-// tah-node process that leads the event stream, killed with SIGKILL while it
-// does; the others elect a leader, carry its sessions on and share its
+// tah-node process that leads the shard of the log of one of its sessions,
+// killed with SIGKILL while it does; the others elect a leader, carry its sessions on and share its
 // partitions.
 func TestMixedCluster(t *testing.T) {
 	if testing.Short() {
@@ -45,10 +45,6 @@ func TestMixedCluster(t *testing.T) {
 		t.Fatalf("members: node 0 %v, node 2 %v, ids %v", c.Node(0), c.Node(2), c.IDs())
 	}
 	recs := c.WaitBalanced(time.Minute, c.IDs()...)
-	c.MoveLeader(wire.EventStream, 2)
-	if led := c.Leaders().Of(2); !slices.Contains(led, wire.EventStream) {
-		t.Fatalf("n2 leads %v", led)
-	}
 	var sid string // a session of n2's
 	for j := 0; sid == ""; j++ {
 		cand := fmt.Sprintf("s_mixed_%d", j)
@@ -57,6 +53,11 @@ func TestMixedCluster(t *testing.T) {
 				sid = cand
 			}
 		}
+	}
+	shard := wire.EventShardStream(c.Bus().ShardOf(sid))
+	c.MoveLeader(shard, 2)
+	if led := c.Leaders().Of(2); !slices.Contains(led, shard) {
+		t.Fatalf("n2 leads %v", led)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -72,7 +73,7 @@ func TestMixedCluster(t *testing.T) {
 	}
 
 	c.Kill(2)
-	c.WaitLeaders(wire.EventStream)
+	c.WaitLeaders(shard)
 	run(t, c, sid, "in_after")
 	rep := c.Audit(sid)
 	if probs := rep.CheckInputs("in_before", "in_after"); len(probs) > 0 || rep.Owner() == "n2" {

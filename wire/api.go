@@ -153,7 +153,9 @@ type EventsRequest struct {
 	Session string `json:"session"`
 	// FromSeq is the first stream sequence wanted (0: from the start).
 	FromSeq uint64 `json:"from_seq,omitempty"`
-	// Limit is the most events returned (0: all that fit).
+	// Limit is the most events returned (0: all that fit), rounded up to
+	// whole records: the events of one record are never split between
+	// replies.
 	Limit int `json:"limit,omitempty" jsonschema:"minimum=0"`
 }
 
@@ -223,11 +225,16 @@ type StatusReply struct {
 	Partitions int `json:"partitions"`
 	// ActiveSessions counts the answering node's session actors.
 	ActiveSessions int `json:"active_sessions"`
-	// ReadModelAt is the last stream sequence the node's read model applied.
-	ReadModelAt   uint64 `json:"read_model_at"`
-	ReadModelPath string `json:"read_model_path"`
-	Provider      string `json:"provider"`
-	APIVersion    string `json:"api_version"`
+	// LogShards is the number of shards of the event log (TAH_EVT_0 to
+	// TAH_EVT_<log_shards-1>): a session's records are in shard
+	// Shard(sid, log_shards).
+	LogShards int `json:"log_shards"`
+	// ReadModelAt is, for each shard of the log in order, the last stream
+	// sequence the node's read model applied.
+	ReadModelAt   []uint64 `json:"read_model_at"`
+	ReadModelPath string   `json:"read_model_path"`
+	Provider      string   `json:"provider"`
+	APIVersion    string   `json:"api_version"`
 	// ProblemsSkipped counts the events the read model could not fold.
 	ProblemsSkipped int64 `json:"problems_skipped"`
 	// Time is the answering node's clock when it read Nodes: a client

@@ -7,8 +7,10 @@
 // Schema of every payload, generated from these types (make schema) and
 // checked by this package's tests against the documents' examples.
 //
-// The event log's envelope and payloads are the package event; wire refers to
-// them and never redefines them.
+// The event log's record (the body of its messages), event envelope and
+// payloads are the package event; wire refers to them and never redefines
+// them. wire names the log's shards and the subjects in them, and the shard
+// function clients use to find a session's (Shard).
 //
 // wire imports only pure packages (event, llm, projection): no NATS client, no
 // server, no SQLite. Nodes (package bus, node), the Go client (package client),

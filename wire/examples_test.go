@@ -11,6 +11,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -45,8 +46,9 @@ var (
 	docGlobs = []string{"../docs/*.md", "../README.md", "../*/doc.go"}
 )
 
-// TestDocExamplesValidate: every JSON example of the documents that is an
-// event envelope validates against the envelope and payload schemas, every
+// TestDocExamplesValidate: every JSON example of the documents that is a log
+// record or an event validates against the record or envelope schema and its
+// payloads' schemas, every
 // example marked <!-- schema: NAME --> against docs/schema/NAME, and every
 // payload of the contract has at least one example in docs/protocol.md.
 func TestDocExamplesValidate(t *testing.T) {
@@ -84,20 +86,34 @@ func TestDocExamplesValidate(t *testing.T) {
 					continue
 				}
 				var env struct {
-					Session string          `json:"session"`
-					Type    string          `json:"type"`
-					Data    json.RawMessage `json:"data"`
+					Session string              `json:"session"`
+					Type    string              `json:"type"`
+					Data    json.RawMessage     `json:"data"`
+					Events  []event.RecordEvent `json:"events"`
 				}
-				if json.Unmarshal(body, &env) != nil || env.Type == "" || env.Data == nil || env.Session == "" {
+				if json.Unmarshal(body, &env) != nil || env.Session == "" {
 					continue
 				}
-				if err := validate("envelope.json", body); err != nil {
-					t.Errorf("%s: event example: %v\n%s", f, err, body)
+				payloads := env.Events
+				switch {
+				case len(env.Events) > 0:
+					if err := validate("record.json", body); err != nil {
+						t.Errorf("%s: record example: %v\n%s", f, err, body)
+					}
+				case env.Type != "" && env.Data != nil:
+					if err := validate("envelope.json", body); err != nil {
+						t.Errorf("%s: event example: %v\n%s", f, err, body)
+					}
+					payloads = []event.RecordEvent{{Type: event.Type(env.Type), Data: env.Data}}
+				default:
+					continue
 				}
-				if _, ok := sc[env.Type+".json"]; !ok {
-					t.Errorf("%s: event example of unknown type %q", f, env.Type)
-				} else if err := validate(env.Type+".json", env.Data); err != nil {
-					t.Errorf("%s: %s example: %v\n%s", f, env.Type, err, body)
+				for _, p := range payloads {
+					if _, ok := sc[string(p.Type)+".json"]; !ok {
+						t.Errorf("%s: event example of unknown type %q", f, p.Type)
+					} else if err := validate(string(p.Type)+".json", p.Data); err != nil {
+						t.Errorf("%s: %s example: %v\n%s", f, p.Type, err, body)
+					}
 				}
 				checked++
 			}

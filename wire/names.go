@@ -1,11 +1,25 @@
 package wire
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Streams, buckets and groups.
 const (
-	// EventStream holds every session's event log.
-	EventStream = "TAH_EVT"
+	// EventStreamPrefix starts the name of every shard of the event log:
+	// TAH_EVT_<k> (EventShardStream).
+	EventStreamPrefix = "TAH_EVT_"
+	// LegacyEventStream is the one stream of the event log before shards and
+	// records (log schema version 1); a node migrates it into the shards when
+	// it starts, then removes it.
+	LegacyEventStream = "TAH_EVT"
+	// LockBucket is the KV bucket of the log migration's lock (LogMigrationLock):
+	// it exists only while a node migrates a LegacyEventStream.
+	LockBucket = "tah_locks"
+	// LogMigrationLock is the key of LockBucket that the node migrating the
+	// log holds (its value is the node's name), refreshed within LockTTL.
+	LogMigrationLock = "log-v2"
 	// InputStream is the work queue of inputs and commands.
 	InputStream = "TAH_IN"
 	// CheckpointBucket is the KV bucket of state snapshots, keyed by session id.
@@ -32,14 +46,16 @@ const (
 	ToolServicePrefix = "tah-tool-"
 )
 
-// Metadata keys. The Meta* keys of streams are set by nodes on TAH_EVT and
-// TAH_IN; MetaToolProtocol is service metadata of a tool service, and the
+// Metadata keys. The Meta* keys of streams are set by nodes on the event
+// log's shards and TAH_IN (MetaShards on the shards, MetaPartitions on
+// TAH_IN); MetaToolProtocol is service metadata of a tool service, and the
 // MetaTool* keys are endpoint metadata of a tool (micro metadata values are
 // strings).
 const (
 	MetaSetup      = "tah.setup"
 	MetaProtocol   = "tah.protocol"
 	MetaPartitions = "tah.partitions"
+	MetaShards     = "tah.shards"
 
 	MetaToolProtocol   = "tah_protocol"
 	MetaToolDesc       = "description"
@@ -57,4 +73,15 @@ const (
 	// ToolResultTTL is the max age of the tool result bucket when a tool
 	// service creates it.
 	ToolResultTTL = 24 * time.Hour
+	// LockTTL is how long a lock of LockBucket lives without being refreshed:
+	// a node that died holding it lets another take over after that.
+	LockTTL = 30 * time.Second
 )
+
+// DefaultShards is the number of shards of an event log created without
+// another count (bus.Config.Shards). The count is fixed when the log is
+// created.
+const DefaultShards = 8
+
+// EventShardStream is the name of shard k of the event log: TAH_EVT_<k>.
+func EventShardStream(k int) string { return EventStreamPrefix + strconv.Itoa(k) }

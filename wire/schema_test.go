@@ -56,7 +56,8 @@ func generate(t *testing.T) map[string]map[string][]byte {
 		}
 		out[dir][name] = append(b, '\n')
 	}
-	put(eventSchemaDir, "envelope.json", "TAH event envelope (the body of a message in stream TAH_EVT)", &event.Event{})
+	put(eventSchemaDir, "record.json", "TAH log record (the body of a message in a shard of the event log, TAH_EVT_<k>: log schema version 2)", &event.Record{})
+	put(eventSchemaDir, "envelope.json", "TAH event (an event as tah.api.events returns it; also the body of a message in a log of schema version 1)", &event.Event{})
 	for _, typ := range event.Types() {
 		put(eventSchemaDir, string(typ)+".json", fmt.Sprintf("Payload of %s events (the envelope's data)", typ), event.Payload(typ))
 	}

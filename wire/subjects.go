@@ -3,17 +3,20 @@ package wire
 import (
 	"fmt"
 	"hash/fnv"
+	"strconv"
 	"strings"
-
-	"github.com/tah-dev/tah/event"
 )
 
 // Subject patterns: the filters that match a kind of subject for every
 // session (or node, or tool).
 const (
-	// EventSubjects is the filter of every event of every session: the
-	// subjects of TAH_EVT.
-	EventSubjects = "tah.sess.*.evt.>"
+	// EventSubjects is the filter of every record of every session, in every
+	// shard of the log.
+	EventSubjects = "tah.evt.*.*"
+	// LegacyEventSubjects is the filter of every event of a log written
+	// before shards and records (LegacyEventStream): tah.sess.<sid>.evt.<type>.
+	// Only the migration reads it.
+	LegacyEventSubjects = "tah.sess.*.evt.>"
 	// InputSubjects is the filter of inputs as clients publish them.
 	InputSubjects = "tah.sess.*.in"
 	// PartitionSubjects is the filter of inputs as TAH_IN stores them.
@@ -37,15 +40,26 @@ const (
 	ToolCancelSubjects = ToolCancelPrefix + "*"
 )
 
-// EventSubject is the subject of an event of type t in session sid:
-// tah.sess.<sid>.evt.<type>.
-func EventSubject(sid string, t event.Type) string {
-	return "tah.sess." + sid + ".evt." + string(t)
-}
+// ShardSubject is the subject of session sid's records in shard k of the
+// log (k = Shard(sid, n)): tah.evt.<k>.<sid>. It is one subject per session,
+// the event types being in the records: fenced appends expect its last
+// sequence, and following a session is one consumer filtered on it.
+func ShardSubject(k int, sid string) string { return "tah.evt." + strconv.Itoa(k) + "." + sid }
 
-// SessionEvents is the filter of every event of session sid:
-// tah.sess.<sid>.evt.>. Fenced appends expect the last sequence over it.
-func SessionEvents(sid string) string { return "tah.sess." + sid + ".evt.>" }
+// ShardSubjects is the filter of every session's records in shard k, the
+// subjects of EventShardStream(k): tah.evt.<k>.*.
+func ShardSubjects(k int) string { return "tah.evt." + strconv.Itoa(k) + ".*" }
+
+// Shard returns the shard of the log that holds session sid's records among
+// n shards: the FNV-1a 32-bit hash of the session id, modulo n (the hash of
+// Partition, applied to the log's shard count, which is independent of the
+// input partitions).
+func Shard(sid string, n int) int { return fnvMod(sid, n) }
+
+// LegacySessionEvents is the filter of session sid's events in a log written
+// before shards and records (LegacyEventStream): tah.sess.<sid>.evt.>. Only
+// the migration reads it.
+func LegacySessionEvents(sid string) string { return "tah.sess." + sid + ".evt.>" }
 
 // InputSubject is where clients publish inputs for session sid: tah.sess.<sid>.in.
 func InputSubject(sid string) string { return "tah.sess." + sid + ".in" }
@@ -104,34 +118,27 @@ func ToolFromSubject(subj string) string {
 // Partition returns the input partition of session sid among n partitions,
 // as the server's subject transform {{partition(n,1)}} computes it: the
 // FNV-1a 32-bit hash of the session id, modulo n.
-func Partition(sid string, n int) int {
+func Partition(sid string, n int) int { return fnvMod(sid, n) }
+
+// fnvMod is the FNV-1a 32-bit hash of s modulo n (0 when n is not positive).
+func fnvMod(s string, n int) int {
 	if n <= 0 {
 		return 0
 	}
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(sid))
+	_, _ = h.Write([]byte(s))
 	return int(h.Sum32() % uint32(n))
 }
 
-// SessionFromSubject returns the session of a tah.sess.<sid>.… or
-// tah.in.<p>.<sid> subject, or "".
+// SessionFromSubject returns the session of a tah.sess.<sid>.…,
+// tah.in.<p>.<sid> or tah.evt.<k>.<sid> subject, or "".
 func SessionFromSubject(subj string) string {
 	parts := strings.Split(subj, ".")
 	switch {
 	case len(parts) >= 3 && parts[0] == "tah" && parts[1] == "sess":
 		return parts[2]
-	case len(parts) == 4 && parts[0] == "tah" && parts[1] == "in":
+	case len(parts) == 4 && parts[0] == "tah" && (parts[1] == "in" || parts[1] == "evt"):
 		return parts[3]
-	}
-	return ""
-}
-
-// TypeFromEventSubject returns the event type of a tah.sess.<sid>.evt.<type>
-// subject, or "".
-func TypeFromEventSubject(subj string) event.Type {
-	parts := strings.SplitN(subj, ".", 5)
-	if len(parts) == 5 && parts[0] == "tah" && parts[1] == "sess" && parts[3] == "evt" {
-		return event.Type(parts[4])
 	}
 	return ""
 }

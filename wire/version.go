@@ -9,8 +9,9 @@ import "strconv"
 //
 // A change that an older client, node or tool service cannot ignore raises it;
 // additions that readers skip (a new event type, a new optional field, a new
-// endpoint) do not.
-const ProtocolVersion = 1
+// endpoint) do not. Version 2 is the log of records in shards (TAH_EVT_<k>,
+// tah.evt.<k>.<sid>); version 1 had one event per message in TAH_EVT.
+const ProtocolVersion = 2
 
 // APIVersion is the SemVer version of the micro service "tah" (the API):
 // ProtocolVersion as the major version.
@@ -22,5 +23,7 @@ var ProtocolString = strconv.Itoa(ProtocolVersion)
 
 // SetupVersion is the version of the stream, consumer and bucket layout
 // (MetaSetup). A node finding an older layout updates it in place when NATS
-// allows it; a node finding a newer one stops and asks to be upgraded.
-const SetupVersion = 1
+// allows it (and migrates a log of version 1, the one stream TAH_EVT, into
+// the shards of version 2); a node finding a newer one stops and asks to be
+// upgraded.
+const SetupVersion = 2

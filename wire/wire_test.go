@@ -70,26 +70,31 @@ func TestInputJSON(t *testing.T) {
 func TestSubjects(t *testing.T) {
 	sid := "s_4f2k9q1w7e3r5t6y8u0i"
 	for got, want := range map[string]string{
-		wire.EventSubject(sid, event.ContextTrimmed): "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.evt.agent.context.trimmed",
-		wire.SessionEvents(sid):                      "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.evt.>",
-		wire.InputSubject(sid):                       "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.in",
-		wire.PartitionSubject(3, sid):                "tah.in.3.s_4f2k9q1w7e3r5t6y8u0i",
-		wire.PartitionFilter(3):                      "tah.in.3.*",
-		wire.PartitionConsumer(3):                    "tah_in_3",
-		wire.InputTransform(16):                      "tah.in.{{partition(16,1)}}.{{wildcard(1)}}",
-		wire.DeltaSubject(sid):                       "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.delta",
-		wire.ErrorSubject(sid):                       "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.err",
-		wire.NodeSubject("n1"):                       "tah.nodes.n1",
-		wire.APISubject(wire.EndpointFork):           "tah.api.fork",
-		wire.ToolSubject("shout"):                    "tah.tool.shout",
-		wire.ToolCancelSubject("a.b"):                "tah.tool.cancel.=YS5i",
+		wire.ShardSubject(5, sid):          "tah.evt.5.s_4f2k9q1w7e3r5t6y8u0i",
+		wire.ShardSubjects(5):              "tah.evt.5.*",
+		wire.EventShardStream(5):           "TAH_EVT_5",
+		wire.LegacySessionEvents(sid):      "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.evt.>",
+		wire.InputSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.in",
+		wire.PartitionSubject(3, sid):      "tah.in.3.s_4f2k9q1w7e3r5t6y8u0i",
+		wire.PartitionFilter(3):            "tah.in.3.*",
+		wire.PartitionConsumer(3):          "tah_in_3",
+		wire.InputTransform(16):            "tah.in.{{partition(16,1)}}.{{wildcard(1)}}",
+		wire.DeltaSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.delta",
+		wire.ErrorSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.err",
+		wire.NodeSubject("n1"):             "tah.nodes.n1",
+		wire.APISubject(wire.EndpointFork): "tah.api.fork",
+		wire.ToolSubject("shout"):          "tah.tool.shout",
+		wire.ToolCancelSubject("a.b"):      "tah.tool.cancel.=YS5i",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
 		}
 	}
-	if s := wire.SessionFromSubject(wire.EventSubject(sid, event.TurnStarted)); s != sid {
-		t.Errorf("session of an event subject: %q", s)
+	if s := wire.SessionFromSubject(wire.ShardSubject(3, sid)); s != sid {
+		t.Errorf("session of a shard subject: %q", s)
+	}
+	if s := wire.SessionFromSubject("tah.sess." + sid + ".evt.turn.started"); s != sid {
+		t.Errorf("session of a legacy event subject: %q", s)
 	}
 	if s := wire.SessionFromSubject(wire.PartitionSubject(0, sid)); s != sid {
 		t.Errorf("session of a partition subject: %q", s)
@@ -97,16 +102,24 @@ func TestSubjects(t *testing.T) {
 	if s := wire.SessionFromSubject("foo.bar"); s != "" {
 		t.Errorf("session of a foreign subject: %q", s)
 	}
-	if ty := wire.TypeFromEventSubject(wire.EventSubject(sid, event.ContextCompactFailed)); ty != event.ContextCompactFailed {
-		t.Errorf("type: %q", ty)
-	}
-	if ty := wire.TypeFromEventSubject(wire.InputSubject(sid)); ty != "" {
-		t.Errorf("type of an input subject: %q", ty)
-	}
 	for subj, want := range map[string]string{"tah.tool.shout": "shout", "tah.tool.cancel.x": "", "tah.tool.a.b": "", "tah.api.get": ""} {
 		if got := wire.ToolFromSubject(subj); got != want {
 			t.Errorf("ToolFromSubject(%q) = %q, want %q", subj, got, want)
 		}
+	}
+}
+
+// TestShard pins the shard function: FNV-1a 32 of the session id, modulo the
+// shard count, the same for every client in any language.
+func TestShard(t *testing.T) {
+	// FNV-1a 32 of "a" is 0xe40c292c, of "" 0x811c9dc5 (the offset basis).
+	for sid, want := range map[string]int{"s_4f2k9q1w7e3r5t6y8u0i": 1, "a": 0xe40c292c % 8, "": 0x811c9dc5 % 8} {
+		if got := wire.Shard(sid, 8); got != want {
+			t.Errorf("Shard(%q, 8) = %d, want %d", sid, got, want)
+		}
+	}
+	if wire.Shard("x", 0) != 0 {
+		t.Fatal("no shards")
 	}
 }
 
@@ -166,7 +179,7 @@ func TestToolCodes(t *testing.T) {
 }
 
 func TestVersions(t *testing.T) {
-	if wire.APIVersion != "1.0.0" || wire.ProtocolString != "1" {
+	if wire.APIVersion != "2.0.0" || wire.ProtocolString != "2" {
 		t.Fatalf("API %s, protocol %s", wire.APIVersion, wire.ProtocolString)
 	}
 	seen := map[string]bool{}

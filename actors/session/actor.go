@@ -91,20 +91,18 @@ type sessionActor struct {
 func (s *sessionActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
-		s.loading = true
-		lctx, cancel := context.WithCancel(s.m.ctx)
-		s.stopLoad = cancel
-		s.m.goTracked(func() {
-			defer cancel()
-			a, err := s.m.loadWithRetry(lctx, s.sid)
-			s.m.sys.Root.Send(ctx.Self(), &loaded{a: a, err: err})
-		})
+		s.load(ctx)
 	case *loaded:
 		s.loading = false
 		if msg.err != nil {
 			s.failAll(msg.err)
-			s.m.retire(s.sid, ctx.Self(), true)
-			ctx.Stop(ctx.Self())
+			// A command delivered while the load failed is in the mailbox: the
+			// actor stays for it (and loads again for it), rather than drop it.
+			if s.m.retire(s.sid, ctx.Self(), false) {
+				ctx.Stop(ctx.Self())
+			} else {
+				s.armIdle(ctx)
+			}
 			return
 		}
 		s.a = msg.a
@@ -119,6 +117,9 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		if msg.Kind == wire.CommandCompact && s.busy != nil && !s.ended.Load() {
 			msg.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: fmt.Errorf("compact %s: %w", s.sid, ErrBusy)})
 			return
+		}
+		if s.a == nil && !s.loading {
+			s.load(ctx) // the last load failed
 		}
 		s.queue = append(s.queue, msg)
 		s.next(ctx)
@@ -169,6 +170,19 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		}
 		s.failAll(ErrStopped)
 	}
+}
+
+// load loads the session in a goroutine of its own, which reports loaded.
+func (s *sessionActor) load(ctx actor.Context) {
+	s.loading = true
+	lctx, cancel := context.WithCancel(s.m.ctx)
+	s.stopLoad = cancel
+	self := ctx.Self()
+	s.m.goTracked(func() {
+		defer cancel()
+		a, err := s.m.loadWithRetry(lctx, s.sid)
+		s.m.sys.Root.Send(self, &loaded{a: a, err: err})
+	})
 }
 
 // next starts the next queued command when nothing runs.

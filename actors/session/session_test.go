@@ -504,3 +504,31 @@ func TestRunMaxStepsOverridesTheSessionsForOneTurn(t *testing.T) {
 		t.Fatalf("the next turn: %+v", o)
 	}
 }
+
+// TestCommandDuringAFailedLoad: a command delivered while the actor reports
+// that its session could not be loaded (here from the outcome of the first:
+// a client that sends again at once) is answered too, never dropped with the
+// actor.
+func TestCommandDuringAFailedLoad(t *testing.T) {
+	b := openBus(t)
+	m := newManager(t, b, mock.Scripted(), Config{})
+	second := make(chan Outcome, 1)
+	first := run("hello")
+	first.Done = func(Outcome) {
+		again := Command{Kind: wire.CommandCompact, Done: func(o Outcome) { second <- o }}
+		if err := m.Deliver("s_nobody", &again); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := m.Deliver("s_nobody", &first); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case o := <-second:
+		if !errors.Is(o.Err, ErrUnknownSession) {
+			t.Fatalf("the second command: %v", o.Err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the command delivered during the failed load was dropped")
+	}
+}

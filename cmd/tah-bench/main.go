@@ -132,7 +132,7 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	fs.StringVar(&c.MemProfile, "memprofile", "", "row 6: write a heap profile after passivation to this file")
 	fs.IntVar(&c.FailoverSessions, "failover-sessions", c.FailoverSessions, "row 7: sessions of the killed node with a turn in flight (and as many idle ones sent an input after the kill)")
 	fs.StringVar(&c.FailoverKill, "failover-kill", c.FailoverKill, "row 7: how the node is killed: process (a tah-node process of its own, SIGKILL) or shutdown (an in-process node, its embedded server shut down at once)")
-	fs.StringVar(&lead, "failover-lead", "", "row 7, diagnostic: streams (comma-separated, e.g. TAH_EVT,TAH_IN) whose leadership moves to the node to kill before the kill")
+	fs.StringVar(&lead, "failover-lead", "", "row 7, diagnostic: streams (comma-separated, e.g. TAH_EVT_0,TAH_IN) whose leadership moves to the node to kill before the kill")
 	fs.StringVar(&c.Log, "log", "", "diagnostic: write the harness's log of every row (with row 7's nodes') to this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&o.render, "render", "", "measure nothing: write benchmarks.md (to -out) again from this benchmarks.json")

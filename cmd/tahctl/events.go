@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -15,8 +16,10 @@ import (
 	"github.com/tah-dev/tah/wire"
 )
 
-const eventsHelp = `Prints a session's events, the log itself, one per line: stream sequence,
-time, type and a summary. --follow keeps waiting for new events until Ctrl-C
+const eventsHelp = `Prints a session's events, the log itself, one per line: stream sequence
+(of the event's record in the session's shard of the log, with the event's
+index in the record after a dot when it is not the first), time, type and a
+summary. --follow keeps waiting for new events until Ctrl-C
 (which then exits 0). With --json, each event is one JSON object per line.`
 
 // runEvents is `tahctl events ID [--follow] [--from SEQ]`.
@@ -102,8 +105,17 @@ func (p eventPrinter) print(ev event.Event) error {
 	case strings.HasPrefix(string(ev.Type), "tool."):
 		typ = p.st.cyan(typ)
 	}
-	_, err := fmt.Fprintf(p.w, "%6d  %s  %s %s\n", ev.Seq, p.st.dim(ev.Time.Local().Format("15:04:05.000")), typ, summary(ev))
+	_, err := fmt.Fprintf(p.w, "%6s  %s  %s %s\n", position(ev), p.st.dim(ev.Time.Local().Format("15:04:05.000")), typ, summary(ev))
 	return err
+}
+
+// position is an event's place in the log: its record's sequence, and its
+// index in the record after a dot when it is not the record's first.
+func position(ev event.Event) string {
+	if ev.Index == 0 {
+		return strconv.FormatUint(ev.Seq, 10)
+	}
+	return fmt.Sprintf("%d.%d", ev.Seq, ev.Index)
 }
 
 // summary says what an event is about, on one line.

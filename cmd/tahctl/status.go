@@ -193,7 +193,8 @@ func (cs clusterStatus) write(w io.Writer, sty style) error {
 	}
 	st := cs.Answered
 	fmt.Fprintf(w, "%s %s\n", sty.bold("sessions  "), line)
-	fmt.Fprintf(w, "%s %s %s\n", sty.bold("answered  "), st.Node, sty.dim(fmt.Sprintf("(%d session actors active; read model at seq %d, %s)", st.ActiveSessions, st.ReadModelAt, st.ReadModelPath)))
+	fmt.Fprintf(w, "%s %s %s\n", sty.bold("answered  "), st.Node, sty.dim(fmt.Sprintf("(%d session actors active; read model at seq %s of the log's %d shards, %s)",
+		st.ActiveSessions, joinSeqs(st.ReadModelAt), st.LogShards, st.ReadModelPath)))
 	if st.ProblemsSkipped > 0 {
 		fmt.Fprintf(w, "%s %d events were stored but not folded into the read model (see the node's log)\n", sty.yellow("warning   "), st.ProblemsSkipped)
 	}
@@ -286,4 +287,13 @@ func nonNilInstances(ns []client.Instance) []client.Instance {
 		return []client.Instance{}
 	}
 	return ns
+}
+
+// joinSeqs writes one sequence per shard: "12/0/7".
+func joinSeqs(seqs []uint64) string {
+	parts := make([]string, len(seqs))
+	for i, s := range seqs {
+		parts[i] = strconv.FormatUint(s, 10)
+	}
+	return strings.Join(parts, "/")
 }

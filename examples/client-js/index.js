@@ -2,7 +2,8 @@
 // from docs/protocol.md alone.
 //
 // It creates a session (the API's tah.api.create), watches the session's events
-// (an ordered JetStream consumer on tah.sess.<sid>.evt.>) and token deltas (core
+// (an ordered JetStream consumer of its shard of the log, TAH_EVT_<k>, on
+// tah.evt.<k>.<sid>, each message a record of events) and token deltas (core
 // NATS tah.sess.<sid>.delta), sends one input (a JetStream publish to
 // tah.sess.<sid>.in with the Tah-Command header), prints the answer as it is
 // written (stdout) and each step as it is logged (stderr), and exits when the
@@ -19,7 +20,6 @@ const crypto = require("crypto");
 const { connect, headers, StringCodec } = require("nats");
 
 const sc = StringCodec();
-const EVENT_STREAM = "TAH_EVT";
 
 function credentials() {
   const file = process.env.NATS_CREDENTIALS_FILE;
@@ -36,6 +36,22 @@ async function api(nc, name, body) {
   const code = m.headers && m.headers.get("Nats-Service-Error-Code");
   if (code) throw new Error(`tah.api.${name}: ${code} ${m.headers.get("Nats-Service-Error")}`);
   return JSON.parse(sc.decode(m.data));
+}
+
+// shard is the shard of the log that holds a session's records: FNV-1a 32 of
+// the session id, modulo the log's shard count (tah.api.status's log_shards).
+function shard(sid, n) {
+  let h = 0x811c9dc5;
+  for (const b of Buffer.from(sid, "utf8")) {
+    h = Math.imul(h ^ b, 0x01000193) >>> 0;
+  }
+  return h % n;
+}
+
+// eventsOf returns the events of a message of the log: a record (version 2)
+// holds several, a message of a version-1 log is one.
+function eventsOf(body) {
+  return body.v === 2 ? body.events : [body];
 }
 
 function oneLine(s, n) {
@@ -80,8 +96,10 @@ async function main() {
   });
   const js = nc.jetstream();
 
-  // 1. A new session.
+  // 1. A new session, and its shard of the log.
   const { session: sid } = await api(nc, "create", {});
+  const { log_shards: shards } = await api(nc, "status", {});
+  const k = shard(sid, shards);
   process.stderr.write(`session ${sid}\n`);
 
   // 2. Watch before sending, so that nothing is missed: the token deltas...
@@ -100,10 +118,10 @@ async function main() {
       }
     },
   });
-  // ...and the steps: an ordered consumer filtered on the session's events,
-  // by start sequence (the client's default: 1, so from the session's first
-  // event on; it is new).
-  const consumer = await js.consumers.get(EVENT_STREAM, { filterSubjects: `tah.sess.${sid}.evt.>` });
+  // ...and the steps: an ordered consumer of the session's shard filtered on
+  // its subject, by start sequence (the client's default: 1, so from the
+  // session's first record on; it is new).
+  const consumer = await js.consumers.get(`TAH_EVT_${k}`, { filterSubjects: `tah.evt.${k}.${sid}` });
   const events = await consumer.consume();
   await nc.flush();
 
@@ -115,21 +133,22 @@ async function main() {
 
   // 4. Until the turn ends.
   let exitCode = 1;
-  for await (const m of events) {
-    const ev = JSON.parse(sc.decode(m.data));
-    if (lineOpen && ev.type !== "llm.streaming") {
-      process.stdout.write("\n");
-      lineOpen = false;
-    }
-    const what = describe(ev);
-    process.stderr.write(`  #${m.seq} ${ev.type}${what ? "  " + what : ""}\n`);
-    if (ev.type === "agent.finished" || ev.type === "agent.failed" || ev.type === "agent.cancelled") {
-      if (ev.type === "agent.finished") {
-        exitCode = 0;
-      } else if (ev.type === "agent.cancelled") {
-        exitCode = 5;
+  records: for await (const m of events) {
+    for (const ev of eventsOf(JSON.parse(sc.decode(m.data)))) {
+      if (lineOpen && ev.type !== "llm.streaming") {
+        process.stdout.write("\n");
+        lineOpen = false;
       }
-      break;
+      const what = describe(ev);
+      process.stderr.write(`  #${m.seq} ${ev.type}${what ? "  " + what : ""}\n`);
+      if (ev.type === "agent.finished" || ev.type === "agent.failed" || ev.type === "agent.cancelled") {
+        if (ev.type === "agent.finished") {
+          exitCode = 0;
+        } else if (ev.type === "agent.cancelled") {
+          exitCode = 5;
+        }
+        break records;
+      }
     }
   }
   await events.close();

@@ -216,7 +216,7 @@ async function main() {
       name: "tah-tool-" + tool.name,
       version: "1.0.0",
       description: tool.description,
-      metadata: { tah_protocol: "1" },
+      metadata: { tah_protocol: "2" },
       queue: QUEUE,
     });
     srv.addEndpoint(tool.name, {

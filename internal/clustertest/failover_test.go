@@ -152,7 +152,7 @@ func checkKilled(t *testing.T, rep, before projection.Report, input, victim stri
 		}
 		for _, tl := range rep.TurnsOf(input) {
 			for _, end := range tl.Ends {
-				if cm, _ := rep.ClaimAt(end.Seq); cm.Node == victim {
+				if cm, _ := rep.ClaimAt(end); cm.Node == victim {
 					bad("the turn's end at seq %d was written under %s's claim", end.Seq, victim)
 				}
 			}

@@ -143,7 +143,7 @@ func printUsage(w io.Writer, cfg *config.Config) {
 // argName is the placeholder of a flag's value in the help.
 func argName(s config.Setting) string {
 	switch {
-	case strings.HasSuffix(s.Key, "port") || strings.HasSuffix(s.Key, "replicas") || strings.HasSuffix(s.Key, "partitions") ||
+	case strings.HasSuffix(s.Key, "port") || strings.HasSuffix(s.Key, "replicas") || strings.HasSuffix(s.Key, "partitions") || strings.HasSuffix(s.Key, "shards") ||
 		strings.HasSuffix(s.Key, "max_steps") || strings.HasSuffix(s.Key, "chars") || strings.HasSuffix(s.Key, "retries") ||
 		strings.HasSuffix(s.Key, "max_tokens") || strings.HasSuffix(s.Key, "max_concurrent"):
 		return "N"

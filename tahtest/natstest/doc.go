@@ -14,8 +14,8 @@
 //		c := natstest.Start(t, 3) // three servers, ready
 //		nc := c.Connect()
 //		...
-//		c.Kill(c.StreamLeader("TAH_EVT"))
-//		c.WaitLeaders("TAH_EVT")
+//		c.Kill(c.StreamLeader("TAH_EVT_0"))
+//		c.WaitLeaders("TAH_EVT_0")
 //		c.Start(i) // again, on the same ports and store
 //	}
 //

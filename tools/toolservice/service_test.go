@@ -53,7 +53,7 @@ func TestWireContract(t *testing.T) {
 
 	// Discovery metadata.
 	infos := svc.Info()
-	if len(infos) != 2 || infos[0].Name != "tah-tool-echo" || infos[0].Metadata[wire.MetaToolProtocol] != "1" {
+	if len(infos) != 2 || infos[0].Name != "tah-tool-echo" || infos[0].Metadata[wire.MetaToolProtocol] != wire.ProtocolString {
 		t.Fatalf("info: %+v", infos)
 	}
 	ep := infos[0].Endpoints[0]

@@ -1,0 +1,115 @@
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// SchemaVersion is the version of the log's message body that this build
+// writes: 2, a Record of one or more events. Version 1, written before records
+// existed, is one event envelope per message (an Event as JSON, with its
+// "type"); DecodeRecord still reads it, as a record of one event.
+const SchemaVersion = 2
+
+// Record is the body of one message of the log (schema version 2): the events
+// of one session that one fenced append wrote together, atomically. They share
+// the session, the writer's epoch and the time; Events keeps their order,
+// which is their Index.
+type Record struct {
+	// V is the log schema version of the body: SchemaVersion.
+	V int `json:"v" jsonschema:"enum=2"`
+	// Session is the id of the session the events belong to.
+	Session string `json:"session"`
+	// Epoch is the ownership epoch of the writer (see SessionClaimed); absent
+	// (0) before the first claim, such as on session.created.
+	Epoch uint64 `json:"epoch,omitempty"`
+	// Time is when the writer appended the record. Informative only.
+	Time time.Time `json:"time"`
+	// Events are the record's events, in order: at least one.
+	Events []RecordEvent `json:"events" jsonschema:"minItems=1"`
+}
+
+// RecordEvent is one event of a Record: its type and payload.
+type RecordEvent struct {
+	Type Type `json:"type"`
+	// Data is the type's payload, a JSON object.
+	Data json.RawMessage `json:"data"`
+}
+
+// EncodeRecord returns the body of the record that holds evs, in order. They
+// must all be of one session and one epoch; the record's time is the first
+// event's (readers give it to every event of the record). It wraps
+// ErrMalformed when evs is empty or mixes sessions or epochs.
+func EncodeRecord(evs []Event) ([]byte, error) {
+	if len(evs) == 0 {
+		return nil, fmt.Errorf("a record of no event: %w", ErrMalformed)
+	}
+	first := evs[0]
+	r := Record{V: SchemaVersion, Session: first.Session, Epoch: first.Epoch, Time: first.Time,
+		Events: make([]RecordEvent, len(evs))}
+	for i, e := range evs {
+		if e.Session != first.Session || e.Epoch != first.Epoch {
+			return nil, fmt.Errorf("event %d of the record (%s, session %q epoch %d) is not of the record's session %q epoch %d: %w",
+				i, e.Type, e.Session, e.Epoch, first.Session, first.Epoch, ErrMalformed)
+		}
+		r.Events[i] = RecordEvent{Type: e.Type, Data: e.Data}
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("record of session %q: %w: %v", first.Session, ErrMalformed, err)
+	}
+	return body, nil
+}
+
+// body is either version of a message body: a Record, or (version 1, V
+// absent) one event envelope.
+type body struct {
+	V       int             `json:"v"`
+	Session string          `json:"session"`
+	Epoch   uint64          `json:"epoch"`
+	Time    time.Time       `json:"time"`
+	Events  []RecordEvent   `json:"events"`
+	Type    Type            `json:"type"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// DecodeRecord parses the body of the message stored at sequence seq, a
+// record (version 2) or a single event envelope (version 1), and returns its
+// events in order, each with Seq set to seq and Index to its position. A body
+// that is neither wraps ErrMalformed; one of a version above SchemaVersion
+// wraps ErrNewerSchema.
+func DecodeRecord(raw []byte, seq uint64) ([]Event, error) {
+	var b body
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return nil, fmt.Errorf("message at %d: %w: %v", seq, ErrMalformed, err)
+	}
+	switch {
+	case b.V == 0:
+		if b.Type == "" {
+			return nil, fmt.Errorf("message at %d: neither a record nor an event (no \"v\", no \"type\"): %w", seq, ErrMalformed)
+		}
+		return []Event{{Seq: seq, Session: b.Session, Type: b.Type, Time: b.Time, Epoch: b.Epoch, Data: b.Data}}, nil
+	case b.V > SchemaVersion:
+		return nil, fmt.Errorf("message at %d is of log schema version %d, this build reads up to %d: upgrade it: %w",
+			seq, b.V, SchemaVersion, ErrNewerSchema)
+	case b.V != SchemaVersion:
+		return nil, fmt.Errorf("message at %d: log schema version %d does not exist: %w", seq, b.V, ErrMalformed)
+	case len(b.Events) == 0:
+		return nil, fmt.Errorf("message at %d: a record of no event: %w", seq, ErrMalformed)
+	}
+	evs := make([]Event, len(b.Events))
+	for i, re := range b.Events {
+		if re.Type == "" {
+			return nil, fmt.Errorf("message at %d: event %d has no type: %w", seq, i, ErrMalformed)
+		}
+		evs[i] = Event{Seq: seq, Index: i, Session: b.Session, Type: re.Type, Time: b.Time, Epoch: b.Epoch, Data: re.Data}
+	}
+	return evs, nil
+}
+
+// Before reports whether e comes before o in the log: an earlier record, or
+// an earlier event of the same record.
+func (e Event) Before(o Event) bool {
+	return e.Seq < o.Seq || e.Seq == o.Seq && e.Index < o.Index
+}

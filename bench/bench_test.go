@@ -29,21 +29,28 @@ func TestSamplePercentiles(t *testing.T) {
 }
 
 func TestStepGroupsAndIntervals(t *testing.T) {
-	types := []event.Type{event.TurnStarted,
-		event.LLMStarted, event.LLMStreaming, event.LLMCompleted, event.ToolStarted, event.ToolFinished,
-		event.LLMStarted, event.LLMStreaming, event.LLMCompleted, event.AgentFinished, event.CheckpointCreated}
-	evs := make([]event.Event, len(types))
-	for i, ty := range types {
-		evs[i] = event.Event{Type: ty}
+	// Two steps as the loop writes them: a record per line.
+	recs := [][]event.Type{
+		{event.TurnStarted, event.LLMStarted},
+		{event.LLMCompleted, event.ToolStarted},
+		{event.ToolFinished, event.LLMStarted},
+		{event.LLMCompleted, event.AgentFinished},
+		{event.CheckpointCreated},
+	}
+	var evs []event.Event
+	for seq, rec := range recs {
+		for i, ty := range rec {
+			evs = append(evs, event.Event{Type: ty, Seq: uint64(seq + 1), Index: i})
+		}
 	}
 	g := stepGroups(evs)
-	if len(g) != 2 || len(g[0]) != 6 || len(g[1]) != 5 || g[1][0].Type != event.LLMStarted {
-		t.Fatalf("groups %d: %d, %d", len(g), len(g[0]), len(g[1]))
+	if len(g) != 2 || len(g[0]) != 4 || len(g[1]) != 5 || g[1][0].Type != event.ToolFinished {
+		t.Fatalf("groups %d: %v", len(g), g)
 	}
 	iv := intervals(evs)
-	// After call 0 began: its streaming, completed, the tool's two events and
-	// the next llm.started; after call 1: the rest.
-	if len(iv) != 2 || len(iv[0]) != 5 || iv[0][4] != 6 || len(iv[1]) != 4 {
+	// After call 0 began: its answer, the tool's two events and the next
+	// llm.started; after call 1: the rest.
+	if len(iv) != 2 || len(iv[0]) != 4 || iv[0][3] != 5 || len(iv[1]) != 3 {
 		t.Fatalf("intervals %v", iv)
 	}
 }

@@ -235,25 +235,31 @@ func (s *stepScenario) floorOf(ctx context.Context, i int, m stepTurn) (stepFloo
 	return f, resume(true)
 }
 
-// stepGroups splits a turn's events into one group per LLM step, each from its
-// llm.started to the event before the next llm.started (the first group also
-// has turn.started, the last the end of the turn).
+// stepGroups splits a turn's events into one group per LLM step, at record
+// boundaries (the read model applies whole records): each group from the
+// record that holds the step's llm.started (with what was staged before it:
+// the previous step's tool results, or the turn's start) to the record before
+// the next one's (the first group also has what came before, the last the end
+// of the turn).
 func stepGroups(turn []event.Event) [][]event.Event {
 	var out [][]event.Event
-	var cur []event.Event
-	hasLLM := false
-	for _, e := range turn {
-		if e.Type == event.LLMStarted {
+	start, hasLLM := 0, false
+	for i := 0; i < len(turn); {
+		j := i + 1 // turn[i:j] is a record: the events of one sequence
+		for j < len(turn) && turn[i].Seq != 0 && turn[j].Seq == turn[i].Seq {
+			j++
+		}
+		if slices.ContainsFunc(turn[i:j], func(e event.Event) bool { return e.Type == event.LLMStarted }) {
 			if hasLLM {
-				out = append(out, cur)
-				cur = nil
+				out = append(out, turn[start:i])
+				start = i
 			}
 			hasLLM = true
 		}
-		cur = append(cur, e)
+		i = j
 	}
-	if len(cur) > 0 {
-		out = append(out, cur)
+	if start < len(turn) {
+		out = append(out, turn[start:])
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"time"
 
 	"github.com/tah-dev/tah/event"
@@ -79,7 +80,8 @@ func (a *stepAcc) addGaps(m stepTurn, f stepFloor) {
 	}
 }
 
-// addSteps counts one step's appends, llm.started to tool.finished.
+// addSteps counts the appends of each tool step (a group with an llm.started
+// and a tool.started).
 func (a *stepAcc) addSteps(f stepFloor) {
 	i := 0
 	for _, g := range f.groups {
@@ -88,7 +90,10 @@ func (a *stepAcc) addSteps(f stepFloor) {
 			s += f.appends[i]
 			i++
 		}
-		if g[0].Type != event.LLMStarted || g[len(g)-1].Type != event.ToolFinished {
+		has := func(t event.Type) bool {
+			return slices.ContainsFunc(g, func(e event.Event) bool { return e.Type == t })
+		}
+		if !has(event.LLMStarted) || !has(event.ToolStarted) {
 			continue
 		}
 		a.stepAppends = append(a.stepAppends, s)

@@ -57,6 +57,8 @@ type (
 		// checkpointAt is the event count of a checkpoint written after the
 		// work, or -1.
 		checkpointAt int
+		// lost: events the work staged were not written (AgentContext.lost).
+		lost bool
 	}
 	idleTick struct{ gen int }
 	// claimedElsewhere tells the actor that a node claimed its session with
@@ -132,6 +134,16 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 			// Another node owns the session now (or the log cannot tell): stop
 			// without acknowledging anything more; the owner carries on.
 			s.failAll(fmt.Errorf("session %s: %w", s.sid, bus.ErrFenced))
+			s.m.retire(s.sid, ctx.Self(), true)
+			ctx.Stop(ctx.Self())
+			return
+		}
+		if msg.lost {
+			// The state holds staged events the log does not: the commands
+			// waiting go back to be delivered again, to an actor that loads
+			// the session from its log.
+			s.m.cfg.logger().Warn("staged events not written; the session is loaded again", "session", s.sid, "err", msg.out.Err)
+			s.failAll(fmt.Errorf("session %s: %w", s.sid, ErrStopped))
 			s.m.retire(s.sid, ctx.Self(), true)
 			ctx.Stop(ctx.Self())
 			return
@@ -226,7 +238,7 @@ func (s *sessionActor) next(ctx actor.Context) {
 		// Done first: after a shutdown the actor is gone and would drop the message.
 		ended.Store(true)
 		cmd.Done(out)
-		s.m.sys.Root.Send(self, &workDone{out: out, checkpointAt: cp})
+		s.m.sys.Root.Send(self, &workDone{out: out, checkpointAt: cp, lost: a.lost})
 	})
 }
 
@@ -293,12 +305,18 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		}
 	case wire.CommandCompact:
 		var res *wire.CompactResult
-		res, err = Compact(ctx, a)
+		if res, err = Compact(ctx, a); err == nil {
+			err = a.Flush(ctx)
+		}
 		out := a.outcome(err)
 		out.Compact = res
 		return out
 	default:
 		err = fmt.Errorf("unknown command %q", cmd.Kind)
+	}
+	if err == nil {
+		// Whatever the work staged and did not write with its last event.
+		err = a.Flush(ctx)
 	}
 	return a.outcome(err)
 }

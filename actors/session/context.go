@@ -63,6 +63,12 @@ type AgentContext struct {
 	log    *slog.Logger
 	now    func() time.Time
 	steps  int // ids handed out in this epoch
+	// staged are events folded into state and not written yet: the next
+	// Append writes them, in one record with its own event.
+	staged []event.Event
+	// lost is set when staged events could not be written: the state holds
+	// events the log does not, and the actor must load the session again.
+	lost bool
 }
 
 // appendTimeout bounds one append, acknowledgement and read-back included.
@@ -75,40 +81,107 @@ var errFenced = bus.ErrFenced
 // A Loop reads it and never changes it other than through Append.
 func (a *AgentContext) State() *projection.State { return a.state }
 
-// Append writes one event to the log and folds it into the state. Events that
-// end a turn are written even after ctx is cancelled, with a deadline of their
-// own, so that a cancel is recorded.
+// Append writes the staged events and one more to the log, in one record (one
+// durable write), and folds the new one into the state. Events that end a
+// turn are written even after ctx is cancelled, with a deadline of their own,
+// so that a cancel is recorded.
 func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) error {
+	ev, err := a.newEvent(typ, payload)
+	if err != nil {
+		return err
+	}
+	evs, err := a.write(ctx, append(a.staged, ev))
+	if err != nil {
+		return err
+	}
+	ev = evs[len(evs)-1] // with its sequence
+	if err := projection.Apply(a.state, ev); err != nil {
+		// The loop wrote something the fold refuses: a bug of TAH. The event is in
+		// the log and every reader will report it the same way.
+		a.log.Error("event appended but not folded", "session", a.Session, "type", typ, "err", err)
+	}
+	projection.Stamp(a.state, ev.Seq)
+	a.staged = nil
+	return nil
+}
+
+// Stage adds an event to the session without writing it yet: it is folded
+// into the state at once, so that the loop goes on from it, and the next
+// Append writes it, in the same record as its own event. A step so costs one
+// durable write where it would cost several; the loop stages only what may
+// wait for the next write (a model's answer, for the tool.started that
+// follows it; tool results, for the next llm.started; a turn's start, for its
+// first LLM step). A crash before that write loses the staged events with
+// the state: the next owner resumes from the log, as if they never happened.
+func (a *AgentContext) Stage(typ event.Type, payload any) error {
+	ev, err := a.newEvent(typ, payload)
+	if err != nil {
+		return err
+	}
+	if err := projection.Apply(a.state, ev); err != nil {
+		return fmt.Errorf("session %s: staged %s not folded: %w", a.Session, typ, err)
+	}
+	a.staged = append(a.staged, ev)
+	return nil
+}
+
+// Flush writes the staged events, if any, as one record.
+func (a *AgentContext) Flush(ctx context.Context) error {
+	if len(a.staged) == 0 {
+		return nil
+	}
+	evs, err := a.write(ctx, a.staged)
+	if err != nil {
+		return err
+	}
+	projection.Stamp(a.state, evs[0].Seq)
+	a.staged = nil
+	return nil
+}
+
+func (a *AgentContext) newEvent(typ event.Type, payload any) (event.Event, error) {
 	ev, err := event.New(a.Session, typ, payload)
 	if err != nil {
-		return fmt.Errorf("session %s: %w", a.Session, err)
+		return ev, fmt.Errorf("session %s: %w", a.Session, err)
 	}
 	ev.Time = a.now()
 	ev.Epoch = a.writer.Epoch()
+	return ev, nil
+}
+
+// write appends evs as one record and returns them with their sequences; a
+// record too large for one message is written as two: the staged events
+// (stamped at once), then the last. On an error the staged events are lost to
+// the log (see lost).
+func (a *AgentContext) write(ctx context.Context, evs []event.Event) (_ []event.Event, err error) {
+	defer func() {
+		if err != nil && len(a.staged) > 0 {
+			a.lost = true
+		}
+	}()
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrStopped) {
 		// The node is shutting down: record nothing more, so that the next owner
 		// resumes the turn where the log stops.
-		return ErrStopped
+		return nil, ErrStopped
 	}
 	if ctx.Err() != nil && errors.Is(context.Cause(ctx), errFenced) {
 		// Another node claimed the session: nothing more is ours to record.
-		return fmt.Errorf("session %s: %w", a.Session, errFenced)
+		return nil, fmt.Errorf("session %s: %w", a.Session, errFenced)
 	}
 	// A cancel must not interrupt an append half way: an append whose outcome
 	// cannot be confirmed leaves the writer unusable. Appends take a moment, so
 	// they run on a deadline of their own instead of the turn's context.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 	defer cancel()
-	evs := []event.Event{ev}
-	if _, err := a.writer.Append(ctx, evs...); err != nil {
-		return err
+	_, err = a.writer.Append(ctx, evs...)
+	if errors.Is(err, bus.ErrPayloadTooLarge) && len(evs) > 1 {
+		// Nothing was written: the staged events and the last one go apart.
+		if _, err = a.writer.Append(ctx, evs[:len(evs)-1]...); err == nil {
+			projection.Stamp(a.state, evs[0].Seq)
+			_, err = a.writer.Append(ctx, evs[len(evs)-1:]...)
+		}
 	}
-	if err := projection.Apply(a.state, evs[0]); err != nil {
-		// The loop wrote something the fold refuses: a bug of TAH. The event is in
-		// the log and every reader will report it the same way.
-		a.log.Error("event appended but not folded", "session", a.Session, "type", typ, "err", err)
-	}
-	return nil
+	return evs, err
 }
 
 // NewStepID returns a step id unique in the session: the epoch and a counter,

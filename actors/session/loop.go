@@ -85,63 +85,66 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 		return fmt.Errorf("session %s: the request cannot be recorded: %w", a.Session, err)
 	}
 	if next.Offer != nil {
-		if err := a.Append(ctx, event.ToolsOffered, *next.Offer); err != nil {
+		if err := a.Stage(event.ToolsOffered, *next.Offer); err != nil {
 			return err
 		}
 	}
+	// The step's one write before the model is asked: llm.started, with what
+	// was staged since the last write (the tool results the request holds,
+	// a new turn's start, the tools offered), so that the request's
+	// reference points into the log.
 	req, stepID := next.Request, a.NewStepID("llm")
 	if err := a.Append(ctx, event.LLMStarted, next.Started(stepID)); err != nil {
 		return err
 	}
 	if next.Trim.Trimmed() {
-		if err := a.Append(ctx, event.ContextTrimmed, event.ContextTrimmedData{StepID: stepID, Report: next.Trim}); err != nil {
+		if err := a.Stage(event.ContextTrimmed, event.ContextTrimmedData{StepID: stepID, Report: next.Trim}); err != nil {
 			return err
 		}
 	}
 	begin := a.now()
-	streaming := false
-	var appendErr error
-	resp, err := llm.Run(ctx, a.Provider, req, func(d llm.Delta) {
-		if !streaming {
-			streaming = true
-			appendErr = a.Append(ctx, event.LLMStreaming, event.LLMStreamingData{StepID: stepID})
-		}
-		a.Delta(ctx, stepID, d)
-	})
-	if appendErr != nil {
-		return appendErr
-	}
+	resp, err := llm.Run(ctx, a.Provider, req, func(d llm.Delta) { a.Delta(ctx, stepID, d) })
 	took := a.now().Sub(begin).Milliseconds()
 	if err != nil {
 		code := event.CodeProvider
 		if ctx.Err() != nil {
 			code = event.CodeCancelled
 		}
-		if err := a.Append(ctx, event.LLMFailed, event.LLMFailedData{StepID: stepID, Error: err.Error(), Code: code, DurationMS: took}); err != nil {
+		if err := a.Stage(event.LLMFailed, event.LLMFailedData{StepID: stepID, Error: err.Error(), Code: code, DurationMS: took}); err != nil {
 			return err
 		}
 		if code == event.CodeCancelled {
-			return nil // the loop records the cancel
+			return nil // the loop records the cancel, with the staged failure
 		}
 		return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Error: err.Error(), Code: code, Steps: a.State().TurnLLMCalls})
 	}
-	if err := a.Append(ctx, event.LLMCompleted, event.LLMCompletedData{StepID: stepID, Response: resp, DurationMS: took}); err != nil {
+	// The answer waits for the next write: the tool.started of its calls, or
+	// agent.finished. A crash before it asks the model again, as a crash
+	// during the call would.
+	if err := a.Stage(event.LLMCompleted, event.LLMCompletedData{StepID: stepID, Response: resp, DurationMS: took}); err != nil {
 		return err
 	}
 	if resp.Reasoning != "" {
-		return a.Append(ctx, event.Thinking, event.ThinkingData{StepID: a.NewStepID("think"), Content: resp.Reasoning})
+		return a.Stage(event.Thinking, event.ThinkingData{StepID: a.NewStepID("think"), Content: resp.Reasoning})
 	}
 	return nil
 }
 
 // runTools runs calls that have no result yet: tool.started for each, naming
-// where it runs, then the batch (see runBatch).
+// where it runs, all written in one record (with the answer that asked for
+// them, staged) before any runs, then the batch (see runBatch).
 func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error {
 	ids := make([]string, len(calls))
 	for i, c := range calls {
 		ids[i] = a.NewStepID("tool")
-		if err := a.Append(ctx, event.ToolStarted, event.ToolStartedData{StepID: ids[i], Call: c,
-			Idempotent: a.Tools.Idempotent(c.Name), Runner: a.Tools.Runner(c.Name)}); err != nil {
+		started := event.ToolStartedData{StepID: ids[i], Call: c, Idempotent: a.Tools.Idempotent(c.Name), Runner: a.Tools.Runner(c.Name)}
+		var err error
+		if i < len(calls)-1 {
+			err = a.Stage(event.ToolStarted, started)
+		} else {
+			err = a.Append(ctx, event.ToolStarted, started)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -149,14 +152,15 @@ func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error 
 }
 
 // runBatch runs calls whose tool.started is in the log, at steps ids, and
-// appends their tool.finished in call order. Calls a cancel stopped keep no
-// result; the next run repairs them.
+// stages their tool.finished in call order: they are written with the next
+// write, the next llm.started at the latest, before the model sees them.
+// Calls a cancel stopped keep no result; the next run repairs them.
 func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall) error {
 	for i, r := range a.Tools.Execute(ctx, a.Session, calls) {
 		if ctx.Err() != nil && r.Result.Code == event.CodeCancelled {
 			continue
 		}
-		if err := a.Append(ctx, event.ToolFinished, toolFinished(ids[i], r)); err != nil {
+		if err := a.Stage(event.ToolFinished, toolFinished(ids[i], r)); err != nil {
 			return err
 		}
 	}
@@ -181,7 +185,7 @@ func autoCompact(ctx context.Context, a *AgentContext) error {
 		return a.Append(ctx, event.ContextCompactFailed, event.ContextCompactFailedData{SessionID: a.Session, Error: err.Error(), Auto: true})
 	}
 	content := projection.SummaryContent(resp.Content)
-	if err := a.Append(ctx, event.SummaryAdded, event.SummaryAddedData{Content: content, At: plan.At, Turns: plan.Turns, Auto: true}); err != nil {
+	if err := a.Stage(event.SummaryAdded, event.SummaryAddedData{Content: content, At: plan.At, Turns: plan.Turns, Auto: true}); err != nil {
 		return err
 	}
 	return a.Append(ctx, event.ContextCompacted, event.ContextCompactedData{SessionID: a.Session, Turns: plan.Turns, Chars: len([]rune(content)), Auto: true})
@@ -205,7 +209,7 @@ func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) 
 		return nil, fmt.Errorf("compaction: %w", err)
 	}
 	content := projection.SummaryContent(resp.Content)
-	if err := a.Append(ctx, event.SummaryAdded, event.SummaryAddedData{Content: content, At: -1, Turns: plan.Turns}); err != nil {
+	if err := a.Stage(event.SummaryAdded, event.SummaryAddedData{Content: content, At: -1, Turns: plan.Turns}); err != nil {
 		return nil, err
 	}
 	res := &wire.CompactResult{Turns: plan.Turns, Chars: len([]rune(content))}
@@ -217,14 +221,16 @@ func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) 
 
 // BeginTurn opens a new turn with msg: first every tool call the previous turn
 // left without a result gets a "not executed" result (specification v0.22), then
-// turn.started.
-func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID string, maxSteps int) error {
+// turn.started. They are staged: the turn's first write (its first
+// llm.started, or how it ended) carries them. A crash before it leaves the
+// input to be delivered again, and the turn starts again.
+func BeginTurn(_ context.Context, a *AgentContext, msg llm.Message, inputID string, maxSteps int) error {
 	for _, c := range projection.DanglingCalls(a.State().Messages) {
-		if err := a.Append(ctx, event.ToolFinished, toolFinished("", settled(c, event.CodeNotExecuted, projection.NotExecutedOutput))); err != nil {
+		if err := a.Stage(event.ToolFinished, toolFinished("", settled(c, event.CodeNotExecuted, projection.NotExecutedOutput))); err != nil {
 			return err
 		}
 	}
-	return a.Append(ctx, event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: maxSteps})
+	return a.Stage(event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: maxSteps})
 }
 
 // PrepareResume settles what a previous owner left open, so that the loop can

@@ -1,0 +1,30 @@
+package projection
+
+// Stamp gives the events folded without a sequence (a writer's staged events,
+// folded before the record that holds them was written) the sequence seq of
+// that record, as if they had been folded with it: the steps they started or
+// ended, the checkpoints and artifacts they added. An event read from the log
+// always has a sequence, so a zero one is a staged event's. Folding staged
+// events and then stamping their record's sequence gives the state that
+// folding the record gives (TestStampIsFoldingTheRecord).
+func Stamp(s *State, seq uint64) {
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		if st.StartSeq == 0 {
+			st.StartSeq = seq
+		}
+		if st.Status.Done() && st.EndSeq == 0 {
+			st.EndSeq = seq
+		}
+	}
+	for i := range s.Checkpoints {
+		if s.Checkpoints[i].Seq == 0 {
+			s.Checkpoints[i].Seq = seq
+		}
+	}
+	for i := range s.Artifacts {
+		if s.Artifacts[i].Seq == 0 {
+			s.Artifacts[i].Seq = seq
+		}
+	}
+}

@@ -73,7 +73,8 @@ type Config struct {
 	// projector during the measured turns.
 	PauseReadModel bool
 	// PhaseProfile, a diagnostic: a CPU profile of row 3's measured turns
-	// only (with FILE.mutex and FILE.block).
+	// only (with FILE.mutex and FILE.block), and of row 2's last measured
+	// turn until the read model has it (FILE.row2-<sync interval>).
 	PhaseProfile string
 	// Log, a diagnostic: the harness's log of every row (with row 7's
 	// nodes') goes to this file; without it, a row that fails prints the end

@@ -179,6 +179,10 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 		return m, err
 	}
 	s.p.take(m.sid)
+	var stopProfile func()
+	if s.cfg.PhaseProfile != "" && i == s.cfg.StepTurns {
+		stopProfile = profilePhase(fmt.Sprintf("%s.row2-%s", s.cfg.PhaseProfile, s.sync))
+	}
 	cpu0 := cpuTime()
 	t, o, err := st.run(ctx, m.sid, input(m.sid, s.cfg.Steps))
 	if err != nil {
@@ -199,6 +203,9 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 	}
 	m.caught = time.Now()
 	m.cpu = cpuTime() - cpu0
+	if stopProfile != nil {
+		stopProfile()
+	}
 	m.calls = s.p.take(m.sid)
 	slices.SortFunc(m.calls, func(a, b call) int { return a.start.Compare(b.start) })
 	if o.Steps != s.cfg.Steps+1 || len(m.calls) != s.cfg.Steps+1 {

@@ -30,7 +30,7 @@ func TestSamplePercentiles(t *testing.T) {
 
 func TestStepGroupsAndIntervals(t *testing.T) {
 	// Two steps as the loop writes them: a record per line.
-	recs := [][]event.Type{
+	types := [][]event.Type{
 		{event.TurnStarted, event.LLMStarted},
 		{event.LLMCompleted, event.ToolStarted},
 		{event.ToolFinished, event.LLMStarted},
@@ -38,19 +38,31 @@ func TestStepGroupsAndIntervals(t *testing.T) {
 		{event.CheckpointCreated},
 	}
 	var evs []event.Event
-	for seq, rec := range recs {
+	for seq, rec := range types {
 		for i, ty := range rec {
 			evs = append(evs, event.Event{Type: ty, Seq: uint64(seq + 1), Index: i})
 		}
 	}
-	g := stepGroups(evs)
-	if len(g) != 2 || len(g[0]) != 4 || len(g[1]) != 5 || g[1][0].Type != event.ToolFinished {
-		t.Fatalf("groups %d: %v", len(g), g)
+	recs := records(evs)
+	if len(recs) != 5 || len(recs[2]) != 2 || recordName(recs[1]) != "llm.completed+tool.started" {
+		t.Fatalf("records %v", recs)
 	}
-	iv := intervals(evs)
-	// After call 0 began: its answer, the tool's two events and the next
-	// llm.started; after call 1: the rest.
-	if len(iv) != 2 || len(iv[0]) != 4 || iv[0][3] != 5 || len(iv[1]) != 3 {
+	g := stepGroups(recs)
+	if len(g) != 2 || g[0] != (span{0, 2}) || g[1] != (span{2, 5}) {
+		t.Fatalf("groups %v", g)
+	}
+	if fullToolStep(flatten(recs[g[0].from:g[0].to])) || !has(flatten(recs[g[1].from:g[1].to]), event.ToolFinished) {
+		t.Fatal("only a step with the previous tool's result and its own tool's start is a full tool step")
+	}
+	mid := flatten(recs[1:3])
+	if len(mid) != 4 || !fullToolStep(mid) {
+		t.Fatalf("a full tool step: %v", mid)
+	}
+	iv := intervals(recs)
+	// After call 0 began: the record of its answer and the tool's start,
+	// then the one of the tool's result and the next llm.started; after call
+	// 1: the rest.
+	if len(iv) != 2 || len(iv[0]) != 2 || iv[0][1] != 2 || len(iv[1]) != 2 {
 		t.Fatalf("intervals %v", iv)
 	}
 }

@@ -18,12 +18,12 @@ const (
 )
 
 // The rows there are, in the order they run.
-var allRows = []string{"1", "2", "3", "4", "5", "6", "7", "8"}
+var allRows = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9"}
 
 // Config is a run's rows, sizes and settings: Default's are the issue's
 // sizes, QuickSizes' a smoke run's.
 type Config struct {
-	// Rows are the rows to run ("1" to "8"); rows 1 and 2 run together.
+	// Rows are the rows to run ("1" to "9"); rows 1 and 2 run together.
 	Rows []string
 	// Quick marks a smoke run (QuickSizes): the report says so.
 	Quick bool
@@ -51,6 +51,9 @@ type Config struct {
 	PeerTurns int    // row 8: measured turns
 	PeerDir   string // row 8: the peer's directory (bench/peer/langgraph, from the repository's root)
 
+	ScaleSessions int // row 9: concurrent writers, one session each
+	ScaleSteps    int // row 9: steps each session appends (a step's records each)
+
 	DeltaTokens int           // row 5
 	DeltaPace   time.Duration // row 5: pause between two tokens
 
@@ -70,7 +73,8 @@ type Config struct {
 	// projector during the measured turns.
 	PauseReadModel bool
 	// PhaseProfile, a diagnostic: a CPU profile of row 3's measured turns
-	// only (with FILE.mutex and FILE.block).
+	// only (with FILE.mutex and FILE.block), and of row 2's last measured
+	// turn until the read model has it (FILE.row2-<sync interval>).
 	PhaseProfile string
 	// Log, a diagnostic: the harness's log of every row (with row 7's
 	// nodes') goes to this file; without it, a row that fails prints the end
@@ -105,6 +109,7 @@ func Default() Config {
 		MemSessions:      10000,
 		FailoverSessions: 12, FailoverKill: KillProcess,
 		PeerSteps: 20, PeerTurns: 5, PeerDir: filepath.Join("bench", "peer", "langgraph"),
+		ScaleSessions: 1000, ScaleSteps: 10,
 	}
 }
 
@@ -118,6 +123,7 @@ func (c Config) QuickSizes() Config {
 	c.MemSessions = 500
 	c.FailoverSessions = 4
 	c.PeerTurns = 2
+	c.ScaleSteps = 3
 	return c
 }
 
@@ -152,6 +158,8 @@ func (c Config) Validate() error {
 		return bad("row 5 needs tokens to stream")
 	case c.MemSessions < 1:
 		return bad("row 6 needs sessions")
+	case c.ScaleSessions < 1 || c.ScaleSteps < 1:
+		return bad("row 9 needs sessions and steps, not %d and %d", c.ScaleSessions, c.ScaleSteps)
 	case c.FailoverSessions < 1:
 		return bad("-failover-sessions: %d is not at least 1", c.FailoverSessions)
 	case c.FailoverKill != KillShutdown && c.FailoverKill != KillProcess:

@@ -3,15 +3,21 @@
 // prints a table and writes docs/benchmarks.md and docs/benchmarks.json.
 //
 // Every figure sits beside a floor measured in the same run, on the same
-// machine, because the machines it runs on are noisy: raw fenced appends of
-// the very events a step writes (bus.SessionWriter.Append), store.Apply of one
-// step's events, a one-row SQLite transaction. The rows are those of issue 9:
+// machine, because the machines it runs on are noisy: fenced appends
+// (bus.SessionWriter.Append) of the very records a step wrote, of one record
+// holding all of a step's events (the physical floor: one durable write of
+// a step's bytes) and of records of one event; store.Apply of one step's
+// records; a one-row SQLite transaction; the disk's write rate from many
+// writers at once. The rows (issues 9 and 15):
 //
-//  1. the floor;
-//  2. overhead per step: one session, one turn of many tool steps, the mock
-//     answering at once, a tool that does nothing;
+//  1. the floors;
+//  2. a step: one session, one turn of many tool steps, the mock answering
+//     at once, a tool that does nothing; against one append of a record of
+//     the step's events; the process's CPU per step;
 //  3. throughput under load: many sessions, the mock answering after 50 ms,
-//     five steps a turn;
+//     five steps a turn; against the model-bound rate and the disk-bound
+//     one (the disk's write rate over TAH's durable writes per step); the
+//     read model's lag;
 //  4. resume time against history length;
 //  5. token delta latency to a subscriber in another process (this program,
 //     started with DeltaSubscriberFlag);
@@ -21,19 +27,24 @@
 //     with KillShutdown an in-process node whose embedded server is shut
 //     down at once), and the time until each turn, and each input sent then
 //     to its idle sessions, makes its LLM call on a survivor is measured;
-//  8. rows 1-3 under both durability settings: fsync on every write
-//     (bus.Config.SyncInterval 0, the default) and every 2 minutes (the
-//     NATS server's default).
+//  8. the peer: the same agent run by LangGraph.js with its SQLite
+//     checkpointer (bench/peer/langgraph), in the same run;
+//  9. the sharded log: appends/s of many sessions on three nodes (R3)
+//     against one, the same work.
+//
+// Rows 1-3, 8 and 9 run under each durability setting: fsync on every write
+// (bus.Config.SyncInterval 0, the default) and every 2 minutes (the NATS
+// server's default).
 //
 // Each row (and each durability setting of rows 1-3) is a Scenario: Setup
 // starts what it measures on, Run measures and adds its result to the
 // Report, Teardown stops what Setup started; Run calls them in order, on a
 // TB of the harness's (natstest.Run), so that what a scenario started stops
 // with it even when it fails. The nodes are the cluster harness's (tahtest):
-// one in-process node for rows 2 to 6, three for row 7. The sessions are
-// driven as any client drives them, through package client (Create, Run and
-// the Turn's outcome, Log); only the floors use the node's primitives (bus,
-// store, SQLite) directly. Row 7 checks every session's log with
+// one in-process node for rows 2 to 6 and 8, three for rows 7 and 9. The
+// sessions are driven as any client drives them, through package client
+// (Create, Run and the Turn's outcome, Log); only the floors and row 9's
+// appends use the node's primitives (bus, store, SQLite) directly. Row 7 checks every session's log with
 // projection.Audit.
 //
 // Sizes are Config fields (Default is the issue's, QuickSizes a smoke run's):

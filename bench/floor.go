@@ -15,25 +15,44 @@ import (
 	_ "modernc.org/sqlite" // the SQLite driver the store uses
 )
 
-// appendRaw appends copies of evs, one fenced append each, as session fsid (an
-// id as long as theirs, so that every message has the same size as the
-// original), and returns the time each append took, in order.
-func appendRaw(ctx context.Context, b *bus.Bus, fsid string, evs []event.Event) (sample, error) {
+// appendRecords appends copies of recs, each record by one fenced append,
+// as session fsid (an id as long as theirs, so that every message has the
+// same size as the original), and returns the time each append took, in
+// order.
+func appendRecords(ctx context.Context, b *bus.Bus, fsid string, recs [][]event.Event) (sample, error) {
 	w, err := b.Writer(fsid, 1, 0)
 	if err != nil {
 		return nil, err
 	}
-	out := make(sample, len(evs))
-	for i, ev := range evs {
-		e := ev
-		e.Session, e.Seq, e.Epoch = fsid, 0, 0
+	out := make(sample, len(recs))
+	for i, r := range recs {
+		evs := make([]event.Event, len(r))
+		for j, e := range r {
+			e.Session, e.Seq, e.Index, e.Epoch = fsid, 0, 0, 0
+			evs[j] = e
+		}
 		t := time.Now()
-		if _, err := w.Append(ctx, e); err != nil {
-			return nil, fmt.Errorf("floor append %d (%s): %w", i, ev.Type, err)
+		if _, err := w.Append(ctx, evs...); err != nil {
+			return nil, fmt.Errorf("floor append %d (%s): %w", i, recordName(r), err)
 		}
 		out[i] = time.Since(t)
 	}
 	return out, nil
+}
+
+// recordName is the types of a record's events, joined with "+".
+func recordName(r []event.Event) string {
+	types := make([]string, len(r))
+	for i, e := range r {
+		types[i] = string(e.Type)
+	}
+	return strings.Join(types, "+")
+}
+
+// recordBytes is the size of the body of the record that holds evs.
+func recordBytes(evs []event.Event) int {
+	body, _ := event.EncodeRecord(evs)
+	return len(body)
 }
 
 // applyFloor applies before in one untimed batch to a fresh store, then each

@@ -18,6 +18,7 @@ import (
 // LLMDelay.
 type LoadResult struct {
 	Durability   string        `json:"durability"`
+	Sync         time.Duration `json:"sync_interval_ns"` // bus.Config.SyncInterval: 0 fsyncs every write
 	Sessions     int           `json:"sessions"`
 	StepsPerTurn int           `json:"steps_per_turn"`
 	Turns        int           `json:"turns_per_session"`
@@ -27,25 +28,34 @@ type LoadResult struct {
 	// CPUCores is the process's CPU time during the measured turns over
 	// their wall time: how many cores the node and its server kept busy.
 	CPUCores float64 `json:"cpu_cores_busy"`
-	// ReadModelBehind is how many events the read model had still to apply
-	// when the last outcome arrived.
-	ReadModelBehind int           `json:"read_model_behind_events"`
-	Wall            time.Duration `json:"wall_ns"`
-	StepsPerSec     float64       `json:"steps_per_s"`
-	// IdealUnbounded is every session waiting only for its model: the steps
+	// ReadModelBehind is how many records the read model had still to apply
+	// when the last outcome arrived, and ReadModelCatchUp how long it took
+	// then to apply them: how far behind the log it ran.
+	ReadModelBehind  int           `json:"read_model_behind_records"`
+	ReadModelCatchUp time.Duration `json:"read_model_catch_up_ns"`
+	Wall             time.Duration `json:"wall_ns"`
+	StepsPerSec      float64       `json:"steps_per_s"`
+	// ModelBound is every session waiting only for its model: the steps
 	// over Turns × StepsPerTurn × LLMDelay, plus the spread of the sessions'
 	// starts (Stagger: session i starts i/Sessions of an LLMDelay late, so
-	// that they do not write in lockstep). FloorStepsPerSec is what the same
-	// events allow as raw fenced appends from Sessions writers at once (with
-	// the checkpoint puts); Ideal is the lower of the two.
-	Stagger          time.Duration `json:"stagger_ns"`
-	IdealUnbounded   float64       `json:"ideal_unbounded_steps_per_s"`
+	// that they do not write in lockstep).
+	Stagger    time.Duration `json:"stagger_ns"`
+	ModelBound float64       `json:"model_bound_steps_per_s"`
+	// The disk's bound, measured in the same run before and after the turns:
+	// the turns' records appended again (and their checkpoints put) by
+	// Sessions writers at once, the read model paused. DiskWritesPerSec is
+	// the fsynced writes per second that reached; WritesPerStep TAH's
+	// durable writes per step (its records and checkpoint puts over its
+	// steps); DiskBound the first over the second.
 	FloorBefore      time.Duration `json:"floor_before_wall_ns"`
 	FloorAfter       time.Duration `json:"floor_after_wall_ns"`
 	FloorWall        time.Duration `json:"floor_wall_ns"`
-	FloorStepsPerSec float64       `json:"floor_steps_per_s"`
-	Ideal            float64       `json:"ideal_steps_per_s"`
-	OfIdeal          float64       `json:"of_ideal"`
+	DiskWritesPerSec float64       `json:"disk_writes_per_s"`
+	WritesPerStep    float64       `json:"writes_per_step"`
+	DiskBound        float64       `json:"disk_bound_steps_per_s"`
+	// OfModel and OfDisk are StepsPerSec over ModelBound and DiskBound.
+	OfModel float64 `json:"of_model_bound"`
+	OfDisk  float64 `json:"of_disk_bound"`
 
 	// Added latency of a step: its time less the model's, within a turn
 	// (from one LLM call to the next), and at a turn's start (input published
@@ -61,13 +71,15 @@ type LoadResult struct {
 	// ClientRunP50 and P99 are how long client.Run took, within the turn's
 	// start: the client's subscriptions, its consumer of the session's log,
 	// and the input's publish.
-	ClientRunP50  time.Duration `json:"client_run_p50_ns,omitempty"`
-	ClientRunP99  time.Duration `json:"client_run_p99_ns,omitempty"`
-	EventsPerTurn int           `json:"events_per_turn"`
+	ClientRunP50   time.Duration `json:"client_run_p50_ns,omitempty"`
+	ClientRunP99   time.Duration `json:"client_run_p99_ns,omitempty"`
+	EventsPerTurn  int           `json:"events_per_turn"`
+	RecordsPerTurn int           `json:"records_per_turn"`
 	// Between is where the added latency goes: the median time from one
-	// event's creation to the next one's in the measured turns, by pair of
-	// types (an event's time is taken just before its append).
-	Between map[string]time.Duration `json:"between_events_p50_ns"`
+	// record's creation to the next one's in the measured turns, by pair of
+	// records (their events' types; a record's time is its first event's,
+	// taken when the event is made).
+	Between map[string]time.Duration `json:"between_records_p50_ns"`
 }
 
 // loadScenario is row 3 under one durability setting: many sessions
@@ -80,6 +92,8 @@ type loadScenario struct {
 	// before[i] is the stream sequence of session i's last event before
 	// the measured turns.
 	before []uint64
+	// floorWrites are the durable writes of the floor before the turns.
+	floorWrites int
 }
 
 func (s *loadScenario) Name() string {
@@ -111,7 +125,7 @@ type loadTurn struct{ sent, stored, done time.Time }
 
 func (s *loadScenario) Run(ctx context.Context, rep *Report) error {
 	c, n := s.cfg, s.cfg.LoadSessions
-	res := &LoadResult{Durability: durabilityName(s.sync), Sessions: n, StepsPerTurn: c.LoadSteps, Turns: c.LoadTurns, LLMDelay: c.LoadDelay}
+	res := &LoadResult{Durability: durabilityName(s.sync), Sync: s.sync, Sessions: n, StepsPerTurn: c.LoadSteps, Turns: c.LoadTurns, LLMDelay: c.LoadDelay}
 	if err := s.floorBefore(ctx, res); err != nil {
 		return err
 	}
@@ -154,7 +168,7 @@ func (s *loadScenario) floorBefore(ctx context.Context, res *LoadResult) error {
 	for i := range warm {
 		warm[i] = tmpl[0]
 	}
-	res.FloorBefore, err = loadFloor(ctx, s.st, warm, "f_loda", false)
+	res.FloorBefore, s.floorWrites, err = loadFloor(ctx, s.st, warm, "f_loda", false)
 	return err
 }
 
@@ -210,23 +224,38 @@ func (s *loadScenario) measure(ctx context.Context, res *LoadResult) ([][]loadTu
 	res.Wall = time.Since(t0)
 	res.CPUCores = float64(cpuTime()-cpu0) / float64(res.Wall)
 	stopProfile()
-	// How far behind the read model is when the last turn ends.
-	last, err := s.st.logState(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if !c.PauseReadModel {
-		for k, pos := range s.st.node().Projector.Positions() {
-			if last.lastSeqs[k] > pos {
-				res.ReadModelBehind += int(last.lastSeqs[k] - pos)
-			}
+		if err := s.readModelLag(ctx, res); err != nil {
+			return nil, err
 		}
 	}
 	res.Steps = n * c.LoadSteps * c.LoadTurns
 	res.StepsPerSec = perSec(res.Steps, res.Wall)
 	res.Stagger = time.Duration(n-1) * c.LoadDelay / time.Duration(n)
-	res.IdealUnbounded = perSec(res.Steps, res.Stagger+time.Duration(c.LoadTurns*c.LoadSteps)*c.LoadDelay)
+	res.ModelBound = perSec(res.Steps, res.Stagger+time.Duration(c.LoadTurns*c.LoadSteps)*c.LoadDelay)
+	res.OfModel = res.StepsPerSec / res.ModelBound
 	return turns, nil
+}
+
+// readModelLag measures how far behind the log the read model is when the
+// last outcome arrives: the records it has still to apply, and how long it
+// takes to apply them.
+func (s *loadScenario) readModelLag(ctx context.Context, res *LoadResult) error {
+	t0 := time.Now()
+	last, err := s.st.logState(ctx)
+	if err != nil {
+		return err
+	}
+	for k, pos := range s.st.node().Projector.Positions() {
+		if last.lastSeqs[k] > pos {
+			res.ReadModelBehind += int(last.lastSeqs[k] - pos)
+		}
+	}
+	if err := s.st.node().Projector.WaitForLog(ctx, last.lastSeqs); err != nil {
+		return fmt.Errorf("the read model catching up: %w", err)
+	}
+	res.ReadModelCatchUp = time.Since(t0)
+	return nil
 }
 
 // latencies is where the measured turns' time went: each step's time less
@@ -264,39 +293,42 @@ func (s *loadScenario) latencies(res *LoadResult, turns [][]loadTurn) error {
 }
 
 // floorAfter measures the floor after the turns, every session's last turn
-// appended again, and where the time between the turns' events went.
+// appended again, and where the time between the turns' records went.
 func (s *loadScenario) floorAfter(ctx context.Context, res *LoadResult) error {
 	n := s.cfg.LoadSessions
 	after, err := s.lastTurns(ctx, n, s.before)
 	if err != nil {
 		return err
 	}
-	res.EventsPerTurn = len(after[0].evs)
+	res.RecordsPerTurn = len(after[0].recs)
+	res.EventsPerTurn = len(flatten(after[0].recs))
 	between := map[string]sample{}
 	for i := range n {
-		evs := after[i].evs
-		for j := 1; j < len(evs); j++ {
-			k := string(evs[j-1].Type) + " → " + string(evs[j].Type)
-			between[k] = append(between[k], evs[j].Time.Sub(evs[j-1].Time))
+		recs := after[i].recs
+		for j := 1; j < len(recs); j++ {
+			k := recordName(recs[j-1]) + " → " + recordName(recs[j])
+			between[k] = append(between[k], recs[j][0].Time.Sub(recs[j-1][0].Time))
 		}
 	}
 	res.Between = map[string]time.Duration{}
 	for k, v := range between {
 		res.Between[k] = v.p50()
 	}
-	if res.FloorAfter, err = loadFloor(ctx, s.st, after, "f_lodb", true); err != nil {
+	var writes int
+	if res.FloorAfter, writes, err = loadFloor(ctx, s.st, after, "f_lodb", true); err != nil {
 		return err
 	}
 	res.FloorWall = (res.FloorBefore + res.FloorAfter) / 2
-	res.FloorStepsPerSec = perSec(n*s.cfg.LoadSteps, res.FloorWall)
-	res.Ideal = min(res.IdealUnbounded, res.FloorStepsPerSec)
-	res.OfIdeal = res.StepsPerSec / res.Ideal
+	res.DiskWritesPerSec = perSec(s.floorWrites+writes, res.FloorBefore+res.FloorAfter)
+	res.WritesPerStep = float64(writes) / float64(n*s.cfg.LoadSteps)
+	res.DiskBound = res.DiskWritesPerSec / res.WritesPerStep
+	res.OfDisk = res.StepsPerSec / res.DiskBound
 	return nil
 }
 
-// turnEvents are the events of one turn of a session and its checkpoint.
+// turnEvents are the records of one turn of a session and its checkpoint.
 type turnEvents struct {
-	evs        []event.Event
+	recs       [][]event.Event
 	checkpoint []byte
 }
 
@@ -313,11 +345,11 @@ func (s *loadScenario) lastTurns(ctx context.Context, n int, from []uint64) ([]t
 		}
 		for j := len(evs) - 1; j >= 0; j-- {
 			if evs[j].Type == event.TurnStarted {
-				out[i].evs = evs[j:]
+				out[i].recs = records(evs[j:])
 				break
 			}
 		}
-		if out[i].evs == nil {
+		if out[i].recs == nil {
 			return nil, fmt.Errorf("%s: no turn after sequence %d", sid, from[i])
 		}
 		// Short turns share a checkpoint (session.Config.CheckpointEvery): the
@@ -334,18 +366,26 @@ func (s *loadScenario) lastTurns(ctx context.Context, n int, from []uint64) ([]t
 	return out, nil
 }
 
-// loadFloor appends turns[i] again as session <prefix><i> from one writer
-// per session, all at once, each followed by its checkpoint put, with the
-// read model paused, and returns the time it took. With last, the read model
-// stays paused (the node is about to stop).
-func loadFloor(ctx context.Context, st *stack, turns []turnEvents, prefix string, last bool) (time.Duration, error) {
+// loadFloor appends the records of turns[i] again as session <prefix><i>,
+// one writer per session, all at once, each followed by its checkpoint put,
+// with the read model paused, and returns the time it took and the durable
+// writes it made. With last, the read model stays paused (the node is about
+// to stop).
+func loadFloor(ctx context.Context, st *stack, turns []turnEvents, prefix string, last bool) (time.Duration, int, error) {
 	resume := st.pauseProjector(ctx)
 	b := st.node().Bus
 	kv := b.Checkpoints()
+	writes := 0
+	for _, t := range turns {
+		writes += len(t.recs)
+		if t.checkpoint != nil {
+			writes++
+		}
+	}
 	t0 := time.Now()
 	err := parallel(ctx, len(turns), len(turns), func(i int) error {
 		fsid := fmt.Sprintf("%s%05d", prefix, i)
-		if _, err := appendRaw(ctx, b, fsid, turns[i].evs); err != nil {
+		if _, err := appendRecords(ctx, b, fsid, turns[i].recs); err != nil {
 			return err
 		}
 		if turns[i].checkpoint == nil {
@@ -356,12 +396,12 @@ func loadFloor(ctx context.Context, st *stack, turns []turnEvents, prefix string
 	})
 	took := time.Since(t0)
 	if err != nil {
-		return 0, fmt.Errorf("load floor: %w", err)
+		return 0, 0, fmt.Errorf("load floor: %w", err)
 	}
 	if last {
-		return took, nil
+		return took, writes, nil
 	}
-	return took, resume(false)
+	return took, writes, resume(false)
 }
 
 // cpuTime is the CPU time this process has used, user and system.

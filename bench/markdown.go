@@ -23,7 +23,7 @@ func (r *Report) markdown(table string) string {
 	w("TAH's overhead must stay close to the durable writes it cannot avoid. These machines are noisy (here, the latency of one fsync varied by a factor of two between runs), so every figure stands beside a **floor measured in the same run, on the same node**, and the targets are ratios. The raw data is in [benchmarks.json](benchmarks.json).\n\n")
 
 	w("## Machine\n\n| CPUs | CPU (/proc/cpuinfo) | memory | kernel | Go | load average at start / end |\n|---|---|---|---|---|---|\n| %d | %s | %s | %s | %s | %s / %s |\n\n", m.CPUs, m.CPU, m.MemTotal, m.Kernel, m.Go, m.LoadAvgStart, m.LoadAvgEnd)
-	w("Rows 1–6 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject and the session's input errors: a `Turn` asked only for its outcome follows no log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node.\n\n")
+	w("Rows 1–6 and 8 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject and the session's input errors: a `Turn` asked only for its outcome follows no log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node. Rows 7 and 9 run three nodes.\n\n")
 
 	s := r.Sizes
 	w("## Sizes of this run\n\n")
@@ -41,10 +41,11 @@ func (r *Report) markdown(table string) string {
 	if s.FailoverSessions > 0 {
 		w("| 7 | three nodes of the harness, R3 (each with its embedded server, joined by routes), `bus.Default()`'s failover timings; the node killed is a tah-node process of its own (`-failover-kill process`, the default) or a node in this process (`-failover-kill shutdown`), the others run in this process; %d sessions of the killed node with a turn in flight (their inputs sent spread over one keep-alive period), and %d of its idle sessions (one finished turn there) sent an input right after the kill |\n", s.FailoverSessions, s.FailoverSessions)
 	}
-	w("| 8 | rows 1–3 run under both durability settings: `fsync always` is `bus.Config.SyncInterval` 0, the default (every write is on disk before its acknowledgement); `fsync every 2m` is the NATS server's own default |\n\n")
+	w("| 8 | turns of %d tool steps, %d measured after a warm-up, TAH and LangGraph.js one after the other |\n", s.PeerSteps, s.PeerTurns)
+	w("| 9 | %s sessions at once (the issue's size%s), %d steps each; one node, then three (R3) |\n\n", fnum(float64(s.ScaleSessions)), scaledNote(s.ScaleSessions, 1000), s.ScaleSteps)
 
 	w("## Results\n\n")
-	w("*Floor*: the same work done by the primitives alone, in the same run. *Ratio*: TAH over the floor (or over the ideal for throughput).\n\n")
+	w("*Floor*: the same work done by the primitives alone, in the same run. *Ratio*: TAH over the floor (for throughput: TAH's share of the model-bound and of the disk-bound rates).\n\n")
 	b.WriteString(table)
 	w("\n")
 
@@ -55,7 +56,7 @@ func (r *Report) markdown(table string) string {
 
 	w("## Reproduce\n\n")
 	w("```\nmake bench                          # everything, the issue's sizes; writes docs/benchmarks.{md,json}\ngo run ./cmd/tah-bench -quick -out \"\"       # a smoke run of every row, the table on stdout\ngo run ./cmd/tah-bench -rows 2 -steps 500   # one row, other sizes (see -h)\n```\n\n")
-	w("Diagnostics used for the analysis above: `-cpuprofile FILE` (the whole run), `-cpuprofile-load FILE` (row 3's measured turns only; it also writes FILE.mutex and FILE.block), `-pause-read-model` (row 3 without the read model), `-memprofile FILE` (row 6, the heap after passivation), `-log FILE` (the harness's log of every row, row 7's nodes' included). Read the profiles with `go tool pprof`.\n")
+	w("Diagnostics used for the analysis above: `-cpuprofile FILE` (the whole run), `-cpuprofile-load FILE` (row 3's measured turns only; it also writes FILE.mutex and FILE.block), `-pause-read-model` (rows 2–3 without the read model during the measured turns), `-memprofile FILE` (row 6, the heap after passivation), `-log FILE` (the harness's log of every row, row 7's nodes' included). Read the profiles with `go tool pprof`.\n")
 	return b.String()
 }
 
@@ -74,88 +75,32 @@ func joinInts(v []int) string {
 	return strings.Join(s, ", ")
 }
 
-// targets says, target by target, whether it was met and by how much not.
-func (r *Report) targets(w func(string, ...any)) {
-	w("## Targets\n\n")
-	if len(r.Step) > 0 {
-		s := r.Step[0]
-		w("- **Row 2, at most %s× the floor with the default durability**: %s× (%s per step against %s for its appends and checkpoint put): %s. In the middle of the turn, from one LLM call to the next, the ratio is %s×.\n",
-			trimFloat(targetStepRatio), trimFloat(round2(s.Ratio)), fdur(s.PerStep), fdur(s.FloorAppendPerStep),
-			metOr(s.Ratio <= targetStepRatio, fmt.Sprintf("**missed** by %.0f%%", (s.Ratio/targetStepRatio-1)*100)), trimFloat(round2(s.StepGapRatioP50)))
-		peer := time.Duration(float64(peerStep) / targetPeerTimes)
-		w("- **Row 2, at least %s× less than the peer's %s**: TAH's own time per step (the step less the floor of its writes and the mock's time) is %s", trimFloat(targetPeerTimes), fdur(peerStep), fdur(max(s.Overhead, 0)))
-		if len(r.Step) > 1 {
-			w(" (%s with fsync every 2 minutes)", fdur(max(r.Step[1].Overhead, 0)))
-		}
-		w(", against %s allowed: %s. With fsync on every write the writes alone cost %s a step, more than the peer's whole step: the comparison is only meaningful for TAH's own share.\n",
-			fdur(peer), metOr(s.Overhead <= peer, fmt.Sprintf("**missed**, %s× over", trimFloat(round1(float64(s.Overhead)/float64(peer))))), fdur(s.FloorAppendPerStep))
-	}
-	for _, l := range r.Load {
-		w("- **Row 3, at least %.0f%% of the ideal (%s)**: %s steps/s against an ideal of %s steps/s (%s by the floor): %.0f%%, %s.\n",
-			targetOfIdeal*100, l.Durability, fnum(l.StepsPerSec), fnum(l.Ideal), boundBy(l), l.OfIdeal*100,
-			metOr(l.OfIdeal >= targetOfIdeal, fmt.Sprintf("**missed** by %.0f points", (targetOfIdeal-l.OfIdeal)*100)))
-	}
-	if rs := r.Resume; rs != nil && len(rs.Lengths) > 1 {
-		first, last := rs.Lengths[0], rs.Lengths[len(rs.Lengths)-1]
-		w("- **Row 4, at most %s× as long at %s events as at %s**: %s against %s, %s×: %s.\n", trimFloat(targetResume), fnum(float64(last.Events)), fnum(float64(first.Events)),
-			fdur(last.FirstCall), fdur(first.FirstCall), trimFloat(round1(rs.Ratio)), metOr(rs.Ratio <= targetResume, fmt.Sprintf("**missed**, %s× over", trimFloat(round1(rs.Ratio/targetResume)))))
-	}
-	w("- **Rows 5 and 6** have no target; they are reported.\n")
-	r.failoverTarget(w)
-	w("- **Row 8**: rows 1–3 are measured under both settings.\n\n")
-}
-
-func boundBy(l *LoadResult) string {
-	if l.FloorStepsPerSec < l.IdealUnbounded {
-		return "bounded"
-	}
-	return "not bounded"
-}
-
-func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
-
-// methods says how each row is measured.
-func (r *Report) methods(w func(string, ...any)) {
-	w("## How each row is measured\n\n")
-	w("1. **Floor.** The events a measured turn of row 2 wrote are read back and appended again, one fenced `bus.SessionWriter.Append` each, as another session whose id has the same length (so every message has the same size and headers); the turn's checkpoint is put again in `tah_checkpoints`. The read model's projector is paused meanwhile, so that it does not project the floor's events. `store.Apply` is timed on a fresh store, one transaction per LLM step's events (the session's earlier events applied first, untimed). The SQLite one-row transaction uses the store's settings (WAL, synchronous NORMAL, BEGIN IMMEDIATE).\n")
-	w("2. **Overhead per step.** One session; a short first turn spawns and claims it; then a turn of many tool steps is timed from `client.Run` to the client having its outcome, divided by its LLM steps. The mock (`mock.CallTool(\"noop\")`, then `mock.Say`) answers at once; the tool is a `tools.Func` that returns \"ok\", run by the node's tool-runner actor. A probe provider around the mock records when each call begins and ends and how long TAH's own delta callback took inside it, so that the mock's time is left out of TAH's. Each turn's floor is measured right after it.\n")
-	w("3. **Throughput under load.** All sessions run a short warm-up turn (it spawns and claims them), then the measured turns, each session starting a fraction of an LLM call after the previous one. Steps/s is the steps over the wall time. The *ideal* is the lower of (a) every session waiting only for its model and (b) the floor: every session's turn appended again by raw fenced appends from as many writers at once, with its checkpoint put when the turn wrote one (short turns share one: `CheckpointEvery`), the projector paused; the floor is measured before and after the turns and averaged. *Added latency* is a step's time (one LLM call's start to the next's) less the model's time.\n")
-	w("4. **Resume.** The histories are built by real turns (fsync every 2 minutes, to build fast), with the other sessions' turns appended in between so that each history is spread over the whole stream. Then, for each repeat, the node is stopped and started again on the same directory (a fresh server, Manager and actors; the read model is let to catch up first), a warm-up session takes the node's first turn, and each measured session gets an input; the time is from `client.Run` to the first LLM call (not from `client.Run`'s return: the node has often made the call by then), and includes the client's own work (reported apart), then loading the checkpoint, replaying the tail, the claim and the turn's first appends, all with fsync on every write.\n")
-	w("5. **Token deltas.** This program starts itself again as a subscriber (`-delta-subscriber`, a plain NATS subscriber: package `client` hands a turn's deltas only to the client that started it), which connects to the node's NATS port over TCP and subscribes to `%s`. The provider's timestamp of each token is matched by delta sequence to the subscriber's receive time (one host, one wall clock). The floor is the same number of messages of the same size and headers published straight on the node's connection at the same pace.\n", wire.DeltaSubject("<sid>"))
-	w("6. **Memory.** `VmRSS` from `/proc/self/status` and the Go heap in use, each after a garbage collection that returns freed memory to the system: with the node up and no session, after every session has had one turn (all actors alive: their idle timeout is longer than the build), and after every actor has passivated. The provider here keeps nothing (the mock records every request, which would count as the sessions' memory). The node's embedded server runs in the process, so its share of each session (subject indexes, duplicate-detection ids) is counted. The consumers of the log that the client's turns left on the server are counted at the end of the build (none expected).\n")
-	w("7. **Failover.** Three nodes of the cluster harness (`tahtest`) start at once, each with its embedded server (a JetStream cluster joined by routes, every stream and bucket R3), with `bus.Default()`'s failover timings (NodeTTL, InputPinnedTTL, InputAckWait) and fsync always. The victim is a tah-node process of its own (this program with `-tah-node`, a process member of the harness) that is sent SIGKILL, or with `-failover-kill shutdown` a node in this process whose embedded server is shut down at once, so that its routes and clients drop (the node itself is not told, and closed only after the measurement). Once `tah_nodes` lists the three, each pulling its share of the partitions, sessions are created (through the API, by a client connected to a survivor) on the partitions of the victim. Half of them take a turn on it first and are left idle; the other half start a turn whose LLM call the victim's model holds (a `llm/mock` script that answers them after an hour), their inputs sent spread over one keep-alive period (InputAckWait/3), as real turns would be. Once every such turn's log shows its LLM call open, the victim is killed. Right after the kill each idle session is sent an input through the client. The survivors' models answer at once and record the first call of each session: the times reported are from the kill to those calls. Then every turn's outcome is waited for and every session's log is audited (`projection.Audit`): each input must have started exactly one turn, which finished once; no owner wrote after a newer one's claim; no session is left owned by the victim. After the kill the survivors' presence (on core NATS) is followed until it has listed every partition, each once, for 2 × NodeTTL (at most %s after the kill).\n\n", fdur(presenceWindow))
-	w("8. **The peer.** The same agent as row 2's, turns of %d tool steps with a model that answers at once and a tool that returns \"ok\", run by TAH (one node as in rows 2-6, driven through `client`; the time per step is a turn's, from `client.Run` to the outcome, divided by its tool steps; median of %d turns after a warm-up) and by LangGraph.js 1.x with its SQLite checkpointer (`@langchain/langgraph-checkpoint-sqlite`, better-sqlite3 12; `bench/peer/langgraph/agent.mjs`, a `StateGraph` of an agent node and a `ToolNode`, the checkpointer writing after every node; its time per step likewise), in the same run, one after the other: TAH with fsync on every write against SQLite in WAL mode with `synchronous=FULL`, TAH with fsync every 2 minutes against `synchronous=NORMAL`. `make bench` installs the peer's packages (`npm ci`); without Node.js the row says so.\n\n", r.Sizes.PeerSteps, r.Sizes.PeerTurns)
-}
-
-// analysis explains the misses, with the numbers of this run and of the
-// diagnostic runs.
+// analysis explains the figures and the misses, with the numbers of this
+// run.
 func (r *Report) analysis(w func(string, ...any)) {
 	w("## Why\n\n")
-	if len(r.Step) > 0 {
-		s := r.Step[0]
-		var slow *StepResult
-		if len(r.Step) > 1 {
-			slow = r.Step[1]
-		}
-		w("### Every `llm.started` carries the whole request, and everything downstream scales with it\n\n")
-		w("The loop records the request as sent in `llm.started` (`event.LLMStartedData.Request`). Without a context budget that is the whole history: in row 2's turn of %d steps it grows from %s to %s (%s per event on average). The cost of a step grows with it, in the actor and in the read model:\n\n",
-			s.ToolSteps, fbytes(s.LLMStartedBytesMin), fbytes(s.LLMStartedBytesMax), fbytes(s.EventBytesMean))
-		w("- the actor marshals the request (`event.New`), marshals the envelope again, which re-validates and compacts the raw payload (`event.Event.Marshal` in `bus.SessionWriter.message`), then decodes it back to fold it (`projection.Apply` → `event.Event.Decode`) although it had the typed value;\n")
-		w("- the read model decodes it again (`store` → `projection.Apply`) and writes it twice, in the raw event row and in the step row;\n")
-		w("- the read model's `projection.State` keeps every step's request (`Step.Request`), so its snapshots grow with steps × context (the session actor's state and its checkpoints no longer keep them).\n\n")
-		if slow != nil {
-			w("TAH's own time between two LLM calls (the gap less its appends' floor and the mock) is %s over the first 20 steps of the turn and %s over the last 20 with fsync every 2 minutes (%s and %s with fsync always, where the fsync noise is larger than the signal). ",
-				fdur(slow.OwnEarly), fdur(slow.OwnLate), fdur(s.OwnEarly), fdur(s.OwnLate))
-		}
-		w("A CPU profile of rows 1–2 (a diagnostic run) put 40%% of the process's CPU in `store.(*Store).Apply` (the projector and the floor), 16%% in `event.Event.Decode` and 10%% in `encoding/json` compaction and validity checks of payloads already valid. The read model's transaction for one step costs %s (`store.Apply`, row 1), %s× a one-row SQLite transaction (%s): the store keeps up with one session (the read model had caught up %s after each turn) but it is the node's largest CPU consumer, and with fsync always its writes share the disk with the log's fsyncs: in a diagnostic run with the projector paused during the turns (`-pause-read-model`), the ratio with fsync always was 1.25× (met) and TAH's own time 716 µs a step.\n\n",
-			fdur(s.ApplyP50), trimFloat(round1(float64(s.ApplyP50)/float64(max(r.SQLiteRowP50, 1)))), fdur(r.SQLiteRowP50), fdur((s.CaughtUpPerStep-s.PerStep)*time.Duration(s.LLMCalls)))
-		w("The end of a turn costs %s (fsync always): `agent.finished`, then the checkpoint, a JSON snapshot of the whole state (%s after this one turn), put in `tah_checkpoints` and recorded by `checkpoint.created`. Spread over the turn's %d steps it is %s a step, %.0f%% of TAH's own time per step.\n\n",
-			fdur(s.TurnEnd), fbytes(s.CheckpointBytes), s.LLMCalls, fdur(s.TurnEnd/time.Duration(s.LLMCalls)), 100*float64(s.TurnEnd/time.Duration(s.LLMCalls))/float64(max(s.Overhead, 1)))
-		if s.ClientRun > 0 {
-			w("The start of the turn costs %s, from `client.Run` to the first LLM call, %s of it in `client.Run` itself (two subscriptions, then the input's publish, acknowledged once stored).\n\n",
-				fdur(s.TurnStart), fdur(s.ClientRun))
+	r.stepAnalysis(w)
+	r.resumeAnalysis(w)
+	r.loadAnalysis(w)
+	r.scaleAnalysis(w)
+	if d := r.Delta; d != nil {
+		w("### Token deltas\n\nA delta goes from the provider's callback to a core NATS publish on the node's connection, then over TCP to the subscriber: %s at p50, where the raw publish on the same path costs %s. Most of either is the wake-ups of an idle two-core virtual machine (tokens %s apart), not TAH. The first token of each LLM step comes %s after the provider made it at p50 (no append precedes it: `llm.streaming` is no longer written).\n\n",
+			fdur(d.P50), fdur(d.FloorP50), fdur(d.Pace), fdur(d.FirstP50))
+	}
+	if mm := r.Memory; mm != nil {
+		w("### Memory\n\nAt %s sessions the node's resident memory grew by %s per session while every actor was alive, and %s per session once all had passivated (Go heap: %s and %s). An active session adds its actor, its folded state, its writer and its idle timer (no goroutine: %d goroutines with every actor alive, %d without). What stays after passivation is mostly the embedded server's: the shards' index of every subject (one per session, `%s` in shard 0), the duplicate-detection window (the Msg-Id of every append is kept for two minutes, so this part is transient) and Go maps that keep their size after deletes (protoactor's process registry, the Manager's actor map).\n\n",
+			fnum(float64(mm.Sessions)), fbytes(int(mm.PerActive)), fbytes(int(mm.PerPassive)), fbytes(int(mm.HeapPerActive)), fbytes(int(mm.HeapPerPassive)), mm.GoroutinesActive, mm.GoroutinesPassive,
+			wire.ShardSubject(0, "<sid>"))
+		if mm.ClientConsumers > 0 {
+			w("**The client's turns left %s consumers of the log's shards on the server** when the build ended, counted as the sessions' memory: a `Turn` asked only for its outcome should leave none (problem 12).\n\n",
+				fnum(float64(mm.ClientConsumers)))
 		}
 	}
+	r.failoverAnalysis(w)
+}
+
+// resumeAnalysis explains row 4.
+func (r *Report) resumeAnalysis(w func(string, ...any)) {
 	if rs := r.Resume; rs != nil && len(rs.Lengths) > 0 {
 		w("### Resume: the checkpoint is fresh, but its decode grows with the history\n\n")
 		w("| events | first LLM call | checkpoint | events it covers | events replayed | checkpoint decode | load (get, decode, replay, fold) | end of the turn | full state | state without finished steps' requests | its decode |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -182,57 +127,13 @@ func (r *Report) analysis(w func(string, ...any)) {
 		w("What still grows with the history is the messages and the finished steps' responses in the checkpoint: its decode is most of the load (%s of %s at the longest history), and the end of every turn marshals it whole to put it (%s). The target (at most 2×) needs a checkpoint whose size does not grow with the history: messages kept in segments that a resume reads only as far as the context budget needs, finished steps dropped.\n\n",
 			fdur(last.CheckpointDecode), fdur(last.Load), fdur(last.TurnEnd))
 	}
-	if len(r.Load) > 0 {
-		w("### Under load: the read model, one NATS connection, and the disk\n\n")
-		for _, l := range r.Load {
-			busy := "the CPU was not the limit"
-			if l.CPUCores >= 0.85*float64(r.Machine.CPUs) {
-				busy = "the CPU was the limit"
-			}
-			w("- %s: %s steps/s (%.0f%% of the ideal); %.2f of %d cores busy during the turns, so %s; a step waited %s (p50) beyond its model, a turn %s at its start (`client.Run` to the first call; `client.Run` itself %s at p50, %s at p99) and %s at its end (agent.finished and the checkpoint); when the last outcome arrived the read model had %s of the turns' %s events still to apply.\n",
-				l.Durability, fnum(l.StepsPerSec), l.OfIdeal*100, l.CPUCores, r.Machine.CPUs, busy, fdur(l.AddedP50), fdur(l.TurnStartP50), fdur(l.ClientRunP50), fdur(l.ClientRunP99),
-				fdur(l.TurnEndP50), fnum(float64(l.ReadModelBehind)), fnum(float64(l.Sessions*l.Turns*l.EventsPerTurn)))
-		}
-		w("\n**The client shares the machine.** The sessions are driven through package `client`, in this process, on the same two cores: each turn's `client.Run` subscribes to its reply subject and the session's input errors, publishes the input and waits for the outcome (problem 12 says what a first version of the client cost here). The bench before the client, which published the input itself, reached 63%% of the ideal with fsync always and 35%% with fsync every 2 minutes on this machine (2026-11-30; 372 and 2,623 steps/s).\n\n")
-		w("What the diagnostics found (runs of the earlier bench on this machine, quiet, the same sizes):\n\n")
-		w("1. **The read model.** With the projector paused during the measured turns (`-pause-read-model`), TAH reached 103%% of the ideal with fsync always and 70%% with fsync every 2 minutes, against 65%% and 43%% with it. Its state cache held 256 sessions then (`store.Options.CacheSize`; 2048 since): with 1,000 sessions taking turns nearly every batch missed, and `store.loadState` reads the session's snapshot or, below 128 events, all its events, and folds them again. In a CPU profile of the measured turns (fsync every 2m, `-cpuprofile-load`) the projector took a third of the CPU and `store.loadState` alone 22%%; `go test -run NONE -bench StoreCache ./bench` isolates it (1,000 sessions applying one step each in turn: about 2.4× the time per step with the default cache, every batch a miss refolding ~46 events). With fsync always, the read model's SQLite writes also share the disk with the log's fsyncs.\n")
-		w("2. **Every session of a node writes through one NATS connection.** The mutex profile of the same measured turns put nearly all the lock waiting on the `nats.Conn` mutexes: the sessions' appends (62%% of it), the connection's flusher (22%%), the checkpoint puts (11%%) and the delta publishes (5%%).\n")
-		if len(r.Step) > 0 {
-			l := r.Load[0]
-			w("3. **With fsync on every write the disk bounds everything.** One writer appends %s events/s (row 1); the floor of row 3, %s writers at once, reaches %s writes/s (%s× one writer). TAH's turns write more than the floor counts (the input's publish and acknowledgement in `TAH_IN`, the read model's database), on the same disk.\n\n",
-				fnum(r.Step0AppendRate()), fnum(float64(l.Sessions)), fnum(l.FloorStepsPerSec*float64(l.EventsPerTurn+1)/float64(l.StepsPerTurn)),
-				trimFloat(round1(l.FloorStepsPerSec*float64(l.EventsPerTurn+1)/float64(l.StepsPerTurn)/max(r.Step0AppendRate(), 1))))
-		}
-	}
-	if d := r.Delta; d != nil {
-		w("### Token deltas\n\nA delta goes from the provider's callback to a core NATS publish on the node's connection, then over TCP to the subscriber: %s at p50, where the raw publish on the same path costs %s. Most of either is the wake-ups of an idle two-core virtual machine (tokens %s apart), not TAH. The first token of each LLM step waits for the `llm.streaming` append, fsync included: %s at p50, which is also what shows at p99 (one token in a hundred is a first token).\n\n",
-			fdur(d.P50), fdur(d.FloorP50), fdur(d.Pace), fdur(d.FirstP50))
-	}
-	if mm := r.Memory; mm != nil {
-		w("### Memory\n\nAt %s sessions the node's resident memory grew by %s per session while every actor was alive, and %s per session once all had passivated (Go heap: %s and %s). An active session adds its actor, its folded state, its writer and its idle timer (no goroutine: %d goroutines with every actor alive, %d without). What stays after passivation is mostly the embedded server's: the shards' index of every subject (one per session, `%s` in shard 0), the duplicate-detection window (the Msg-Id of every append is kept for two minutes, so this part is transient) and Go maps that keep their size after deletes (protoactor's process registry, the Manager's actor map).\n\n",
-			fnum(float64(mm.Sessions)), fbytes(int(mm.PerActive)), fbytes(int(mm.PerPassive)), fbytes(int(mm.HeapPerActive)), fbytes(int(mm.HeapPerPassive)), mm.GoroutinesActive, mm.GoroutinesPassive,
-			wire.ShardSubject(0, "<sid>"))
-		if mm.ClientConsumers > 0 {
-			w("**The client's turns left %s consumers of the log's shards on the server** when the build ended, counted as the sessions' memory: a `Turn` asked only for its outcome should leave none (problem 12).\n\n",
-				fnum(float64(mm.ClientConsumers)))
-		}
-	}
-	r.failoverAnalysis(w)
-}
-
-// Step0AppendRate is row 1's sequential append rate with fsync always.
-func (r *Report) Step0AppendRate() float64 {
-	if len(r.Step) == 0 {
-		return 0
-	}
-	return r.Step[0].AppendRate
 }
 
 // proposals lists the problems found in other packages and their fixes.
 func (r *Report) proposals(w func(string, ...any)) {
 	w("## Problems found, and proposed fixes\n\n")
 	w("Each names where, how much, and a fix; the state of each as of this run is said where part of it was fixed.\n\n")
-	w("1. **`llm.started` records the whole request** (`actors/session/loop.go` `llmStep`, `event.LLMStartedData.Request`). Log volume, the actor's and the read model's CPU per step and the state all grow with the context; a turn of N steps writes O(N²) bytes. *Fix*: record the request by reference: the index of the last message sent and the trim report (the messages are in the log already, and `projection.Prepare` is pure, so the request can be rebuilt), or only the messages added since the session's previous request.\n")
+	w("1. **`llm.started` recorded the whole request, and a step made five fsynced appends** (measured before issue 15: a step cost about 10× one fenced append, a long session's events grew with the square of its length). *Fixed*: the request by reference (`llm.started` records what rebuilds it and its SHA-256; `tools.offered` the schemas), records of several events, two durable writes per LLM+tool step, `llm.streaming` gone.\n")
 	w("2. **The checkpoint grows with the history** (`actors/session/actor.go` `checkpoint`: the JSON of the actor's `projection.State`). *Partly fixed*: the actor drops each step's recorded request (`dropRequests`), so the checkpoint no longer grows with steps × context nor passes 8 MiB, and a checkpoint that cannot be stored is logged as an error. *Still to do*: it holds every message and every finished step's response, so its decode grows with the history (row 4); snapshot only what a resume needs (the messages the context budget can reach, the current turn's open steps, counters), and count refused checkpoints in a metric.\n")
 	w("3. **The actor decodes what it has just encoded** (`actors/session/context.go` `AgentContext.Append` → `projection.Apply` → `event.Event.Decode`), and the writer re-validates and compacts a payload produced by `json.Marshal` (`event.Event.Marshal` in `bus/append.go` `message`). *Fix*: fold the typed payload directly (an `ApplyTyped` beside `Apply`, tested to agree with it), and build the envelope bytes around `Data` without re-checking it.\n")
 	w("4. **The read model's cache was smaller than the active sessions** (`store.Options.CacheSize`, then 256; `node.Start` opens the store with the defaults). Above 256 active sessions almost every batch reloaded and refolded sessions: under row 3 the projector took a third of the CPU, `store.loadState` 22%%. *Fixed*: the default is now 2048. *Still to do*: size it from the node's configuration, and group a batch's events by session before loading.\n")

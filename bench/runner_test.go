@@ -84,14 +84,14 @@ func TestRunScenario(t *testing.T) {
 }
 
 // The rows asked for give their scenarios, in order, one per durability
-// setting for rows 1-3 and 8.
+// setting for rows 1-3, 8 and 9.
 func TestScenarios(t *testing.T) {
 	c := Default()
 	var names []string
 	for _, sc := range Scenarios(c) {
 		names = append(names, sc.Name())
 	}
-	if len(names) != 1+2+2+4+2 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 8") {
+	if len(names) != 1+2+2+4+2+2 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 9") {
 		t.Fatalf("scenarios %v", names)
 	}
 	c.Rows, c.Durability = []string{"3"}, []time.Duration{time.Minute}
@@ -109,7 +109,8 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("quick %+v: %v", q, err)
 	}
 	for _, edit := range []func(*Config){
-		func(c *Config) { c.Rows = []string{"9"} },
+		func(c *Config) { c.Rows = []string{"10"} },
+		func(c *Config) { c.ScaleSteps = 0 },
 		func(c *Config) { c.Durability = nil },
 		func(c *Config) { c.Durability = []time.Duration{-time.Second} },
 		func(c *Config) { c.ResumeLengths = []int{5} },

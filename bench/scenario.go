@@ -67,5 +67,10 @@ func Scenarios(c Config) []Scenario {
 			out = append(out, &peerScenario{cfg: c, sync: d})
 		}
 	}
+	if c.runs("9") {
+		for _, d := range c.Durability {
+			out = append(out, &scaleScenario{cfg: c, sync: d})
+		}
+	}
 	return out
 }

@@ -26,9 +26,9 @@ var discard = slog.New(slog.DiscardHandler)
 const clientTimeout = time.Minute
 
 // stack is what rows 2 to 6 measure on: one node of the harness (tahtest,
-// in this process, on a fresh directory under Config.Tmp) with the probe as
-// its model and the noop tool, and a client of it over a connection of its
-// own, as any client would have.
+// in this process, on a fresh directory under Config.Tmp; row 9 runs three)
+// with the probe as its model and the noop tool, and a client of it over a
+// connection of its own, as any client would have.
 type stack struct {
 	c  *tahtest.Cluster
 	cl *client.Client
@@ -44,6 +44,9 @@ type stackOpts struct {
 	// session is the sessions' configuration; MaxSteps 0 means no limit
 	// (the turns here make as many steps as they say).
 	session session.Config
+	// nodes is the cluster's members (0 means 1), each in this process;
+	// with three or more, every stream is R3.
+	nodes int
 }
 
 // noopTool is the benchmarks' tool: it does nothing and says so.
@@ -55,7 +58,7 @@ func noopTool() tools.Catalog {
 // startStack starts the node and connects the client.
 func startStack(env Env, tmp string, o stackOpts) (*stack, error) {
 	s := &stack{o: o}
-	s.c = tahtest.Start(env.TB, tahtest.Options{Nodes: 1, Dir: tmp, EditNode: s.edit})
+	s.c = tahtest.Start(env.TB, tahtest.Options{Nodes: max(o.nodes, 1), Dir: tmp, EditNode: s.edit})
 	cl, err := client.New(s.c.Connect(), client.Options{RequestTimeout: clientTimeout})
 	if err != nil {
 		return nil, err

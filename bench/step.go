@@ -15,12 +15,13 @@ import (
 
 // StepResult is rows 1 and 2 under one durability setting: one session, turns
 // of ToolSteps tool calls and a final answer, the mock answering at once, the
-// noop tool; and the floor of the very events those turns wrote.
+// noop tool; and the floors of the very records those turns wrote.
 type StepResult struct {
-	Durability string `json:"durability"`
-	ToolSteps  int    `json:"tool_steps"`
-	LLMCalls   int    `json:"llm_calls_per_turn"`
-	Turns      int    `json:"turns_measured"`
+	Durability string        `json:"durability"`
+	Sync       time.Duration `json:"sync_interval_ns"` // bus.Config.SyncInterval: 0 fsyncs every write
+	ToolSteps  int           `json:"tool_steps"`
+	LLMCalls   int           `json:"llm_calls_per_turn"`
+	Turns      int           `json:"turns_measured"`
 
 	// TAH, per LLM step (the turn's time divided by its LLM calls; median of
 	// the turns): from client.Run (which subscribes to what the input
@@ -33,15 +34,20 @@ type StepResult struct {
 	ProviderPerStep time.Duration `json:"provider_per_step_ns"`
 	// CaughtUpPerStep is the same until the read model had applied the turn.
 	CaughtUpPerStep time.Duration `json:"caught_up_per_step_ns"`
+	// CPUPerStep is the CPU time (user + system) of this whole process, the
+	// node with its loop, projector and embedded server (and the client),
+	// from client.Run until the read model had applied the turn, over its
+	// LLM calls: median of the turns.
+	CPUPerStep time.Duration `json:"cpu_per_step_ns"`
 	// StepGapP50 is the median time from one LLM call to the next (the
-	// middle of the turn), and StepGapFloorP50 the median of the raw appends
-	// of the events written between two calls.
+	// middle of the turn), and StepGapFloorP50 the median of the records
+	// appended between two calls, appended again as they were written.
 	StepGapP50      time.Duration `json:"step_gap_p50_ns"`
 	StepGapFloorP50 time.Duration `json:"step_gap_floor_p50_ns"`
 	StepGapRatioP50 float64       `json:"step_gap_ratio_p50"`
 	// OwnEarly and OwnLate are TAH's own time between two LLM calls (the
-	// gap less its appends' floor and the mock's time), median of the first
-	// and of the last 20 steps of the turn: the context grows in between.
+	// gap less its records' floor and the mock's time), median of the first
+	// and of the last 20 steps of the turn: the history grows in between.
 	OwnEarly time.Duration `json:"own_early_ns"`
 	OwnLate  time.Duration `json:"own_late_ns"`
 	// TurnStart is from client.Run to the first LLM call; TurnEnd from the
@@ -50,30 +56,45 @@ type StepResult struct {
 	TurnStart time.Duration `json:"turn_start_ns"`
 	TurnEnd   time.Duration `json:"turn_end_ns"`
 
-	// What one step writes.
-	EventsPerStep      float64  `json:"events_per_step"`
-	StepTypes          []string `json:"step_types"`
-	EventBytesMean     int      `json:"event_bytes_mean"`
-	LLMStartedBytesMin int      `json:"llm_started_bytes_min"`
-	LLMStartedBytesMax int      `json:"llm_started_bytes_max"`
-	CheckpointBytes    int      `json:"checkpoint_bytes"`
+	// What one tool step in the middle of the turn writes: its events, in
+	// how many records (durable writes), and each record's types.
+	EventsPerStep  float64  `json:"events_per_step"`
+	RecordsPerStep float64  `json:"records_per_step"`
+	StepRecords    []string `json:"step_records"`
+	// Sizes of record bodies: a record of one event (mean over a step's
+	// events), a record of a whole step's events (mean), a record of
+	// llm.started alone (smallest and largest of the turn: flat, since it
+	// holds the request by reference), the checkpoint.
+	EventBytesMean      int `json:"event_bytes_mean"`
+	StepRecordBytesMean int `json:"step_record_bytes_mean"`
+	LLMStartedBytesMin  int `json:"llm_started_bytes_min"`
+	LLMStartedBytesMax  int `json:"llm_started_bytes_max"`
+	CheckpointBytes     int `json:"checkpoint_bytes"`
 
-	// Floors (row 1), the same events again as raw fenced appends.
-	AppendP50          time.Duration `json:"append_p50_ns"`
-	AppendRate         float64       `json:"append_per_s"`
-	FloorAppendPerStep time.Duration `json:"floor_append_per_step_ns"` // the turn's appends and checkpoint put / LLM calls
-	StepAppendsP50     time.Duration `json:"step_appends_p50_ns"`      // one step's appends (llm.started .. tool.finished)
+	// Floors (row 1), fenced appends on the same node right after each turn.
+	// StepRecordP50 is the physical floor of a step: one record holding all
+	// of one step's events, one durable write of its bytes.
+	StepRecordP50  time.Duration `json:"step_record_p50_ns"`
+	StepRecordRate float64       `json:"step_record_per_s"`
+	// OneEventP50 is a record of one event (each event of the steps alone).
+	OneEventP50  time.Duration `json:"one_event_p50_ns"`
+	OneEventRate float64       `json:"one_event_per_s"`
+	// StepAppendsP50 is one step's records appended again as TAH wrote
+	// them; FloorAppendPerStep the whole turn's records and its checkpoint
+	// put, over its LLM calls.
+	StepAppendsP50     time.Duration `json:"step_appends_p50_ns"`
+	FloorAppendPerStep time.Duration `json:"floor_append_per_step_ns"`
 	KVPut              time.Duration `json:"checkpoint_put_ns"`
-	ApplyP50           time.Duration `json:"store_apply_step_p50_ns"` // store.Apply of one step's events
+	ApplyP50           time.Duration `json:"store_apply_step_p50_ns"` // store.Apply of one step's records
 	ApplyRate          float64       `json:"store_apply_steps_per_s"`
 
-	// Ratio is PerStep over FloorAppendPerStep; RatioOwn leaves the mock's
-	// time out; RatioFull counts the read model's transaction in the floor.
-	Ratio     float64 `json:"ratio"`
-	RatioOwn  float64 `json:"ratio_own"`
-	RatioFull float64 `json:"ratio_with_sqlite"`
+	// Ratio is PerStep over StepRecordP50: a step against the one durable
+	// write it cannot avoid. RatioWritten is PerStep over FloorAppendPerStep:
+	// against the writes TAH chose to make.
+	Ratio        float64 `json:"ratio"`
+	RatioWritten float64 `json:"ratio_written"`
 	// Overhead is TAH's own time per step: PerStep less the floor of its
-	// appends and the mock's time. The peer spends 1.39 ms.
+	// writes and the mock's time.
 	Overhead time.Duration `json:"overhead_per_step_ns"`
 }
 
@@ -131,9 +152,11 @@ type stepTurn struct {
 	// sent is when client.Run was called, stored when it returned, done
 	// when the outcome came, caught when the read model had the turn.
 	sent, stored, done, caught time.Time
-	calls                      []call
-	all                        []event.Event // the session's log
-	start                      int           // the index of the turn's turn.started in all
+	// cpu is the process's CPU time from client.Run to caught.
+	cpu   time.Duration
+	calls []call
+	all   []event.Event // the session's log
+	start int           // the index of the turn's turn.started in all
 }
 
 func (m stepTurn) events() []event.Event { return m.all[m.start:] }
@@ -156,6 +179,11 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 		return m, err
 	}
 	s.p.take(m.sid)
+	var stopProfile func()
+	if s.cfg.PhaseProfile != "" && i == s.cfg.StepTurns {
+		stopProfile = profilePhase(fmt.Sprintf("%s.row2-%s", s.cfg.PhaseProfile, s.sync))
+	}
+	cpu0 := cpuTime()
 	t, o, err := st.run(ctx, m.sid, input(m.sid, s.cfg.Steps))
 	if err != nil {
 		return m, err
@@ -174,6 +202,10 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 		return m, err
 	}
 	m.caught = time.Now()
+	m.cpu = cpuTime() - cpu0
+	if stopProfile != nil {
+		stopProfile()
+	}
 	m.calls = s.p.take(m.sid)
 	slices.SortFunc(m.calls, func(a, b call) int { return a.start.Compare(b.start) })
 	if o.Steps != s.cfg.Steps+1 || len(m.calls) != s.cfg.Steps+1 {
@@ -189,101 +221,84 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 	return m, nil
 }
 
-// stepFloor is a measured turn's floor: its events appended again as raw
-// fenced appends, its checkpoint put again, each step's events applied to a
-// fresh store.
+// stepFloor is a measured turn's floors: its records appended again as
+// they were written, each full tool step's events as one record and each
+// of them as a record of its own, its checkpoint put again, each step's
+// records applied to a fresh store.
 type stepFloor struct {
-	appends    sample // one per event of the turn, in order
-	kvPut      time.Duration
-	applies    sample // one per step
-	groups     [][]event.Event
-	checkpoint int // the checkpoint's size
+	recs     [][]event.Event // the turn's records, as written
+	appends  sample          // one per record of recs
+	groups   []span          // the steps' records
+	steps    []span          // the full tool steps among groups
+	stepRecs sample          // one per full tool step: its events in one record
+	oneEvent sample          // one per event of the full tool steps
+	kvPut    time.Duration
+	applies  sample // one per group
+	// checkpoint is the checkpoint's size.
+	checkpoint int
 }
 
-// floorOf measures turn m's floor as session f_step<i>, with the read model
-// paused.
+// floorOf measures turn m's floors as sessions f_step<i> (the records as
+// written), g_step<i> (a step a record) and h_step<i> (an event a record),
+// with the read model paused.
 func (s *stepScenario) floorOf(ctx context.Context, i int, m stepTurn) (stepFloor, error) {
-	var f stepFloor
+	f := stepFloor{recs: records(m.events())}
+	f.groups = stepGroups(f.recs)
+	var whole, single [][]event.Event
+	for _, g := range f.groups {
+		evs := flatten(f.recs[g.from:g.to])
+		if !fullToolStep(evs) {
+			continue
+		}
+		f.steps = append(f.steps, g)
+		whole = append(whole, evs)
+		for _, e := range evs {
+			single = append(single, []event.Event{e})
+		}
+	}
 	b := s.st.node().Bus
 	resume := s.st.pauseProjector(ctx)
 	fsid := fmt.Sprintf("f_step%03d", i)
 	var err error
-	if f.appends, err = appendRaw(ctx, b, fsid, m.events()); err != nil {
+	if f.appends, err = appendRecords(ctx, b, fsid, f.recs); err != nil {
 		return f, err
 	}
-	// A short turn may have written no checkpoint (CheckpointEvery): then
-	// its floor has none either.
-	kv := b.Checkpoints()
-	entry, err := kv.Get(ctx, m.sid)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return f, fmt.Errorf("checkpoint of %s: %w", m.sid, err)
-	default:
-		f.checkpoint = len(entry.Value())
-		t := time.Now()
-		if _, err := kv.Put(ctx, fsid, entry.Value()); err != nil {
-			return f, err
-		}
-		f.kvPut = time.Since(t)
+	if f.stepRecs, err = appendRecords(ctx, b, fmt.Sprintf("g_step%03d", i), whole); err != nil {
+		return f, err
 	}
-	f.groups = stepGroups(m.events())
+	if f.oneEvent, err = appendRecords(ctx, b, fmt.Sprintf("h_step%03d", i), single); err != nil {
+		return f, err
+	}
+	if f.checkpoint, f.kvPut, err = putCheckpointAgain(ctx, b.Checkpoints(), m.sid, fsid); err != nil {
+		return f, err
+	}
 	db := filepath.Join(s.st.c.Layout().Dir, fmt.Sprintf("floor-%d.db", i))
-	if f.applies, err = applyFloor(ctx, db, m.all[:m.start], f.groups); err != nil {
+	applied := make([][]event.Event, len(f.groups))
+	for j, g := range f.groups {
+		applied[j] = flatten(f.recs[g.from:g.to])
+	}
+	if f.applies, err = applyFloor(ctx, db, m.all[:m.start], applied); err != nil {
 		return f, err
 	}
 	return f, resume(true)
 }
 
-// stepGroups splits a turn's events into one group per LLM step, at record
-// boundaries (the read model applies whole records): each group from the
-// record that holds the step's llm.started (with what was staged before it:
-// the previous step's tool results, or the turn's start) to the record before
-// the next one's (the first group also has what came before, the last the end
-// of the turn).
-func stepGroups(turn []event.Event) [][]event.Event {
-	var out [][]event.Event
-	start, hasLLM := 0, false
-	for i := 0; i < len(turn); {
-		j := i + 1 // turn[i:j] is a record: the events of one sequence
-		for j < len(turn) && turn[i].Seq != 0 && turn[j].Seq == turn[i].Seq {
-			j++
-		}
-		if slices.ContainsFunc(turn[i:j], func(e event.Event) bool { return e.Type == event.LLMStarted }) {
-			if hasLLM {
-				out = append(out, turn[start:i])
-				start = i
-			}
-			hasLLM = true
-		}
-		i = j
+// putCheckpointAgain puts session sid's checkpoint again as fsid's and
+// returns its size and how long the put took. A short turn may have written
+// no checkpoint (CheckpointEvery): then there is none to put.
+func putCheckpointAgain(ctx context.Context, kv jetstream.KeyValue, sid, fsid string) (int, time.Duration, error) {
+	entry, err := kv.Get(ctx, sid)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0, 0, nil
+	case err != nil:
+		return 0, 0, fmt.Errorf("checkpoint of %s: %w", sid, err)
 	}
-	if start < len(turn) {
-		out = append(out, turn[start:])
+	t := time.Now()
+	if _, err := kv.Put(ctx, fsid, entry.Value()); err != nil {
+		return 0, 0, fmt.Errorf("checkpoint put of %s: %w", fsid, err)
 	}
-	return out
-}
-
-// intervals returns, for each LLM call k, the indexes of the events appended
-// after call k began and before call k+1 began: the llm.streaming and what
-// follows llm.started k, up to and with llm.started k+1.
-func intervals(turn []event.Event) [][]int {
-	var out [][]int
-	k := -1
-	for i, e := range turn {
-		if e.Type == event.LLMStarted {
-			if k >= 0 {
-				out[k] = append(out[k], i)
-			}
-			k++
-			out = append(out, nil)
-			continue
-		}
-		if k >= 0 {
-			out[k] = append(out[k], i)
-		}
-	}
-	return out
+	return len(entry.Value()), time.Since(t), nil
 }
 
 func durabilityName(d time.Duration) string {

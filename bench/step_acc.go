@@ -1,7 +1,7 @@
 package bench
 
 import (
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/tah-dev/tah/event"
@@ -12,15 +12,16 @@ import (
 type stepAcc struct {
 	res                                            *StepResult
 	perStep, provider, caughtUp, floorStep, kvPuts []time.Duration
-	clientRun                                      []time.Duration
+	clientRun, cpu                                 []time.Duration
 	gaps, gapFloors, early, late, starts, ends     sample
 	gapRatios                                      []float64
-	appends, applies, stepAppends                  sample
-	bytes, nEvents, nSteps, stepEvents             int
+	stepRecs, oneEvent, applies, stepAppends       sample
+	eventBytes, nEvents, stepBytes                 int
+	nSteps, stepEvents, stepRecords                int
 }
 
 func newStepAcc(c Config, sync time.Duration) *stepAcc {
-	return &stepAcc{res: &StepResult{Durability: durabilityName(sync), ToolSteps: c.Steps, LLMCalls: c.Steps + 1, Turns: c.StepTurns,
+	return &stepAcc{res: &StepResult{Durability: durabilityName(sync), Sync: sync, ToolSteps: c.Steps, LLMCalls: c.Steps + 1, Turns: c.StepTurns,
 		LLMStartedBytesMin: 1 << 30}}
 }
 
@@ -29,6 +30,7 @@ func (a *stepAcc) add(m stepTurn, f stepFloor) {
 	calls, llmCalls := m.calls, time.Duration(a.res.LLMCalls)
 	a.perStep = append(a.perStep, m.done.Sub(m.sent)/llmCalls)
 	a.caughtUp = append(a.caughtUp, m.caught.Sub(m.sent)/llmCalls)
+	a.cpu = append(a.cpu, m.cpu/llmCalls)
 	a.floorStep = append(a.floorStep, (f.appends.sum()+f.kvPut)/llmCalls)
 	a.kvPuts = append(a.kvPuts, f.kvPut)
 	a.clientRun = append(a.clientRun, m.stored.Sub(m.sent))
@@ -37,30 +39,29 @@ func (a *stepAcc) add(m stepTurn, f stepFloor) {
 		prov += c.end.Sub(c.start) - c.inTAH
 	}
 	a.provider = append(a.provider, prov/time.Duration(len(calls)))
-	a.appends = append(a.appends, f.appends...)
+	a.stepRecs = append(a.stepRecs, f.stepRecs...)
+	a.oneEvent = append(a.oneEvent, f.oneEvent...)
 	a.applies = append(a.applies, f.applies...)
 	a.addGaps(m, f)
 	a.starts = append(a.starts, calls[0].start.Sub(m.sent))
 	a.ends = append(a.ends, m.done.Sub(calls[len(calls)-1].end))
 	a.addSteps(f)
 	for _, e := range m.events() {
-		body, _ := event.EncodeRecord([]event.Event{e}) // a record of one event
-		a.bytes += len(body)
-		a.nEvents++
+		n := recordBytes([]event.Event{e})
 		if e.Type == event.LLMStarted {
-			a.res.LLMStartedBytesMin = min(a.res.LLMStartedBytesMin, len(body))
-			a.res.LLMStartedBytesMax = max(a.res.LLMStartedBytesMax, len(body))
+			a.res.LLMStartedBytesMin = min(a.res.LLMStartedBytesMin, n)
+			a.res.LLMStartedBytesMax = max(a.res.LLMStartedBytesMax, n)
 		}
 	}
 	a.res.CheckpointBytes = max(a.res.CheckpointBytes, f.checkpoint)
 }
 
 // addGaps counts, between two LLM calls in the middle of the turn, the
-// events appended after call k began and before call k+1 began, against the
+// records appended after call k began and before call k+1 began, against the
 // time between the two.
 func (a *stepAcc) addGaps(m stepTurn, f stepFloor) {
 	calls := m.calls
-	iv := intervals(m.events())
+	iv := intervals(f.recs)
 	for k := 1; k+1 < len(calls)-1; k++ {
 		var fl time.Duration
 		for _, i := range iv[k] {
@@ -80,28 +81,23 @@ func (a *stepAcc) addGaps(m stepTurn, f stepFloor) {
 	}
 }
 
-// addSteps counts the appends of each tool step (a group with an llm.started
-// and a tool.started).
+// addSteps counts what each full tool step wrote: its records appended
+// again as written, its events and their sizes.
 func (a *stepAcc) addSteps(f stepFloor) {
-	i := 0
-	for _, g := range f.groups {
-		var s time.Duration
-		for range g {
-			s += f.appends[i]
-			i++
-		}
-		has := func(t event.Type) bool {
-			return slices.ContainsFunc(g, func(e event.Event) bool { return e.Type == t })
-		}
-		if !has(event.LLMStarted) || !has(event.ToolStarted) {
-			continue
-		}
-		a.stepAppends = append(a.stepAppends, s)
+	for _, g := range f.steps {
+		a.stepAppends = append(a.stepAppends, f.appends[g.from:g.to].sum())
+		evs := flatten(f.recs[g.from:g.to])
 		a.nSteps++
-		a.stepEvents += len(g)
-		if a.res.StepTypes == nil {
-			for _, e := range g {
-				a.res.StepTypes = append(a.res.StepTypes, string(e.Type))
+		a.stepEvents += len(evs)
+		a.stepRecords += g.to - g.from
+		a.stepBytes += recordBytes(evs)
+		for _, e := range evs {
+			a.eventBytes += recordBytes([]event.Event{e})
+			a.nEvents++
+		}
+		if a.res.StepRecords == nil {
+			for _, r := range f.recs[g.from:g.to] {
+				a.res.StepRecords = append(a.res.StepRecords, strings.ReplaceAll(recordName(r), "+", " + "))
 			}
 		}
 	}
@@ -113,24 +109,27 @@ func (a *stepAcc) result() *StepResult {
 	res.PerStep = medianDur(a.perStep)
 	res.ProviderPerStep = medianDur(a.provider)
 	res.CaughtUpPerStep = medianDur(a.caughtUp)
+	res.CPUPerStep = medianDur(a.cpu)
 	res.FloorAppendPerStep = medianDur(a.floorStep)
 	res.KVPut = medianDur(a.kvPuts)
 	res.ClientRun = medianDur(a.clientRun)
 	res.StepGapP50, res.StepGapFloorP50, res.StepGapRatioP50 = a.gaps.p50(), a.gapFloors.p50(), median(a.gapRatios)
 	res.OwnEarly, res.OwnLate = a.early.p50(), a.late.p50()
 	res.TurnStart, res.TurnEnd = a.starts.p50(), a.ends.p50()
-	res.AppendP50, res.AppendRate = a.appends.p50(), perSec(len(a.appends), a.appends.sum())
+	res.StepRecordP50, res.StepRecordRate = a.stepRecs.p50(), perSec(len(a.stepRecs), a.stepRecs.sum())
+	res.OneEventP50, res.OneEventRate = a.oneEvent.p50(), perSec(len(a.oneEvent), a.oneEvent.sum())
 	res.StepAppendsP50 = a.stepAppends.p50()
 	res.ApplyP50, res.ApplyRate = a.applies.p50(), perSec(len(a.applies), a.applies.sum())
 	if a.nSteps > 0 {
 		res.EventsPerStep = float64(a.stepEvents) / float64(a.nSteps)
+		res.RecordsPerStep = float64(a.stepRecords) / float64(a.nSteps)
+		res.StepRecordBytesMean = a.stepBytes / a.nSteps
 	}
 	if a.nEvents > 0 {
-		res.EventBytesMean = a.bytes / a.nEvents
+		res.EventBytesMean = a.eventBytes / a.nEvents
 	}
-	res.Ratio = float64(res.PerStep) / float64(res.FloorAppendPerStep)
-	res.RatioOwn = float64(res.PerStep-res.ProviderPerStep) / float64(res.FloorAppendPerStep)
-	res.RatioFull = float64(res.PerStep) / float64(res.FloorAppendPerStep+res.ApplyP50)
+	res.Ratio = float64(res.PerStep) / float64(max(res.StepRecordP50, 1))
+	res.RatioWritten = float64(res.PerStep) / float64(max(res.FloorAppendPerStep, 1))
 	res.Overhead = res.PerStep - res.ProviderPerStep - res.FloorAppendPerStep
 	return res
 }

@@ -1,0 +1,140 @@
+package bench
+
+import (
+	"fmt"
+	"time"
+)
+
+// stepAt is row 2's result under fsync always (always) or under the first
+// other setting, or nil.
+func (r *Report) stepAt(always bool) *StepResult {
+	for _, s := range r.Step {
+		if (s.Sync == 0) == always {
+			return s
+		}
+	}
+	return nil
+}
+
+// targets says, target by target, whether it was met and by how much not.
+func (r *Report) targets(w func(string, ...any)) {
+	w("## Targets\n\n")
+	if s := r.stepAt(true); s != nil {
+		w("- **Row 2, a step at most %s× one fenced append of a record of its events (fsync always)**: %s per step against %s (one record of the step's %s events, %s): %s×, %s.\n",
+			trimFloat(targetStepRatio), fdur(s.PerStep), fdur(s.StepRecordP50), trimFloat(s.EventsPerStep), fbytes(s.StepRecordBytesMean), trimFloat(round2(s.Ratio)),
+			metOr(s.Ratio <= targetStepRatio, fmt.Sprintf("**missed** by %.0f%%", (s.Ratio/targetStepRatio-1)*100)))
+	}
+	if s := r.stepAt(false); s != nil {
+		w("- **Row 2, the node process's CPU at most %s a step (%s)**: %s, %s.\n", fdur(targetCPUPerStep), s.Durability, fdur(s.CPUPerStep),
+			metOr(s.CPUPerStep <= targetCPUPerStep, fmt.Sprintf("**missed**, %s× over", trimFloat(round1(float64(s.CPUPerStep)/float64(targetCPUPerStep))))))
+	}
+	for _, l := range r.Load {
+		if l.Sync == 0 {
+			w("- **Row 3, at least %.0f%% of what the disk allows (%s)**: %s steps/s against %s (%s fsynced writes/s from %s writers at once, ÷ %s writes a step): %.0f%%, %s.\n",
+				targetOfDisk*100, l.Durability, fnum(l.StepsPerSec), fnum(l.DiskBound), fnum(l.DiskWritesPerSec), fnum(float64(l.Sessions)), trimFloat(round2(l.WritesPerStep)), l.OfDisk*100,
+				metOr(l.OfDisk >= targetOfDisk, fmt.Sprintf("**missed** by %.0f points", (targetOfDisk-l.OfDisk)*100)))
+		} else {
+			w("- **Row 3, at least %.0f%% of the model-bound rate (%s)**: %s steps/s against %s: %.0f%%, %s.\n",
+				targetOfModel*100, l.Durability, fnum(l.StepsPerSec), fnum(l.ModelBound), l.OfModel*100,
+				metOr(l.OfModel >= targetOfModel, fmt.Sprintf("**missed** by %.0f points", (targetOfModel-l.OfModel)*100)))
+		}
+		w("- **Row 3, the read model at most a few seconds behind (%s)**: %s records behind when the last turn ended, applied %s later: %s.\n",
+			l.Durability, fnum(float64(l.ReadModelBehind)), fdur(l.ReadModelCatchUp), metOr(l.ReadModelCatchUp <= targetReadModelLag, "**missed**"))
+	}
+	if rs := r.Resume; rs != nil && len(rs.Lengths) > 1 {
+		first, last := rs.Lengths[0], rs.Lengths[len(rs.Lengths)-1]
+		w("- **Row 4, at most %s× as long at %s events as at %s**: %s against %s, %s×: %s.\n", trimFloat(targetResume), fnum(float64(last.Events)), fnum(float64(first.Events)),
+			fdur(last.FirstCall), fdur(first.FirstCall), trimFloat(round1(rs.Ratio)), metOr(rs.Ratio <= targetResume, fmt.Sprintf("**missed**, %s× over", trimFloat(round1(rs.Ratio/targetResume)))))
+	}
+	w("- **Rows 5 and 6** have no target; they are reported.\n")
+	r.failoverTarget(w)
+	w("- **Row 8, at least %s× less time a step than LangGraph.js without fsync per write**: see its row; with fsync per write the disk sets the floor and row 2's ratio is the target.\n", trimFloat(targetPeerTimes))
+	for _, s := range r.Scale {
+		w("- **Row 9, the sharded log scales (%s)**: no number is set; 3 nodes made %s appends/s against 1 node's %s: %s×.\n", s.Durability, fnum(s.Three.PerSec), fnum(s.One.PerSec), trimFloat(round2(s.Ratio)))
+	}
+	w("\n")
+}
+
+func round2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+// methods says how each row is measured.
+func (r *Report) methods(w func(string, ...any)) {
+	w("## How each row is measured\n\n")
+	w("The log is a set of shard streams (`TAH_EVT_<k>`); each message of it is a *record*: one or more events of one session, written by one fenced append (`bus.SessionWriter.Append`, expected last sequence of the session's subject), so one durable write. A step of the loop stages its events and writes them with the next one that must be durable: a tool step writes two records (`llm.completed` with its `tool.started`s; the `tool.finished`s with the next `llm.started`), and `llm.started` holds the request by reference (what rebuilds it, and its SHA-256), so its size does not grow with the history.\n\n")
+	w("1. **Floor.** After each measured turn of row 2 its records are read back (through the client) and, with the read model's projector paused, appended again on the same node by fenced appends as other sessions whose ids have the same length: (a) each full tool step's events as **one record**, the physical floor of a step, one durable write of its bytes; (b) each of those events as a record of its own; (c) the turn's records as TAH wrote them, and its checkpoint put again in `tah_checkpoints`. `store.Apply` is timed on a fresh store, one transaction per LLM step's records (the session's earlier events applied first, untimed). The SQLite one-row transaction uses the store's settings (WAL, synchronous NORMAL, BEGIN IMMEDIATE).\n")
+	w("2. **A step.** One session; a short first turn spawns and claims it; then a turn of many tool steps is timed from `client.Run` to the client having its outcome, divided by its LLM steps. The mock (`mock.CallTool(\"noop\")`, then `mock.Say`) answers at once; the tool is a `tools.Func` that returns \"ok\". A probe provider around the mock records when each call begins and ends, so that the mock's time is left out of TAH's own. The ratio is that time over 1(a) of the same turn (median). TAH's own time is the step less 1(c) per step and the mock. The CPU per step is the process's user + system time (`getrusage`), from `client.Run` until the read model has applied the turn, over its LLM steps: everything in the process, the loop, the projector, the embedded server, and the client that drives the turn.\n")
+	w("3. **Throughput under load.** All sessions run a short warm-up turn (it spawns and claims them), then the measured turns, each session starting a fraction of an LLM call after the previous one. Steps/s is the steps over the wall time. The *model-bound* rate is every session waiting only for its model. The *disk-bound* rate is measured in the same run, before and after the turns: every session's turn's records appended again, with its checkpoint put when the turn wrote one (short turns share one: `CheckpointEvery`), from as many writers at once, the read model paused; the fsynced writes per second that reaches, divided by TAH's durable writes per step (its records and checkpoint puts over its steps; the input's publish in `TAH_IN` and the read model's SQLite commits are not counted), is what the disk allows. *Added latency* is a step's time (one LLM call's start to the next's) less the model's. The read model's lag is read when the last outcome arrives: the records it has still to apply, and the time until it has.\n")
+	w("4. **Resume.** The histories are built by real turns (fsync every 2 minutes, to build fast), with the other sessions' turns appended in between. Then, for each repeat, the node is stopped and started again on the same directory (a fresh server, Manager and actors; the read model is let to catch up first), a warm-up session takes the node's first turn, and each measured session gets an input; the time is from `client.Run` to the first LLM call, with fsync on every write.\n")
+	w("5. **Token deltas.** This program starts itself again as a subscriber (`-delta-subscriber`, a plain NATS subscriber), which connects to the node's NATS port over TCP and subscribes to the session's delta subject. The provider's timestamp of each token is matched by delta sequence to the subscriber's receive time (one host, one wall clock). The floor is the same number of messages of the same size and headers published straight on the node's connection at the same pace.\n")
+	w("6. **Memory.** `VmRSS` from `/proc/self/status` and the Go heap in use, each after a garbage collection that returns freed memory to the system: with the node up and no session, after every session has had one turn (all actors alive), and after every actor has passivated. The provider here keeps nothing. The node's embedded server runs in the process, so its share of each session is counted.\n")
+	w("7. **Failover.** Three nodes of the cluster harness (`tahtest`), each with its embedded server, every stream and bucket R3, `bus.Default()`'s failover timings, fsync always. The victim is a tah-node process of its own sent SIGKILL (or with `-failover-kill shutdown` a node in this process whose embedded server is shut down at once). Sessions are created on the victim's partitions; half take a turn there and stay idle, the other half start a turn whose LLM call the victim's model holds. Once every such turn's log shows its LLM call open, the victim is killed; each idle session is then sent an input. The times are from the kill to each session's first LLM call on a survivor. Every session's log is then audited (`projection.Audit`), and the survivors' presence followed until it lists every partition once, for 2 × NodeTTL (at most %s after the kill).\n", fdur(presenceWindow))
+	w("8. **The peer.** The same agent as row 2's, turns of %d tool steps with a model that answers at once and a tool that returns \"ok\", run by TAH (one node as in row 2, driven through `client`; the time per step is a turn's divided by its tool steps; median of %d turns after a warm-up) and by LangGraph.js 1.x with its SQLite checkpointer (`bench/peer/langgraph/agent.mjs`, the checkpointer writing after every node), in the same run: TAH with fsync on every write against SQLite `synchronous=FULL`, TAH with fsync every 2 minutes against `synchronous=NORMAL`.\n", r.Sizes.PeerSteps, r.Sizes.PeerTurns)
+	w("9. **Scaling the log.** A real turn on one node gives the records of one tool step; then %s sessions append them, %d steps each, all at once (one writer per session), first on one node (every shard on its server), then on three nodes of the harness in this process (R3, the sessions spread over the shards by `wire.Shard` and over the nodes: session *i* appends through node *i* mod 3's connection). Appends/s is the records over the wall time; the ratio is three nodes' over one's.\n\n", fnum(float64(r.Sizes.ScaleSessions)), r.Sizes.ScaleSteps)
+	w("Rows 1–3 and 9 run under both durability settings: `fsync always` is `bus.Config.SyncInterval` 0, the default (every write is on disk before its acknowledgement); `fsync every 2m` is the NATS server's own default.\n\n")
+}
+
+// stepAnalysis explains rows 1 and 2.
+func (r *Report) stepAnalysis(w func(string, ...any)) {
+	s := r.stepAt(true)
+	if s == nil && len(r.Step) > 0 {
+		s = r.Step[0]
+	}
+	if s == nil {
+		return
+	}
+	w("### A step: %s durable writes, the request by reference\n\n", trimFloat(s.RecordsPerStep))
+	w("A tool step in the middle of row 2's turn writes %s events in %s records (%s). `llm.started` holds the request by reference: its record alone is %s to %s over the %d steps of the turn, flat while the history grows. One record of the whole step's events is %s; a record of one event %s on average.\n\n",
+		trimFloat(s.EventsPerStep), trimFloat(s.RecordsPerStep), joinOr(s.StepRecords, "none"), fbytes(s.LLMStartedBytesMin), fbytes(s.LLMStartedBytesMax), s.ToolSteps, fbytes(s.StepRecordBytesMean), fbytes(s.EventBytesMean))
+	for _, x := range r.Step {
+		w("- %s: a step took %s; one append of the step's record %s, its %s records as written %s (%s× the one append), a record of one event %s. TAH's own time per step (less its writes and the mock) is %s; from one LLM call to the next, %s against %s of writes in between. The process spent %s of CPU per step. The read model had applied the turn %s after its outcome. The end of a turn (agent.finished, the checkpoint of %s) cost %s, its start (`client.Run` to the first LLM call) %s.\n",
+			x.Durability, fdur(x.PerStep), fdur(x.StepRecordP50), trimFloat(x.RecordsPerStep), fdur(x.StepAppendsP50), trimFloat(round2(float64(x.StepAppendsP50)/float64(max(x.StepRecordP50, 1)))),
+			fdur(x.OneEventP50), fdur(x.Overhead), fdur(x.StepGapP50), fdur(x.StepGapFloorP50), fdur(x.CPUPerStep),
+			fdur((x.CaughtUpPerStep-x.PerStep)*time.Duration(x.LLMCalls)), fbytes(x.CheckpointBytes), fdur(x.TurnEnd), fdur(x.TurnStart))
+	}
+	w("\nWith fsync always a step cannot cost less than its two fsynced writes, and the floor here is one: the ratio's least is about %s× (two appends over one) before TAH's own time is counted. With fsync every 2 minutes the appends are cheap and the CPU is what a step costs: the process's CPU per step counts the node (the loop's fold and encode, the projector's SQLite transaction), the embedded server's work for every append and delivery, and the client's share.\n\n",
+		trimFloat(round2(float64(s.StepAppendsP50)/float64(max(s.StepRecordP50, 1)))))
+	w("Where the CPU goes (a diagnostic run: `-rows 2 -durability 2m -steps 400 -step-turns 1 -cpuprofile-load FILE`, the profile of the measured turn until the read model had it, 1.32 ms of CPU a step): the loop 44%%, of which `projection.NextRequest` 27%% (rebuilding the request from the history, marshalling it and hashing it for `request_sha256`: `event.RequestSHA256` 12%%, `json.Marshal` 13%%, work that grows with the history); the projector's `store.Apply` 25%%; the embedded server about 6%%. *Next*: hash and encode the request incrementally (the history's messages encoded once, as they are added), and the batching projector (issue 15, item 5).\n\n")
+}
+
+// loadAnalysis explains row 3: what bounds it, and the read model.
+func (r *Report) loadAnalysis(w func(string, ...any)) {
+	if len(r.Load) == 0 {
+		return
+	}
+	w("### Under load: what bounds the steps/s\n\n")
+	for _, l := range r.Load {
+		w("- %s: %s steps/s, %.0f%% of the model-bound %s and %.0f%% of the disk-bound %s; %.2f of %d cores busy during the turns, so %s. A step waited %s (p50; %s p99) beyond its model, a turn %s at its start (`client.Run` itself %s) and %s at its end. The read model was %s records behind when the last turn ended and caught up %s later.\n",
+			l.Durability, fnum(l.StepsPerSec), l.OfModel*100, fnum(l.ModelBound), l.OfDisk*100, fnum(l.DiskBound), l.CPUCores, r.Machine.CPUs, loadBound(l, r.Machine.CPUs),
+			fdur(l.AddedP50), fdur(l.AddedP99), fdur(l.TurnStartP50), fdur(l.ClientRunP50), fdur(l.TurnEndP50), fnum(float64(l.ReadModelBehind)), fdur(l.ReadModelCatchUp))
+	}
+	w("\nA diagnostic run (quick sizes, 100 sessions, fsync always, `-pause-read-model`) reached 39%% of the model-bound and 42%% of the disk-bound rate, against 14%% and 20%% with the read model in the same conditions: with fsync always the read model's SQLite commits share the disk and the CPU with the log's fsyncs. Its block profile (`-cpuprofile-load`) put the sessions' waiting in `bus.SessionWriter.Append`, on the server's acknowledgement, with the process using about half a core: the appends wait for fsyncs that the server makes one at a time per stream, behind the inputs' (`TAH_IN`) and the read model's writes. *Next*: the batching projector (item 5), then count `TAH_IN`'s writes (the input's publish and acknowledgement) in the disk's bound or fold them into the turn's first record.\n")
+	w("\nThe sessions are driven through package `client`, in this process, on the same cores as the node: each turn's `client.Run` subscribes to its reply subject and the session's input errors, publishes the input and waits for the outcome. `-cpuprofile-load FILE` profiles the measured turns only, `-pause-read-model` runs them without the read model.\n\n")
+}
+
+// loadBound says what bounded a row-3 run: the CPU when the process kept
+// nearly every core busy, the disk when TAH reached its bound, else the
+// waits between the writes.
+func loadBound(l *LoadResult, cpus int) string {
+	switch {
+	case l.CPUCores >= 0.85*float64(cpus):
+		return "the CPU bounded it"
+	case l.OfDisk >= targetOfDisk:
+		return "the disk bounded it"
+	case l.OfModel >= targetOfModel:
+		return "the model bounded it"
+	}
+	return "neither the CPU nor the disk was saturated: the time went to waits between the writes (the added latency)"
+}
+
+// scaleAnalysis explains row 9.
+func (r *Report) scaleAnalysis(w func(string, ...any)) {
+	if len(r.Scale) == 0 {
+		return
+	}
+	w("### Three nodes against one\n\n")
+	for _, s := range r.Scale {
+		w("- %s: one node %s appends/s (%.2f cores busy), three nodes %s appends/s (%.2f cores busy; shard leaders %s): %s×.\n",
+			s.Durability, fnum(s.One.PerSec), s.One.CPUCores, fnum(s.Three.PerSec), s.Three.CPUCores, leadersOf(s.Three.ShardLeaders), trimFloat(round2(s.Ratio)))
+	}
+	w("\nThe three nodes run in this process, on the machine's %d cores and one disk, and each append is replicated to three servers (R3) where one node stores it once: on one machine the ratio measures the cost of replication against the parallelism of the shards' leaders, not the write capacity three machines would add. What scales is that each shard has its own Raft leader, spread over the servers.\n\n", r.Machine.CPUs)
+}

@@ -105,7 +105,11 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("epoch %d is not after %d: %w", d.Epoch, s.Epoch, ErrInconsistent)
 		}
 		s.Epoch, s.Node, s.Config = d.Epoch, d.Node, d.Config
+		held := len(s.Messages)
 		s.Messages = ReplaceSystemPrompt(s.Messages, d.Config.SystemPrompt)
+		if s.Elided.Messages > 0 {
+			s.Elided.At += len(s.Messages) - held // the preamble before the gap changed
+		}
 
 	case *event.TurnStartedData:
 		if s.Status.Active() {
@@ -240,8 +244,14 @@ func apply(s *State, e event.Event, payload any) error {
 
 	case *event.SummaryAddedData:
 		at := d.At
-		if at < 0 || at > len(s.Messages) {
-			at = len(s.Messages)
+		if at < 0 || at > s.HistoryLen() {
+			at = s.HistoryLen()
+		}
+		if e := s.Elided; e.Messages > 0 {
+			if at < e.At+e.Messages {
+				return fmt.Errorf("summary at %d, in the history's elided part: %w", at, ErrHistoryNeeded)
+			}
+			at -= e.Messages
 		}
 		if insideToolBlock(s.Messages, at) {
 			return fmt.Errorf("summary at %d would separate tool calls from their results: %w", at, ErrInconsistent)

@@ -46,21 +46,38 @@ func droppedNote(turns int) string {
 // is never separated from its result. When even the part that is always kept does
 // not fit, the report says OverBudget and the smallest copy is returned.
 func ProjectContext(msgs []llm.Message, budget int) ([]llm.Message, event.TrimReport) {
-	total := llm.TotalChars(msgs)
-	report := event.TrimReport{Budget: budget, BeforeChars: total, AfterChars: total}
-	out := llm.CloneMessages(msgs)
+	out, report, _ := projectContext(msgs, Elided{}, budget)
+	return out, report
+}
+
+// projectContext is ProjectContext of a history that msgs holds but for the
+// whole turns gap describes, elided right after its preamble. ok is false
+// when the result depends on what the gap holds: only a gap that the rules
+// would drop whole (its outputs omitted by rule 1, its turns dropped by rule
+// 2) is known well enough. Then the copy and the report are those of the
+// whole history, as the rules run on it in the same order.
+func projectContext(msgs []llm.Message, gap Elided, budget int) (out []llm.Message, report event.TrimReport, ok bool) {
+	total := llm.TotalChars(msgs) + gap.Chars
+	report = event.TrimReport{Budget: budget, BeforeChars: total, AfterChars: total}
+	elided := gap.Messages > 0
+	if elided && (budget <= 0 || total-gap.Saved <= budget) {
+		return nil, report, false // what is sent keeps some of the gap
+	}
+	out = llm.CloneMessages(msgs)
 	if budget <= 0 || total <= budget {
-		return out, report
+		return out, report, true
 	}
 	pre := preambleEnd(out)
 	turns := Turns(out)
 	if len(turns) == 0 {
 		report.OverBudget = true
-		return out, report
+		return out, report, !elided
 	}
 	current := turns[len(turns)-1]
 
-	// Rule 1: older turns' tool outputs, oldest first.
+	// Rule 1: older turns' tool outputs, oldest first (the gap's first).
+	total -= gap.Saved
+	report.OutputsOmitted += gap.Omittable
 	for i := pre; i < current.Start && total > budget; i++ {
 		if saved, ok := omit(&out[i]); ok {
 			total -= saved
@@ -69,21 +86,31 @@ func ProjectContext(msgs []llm.Message, budget int) ([]llm.Message, event.TrimRe
 	}
 
 	// Rule 2: drop whole older turns, oldest first, noting how many in the system
-	// message. The note's own size counts.
-	if total > budget && len(turns) > 1 {
+	// message. The note's own size counts (each drop adds the note's growth
+	// since none were dropped, as it always did: rebuilt requests must match
+	// the ones sent). The gap's turns go first: while what is left after them
+	// is over budget, each is dropped (notes only grow with the count), so
+	// they all go when that holds, and the loop goes on from there.
+	if elided && total-(gap.Chars-gap.Saved) <= budget {
+		return nil, report, false
+	}
+	if total > budget && len(turns)+gap.Turns > 1 {
 		already := droppedSoFar(out, pre)
 		baseSys := systemContent(out, pre)
+		size := total - (gap.Chars - gap.Saved)
+		for i := 1; i <= gap.Turns; i++ {
+			size += noteDelta(baseSys, already, already+i)
+		}
 		drop := 0
-		size := total
 		for drop < len(turns)-1 && size > budget {
 			t := turns[drop]
 			size -= llm.TotalChars(out[t.Start:t.End])
 			drop++
-			size += noteDelta(baseSys, already, already+drop)
+			size += noteDelta(baseSys, already, already+gap.Turns+drop)
 		}
-		if drop > 0 {
-			out = dropTurns(out, pre, turns[drop].Start, already+drop)
-			report.TurnsDropped = drop
+		if drop+gap.Turns > 0 {
+			out = dropTurns(out, pre, turns[drop].Start, already+gap.Turns+drop)
+			report.TurnsDropped = gap.Turns + drop
 			total = llm.TotalChars(out)
 			pre = preambleEnd(out)
 		}
@@ -108,7 +135,7 @@ func ProjectContext(msgs []llm.Message, budget int) ([]llm.Message, event.TrimRe
 	}
 	report.AfterChars = total
 	report.OverBudget = total > budget
-	return out, report
+	return out, report, true
 }
 
 // omit replaces a tool message's output by the marker when that makes it smaller,

@@ -49,7 +49,9 @@ func (r StepRequest) Started(stepID string) event.LLMStartedData {
 
 // NextRequest is the request the next LLM step of session st sends, offering
 // tools: the session's history prepared for its context budget (Prepare),
-// with its model. The loop appends Offer (when set), then llm.started with
+// with its model. A state that holds a window of its history (Elided) gives
+// the request of the whole history, or ErrHistoryNeeded when that sends
+// some of what the window left out. The loop appends Offer (when set), then llm.started with
 // Ref; RebuildRequest gets the same request back from the log, because
 // llm.started's History is every message folded before it.
 func NextRequest(st *State, tools []llm.ToolSchema) (StepRequest, error) {
@@ -57,12 +59,16 @@ func NextRequest(st *State, tools []llm.ToolSchema) (StepRequest, error) {
 	if err != nil {
 		return StepRequest{}, err
 	}
-	ref := event.RequestRef{History: len(st.Messages), ContextChars: st.Config.ContextChars,
+	ref := event.RequestRef{History: st.HistoryLen(), ContextChars: st.Config.ContextChars,
 		Model: st.Config.Model, ToolsDigest: digest}
 	for _, t := range tools {
 		ref.Tools = append(ref.Tools, t.Name)
 	}
-	req, report := requestOf(st.Messages, ref, tools)
+	sent, report, ok := st.prepare(ref.ContextChars)
+	if !ok {
+		return StepRequest{}, fmt.Errorf("request of %d messages, %d of them elided: %w", ref.History, st.Elided.Messages, ErrHistoryNeeded)
+	}
+	req := requestOf(sent, ref, tools)
 	if ref.RequestSHA256, err = event.RequestSHA256(req); err != nil {
 		return StepRequest{}, err
 	}
@@ -73,11 +79,11 @@ func NextRequest(st *State, tools []llm.ToolSchema) (StepRequest, error) {
 	return out, nil
 }
 
-// requestOf is the request ref describes, made of history and tools: the one
+// requestOf is the request ref describes, that sends the messages sent (the
+// history prepared for ref's budget: Prepare) and offers tools: the one
 // rule NextRequest and RebuildRequest share.
-func requestOf(history []llm.Message, ref event.RequestRef, tools []llm.ToolSchema) (llm.Request, event.TrimReport) {
-	sent, report := Prepare(history, ref.ContextChars)
-	return llm.Request{Model: ref.Model, Messages: sent, Tools: tools, Options: ref.Options}, report
+func requestOf(sent []llm.Message, ref event.RequestRef, tools []llm.ToolSchema) llm.Request {
+	return llm.Request{Model: ref.Model, Messages: sent, Tools: tools, Options: ref.Options}
 }
 
 // Rebuilt is an LLM step's request as RebuildRequest found it.
@@ -149,7 +155,8 @@ func rebuild(history []llm.Message, d event.LLMStartedData, offered map[string][
 				d.StepID, ref.ToolsDigest, ErrNotRebuildable)
 		}
 	}
-	req, _ := requestOf(history[:ref.History], ref, tools)
+	sent, _ := Prepare(history[:ref.History], ref.ContextChars)
+	req := requestOf(sent, ref, tools)
 	sum, err := event.RequestSHA256(req)
 	if err != nil {
 		return Rebuilt{}, err

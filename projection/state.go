@@ -125,8 +125,10 @@ type State struct {
 	Epoch      uint64            `json:"epoch,omitempty"`
 	Node       string            `json:"node,omitempty"`
 
-	// Messages is the model-visible history: the full history, never trimmed.
+	// Messages is the model-visible history: the full history, never trimmed,
+	// but for what Elided describes (a snapshot's window: see Elide).
 	Messages    []llm.Message    `json:"messages"`
+	Elided      Elided           `json:"elided,omitzero"`
 	Steps       []Step           `json:"steps"`
 	ToolCalls   []ToolCallRecord `json:"tool_calls"`
 	Artifacts   []Artifact       `json:"artifacts"`

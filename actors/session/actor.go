@@ -348,6 +348,15 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load session %s: %w", sid, err)
 	}
+	if needsWholeHistory(&st, evs) {
+		msgs, err := readHistory(ctx, m.bus.Checkpoints(), sid, st.Elided)
+		if err != nil {
+			return nil, fmt.Errorf("load session %s: %w", sid, err)
+		}
+		if err := st.Restore(msgs); err != nil {
+			return nil, fmt.Errorf("load session %s: %w", sid, err)
+		}
+	}
 	if ferr := projection.FoldInto(&st, evs); ferr != nil {
 		m.cfg.logger().Warn("events skipped while loading", "session", sid, "err", ferr)
 	}
@@ -367,7 +376,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 		return nil, err
 	}
 	a := &AgentContext{Session: sid, Config: m.cfg, Provider: m.provider, Tools: m.tools,
-		state: &st, writer: w, deltas: deltas, log: m.cfg.logger(), now: time.Now}
+		state: &st, writer: w, deltas: deltas, segments: m.bus.Checkpoints(), log: m.cfg.logger(), now: time.Now}
 	if err := a.Append(ctx, event.SessionClaimed, event.SessionClaimedData{Epoch: epoch, Node: m.cfg.Node, Config: m.cfg.eventConfig()}); err != nil {
 		return nil, fmt.Errorf("claim session %s: %w", sid, err)
 	}
@@ -410,12 +419,18 @@ const (
 )
 
 // checkpoint stores a snapshot of the state in the checkpoint bucket, then
-// records it in the log.
+// records it in the log. The state first leaves out what the next requests
+// cannot send, kept in segments, and what the loop no longer reads of past
+// turns (history.go), so that the snapshot stays the size of a window.
 func (m *Manager) checkpoint(ctx context.Context, a *AgentContext) error {
 	kv := m.bus.Checkpoints()
 	if kv == nil {
 		return nil
 	}
+	if err := elide(ctx, kv, a, m.bus.MaxRecordSize()); err != nil {
+		return err
+	}
+	a.state.Slim()
 	snap, err := json.Marshal(a.state)
 	if err != nil {
 		return err

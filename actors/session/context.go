@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -60,9 +61,12 @@ type AgentContext struct {
 	state  *projection.State
 	writer *bus.SessionWriter
 	deltas *bus.DeltaPublisher
-	log    *slog.Logger
-	now    func() time.Time
-	steps  int // ids handed out in this epoch
+	// segments is the bucket of the checkpoints, where the history a
+	// checkpoint's window leaves out is kept (history.go); nil without one.
+	segments jetstream.KeyValue
+	log      *slog.Logger
+	now      func() time.Time
+	steps    int // ids handed out in this epoch
 	// staged are events folded into state and not written yet: the next
 	// Append writes them, in one record with its own event.
 	staged []event.Event

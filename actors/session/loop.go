@@ -71,7 +71,7 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 	st := a.State()
 	budget := st.Config.ContextChars
 	if budget > 0 && st.TurnLLMCalls == 0 && !st.TurnCompactTried &&
-		llm.TotalChars(projection.ApplySummary(st.Messages)) > budget {
+		st.HistoryChars() > budget {
 		if err := autoCompact(ctx, a); err != nil {
 			return err
 		}
@@ -80,7 +80,7 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 		}
 		st = a.State()
 	}
-	next, err := projection.NextRequest(st, a.Tools.Schemas())
+	next, err := a.nextRequest(ctx, a.Tools.Schemas())
 	if err != nil {
 		return fmt.Errorf("session %s: the request cannot be recorded: %w", a.Session, err)
 	}
@@ -172,8 +172,10 @@ func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.To
 // agent.context.compacted, on failure agent.context.compact-failed and the loop
 // falls back to trimming.
 func autoCompact(ctx context.Context, a *AgentContext) error {
-	st := a.State()
-	plan, ok := projection.PlanCompaction(st.Messages, true)
+	if err := a.wholeHistory(ctx); err != nil {
+		return err
+	}
+	plan, ok := projection.PlanCompaction(a.State().Messages, true)
 	if !ok {
 		return nil
 	}
@@ -195,6 +197,9 @@ func autoCompact(ctx context.Context, a *AgentContext) error {
 // turn so far and appends the summary at the end. It returns nil when there is no
 // turn to compact. The caller makes sure no turn is running.
 func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) {
+	if err := a.wholeHistory(ctx); err != nil {
+		return nil, err
+	}
 	plan, ok := projection.PlanCompaction(a.State().Messages, false)
 	if !ok {
 		return nil, nil

@@ -16,18 +16,24 @@ import (
 	"github.com/tah-dev/tah/tools/toolservice"
 )
 
-// openBusOf is openBus with a max payload of maxPayload bytes, so that what
-// is too large for a record is a few hundred kilobytes.
-func openBusOf(t *testing.T, maxPayload int32) *bus.Bus {
+// openBusWith is openBus with its configuration changed by edit.
+func openBusWith(t *testing.T, edit func(*bus.Config)) *bus.Bus {
 	t.Helper()
 	cfg := bus.Default()
-	cfg.DataDir, cfg.Port, cfg.Partitions, cfg.MaxPayload = t.TempDir(), -1, 2, maxPayload
+	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
+	edit(&cfg)
 	b, err := bus.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close(context.Background()) })
 	return b
+}
+
+// openBusOf is openBus with a max payload of maxPayload bytes, so that what
+// is too large for a record is a few hundred kilobytes.
+func openBusOf(t *testing.T, maxPayload int32) *bus.Bus {
+	return openBusWith(t, func(c *bus.Config) { c.MaxPayload = maxPayload })
 }
 
 // checkUsable runs one more turn on a fresh Manager (a restarted node) and

@@ -45,15 +45,7 @@ func fetchTool(size int) tools.Tool {
 // openFastBus is openBus with fsync every two minutes, as a deployment that
 // trades the last moments of a crash for speed would run (and the bus tests do).
 func openFastBus(t *testing.T) *bus.Bus {
-	t.Helper()
-	cfg := bus.Default()
-	cfg.DataDir, cfg.Port, cfg.Partitions, cfg.SyncInterval = t.TempDir(), -1, 2, 2*time.Minute
-	b, err := bus.Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close(context.Background()) })
-	return b
+	return openBusWith(t, func(c *bus.Config) { c.SyncInterval = 2 * time.Minute })
 }
 
 // TestThousandTurnsWithLargeToolOutputs drives a session through 1,000

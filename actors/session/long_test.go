@@ -58,7 +58,12 @@ func TestThousandTurnsWithLargeToolOutputs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a long session")
 	}
-	const turns, output = 1000, 50 << 10
+	turns, output := 1000, 50<<10
+	if raceDetector {
+		// The same work with every access checked takes minutes: fewer turns
+		// check the concurrency, the runs without -race (make unit) the length.
+		turns = 100
+	}
 	b := openFastBus(t)
 	tc := ToolConfig{Catalog: tools.MustRegistry(fetchTool(output)),
 		Options: tools.Options{Artifacts: artifacts.New(b.Artifacts()), Logger: quiet}}

@@ -60,6 +60,10 @@ func (b *Bus) Writer(sid string, epoch, lastSeq uint64) (*SessionWriter, error) 
 // Session is the writer's session id.
 func (w *SessionWriter) Session() string { return w.sid }
 
+// Bus is the bus the writer appends through: its object store keeps what is
+// too large for a record (PutArtifact), and MaxPayload says what is.
+func (w *SessionWriter) Bus() *Bus { return w.b }
+
 // Epoch is the writer's ownership epoch.
 func (w *SessionWriter) Epoch() uint64 { return w.epoch }
 

@@ -303,8 +303,14 @@ func (d LLMStreamingData) validate() error { return needStep(d.StepID) }
 
 // LLMCompletedData is the payload of llm.completed.
 type LLMCompletedData struct {
-	StepID   string       `json:"step_id"`
+	StepID string `json:"step_id"`
+	// Response is the answer, as the history keeps it: when the answer was
+	// too large for the log, its content and reasoning are cut to a preview
+	// that ends with a note naming Artifact.
 	Response llm.Response `json:"response"`
+	// Artifact refers to the whole answer (its llm.Response as JSON) when it
+	// was too large for the log.
+	Artifact *ArtifactRef `json:"artifact,omitempty"`
 	// DurationMS is how long the call took, in milliseconds.
 	DurationMS int64 `json:"duration_ms,omitempty"`
 }
@@ -324,6 +330,10 @@ const (
 	CodeInternal      = "internal"       // a fault of TAH itself
 	CodeUnknownTool   = "unknown_tool"   // the model called a tool that does not exist
 	CodeContextBudget = "context_budget" // the kept part of the context alone exceeds the budget
+	// CodeAnswerTooLarge: the model's answer was over what a node accepts of
+	// one answer (llm.MaxAnswerBytes), or its tool calls' arguments alone were
+	// too large for the log.
+	CodeAnswerTooLarge = "answer_too_large"
 )
 
 // LLMFailedData is the payload of llm.failed.

@@ -1,6 +1,9 @@
 package llm
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Provider is a language model backend.
 //
@@ -43,10 +46,31 @@ type Streamer interface {
 	Stream(ctx context.Context, req Request, onDelta func(Delta)) (Response, error)
 }
 
-// Run calls p, streaming through onDelta when p can stream and onDelta is not nil.
+// Run calls p, streaming through onDelta when p can stream and onDelta is not
+// nil. An answer over MaxAnswerBytes fails with ErrAnswerTooLarge: a stream
+// is stopped as soon as it goes over, before the rest is read.
 func Run(ctx context.Context, p Provider, req Request, onDelta func(Delta)) (Response, error) {
-	if s, ok := p.(Streamer); ok && onDelta != nil {
-		return s.Stream(ctx, req, onDelta)
+	s, ok := p.(Streamer)
+	if !ok || onDelta == nil {
+		resp, err := p.Generate(ctx, req)
+		if err == nil && answerSize(resp) > MaxAnswerBytes {
+			return Response{}, tooLarge(p, answerSize(resp))
+		}
+		return resp, err
 	}
-	return p.Generate(ctx, req)
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	budget := &answerBudget{cancel: cancel}
+	resp, err := s.Stream(sctx, req, func(d Delta) {
+		budget.count(d)
+		if budget.used <= MaxAnswerBytes {
+			onDelta(d)
+		}
+	})
+	if ctx.Err() == nil && errors.Is(context.Cause(sctx), ErrAnswerTooLarge) {
+		// The provider may have finished before it saw the stop: the answer is
+		// refused all the same.
+		return Response{}, tooLarge(p, budget.used)
+	}
+	return resp, err
 }

@@ -45,35 +45,38 @@ func (e *Executor) offload(ctx context.Context, info CallInfo, res Result) Resul
 	if e.opts.MaxOutput < 0 {
 		return res
 	}
-	total := utf8.RuneCountInString(res.Output)
-	if total <= e.opts.MaxOutput {
+	if utf8.RuneCountInString(res.Output) <= e.opts.MaxOutput {
 		return res
 	}
 	full := res.Output
-	preview := cutRunes(full, e.opts.Preview)
-	var marker string
+	var where string
 	switch {
 	case res.Artifact != nil:
-		marker = fmt.Sprintf("[output truncated: showing the first %d of %d characters (%d bytes); the tool stored artifact %s/%s]",
-			e.opts.Preview, total, len(full), res.Artifact.Bucket, res.Artifact.Object)
+		where = fmt.Sprintf("the tool stored artifact %s/%s", res.Artifact.Bucket, res.Artifact.Object)
 	case e.opts.Artifacts == nil:
-		marker = fmt.Sprintf("[output truncated: showing the first %d of %d characters (%d bytes); the rest is not kept]",
-			e.opts.Preview, total, len(full))
+		where = "the rest is not kept"
 	default:
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), putTimeout)
 		ref, err := e.opts.Artifacts.Put(pctx, ArtifactName(info, "output.txt"), strings.NewReader(full))
 		cancel()
 		if err != nil {
-			marker = fmt.Sprintf("[output truncated: showing the first %d of %d characters (%d bytes); storing the full output failed: %v]",
-				e.opts.Preview, total, len(full), err)
+			where = fmt.Sprintf("storing the full output failed: %v", err)
 		} else {
 			res.Artifact = &ref
-			marker = fmt.Sprintf("[output truncated: showing the first %d of %d characters (%d bytes); the full output is artifact %s/%s]",
-				e.opts.Preview, total, len(full), ref.Bucket, ref.Object)
+			where = fmt.Sprintf("the full output is artifact %s/%s", ref.Bucket, ref.Object)
 		}
 	}
-	res.Output = preview + "\n\n" + marker
+	res.Output = Truncate("output", full, e.opts.Preview, where)
 	return res
+}
+
+// Truncate is the cut copy of a text too large to keep whole, what, as the
+// model and the log see it: its first preview characters and a note that
+// names its full size and says where the whole is (where, e.g. "the full
+// output is artifact tah_artifacts/calls/s_1/call_1/output.txt").
+func Truncate(what, full string, preview int, where string) string {
+	return fmt.Sprintf("%s\n\n[%s truncated: showing the first %d of %d characters (%d bytes); %s]",
+		cutRunes(full, preview), what, preview, utf8.RuneCountInString(full), len(full), where)
 }
 
 // cutRunes returns the first n runes of s.

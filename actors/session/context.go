@@ -138,7 +138,7 @@ func (a *AgentContext) Flush(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	projection.Stamp(a.state, evs[0].Seq)
+	projection.Stamp(a.state, evs[len(evs)-1].Seq)
 	a.staged = nil
 	return nil
 }
@@ -154,9 +154,9 @@ func (a *AgentContext) newEvent(typ event.Type, payload any) (event.Event, error
 }
 
 // write appends evs as one record and returns them with their sequences; a
-// record too large for one message is written as two: the staged events
-// (stamped at once), then the last. On an error the staged events are lost to
-// the log (see lost).
+// record too large for one message is written as several (see
+// appendRecords). On an error the staged events are lost to the log (see
+// lost).
 func (a *AgentContext) write(ctx context.Context, evs []event.Event) (_ []event.Event, err error) {
 	defer func() {
 		if err != nil && len(a.staged) > 0 {
@@ -177,15 +177,31 @@ func (a *AgentContext) write(ctx context.Context, evs []event.Event) (_ []event.
 	// they run on a deadline of their own instead of the turn's context.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), appendTimeout)
 	defer cancel()
-	_, err = a.writer.Append(ctx, evs...)
-	if errors.Is(err, bus.ErrPayloadTooLarge) && len(evs) > 1 {
-		// Nothing was written: the staged events and the last one go apart.
-		if _, err = a.writer.Append(ctx, evs[:len(evs)-1]...); err == nil {
-			projection.Stamp(a.state, evs[0].Seq)
-			_, err = a.writer.Append(ctx, evs[len(evs)-1:]...)
-		}
+	return evs, a.appendRecords(ctx, evs)
+}
+
+// appendRecords appends evs as one record or, when that is too large for one
+// message, in halves, in order, each halved again while it is too large.
+// After each part but the last, the steps not stamped yet take its sequence
+// (a step staged into a later part too, so that in such a split record a
+// step's sequence may be an earlier part's).
+// Any prefix of the events is a log the loop could have written (each of
+// them was once a record of its own), so a crash between two parts leaves a
+// log that a resume continues. An event too large on its own fails with
+// bus.ErrPayloadTooLarge: the loop keeps answers and tool results under a
+// share of the max payload (see completed and fitResult).
+func (a *AgentContext) appendRecords(ctx context.Context, evs []event.Event) error {
+	_, err := a.writer.Append(ctx, evs...)
+	if !errors.Is(err, bus.ErrPayloadTooLarge) || len(evs) == 1 {
+		return err
 	}
-	return evs, err
+	// Nothing was written: the record is refused before it is sent.
+	half := len(evs) / 2
+	if err := a.appendRecords(ctx, evs[:half]); err != nil {
+		return err
+	}
+	projection.Stamp(a.state, evs[half-1].Seq)
+	return a.appendRecords(ctx, evs[half:])
 }
 
 // NewStepID returns a step id unique in the session: the epoch and a counter,

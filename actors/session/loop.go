@@ -106,28 +106,49 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 	resp, err := llm.Run(ctx, a.Provider, req, func(d llm.Delta) { a.Delta(ctx, stepID, d) })
 	took := a.now().Sub(begin).Milliseconds()
 	if err != nil {
-		code := event.CodeProvider
-		if ctx.Err() != nil {
-			code = event.CodeCancelled
-		}
-		if err := a.Stage(event.LLMFailed, event.LLMFailedData{StepID: stepID, Error: err.Error(), Code: code, DurationMS: took}); err != nil {
-			return err
-		}
-		if code == event.CodeCancelled {
-			return nil // the loop records the cancel, with the staged failure
-		}
-		return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Error: err.Error(), Code: code, Steps: a.State().TurnLLMCalls})
+		return failStep(ctx, a, stepID, err, took)
+	}
+	// An answer too large for the log is kept whole in the object store, and
+	// the history holds a cut copy (see completed).
+	done, err := a.completed(ctx, stepID, resp, took)
+	if errors.Is(err, llm.ErrAnswerTooLarge) {
+		return failStep(ctx, a, stepID, err, took)
+	}
+	if err != nil {
+		return err
 	}
 	// The answer waits for the next write: the tool.started of its calls, or
 	// agent.finished. A crash before it asks the model again, as a crash
 	// during the call would.
-	if err := a.Stage(event.LLMCompleted, event.LLMCompletedData{StepID: stepID, Response: resp, DurationMS: took}); err != nil {
+	if err := a.Stage(event.LLMCompleted, done); err != nil {
 		return err
 	}
-	if resp.Reasoning != "" {
-		return a.Stage(event.Thinking, event.ThinkingData{StepID: a.NewStepID("think"), Content: resp.Reasoning})
+	if done.Response.Reasoning != "" {
+		return a.Stage(event.Thinking, event.ThinkingData{StepID: a.NewStepID("think"), Content: done.Response.Reasoning})
 	}
 	return nil
+}
+
+// failStep ends LLM step stepID with llm.failed and, unless a cancel stopped
+// it (the loop records that), the turn with agent.failed: code
+// answer_too_large for an answer over what the node accepts or the log
+// keeps, provider for every other failure of the call.
+func failStep(ctx context.Context, a *AgentContext, stepID string, err error, took int64) error {
+	code := event.CodeProvider
+	switch {
+	case ctx.Err() != nil:
+		code = event.CodeCancelled
+	case errors.Is(err, llm.ErrAnswerTooLarge):
+		code = event.CodeAnswerTooLarge
+	}
+	if err := a.Stage(event.LLMFailed, event.LLMFailedData{StepID: stepID, Error: err.Error(), Code: code, DurationMS: took}); err != nil {
+		return err
+	}
+	if code == event.CodeCancelled {
+		return nil // the loop records the cancel, with the staged failure
+	}
+	st := a.State()
+	return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Error: err.Error(), Code: code, Steps: st.TurnLLMCalls})
 }
 
 // runTools runs calls that have no result yet: tool.started for each, naming
@@ -160,7 +181,11 @@ func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.To
 		if ctx.Err() != nil && r.Result.Code == event.CodeCancelled {
 			continue
 		}
-		if err := a.Stage(event.ToolFinished, toolFinished(ids[i], r)); err != nil {
+		finished, err := a.fitResult(ctx, toolFinished(ids[i], r))
+		if err != nil {
+			return err
+		}
+		if err := a.Stage(event.ToolFinished, finished); err != nil {
 			return err
 		}
 	}
@@ -179,7 +204,7 @@ func autoCompact(ctx context.Context, a *AgentContext) error {
 	if !ok {
 		return nil
 	}
-	resp, err := a.Provider.Generate(ctx, plan.Request)
+	resp, err := llm.Run(ctx, a.Provider, plan.Request, nil)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -204,7 +229,7 @@ func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) 
 	if !ok {
 		return nil, nil
 	}
-	resp, err := a.Provider.Generate(ctx, plan.Request)
+	resp, err := llm.Run(ctx, a.Provider, plan.Request, nil)
 	if err != nil {
 		if ctx.Err() == nil {
 			if aerr := a.Append(ctx, event.ContextCompactFailed, event.ContextCompactFailedData{SessionID: a.Session, Error: err.Error()}); aerr != nil {
@@ -257,7 +282,11 @@ func PrepareResume(ctx context.Context, a *AgentContext) error {
 		case projection.StepTool:
 			call := stepCall(s)
 			if r, found := a.Tools.Lookup(ctx, a.Session, s.CallID); found {
-				if err := a.Append(ctx, event.ToolFinished, toolFinished(s.ID, toolrunner.CallResult{Call: call, Result: r})); err != nil {
+				finished, err := a.fitResult(ctx, toolFinished(s.ID, toolrunner.CallResult{Call: call, Result: r}))
+				if err != nil {
+					return err
+				}
+				if err := a.Append(ctx, event.ToolFinished, finished); err != nil {
 					return err
 				}
 				continue

@@ -47,7 +47,11 @@ type ResumeLength struct {
 	CheckpointEvents int `json:"checkpoint_events"`
 	Tail             int `json:"tail_events"`
 	StateMessages    int `json:"messages"`
-	LLMStartedBytes  int `json:"last_llm_started_bytes"`
+	// WindowMessages is how many messages the checkpoint holds; the others
+	// (ElidedMessages) are in its segments, read only for a compaction.
+	WindowMessages  int `json:"window_messages"`
+	ElidedMessages  int `json:"elided_messages"`
+	LLMStartedBytes int `json:"last_llm_started_bytes"`
 
 	// Where the time goes, measured apart: decoding the checkpoint found;
 	// Load is what the actor does before its claim: get and decode the
@@ -354,6 +358,7 @@ func describe(ctx context.Context, b *bus.Bus, sid string, l *ResumeLength) erro
 		var snap projection.State
 		if err := json.Unmarshal(e.Value(), &snap); err == nil {
 			l.CheckpointEvents = snap.Events
+			l.WindowMessages, l.ElidedMessages = len(snap.Messages), snap.Elided.Messages
 		}
 		l.CheckpointDecode = timeMedian(3, func() { var s projection.State; _ = json.Unmarshal(e.Value(), &s) })
 	}

@@ -8,7 +8,10 @@
 //
 //   - Apply / Fold: events → State (messages, steps, tool calls, artifacts,
 //     checkpoints, status, turns, usage). A State is also the checkpoint snapshot:
-//     folding a snapshot and then the tail equals folding everything.
+//     folding a snapshot and then the tail equals folding everything, in all a
+//     writer reads of it. A snapshot holds a window of the history (Elided,
+//     Elide, Slim): the turns no request can send any more are left out, and
+//     NextRequest still gives the whole history's request, byte for byte.
 //   - ProjectContext: the specification's context trimming (v0.22), three rules in
 //     order, never separating a tool call from its result.
 //   - ApplySummary: the newest "[Summary of the earlier conversation]" merged into

@@ -3,7 +3,8 @@
 //
 // A Manager owns one node's session actors (protoactor-go, one per session,
 // named by its id). An actor is the only writer of its session's log: it loads
-// the session from its checkpoint and the tail of its log, claims it with a new
+// the session from its checkpoint (a window of the history, the rest in
+// segments: history.go) and the tail of its log, claims it with a new
 // epoch (session.claimed, carrying the current configuration, which wins over
 // the stored one), and runs each Command — run, resume, cancel, compact — in a
 // work goroutine it owns, so that its Receive never blocks. Every step is

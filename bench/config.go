@@ -104,7 +104,7 @@ func Default() Config {
 		Durability: []time.Duration{0, 2 * time.Minute},
 		Steps:      200, StepTurns: 3,
 		LoadSessions: 1000, LoadDelay: 50 * time.Millisecond, LoadSteps: 5, LoadTurns: 1,
-		ResumeLengths: []int{100, 1000, 10000}, ResumeOthers: 1000, ResumeBudget: 4000, ResumeRepeats: 5,
+		ResumeLengths: []int{100, 1000, 10000, 100000}, ResumeOthers: 1000, ResumeBudget: 4000, ResumeRepeats: 5,
 		DeltaTokens: 2000, DeltaPace: time.Millisecond,
 		MemSessions:      10000,
 		FailoverSessions: 12, FailoverKill: KillProcess,

@@ -101,32 +101,24 @@ func (r *Report) analysis(w func(string, ...any)) {
 
 // resumeAnalysis explains row 4.
 func (r *Report) resumeAnalysis(w func(string, ...any)) {
-	if rs := r.Resume; rs != nil && len(rs.Lengths) > 0 {
-		w("### Resume: the checkpoint is fresh, but its decode grows with the history\n\n")
-		w("| events | first LLM call | checkpoint | events it covers | events replayed | checkpoint decode | load (get, decode, replay, fold) | end of the turn | full state | state without finished steps' requests | its decode |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, l := range rs.Lengths {
-			w("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", fnum(float64(l.Events)), fdur(l.FirstCall), fbytes(l.CheckpointBytes), fnum(float64(l.CheckpointEvents)),
-				fnum(float64(l.Tail)), fdur(l.CheckpointDecode), fdur(l.Load), fdur(l.TurnEnd), fbytes(l.StateBytes), fbytes(l.SlimBytes), fdur(l.SlimDecode))
-		}
-		last := rs.Lengths[len(rs.Lengths)-1]
-		if first := rs.Lengths[0]; first.ClientRun > 0 {
-			w("\nThe first LLM call is counted from `client.Run`, which itself took %s at the shortest history and %s at the longest (two subscriptions and the input's publish, acknowledged once stored): the client's work, which does not grow with the history.\n", fdur(first.ClientRun), fdur(last.ClientRun))
-		}
-		w("\nThe checkpoint is the JSON of the session actor's `projection.State`. The actor no longer keeps the request each `llm.started` recorded (the log has it; the loop never reads it back), so at %s events the checkpoint is %s where the whole state, requests included, is %s (it used to be that, over the 8 MiB a KV value may hold: the put failed and resumes replayed the whole log). A resume now replays %s event(s) after its checkpoint. ",
-			fnum(float64(last.Events)), fbytes(last.CheckpointBytes), fbytes(last.StateBytes), fnum(float64(last.Tail)))
-		if last.Tail > last.Events/10 {
-			w("At %s events the state is %s: the bucket refuses values over the server's max payload (8 MiB), `checkpoint` logs a warning and the turn goes on, so the last checkpoint stored covers %s events and a resume replays and folds the other %s, each `llm.started` decoded again. ",
-				fnum(float64(last.Events)), fbytes(last.StateBytes), fnum(float64(last.CheckpointEvents)), fnum(float64(last.Tail)))
-		}
-		if len(rs.Lengths) > 2 {
-			mid := rs.Lengths[len(rs.Lengths)-2]
-			w("Even where the checkpoint is fresh, its size sets the resume's time: at %s events decoding the %s checkpoint takes %s of the %s to the first LLM call, %s× the resume at %s events. ",
-				fnum(float64(mid.Events)), fbytes(mid.CheckpointBytes), fdur(mid.CheckpointDecode), fdur(mid.FirstCall),
-				trimFloat(round1(float64(mid.FirstCall)/float64(rs.Lengths[0].FirstCall))), fnum(float64(rs.Lengths[0].Events)))
-		}
-		w("What still grows with the history is the messages and the finished steps' responses in the checkpoint: its decode is most of the load (%s of %s at the longest history), and the end of every turn marshals it whole to put it (%s). The target (at most 2×) needs a checkpoint whose size does not grow with the history: messages kept in segments that a resume reads only as far as the context budget needs, finished steps dropped.\n\n",
-			fdur(last.CheckpointDecode), fdur(last.Load), fdur(last.TurnEnd))
+	rs := r.Resume
+	if rs == nil || len(rs.Lengths) == 0 {
+		return
 	}
+	w("### Resume: a checkpoint is a window of the history\n\n")
+	w("| events | first LLM call | checkpoint | messages in it / elided | events it covers | events replayed | checkpoint decode | load (get, decode, replay, fold) | end of the turn | the whole state |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, l := range rs.Lengths {
+		w("| %s | %s | %s | %s / %s | %s | %s | %s | %s | %s | %s |\n", fnum(float64(l.Events)), fdur(l.FirstCall), fbytes(l.CheckpointBytes),
+			fnum(float64(l.WindowMessages)), fnum(float64(l.ElidedMessages)), fnum(float64(l.CheckpointEvents)),
+			fnum(float64(l.Tail)), fdur(l.CheckpointDecode), fdur(l.Load), fdur(l.TurnEnd), fbytes(l.StateBytes))
+	}
+	first, last := rs.Lengths[0], rs.Lengths[len(rs.Lengths)-1]
+	if first.ClientRun > 0 {
+		w("\nThe first LLM call is counted from `client.Run`, which itself took %s at the shortest history and %s at the longest (two subscriptions and the input's publish, acknowledged once stored): the client's work, which does not grow with the history.\n", fdur(first.ClientRun), fdur(last.ClientRun))
+	}
+	w("\nThe checkpoint (`actors/session/history.go`) holds a window of the history: the turns no request can send any more (those before the newest summary, or those the context rules drop whatever they hold: the turns after them outweigh the budget twice over, their old tool outputs omitted) are stored once, in segments of the checkpoint bucket, and left out with counts (`projection.Elided`) that let the rules run as if they were there, so that the request is the whole history's byte for byte (`projection.FuzzWindow`); the finished turns' steps and tool calls are dropped (`State.Slim`). At %s events the checkpoint is %s where the whole state is %s; decoding it takes %s, against %s at %s events. The segments are read back only for a compaction, or a request the window cannot make (a larger budget). What still grows is the load's replay of the tail (%s at the longest history, %s at the shortest): the server finds the session's records after the checkpoint in its shard.\n\n",
+		fnum(float64(last.Events)), fbytes(last.CheckpointBytes), fbytes(last.StateBytes), fdur(last.CheckpointDecode), fdur(first.CheckpointDecode), fnum(float64(first.Events)),
+		fdur(last.Load), fdur(first.Load))
 }
 
 // proposals lists the problems found in other packages and their fixes.
@@ -134,7 +126,7 @@ func (r *Report) proposals(w func(string, ...any)) {
 	w("## Problems found, and proposed fixes\n\n")
 	w("Each names where, how much, and a fix; the state of each as of this run is said where part of it was fixed.\n\n")
 	w("1. **`llm.started` recorded the whole request, and a step made five fsynced appends** (measured before issue 15: a step cost about 10× one fenced append, a long session's events grew with the square of its length). *Fixed*: the request by reference (`llm.started` records what rebuilds it and its SHA-256; `tools.offered` the schemas), records of several events, two durable writes per LLM+tool step, `llm.streaming` gone.\n")
-	w("2. **The checkpoint grows with the history** (`actors/session/actor.go` `checkpoint`: the JSON of the actor's `projection.State`). *Partly fixed*: the actor drops each step's recorded request (`dropRequests`), so the checkpoint no longer grows with steps × context nor passes 8 MiB, and a checkpoint that cannot be stored is logged as an error. *Still to do*: it holds every message and every finished step's response, so its decode grows with the history (row 4); snapshot only what a resume needs (the messages the context budget can reach, the current turn's open steps, counters), and count refused checkpoints in a metric.\n")
+	w("2. **The checkpoint grew with the history** (`actors/session/actor.go` `checkpoint`: the JSON of the actor's `projection.State`, every message and step). *Fixed*: the checkpoint is a window of the history, the rest in segments, and the past turns' steps are dropped (row 4).\n")
 	w("3. **The actor decodes what it has just encoded** (`actors/session/context.go` `AgentContext.Append` → `projection.Apply` → `event.Event.Decode`), and the writer re-validates and compacts a payload produced by `json.Marshal` (`event.Event.Marshal` in `bus/append.go` `message`). *Fix*: fold the typed payload directly (an `ApplyTyped` beside `Apply`, tested to agree with it), and build the envelope bytes around `Data` without re-checking it.\n")
 	w("4. **The read model's cache was smaller than the active sessions** (`store.Options.CacheSize`, then 256; `node.Start` opens the store with the defaults). Above 256 active sessions almost every batch reloaded and refolded sessions: under row 3 the projector took a third of the CPU, `store.loadState` 22%%. *Fixed*: the default is now 2048. *Still to do*: size it from the node's configuration, and group a batch's events by session before loading.\n")
 	w("5. **One NATS connection carries the whole node** (`bus.Open`): every session's appends, the checkpoint puts, the delta publishes and the projector's consumer share one `nats.Conn` and its mutex. *Fix*: a small pool of connections in `bus` (sessions hashed to a connection by id, which keeps each session's appends in order), and a connection of its own for the projector's tail.\n")

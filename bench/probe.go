@@ -120,10 +120,20 @@ func turnOf(msgs []llm.Message) (sid string, n, done int) {
 func input(sid string, n int) string { return sid + " " + strconv.Itoa(n) }
 
 // scriptedMocks returns the two mocks of a turn: one that calls the tool noop
-// and one that answers, both after delay, any number of times.
+// and one that answers, both after delay, any number of times, keeping no
+// copy of the requests (a node's mock keeps none either).
 func scriptedMocks(delay time.Duration) (tool, final *mock.Provider) {
-	return mock.Scripted(mock.CallTool("noop", `{}`).After(delay).Always()),
-		mock.Scripted(mock.Say("done").After(delay).Always())
+	return forgetful(mock.CallTool("noop", `{}`).After(delay).Always()),
+		forgetful(mock.Say("done").After(delay).Always())
+}
+
+// forgetful is a scripted mock that keeps no copy of the requests.
+func forgetful(r mock.Reply) *mock.Provider {
+	p, err := mock.New(mock.NewScript(r), mock.WithoutRecording())
+	if err != nil {
+		panic(err) // a reply of this file's that does not validate
+	}
+	return p
 }
 
 // quiet answers "done" at once and keeps nothing: the memory row uses it,

@@ -3,6 +3,7 @@ package projection
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/tah-dev/tah/event"
@@ -63,7 +64,11 @@ func projectContext(msgs []llm.Message, gap Elided, budget int) (out []llm.Messa
 	if elided && (budget <= 0 || total-gap.Saved <= budget) {
 		return nil, report, false // what is sent keeps some of the gap
 	}
-	out = llm.CloneMessages(msgs)
+	// A shallow copy: the rules replace a message's content, never what it
+	// refers to, so the copy may share tool calls with msgs (and no more
+	// than an O(n) move each step, where a deep copy was most of a step's
+	// CPU in a long turn).
+	out = slices.Clone(msgs)
 	if budget <= 0 || total <= budget {
 		return out, report, true
 	}

@@ -40,6 +40,9 @@ type Provider struct {
 	pace    time.Duration
 	model   string
 
+	// forget: keep no copy of the requests (WithoutRecording).
+	forget bool
+
 	mu    sync.Mutex
 	uses  []int
 	calls []llm.Request
@@ -57,6 +60,11 @@ func WithPace(d time.Duration) Option { return func(p *Provider) { p.pace = d } 
 // WithModel sets the model name answers report when the request names none
 // (default "mock").
 func WithModel(name string) Option { return func(p *Provider) { p.model = name } }
+
+// WithoutRecording keeps no copy of the requests (Calls returns none): for a
+// node's mock and long runs, where the copies would hold every request ever
+// sent (their size grows with the square of a turn's length).
+func WithoutRecording() Option { return func(p *Provider) { p.forget = true } }
 
 // New returns a mock that answers from script, or the demo when script is nil.
 // The error says which reply of the script cannot work.
@@ -102,7 +110,7 @@ func Demo(opts ...Option) *Provider {
 func (p *Provider) Name() string { return Name }
 
 // Calls returns a deep copy of every request the mock was sent, in order, the
-// refused ones included.
+// refused ones included; none with WithoutRecording.
 func (p *Provider) Calls() []llm.Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -147,7 +155,9 @@ func (p *Provider) Generate(ctx context.Context, req llm.Request) (llm.Response,
 // cancelled context (ctx.Err()), which ends any wait at once.
 func (p *Provider) Stream(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
 	p.mu.Lock()
-	p.calls = append(p.calls, cloneRequest(req))
+	if !p.forget {
+		p.calls = append(p.calls, cloneRequest(req))
+	}
 	n := len(p.calls)
 	p.mu.Unlock()
 

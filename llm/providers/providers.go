@@ -30,7 +30,8 @@ func New(cfg llm.Config, opts ...httpx.Option) (llm.Provider, error) {
 			}
 			script = s
 		}
-		mopts := []mock.Option{mock.WithPace(cfg.MockPace)}
+		// A node never reads the requests back: keeping them would grow without end.
+		mopts := []mock.Option{mock.WithPace(cfg.MockPace), mock.WithoutRecording()}
 		if cfg.Model != "" {
 			mopts = append(mopts, mock.WithModel(cfg.Model))
 		}

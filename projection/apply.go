@@ -162,7 +162,7 @@ func apply(s *State, e event.Event, payload any) error {
 		}
 		resp := d.Response
 		resp.ToolCalls = resp.Message().ToolCalls
-		st.Status, st.Response = StepCompleted, &resp
+		st.Status, st.Response, st.Artifact = StepCompleted, &resp, d.Artifact
 		s.endStep(st, e, d.DurationMS)
 		s.Usage = s.Usage.Add(resp.Usage)
 		s.Messages = append(s.Messages, resp.Message())

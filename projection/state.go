@@ -65,12 +65,14 @@ type Step struct {
 	Trim       *event.TrimReport `json:"trim,omitempty"`
 
 	// Tool steps.
-	Tool       string             `json:"tool,omitempty"`
-	CallID     string             `json:"call_id,omitempty"`
-	Input      json.RawMessage    `json:"input,omitempty"`
-	Output     string             `json:"output,omitempty"`
-	Idempotent bool               `json:"idempotent,omitempty"`
-	Artifact   *event.ArtifactRef `json:"artifact,omitempty"`
+	Tool       string          `json:"tool,omitempty"`
+	CallID     string          `json:"call_id,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Output     string          `json:"output,omitempty"`
+	Idempotent bool            `json:"idempotent,omitempty"`
+	// Artifact refers to the whole output of a tool step, or the whole
+	// answer of an LLM step, when the log holds a cut copy.
+	Artifact *event.ArtifactRef `json:"artifact,omitempty"`
 
 	// Thinking steps.
 	Content string `json:"content,omitempty"`

@@ -72,6 +72,22 @@ func (s *State) prepare(budget int) (out []llm.Message, report event.TrimReport,
 	return projectContext(s.Messages, e, budget)
 }
 
+// CompactionView is what a compaction plans on (PlanCompaction) and what to
+// add to the plan's At to place the summary in the whole history. A
+// compaction covers the turns since the newest summary: a window holds them
+// all when it holds that summary. ok is false when the elided part is
+// needed (Restore it first).
+func (s *State) CompactionView() (msgs []llm.Message, offset int, ok bool) {
+	e := s.Elided
+	switch {
+	case e.Messages == 0:
+		return s.Messages, 0, true
+	case newestSummary(s.Messages) >= e.At:
+		return s.Messages, e.Messages, true
+	}
+	return nil, 0, false
+}
+
 // newestSummary is the index of the newest summary in msgs, or -1.
 func newestSummary(msgs []llm.Message) int {
 	for i := len(msgs) - 1; i >= 0; i-- {

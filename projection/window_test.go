@@ -216,3 +216,33 @@ func mustEvent(t *testing.T, typ event.Type, data any) event.Event {
 	}
 	return e
 }
+
+// A window that holds the newest summary holds what a compaction covers:
+// the plan made on it places the summary where the whole history's does.
+func TestCompactionViewOfAWindow(t *testing.T) {
+	msgs := history("be brief", 10, 100)
+	msgs = append(msgs, llm.System(SummaryContent("all of it")))
+	msgs = append(msgs, history("", 6, 100)...)
+	whole := State{Messages: msgs}
+	want, _ := PlanCompaction(whole.Messages, true)
+	st := whole.Clone()
+	if _, err := st.Elide(st.ElisionCut(0)); err != nil {
+		t.Fatal(err)
+	}
+	view, offset, ok := st.CompactionView()
+	if !ok || offset != 40 {
+		t.Fatalf("CompactionView: ok %v, offset %d", ok, offset)
+	}
+	got, _ := PlanCompaction(view, true)
+	got.At += offset
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("the window's plan differs:\n got %+v\nwant %+v", got, want)
+	}
+	noSummary := State{Messages: history("be brief", 200, 500)}
+	if _, err := noSummary.Elide(noSummary.ElisionCut(2000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := noSummary.CompactionView(); ok {
+		t.Fatal("a window without a summary cannot plan a compaction of the turns it left out")
+	}
+}

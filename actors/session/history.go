@@ -120,6 +120,19 @@ func readHistory(ctx context.Context, kv jetstream.KeyValue, sid string, e proje
 	return msgs, nil
 }
 
+// compactionView is projection.CompactionView of a's state, the whole
+// history read back first when the window does not hold what the
+// compaction covers.
+func (a *AgentContext) compactionView(ctx context.Context) ([]llm.Message, int, error) {
+	if msgs, offset, ok := a.state.CompactionView(); ok {
+		return msgs, offset, nil
+	}
+	if err := a.wholeHistory(ctx); err != nil {
+		return nil, 0, err
+	}
+	return a.state.Messages, 0, nil
+}
+
 // nextRequest is projection.NextRequest of a's state, the whole history
 // read back first when the window cannot make it.
 func (a *AgentContext) nextRequest(ctx context.Context, tools []llm.ToolSchema) (projection.StepRequest, error) {

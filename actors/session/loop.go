@@ -197,13 +197,15 @@ func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.To
 // agent.context.compacted, on failure agent.context.compact-failed and the loop
 // falls back to trimming.
 func autoCompact(ctx context.Context, a *AgentContext) error {
-	if err := a.wholeHistory(ctx); err != nil {
+	msgs, offset, err := a.compactionView(ctx)
+	if err != nil {
 		return err
 	}
-	plan, ok := projection.PlanCompaction(a.State().Messages, true)
+	plan, ok := projection.PlanCompaction(msgs, true)
 	if !ok {
 		return nil
 	}
+	plan.At += offset
 	resp, err := llm.Run(ctx, a.Provider, plan.Request, nil)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -222,10 +224,11 @@ func autoCompact(ctx context.Context, a *AgentContext) error {
 // turn so far and appends the summary at the end. It returns nil when there is no
 // turn to compact. The caller makes sure no turn is running.
 func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) {
-	if err := a.wholeHistory(ctx); err != nil {
+	msgs, _, err := a.compactionView(ctx)
+	if err != nil {
 		return nil, err
 	}
-	plan, ok := projection.PlanCompaction(a.State().Messages, false)
+	plan, ok := projection.PlanCompaction(msgs, false)
 	if !ok {
 		return nil, nil
 	}

@@ -307,3 +307,41 @@ func httpGet(t *testing.T, url string) string {
 	}
 	return string(b)
 }
+
+// Secrets are never flags, which every user of the machine can read in the
+// process list: the NATS password comes from TAH_NATS_PASSWORD or the data
+// directory, a provider key from the variable --llm-api-key-env names. Neither
+// --print-config nor --help shows them.
+func TestSecretsTakeNoFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	const password, apiKey = "pw-SECRET-0b8e", "sk-SECRET-51aa"
+	t.Setenv("TAH_NATS_USER", "someone")
+	t.Setenv("TAH_NATS_PASSWORD", password)
+	t.Setenv(apiKeyEnv, apiKey)
+	args := []string{"--print-config", "--llm-api-key-env", apiKeyEnv, "--tools-root", t.TempDir()}
+	if err := Run(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("--print-config: %v\n%s", err, errb.String())
+	}
+	if err := Run(context.Background(), []string{"--help"}, &out, &errb); ExitCode(err) != ExitOK {
+		t.Fatalf("--help: %v", err)
+	}
+	secrets := map[string]string{"the password": password, "the API key": apiKey}
+	noSecret(t, "the output of --print-config and --help", out.String()+errb.String(), secrets)
+
+	cfg, _, err := parse([]string{"--llm-api-key-env", apiKeyEnv}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NATS.Password != password || cfg.LLM.APIKeyEnv != apiKeyEnv {
+		t.Errorf("the password or the key's variable did not come through: %+v", cfg)
+	}
+	for _, s := range cfg.Settings() {
+		// What a flag takes is its last word: --llm-api-key-env takes a name,
+		// a --...-key or --...-creds would take a file's path.
+		words := strings.Split(s.Flag, "-")
+		switch last := words[len(words)-1]; {
+		case last == "password", last == "secret", last == "token", strings.HasSuffix(s.Flag, "api-key"):
+			t.Errorf("--%s takes a secret on the command line: read it from the environment or a file", s.Flag)
+		}
+	}
+}

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,24 +22,6 @@ import (
 
 // apiKeyEnv names the variable that holds the provider's API key in these tests.
 const apiKeyEnv = "TAH_TEST_PROVIDER_KEY"
-
-// syncBuffer is a bytes.Buffer that the node's goroutines may write at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // secretProbes are the tool calls of a model that hunts for the node's secrets
 // in a project whose tools root holds the data directory (the default layout).
@@ -123,17 +104,18 @@ func TestNoSecretLeaves(t *testing.T) {
 	args := []string{"--data-dir", dataDir, "--tools-root", project, "--nats-port", "0", "--http", "127.0.0.1:0",
 		"--llm-provider", "openai", "--llm-model", "test-model", "--llm-base-url", model.URL,
 		"--llm-api-key-env", apiKeyEnv, "--tools-remote=false", "--log-level", "debug"}
-	var stdout, stderr syncBuffer
+	// Files take the node's output: its goroutines may write at once.
+	stdout, stderr := outputFile(t, "stdout"), outputFile(t, "stderr")
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
-	go func() { ran <- Run(ctx, args, &stdout, &stderr) }() // owned here: ends with cancel below
+	go func() { ran <- Run(ctx, args, stdout, stderr) }() // owned here: ends with cancel below
 	stopped := false
 	stop := func() {
 		if !stopped {
 			stopped = true
 			cancel()
 			if err := <-ran; err != nil {
-				t.Errorf("the node: %v\n%s", err, stderr.String())
+				t.Errorf("the node: %v\n%s", err, readFile(t, stderr))
 			}
 		}
 	}
@@ -163,7 +145,7 @@ func TestNoSecretLeaves(t *testing.T) {
 	}
 	defer turn.Close()
 	if out, err := turn.Outcome(tctx); err != nil || out.Status != projection.StatusCompleted {
-		t.Fatalf("the turn: %+v, %v\n%s", out, err, stderr.String())
+		t.Fatalf("the turn: %+v, %v\n%s", out, err, readFile(t, stderr))
 	}
 
 	// What the model was sent: every probe refused, no secret.
@@ -207,8 +189,8 @@ func TestNoSecretLeaves(t *testing.T) {
 
 	c.Close()
 	stop() // the node flushes its stores: their bytes are final
-	noSecret(t, "the node's log", stderr.String(), secrets)
-	noSecret(t, "the node's output", stdout.String(), secrets)
+	noSecret(t, "the node's log", readFile(t, stderr), secrets)
+	noSecret(t, "the node's output", readFile(t, stdout), secrets)
 	scanDataDir(t, dataDir, secrets)
 }
 
@@ -245,6 +227,25 @@ func noSecret(t *testing.T, where, text string, secrets map[string]string) {
 			t.Errorf("%s appears in %s", what, where)
 		}
 	}
+}
+
+func outputFile(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+func readFile(t *testing.T, f *os.File) string {
+	t.Helper()
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func mustWrite(t *testing.T, p, content string) {

@@ -31,6 +31,9 @@ var (
 	ErrSymlinkLoop = errors.New("symlink loop")
 	// ErrNotRegular: a path that is not a regular file where one is needed.
 	ErrNotRegular = errors.New("not a regular file")
+	// ErrProtected: a path inside the root that the tools refuse because it holds,
+	// or may hold, the node's secrets (see Protect). The model is told no more.
+	ErrProtected = errors.New("protected by the node")
 )
 
 var percentEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)

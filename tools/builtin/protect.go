@@ -13,10 +13,6 @@ import (
 	"github.com/tah-dev/tah/tools"
 )
 
-// ErrProtected: a path the tools refuse although it lies inside their root, because
-// it holds (or may hold) the node's secrets. The model is told no more than that.
-var ErrProtected = errors.New("protected by the node")
-
 // secretPatterns name what the tools always refuse, by the name of any component of
 // a path, whatever its case: TAH's default data directory and the files that hold
 // credentials (a NATS user's password, an nkey seed, a JWT or a .creds file).

@@ -16,6 +16,7 @@ import (
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/tools/builtin"
 )
 
 // ErrInvalid is wrapped by every error of Validate and Load.
@@ -125,8 +126,12 @@ type Agent struct {
 
 // Tools configures the built-in tools.
 type Tools struct {
-	// Root is the directory list_files and read_file may read.
+	// Root is the directory list_files and read_file may read. The data
+	// directory and credential files inside it are refused all the same.
 	Root string `json:"root"`
+	// Deny lists globs of more paths under Root that the tools refuse (see
+	// builtin.Protect): "*.pem" matches a name anywhere, "config/prod" a path.
+	Deny []string `json:"deny,omitempty"`
 	// Write offers write_file too (off by default).
 	Write bool `json:"write"`
 	// MaxConcurrent bounds tool calls running at once on the node.
@@ -207,6 +212,7 @@ func (c *Config) env() []setting {
 		{"TAH_CONTEXT_CHARS", "context-chars", "agent.context_chars", "character budget of each LLM request (0: whole history)", intVar(&c.Agent.ContextChars)},
 		{"TAH_IDLE_TIMEOUT", "idle-timeout", "agent.idle_timeout", "passivate a session idle this long", durVar(&c.Agent.IdleTimeout)},
 		{"TAH_TOOLS_ROOT", "tools-root", "tools.root", "directory the built-in tools may read", strVar(&c.Tools.Root)},
+		{"TAH_TOOLS_DENY", "tools-deny", "tools.deny", "comma-separated globs of paths the tools refuse besides the data directory and credential files (*.pem, config/prod)", listVar(&c.Tools.Deny)},
 		{"TAH_TOOLS_WRITE", "tools-write", "tools.write", "offer write_file too", boolVar(&c.Tools.Write)},
 		{"TAH_TOOLS_MAX_CONCURRENT", "tools-max-concurrent", "tools.max_concurrent", "tool calls running at once on the node", intVar(&c.Tools.MaxConcurrent)},
 		{"TAH_TOOLS_TIMEOUT", "tools-timeout", "tools.timeout", "timeout of one tool call", durVar(&c.Tools.Timeout)},
@@ -335,6 +341,9 @@ func (c Config) Validate() error {
 		bad("tools.root", "%v", err)
 	} else if !fi.IsDir() {
 		bad("tools.root", "%s is not a directory", c.Tools.Root)
+	}
+	if err := builtin.ValidatePatterns(c.Tools.Deny); err != nil {
+		bad("tools.deny", "%v (use globs such as *.pem or config/prod)", err)
 	}
 	if c.Tools.MaxConcurrent < 1 {
 		bad("tools.max_concurrent", "%d (use 1 or more)", c.Tools.MaxConcurrent)
@@ -485,6 +494,13 @@ func (c Config) otherServers() int {
 func (c Config) SessionConfig() session.Config {
 	return session.Config{SystemPrompt: c.Agent.SystemPrompt, MaxSteps: c.Agent.MaxSteps, ContextChars: c.Agent.ContextChars,
 		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout), Node: c.NodeID}
+}
+
+// BuiltinTools is the configuration of the built-in tools: confined to the tools
+// root, refusing the data directory and the deny list inside it.
+func (c Config) BuiltinTools() builtin.Config {
+	return builtin.Config{Root: c.Tools.Root, Write: c.Tools.Write,
+		Protect: builtin.Protect{DataDir: c.DataDir, Deny: c.Tools.Deny}}
 }
 
 // CredentialsPath is where generated credentials live.

@@ -1,6 +1,9 @@
 package config
 
 import (
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -35,6 +38,7 @@ func TestValidateNodeSettings(t *testing.T) {
 		"root":         {func(c *Config) { c.Tools.Root = "/no/such/dir" }, "tools.root"},
 		"concurrency":  {func(c *Config) { c.Tools.MaxConcurrent = 0 }, "tools.max_concurrent"},
 		"tool timeout": {func(c *Config) { c.Tools.Timeout = 0 }, "tools.timeout"},
+		"deny glob":    {func(c *Config) { c.Tools.Deny = []string{"*.pem", "[a-"} }, `tools.deny (--tools-deny, TAH_TOOLS_DENY): pattern "[a-"`},
 		"host":         {func(c *Config) { c.NATS.Host = "" }, "nats.host"},
 	} {
 		c := Default()
@@ -79,5 +83,36 @@ func TestSettingsHideThePassword(t *testing.T) {
 		if s.Env == "" || s.Key == "" {
 			t.Errorf("incomplete setting %+v", s)
 		}
+	}
+}
+
+// The deny list is read from the file, the environment and a flag, and reaches
+// the built-in tools with the data directory.
+func TestToolsDeny(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tah.json")
+	if err := os.WriteFile(file, []byte(`{"tools":{"deny":["*.pem","config/prod"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	if err := c.Load(file, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.Tools.Deny, ","); got != "*.pem,config/prod" {
+		t.Errorf("from the file: %q", got)
+	}
+	if err := c.Load("", func(k string) (string, bool) { return "*.key, secrets", k == "TAH_TOOLS_DENY" }); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.Tools.Deny, ","); got != "*.key,secrets" {
+		t.Errorf("from the environment: %q", got)
+	}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--tools-deny", "*.env", "--data-dir", "/var/lib/tah"}); err != nil {
+		t.Fatal(err)
+	}
+	b := c.BuiltinTools()
+	if strings.Join(b.Protect.Deny, ",") != "*.env" || b.Protect.DataDir != "/var/lib/tah" || b.Root != "." {
+		t.Errorf("the tools' configuration: %+v", b)
 	}
 }

@@ -47,7 +47,7 @@ func (m *inProcess) nodeOptions() (node.Options, error) {
 	if err != nil {
 		return node.Options{}, err
 	}
-	reg, err := tools.NewRegistry(builtin.Tools(builtin.Config{Root: cfg.Tools.Root, Write: cfg.Tools.Write})...)
+	reg, err := tools.NewRegistry(builtin.Tools(cfg.BuiltinTools())...)
 	if err != nil {
 		return node.Options{}, err
 	}

@@ -154,6 +154,8 @@ func argName(s config.Setting) string {
 		return "[=BOOL]"
 	case s.Key == "data_dir" || s.Key == "tools.root":
 		return "DIR"
+	case s.Key == "tools.deny":
+		return "GLOB,..."
 	case strings.HasSuffix(s.Key, "script"):
 		return "FILE"
 	case strings.HasSuffix(s.Key, "url") || s.Key == "nats.routes":
@@ -331,7 +333,9 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	if err != nil {
 		return failed(err, "")
 	}
-	if err := reg.Add(builtin.Tools(builtin.Config{Root: root, Write: cfg.Tools.Write})...); err != nil {
+	tc := cfg.BuiltinTools() // the data directory is absolute by now
+	tc.Root = root
+	if err := reg.Add(builtin.Tools(tc)...); err != nil {
 		return failed(err, "")
 	}
 	opts := node.Options{

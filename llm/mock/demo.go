@@ -48,7 +48,7 @@ func demo(req llm.Request) answer {
 	}
 	var l listing
 	if hasList && !listed.isErr {
-		l = parseListing(listed.result)
+		l = withoutDataDir(parseListing(listed.result))
 	}
 	read, hasRead := lastCall(calls, ToolReadFile)
 	if offered[ToolReadFile] && !hasRead {
@@ -62,6 +62,24 @@ func demo(req llm.Request) answer {
 		}
 	}
 	return answer{tokens: splitTokens(report(zh, listed, hasList, l, read, hasRead))}
+}
+
+// dataDirName is TAH's default data directory, which holds the node's log and
+// credentials.
+const dataDirName = ".tah"
+
+// withoutDataDir leaves TAH's data directory, and what is under it, out of l: the
+// demo neither reports it nor reads in it, even when a list_files (a tool
+// service's, say) shows it. The built-in list_files never does.
+func withoutDataDir(l listing) listing {
+	var kept []entry
+	for _, e := range l.entries {
+		top, _, _ := strings.Cut(e.path, "/")
+		if !strings.EqualFold(top, dataDirName) {
+			kept = append(kept, e)
+		}
+	}
+	return listing{entries: kept}
 }
 
 func callTool(name, args string) answer {

@@ -12,16 +12,19 @@ type Config struct {
 	Write bool
 	// Artifacts receives a copy of what write_file writes; may be nil.
 	Artifacts tools.ArtifactStore
+	// Protect names what the tools refuse inside Root (the node's data directory,
+	// a deny list) besides SecretPatterns, which they always refuse.
+	Protect Protect
 }
 
 // Tools returns list_files and read_file, and write_file when cfg.Write is set.
 func Tools(cfg Config) []tools.Tool {
 	ts := []tools.Tool{
-		&ListFilesTool{Root: cfg.Root, Limits: cfg.Limits},
-		&ReadFileTool{Root: cfg.Root, Limits: cfg.Limits},
+		&ListFilesTool{Root: cfg.Root, Limits: cfg.Limits, Protect: cfg.Protect},
+		&ReadFileTool{Root: cfg.Root, Limits: cfg.Limits, Protect: cfg.Protect},
 	}
 	if cfg.Write {
-		ts = append(ts, &WriteFileTool{Root: cfg.Root, Limits: cfg.Limits, Artifacts: cfg.Artifacts})
+		ts = append(ts, &WriteFileTool{Root: cfg.Root, Limits: cfg.Limits, Artifacts: cfg.Artifacts, Protect: cfg.Protect})
 	}
 	return ts
 }

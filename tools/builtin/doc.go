@@ -11,6 +11,15 @@
 // invalid UTF-8. An absolute path is accepted only when it lies inside the root.
 // Named pipes and devices are never opened for reading.
 //
+// Secrets: inside the root, the tools refuse the node's data directory and every
+// credential file (SecretPatterns: credentials.json, node.json, *.creds, *.nk,
+// *.seed, *.jwt, and any directory named .tah), plus a deny list of globs
+// (Protect). A refused path is refused however it is named ("..", an absolute
+// path, a symlink to it or into the data directory, another case), for writing
+// too; the model reads an ordinary tool error ("path "x" is not readable by
+// tools: protected by the node") that does not say what the path holds. Listings
+// leave protected entries out, without a note: a name can be a secret too.
+//
 // Determinism and limits: listings are sorted by name, and cut at Limits with an
 // explicit marker line in square brackets; read_file returns at most a number of
 // lines and bytes and says which offset to continue from; binary files are
@@ -20,7 +29,8 @@
 //
 //	reg := tools.MustRegistry(builtin.ListFiles("."), builtin.ReadFile("."))
 //
-// or, with write_file and artifacts:
+// or, with write_file, artifacts and the node's data directory kept out of reach:
 //
-//	reg := tools.MustRegistry(builtin.Tools(builtin.Config{Root: ".", Write: true, Artifacts: store})...)
+//	reg := tools.MustRegistry(builtin.Tools(builtin.Config{Root: ".", Write: true, Artifacts: store,
+//		Protect: builtin.Protect{DataDir: ".tah", Deny: []string{"*.pem"}}})...)
 package builtin

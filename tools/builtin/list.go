@@ -23,9 +23,13 @@ import (
 // depth first): "docs/" for a directory, "go.mod (1234 bytes)" for a file,
 // "link -> target (symlink, 12 bytes)" for a symlink, which is never followed.
 // A listing cut by a limit ends with a line in square brackets that says so.
+// Protected entries (see Protect) are left out, without a trace: listing names
+// them no more than reading shows them.
 type ListFilesTool struct {
 	Root   string
 	Limits Limits
+	// Protect names what it refuses inside Root besides SecretPatterns.
+	Protect Protect
 }
 
 var (
@@ -83,7 +87,7 @@ func (t *ListFilesTool) Run(ctx context.Context, raw json.RawMessage) (tools.Res
 	if in.MaxEntries > 0 && in.MaxEntries < max {
 		max = in.MaxEntries
 	}
-	sb := sandbox{root: t.Root}
+	sb := sandbox{root: t.Root, protect: t.Protect}
 	rel, err := sb.clean(in.Path)
 	if err != nil {
 		return tools.Result{}, err
@@ -93,12 +97,16 @@ func (t *ListFilesTool) Run(ctx context.Context, raw json.RawMessage) (tools.Res
 		return tools.Result{}, err
 	}
 	defer root.Close()
+	g := sb.guard(root)
+	if err := g.check(rel, "readable"); err != nil {
+		return tools.Result{}, err
+	}
 
 	fi, err := root.Stat(rel)
 	if err != nil {
 		return tools.Result{}, describe(rel, err)
 	}
-	l := &lister{ctx: ctx, root: root, max: max, maxDepth: lim.MaxDepth, recursive: in.Recursive}
+	l := &lister{ctx: ctx, root: root, guard: g, max: max, maxDepth: lim.MaxDepth, recursive: in.Recursive}
 	if !fi.IsDir() {
 		l.entry(rel)
 	} else if err := l.walk(rel, 1); err != nil {
@@ -122,6 +130,7 @@ func (t *ListFilesTool) Run(ctx context.Context, raw json.RawMessage) (tools.Res
 type lister struct {
 	ctx          context.Context
 	root         *os.Root
+	guard        *guard
 	max          int
 	maxDepth     int
 	recursive    bool
@@ -145,13 +154,16 @@ func (l *lister) walk(dir string, depth int) error {
 		if l.ctx.Err() != nil || l.truncated {
 			return nil
 		}
-		if l.count >= l.max {
-			l.truncated = true
-			return nil
-		}
 		p := name
 		if dir != "." {
 			p = path.Join(dir, name)
+		}
+		if l.hidden(p) {
+			continue // before the limit: "more exist" must not count it
+		}
+		if l.count >= l.max {
+			l.truncated = true
+			return nil
 		}
 		if isDir := l.entry(p); isDir && l.recursive {
 			if depth >= l.maxDepth {
@@ -164,6 +176,12 @@ func (l *lister) walk(dir string, depth int) error {
 		}
 	}
 	return nil
+}
+
+// hidden reports whether p is protected, and so left out of the listing.
+func (l *lister) hidden(p string) bool {
+	fi, _ := l.root.Lstat(p) // nil when it cannot be read: its name still counts
+	return l.guard.entry(p, fi)
 }
 
 // entry adds the line of p and reports whether p is a directory (not a symlink).

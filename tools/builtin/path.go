@@ -31,6 +31,9 @@ var (
 	ErrSymlinkLoop = errors.New("symlink loop")
 	// ErrNotRegular: a path that is not a regular file where one is needed.
 	ErrNotRegular = errors.New("not a regular file")
+	// ErrProtected: a path inside the root that the tools refuse because it holds,
+	// or may hold, the node's secrets (see Protect). The model is told no more.
+	ErrProtected = errors.New("protected by the node")
 )
 
 var percentEscape = regexp.MustCompile(`%[0-9A-Fa-f]{2}`)
@@ -58,7 +61,8 @@ var lookalikes = map[rune]bool{
 // leave it); clean rejects what is suspicious before that, with a message the
 // model can act on.
 type sandbox struct {
-	root string
+	root    string
+	protect Protect
 }
 
 // clean turns the path the model gave into a slash-separated path relative to the
@@ -137,6 +141,15 @@ func (s sandbox) open() (*os.Root, error) {
 		return nil, &tools.ToolError{Code: event.CodeToolError, Err: fmt.Errorf("the tool's root directory cannot be opened: %w", err)}
 	}
 	return r, nil
+}
+
+// guard returns the guard of one call on r, the opened root.
+func (s sandbox) guard(r *os.Root) *guard {
+	abs, err := filepath.Abs(s.root)
+	if err != nil {
+		abs = s.root // only the data directory's identity check uses it
+	}
+	return s.protect.guard(r, abs)
 }
 
 // describe turns an error of an os.Root operation on p into a *tools.ToolError the

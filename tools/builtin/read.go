@@ -28,6 +28,8 @@ import (
 type ReadFileTool struct {
 	Root   string
 	Limits Limits
+	// Protect names what it refuses inside Root besides SecretPatterns.
+	Protect Protect
 }
 
 var _ tools.IdempotentTool = (*ReadFileTool)(nil)
@@ -87,7 +89,7 @@ func (t *ReadFileTool) Run(ctx context.Context, raw json.RawMessage) (tools.Resu
 		return tools.Result{}, tools.Errorf(event.CodeInvalidInput, "bad input: %v", err)
 	}
 	lim := t.Limits.withDefaults()
-	sb := sandbox{root: t.Root}
+	sb := sandbox{root: t.Root, protect: t.Protect}
 	rel, err := sb.clean(in.Path)
 	if err != nil {
 		return tools.Result{}, err
@@ -97,6 +99,9 @@ func (t *ReadFileTool) Run(ctx context.Context, raw json.RawMessage) (tools.Resu
 		return tools.Result{}, err
 	}
 	defer root.Close()
+	if err := sb.guard(root).check(rel, "readable"); err != nil {
+		return tools.Result{}, err
+	}
 
 	f, size, err := openRegular(root, rel)
 	if err != nil {

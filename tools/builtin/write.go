@@ -23,6 +23,8 @@ type WriteFileTool struct {
 	// Artifacts, when set, receives a copy of every file written, named
 	// tools.ArtifactName(call, path); the result's Artifact refers to it.
 	Artifacts tools.ArtifactStore
+	// Protect names what it refuses inside Root besides SecretPatterns.
+	Protect Protect
 }
 
 var (
@@ -76,7 +78,7 @@ func (t *WriteFileTool) Run(ctx context.Context, raw json.RawMessage) (tools.Res
 	if len(in.Content) > lim.MaxWriteBytes {
 		return tools.Result{}, tools.Errorf(event.CodeInvalidInput, "content is %d bytes, at most %d allowed", len(in.Content), lim.MaxWriteBytes)
 	}
-	sb := sandbox{root: t.Root}
+	sb := sandbox{root: t.Root, protect: t.Protect}
 	rel, err := sb.clean(in.Path)
 	if err != nil {
 		return tools.Result{}, err
@@ -89,6 +91,9 @@ func (t *WriteFileTool) Run(ctx context.Context, raw json.RawMessage) (tools.Res
 		return tools.Result{}, err
 	}
 	defer root.Close()
+	if err := sb.guard(root).check(rel, "writable"); err != nil {
+		return tools.Result{}, err
+	}
 	if dir := path.Dir(rel); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return tools.Result{}, describe(dir, err)

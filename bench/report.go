@@ -152,7 +152,7 @@ func (r *Report) rows() []row {
 			ts = append(ts, fdur(l.FirstCall))
 		}
 		out = append(out, row{"4", fmt.Sprintf("resume, `client.Run` to the first LLM call, fresh node: %s events (among %s other sessions)", strings.Join(ls, " / "), fnum(float64(rs.Others))),
-			rs.Durability, strings.Join(ts, " / "), "", fratio(rs.Ratio) + " longest/shortest", fmt.Sprintf("≤ %s×", trimFloat(targetResume)),
+			rs.Durability, strings.Join(ts, " / "), "", fratio(rs.Ratio) + " at " + fnum(float64(rs.RatioEvents)) + " / shortest", fmt.Sprintf("≤ %s×", trimFloat(targetResume)),
 			metOr(rs.Ratio <= targetResume, fmt.Sprintf("missed: %s× over", trimFloat(round1(rs.Ratio/targetResume))))})
 	}
 	if d := r.Delta; d != nil {

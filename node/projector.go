@@ -109,19 +109,29 @@ func (p *Projector) run() {
 			return
 		case r := <-p.ch:
 			batch = append(batch[:0], r.evs...)
+			linger := time.NewTimer(projectorLinger)
 		fill:
 			for len(batch) < projectorBatch {
 				select {
 				case r := <-p.ch:
 					batch = append(batch, r.evs...)
-				default:
+				case <-linger.C:
+					break fill
+				case <-p.stop:
 					break fill
 				}
 			}
+			linger.Stop()
 			p.apply(batch)
 		}
 	}
 }
+
+// projectorLinger is how long a batch waits for more records once it has
+// one: a transaction's cost is mostly its own (the commit, the sessions'
+// states written back), so a session writing a record a millisecond shares
+// one with the next few, and the read model stays a few milliseconds behind.
+const projectorLinger = 5 * time.Millisecond
 
 // apply commits one batch, retrying while the store is merely busy: an event is
 // never dropped, and the tail waits (its channel fills) until the store takes it.

@@ -24,8 +24,8 @@ const (
 // Errors of ApplyLog, besides those of Apply.
 var (
 	// ErrNotOwner: an event written by no owner of the session: not carrying
-	// the epoch of the session's last claim (or, for session.created and
-	// session.forked, written after a claim).
+	// the epoch of the session's last claim (0 before the first), or, for
+	// session.created and session.forked, written after a claim.
 	ErrNotOwner = errors.New("event written by no owner of the session")
 	// ErrFaulted: an event of a session whose log is faulted already (State.Fault):
 	// nothing after the fault is folded.
@@ -78,17 +78,12 @@ func RecordFault(seq uint64, err error) *Fault {
 }
 
 // SetFault records f as the session's fault, unless it has one already (the
-// first one counts), and gives the session f's status. sid names the
-// session when s has not folded its session.created yet.
-func (s *State) SetFault(sid string, f *Fault) {
-	if s.Fault != nil {
-		return
+// first one counts). The session's status is then f's (Fault.Status), while
+// Status keeps what was folded.
+func (s *State) SetFault(f *Fault) {
+	if s.Fault == nil {
+		s.Fault = f
 	}
-	if s.ID == "" {
-		s.ID = sid
-	}
-	s.Fault = f
-	s.Status = f.Status()
 }
 
 // ApplyLog is Apply for a session's log as its owner reads it back: strict.
@@ -100,15 +95,20 @@ func ApplyLog(s *State, e event.Event) error {
 	if s.Fault != nil {
 		return fmt.Errorf("event %d.%d %q: %w: %w", e.Seq, e.Index, e.Type, ErrFaulted, s.Fault)
 	}
-	err := checkOwner(s, e)
+	err := CheckOwner(s, e)
 	if err == nil {
 		err = Apply(s, e)
 	}
 	if err != nil {
-		s.SetFault(e.Session, &Fault{Code: FaultCorruptLog, Seq: e.Seq, Index: e.Index, Type: e.Type, Reason: err.Error(), cause: err})
+		s.SetFault(EventFault(e, err))
 		return s.Fault
 	}
 	return nil
+}
+
+// EventFault is the fault of event e, which ApplyLog refused with err.
+func EventFault(e event.Event, err error) *Fault {
+	return &Fault{Code: FaultCorruptLog, Seq: e.Seq, Index: e.Index, Type: e.Type, Reason: err.Error(), cause: err}
 }
 
 // FoldLog folds events into s with ApplyLog and returns s.Fault: nil when
@@ -122,11 +122,12 @@ func FoldLog(s *State, events []event.Event) *Fault {
 	return s.Fault
 }
 
-// checkOwner reports, wrapping ErrNotOwner, an event that no owner of the
+// CheckOwner reports, wrapping ErrNotOwner, an event that no owner of the
 // session wrote: session.created and session.forked are written at epoch 0
 // before any claim; a claim carries its own epoch; every other event the
-// epoch of the last claim.
-func checkOwner(s *State, e event.Event) error {
+// epoch of the last claim (an event of another epoch was written by a
+// fenced owner, or by a writer that never claimed the session).
+func CheckOwner(s *State, e event.Event) error {
 	switch e.Type {
 	case event.SessionCreated, event.SessionForked:
 		if e.Epoch != 0 || s.Epoch != 0 {
@@ -141,7 +142,7 @@ func checkOwner(s *State, e event.Event) error {
 			return fmt.Errorf("event %d.%d claims epoch %d in a record of epoch %d: %w", e.Seq, e.Index, d.Epoch, e.Epoch, ErrNotOwner)
 		}
 	default:
-		if s.Epoch == 0 || e.Epoch != s.Epoch {
+		if e.Epoch != s.Epoch {
 			return fmt.Errorf("event %d.%d %q at epoch %d, the session's owner holds epoch %d: %w", e.Seq, e.Index, e.Type, e.Epoch, s.Epoch, ErrNotOwner)
 		}
 	}

@@ -95,6 +95,11 @@ type SessionSummary struct {
 	LastOutput string `json:"last_output,omitempty"`
 	LastError  string `json:"last_error,omitempty"`
 	LastCode   string `json:"last_code,omitempty"`
+	// Fault, when set, is where the session's log stopped being foldable: a
+	// corrupt log (code corrupt_log, status failed) or a record of a newer
+	// schema (code needs_newer_node, status needs_newer_node). See
+	// docs/operations.md for the repair.
+	Fault *projection.Fault `json:"fault,omitempty"`
 }
 
 // ListRequest asks tah.api.list for a page of sessions, newest first.

@@ -9,6 +9,11 @@
 //   - Apply / Fold: events → State (messages, steps, tool calls, artifacts,
 //     checkpoints, status, turns, usage). A State is also the checkpoint snapshot:
 //     folding a snapshot and then the tail equals folding everything.
+//   - ApplyLog / FoldLog: the same, strictly, as a session's owner reads its log
+//     back: the first event it cannot fold, or that no owner wrote (its epoch is
+//     not the last claim's), is the session's Fault (corrupt_log), and nothing
+//     after it is folded; RecordFault classifies a record that cannot be read
+//     (corrupt_log, or needs_newer_node for a newer log schema).
 //   - ProjectContext: the specification's context trimming (v0.22), three rules in
 //     order, never separating a tool call from its result.
 //   - ApplySummary: the newest "[Summary of the earlier conversation]" merged into

@@ -201,7 +201,9 @@ type RequestReply struct {
 // publish that command to the session's input.
 type CommandRequest struct {
 	Session string `json:"session"`
-	// ReplyTo is where the command's Outcome is published when it ends.
+	// ReplyTo is where the command's Outcome is published when it ends: a
+	// subject under the client's inbox (CheckReplySubject), or the request is
+	// refused.
 	ReplyTo string `json:"reply_to,omitempty"`
 	// Reason says why, for cancel.
 	Reason string `json:"reason,omitempty"`

@@ -302,14 +302,20 @@ func (c *InputConsumer) deliver(pp *partitionPull, m jetstream.Msg) {
 	raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
 	in, err := parseInput(raw, md.Sequence.Stream)
 	if err != nil {
-		_ = m.TermWithReason(wire.CodeMalformedInput + ": " + err.Error())
+		code := wire.CodeMalformedInput
+		if errors.Is(err, wire.ErrReplySubject) {
+			code = wire.CodeReplySubject
+		}
+		_ = m.TermWithReason(code + ": " + err.Error())
+		// Never onto a subject no client owns: the log, another session's
+		// inputs, the API.
 		replyTo := m.Headers().Get(wire.HeaderReplyTo)
-		if !wire.ValidSubject(replyTo) {
+		if wire.CheckReplySubject(replyTo) != nil {
 			replyTo = ""
 		}
 		_ = c.b.reportInputError(wire.InputError{
 			Session: sid, InputID: in.ID, Command: wire.Command(m.Headers().Get(wire.HeaderCommand)),
-			Seq: md.Sequence.Stream, Code: wire.CodeMalformedInput, Error: err.Error(),
+			Seq: md.Sequence.Stream, Code: code, Error: err.Error(),
 		}, replyTo)
 		return
 	}

@@ -135,7 +135,11 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	}
 	defer c.Stop()
 
-	replies, err := b.nc.SubscribeSync("reply.bad")
+	replies, err := b.nc.SubscribeSync("_INBOX.bad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile, err := b.nc.SubscribeSync("tah.api.get") // no client owns it
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,8 +149,11 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 		if cmd != "" {
 			m.Header.Set(wire.HeaderCommand, cmd)
 		}
-		if cmd == "fly" {
-			m.Header.Set(wire.HeaderReplyTo, "reply.bad")
+		switch cmd {
+		case "fly":
+			m.Header.Set(wire.HeaderReplyTo, "_INBOX.bad")
+		case "resume":
+			m.Header.Set(wire.HeaderReplyTo, hostile.Subject)
 		}
 		m.Data = []byte(body)
 		if _, err := b.js.PublishMsg(ctxT(t), m); err != nil {
@@ -158,20 +165,25 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	raw("fly", `{}`)                                   // unknown command
 	raw("run", `{"id":"in_x"}`)                        // run without input
 	raw("cancel", `{"input":"cancel takes no input"}`) // input on cancel
+	raw("resume", `{"id":"in_hostile"}`)               // a reply subject outside the inboxes
 	raw("run", `{"input":"ok","id":"in_ok"}`)          // valid, behind the bad ones
 
 	bustest.Eventually(t, 30*time.Second, "valid input delivered", func() bool { return ib.len() == 1 })
 	if got := ib.get()[0]; got.ID != "in_ok" || got.Text != "ok" {
 		t.Fatalf("delivered %+v", got.Input)
 	}
-	bustest.Eventually(t, 30*time.Second, "five errors reported", func() bool {
+	bustest.Eventually(t, 30*time.Second, "six errors reported", func() bool {
 		errsMu.Lock()
 		defer errsMu.Unlock()
-		return len(reported) == 5
+		return len(reported) == 6
 	})
 	errsMu.Lock()
-	for _, ie := range reported {
-		if ie.Code != wire.CodeMalformedInput || ie.Session != sid || ie.Seq == 0 || ie.Error == "" {
+	for i, ie := range reported {
+		want := wire.CodeMalformedInput
+		if i == 5 {
+			want = wire.CodeReplySubject
+		}
+		if ie.Code != want || ie.Session != sid || ie.Seq == 0 || ie.Error == "" {
 			t.Errorf("report: %+v", ie)
 		}
 	}
@@ -183,6 +195,11 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	rm, err := replies.NextMsg(30 * time.Second)
 	if err != nil || !strings.Contains(string(rm.Data), `"code":"malformed_input"`) {
 		t.Fatalf("reply: %v %s", err, rm.Data)
+	}
+	// Nothing is published on the subject no client owns (the valid input,
+	// handled after it, was delivered above).
+	if n, _, _ := hostile.Pending(); n != 0 {
+		t.Fatalf("%d messages published on %s", n, hostile.Subject)
 	}
 	bustest.Eventually(t, 30*time.Second, "TAH_IN empty", func() bool {
 		si, err := b.in.Info(ctxT(t))

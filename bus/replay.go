@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -26,8 +27,11 @@ import (
 // sessions interleaved in the shard between fromSeq and the end; on a
 // replicated stream it then confirms lastSeq with the stream leader, so that
 // a lagging replica cannot hand out a stale lastSeq. A message whose body is
-// not a record (nor a version-1 event) fails the replay with an error wrapping
-// event.ErrMalformed that names its sequence.
+// not a record (nor a version-1 event) fails the replay with a
+// *projection.Fault that names its sequence (and wraps event.ErrMalformed, or
+// event.ErrNewerSchema for a record of a newer schema); the events before it
+// come with that error, and lastSeq is then the sequence of the last record
+// before it.
 func (b *Bus) Replay(ctx context.Context, sid string, fromSeq uint64) ([]event.Event, uint64, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, 0, err
@@ -35,7 +39,7 @@ func (b *Bus) Replay(ctx context.Context, sid string, fromSeq uint64) ([]event.E
 	k := b.ShardOf(sid)
 	evs, last, err := b.replayDirect(ctx, b.shards[k], wire.ShardSubject(k, sid), fromSeq)
 	if err != nil {
-		return nil, 0, fmt.Errorf("replay session %s from %d: %w", sid, fromSeq, err)
+		return evs, last, fmt.Errorf("replay session %s from %d: %w", sid, fromSeq, err)
 	}
 	return evs, last, nil
 }
@@ -72,6 +76,13 @@ func (b *Bus) replayDirect(ctx context.Context, st jetstream.Stream, filter stri
 		}
 	}
 	if err := readAll(); err != nil {
+		if errors.As(err, new(*projection.Fault)) {
+			// What comes before it, for a fork.
+			if len(evs) > 0 {
+				last = evs[len(evs)-1].Seq
+			}
+			return evs, last, err
+		}
 		return nil, 0, err
 	}
 	if last != 0 && st.CachedInfo().Config.Replicas <= 1 {
@@ -159,7 +170,7 @@ func (b *Bus) directBatch(ctx context.Context, stream, filter string, from uint6
 		}
 		rec, err := event.DecodeRecord(m.Data, seq)
 		if err != nil {
-			return evs, end, false, err
+			return evs, end, false, projection.RecordFault(seq, err)
 		}
 		evs = append(evs, rec...)
 	}

@@ -11,13 +11,16 @@ import (
 )
 
 // TailFunc receives the events of a session's Tail, one at a time, in log
-// order. Returning an error stops the tail; Tail.Err reports it. It must not
+// order (a message that is not a record comes as in RecordFunc). Returning an error stops the tail; Tail.Err reports it. It must not
 // call the tail's Stop.
 type TailFunc func(event.Event) error
 
 // RecordFunc receives the records of TailAll, one at a time: the shard of the
 // log and the record's events (one session's, sharing one sequence), in each
-// shard's stream order. Returning an error stops the tail; Tail.Err reports
+// shard's stream order. A message whose body is not a record this build reads
+// (malformed, or of a newer log schema) comes as one event without a Type,
+// with its Seq and Session and its body as Data: event.DecodeRecord(Data,
+// Seq) says what is wrong with it (see projection.RecordFault). Returning an error stops the tail; Tail.Err reports
 // it. It must not call the tail's Stop.
 type RecordFunc func(shard int, evs []event.Event) error
 
@@ -156,8 +159,8 @@ func (t *Tail) deliver(k int, m jetstream.Msg) {
 	}
 	evs, err := event.DecodeRecord(m.Data(), seq)
 	if err != nil {
-		t.fail(fmt.Errorf("tail of %s: %w", wire.EventShardStream(k), err))
-		return
+		// One session's bad record must not stop the tail of every other.
+		evs = []event.Event{{Seq: seq, Session: sid, Data: m.Data()}}
 	}
 	t.last[k] = seq
 	if err := t.fn(k, evs); err != nil {

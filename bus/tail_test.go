@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // collector gathers tailed events.
@@ -210,5 +213,57 @@ func TestTailStopsOnHandlerError(t *testing.T) {
 	tl.Stop()
 	if seen != 3 {
 		t.Fatalf("fn called %d times after failing at 3", seen)
+	}
+}
+
+// TestABadRecordDoesNotStopTheTail: a message of a session's shard that is
+// not a record comes to the tail as one event without a type, with its
+// sequence, session and body; the tail goes on with the next records, and a
+// replay of that session fails with a Fault that names it, after the events
+// before it.
+func TestABadRecordDoesNotStopTheTail(t *testing.T) {
+	b := embedded(t)
+	seqs := interleaved(t, b, []string{"s_bad", "s_good"}, 2)
+	js, err := jetstream.New(b.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := js.Publish(ctxT(t), wire.ShardSubject(b.ShardOf("s_bad"), "s_bad"), []byte("not a record"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg, _ := b.Writer("s_good", 2, seqs["s_good"][1])
+	after := mustAppend(t, wg, turn("s_good", 3))
+	c := &recordCollector{}
+	tl, err := b.TailAll(ctxT(t), nil, c.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tl.Stop()
+	bustest.Eventually(t, 30*time.Second, "the tail read past the bad record", func() bool { return c.events() >= 6 })
+	var bad []event.Event
+	c.mu.Lock()
+	for _, recs := range c.recs {
+		for _, r := range recs {
+			if r[0].Type == "" {
+				bad = r
+			}
+		}
+	}
+	c.mu.Unlock()
+	if len(bad) != 1 || bad[0].Seq != ack.Sequence || bad[0].Session != "s_bad" || string(bad[0].Data) != "not a record" {
+		t.Fatalf("the bad record came as %+v", bad)
+	}
+	if got := c.seqs(b.ShardOf("s_good")); got[len(got)-1] != after[0] {
+		t.Fatalf("records of shard %d: %v, want the last at %d", b.ShardOf("s_good"), got, after[0])
+	}
+
+	evs, last, err := b.Replay(ctxT(t), "s_bad", 0)
+	var f *projection.Fault
+	if !errors.As(err, &f) || f.Seq != ack.Sequence || f.Code != projection.FaultCorruptLog || !errors.Is(err, event.ErrMalformed) {
+		t.Fatalf("replay: %v", err)
+	}
+	if len(evs) != 2 || last != seqs["s_bad"][1] {
+		t.Fatalf("before the fault: %d events, last %d; want 2, %d", len(evs), last, seqs["s_bad"][1])
 	}
 }

@@ -37,10 +37,12 @@ var (
 	// ask for less (a limit, a later from_seq, brief steps).
 	ErrTooLarge = errors.New("reply too large")
 	// ErrPayloadTooLarge: an input larger than the server's max payload, not
-	// sent. Put large texts in a file the agent reads.
+	// sent, or one a node refused as over its input limit (input_too_large).
+	// Put large texts in a file the agent reads.
 	ErrPayloadTooLarge = natsx.ErrPayloadTooLarge
 	// ErrMalformedInput is wire.ErrMalformedInput: an input that does not
-	// validate (not sent), or that a node refused (malformed_input).
+	// validate (not sent), or that a node refused (malformed_input, or
+	// reply_subject_refused: a Tah-Reply-To outside the client's inbox).
 	ErrMalformedInput = wire.ErrMalformedInput
 	// ErrBusy: a compaction asked while a turn runs (failure busy).
 	ErrBusy = errors.New("session is running a turn")
@@ -50,6 +52,10 @@ var (
 	// ErrRejected: the node could not hand the input to its session
 	// (rejected); the node's log says why.
 	ErrRejected = errors.New("input rejected")
+	// ErrCorruptLog: the session's log holds a record its owner cannot fold
+	// (corrupt_log): the session is failed and takes no input. `tahctl show`
+	// says where; docs/operations.md says how to repair or fork it.
+	ErrCorruptLog = errors.New("session log is corrupt")
 	// ErrClosed: the Client, the Turn or the Follower is closed, or its NATS
 	// connection is.
 	ErrClosed = errors.New("closed")
@@ -110,7 +116,8 @@ func (e *APIError) Unwrap() error {
 // CommandError is a command that a node could not carry out: the Failure of
 // its outcome, or an InputError about it. (A turn that ran and failed is not
 // one: its outcome says so in Status.) It unwraps to ErrNotFound,
-// ErrBusy, ErrNothingToResume, ErrMalformedInput or ErrRejected by code.
+// ErrBusy, ErrNothingToResume, ErrMalformedInput, ErrPayloadTooLarge,
+// ErrCorruptLog or ErrRejected by code.
 type CommandError struct {
 	Session string
 	InputID string
@@ -136,8 +143,12 @@ func (e *CommandError) Unwrap() error {
 		return ErrBusy
 	case wire.FailureNothingToResume:
 		return ErrNothingToResume
-	case wire.CodeMalformedInput:
+	case wire.CodeMalformedInput, wire.CodeReplySubject:
 		return ErrMalformedInput
+	case wire.CodeInputTooLarge:
+		return ErrPayloadTooLarge
+	case wire.CodeCorruptLog:
+		return ErrCorruptLog
 	case wire.CodeRejected:
 		return ErrRejected
 	}

@@ -122,6 +122,9 @@ type Agent struct {
 	MaxSteps     int      `json:"max_steps"`
 	ContextChars int      `json:"context_chars"`
 	IdleTimeout  Duration `json:"idle_timeout"`
+	// MaxInputBytes bounds the user message of a run; 0 means the node's
+	// default (node.DefaultMaxInputBytes, 256 KiB).
+	MaxInputBytes int `json:"max_input_bytes,omitempty"`
 }
 
 // Tools configures the built-in tools.
@@ -209,6 +212,7 @@ func (c *Config) env() []setting {
 		{"TAH_LLM_MOCK_PACE", "llm-mock-pace", "llm.mock_pace", "pause between the mock's streamed tokens", durVar(&c.LLM.MockPace)},
 		{"TAH_SYSTEM_PROMPT", "system-prompt", "agent.system_prompt", "first system message of every session", strVar(&c.Agent.SystemPrompt)},
 		{"TAH_MAX_STEPS", "max-steps", "agent.max_steps", "most LLM calls per turn (-1: unlimited)", intVar(&c.Agent.MaxSteps)},
+		{"TAH_MAX_INPUT_BYTES", "max-input-bytes", "agent.max_input_bytes", "largest user message of a run, in bytes; a larger input is refused (0: 256 KiB)", intVar(&c.Agent.MaxInputBytes)},
 		{"TAH_CONTEXT_CHARS", "context-chars", "agent.context_chars", "character budget of each LLM request (0: whole history)", intVar(&c.Agent.ContextChars)},
 		{"TAH_IDLE_TIMEOUT", "idle-timeout", "agent.idle_timeout", "passivate a session idle this long", durVar(&c.Agent.IdleTimeout)},
 		{"TAH_TOOLS_ROOT", "tools-root", "tools.root", "directory the built-in tools may read", strVar(&c.Tools.Root)},
@@ -356,6 +360,9 @@ func (c Config) Validate() error {
 	}
 	if c.Agent.MaxSteps < -1 {
 		bad("agent.max_steps", "%d (use a positive number, 0 for the default 20, or -1 for unlimited)", c.Agent.MaxSteps)
+	}
+	if c.Agent.MaxInputBytes < 0 {
+		bad("agent.max_input_bytes", "negative")
 	}
 	if c.Agent.ContextChars < 0 {
 		bad("agent.context_chars", "negative")

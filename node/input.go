@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -19,6 +21,10 @@ import (
 func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	kind := wire.Command(m.Command)
 	n.Metrics.inputs.WithLabelValues(string(kind)).Inc()
+	if err := n.checkInputSize(m); err != nil {
+		n.refuse(m, wire.CodeInputTooLarge, err)
+		return
+	}
 	if kind == wire.CommandCancel {
 		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Done: func(o session.Outcome) {
 			n.reply(m, o)
@@ -44,8 +50,11 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		maxSteps = m.Options.MaxSteps
 	}
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Done: func(o session.Outcome) {
+		var fault *projection.Fault
+		errors.As(o.Err, &fault)
+		newer := fault != nil && fault.Code == projection.FaultNeedsNewerNode
 		ended := !o.Fenced && !errors.Is(o.Err, session.ErrStopped) && !errors.Is(o.Err, bus.ErrOutcomeUnknown) &&
-			!errors.Is(o.Err, session.ErrUnavailable)
+			!errors.Is(o.Err, session.ErrUnavailable) && !newer
 		m := n.inflight.done(m.Seq, ended)
 		switch {
 		case o.Fenced || errors.Is(o.Err, session.ErrStopped) || errors.Is(o.Err, bus.ErrOutcomeUnknown):
@@ -57,10 +66,16 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 			n.log.Warn("input put back: the session's log is unavailable", "session", m.Session, "input", m.ID, "err", o.Err)
 			_ = m.Nak(context.Background(), 2*time.Second)
 			return
+		case newer:
+			// Not corruption: a node that reads the newer log runs it (during
+			// a rolling upgrade, this one once upgraded, or the next owner).
+			n.log.Warn("input put back: the session's log needs a newer node", "session", m.Session, "input", m.ID, "err", o.Err)
+			_ = m.Nak(context.Background(), newerNodeRetry)
+			return
+		case fault != nil:
+			n.refuse(m, wire.CodeCorruptLog, o.Err)
 		case errors.Is(o.Err, session.ErrUnknownSession):
-			n.Metrics.inputsRefused.Inc()
-			n.Metrics.errors.WithLabelValues("input").Inc()
-			_ = m.Reject(context.Background(), wire.CodeUnknownSession, o.Err)
+			n.refuse(m, wire.CodeUnknownSession, o.Err)
 		default:
 			if o.Err == nil && (kind == wire.CommandRun || kind == wire.CommandResume) {
 				n.Metrics.turnEnded(o.Status, time.Since(start))
@@ -165,11 +180,21 @@ func (n *Node) finish(m *bus.InputMsg, err error) {
 	case errors.Is(err, session.ErrStopped):
 		_ = m.Nak(context.Background(), time.Second)
 	default:
-		n.Metrics.inputsRefused.Inc()
-		n.Metrics.errors.WithLabelValues("input").Inc()
-		_ = m.Reject(context.Background(), wire.CodeRejected, err)
+		n.refuse(m, wire.CodeRejected, err)
 	}
 }
+
+// refuse drops an input for good and reports why, with code, on the session's
+// error subject (never on its reply subject).
+func (n *Node) refuse(m *bus.InputMsg, code string, err error) {
+	n.Metrics.inputsRefused.Inc()
+	n.Metrics.errors.WithLabelValues("input").Inc()
+	_ = m.Reject(context.Background(), code, err)
+}
+
+// newerNodeRetry is how long an input of a session whose log needs a newer
+// node waits before it is delivered again.
+const newerNodeRetry = 30 * time.Second
 
 // reply publishes the outcome of a command to the reply subject its sender
 // named, if any (core NATS: a sender that went away simply misses it).
@@ -179,6 +204,9 @@ func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 	}
 	out := o.Wire()
 	out.InputID = m.ID
+	if fault := (*projection.Fault)(nil); errors.As(o.Err, &fault) {
+		out.Status, out.FailureCode = fault.Status(), fault.Code
+	}
 	body, err := json.Marshal(out)
 	if err != nil {
 		return
@@ -186,4 +214,24 @@ func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 	if err := n.Bus.Conn().Publish(m.ReplyTo, body); err != nil {
 		n.log.Debug("outcome not published", "session", m.Session, "err", err)
 	}
+}
+
+// checkInputSize refuses the user message of a run over the node's limit
+// (Options.MaxInputBytes): its text, or its message as JSON. The server's max
+// payload bounds the whole message; this bounds what one input adds to a
+// session's history, which every later request of the session carries.
+func (n *Node) checkInputSize(m *bus.InputMsg) error {
+	size := len(m.Text)
+	if m.Message != nil {
+		body, err := json.Marshal(m.Message)
+		if err != nil {
+			return fmt.Errorf("input %s: message: %w", m.ID, err)
+		}
+		size = len(body)
+	}
+	if limit := n.maxInputBytes(); size > limit {
+		return fmt.Errorf("input %s of session %s is %d bytes, over this node's limit of %d bytes (agent.max_input_bytes): "+
+			"send a shorter message, or attach the content as a file the agent's tools can read", m.ID, m.Session, size, limit)
+	}
+	return nil
 }

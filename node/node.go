@@ -43,10 +43,26 @@ type Options struct {
 	ToolOptions tools.Options
 	// MaxConcurrentTools bounds the tool calls running at once on this node.
 	MaxConcurrentTools int
+	// MaxInputBytes bounds the user message of a run (its text, or its
+	// message as JSON): a larger one is refused with an InputError of code
+	// input_too_large. 0 means DefaultMaxInputBytes.
+	MaxInputBytes int
 	// Loop is the agent loop; nil means session.DefaultLoop.
 	Loop session.Loop
 	// Logger receives the node's structured logs; nil means slog.Default().
 	Logger *slog.Logger
+}
+
+// DefaultMaxInputBytes is the default of Options.MaxInputBytes: 256 KiB, a
+// long document pasted whole, far below a record's size.
+const DefaultMaxInputBytes = 256 << 10
+
+// maxInputBytes is Options.MaxInputBytes or its default.
+func (n *Node) maxInputBytes() int {
+	if n.opts.MaxInputBytes > 0 {
+		return n.opts.MaxInputBytes
+	}
+	return DefaultMaxInputBytes
 }
 
 // Node is one TAH node: the bus (and its embedded server), the read model and

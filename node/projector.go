@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/store"
 )
 
@@ -141,7 +143,11 @@ func (p *Projector) apply(batch []event.Event) {
 		if err == nil {
 			for _, pr := range res.Problems {
 				p.problems.Add(1)
-				p.log.Warn("event not folded into the read model", "session", pr.Session, "seq", pr.Seq, "index", pr.Index, "err", pr.Err)
+				level := slog.LevelWarn
+				if errors.Is(pr.Err, projection.ErrFaulted) {
+					level = slog.LevelDebug // reported once, at the fault
+				}
+				p.log.Log(context.Background(), level, "event not folded into the read model", "session", pr.Session, "seq", pr.Seq, "index", pr.Index, "err", pr.Err)
 			}
 			p.advance(res.Positions)
 			return

@@ -12,6 +12,11 @@
 //     writer reads of it. A snapshot holds a window of the history (Elided,
 //     Elide, Slim): the turns no request can send any more are left out, and
 //     NextRequest still gives the whole history's request, byte for byte.
+//   - ApplyLog / FoldLog: the same, strictly, as a session's owner reads its log
+//     back: the first event it cannot fold, or that no owner wrote (its epoch is
+//     not the last claim's), is the session's Fault (corrupt_log), and nothing
+//     after it is folded; RecordFault classifies a record that cannot be read
+//     (corrupt_log, or needs_newer_node for a newer log schema).
 //   - ProjectContext: the specification's context trimming (v0.22), three rules in
 //     order, never separating a tool call from its result.
 //   - ApplySummary: the newest "[Summary of the earlier conversation]" merged into

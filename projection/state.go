@@ -20,6 +20,10 @@ const (
 	StatusCompleted   Status = "completed"    // the last turn finished
 	StatusFailed      Status = "failed"       // the last turn failed (including maxSteps)
 	StatusCancelled   Status = "cancelled"    // the last turn was cancelled
+	// StatusNeedsNewerNode is an extension of the specification's states: the
+	// log holds a record of a newer schema than this node reads (Fault); a
+	// node that knows it runs the session.
+	StatusNeedsNewerNode Status = "needs_newer_node"
 )
 
 // Active reports whether a turn is in progress.
@@ -166,6 +170,9 @@ type State struct {
 	// LastError and LastCode describe the last failed turn.
 	LastError string `json:"last_error,omitempty"`
 	LastCode  string `json:"last_code,omitempty"`
+	// Fault, when set, is where this node stopped folding the log (see
+	// ApplyLog): the session is failed (a corrupt log) or needs a newer node.
+	Fault *Fault `json:"fault,omitempty"`
 
 	// LastSeq is the stream sequence of the last event folded (its record's)
 	// and LastIndex its index in that record; Events counts them.

@@ -194,15 +194,28 @@ func (b *batch) event(e event.Event) error {
 	if err != nil {
 		return err
 	}
+	if e.Type == "" {
+		return b.unreadable(ent, e)
+	}
+	// The read model folds what it can (Apply), and shows the session's fault:
+	// the first event ApplyLog would refuse, where the session's owner stops.
+	var owner error
+	if ent.st.Fault == nil {
+		owner = projection.CheckOwner(&ent.st, e)
+	}
 	bd := changeBounds(&ent.st, e)
 	if err := b.s.safeApply(&ent.st, e); err != nil {
 		if rerr := b.reject(ent, e, err); rerr != nil {
 			return rerr
 		}
 		if errors.Is(err, ErrPanic) {
-			return b.rebuild(ent)
+			return b.rebuild(ent) // a bug of this build, not of the log
 		}
+		b.fault(ent, projection.EventFault(e, err))
 		return nil
+	}
+	if owner != nil {
+		b.fault(ent, projection.EventFault(e, owner))
 	}
 	var data any
 	if e.Data != nil {
@@ -218,6 +231,28 @@ func (b *batch) event(e event.Event) error {
 	ent.dirty = true
 	b.res.Applied++
 	return nil
+}
+
+// unreadable faults e's session with a message of the log that is not a
+// record this build reads (bus.RecordFunc hands it over without a Type).
+func (b *batch) unreadable(ent *entry, e event.Event) error {
+	_, err := event.DecodeRecord(e.Data, e.Seq)
+	if err == nil {
+		err = fmt.Errorf("message at %d: no event type: %w", e.Seq, event.ErrMalformed)
+	}
+	fault := projection.RecordFault(e.Seq, err)
+	b.fault(ent, fault)
+	return b.reject(ent, e, fault)
+}
+
+// fault records f as the fault of ent's session, unless it has one or does
+// not exist yet (what comes before its session.created is only rejected:
+// there is no row to show it).
+func (b *batch) fault(ent *entry, f *projection.Fault) {
+	if ent.st.Fault == nil && ent.st.ID != "" {
+		ent.st.SetFault(f)
+		ent.newFault, ent.dirty = true, true
+	}
 }
 
 // reject records that e was consumed but not folded.
@@ -351,20 +386,33 @@ func (b *batch) writeSession(e *entry) error {
 	if err != nil {
 		return err
 	}
+	var fault []byte
+	if st.Fault != nil {
+		if fault, err = json.Marshal(st.Fault); err != nil {
+			return err
+		}
+	}
+	status := st.Status
+	if st.Fault != nil {
+		status = st.Fault.Status() // whatever was folded after it
+	}
 	_, err = b.stmt(b.s.stmts.upsertSession).ExecContext(b.ctx,
-		st.ID, string(st.Status), st.Turn, string(cfg), st.ForkedFrom, string(labels),
+		st.ID, string(status), st.Turn, string(cfg), st.ForkedFrom, string(labels),
 		int64(st.Epoch), st.Node, title(st.Messages), unixNano(st.CreatedAt), unixNano(st.UpdatedAt),
 		int64(st.LastSeq), st.Events, e.rejected, len(st.Messages), len(st.Steps),
 		st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CacheReadTokens, st.Summaries, st.Trims,
-		st.LastOutput, st.LastError, st.LastCode)
+		st.LastOutput, st.LastError, st.LastCode, string(fault))
 	return err
 }
 
-// writeSnapshot stores the state when one is due.
+// writeSnapshot stores the state when one is due, or when the session's log
+// was faulted by this batch: the event that faulted it is in no tail, so only
+// the snapshot keeps the fault.
 func (b *batch) writeSnapshot(e *entry) error {
-	if !b.s.snapshotDue(e) {
+	if !b.s.snapshotDue(e) && !e.newFault {
 		return nil
 	}
+	e.newFault = false
 	st := &e.st
 	raw, err := json.Marshal(st)
 	if err != nil {

@@ -33,6 +33,9 @@ type entry struct {
 	// below it, the state's slices equal their shadows (see bounds.go).
 	msgFrom, stepFrom, callFrom int
 	dirty                       bool // the row needs writing
+	// newFault: the state's Fault was set by the current batch, and is in no
+	// snapshot yet.
+	newFault bool
 
 	elem *list.Element
 }

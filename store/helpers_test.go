@@ -60,6 +60,7 @@ type sessionLog struct {
 	seq    uint64
 	turn   int
 	step   int
+	epoch  uint64 // of the last claim: its owner writes with it
 	events []event.Event
 }
 
@@ -85,6 +86,16 @@ func (b *sessionLog) raw(typ event.Type, data string) *sessionLog {
 }
 
 func (b *sessionLog) push(e event.Event) *sessionLog {
+	switch e.Type {
+	case event.SessionCreated, event.SessionForked:
+	case event.SessionClaimed:
+		if d, err := event.DecodeAs[event.SessionClaimedData](e); err == nil {
+			b.epoch = d.Epoch
+		}
+		e.Epoch = b.epoch
+	default:
+		e.Epoch = b.epoch
+	}
 	b.seq++
 	e.Seq = b.seq
 	e.Time = t0.Add(time.Duration(b.seq) * time.Second)
@@ -227,9 +238,13 @@ func richLog(t testing.TB, id string) []event.Event {
 	return b.events
 }
 
+// mustFold is the read model's fold of evs: what Apply folds, and the fault
+// where ApplyLog stops.
 func mustFold(t testing.TB, evs []event.Event) projection.State {
 	t.Helper()
 	st, _ := projection.Fold(evs)
+	var strict projection.State
+	st.Fault = projection.FoldLog(&strict, evs)
 	return st
 }
 
@@ -324,12 +339,20 @@ func checkEquivalent(t testing.TB, s *Store, evs []event.Event) {
 	t.Helper()
 	ctx := context.Background()
 	for sid, sevs := range bySession(evs) {
-		var want projection.State
+		var want, strict projection.State
 		rejected := 0
 		for _, e := range sevs {
+			if want.ID != "" || e.Type == event.SessionCreated { // no fault before the session exists
+				_ = projection.ApplyLog(&strict, e)
+			}
 			if projection.Apply(&want, e) != nil {
 				rejected++
 			}
+		}
+		want.Fault = strict.Fault
+		status := want.Status
+		if strict.Fault != nil {
+			status = strict.Fault.Status()
 		}
 		row, err := s.GetSession(ctx, sid)
 		if want.ID == "" {
@@ -341,7 +364,7 @@ func checkEquivalent(t testing.TB, s *Store, evs []event.Event) {
 		if err != nil {
 			t.Fatalf("get %q: %v", sid, err)
 		}
-		wantRow := wire.SessionSummary{ID: want.ID, Status: want.Status, Turn: want.Turn, Config: want.Config,
+		wantRow := wire.SessionSummary{ID: want.ID, Status: status, Fault: strict.Fault, Turn: want.Turn, Config: want.Config,
 			ForkedFrom: want.ForkedFrom, Labels: want.Labels, Epoch: want.Epoch, Node: want.Node,
 			Title: title(want.Messages), CreatedAt: want.CreatedAt.UTC(), UpdatedAt: want.UpdatedAt.UTC(),
 			LastSeq: want.LastSeq, Events: want.Events, Rejected: rejected, Messages: len(want.Messages),

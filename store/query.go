@@ -28,20 +28,25 @@ type querier interface {
 
 const sessionColumns = `id, status, turn, config, forked_from, labels, epoch, node, title, created_at, updated_at,
 	last_seq, events, rejected, message_count, step_count, tokens_in, tokens_out, tokens_cache_read,
-	summaries, trims, last_output, last_error, last_code`
+	summaries, trims, last_output, last_error, last_code, fault`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanSession(sc scanner) (wire.SessionSummary, error) {
 	var r wire.SessionSummary
-	var status, cfg, labels string
+	var status, cfg, labels, fault string
 	var epoch, lastSeq, created, updated int64
 	err := sc.Scan(&r.ID, &status, &r.Turn, &cfg, &r.ForkedFrom, &labels, &epoch, &r.Node, &r.Title,
 		&created, &updated, &lastSeq, &r.Events, &r.Rejected, &r.Messages, &r.Steps,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens, &r.Summaries, &r.Trims,
-		&r.LastOutput, &r.LastError, &r.LastCode)
+		&r.LastOutput, &r.LastError, &r.LastCode, &fault)
 	if err != nil {
 		return r, err
+	}
+	if fault != "" {
+		if err := json.Unmarshal([]byte(fault), &r.Fault); err != nil {
+			return r, fmt.Errorf("session %q fault: %w", r.ID, err)
+		}
 	}
 	r.Status = projection.Status(status)
 	r.Epoch, r.LastSeq = uint64(epoch), uint64(lastSeq)

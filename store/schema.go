@@ -224,6 +224,11 @@ CREATE TABLE positions (
 	PRIMARY KEY (consumer, shard)
 );
 `,
+	// 4: a session's log may be faulted (projection.Fault: a corrupt log, or
+	// one that needs a newer node): the fault as JSON, '' for none.
+	`
+ALTER TABLE sessions ADD COLUMN fault TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // SchemaVersion is the schema version this build writes (PRAGMA user_version).

@@ -56,7 +56,8 @@ func (m *inProcess) nodeOptions() (node.Options, error) {
 	b.ReadyTimeout = time.Minute // a cluster forms slowly under -race on two cores
 	b.Logger = m.natsLog
 	o := node.Options{Bus: b, Session: cfg.SessionConfig(), Provider: provider, Tools: reg,
-		ToolOptions: tools.Options{Timeout: time.Duration(cfg.Tools.Timeout)}, MaxConcurrentTools: cfg.Tools.MaxConcurrent, Logger: m.log}
+		ToolOptions: tools.Options{Timeout: time.Duration(cfg.Tools.Timeout)}, MaxConcurrentTools: cfg.Tools.MaxConcurrent,
+		MaxInputBytes: cfg.Agent.MaxInputBytes, Logger: m.log}
 	if m.edit != nil {
 		m.edit(m.i, &o)
 	}

@@ -95,6 +95,11 @@ type SessionSummary struct {
 	LastOutput string `json:"last_output,omitempty"`
 	LastError  string `json:"last_error,omitempty"`
 	LastCode   string `json:"last_code,omitempty"`
+	// Fault, when set, is where the session's log stopped being foldable: a
+	// corrupt log (code corrupt_log, status failed) or a record of a newer
+	// schema (code needs_newer_node, status needs_newer_node). See
+	// docs/operations.md for the repair.
+	Fault *projection.Fault `json:"fault,omitempty"`
 }
 
 // ListRequest asks tah.api.list for a page of sessions, newest first.
@@ -196,7 +201,9 @@ type RequestReply struct {
 // publish that command to the session's input.
 type CommandRequest struct {
 	Session string `json:"session"`
-	// ReplyTo is where the command's Outcome is published when it ends.
+	// ReplyTo is where the command's Outcome is published when it ends: a
+	// subject under the client's inbox (CheckReplySubject), or the request is
+	// refused.
 	ReplyTo string `json:"reply_to,omitempty"`
 	// Reason says why, for cancel.
 	Reason string `json:"reason,omitempty"`

@@ -9,4 +9,10 @@ var (
 	// not take. A node terminates such a message and reports it with an
 	// InputError of code CodeMalformedInput.
 	ErrMalformedInput = errors.New("malformed input")
+	// ErrReplySubject: a Tah-Reply-To that is not a subject under a client's
+	// inbox prefix (CheckReplySubject). An input that names one is malformed
+	// (its error wraps ErrMalformedInput too); a node refuses it with an
+	// InputError of code CodeReplySubject on tah.sess.<sid>.err only, and
+	// publishes nothing on that subject.
+	ErrReplySubject = errors.New("reply subject refused")
 )

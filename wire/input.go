@@ -46,7 +46,7 @@ type Input struct {
 	Command Command `json:"-"`
 	// ReplyTo, carried by the optional Tah-Reply-To header, is a core NATS
 	// subject where the node that runs the command publishes its Outcome when
-	// it ends. (The stored message's own reply subject is the publish
+	// it ends: one under the client's inbox (CheckReplySubject). (The stored message's own reply subject is the publish
 	// acknowledgement's.)
 	ReplyTo string `json:"-"`
 	// Text is the user's message of a run, as plain text.
@@ -83,7 +83,8 @@ func (in Input) MaxSteps() int {
 }
 
 // Validate reports, wrapping ErrMalformedInput, what is wrong with in: an
-// invalid id or reply subject, no or an unknown command, a run without
+// invalid id, a reply subject outside a client's inbox (also wrapping
+// ErrReplySubject: see CheckReplySubject), no or an unknown command, a run without
 // exactly one of input and message, or fields its command does not take.
 func (in Input) Validate() error {
 	bad := func(format string, args ...any) error {
@@ -94,8 +95,10 @@ func (in Input) Validate() error {
 			return bad("%v", err)
 		}
 	}
-	if in.ReplyTo != "" && !ValidSubject(in.ReplyTo) {
-		return bad("%s %q is not a subject to publish to", HeaderReplyTo, in.ReplyTo)
+	if in.ReplyTo != "" {
+		if err := CheckReplySubject(in.ReplyTo); err != nil {
+			return fmt.Errorf("%w: %w", err, ErrMalformedInput)
+		}
 	}
 	if !in.Command.Valid() {
 		if in.Command == "" {

@@ -357,8 +357,10 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 			return nil, fmt.Errorf("load session %s: %w", sid, err)
 		}
 	}
-	if ferr := projection.FoldInto(&st, evs); ferr != nil {
-		m.cfg.logger().Warn("events skipped while loading", "session", sid, "err", ferr)
+	if fault := projection.FoldLog(&st, evs); fault != nil {
+		// Not this node's to run, ever (a corrupt log) or until it is
+		// upgraded (a newer schema): nothing is claimed or written.
+		return nil, fmt.Errorf("load session %s: %w", sid, fault)
 	}
 	if st.ID == "" {
 		return nil, fmt.Errorf("session %s: %w", sid, ErrUnknownSession)
@@ -387,7 +389,8 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 // the replay and the claim (a previous owner finishing its last append), or
 // when the log does not answer (a stream leader election after a node died),
 // for up to loadPatience. A load that still fails for a reason other than an
-// unknown session wraps ErrUnavailable.
+// unknown session or a faulted log (a *projection.Fault, which no retry
+// cures) wraps ErrUnavailable.
 func (m *Manager) loadWithRetry(ctx context.Context, sid string) (*AgentContext, error) {
 	deadline := time.Now().Add(loadPatience)
 	var err error
@@ -397,7 +400,7 @@ func (m *Manager) loadWithRetry(ctx context.Context, sid string) (*AgentContext,
 		switch {
 		case ctx.Err() != nil:
 			return nil, ErrStopped
-		case err == nil || errors.Is(err, ErrUnknownSession):
+		case err == nil || errors.Is(err, ErrUnknownSession) || errors.As(err, new(*projection.Fault)):
 			return a, err
 		case time.Now().After(deadline) || (errors.Is(err, bus.ErrFenced) && attempt >= 4):
 			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)

@@ -48,13 +48,16 @@ func create(ctx context.Context, b *bus.Bus, sid string, data event.SessionCreat
 // (specification v0.22): the first turns turns (negative: all; 0: only the
 // system message). The source is read from its log and left unchanged; the new
 // session's steps and events start empty but for session.created and
-// session.forked.
+// session.forked. A source whose log is faulted (projection.Fault) gives the
+// messages before its fault: a fork is how such a session is repaired.
 func Fork(ctx context.Context, b *bus.Bus, srcID, newID string, turns int, cfg Config) (event.Event, error) {
-	evs, last, err := b.Replay(ctx, srcID, 1)
-	if err != nil {
+	evs, _, err := b.Replay(ctx, srcID, 1)
+	if err != nil && !errors.As(err, new(*projection.Fault)) {
 		return event.Event{}, fmt.Errorf("fork %s: %w", srcID, err)
 	}
-	src, _ := projection.Fold(evs)
+	var src projection.State
+	projection.FoldLog(&src, evs)
+	last := src.LastSeq
 	if src.ID == "" {
 		return event.Event{}, fmt.Errorf("fork %s: %w", srcID, ErrUnknownSession)
 	}

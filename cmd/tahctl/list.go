@@ -11,7 +11,7 @@ import (
 // runList is `tahctl list`.
 func runList(ctx context.Context, g *globals, args []string) error {
 	fs := g.flags("list", "[--status S] [--limit N]", "Lists the sessions, the most recently updated first.")
-	status := fs.String("status", "", "only sessions in this `state`: idle, running, waiting_tool, completed, failed, cancelled")
+	status := fs.String("status", "", "only sessions in this `state`: idle, running, waiting_tool, completed, failed, cancelled, needs_newer_node")
 	limit := fs.Int("limit", 50, "at most `N` sessions (1 to 1000)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -70,7 +70,7 @@ func statusCell(st style, s string) cell {
 		return cell{s, st.green}
 	case "failed":
 		return cell{s, st.red}
-	case "cancelled":
+	case "cancelled", "needs_newer_node":
 		return cell{s, st.yellow}
 	case "running", "waiting_tool", "pending", "streaming":
 		return cell{s, st.cyan}

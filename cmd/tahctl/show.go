@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/tah-dev/tah/projection"
@@ -50,6 +51,9 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 	}
 	if s.ForkedFrom != "" {
 		fmt.Fprintf(w, "  %s\n", st.dim("forked from "+s.ForkedFrom))
+	}
+	if s.Fault != nil {
+		showFault(w, st, s.ID, s.Fault)
 	}
 	var llmCalls, toolCalls int
 	for _, step := range r.Steps {
@@ -148,4 +152,15 @@ func stepDetail(st style, step projection.Step) (tokens, detail string) {
 		}
 	}
 	return tokens, detail
+}
+
+// showFault says where a session's log stopped being foldable, and what to do.
+func showFault(w io.Writer, st style, sid string, f *projection.Fault) {
+	if f.Code == projection.FaultNeedsNewerNode {
+		fmt.Fprintf(w, "  %s the log at seq %d is of a newer TAH: %s\n", st.yellow("Needs a newer node:"), f.Seq, f.Reason)
+		fmt.Fprintf(w, "  %s\n", st.dim("Its inputs wait for an upgraded node; upgrade this one (see docs/operations.md)."))
+		return
+	}
+	fmt.Fprintf(w, "  %s log corrupt at seq %d: %s [%s]\n", st.red("Failed:"), f.Seq, f.Reason, f.Code)
+	fmt.Fprintf(w, "  %s\n", st.dim("It takes no input. `tahctl fork "+sid+" [--turns N]` starts a new session from the turns before it."))
 }

@@ -169,8 +169,13 @@ func inputFailure(sid, code, msg string) error {
 	switch code {
 	case wire.FailureUnknownSession:
 		return notFound(sid)
-	case wire.CodeMalformedInput:
+	case wire.CodeMalformedInput, wire.CodeReplySubject:
 		return errorf(exitUsage, "`tahctl help`", "the node refused the input: %s", msg)
+	case wire.CodeInputTooLarge:
+		return errorf(exitUsage, "put the text in a file under the node's tools root and ask the agent to read it", "%s", msg)
+	case wire.CodeCorruptLog:
+		return errorf(exitFailed, "`tahctl show "+sid+"` says where the log is corrupt; `tahctl fork "+sid+" --turns N` copies the turns before it",
+			"the session's log is corrupt: %s", msg)
 	case wire.FailureBusy:
 		return errorf(exitFailed, "wait for the turn to end, or `tahctl cancel "+sid+"`", "%s", msg)
 	case wire.FailureNothingToResume:

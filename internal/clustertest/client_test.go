@@ -43,7 +43,7 @@ type client struct {
 	waiters  map[string]chan wire.Outcome         // input id -> first outcome
 }
 
-const outcomePrefix = "clustertest.outcome."
+const outcomePrefix = "_INBOX.clustertest.outcome." // an inbox: a node replies nowhere else
 
 // newClient connects to the cluster.
 func newClient(t *testing.T, c *tahtest.Cluster) *client {

@@ -10,8 +10,10 @@ import (
 
 // Errors of this package.
 var (
-	// ErrUnknownType: an event whose type this version does not know. Readers of the
-	// log skip such events (a newer writer may have added them) after reporting them.
+	// ErrUnknownType: an event whose type this version does not know. A reader
+	// of the log (the read model, a client) skips such events after reporting
+	// them; a session's owner stops there (projection.FoldLog: the session's
+	// fault), since it cannot go on from a history it does not know.
 	ErrUnknownType = errors.New("unknown event type")
 	// ErrMalformed: an event or payload that is not valid JSON of its type.
 	ErrMalformed = errors.New("malformed event")

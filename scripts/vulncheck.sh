@@ -35,13 +35,14 @@ db=$cache_root/vulndb-$VULNDB_VERSION
 # directory renamed at the end, so that an interrupted build leaves no index
 # that looks whole; then it deletes the indexes of other snapshots.
 build_index() {
-	local src tmp
+	local info src tmp
 	echo "make vulncheck: indexing golang.org/x/vulndb@$VULNDB_VERSION into $db (once per database version)"
-	src=$("$GO" mod download -json "golang.org/x/vulndb@$VULNDB_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p') ||
-		fail "cannot download golang.org/x/vulndb@$VULNDB_VERSION through the module proxy (GOPROXY=$("$GO" env GOPROXY))"
+	info=$("$GO" mod download -json "golang.org/x/vulndb@$VULNDB_VERSION") ||
+		fail "cannot download golang.org/x/vulndb@$VULNDB_VERSION through the module proxy (GOPROXY=$("$GO" env GOPROXY)): $(sed -n 's/^\t"Error": //p' <<<"$info")"
+	src=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$info")
 	[ -d "$src/data/osv" ] || fail "golang.org/x/vulndb@$VULNDB_VERSION has no data/osv directory (in '$src')"
 	mkdir -p "$cache_root"
-	tmp=$(mktemp -d "$cache_root/vulndb-building.XXXXXX")
+	tmp=$(mktemp -d "$cache_root/.building.XXXXXX")
 	if ! "$GO" run "golang.org/x/vulndb/cmd/indexdb@$VULNDB_VERSION" -vulns "$src/data/osv" -out "$tmp/db"; then
 		rm -rf "$tmp"
 		fail "indexdb could not index $src/data/osv"

@@ -2,15 +2,21 @@
 #
 # Commands a newcomer needs:
 #   make demo    build, start a node on a fresh data directory, run the example, show it, stop
-#   make test    every test (vet, unit, integration, race, end-to-end, the JS client), as CI runs it
+#   make test    every test (vet, vulncheck, unit, integration, race, end-to-end, the JS client), as CI runs it
 #   make build   bin/tah-node (the node) and bin/tahctl (the command line)
 #   make fuzz    the projection fuzz targets, FUZZTIME each (default 60s)
 #   make schema  regenerate docs/schema/ from the payload types (package event and wire)
 #   make bench   speed, scale and memory against the floor: docs/benchmarks.md (~3-5 min)
 #   make lint    gofmt and go vet
+#   make vulncheck  known vulnerabilities that the code reaches (govulncheck, offline database)
 #   make help    this list
 #
 # Everything a test needs is installed or built by these targets themselves.
+
+# Every go command here runs the toolchain that go.mod's toolchain line names
+# (the go command takes it from the module proxy once): a machine whose
+# GOTOOLCHAIN is local would otherwise build with its own, older Go.
+export GOTOOLCHAIN := $(or $(shell sed -n 's/^toolchain //p' go.mod),$(error go.mod has no toolchain line: add one, e.g. go mod edit -toolchain=go1.27.3))
 
 GO        ?= go
 FUZZTIME  ?= 60s
@@ -24,10 +30,10 @@ JS_CLIENT_STAMP := $(JS_CLIENT)/node_modules/.package-lock.json
 PEER       := bench/peer/langgraph
 PEER_STAMP := $(PEER)/node_modules/.package-lock.json
 
-.PHONY: help test unit lint fuzz schema bench bench-deps tidy js-deps build demo
+.PHONY: help test unit lint vulncheck fuzz schema bench bench-deps tidy js-deps build demo
 
 help: ## print the commands
-	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
 
 build: ## bin/tah-node and bin/tahctl
 	$(GO) build -o $(BIN)/tah-node ./cmd/node
@@ -36,7 +42,7 @@ build: ## bin/tah-node and bin/tahctl
 demo: build ## the specification's example, end to end, on a fresh data directory
 	@BIN=$(BIN) bash scripts/demo.sh
 
-test: lint js-deps ## vet and every test, with the race detector
+test: lint vulncheck js-deps ## vet, known vulnerabilities and every test, with the race detector
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 unit: js-deps ## fast tests without the race detector
@@ -46,6 +52,9 @@ lint: ## formatting and vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+
+vulncheck: ## fail on any known vulnerability that the code reaches (scripts/vulncheck.sh)
+	@GO=$(GO) bash scripts/vulncheck.sh
 
 fuzz: ## run the projection fuzz targets
 	$(GO) test -run=NONE -fuzz=FuzzProjectContext -fuzztime=$(FUZZTIME) ./projection

@@ -42,8 +42,13 @@ build: ## bin/tah-node and bin/tahctl
 demo: build ## the specification's example, end to end, on a fresh data directory
 	@BIN=$(BIN) bash scripts/demo.sh
 
-test: lint vulncheck js-deps ## vet, known vulnerabilities and every test, with the race detector
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+test: lint js-deps ## vet, known vulnerabilities and every test, with the race detector
+	@# vulncheck runs beside the tests (its first run on a machine builds its
+	@# tools and index for several minutes); its report follows theirs.
+	@log=$$(mktemp); GO=$(GO) bash scripts/vulncheck.sh >$$log 2>&1 & vpid=$$!; \
+	$(GO) test -race -count=1 -timeout 15m $(PKGS); trc=$$?; \
+	wait $$vpid; vrc=$$?; echo "--- make vulncheck"; cat $$log; rm -f $$log; \
+	if [ $$trc -ne 0 ]; then exit $$trc; fi; exit $$vrc
 
 unit: js-deps ## fast tests without the race detector
 	$(GO) test -count=1 $(PKGS)
@@ -61,6 +66,7 @@ fuzz: ## run the projection fuzz targets
 	$(GO) test -run=NONE -fuzz=FuzzApply -fuzztime=$(FUZZTIME) ./projection
 	$(GO) test -run=NONE -fuzz='FuzzAudit$$' -fuzztime=$(FUZZTIME) ./projection
 	$(GO) test -run=NONE -fuzz=FuzzAuditSound -fuzztime=$(FUZZTIME) ./projection
+	$(GO) test -run=NONE -fuzz=FuzzWindow -fuzztime=$(FUZZTIME) ./projection
 
 schema: ## regenerate docs/schema from the event and wire types
 	$(GO) test ./wire -run TestSchemasUpToDate -update

@@ -45,6 +45,7 @@ type Provider struct {
 
 	mu    sync.Mutex
 	uses  []int
+	n     int // calls so far: a reply's Call matches against it
 	calls []llm.Request
 }
 
@@ -158,7 +159,8 @@ func (p *Provider) Stream(ctx context.Context, req llm.Request, onDelta func(llm
 	if !p.forget {
 		p.calls = append(p.calls, cloneRequest(req))
 	}
-	n := len(p.calls)
+	p.n++
+	n := p.n
 	p.mu.Unlock()
 
 	if ctx.Err() != nil {

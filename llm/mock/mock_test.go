@@ -280,3 +280,21 @@ func TestPace(t *testing.T) {
 		}
 	}
 }
+
+// A mock that keeps no copy of the requests still numbers its calls.
+func TestWithoutRecordingCountsCalls(t *testing.T) {
+	p, err := mock.New(mock.NewScript(mock.Say("first").OnCall(1), mock.Say("second").OnCall(2)), mock.WithoutRecording())
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := llm.Request{Messages: []llm.Message{llm.User("hi")}}
+	for _, want := range []string{"first", "second"} {
+		resp, err := p.Generate(context.Background(), req)
+		if err != nil || resp.Content != want {
+			t.Fatalf("got %q, %v; want %q", resp.Content, err, want)
+		}
+	}
+	if len(p.Calls()) != 0 {
+		t.Fatal("the mock kept the requests")
+	}
+}

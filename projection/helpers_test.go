@@ -60,7 +60,7 @@ func (b *logBuilder) turn(n int, text string) *logBuilder {
 func (b *logBuilder) llm(content string, calls ...llm.ToolCall) *logBuilder {
 	b.t.Helper()
 	id := b.nextStep()
-	next, err := NextRequest(&b.st, b.tools)
+	next, err := NextRequest(&b.st, b.tools, nil)
 	if err != nil {
 		b.t.Fatal(err)
 	}

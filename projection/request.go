@@ -54,7 +54,10 @@ func (r StepRequest) Started(stepID string) event.LLMStartedData {
 // some of what the window left out. The loop appends Offer (when set), then llm.started with
 // Ref; RebuildRequest gets the same request back from the log, because
 // llm.started's History is every message folded before it.
-func NextRequest(st *State, tools []llm.ToolSchema) (StepRequest, error) {
+//
+// h, when not nil, hashes the request: one hasher per session takes each
+// step's hash up where the previous step's left it (event.RequestHasher).
+func NextRequest(st *State, tools []llm.ToolSchema, h *event.RequestHasher) (StepRequest, error) {
 	digest, err := event.ToolsDigest(tools)
 	if err != nil {
 		return StepRequest{}, err
@@ -69,7 +72,10 @@ func NextRequest(st *State, tools []llm.ToolSchema) (StepRequest, error) {
 		return StepRequest{}, fmt.Errorf("request of %d messages, %d of them elided: %w", ref.History, st.Elided.Messages, ErrHistoryNeeded)
 	}
 	req := requestOf(sent, ref, tools)
-	if ref.RequestSHA256, err = event.RequestSHA256(req); err != nil {
+	if h == nil {
+		h = new(event.RequestHasher)
+	}
+	if ref.RequestSHA256, err = h.Sum(req); err != nil {
 		return StepRequest{}, err
 	}
 	out := StepRequest{Request: req, Ref: ref, Trim: report, Turn: st.Turn}

@@ -37,7 +37,7 @@ func FuzzWindow(f *testing.F) {
 		msgs := genHistory(data)
 		budget = abs(budget) % 20000
 		whole := State{Messages: msgs, Config: event.Config{ContextChars: budget}}
-		want, err := NextRequest(&whole, nil)
+		want, err := NextRequest(&whole, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func FuzzWindow(f *testing.F) {
 		if !ok {
 			return
 		}
-		got, err := NextRequest(&win, nil)
+		got, err := NextRequest(&win, nil, nil)
 		switch {
 		case errors.Is(err, ErrHistoryNeeded):
 		case err != nil:
@@ -77,7 +77,7 @@ func TestWindowRequestsAreExact(t *testing.T) {
 			data[k] = byte(rng.IntN(256))
 		}
 		whole := State{Messages: genHistory(data), Config: event.Config{ContextChars: 200 + rng.IntN(3000)}}
-		want, err := NextRequest(&whole, nil)
+		want, err := NextRequest(&whole, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -85,7 +85,7 @@ func TestWindowRequestsAreExact(t *testing.T) {
 		if _, ok := elideTurns(t, &win, 1+rng.IntN(4)); !ok {
 			continue
 		}
-		got, err := NextRequest(&win, nil)
+		got, err := NextRequest(&win, nil, nil)
 		if errors.Is(err, ErrHistoryNeeded) {
 			continue
 		}
@@ -110,7 +110,7 @@ func abs(n int) int {
 func TestElisionKeepsWhatRequestsNeed(t *testing.T) {
 	const budget = 2000
 	st := State{ID: "s1", Messages: history("be brief", 200, 500), Config: event.Config{ContextChars: budget}}
-	want, err := NextRequest(&st, nil)
+	want, err := NextRequest(&st, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestElisionKeepsWhatRequestsNeed(t *testing.T) {
 	if kept := llm.TotalChars(st.Messages); kept > 20*budget {
 		t.Errorf("the window holds %d characters for a budget of %d", kept, budget)
 	}
-	got, err := NextRequest(&st, nil)
+	got, err := NextRequest(&st, nil, nil)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("NextRequest of the window = %+v, %v; want %+v", got.Ref, err, want.Ref)
 	}
@@ -164,7 +164,7 @@ func TestElisionBeforeTheNewestSummary(t *testing.T) {
 	msgs = append(msgs, llm.System(SummaryContent("all of it")))
 	msgs = append(msgs, history("be brief", 2, 100)[1:]...)
 	st := State{Messages: msgs}
-	want, err := NextRequest(&st, nil)
+	want, err := NextRequest(&st, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestElisionBeforeTheNewestSummary(t *testing.T) {
 	if _, err := st.Elide(at, n); err != nil {
 		t.Fatal(err)
 	}
-	got, err := NextRequest(&st, nil)
+	got, err := NextRequest(&st, nil, nil)
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("NextRequest of the window = %+v, %v", got.Ref, err)
 	}

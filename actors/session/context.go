@@ -64,9 +64,12 @@ type AgentContext struct {
 	// segments is the bucket of the checkpoints, where the history a
 	// checkpoint's window leaves out is kept (history.go); nil without one.
 	segments jetstream.KeyValue
-	log      *slog.Logger
-	now      func() time.Time
-	steps    int // ids handed out in this epoch
+	// hasher hashes the requests of the session's steps, each taking up
+	// the previous one's hash (event.RequestHasher).
+	hasher event.RequestHasher
+	log    *slog.Logger
+	now    func() time.Time
+	steps  int // ids handed out in this epoch
 	// staged are events folded into state and not written yet: the next
 	// Append writes them, in one record with its own event.
 	staged []event.Event

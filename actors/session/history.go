@@ -136,14 +136,14 @@ func (a *AgentContext) compactionView(ctx context.Context) ([]llm.Message, int, 
 // nextRequest is projection.NextRequest of a's state, the whole history
 // read back first when the window cannot make it.
 func (a *AgentContext) nextRequest(ctx context.Context, tools []llm.ToolSchema) (projection.StepRequest, error) {
-	next, err := projection.NextRequest(a.state, tools)
+	next, err := projection.NextRequest(a.state, tools, &a.hasher)
 	if !errors.Is(err, projection.ErrHistoryNeeded) {
 		return next, err
 	}
 	if err := a.wholeHistory(ctx); err != nil {
 		return next, err
 	}
-	return projection.NextRequest(a.state, tools)
+	return projection.NextRequest(a.state, tools, &a.hasher)
 }
 
 // needsWholeHistory reports whether folding evs into a state with a window

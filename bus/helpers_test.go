@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -96,11 +97,19 @@ func mustAppend(t testing.TB, w *SessionWriter, evs ...event.Event) []uint64 {
 
 func mustReplay(t testing.TB, b *Bus, sid string, from uint64) ([]event.Event, uint64) {
 	t.Helper()
-	evs, last, err := b.Replay(ctxT(t), sid, from)
-	if err != nil {
-		t.Fatalf("Replay(%s, %d): %v", sid, from, err)
+	// A replay asks its stream in one short try (a stream electing a leader
+	// does not answer); its callers try again, as a session's load does.
+	ctx := ctxT(t)
+	for {
+		evs, last, err := b.Replay(ctx, sid, from)
+		if err == nil {
+			return evs, last
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+			t.Fatalf("Replay(%s, %d): %v", sid, from, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return evs, last
 }
 
 func texts(t testing.TB, evs []event.Event) []string {

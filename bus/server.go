@@ -9,17 +9,29 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/tah-dev/tah/auth"
 )
 
-// startServer starts the embedded nats-server of cfg and waits until it accepts
+// resolverDir is the directory, under the server's store, of its account
+// resolver: the JWTs of the system and TAH accounts, as updated.
+const resolverDir = "accounts"
+
+// startServer starts the embedded nats-server of cfg in operator mode, with
+// the trust material of cfg.DataDir (generated at first start, with the
+// node's and the local admin's credentials), and waits until it accepts
 // connections. The caller shuts it down with stopServer.
 func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
+	trust, err := auth.Ensure(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
+	storeDir := filepath.Join(cfg.DataDir, "nats")
 	opts := &server.Options{
 		ServerName:   cfg.ServerName,
 		Host:         cfg.Host,
 		Port:         cfg.Port,
 		JetStream:    true,
-		StoreDir:     filepath.Join(cfg.DataDir, "nats"),
+		StoreDir:     storeDir,
 		SyncAlways:   cfg.SyncInterval == 0,
 		SyncInterval: cfg.SyncInterval,
 		MaxPayload:   cfg.MaxPayload,
@@ -31,11 +43,8 @@ func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
 		// thousand turns at once would be refused.
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
-	switch {
-	case cfg.Token != "":
-		opts.Authorization = cfg.Token
-	case cfg.User != "":
-		opts.Username, opts.Password = cfg.User, cfg.Password
+	if err := trust.Configure(opts, filepath.Join(storeDir, resolverDir)); err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
 	if cfg.Cluster.Name != "" {
 		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster.Name, Host: cfg.Cluster.Host, Port: cfg.Cluster.Port}

@@ -12,12 +12,14 @@
 // tah_tool_results under <session>.<call id> ("running", then "done" with the
 // result) BEFORE the reply; a message on tah.tool.cancel.<call id> cancels it.
 //
-// Run:  NATS_URL=nats://127.0.0.1:4222 node index.js
-// (NATS_USER / NATS_PASS or NATS_TOKEN when the server asks for credentials.)
+// Run:  NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=tool.creds node index.js
+// (NATS_CREDS is a .creds file: one `tahctl creds add --role tool --tool NAME
+// NAME` issued, or, on the node's machine, the node's .tah/admin.creds).
 
 "use strict";
 
-const { connect, StringCodec } = require("nats");
+const fs = require("fs");
+const { connect, credsAuthenticator, StringCodec } = require("nats");
 
 const SUBJECT_PREFIX = "tah.tool.";
 const CANCEL_PREFIX = "tah.tool.cancel.";
@@ -120,9 +122,7 @@ const inflight = new Map(); // call token -> Set of { session, controller }
 async function main() {
   const nc = await connect({
     servers: process.env.NATS_URL || "nats://127.0.0.1:4222",
-    user: process.env.NATS_USER,
-    pass: process.env.NATS_PASS,
-    token: process.env.NATS_TOKEN,
+    authenticator: process.env.NATS_CREDS ? credsAuthenticator(fs.readFileSync(process.env.NATS_CREDS)) : undefined,
     name: "tah-tool-service-js",
   });
   const kv = await nc.jetstream().views.kv(BUCKET, { history: 1, ttl: 24 * 60 * 60 * 1000 });

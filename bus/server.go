@@ -26,6 +26,9 @@ func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
 	storeDir := filepath.Join(cfg.DataDir, "nats")
+	if err := adoptGlobalAccount(cfg, storeDir, trust.Account()); err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
 	opts := &server.Options{
 		ServerName:   cfg.ServerName,
 		Host:         cfg.Host,

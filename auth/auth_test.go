@@ -1,17 +1,12 @@
 package auth_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/auth"
 )
 
@@ -70,49 +65,5 @@ func TestMissingPartIsRefused(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, auth.TrustDir, "tah-signing.nk"), []byte("SUAnotaseed"), 0o600)
 	if _, err := auth.Load(dir); !errors.Is(err, auth.ErrBadTrust) {
 		t.Fatalf("want ErrBadTrust, got %v", err)
-	}
-}
-
-// TestOperatorModeServer: a real server configured by the material takes the
-// node's and the admin's credentials (JetStream in the TAH account) and
-// refuses a connection without one.
-func TestOperatorModeServer(t *testing.T) {
-	dir := t.TempDir()
-	tr, err := auth.Ensure(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true}
-	if err := tr.Configure(opts, filepath.Join(dir, "nats", "resolver")); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Start()
-	t.Cleanup(srv.Shutdown)
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("server not ready")
-	}
-	if nc, err := nats.Connect(srv.ClientURL()); err == nil {
-		nc.Close()
-		t.Fatal("connected without a credential")
-	}
-	for _, creds := range []string{auth.NodeCredsPath(dir), auth.AdminCredsPath(dir)} {
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserCredentials(creds))
-		if err != nil {
-			t.Fatalf("%s: %v", creds, err)
-		}
-		js, _ := jetstream.New(nc)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
-			t.Fatalf("%s: JetStream: %v", creds, err)
-		}
-		cancel()
-		nc.Close()
-	}
-	if _, err := os.Stat(filepath.Join(dir, "nats", "jetstream", tr.Account(), "streams", "S")); err != nil {
-		t.Fatalf("the stream is not in the TAH account's store: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
+	"github.com/tah-dev/tah/wire"
 )
 
 // User is a credential to issue: who, and what NATS lets them do.
@@ -58,20 +59,24 @@ func (t *Trust) Issue(u User) (Issued, error) {
 	return Issued{Creds: creds, PublicKey: pub, IssuedAt: time.Unix(uc.IssuedAt, 0).UTC()}, nil
 }
 
-// ensureLocalCreds issues the node's and the local admin's credentials
-// into the data directory when they are missing.
+// ensureLocalCreds issues the node's (role node) and the local admin's
+// (role admin) credentials into the data directory when they are missing.
 func (t *Trust) ensureLocalCreds() error {
 	for _, c := range []struct {
 		path string
-		user User
+		role wire.Role
 	}{
-		{NodeCredsPath(t.dataDir), NodeUser()},
-		{AdminCredsPath(t.dataDir), AdminUser()},
+		{NodeCredsPath(t.dataDir), wire.RoleNode},
+		{AdminCredsPath(t.dataDir), wire.RoleAdmin},
 	} {
 		if _, err := os.Stat(c.path); err == nil {
 			continue
 		}
-		issued, err := t.Issue(c.user)
+		u, err := RoleUser(c.role, string(c.role), nil)
+		if err != nil {
+			return err
+		}
+		issued, err := t.Issue(u)
 		if err != nil {
 			return err
 		}
@@ -82,8 +87,44 @@ func (t *Trust) ensureLocalCreds() error {
 	return nil
 }
 
-// NodeUser is the node's own user: everything TAH itself does.
-func NodeUser() User { return User{Name: "node", Tags: []string{"role:node"}} }
+// RoleUser is the user of a credential named name with role's permissions
+// (wire.RolePermissions: tools are a tool credential's tool names), tagged
+// with its role and tools so that its JWT says what it is.
+func RoleUser(role wire.Role, name string, tools []string) (User, error) {
+	p, err := wire.RolePermissions(role, name, tools)
+	if err != nil {
+		return User{}, err
+	}
+	tags := []string{RoleTag + string(role)}
+	for _, t := range tools {
+		tags = append(tags, ToolTag+t)
+	}
+	return User{Name: name, Permissions: JWTPermissions(p), Tags: tags}, nil
+}
 
-// AdminUser is the local admin's user.
-func AdminUser() User { return User{Name: "admin", Tags: []string{"role:admin"}} }
+// The prefixes of a user JWT's tags.
+const (
+	RoleTag = "role:"
+	ToolTag = "tool:"
+)
+
+// responseWindow is how long a tool may take to answer a request it
+// received (the reply permission of AllowResponses): longer than any tool's
+// time limit.
+const responseWindow = time.Hour
+
+// JWTPermissions turns wire's permissions into a user JWT's.
+func JWTPermissions(p wire.Permissions) jwt.Permissions {
+	out := jwt.Permissions{
+		Pub: jwt.Permission{Allow: p.PublishAllow, Deny: p.PublishDeny},
+		Sub: jwt.Permission{Allow: p.SubscribeAllow, Deny: p.SubscribeDeny},
+	}
+	if p.AllowResponses {
+		// No count: the server counts a request delivered to several
+		// subscriptions of one connection (a discovery request to each of a
+		// tool service's services) against the replies, so a count would
+		// refuse the later services' answers.
+		out.Resp = &jwt.ResponsePermission{MaxMsgs: -1, Expires: responseWindow}
+	}
+	return out
+}

@@ -236,6 +236,12 @@ func (t *Trust) SystemAccount() string { k, _ := t.system.PublicKey(); return k 
 // under <store>/jetstream/<Account>.
 func (t *Trust) Account() string { k, _ := t.account.PublicKey(); return k }
 
+// OperatorJWT is the operator's JWT, which servers trust.
+func (t *Trust) OperatorJWT() string { return t.operatorJWT }
+
+// SystemJWT is the system account's JWT.
+func (t *Trust) SystemJWT() string { return t.systemJWT }
+
 // AccountJWT is the TAH account's current JWT.
 func (t *Trust) AccountJWT() string {
 	t.mu.Lock()

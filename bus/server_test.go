@@ -32,8 +32,8 @@ func TestEmbeddedServerRequiresACredential(t *testing.T) {
 		nc.Close()
 		t.Fatal("connected without credentials")
 	}
-	// A client Bus with the admin's credential works and sees the same log.
-	client := connected(t, b.ClientURL(), func(c *Config) { c.NoSetup, c.CredsFile = true, auth.AdminCredsPath(b.cfg.DataDir) })
+	// Another node's Bus, with a node credential, works and sees the same log.
+	client := connected(t, b.ClientURL(), func(c *Config) { c.NoSetup, c.CredsFile = true, auth.NodeCredsPath(b.cfg.DataDir) })
 	w, _ := b.Writer("s_cred", 1, 0)
 	mustAppend(t, w, turn("s_cred", 0))
 	if evs, _ := mustReplay(t, client, "s_cred", 0); len(evs) != 1 {

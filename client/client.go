@@ -65,7 +65,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		nats.ReconnectWait(reconnectWait),
 	}
 	if opts.CredsFile != "" {
-		nopts = append(nopts, nats.UserCredentials(opts.CredsFile))
+		nopts = append(nopts, credsOptions(opts.CredsFile)...)
 	}
 	type result struct {
 		nc  *nats.Conn

@@ -329,7 +329,7 @@ func TestNodeIDInUseIsRefused(t *testing.T) {
 	}
 	defer first.Close(context.Background())
 	ext := bus.Default()
-	ext.URL, ext.CredsFile = first.Bus.ClientURL(), localnode.AdminCredsPath(cfg.DataDir)
+	ext.URL, ext.CredsFile = first.Bus.ClientURL(), localnode.NodeCredsPath(cfg.DataDir)
 	if _, err := start(ext, t.TempDir()); !errors.Is(err, node.ErrNodeIDInUse) || !strings.Contains(err.Error(), "--node-id") {
 		t.Fatalf("err = %v, want ErrNodeIDInUse saying what to do", err)
 	}

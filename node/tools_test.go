@@ -46,7 +46,7 @@ func TestNodeRunsLocalAndRemoteTools(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 
-	nc, err := nats.Connect(n.Bus.ClientURL(), nats.UserCredentials(localnode.AdminCredsPath(cfg.DataDir)))
+	nc, err := nats.Connect(n.Bus.ClientURL(), nats.UserCredentials(localnode.NodeCredsPath(cfg.DataDir)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func TestBalanced(t *testing.T) {
 
 // The flags of a process are the settings that differ from the defaults.
 func TestFlags(t *testing.T) {
-	l := natstest.Layout{Name: "c", Dir: "/tmp/x", Creds: "/tmp/x/trust-seed/admin.creds",
+	l := natstest.Layout{Name: "c", Dir: "/tmp/x", Creds: "/tmp/x/trust-seed/node.creds",
 		Slots: []natstest.Slot{{Name: "n0", Dir: "/tmp/x/n0", ClientPort: 4300, RoutePort: 6300, Routes: []string{"nats-route://127.0.0.1:6301"}}}}
 	got := strings.Join(flags(Options{Replicas: 3, Pace: time.Second}.config(l, 0, "/tmp/root")), " ")
 	for _, want := range []string{"--data-dir=/tmp/x/n0", "--node-id=n0", "--nats-port=4300", "--nats-cluster=c", "--nats-cluster-port=6300",

@@ -30,7 +30,7 @@ func serveTools(t *testing.T, b *bus.Bus, cfg toolservice.Config, ts ...tools.To
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := nats.Connect(b.ClientURL(), nats.UserCredentials(localnode.AdminCredsPath(b.Config().DataDir)))
+	nc, err := nats.Connect(b.ClientURL(), nats.UserCredentials(localnode.NodeCredsPath(b.Config().DataDir)))
 	if err != nil {
 		t.Fatal(err)
 	}

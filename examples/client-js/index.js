@@ -22,10 +22,16 @@ const { connect, credsAuthenticator, headers, StringCodec } = require("nats");
 const sc = StringCodec();
 
 // credentials reads the .creds file NATS_CREDS names (a user JWT and its
-// nkey seed), as nats.js takes it.
+// nkey seed), as nats.js takes it, and the inbox prefix its name gives: a
+// credential may receive replies under _INBOX_<its name>. only
+// (docs/security.md).
 function credentials() {
   const file = process.env.NATS_CREDS;
-  return file ? { authenticator: credsAuthenticator(fs.readFileSync(file)) } : {};
+  if (!file) return {};
+  const creds = fs.readFileSync(file);
+  const jwt = /-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END/.exec(creds.toString("utf8"))[1];
+  const name = JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString("utf8")).name;
+  return { authenticator: credsAuthenticator(creds), inboxPrefix: "_INBOX_" + name };
 }
 
 // api calls tah.api.<name> and returns the JSON reply, or throws the service error.

@@ -24,8 +24,9 @@ type Layout struct {
 	// Dir holds the members' directories; it is removed at the end unless
 	// TAHTEST_KEEP is set.
 	Dir string
-	// Creds is the .creds file clients present (an admin credential of the
-	// trust material every member shares, see WithTrust); empty for servers
+	// Creds is the .creds file the harness's clients present (a node
+	// credential of the trust material every member shares, see WithTrust:
+	// the harness reads and writes the log as a node does); empty for servers
 	// without authentication.
 	Creds string
 	Slots []Slot
@@ -85,7 +86,7 @@ func NewLayout(tb TB, parent string, n int) Layout {
 // WithTrust gives every member's directory the same trust material (package
 // auth: one operator, one TAH account), as a second node gets it from the
 // first, so that the members' embedded servers trust each other and share
-// account updates; Creds is an admin credential of it.
+// account updates; Creds is a node credential of it.
 func (l Layout) WithTrust(tb TB) Layout {
 	tb.Helper()
 	seed := filepath.Join(l.Dir, "trust-seed")
@@ -97,7 +98,7 @@ func (l Layout) WithTrust(tb TB) Layout {
 			tb.Fatalf("natstest: %v", err)
 		}
 	}
-	l.Creds = auth.AdminCredsPath(seed)
+	l.Creds = auth.NodeCredsPath(seed)
 	return l
 }
 

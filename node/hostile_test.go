@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -291,5 +292,40 @@ func TestHostileTool(t *testing.T) {
 	reply, err := h.n.Bus.Conn().Request(wire.ToolSubject("shout"), nil, 10*time.Second)
 	if err != nil || string(reply.Data) != "HI" {
 		t.Fatalf("the node's call of the tool: %v", err)
+	}
+}
+
+// TestRevokedCredentialIsRefused: a revoked credential is refused, and its
+// open connection closed, by the running server, without a restart.
+func TestRevokedCredentialIsRefused(t *testing.T) {
+	h := newHostile(t)
+	creds := h.issue(wire.RoleClient, "eve")
+	c := h.client(creds)
+	if _, err := c.Get(h.ctx, h.sid); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(creds)
+	kp, err := jwt.ParseDecoratedUserNKey(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	trust, err := auth.Load(h.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trust.Revoke(pub); err != nil {
+		t.Fatal(err)
+	}
+	if err := trust.Push(h.ctx, h.n.Bus.ClientURL()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = client.Connect(h.ctx, client.Options{URL: h.n.Bus.ClientURL(), CredsFile: creds})
+	if !errors.Is(err, client.ErrAuth) {
+		t.Fatalf("a revoked credential connects: %v", err)
+	}
+	// Another credential is untouched.
+	if _, err := h.client(h.issue(wire.RoleClient, "frank")).Get(h.ctx, h.sid); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -200,3 +200,25 @@ func toolPermissions(inbox string, tools []string) (Permissions, error) {
 	return Permissions{PublishAllow: pub, PublishDeny: append(nodeOnly(), nodeStreamDenies(ToolResultStream)...), SubscribeAllow: sub,
 		SubscribeDeny: []string{APIPrefix + ">", "tah.in.>"}, AllowResponses: true}, nil
 }
+
+// NodeNeeds are subjects a node publishes and subscribes to, one of each
+// kind: a credential the node runs with (an external cluster's, made with
+// nsc) must allow them all. node names the node (its presence).
+func NodeNeeds(node string) (publish, subscribe []string) {
+	const sid = "s_00000000000000000000"
+	publish = []string{
+		ShardSubject(0, sid), PartitionSubject(0, sid), InputSubject(sid), ErrorSubject(sid), DeltaSubject(sid),
+		NodeSubject(node), ToolSubject("read_file"), ToolCancelSubject("call_1"),
+		"$KV." + CheckpointBucket + "." + sid, "$KV." + NodeBucket + "." + node, "$KV." + ToolResultBucket + "." + ResultKey("read_file", sid, "call_1"),
+		"$O." + ArtifactBucket + ".C.x",
+		jsAPI + "INFO", jsAPI + "STREAM.CREATE." + EventShardStream(0), jsAPI + "STREAM.UPDATE." + InputStream,
+		jsAPI + "CONSUMER.CREATE." + InputStream + "." + PartitionConsumer(0), jsAPI + "CONSUMER.MSG.NEXT." + InputStream + "." + PartitionConsumer(0),
+		jsAPI + "DIRECT.GET." + EventShardStream(0), "$JS.ACK." + InputStream + ".x",
+		"_INBOX.x", InboxPrefix("alice") + ".x", "$SRV.INFO",
+	}
+	subscribe = []string{
+		APISubject(EndpointCreate), DeltaSubjects, ErrorSubjects, NodeSubjects, ToolCancelSubjects,
+		"_INBOX.x", "$SRV.PING", "$SRV.INFO." + APIService,
+	}
+	return publish, subscribe
+}

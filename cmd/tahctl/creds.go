@@ -25,7 +25,9 @@ that name, on the running node at once (no restart) and for good. The roles
   tool      serve the tools named by --tool (repeat it, or comma-separate)
   admin     a client that may also issue credentials
 It signs with the trust material of the node's data directory: run it on the
-node's machine (tahctl finds .tah, or give --data-dir).`
+node's machine (tahctl finds .tah, or give --data-dir). For an external NATS
+cluster, whose operator issues users with nsc, tahctl creds nsc --role ROLE
+[--tool NAME]... NAME prints the nsc command that makes the same user.`
 
 // toolNames is a repeatable, comma-separated --tool.
 type toolNames []string
@@ -53,8 +55,11 @@ func runCreds(ctx context.Context, g *globals, args []string) error {
 		return credsList(g, args[1:])
 	case "revoke":
 		return credsRevoke(ctx, g, args[1:])
+	case "nsc":
+		return credsNSC(g, args[1:])
 	}
-	return usageError("tahctl creds add --role client NAME; tahctl creds ls; tahctl creds revoke NAME", "creds: the subcommands are add, ls and revoke")
+	return usageError("tahctl creds add --role client NAME; tahctl creds ls; tahctl creds revoke NAME; tahctl creds nsc --role client NAME",
+		"creds: the subcommands are add, ls, revoke and nsc")
 }
 
 // localTrust is the trust material of the node's data directory.
@@ -210,4 +215,39 @@ func credsRevoke(ctx context.Context, g *globals, args []string) error {
 	}
 	fmt.Fprintf(g.stdout, "revoked %d credential(s) named %s\n", n, pos[0])
 	return nil
+}
+
+// credsNSC is `tahctl creds nsc --role ROLE [--tool NAME]... NAME`: the nsc
+// command that makes a user of the role on an operator-run cluster, from the
+// same table as the credentials tahctl issues.
+func credsNSC(g *globals, args []string) error {
+	fset := g.flags("creds nsc", "--role ROLE [--tool NAME]... NAME", credsHelp)
+	role := fset.String("role", "", "the user's `ROLE`: node, client, observer, tool or admin")
+	var tools toolNames
+	fset.Var(&tools, "tool", "a tool `NAME` the user serves (role tool)")
+	pos, err := parse(fset, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("tahctl creds nsc --role client NAME", "give the user's name, once")
+	}
+	p, err := wire.RolePermissions(wire.Role(*role), pos[0], tools)
+	if err != nil {
+		return usageError("tahctl creds nsc --role node|client|observer|tool|admin [--tool NAME] NAME", "%v", err)
+	}
+	cmd := []string{"nsc", "add", "user", "--account", "TAH", pos[0]}
+	for _, f := range []struct {
+		flag string
+		list []string
+	}{{"--allow-pub", p.PublishAllow}, {"--deny-pub", p.PublishDeny}, {"--allow-sub", p.SubscribeAllow}, {"--deny-sub", p.SubscribeDeny}} {
+		if len(f.list) > 0 {
+			cmd = append(cmd, f.flag, "'"+strings.Join(f.list, ",")+"'")
+		}
+	}
+	if p.AllowResponses {
+		cmd = append(cmd, "--allow-pub-response=-1", "--response-ttl", "1h")
+	}
+	_, err = fmt.Fprintln(g.stdout, strings.Join(cmd, " "))
+	return err
 }

@@ -315,6 +315,8 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	credsNote := ""
 	if embedded {
 		credsNote = auth.AdminCredsPath(dataDir)
+	} else if err := checkNodeCreds(cfg); err != nil {
+		return err
 	}
 	if embedded && cfg.NATS.Port > 0 {
 		if err := probePort(cfg.NATS.Host, cfg.NATS.Port); err != nil {
@@ -528,6 +530,23 @@ func (d demoted) Handle(ctx context.Context, r slog.Record) error {
 
 func (d demoted) WithAttrs(as []slog.Attr) slog.Handler { return demoted{d.Handler.WithAttrs(as)} }
 func (d demoted) WithGroup(name string) slog.Handler    { return demoted{d.Handler.WithGroup(name)} }
+
+// checkNodeCreds checks, for a node on an external NATS, that its
+// credential lets it do everything a node does, and says what is missing.
+func checkNodeCreds(cfg config.Config) error {
+	if cfg.NATS.Creds == "" {
+		return nil // a server without authentication, or one that authenticates otherwise
+	}
+	missing, err := auth.MissingForNode(cfg.NATS.Creds, cfg.NodeID)
+	if err != nil {
+		return usageErr(fmt.Errorf("%s: %w", config.Describe("nats.creds"), err), "give the .creds file of the node's NATS user (docs/security.md, \"An external NATS cluster\")")
+	}
+	if len(missing) > 0 {
+		return failed(fmt.Errorf("the node's credential %s does not let it:\n%s", cfg.NATS.Creds, strings.Join(missing, "\n")),
+			"give the node's NATS user every permission (nsc edit user node, docs/security.md: \"An external NATS cluster\"), or another credential")
+	}
+	return nil
+}
 
 // checkMode warns when a secret of the data directory is open to others.
 func checkMode(log *slog.Logger, path string) {

@@ -93,3 +93,21 @@ func TestInitTrust(t *testing.T) {
 		t.Errorf("--init-trust with --nats-url: %v", err)
 	}
 }
+
+func TestExternalNATSCredentialIsChecked(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if err := Run(context.Background(), []string{"--data-dir", dir, "--init-trust"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), []string{"--data-dir", t.TempDir(), "--nats-url", "nats://127.0.0.1:1", "--nats-creds", filepath.Join(dir, "admin.creds")}, &out, &errb)
+	var b bytes.Buffer
+	Report(&b, err)
+	if ExitCode(err) != ExitFailed || !strings.Contains(b.String(), "does not let it:") || !strings.Contains(b.String(), "publish tah.evt.0.") {
+		t.Fatalf("an admin's credential for a node: %s", b.String())
+	}
+	err = Run(context.Background(), []string{"--data-dir", t.TempDir(), "--nats-url", "nats://127.0.0.1:1", "--nats-creds", filepath.Join(dir, "none.creds")}, &out, &errb)
+	if ExitCode(err) != ExitUsage {
+		t.Fatalf("a credential that is not there: %v", err)
+	}
+}

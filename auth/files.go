@@ -35,47 +35,13 @@ func NodeCredsPath(dataDir string) string { return localnode.NodeCredsPath(dataD
 // AdminCredsPath is <dataDir>/admin.creds, the local admin's credential.
 func AdminCredsPath(dataDir string) string { return localnode.AdminCredsPath(dataDir) }
 
-// writeSecret writes b to path with mode 0600, refusing to replace a file
-// (O_EXCL: two nodes starting on one directory must not each write their own).
-func writeSecret(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(path)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(path)
-		return err
-	}
-	return nil
-}
+// writeSecret writes b to a new file at path, mode 0600, refusing to
+// replace one (two nodes starting on one directory must not each write
+// their own).
+func writeSecret(path string, b []byte) error { return localnode.WriteNew(path, b, 0o600) }
 
-// replaceSecret writes b to path atomically with mode 0600 (a reader never
-// sees half of it).
-func replaceSecret(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o600); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
+// replaceSecret writes b to path atomically with mode 0600.
+func replaceSecret(path string, b []byte) error { return localnode.WriteAtomic(path, b, 0o600) }
 
 // readFile reads name in dir, wrapping ErrNoTrust when it is missing.
 func readFile(dir, name string) ([]byte, error) {

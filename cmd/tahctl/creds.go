@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/tah-dev/tah/auth"
+	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -123,21 +122,12 @@ func credsAdd(g *globals, args []string) error {
 
 // writeCreds writes a new credential file, 0600, refusing to replace one.
 func writeCreds(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err := localnode.WriteNew(path, b, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return usageError("choose another name, or -o FILE", "%s exists already", path)
 	}
 	if err != nil {
 		return errorf(exitFailed, "", "%v", err)
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(path)
-		return errorf(exitFailed, "", "%s: %v", filepath.Base(path), err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(path)
-		return errorf(exitFailed, "", "%s: %v", filepath.Base(path), err)
 	}
 	return nil
 }

@@ -55,11 +55,17 @@ func WriteNodeInfo(dir string, info NodeInfo) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, ".node-*.json")
+	return WriteAtomic(filepath.Join(dir, NodeInfoFile), append(b, '\n'), 0o644)
+}
+
+// WriteAtomic replaces path with b, mode perm, through a temporary file in
+// its directory renamed into place: a reader never sees half of it.
+func WriteAtomic(path string, b []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
 		return err
 	}
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
+	if _, err := tmp.Write(b); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
 		return err
@@ -68,11 +74,31 @@ func WriteNodeInfo(dir string, info NodeInfo) error {
 		os.Remove(tmp.Name())
 		return err
 	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+	if err := os.Chmod(tmp.Name(), perm); err != nil {
 		os.Remove(tmp.Name())
 		return err
 	}
-	return os.Rename(tmp.Name(), filepath.Join(dir, NodeInfoFile))
+	return os.Rename(tmp.Name(), path)
+}
+
+// WriteNew writes b to a new file at path, mode perm, and fails (wrapping
+// fs.ErrExist) when there is one already: two processes writing the same
+// secret at once keep the first's. A failed write leaves no file.
+func WriteNew(path string, b []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		os.Remove(path)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return err
+	}
+	return nil
 }
 
 // ReadNodeInfo reads <dir>/node.json.

@@ -9,13 +9,13 @@ import (
 )
 
 // credsOptions are the connection options of a .creds file: the credential,
-// and the inbox prefix its name gives (wire.InboxPrefix: a client, observer,
+// and the inbox prefix its name gives (wire.CredentialInbox: a client, observer,
 // admin or tool credential may subscribe under its own prefix only, so that
 // no one else receives its replies).
 func credsOptions(path string) []nats.Option {
 	opts := []nats.Option{nats.UserCredentials(path)}
 	if name := credentialName(path); name != "" {
-		opts = append(opts, nats.CustomInboxPrefix(wire.InboxPrefix(name)))
+		opts = append(opts, nats.CustomInboxPrefix(wire.CredentialInbox(name)))
 	}
 	return opts
 }

@@ -111,7 +111,7 @@ type attacker struct {
 func (h *hostile) attacker(creds, name string) *attacker {
 	h.t.Helper()
 	a := &attacker{violations: make(chan error, 64)}
-	nc, err := nats.Connect(h.n.Bus.ClientURL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(wire.InboxPrefix(name)),
+	nc, err := nats.Connect(h.n.Bus.ClientURL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(wire.CredentialInbox(name)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { a.violations <- err }))
 	if err != nil {
 		h.t.Fatal(err)
@@ -206,7 +206,7 @@ func TestHostileClient(t *testing.T) {
 		"serving a tool":           wire.ToolSubject("read_file"),
 		"serving the API":          wire.APISubject(wire.EndpointCreate),
 		"another client's inbox":   "_INBOX.>",
-		"another credential's box": wire.InboxPrefix("alice") + ".>",
+		"another credential's box": wire.CredentialInbox("alice") + ".>",
 		"the stored inputs":        "tah.in.>",
 	} {
 		if _, err := a.nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {

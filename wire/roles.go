@@ -57,14 +57,13 @@ type Permissions struct {
 	AllowResponses bool `json:"allow_responses,omitempty"`
 }
 
-// InboxPrefixBase starts every inbox prefix: a credential named NAME
-// receives its replies under _INBOX_NAME. (InboxPrefix). A node's replies
-// go to reply subjects under it, or under _INBOX. for the node's own role.
-const InboxPrefixBase = "_INBOX_"
+// CredentialInboxBase starts the inbox prefix of every credential: one
+// named NAME receives its replies under _INBOX_NAME. (CredentialInbox).
+const CredentialInboxBase = "_INBOX_"
 
-// InboxPrefix is the inbox prefix of the credential named name (nats.go's
+// CredentialInbox is the inbox prefix of the credential named name (nats.go's
 // CustomInboxPrefix): _INBOX_<name>. Its holder may subscribe under it only.
-func InboxPrefix(name string) string { return InboxPrefixBase + name }
+func CredentialInbox(name string) string { return CredentialInboxBase + name }
 
 // credentialName is what a credential's and a tool's name may be: one subject
 // token of plain characters.
@@ -153,7 +152,7 @@ func RolePermissions(role Role, name string, tools []string) (Permissions, error
 	if role != RoleTool && len(tools) > 0 {
 		return Permissions{}, fmt.Errorf("tool names for the %s role (only a tool credential serves tools): %w", role, ErrBadToolNames)
 	}
-	inbox := InboxPrefix(name) + ".>"
+	inbox := CredentialInbox(name) + ".>"
 	switch role {
 	case RoleNode:
 		return Permissions{}, nil
@@ -214,7 +213,7 @@ func NodeNeeds(node string) (publish, subscribe []string) {
 		jsAPI + "INFO", jsAPI + "STREAM.CREATE." + EventShardStream(0), jsAPI + "STREAM.UPDATE." + InputStream,
 		jsAPI + "CONSUMER.CREATE." + InputStream + "." + PartitionConsumer(0), jsAPI + "CONSUMER.MSG.NEXT." + InputStream + "." + PartitionConsumer(0),
 		jsAPI + "DIRECT.GET." + EventShardStream(0), "$JS.ACK." + InputStream + ".x",
-		"_INBOX.x", InboxPrefix("alice") + ".x", "$SRV.INFO",
+		"_INBOX.x", CredentialInbox("alice") + ".x", "$SRV.INFO",
 	}
 	subscribe = []string{
 		APISubject(EndpointCreate), DeltaSubjects, ErrorSubjects, NodeSubjects, ToolCancelSubjects,

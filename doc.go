@@ -17,7 +17,12 @@
 // external one, see NATS), the durable log, the SQLite read model, the session
 // actors and the API service. Connect instead uses nodes that run elsewhere:
 //
-//	rt, err := tah.Connect(ctx, "nats://10.0.0.1:4222", tah.UserPassword("tah", password))
+//	rt, err := tah.Connect(ctx, "nats://10.0.0.1:4222", tah.CredsFile("client.creds"))
+//
+// The embedded server is protected as tah-node's is (NATS operator mode; see
+// docs/security.md): Start writes the data directory's trust material, its
+// credentials (admin.creds for local clients) and node.json, so that tahctl
+// in the same directory finds the node by itself.
 //
 // Either way a Session's methods go through NATS like any client's (they are a
 // thin layer over package client): Run publishes the input to the session's

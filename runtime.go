@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/providers"
 	"github.com/tah-dev/tah/node"
@@ -54,6 +58,9 @@ type Runtime struct {
 	node     *node.Node // nil when connected to a node elsewhere
 	client   *client.Client
 	sessions *SessionService
+	// nodeInfo is the data directory of the node.json Start wrote (an
+	// embedded server's), for Close to remove; empty otherwise.
+	nodeInfo string
 }
 
 // New returns a Runtime with the defaults: an embedded NATS server with its data
@@ -123,10 +130,33 @@ func (r *Runtime) Start(ctx context.Context) error {
 		_ = n.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("tah: start: %w", err)
 	}
+	if r.busCfg.Embedded() {
+		if r.nodeInfo, err = writeNodeInfo(n, r.busCfg.DataDir); err != nil {
+			c.Close()
+			_ = n.Close(context.WithoutCancel(ctx))
+			return fmt.Errorf("tah: start: %w", err)
+		}
+	}
 	r.node, r.client = n, c
 	r.sessions = &SessionService{rt: r}
 	r.started = true
 	return nil
+}
+
+// writeNodeInfo writes <dataDir>/node.json, as tah-node does, so that tahctl
+// on this machine finds the embedded server (with the data directory's
+// admin.creds, which the server's start wrote). It returns the absolute
+// data directory.
+func writeNodeInfo(n *node.Node, dataDir string) (string, error) {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", err
+	}
+	info := localnode.NodeInfo{Node: n.ID(), PID: os.Getpid(), URL: n.Bus.ClientURL(), Started: time.Now().UTC()}
+	if err := localnode.WriteNodeInfo(dir, info); err != nil {
+		return "", fmt.Errorf("node.json: %w", err)
+	}
+	return dir, nil
 }
 
 // startAPI serves n's API and returns a client over n's own connection.
@@ -140,15 +170,8 @@ func startAPI(ctx context.Context, n *node.Node) (*client.Client, error) {
 // Credential says who a connected Runtime is to NATS.
 type Credential func(*client.Options)
 
-// UserPassword is a NATS user and password (a node's .tah/credentials.json).
-func UserPassword(user, password string) Credential {
-	return func(o *client.Options) { o.User, o.Password = user, password }
-}
-
-// Token is a NATS token.
-func Token(token string) Credential { return func(o *client.Options) { o.Token = token } }
-
-// CredsFile is a NATS .creds file (a JWT and its nkey seed).
+// CredsFile is a NATS .creds file (a user JWT and its nkey seed): one that
+// `tahctl creds add` issued, or a node's .tah/admin.creds.
 func CredsFile(path string) Credential { return func(o *client.Options) { o.CredsFile = path } }
 
 // Connect returns a Runtime whose sessions are those of the TAH node or
@@ -183,6 +206,9 @@ func (r *Runtime) Close(ctx context.Context) error {
 	r.client.Close()
 	if r.node == nil {
 		return nil
+	}
+	if r.nodeInfo != "" {
+		localnode.RemoveNodeInfo(r.nodeInfo, os.Getpid())
 	}
 	return r.node.Close(ctx)
 }

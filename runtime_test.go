@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -498,12 +499,11 @@ func TestRuntimePassivationLosesNothing(t *testing.T) {
 
 // TestConnectToARemoteNode: a Runtime connected to a node that runs
 // elsewhere (here another node in this process, reached over TCP with its
-// credentials) has the same sessions API as a started one.
+// admin credential) has the same sessions API as a started one.
 func TestConnectToARemoteNode(t *testing.T) {
 	ctx := ctxT(t)
 	cfg := bus.Default()
 	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
-	cfg.User, cfg.Password = "tah", "s3cret"
 	n, err := node.Start(ctx, node.Options{Bus: cfg, Provider: mock.Scripted(mock.Say("from afar").Always()), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -512,13 +512,13 @@ func TestConnectToARemoteNode(t *testing.T) {
 	if err := n.StartAPI(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tah.Connect(ctx, n.Bus.ClientURL(), tah.UserPassword("tah", "wrong")); !errors.Is(err, tah.ErrAuth) {
-		t.Fatalf("wrong password: %v", err)
+	if _, err := tah.Connect(ctx, n.Bus.ClientURL()); !errors.Is(err, tah.ErrAuth) {
+		t.Fatalf("no credential: %v", err)
 	}
 	if _, err := tah.Connect(ctx, "nats://127.0.0.1:1"); !errors.Is(err, tah.ErrNoServer) {
 		t.Fatalf("nothing there: %v", err)
 	}
-	rt, err := tah.Connect(ctx, n.Bus.ClientURL(), tah.UserPassword("tah", "s3cret"))
+	rt, err := tah.Connect(ctx, n.Bus.ClientURL(), tah.CredsFile(filepath.Join(cfg.DataDir, "admin.creds")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -570,5 +570,44 @@ func TestConnectToARemoteNode(t *testing.T) {
 	}
 	if n.Bus.Conn().IsClosed() {
 		t.Fatal("closing the connected runtime stopped the node")
+	}
+}
+
+// TestEmbeddedServerIsProtectedAndFound: the Go API's embedded server is
+// tah-node's: it refuses a connection without a credential, and the data
+// directory's node.json and admin.creds are what tahctl needs to reach it;
+// Close removes node.json.
+func TestEmbeddedServerIsProtectedAndFound(t *testing.T) {
+	ctx := ctxT(t)
+	dir := t.TempDir()
+	rt := env{dir: dir, provider: mock.Scripted(mock.Say("found").Always())}.start(t)
+	b, err := os.ReadFile(filepath.Join(dir, "node.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ URL string }
+	if err := json.Unmarshal(b, &info); err != nil || info.URL != rt.Node().Bus.ClientURL() {
+		t.Fatalf("node.json %s: %v", b, err)
+	}
+	if _, err := tah.Connect(ctx, info.URL); !errors.Is(err, tah.ErrAuth) {
+		t.Fatalf("no credential: %v", err)
+	}
+	remote, err := tah.Connect(ctx, info.URL, tah.CredsFile(filepath.Join(dir, "admin.creds")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := tah.Get(remote, tah.SessionKey).Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Run(ctx, "hi"); err != nil || r.Content != "found" {
+		t.Fatalf("%+v %v", r, err)
+	}
+	remote.Close(ctx)
+	if err := rt.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("node.json after Close: %v", err)
 	}
 }

@@ -92,7 +92,7 @@ func (s *deltaScenario) Setup(ctx context.Context, env Env) error {
 	}
 	l := s.st.c.Layout()
 	spec := fmt.Sprintf("%s,%s,%d", l.Slots[0].URL(), deltaSession, 2*s.want())
-	s.sub, err = startSubscriber(ctx, s.cfg.Executable, spec, l.User, l.Password)
+	s.sub, err = startSubscriber(ctx, s.cfg.Executable, spec, l.Creds)
 	return err
 }
 

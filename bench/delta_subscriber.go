@@ -18,12 +18,9 @@ import (
 	"github.com/tah-dev/tah/wire"
 )
 
-// The NATS credentials of the delta subscriber, in its environment (not on
-// its command line): the names tah-node reads too.
-const (
-	envNATSUser     = "TAH_NATS_USER"
-	envNATSPassword = "TAH_NATS_PASSWORD"
-)
+// envNATSCreds names the delta subscriber's NATS credential (a .creds file),
+// in its environment: the name tah-node reads too.
+const envNATSCreds = "TAH_NATS_CREDS"
 
 // subscriberWithin bounds the subscriber process's whole life.
 const subscriberWithin = 2 * time.Minute
@@ -35,8 +32,8 @@ type deltaRecord struct {
 }
 
 // DeltaSubscriber is row 5's other process (DeltaSubscriberFlag, spec
-// "URL,session,count"): it connects over TCP with the credentials of its
-// environment (TAH_NATS_USER, TAH_NATS_PASSWORD), subscribes to the
+// "URL,session,count"): it connects over TCP with the credential of its
+// environment (TAH_NATS_CREDS), subscribes to the
 // session's deltas, says "ready", and after count deltas (or a minute)
 // prints when each arrived, one JSON line each.
 func DeltaSubscriber(ctx context.Context, spec string, out io.Writer) error {
@@ -49,8 +46,8 @@ func DeltaSubscriber(ctx context.Context, spec string, out io.Writer) error {
 		return fmt.Errorf("-%s %q: count: %w", DeltaSubscriberFlag, spec, err)
 	}
 	opts := []nats.Option{nats.Name("tah-bench-delta-subscriber")}
-	if u := os.Getenv(envNATSUser); u != "" {
-		opts = append(opts, nats.UserInfo(u, os.Getenv(envNATSPassword)))
+	if creds := os.Getenv(envNATSCreds); creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
 	}
 	nc, err := nats.Connect(parts[0], opts...)
 	if err != nil {
@@ -112,10 +109,10 @@ type subscriber struct {
 
 // startSubscriber starts exe as the delta subscriber of spec and waits
 // until it says it is ready.
-func startSubscriber(ctx context.Context, exe, spec, user, password string) (*subscriber, error) {
+func startSubscriber(ctx context.Context, exe, spec, creds string) (*subscriber, error) {
 	cctx, cancel := context.WithTimeout(ctx, subscriberWithin)
 	s := &subscriber{cancel: cancel, cmd: exec.CommandContext(cctx, exe, "-"+DeltaSubscriberFlag, spec)}
-	s.cmd.Env = append(os.Environ(), envNATSUser+"="+user, envNATSPassword+"="+password)
+	s.cmd.Env = append(os.Environ(), envNATSCreds+"="+creds)
 	s.cmd.Stderr = os.Stderr
 	out, err := s.cmd.StdoutPipe()
 	if err != nil {

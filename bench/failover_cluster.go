@@ -108,7 +108,7 @@ func (s *failoverScenario) Setup(ctx context.Context, env Env) error {
 		env.Note("moved the leadership of %s to %s", st, s.victimID())
 	}
 	l := s.c.Layout()
-	s.cl, err = client.Connect(ctx, client.Options{URL: l.Slots[0].URL(), User: l.User, Password: l.Password, Name: "tah-bench failover",
+	s.cl, err = client.Connect(ctx, client.Options{URL: l.Slots[0].URL(), CredsFile: l.Creds, Name: "tah-bench failover",
 		RequestTimeout: 30 * time.Second})
 	if err != nil {
 		return err

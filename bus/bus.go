@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -72,12 +73,6 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 			cfg.Logger.Debug("NATS asynchronous error", "subject", subject, "err", err)
 		}),
 	}
-	switch {
-	case cfg.Token != "":
-		opts = append(opts, nats.Token(cfg.Token))
-	case cfg.User != "":
-		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
-	}
 	url := cfg.URL
 	if cfg.Embedded() {
 		srv, err := startServer(ctx, cfg)
@@ -86,9 +81,12 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		}
 		b.srv = srv
 		url = srv.ClientURL()
-		opts = append(opts, nats.InProcessServer(srv))
+		opts = append(opts, nats.InProcessServer(srv), nats.UserCredentials(auth.NodeCredsPath(cfg.DataDir)))
 	} else {
 		opts = append(opts, nats.RetryOnFailedConnect(true))
+		if cfg.CredsFile != "" {
+			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+		}
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

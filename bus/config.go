@@ -43,11 +43,12 @@ type Config struct {
 	// Cluster joins the embedded server to others by routes (for R3).
 	Cluster ClusterConfig `json:"cluster,omitzero"`
 
-	// User and Password, or Token, are the credentials: the embedded server
-	// requires them from every client, and the Bus presents them. Empty for none.
-	User     string `json:"user,omitempty"`
-	Password string `json:"password,omitempty"`
-	Token    string `json:"token,omitempty"`
+	// CredsFile is the NATS .creds file (a user JWT and its nkey seed) the Bus
+	// presents to an external server. An embedded server ignores it: it runs
+	// in operator mode with the trust material of DataDir (package auth,
+	// generated at first start), and the Bus connects as the node's own user
+	// (DataDir/node.creds).
+	CredsFile string `json:"creds,omitempty"`
 	// Name is the connection's name, shown by the server's monitoring.
 	Name string `json:"name,omitempty"`
 
@@ -151,12 +152,6 @@ func (c Config) Validate() error {
 		if c.Replicas > 1 && c.Cluster.Name == "" {
 			return bad("replicas %d needs a cluster: set cluster.name and cluster.routes, or use replicas 1", c.Replicas)
 		}
-	}
-	if c.Token != "" && (c.User != "" || c.Password != "") {
-		return bad("give either a token or a user and password, not both")
-	}
-	if c.Password != "" && c.User == "" {
-		return bad("a password without a user")
 	}
 	if c.Replicas != 1 && c.Replicas != 3 {
 		return bad("replicas %d: use 1, or 3 on a cluster of three or more servers", c.Replicas)

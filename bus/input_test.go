@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/wire"
@@ -277,6 +278,7 @@ func TestKeepAliveAndRedelivery(t *testing.T) {
 	second := &inbox{ack: true}
 	other := connected(t, b.ClientURL(), func(c *Config) {
 		c.Partitions, c.InputAckWait, c.InputPinnedTTL = 1, b.cfg.InputAckWait, b.cfg.InputPinnedTTL
+		c.CredsFile = auth.NodeCredsPath(b.cfg.DataDir)
 	})
 	c2, err := other.ConsumeInputs(ctxT(t), second.handle)
 	if err != nil {

@@ -4,22 +4,84 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/tah-dev/tah/auth"
 )
 
-// startServer starts the embedded nats-server of cfg and waits until it accepts
+// Operator mode.
+const (
+	// resolverDir is the directory, under the server's store, of its account
+	// resolver: the JWTs of the system and TAH accounts, as updated.
+	resolverDir = "accounts"
+	// resolverSync is how often a full resolver compares its accounts with
+	// the other servers' of a cluster (updates are pushed at once; this
+	// catches a server that was away).
+	resolverSync = time.Minute
+	// maxControlLine is the server's longest protocol line: a user JWT with
+	// a role's permissions travels in the client's CONNECT, longer than the
+	// default 4 KiB allows for a tool credential of many tools.
+	maxControlLine = 16 << 10
+)
+
+// operatorMode puts opts in operator mode with trust: the operator trusted,
+// the system account, and a full directory resolver in dir holding the
+// system and TAH accounts, so that servers of a cluster share account
+// updates (a revocation) over the system account.
+func operatorMode(opts *server.Options, trust *auth.Trust, dir string) error {
+	oc, err := jwt.DecodeOperatorClaims(trust.OperatorJWT())
+	if err != nil {
+		return fmt.Errorf("operator JWT: %v: %w", err, auth.ErrBadTrust)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("account resolver: %w", err)
+	}
+	res, err := server.NewDirAccResolver(dir, 0, resolverSync, server.NoDelete)
+	if err != nil {
+		return fmt.Errorf("account resolver in %s: %w", dir, err)
+	}
+	// Stored only when newer than what the resolver has (an update pushed
+	// by another server of the cluster while this one was away, say).
+	for _, account := range []string{trust.SystemJWT(), trust.AccountJWT()} {
+		claims, err := jwt.DecodeAccountClaims(account)
+		if err != nil {
+			return fmt.Errorf("account JWT: %v: %w", err, auth.ErrBadTrust)
+		}
+		if err := res.Store(claims.Subject, account); err != nil {
+			return fmt.Errorf("account resolver in %s: %w", dir, err)
+		}
+	}
+	opts.TrustedOperators = []*jwt.OperatorClaims{oc}
+	opts.SystemAccount = trust.SystemAccount()
+	opts.AccountResolver = res
+	opts.MaxControlLine = max(opts.MaxControlLine, maxControlLine)
+	return nil
+}
+
+// startServer starts the embedded nats-server of cfg in operator mode, with
+// the trust material of cfg.DataDir (generated at first start, with the
+// node's and the local admin's credentials), and waits until it accepts
 // connections. The caller shuts it down with stopServer.
 func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
+	trust, err := auth.Ensure(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
+	storeDir := filepath.Join(cfg.DataDir, "nats")
+	if err := adoptGlobalAccount(cfg, storeDir, trust.Account()); err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
 	opts := &server.Options{
 		ServerName:   cfg.ServerName,
 		Host:         cfg.Host,
 		Port:         cfg.Port,
 		JetStream:    true,
-		StoreDir:     filepath.Join(cfg.DataDir, "nats"),
+		StoreDir:     storeDir,
 		SyncAlways:   cfg.SyncInterval == 0,
 		SyncInterval: cfg.SyncInterval,
 		MaxPayload:   cfg.MaxPayload,
@@ -31,11 +93,8 @@ func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
 		// thousand turns at once would be refused.
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
-	switch {
-	case cfg.Token != "":
-		opts.Authorization = cfg.Token
-	case cfg.User != "":
-		opts.Username, opts.Password = cfg.User, cfg.Password
+	if err := operatorMode(opts, trust, filepath.Join(storeDir, resolverDir)); err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
 	if cfg.Cluster.Name != "" {
 		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster.Name, Host: cfg.Cluster.Host, Port: cfg.Cluster.Port}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,33 +15,36 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/wire"
 )
 
-func TestEmbeddedServerWithCredentials(t *testing.T) {
-	for name, edit := range map[string]func(*Config){
-		"user":  func(c *Config) { c.User, c.Password = "node", "s3cret" },
-		"token": func(c *Config) { c.Token = "t0ken" },
-	} {
-		t.Run(name, func(t *testing.T) {
-			b := embedded(t, edit)
-			if b.Server() == nil || !strings.HasPrefix(b.ClientURL(), "nats://127.0.0.1:") {
-				t.Fatalf("embedded server at %q", b.ClientURL())
-			}
-			// Another process reaches it on 127.0.0.1 with the credentials only.
-			if nc, err := nats.Connect(b.ClientURL()); err == nil {
-				nc.Close()
-				t.Fatal("connected without credentials")
-			}
-			// A client Bus with the same credentials works and sees the same log.
-			client := connected(t, b.ClientURL(), edit, func(c *Config) { c.NoSetup = true })
-			w, _ := b.Writer("s_cred", 1, 0)
-			mustAppend(t, w, turn("s_cred", 0))
-			if evs, _ := mustReplay(t, client, "s_cred", 0); len(evs) != 1 {
-				t.Fatalf("client sees %d events", len(evs))
-			}
-		})
+// TestEmbeddedServerRequiresACredential: the embedded server runs in
+// operator mode; another process reaches it with a credential of the data
+// directory only, and its streams live in the TAH account.
+func TestEmbeddedServerRequiresACredential(t *testing.T) {
+	b := embedded(t)
+	if b.Server() == nil || !strings.HasPrefix(b.ClientURL(), "nats://127.0.0.1:") {
+		t.Fatalf("embedded server at %q", b.ClientURL())
+	}
+	if nc, err := nats.Connect(b.ClientURL()); err == nil {
+		nc.Close()
+		t.Fatal("connected without credentials")
+	}
+	// Another node's Bus, with a node credential, works and sees the same log.
+	client := connected(t, b.ClientURL(), func(c *Config) { c.NoSetup, c.CredsFile = true, auth.NodeCredsPath(b.cfg.DataDir) })
+	w, _ := b.Writer("s_cred", 1, 0)
+	mustAppend(t, w, turn("s_cred", 0))
+	if evs, _ := mustReplay(t, client, "s_cred", 0); len(evs) != 1 {
+		t.Fatalf("client sees %d events", len(evs))
+	}
+	trust, err := auth.Load(b.cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(b.cfg.DataDir, "nats", "jetstream", trust.Account())); err != nil {
+		t.Fatalf("the streams are not in the TAH account: %v", err)
 	}
 }
 
@@ -100,8 +104,15 @@ func TestEmbeddedCluster(t *testing.T) {
 	nodes := make([]*Bus, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
+	first := t.TempDir()
+	if _, err := auth.Ensure(first); err != nil {
+		t.Fatal(err)
+	}
 	for i := range n {
 		cfg := testConfig(t)
+		if err := auth.CopyTrust(first, cfg.DataDir); err != nil { // every server trusts the same operator
+			t.Fatal(err)
+		}
 		cfg.ServerName = fmt.Sprintf("node%d", i)
 		cfg.Replicas = 3
 		cfg.Partitions = 2

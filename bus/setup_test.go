@@ -179,8 +179,6 @@ func TestConfigValidate(t *testing.T) {
 		"replicas 3 alone":  func(c *Config) { c.Replicas = 3 },
 		"zero partitions":   func(c *Config) { c.Partitions = 0 },
 		"negative shards":   func(c *Config) { c.Shards = -1 },
-		"token and user":    func(c *Config) { c.Token, c.User = "t", "u" },
-		"password only":     func(c *Config) { c.Password = "p" },
 		"bad port":          func(c *Config) { c.Port = 70000 },
 		"negative sync":     func(c *Config) { c.SyncInterval = -1 },
 		"short pinned ttl":  func(c *Config) { c.InputPinnedTTL = 1 },

@@ -64,13 +64,8 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(reconnectWait),
 	}
-	switch {
-	case opts.CredsFile != "":
-		nopts = append(nopts, nats.UserCredentials(opts.CredsFile))
-	case opts.Token != "":
-		nopts = append(nopts, nats.Token(opts.Token))
-	case opts.User != "":
-		nopts = append(nopts, nats.UserInfo(opts.User, opts.Password))
+	if opts.CredsFile != "" {
+		nopts = append(nopts, credsOptions(opts.CredsFile)...)
 	}
 	type result struct {
 		nc  *nats.Conn

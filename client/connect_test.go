@@ -26,10 +26,10 @@ func TestConnectErrors(t *testing.T) {
 		t.Errorf("nothing listens: %v", err)
 	}
 	n := startNode(t, mock.Scripted())
+	other := startNode(t, mock.Scripted()) // another operator's credential
 	for _, opts := range []client.Options{
-		{URL: n.Bus.ClientURL(), User: testUser, Password: "wrong"},
+		{URL: n.Bus.ClientURL(), CredsFile: creds(other)},
 		{URL: n.Bus.ClientURL()},
-		{URL: n.Bus.ClientURL(), Token: "nope"},
 	} {
 		if _, err := client.Connect(ctx, opts); !errors.Is(err, client.ErrAuth) || errors.Is(err, client.ErrNoServer) {
 			t.Errorf("%+v: %v", opts, err)
@@ -41,9 +41,6 @@ func TestConnectErrors(t *testing.T) {
 	}
 	for _, opts := range []client.Options{
 		{},
-		{URL: "nats://x", Token: "t", User: "u"},
-		{URL: "nats://x", Password: "p"},
-		{URL: "nats://x", CredsFile: "f", User: "u"},
 		{URL: "nats://x", RequestTimeout: -time.Second},
 	} {
 		if _, err := client.Connect(ctx, opts); !errors.Is(err, client.ErrInvalidOptions) {
@@ -52,7 +49,7 @@ func TestConnectErrors(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := client.Connect(cctx, client.Options{URL: n.Bus.ClientURL(), User: testUser, Password: testPassword}); !errors.Is(err, context.Canceled) {
+	if _, err := client.Connect(cctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: creds(n)}); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled connect: %v", err)
 	}
 }

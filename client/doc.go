@@ -8,7 +8,7 @@
 //
 // The smallest use:
 //
-//	c, err := client.Connect(ctx, client.Options{URL: "nats://127.0.0.1:4222", User: "tah", Password: pw})
+//	c, err := client.Connect(ctx, client.Options{URL: "nats://127.0.0.1:4222", CredsFile: ".tah/admin.creds"})
 //	if err != nil { ... }               // errors.Is(err, client.ErrNoServer), client.ErrAuth
 //	defer c.Close()
 //	s, err := c.Create(ctx, wire.CreateRequest{})

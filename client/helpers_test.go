@@ -9,15 +9,10 @@ import (
 
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/wire"
-)
-
-// The credentials every test node requires.
-const (
-	testUser     = "tah"
-	testPassword = "s3cret"
 )
 
 func ctxT(t *testing.T) context.Context {
@@ -26,14 +21,13 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// startNode starts a real node (an embedded NATS server on a free port that
-// requires testUser's credentials, data in t.TempDir(), the API served) that
-// answers with p, stopped at the end of the test.
+// startNode starts a real node (an embedded NATS server on a free port in
+// operator mode, data in t.TempDir(), the API served) that answers with p,
+// stopped at the end of the test.
 func startNode(t *testing.T, p llm.Provider, edit ...func(*bus.Config)) *node.Node {
 	t.Helper()
 	cfg := bus.Default()
 	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
-	cfg.User, cfg.Password = testUser, testPassword
 	for _, e := range edit {
 		e(&cfg)
 	}
@@ -48,11 +42,11 @@ func startNode(t *testing.T, p llm.Provider, edit ...func(*bus.Config)) *node.No
 	return n
 }
 
-// connect connects a client to n with its credentials, closed at the end of
-// the test.
+// connect connects a client to n with its data directory's admin
+// credential, closed at the end of the test.
 func connect(t *testing.T, n *node.Node) *client.Client {
 	t.Helper()
-	c, err := client.Connect(ctxT(t), client.Options{URL: n.Bus.ClientURL(), User: testUser, Password: testPassword})
+	c, err := client.Connect(ctxT(t), client.Options{URL: n.Bus.ClientURL(), CredsFile: creds(n)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,3 +137,6 @@ func run(t *testing.T, c *client.Client, sid, text string) wire.Outcome {
 	turn.Close()
 	return o
 }
+
+// creds is the admin credential of n's data directory.
+func creds(n *node.Node) string { return localnode.AdminCredsPath(n.Bus.Config().DataDir) }

@@ -10,11 +10,9 @@ import (
 type Options struct {
 	// URL of the NATS server, or several comma-separated (a cluster).
 	URL string
-	// User and Password, or Token, or CredsFile (a NATS .creds file: a JWT
-	// and its nkey seed) are the credentials. Empty for none.
-	User      string
-	Password  string
-	Token     string
+	// CredsFile is the credential: a NATS .creds file (a user JWT and its
+	// nkey seed), as tahctl creds add writes it, or a node's admin.creds.
+	// Empty for none (a NATS server without authentication).
 	CredsFile string
 	// Name is the connection's name, shown by the server's monitoring;
 	// default "tah-client".
@@ -58,12 +56,6 @@ func (o Options) Validate() error {
 	switch {
 	case o.RequestTimeout < 0:
 		return bad("request timeout %v is negative", o.RequestTimeout)
-	case o.Token != "" && (o.User != "" || o.Password != ""):
-		return bad("give either a token or a user and password, not both")
-	case o.Password != "" && o.User == "":
-		return bad("a password without a user")
-	case o.CredsFile != "" && (o.User != "" || o.Token != ""):
-		return bad("give either a credentials file or a user or token, not both")
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -74,10 +73,11 @@ type NATS struct {
 	// Sync is how often the embedded server fsyncs: "always" (the default: every
 	// write before its acknowledgement) or a duration such as "2m".
 	Sync string `json:"sync"`
-	// Credentials are generated into DataDir at first start unless given here
-	// (or in TAH_NATS_USER / TAH_NATS_PASSWORD).
-	User     string `json:"user,omitempty"`
-	Password string `json:"-"`
+	// Creds is the .creds file (a user JWT and its nkey seed) the node
+	// presents to an external NATS (URL set). An embedded server ignores it:
+	// it generates its trust material into DataDir at first start, and the
+	// node connects as DataDir/node.creds.
+	Creds string `json:"creds,omitempty"`
 	// ServerName, ClusterName, ClusterPort and Routes join a cluster.
 	ServerName  string   `json:"server_name,omitempty"`
 	ClusterName string   `json:"cluster_name,omitempty"`
@@ -190,8 +190,7 @@ func (c *Config) env() []setting {
 		{"TAH_NATS_HOST", "nats-host", "nats.host", "host the embedded NATS server listens on", strVar(&c.NATS.Host)},
 		{"TAH_NATS_PORT", "nats-port", "nats.port", "port the embedded NATS server listens on (0: a free port)", intVar(&c.NATS.Port)},
 		{"TAH_NATS_SYNC", "nats-sync", "nats.sync", `fsync of the log: "always" or an interval such as "2m"`, strVar(&c.NATS.Sync)},
-		{"TAH_NATS_USER", "nats-user", "nats.user", "NATS user (default: generated into the data directory)", strVar(&c.NATS.User)},
-		{"TAH_NATS_PASSWORD", "", "nats.password", "", strVar(&c.NATS.Password)},
+		{"TAH_NATS_CREDS", "nats-creds", "nats.creds", "the node's .creds file for an external NATS (an embedded server generates its own into the data directory)", strVar(&c.NATS.Creds)},
 		{"TAH_NATS_SERVER_NAME", "nats-server-name", "nats.server_name", "name of the embedded server (unique in a cluster)", strVar(&c.NATS.ServerName)},
 		{"TAH_NATS_CLUSTER", "nats-cluster", "nats.cluster_name", "cluster name, to join other nodes by routes", strVar(&c.NATS.ClusterName)},
 		{"TAH_NATS_CLUSTER_PORT", "nats-cluster-port", "nats.cluster_port", "port for routes from other nodes", intVar(&c.NATS.ClusterPort)},
@@ -235,7 +234,7 @@ type setting struct {
 // Setting describes one setting for help texts.
 type Setting struct {
 	Key   string // as in the JSON file: "nats.port"
-	Flag  string // without dashes: "nats-port"; empty for none
+	Flag  string // without dashes: "nats-port"
 	Env   string // "TAH_NATS_PORT"
 	Usage string
 	Value string // the current value, as a flag would print it
@@ -246,11 +245,7 @@ type Setting struct {
 func (c *Config) Settings() []Setting {
 	var out []Setting
 	for _, s := range c.env() {
-		v := s.v.String()
-		if s.env == "TAH_NATS_PASSWORD" {
-			v = ""
-		}
-		out = append(out, Setting{Key: s.key, Flag: s.flag, Env: s.env, Usage: s.usage, Value: v})
+		out = append(out, Setting{Key: s.key, Flag: s.flag, Env: s.env, Usage: s.usage, Value: s.v.String()})
 	}
 	return out
 }
@@ -263,9 +258,6 @@ func Describe(key string) string {
 	for _, s := range c.env() {
 		if s.key != key {
 			continue
-		}
-		if s.flag == "" {
-			return fmt.Sprintf("%s (%s)", key, s.env)
 		}
 		return fmt.Sprintf("%s (--%s, %s)", key, s.flag, s.env)
 	}
@@ -291,9 +283,7 @@ func (c *Config) loadEnv(lookup func(string) (string, bool)) error {
 // as defaults; parsing fs then overrides them.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	for _, s := range c.env() {
-		if s.flag != "" {
-			fs.Var(s.v, s.flag, s.usage+" ($"+s.env+")")
-		}
+		fs.Var(s.v, s.flag, s.usage+" ($"+s.env+")")
 	}
 }
 
@@ -301,10 +291,6 @@ func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 func (c *Config) EnvHelp() string {
 	var b strings.Builder
 	for _, s := range c.env() {
-		if s.flag == "" {
-			fmt.Fprintf(&b, "  %s\n", s.env)
-			continue
-		}
 		fmt.Fprintf(&b, "  %-24s --%s\n", s.env, s.flag)
 	}
 	return b.String()
@@ -326,11 +312,8 @@ func (c Config) Validate() error {
 	if c.NATS.URL == "" && c.NATS.Host == "" {
 		bad("nats.host", "empty (use 127.0.0.1 to serve this machine only, or 0.0.0.0 for every interface)")
 	}
-	if c.NATS.User == "" && c.NATS.Password != "" {
-		bad("nats.password", "set without nats.user (TAH_NATS_USER)")
-	}
-	if c.NATS.User != "" && c.NATS.Password == "" {
-		bad("nats.user", "set without a password: set TAH_NATS_PASSWORD too, or neither to use generated credentials")
+	if c.NATS.URL == "" && c.NATS.Creds != "" {
+		bad("nats.creds", "set without nats.url: the embedded server generates its own credentials into the data directory (leave it empty)")
 	}
 	if c.HTTP != "" {
 		if _, port, err := net.SplitHostPort(c.HTTP); err != nil {
@@ -451,7 +434,7 @@ func (c Config) BusConfig() bus.Config {
 		b.Port = -1 // the server reads 0 as its default port; here it means a free one
 	}
 	b.SyncInterval, _ = c.syncInterval()
-	b.User, b.Password = c.NATS.User, c.NATS.Password
+	b.CredsFile = c.NATS.Creds
 	b.ServerName = c.NATS.ServerName
 	b.Cluster = bus.ClusterConfig{Name: c.NATS.ClusterName, Host: c.NATS.ClusterHost, Port: c.NATS.ClusterPort, Routes: c.NATS.Routes}
 	switch {
@@ -509,9 +492,6 @@ func (c Config) BuiltinTools() builtin.Config {
 	return builtin.Config{Root: c.Tools.Root, Write: c.Tools.Write,
 		Protect: builtin.Protect{DataDir: c.DataDir, Deny: c.Tools.Deny}}
 }
-
-// CredentialsPath is where generated credentials live.
-func (c Config) CredentialsPath() string { return filepath.Join(c.DataDir, "credentials.json") }
 
 // flag.Value adapters
 

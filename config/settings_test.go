@@ -12,9 +12,6 @@ func TestDescribeNamesFlagAndVariable(t *testing.T) {
 	if got, want := Describe("nats.port"), "nats.port (--nats-port, TAH_NATS_PORT)"; got != want {
 		t.Errorf("Describe = %q, want %q", got, want)
 	}
-	if got, want := Describe("nats.password"), "nats.password (TAH_NATS_PASSWORD)"; got != want {
-		t.Errorf("Describe = %q, want %q", got, want)
-	}
 	if got := Describe("no.such"); got != "no.such" {
 		t.Errorf("Describe of an unknown key = %q", got)
 	}
@@ -33,8 +30,7 @@ func TestValidateNodeSettings(t *testing.T) {
 	}{
 		"http":         {func(c *Config) { c.HTTP = "9464" }, "http (--http, TAH_HTTP)"},
 		"http port":    {func(c *Config) { c.HTTP = "127.0.0.1:99999" }, "is not 0 to 65535"},
-		"user":         {func(c *Config) { c.NATS.User = "u" }, "nats.user"},
-		"password":     {func(c *Config) { c.NATS.Password = "p" }, "nats.password"},
+		"creds":        {func(c *Config) { c.NATS.Creds = "x.creds" }, "nats.creds (--nats-creds, TAH_NATS_CREDS)"},
 		"root":         {func(c *Config) { c.Tools.Root = "/no/such/dir" }, "tools.root"},
 		"concurrency":  {func(c *Config) { c.Tools.MaxConcurrent = 0 }, "tools.max_concurrent"},
 		"tool timeout": {func(c *Config) { c.Tools.Timeout = 0 }, "tools.timeout"},
@@ -72,20 +68,6 @@ func TestPortZeroPicksAFreePort(t *testing.T) {
 		t.Errorf("session node = %q", n)
 	}
 }
-
-func TestSettingsHideThePassword(t *testing.T) {
-	c := Default()
-	c.NATS.Password = "secret"
-	for _, s := range c.Settings() {
-		if strings.Contains(s.Value, "secret") {
-			t.Errorf("%s shows the password", s.Key)
-		}
-		if s.Env == "" || s.Key == "" {
-			t.Errorf("incomplete setting %+v", s)
-		}
-	}
-}
-
 // The deny list is read from the file, the environment and a flag, and reaches
 // the built-in tools with the data directory.
 func TestToolsDeny(t *testing.T) {

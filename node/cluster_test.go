@@ -15,6 +15,7 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/tahtest"
@@ -328,7 +329,7 @@ func TestNodeIDInUseIsRefused(t *testing.T) {
 	}
 	defer first.Close(context.Background())
 	ext := bus.Default()
-	ext.URL = first.Bus.ClientURL()
+	ext.URL, ext.CredsFile = first.Bus.ClientURL(), localnode.NodeCredsPath(cfg.DataDir)
 	if _, err := start(ext, t.TempDir()); !errors.Is(err, node.ErrNodeIDInUse) || !strings.Contains(err.Error(), "--node-id") {
 		t.Fatalf("err = %v, want ErrNodeIDInUse saying what to do", err)
 	}

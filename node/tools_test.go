@@ -15,6 +15,7 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
@@ -45,7 +46,7 @@ func TestNodeRunsLocalAndRemoteTools(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 
-	nc, err := nats.Connect(n.Bus.ClientURL())
+	nc, err := nats.Connect(n.Bus.ClientURL(), nats.UserCredentials(localnode.NodeCredsPath(cfg.DataDir)))
 	if err != nil {
 		t.Fatal(err)
 	}

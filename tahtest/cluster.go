@@ -38,7 +38,7 @@ type Cluster struct {
 func Start(tb TB, opts Options) *Cluster {
 	tb.Helper()
 	opts = opts.withDefaults()
-	l := natstest.NewLayout(tb, opts.Dir, opts.Nodes).WithCredentials()
+	l := natstest.NewLayout(tb, opts.Dir, opts.Nodes).WithTrust(tb)
 	c := &Cluster{tb: tb, root: opts.ToolsRoot}
 	if c.root == "" {
 		c.root = filepath.Join(l.Dir, "root")
@@ -107,7 +107,7 @@ func (c *Cluster) Bus() *bus.Bus { return c.bus }
 func (c *Cluster) openBus() {
 	c.tb.Helper()
 	bc := c.cfgs[0].BusConfig()
-	bc.URL, bc.NoSetup, bc.Name = c.URLs(), true, "tahtest client"
+	bc.URL, bc.NoSetup, bc.Name, bc.CredsFile = c.URLs(), true, "tahtest client", c.Layout().Creds
 	err := natstest.Poll(time.Minute, 500*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

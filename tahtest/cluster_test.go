@@ -106,17 +106,17 @@ func TestBalanced(t *testing.T) {
 
 // The flags of a process are the settings that differ from the defaults.
 func TestFlags(t *testing.T) {
-	l := natstest.Layout{Name: "c", Dir: "/tmp/x", User: "tah", Password: "secret",
+	l := natstest.Layout{Name: "c", Dir: "/tmp/x", Creds: "/tmp/x/trust-seed/node.creds",
 		Slots: []natstest.Slot{{Name: "n0", Dir: "/tmp/x/n0", ClientPort: 4300, RoutePort: 6300, Routes: []string{"nats-route://127.0.0.1:6301"}}}}
 	got := strings.Join(flags(Options{Replicas: 3, Pace: time.Second}.config(l, 0, "/tmp/root")), " ")
 	for _, want := range []string{"--data-dir=/tmp/x/n0", "--node-id=n0", "--nats-port=4300", "--nats-cluster=c", "--nats-cluster-port=6300",
 		"--nats-routes=nats-route://127.0.0.1:6301", "--nats-replicas=3", "--http=", "--tools-root=/tmp/root", "--tools-remote=false",
-		"--llm-mock-pace=1s", "--nats-user=tah"} {
+		"--llm-mock-pace=1s"} {
 		if !strings.Contains(got+" ", want+" ") {
 			t.Errorf("flags lack %s: %s", want, got)
 		}
 	}
-	if strings.Contains(got, "secret") || strings.Contains(got, "--llm-provider") {
+	if strings.Contains(got, "creds") || strings.Contains(got, "--llm-provider") {
 		t.Errorf("flags: %s", got)
 	}
 }

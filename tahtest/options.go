@@ -68,9 +68,9 @@ type Options struct {
 	// Command, for Process members, builds member i's command from the
 	// tah-node arguments the harness chose; nil runs the tah-node the
 	// harness built (TestMain must call Main). The program must take those
-	// arguments, read the NATS credentials from TAH_NATS_USER and
-	// TAH_NATS_PASSWORD, and write node.json into its data directory
-	// (internal/localnode) when it is ready, as tah-node does. What the
+	// arguments, run its embedded server with the trust material the
+	// harness put in its data directory (package auth), and write node.json
+	// there (internal/localnode) when it is ready, as tah-node does. What the
 	// command does not send elsewhere (Stdout, Stderr left nil) goes to the
 	// member's log.
 	Command func(i int, args []string) *exec.Cmd
@@ -112,7 +112,6 @@ func (o Options) config(l natstest.Layout, i int, root string) config.Config {
 		cfg.NATS.Routes = s.Routes
 	}
 	cfg.NATS.Replicas = o.Replicas
-	cfg.NATS.User, cfg.NATS.Password = l.User, l.Password
 	cfg.NATS.NodeTTL = config.Duration(o.NodeTTL)
 	cfg.NATS.InputAckWait = config.Duration(o.InputAckWait)
 	if o.Sync > 0 {

@@ -38,12 +38,12 @@ type process struct {
 
 var _ natstest.Member = (*process)(nil)
 
-// newProcess prepares member i: cfg as flags, the credentials in the
-// environment (not in ps), and the command Options.Command builds, or the
-// built tah-node bin.
+// newProcess prepares member i: cfg as flags (its trust material is in its
+// data directory), and the command Options.Command builds, or the built
+// tah-node bin.
 func newProcess(o Options, i int, cfg config.Config, bin, logDir string) *process {
 	p := &process{name: cfg.NodeID, dataDir: cfg.DataDir, logDir: logDir, args: flags(cfg),
-		env: append(cleanEnv(), "TAH_NATS_USER="+cfg.NATS.User, "TAH_NATS_PASSWORD="+cfg.NATS.Password, "NO_COLOR=1")}
+		env: append(cleanEnv(), "NO_COLOR=1")}
 	p.command = func(args []string) *exec.Cmd {
 		if o.Command != nil {
 			return o.Command(i, args)

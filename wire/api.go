@@ -280,3 +280,9 @@ func Endpoints() []Endpoint {
 		{EndpointStatus, EmptyRequest{}, StatusReply{}},
 	}
 }
+
+// CredsAPIPrefix starts the subjects of the endpoints that issue, list and
+// revoke credentials (tah.api.creds.<op>): two tokens after tah.api., so
+// that the client role's tah.api.* does not reach them; only the admin role
+// may call them.
+const CredsAPIPrefix = APIPrefix + "creds."

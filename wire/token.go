@@ -60,11 +60,32 @@ func ValidSubject(s string) bool {
 }
 
 // ResultKey is the key of a tool call in ToolResultBucket:
-// <session token>.<call token>, with "_" for an empty session.
-func ResultKey(session, callID string) string {
+// <tool>.<session token>.<call token>, with "_" for an empty session. The
+// tool's name leads, so that a tool credential may write and read its own
+// tools' calls only (ToolResultSubjects).
+func ResultKey(tool, session, callID string) string {
+	return Token(tool) + "." + callKey(session, callID)
+}
+
+// ResultKeyFilter matches the key of a call in ToolResultBucket whatever its
+// tool: *.<session token>.<call token>.
+func ResultKeyFilter(session, callID string) string { return "*." + callKey(session, callID) }
+
+// callKey is <session token>.<call token>, with "_" for an empty session.
+func callKey(session, callID string) string {
 	s := "_"
 	if session != "" {
 		s = Token(session)
 	}
 	return s + "." + Token(callID)
+}
+
+// ToolResultStream is the stream of ToolResultBucket (a KV bucket's stream
+// is KV_<bucket>).
+const ToolResultStream = "KV_" + ToolResultBucket
+
+// ToolResultSubjects is the filter of the subjects of tool's calls in
+// ToolResultBucket: $KV.tah_tool_results.<tool>.>.
+func ToolResultSubjects(tool string) string {
+	return "$KV." + ToolResultBucket + "." + Token(tool) + ".>"
 }

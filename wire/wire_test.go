@@ -154,10 +154,10 @@ func TestTokens(t *testing.T) {
 			t.Errorf("Token(%q) = %q, want %q", id, got, want)
 		}
 	}
-	if k := wire.ResultKey("", "c.1"); k != "_.=Yy4x" {
+	if k := wire.ResultKey("echo", "", "c.1"); k != "echo._.=Yy4x" {
 		t.Errorf("key %q", k)
 	}
-	if k := wire.ResultKey("s_1", "call_1"); k != "s_1.call_1" {
+	if k := wire.ResultKey("echo", "s_1", "call_1"); k != "echo.s_1.call_1" {
 		t.Errorf("key %q", k)
 	}
 }

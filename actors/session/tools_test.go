@@ -14,6 +14,7 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/tools"
@@ -29,7 +30,7 @@ func serveTools(t *testing.T, b *bus.Bus, cfg toolservice.Config, ts ...tools.To
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	nc, err := nats.Connect(b.ClientURL())
+	nc, err := nats.Connect(b.ClientURL(), nats.UserCredentials(localnode.NodeCredsPath(b.Config().DataDir)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -62,31 +63,34 @@ func TestExitCodesAndReport(t *testing.T) {
 
 func TestResolveFindsTheLocalNode(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), ".tah")
-	if _, _, err := localnode.EnsureCredentials(dir); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	creds := localnode.AdminCredsPath(dir)
+	if err := os.WriteFile(creds, []byte("a credential"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := localnode.WriteNodeInfo(dir, localnode.NodeInfo{PID: 1, URL: "nats://127.0.0.1:5555"}); err != nil {
 		t.Fatal(err)
 	}
-	creds, _ := localnode.ReadCredentials(dir)
 
 	g, _, _ := testGlobals(map[string]string{"TAH_DATA_DIR": dir})
 	ep := g.resolve()
-	if ep.url != "nats://127.0.0.1:5555" || ep.user != creds.User || ep.password != creds.Password {
+	if ep.url != "nats://127.0.0.1:5555" || ep.creds != creds {
 		t.Fatalf("from the data directory: %+v", ep)
 	}
-	g, _, _ = testGlobals(map[string]string{"TAH_DATA_DIR": dir, "TAH_URL": "nats://10.0.0.1:4222", "TAH_NATS_USER": "u", "TAH_NATS_PASSWORD": "p"})
+	g, _, _ = testGlobals(map[string]string{"TAH_DATA_DIR": dir, "TAH_URL": "nats://10.0.0.1:4222", "TAH_NATS_CREDS": "env.creds"})
 	ep = g.resolve()
-	if ep.url != "nats://10.0.0.1:4222" || ep.user != "u" || ep.password != "p" {
+	if ep.url != "nats://10.0.0.1:4222" || ep.creds != "env.creds" || ep.credsFrom != "TAH_NATS_CREDS" {
 		t.Fatalf("the environment wins: %+v", ep)
 	}
-	g.server, g.user, g.password = "nats://127.0.0.1:1", "v", "q"
-	if ep = g.resolve(); ep.url != "nats://127.0.0.1:1" || ep.user != "v" {
+	g.server, g.creds = "nats://127.0.0.1:1", "flag.creds"
+	if ep = g.resolve(); ep.url != "nats://127.0.0.1:1" || ep.creds != "flag.creds" {
 		t.Fatalf("flags win: %+v", ep)
 	}
 	// Nothing anywhere: the default, without credentials.
 	g, _, _ = testGlobals(map[string]string{"TAH_DATA_DIR": filepath.Join(t.TempDir(), "none")})
-	if ep = g.resolve(); ep.url != defaultURL || ep.user != "" {
+	if ep = g.resolve(); ep.url != defaultURL || ep.creds != "" {
 		t.Fatalf("default: %+v", ep)
 	}
 }

@@ -23,12 +23,11 @@ const defaultURL = "nats://127.0.0.1:4222"
 
 // globals are the options every command takes, and the process's streams.
 type globals struct {
-	server   string
-	dataDir  string
-	user     string
-	password string
-	json     bool
-	timeout  time.Duration
+	server  string
+	dataDir string
+	creds   string
+	json    bool
+	timeout time.Duration
 
 	stdout, stderr io.Writer
 	stdin          io.Reader
@@ -41,33 +40,29 @@ type globals struct {
 func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.server, "server", g.server, "NATS URL of the node ($TAH_URL; default: from the data directory's node.json, else "+defaultURL+")")
 	fs.StringVar(&g.dataDir, "data-dir", g.dataDir, "the node's data directory, for its address and credentials ($TAH_DATA_DIR; default: .tah here or in a parent)")
-	fs.StringVar(&g.user, "user", g.user, "NATS user ($TAH_NATS_USER; default: from the data directory's credentials.json)")
-	fs.StringVar(&g.password, "password", g.password, "NATS password ($TAH_NATS_PASSWORD)")
+	fs.StringVar(&g.creds, "creds", g.creds, "NATS credential, a .creds file ($TAH_NATS_CREDS; default: the data directory's admin.creds)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON (one object per line for streams)")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to wait for the node to answer a request")
 }
 
 // endpoint is where and how to connect, and where that came from.
 type endpoint struct {
-	url, user, password string
-	urlFrom, credsFrom  string
-	dataDir             string
+	url, creds         string
+	urlFrom, credsFrom string
+	dataDir            string
 }
 
 // resolve finds the node: flags, then the environment, then the data
-// directory's node.json and credentials.json, then the default.
+// directory's node.json and admin.creds, then the default.
 func (g *globals) resolve() endpoint {
-	ep := endpoint{url: g.server, urlFrom: "--server", user: g.user, password: g.password, credsFrom: "--user"}
+	ep := endpoint{url: g.server, urlFrom: "--server", creds: g.creds, credsFrom: "--creds"}
 	if ep.url == "" {
 		if ep.url = g.getenv("TAH_URL"); ep.url != "" {
 			ep.urlFrom = "TAH_URL"
 		}
 	}
-	if ep.user == "" {
-		ep.user, ep.credsFrom = g.getenv("TAH_NATS_USER"), "TAH_NATS_USER"
-	}
-	if ep.password == "" {
-		ep.password = g.getenv("TAH_NATS_PASSWORD")
+	if ep.creds == "" {
+		ep.creds, ep.credsFrom = g.getenv("TAH_NATS_CREDS"), "TAH_NATS_CREDS"
 	}
 	ep.dataDir = g.dataDir
 	if ep.dataDir == "" {
@@ -84,20 +79,24 @@ func (g *globals) resolve() endpoint {
 				ep.url, ep.urlFrom = info.URL, filepath.Join(ep.dataDir, localnode.NodeInfoFile)
 			}
 		}
-		if ep.user == "" {
-			if c, err := localnode.ReadCredentials(ep.dataDir); err == nil {
-				ep.user, ep.password = c.User, c.Password
-				ep.credsFrom = filepath.Join(ep.dataDir, localnode.CredentialsFile)
+		if ep.creds == "" {
+			if path := localnode.AdminCredsPath(ep.dataDir); fileExists(path) {
+				ep.creds, ep.credsFrom = path, path
 			}
 		}
 	}
 	if ep.url == "" {
 		ep.url, ep.urlFrom = defaultURL, "the default"
 	}
-	if ep.user == "" {
+	if ep.creds == "" {
 		ep.credsFrom = ""
 	}
 	return ep
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // conn is tahctl's connection to the node: the client, and where it was
@@ -118,7 +117,7 @@ func (g *globals) connect(ctx context.Context) (*conn, error) {
 	ep := g.resolve()
 	c := &conn{g: g, ep: ep, states: make(chan client.ConnEvent, 16)}
 	cl, err := client.Connect(ctx, client.Options{
-		URL: ep.url, User: ep.user, Password: ep.password, Name: "tahctl", RequestTimeout: g.timeout,
+		URL: ep.url, CredsFile: ep.creds, Name: "tahctl", RequestTimeout: g.timeout,
 		OnConnection: func(e client.ConnEvent) {
 			select {
 			case c.states <- e:
@@ -157,13 +156,16 @@ func (ep endpoint) connectError(err error) error {
 		return errorf(exitUnavailable, "check --server and the credentials", "%v", err)
 	}
 	if errors.Is(err, client.ErrAuth) {
-		how := "tahctl used the credentials of " + ep.credsFrom
-		if ep.credsFrom == "" {
-			how = "tahctl found no credentials"
+		how := "tahctl used the credential " + ep.creds
+		if ep.credsFrom != "--creds" && ep.credsFrom != ep.creds {
+			how += " (" + ep.credsFrom + ")"
+		}
+		if ep.creds == "" {
+			how = "tahctl found no credential"
 		}
 		return errorf(exitUnavailable,
-			"run tahctl in the directory where tah-node runs (it reads .tah/credentials.json), or give --data-dir DIR, or set TAH_NATS_USER and TAH_NATS_PASSWORD",
-			"the node at %s refused the credentials (%s)", ep.url, how)
+			"run tahctl in the directory where tah-node runs (it reads .tah/admin.creds), or give --data-dir DIR, or a credential with --creds FILE (TAH_NATS_CREDS)",
+			"the node at %s refused the credential (%s)", ep.url, how)
 	}
 	where := ep.url
 	if ep.urlFrom != "--server" {

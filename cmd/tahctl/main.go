@@ -1,9 +1,9 @@
 // Command tahctl drives TAH sessions from the command line: send input and
 // watch the answer stream in, resume, cancel, list, show a session's steps as a
 // timeline, follow its events, fork and compact it, list the tools and check
-// the nodes. It finds the local node and its credentials by itself (the data
-// directory's node.json and credentials.json), or talks to another with
-// --server. `tahctl help` lists the commands and the exit codes.
+// the nodes. It finds the local node and its credential by itself (the data
+// directory's node.json and admin.creds), or talks to another with --server
+// and --creds. `tahctl help` lists the commands and the exit codes.
 package main
 
 import (
@@ -43,6 +43,7 @@ func commands() []command {
 		{"compact", "ID", "summarise a session's turns so far into one message", runCompact},
 		{"tools", "", "list the tools the node offers to the model", runTools},
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
+		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (on the node's machine)", runCreds},
 		{"help", "[COMMAND]", "show this help, or a command's", nil},
 	}
 }
@@ -60,9 +61,9 @@ Global flags (before or after the command):
                      directory's node.json, else nats://127.0.0.1:4222
   --data-dir DIR     the node's data directory [TAH_DATA_DIR]; default: .tah here or
                      in a parent directory. tahctl reads node.json (the node's address)
-                     and credentials.json (its NATS user and password) there
-  --user NAME        NATS user [TAH_NATS_USER]; default: from credentials.json
-  --password SECRET  NATS password [TAH_NATS_PASSWORD] (the variable keeps it out of ps)
+                     and admin.creds (the local admin's NATS credential) there
+  --creds FILE       NATS credential, a .creds file [TAH_NATS_CREDS]; default: the
+                     data directory's admin.creds
   --json             print JSON: one object, or one per line (NDJSON) for streams
   --timeout DURATION how long to wait for the node to answer a request (default 10s)
 

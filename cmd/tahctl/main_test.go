@@ -17,6 +17,7 @@ import (
 
 	"github.com/rogpeppe/go-internal/testscript"
 
+	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/internal/nodecmd"
 )
@@ -74,13 +75,14 @@ func TestScripts(t *testing.T) {
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"waitnode": cmdWaitNode,
-			"sid":      cmdSID,
-			"waitfor":  cmdWaitFor,
-			"nodeenv":  cmdNodeEnv,
-			"httpget":  cmdHTTPGet,
-			"bigfile":  cmdBigFile,
-			"listen":   cmdListen,
+			"waitnode":      cmdWaitNode,
+			"sid":           cmdSID,
+			"waitfor":       cmdWaitFor,
+			"nodeenv":       cmdNodeEnv,
+			"strangercreds": cmdStrangerCreds,
+			"httpget":       cmdHTTPGet,
+			"bigfile":       cmdBigFile,
+			"listen":        cmdListen,
 		},
 	})
 }
@@ -150,20 +152,31 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Fatalf("%s never printed %q within %v", strings.Join(args[1:], " "), args[0], pollDeadline)
 }
 
-// nodeenv [DATADIR]: sets NATS_URL, NATS_USER, NATS_PASS and PORT from the
-// node's node.json and credentials.json (for clients in other languages, and
-// to restart a node on the same port).
+// nodeenv [DATADIR]: sets NATS_URL, NATS_CREDS (the path of the node's
+// admin.creds) and PORT from the node's data directory (for clients in other
+// languages, and to restart a node on the same port).
 func cmdNodeEnv(ts *testscript.TestScript, neg bool, args []string) {
 	dir := dataDir(ts, args)
 	info, err := localnode.ReadNodeInfo(dir)
 	ts.Check(err)
-	creds, err := localnode.ReadCredentials(dir)
-	ts.Check(err)
 	ts.Setenv("NATS_URL", info.URL)
-	ts.Setenv("NATS_USER", creds.User)
-	ts.Setenv("NATS_PASS", creds.Password)
+	ts.Setenv("NATS_CREDS", localnode.AdminCredsPath(dir))
 	ts.Setenv("PORT", info.URL[strings.LastIndex(info.URL, ":")+1:])
 	ts.Setenv("HTTP_ADDR", info.HTTP)
+}
+
+// strangercreds FILE: writes to FILE an admin credential of another
+// operator, which no node of the script trusts.
+func cmdStrangerCreds(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: strangercreds FILE")
+	}
+	dir := ts.MkAbs(".stranger")
+	_, err := auth.Ensure(dir)
+	ts.Check(err)
+	b, err := os.ReadFile(localnode.AdminCredsPath(dir))
+	ts.Check(err)
+	ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o600))
 }
 
 // httpget PATH FILE: GETs PATH from the node's HTTP address (node.json) into

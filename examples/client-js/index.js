@@ -9,25 +9,29 @@
 // written (stdout) and each step as it is logged (stderr), and exits when the
 // turn ends: 0 when it completed, 1 when it failed, 5 when it was cancelled.
 //
-// Run:  NATS_URL=nats://127.0.0.1:4222 NATS_USER=tah NATS_PASS=... node index.js "your question"
-// (a node's user and password are in its data directory's credentials.json;
-// NATS_CREDENTIALS_FILE=.tah/credentials.json reads them from there).
+// Run:  NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=client.creds node index.js "your question"
+// (NATS_CREDS is a .creds file: one `tahctl creds add --role client NAME`
+// issued, or, on the node's machine, the node's .tah/admin.creds).
 
 "use strict";
 
 const fs = require("fs");
 const crypto = require("crypto");
-const { connect, headers, StringCodec } = require("nats");
+const { connect, credsAuthenticator, headers, StringCodec } = require("nats");
 
 const sc = StringCodec();
 
+// credentials reads the .creds file NATS_CREDS names (a user JWT and its
+// nkey seed), as nats.js takes it, and the inbox prefix its name gives: a
+// credential may receive replies under _INBOX_<its name>. only
+// (docs/security.md).
 function credentials() {
-  const file = process.env.NATS_CREDENTIALS_FILE;
-  if (file) {
-    const c = JSON.parse(fs.readFileSync(file, "utf8"));
-    return { user: c.user, pass: c.password };
-  }
-  return { user: process.env.NATS_USER, pass: process.env.NATS_PASS };
+  const file = process.env.NATS_CREDS;
+  if (!file) return {};
+  const creds = fs.readFileSync(file);
+  const jwt = /-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END/.exec(creds.toString("utf8"))[1];
+  const name = JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString("utf8")).name;
+  return { authenticator: credsAuthenticator(creds), inboxPrefix: "_INBOX_" + name };
 }
 
 // api calls tah.api.<name> and returns the JSON reply, or throws the service error.

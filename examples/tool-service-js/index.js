@@ -12,12 +12,14 @@
 // tah_tool_results under <session>.<call id> ("running", then "done" with the
 // result) BEFORE the reply; a message on tah.tool.cancel.<call id> cancels it.
 //
-// Run:  NATS_URL=nats://127.0.0.1:4222 node index.js
-// (NATS_USER / NATS_PASS or NATS_TOKEN when the server asks for credentials.)
+// Run:  NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=tool.creds node index.js
+// (NATS_CREDS is a .creds file: one `tahctl creds add --role tool --tool NAME
+// NAME` issued, or, on the node's machine, the node's .tah/admin.creds).
 
 "use strict";
 
-const { connect, StringCodec } = require("nats");
+const fs = require("fs");
+const { connect, credsAuthenticator, StringCodec } = require("nats");
 
 const SUBJECT_PREFIX = "tah.tool.";
 const CANCEL_PREFIX = "tah.tool.cancel.";
@@ -98,13 +100,28 @@ function validate(schema, input) {
 
 // ---- the protocol ----------------------------------------------------------
 
+// credentials reads the .creds file NATS_CREDS names (a user JWT and its
+// nkey seed), as nats.js takes it, and the inbox prefix its name gives: a
+// credential may receive replies under _INBOX_<its name>. only
+// (docs/security.md).
+function credentials() {
+  const file = process.env.NATS_CREDS;
+  if (!file) return {};
+  const creds = fs.readFileSync(file);
+  const jwt = /-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END/.exec(creds.toString("utf8"))[1];
+  const name = JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString("utf8")).name;
+  return { authenticator: credsAuthenticator(creds), inboxPrefix: "_INBOX_" + name };
+}
+
 // token turns an id into a subject token / KV key part (docs/protocol.md).
 function token(id) {
   return /^[A-Za-z0-9_-]{1,128}$/.test(id) ? id : "=" + Buffer.from(id, "utf8").toString("base64url");
 }
 
-function resultKey(session, callId) {
-  return `${session ? token(session) : "_"}.${token(callId)}`;
+// resultKey is a call's key in tah_tool_results: <tool>.<session>.<call>, the
+// tool first, so that a tool credential writes its own tools' calls only.
+function resultKey(tool, session, callId) {
+  return `${token(tool)}.${session ? token(session) : "_"}.${token(callId)}`;
 }
 
 // The micro error code sent with a failed result of each code.
@@ -120,12 +137,11 @@ const inflight = new Map(); // call token -> Set of { session, controller }
 async function main() {
   const nc = await connect({
     servers: process.env.NATS_URL || "nats://127.0.0.1:4222",
-    user: process.env.NATS_USER,
-    pass: process.env.NATS_PASS,
-    token: process.env.NATS_TOKEN,
+    ...credentials(),
     name: "tah-tool-service-js",
   });
-  const kv = await nc.jetstream().views.kv(BUCKET, { history: 1, ttl: 24 * 60 * 60 * 1000 });
+  // The node creates the bucket; a tool credential may only bind to it.
+  const kv = await nc.jetstream().views.kv(BUCKET, { bindOnly: true });
   const put = (key, record) => kv.put(key, sc.encode(JSON.stringify(record)));
 
   // One subscription for every cancel: the calls of this process are in inflight.
@@ -159,7 +175,7 @@ async function main() {
       msg.respondError(400, "malformed request: call_id is missing");
       return;
     }
-    const key = resultKey(session, callId);
+    const key = resultKey(tool.name, session, callId);
     const tok = token(callId);
     const controller = new AbortController();
     const entry = { session, attempt: req.attempt || "", controller };

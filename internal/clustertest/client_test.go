@@ -60,7 +60,7 @@ func newClient(t *testing.T, c *tahtest.Cluster) *client {
 func (cl *client) watchOutcomes(i int) {
 	t, id := cl.t, cl.c.ID(i)
 	l := cl.c.Layout()
-	nc, err := nats.Connect(l.Slots[i].URL(), nats.UserInfo(l.User, l.Password), nats.Name("clustertest outcomes "+id),
+	nc, err := nats.Connect(l.Slots[i].URL(), nats.UserCredentials(l.Creds), nats.Name("clustertest outcomes "+id),
 		nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond), nats.DontRandomize(), nats.IgnoreDiscoveredServers())
 	if err != nil {
 		t.Fatalf("connect to node %s: %v", id, err)

@@ -6,8 +6,8 @@
 // for the test binary (with -race when the test binary has it, so that a data
 // race in a node fails the test too; TestMain calls tahtest.Main, which
 // removes it); each test starts its own three nodes on free ports, each with
-// its own data directory, the shared credentials (TAH_NATS_USER,
-// TAH_NATS_PASSWORD) and the mock model in demo mode: every turn calls
+// its own data directory, the shared trust material (one NATS operator and
+// TAH account) and the mock model in demo mode: every turn calls
 // list_files, then read_file on the tools root's README, then streams an
 // answer token by token at a slow pace, so that turns are in flight long
 // enough to be interrupted. The demo is a pure function of the request, so a

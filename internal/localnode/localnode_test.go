@@ -1,40 +1,11 @@
 package localnode
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 )
-
-func TestEnsureCredentials(t *testing.T) {
-	dir := filepath.Join(t.TempDir(), ".tah")
-	if _, err := ReadCredentials(dir); !errors.Is(err, ErrNoCredentials) {
-		t.Fatalf("no file: %v", err)
-	}
-	c, created, err := EnsureCredentials(dir)
-	if err != nil || !created || c.User == "" || len(c.Password) < 32 {
-		t.Fatalf("first start: %+v %v %v", c, created, err)
-	}
-	fi, err := os.Stat(filepath.Join(dir, CredentialsFile))
-	if err != nil || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("credentials file: %v %v", fi.Mode(), err)
-	}
-	if di, _ := os.Stat(dir); di.Mode().Perm() != 0o700 {
-		t.Errorf("data directory mode %v, want 0700", di.Mode().Perm())
-	}
-	again, created, err := EnsureCredentials(dir)
-	if err != nil || created || again != c {
-		t.Fatalf("second start: %+v %v %v", again, created, err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, CredentialsFile), []byte("{}"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadCredentials(dir); err == nil {
-		t.Fatal("empty credentials accepted")
-	}
-}
 
 func TestNodeInfo(t *testing.T) {
 	root := t.TempDir()
@@ -66,5 +37,14 @@ func TestNodeInfo(t *testing.T) {
 	RemoveNodeInfo(dir, 42)
 	if _, err := ReadNodeInfo(dir); err == nil {
 		t.Fatal("node.json not removed")
+	}
+	if f := Find(filepath.Join(root, "a", "b"), ".tah"); f != "" {
+		t.Fatalf("Find = %q with neither node.json nor admin.creds", f)
+	}
+	if err := os.WriteFile(AdminCredsPath(dir), []byte("creds"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if f := Find(filepath.Join(root, "a", "b"), ".tah"); f != dir {
+		t.Fatalf("Find = %q with an admin.creds, want %q", f, dir)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
@@ -95,7 +96,8 @@ const usageHead = `Usage: tah-node [flags]
 
 Runs a TAH node: durable LLM agent sessions on NATS JetStream. With no
 configuration at all it keeps its data in .tah, embeds a NATS server on
-127.0.0.1:4222 (with credentials generated into .tah/credentials.json),
+127.0.0.1:4222 (in NATS operator mode: its trust material and credentials
+are generated into .tah at first start),
 answers with the mock model in demo mode, and lets the agent read the files
 under the working directory. Talk to it with tahctl.
 
@@ -110,6 +112,7 @@ func printUsage(w io.Writer, cfg *config.Config) {
 	fmt.Fprint(w, usageHead)
 	fmt.Fprintf(w, "  %-26s %s\n", "--config FILE", "JSON configuration file, keys as --print-config shows them [TAH_CONFIG]")
 	fmt.Fprintf(w, "  %-26s %s\n", "--print-config", "print the configuration in effect as JSON and exit")
+	fmt.Fprintf(w, "  %-26s %s\n", "--init-trust", "generate the data directory's NATS trust material and credentials (as the first start does) and exit")
 	fmt.Fprintf(w, "  %-26s %s\n", "-h, --help", "this help")
 	section := ""
 	for _, s := range cfg.Settings() {
@@ -123,15 +126,8 @@ func printUsage(w io.Writer, cfg *config.Config) {
 			section = sec
 			fmt.Fprintf(w, "\n%s:\n", sec)
 		}
-		name := "(no flag)"
-		if s.Flag != "" {
-			name = "--" + s.Flag + " " + argName(s)
-		}
-		usage := s.Usage
-		if s.Env == "TAH_NATS_PASSWORD" {
-			usage = "NATS password, with --nats-user (environment only, to keep it out of ps)"
-		}
-		fmt.Fprintf(w, "  %-26s %s [%s]", name, usage, s.Env)
+		name := "--" + s.Flag + " " + argName(s)
+		fmt.Fprintf(w, "  %-26s %s [%s]", name, s.Usage, s.Env)
 		if s.Value != "" && s.Value != "0" && s.Value != "false" {
 			fmt.Fprintf(w, " (default %s)", s.Value)
 		}
@@ -156,7 +152,7 @@ func argName(s config.Setting) string {
 		return "DIR"
 	case s.Key == "tools.deny":
 		return "GLOB,..."
-	case strings.HasSuffix(s.Key, "script"):
+	case strings.HasSuffix(s.Key, "script") || s.Key == "nats.creds":
 		return "FILE"
 	case strings.HasSuffix(s.Key, "url") || s.Key == "nats.routes":
 		return "URL"
@@ -171,8 +167,10 @@ Exit status: 0 after a clean stop (SIGINT or SIGTERM), 1 when the node cannot
 start or fails, 2 for bad flags or configuration.
 
 Files in the data directory: nats/ (the log), data.db (the read model),
-credentials.json (NATS user and password, mode 0600), node.json (where the
-running node listens, for tahctl).
+trust/ (the NATS operator's and accounts' keys, mode 0700), node.creds (the
+node's own NATS credential), admin.creds (the local admin's, for tahctl),
+node.json (where the running node listens, for tahctl). docs/security.md
+says who may do what.
 `
 
 // Run runs tah-node with args until ctx ends or SIGINT/SIGTERM arrives.
@@ -184,6 +182,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if extra.printConfig {
 		return printConfig(stdout, cfg)
 	}
+	if extra.initTrust {
+		return initTrust(stdout, cfg)
+	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return serve(ctx, stop, cfg, stdout, stderr)
@@ -192,6 +193,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 type extraFlags struct {
 	configPath  string
 	printConfig bool
+	initTrust   bool
 }
 
 // parse reads the configuration: defaults, the file, the environment, flags.
@@ -212,6 +214,7 @@ func parse(args []string, stderr io.Writer) (config.Config, extraFlags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&extra.configPath, "config", path, "JSON configuration file ($TAH_CONFIG); keys as in --print-config")
 	fs.BoolVar(&extra.printConfig, "print-config", false, "print the configuration in effect as JSON and exit")
+	fs.BoolVar(&extra.initTrust, "init-trust", false, "generate the data directory's NATS trust material and credentials and exit")
 	cfg.RegisterFlags(fs)
 	fs.Usage = func() { printUsage(fs.Output(), &cfg) }
 	if err := fs.Parse(args); err != nil {
@@ -250,6 +253,24 @@ func configPath(args []string) (string, error) {
 		return args[i+1], nil
 	}
 	return "", nil
+}
+
+// initTrust generates the data directory's trust material and credentials,
+// as the first start of an embedded server does, so that it can be copied
+// to the other nodes of a cluster before any starts.
+func initTrust(w io.Writer, cfg config.Config) error {
+	if cfg.NATS.URL != "" {
+		return usageErr(errors.New("--init-trust is for an embedded server; with --nats-url the NATS operator issues the node's credential"),
+			"docs/security.md, \"An external NATS cluster\", gives the nsc commands")
+	}
+	t, err := auth.Ensure(cfg.DataDir)
+	if err != nil {
+		return failed(fmt.Errorf("trust material: %w", err), "docs/security.md says how to restore the data directory's trust/")
+	}
+	fmt.Fprintf(w, "trust material  %s (operator %s, TAH account %s)\n", filepath.Join(cfg.DataDir, auth.TrustDir), t.OperatorKey(), t.Account())
+	fmt.Fprintf(w, "credentials     %s (the node's), %s (the local admin's)\n", auth.NodeCredsPath(cfg.DataDir), auth.AdminCredsPath(cfg.DataDir))
+	fmt.Fprintf(w, "Give another node of the cluster a copy of %s before its first start.\n", filepath.Join(cfg.DataDir, auth.TrustDir))
+	return nil
 }
 
 func printConfig(w io.Writer, cfg config.Config) error {
@@ -294,17 +315,10 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 
 	embedded := cfg.NATS.URL == ""
 	credsNote := ""
-	if embedded && cfg.NATS.User == "" {
-		creds, created, err := localnode.EnsureCredentials(dataDir)
-		if err != nil {
-			return failed(fmt.Errorf("credentials: %w", err), "")
-		}
-		cfg.NATS.User, cfg.NATS.Password = creds.User, creds.Password
-		credsNote = filepath.Join(dataDir, localnode.CredentialsFile)
-		if created {
-			log.Info("credentials generated", "file", credsNote)
-		}
-		checkMode(log, credsNote)
+	if embedded {
+		credsNote = auth.AdminCredsPath(dataDir)
+	} else if err := checkNodeCreds(cfg); err != nil {
+		return err
 	}
 	if embedded && cfg.NATS.Port > 0 {
 		if err := probePort(cfg.NATS.Host, cfg.NATS.Port); err != nil {
@@ -358,6 +372,11 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	n, err := node.Start(ctx, opts)
 	if err != nil {
 		return failed(fmt.Errorf("the node did not start: %w", err), startHint(err))
+	}
+	if embedded {
+		for _, f := range []string{auth.NodeCredsPath(dataDir), auth.AdminCredsPath(dataDir), filepath.Join(dataDir, auth.TrustDir)} {
+			checkMode(log, f)
+		}
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -439,7 +458,7 @@ func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provi
 	fmt.Fprintf(w, "TAH node %s is ready.\n", cfg.NodeID)
 	fmt.Fprintf(w, "  NATS     %s", info.URL)
 	if creds != "" {
-		fmt.Fprintf(w, " (user and password in %s)", creds)
+		fmt.Fprintf(w, " (admin credential %s)", creds)
 	}
 	fmt.Fprintln(w)
 	if info.HTTP != "" {
@@ -483,8 +502,8 @@ func startHint(err error) string {
 		return "choose another port with --nats-port (TAH_NATS_PORT), or --nats-port 0 for a free one"
 	case strings.Contains(msg, "incompatible"):
 		return "see the message above; docs/protocol.md, \"Setup and versions\", says how to migrate"
-	case strings.Contains(msg, "authorization"):
-		return "check --nats-user and TAH_NATS_PASSWORD against the NATS server's accounts"
+	case strings.Contains(msg, "authorization"), strings.Contains(msg, "trust material"):
+		return "check --nats-creds (TAH_NATS_CREDS) against the NATS server's accounts; for an embedded server, docs/security.md says how to restore the data directory's trust/"
 	case strings.Contains(msg, "connect"):
 		return "check --nats-url (TAH_NATS_URL), or leave it empty to embed a server"
 	}
@@ -505,11 +524,6 @@ func (d demoted) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (d demoted) Handle(ctx context.Context, r slog.Record) error {
-	if strings.HasPrefix(r.Message, "Plaintext passwords detected") {
-		// The embedded server's own credentials: generated, 0600, and the
-		// node's in-process client needs them in the clear.
-		r.Level = slog.LevelDebug
-	}
 	if r.Level == slog.LevelInfo {
 		r.Level = slog.LevelDebug
 	}
@@ -522,9 +536,27 @@ func (d demoted) Handle(ctx context.Context, r slog.Record) error {
 func (d demoted) WithAttrs(as []slog.Attr) slog.Handler { return demoted{d.Handler.WithAttrs(as)} }
 func (d demoted) WithGroup(name string) slog.Handler    { return demoted{d.Handler.WithGroup(name)} }
 
+// checkNodeCreds checks, for a node on an external NATS, that its
+// credential lets it do everything a node does, and says what is missing.
+func checkNodeCreds(cfg config.Config) error {
+	if cfg.NATS.Creds == "" {
+		return nil // a server without authentication, or one that authenticates otherwise
+	}
+	missing, err := auth.MissingForNode(cfg.NATS.Creds, cfg.NodeID)
+	if err != nil {
+		return usageErr(fmt.Errorf("%s: %w", config.Describe("nats.creds"), err), "give the .creds file of the node's NATS user (docs/security.md, \"An external NATS cluster\")")
+	}
+	if len(missing) > 0 {
+		return failed(fmt.Errorf("the node's credential %s does not let it:\n%s", cfg.NATS.Creds, strings.Join(missing, "\n")),
+			"give the node's NATS user every permission (nsc edit user node, docs/security.md: \"An external NATS cluster\"), or another credential")
+	}
+	return nil
+}
+
+// checkMode warns when a secret of the data directory is open to others.
 func checkMode(log *slog.Logger, path string) {
 	fi, err := os.Stat(path)
 	if err == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("the credentials file is readable by others: chmod 600 it", "file", path, "mode", fi.Mode().Perm().String())
+		log.Warn("a secret of the data directory is readable by others: chmod go-rwx it", "file", path, "mode", fi.Mode().Perm().String())
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,7 +50,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) || ExitCode(err) != ExitOK {
 		t.Fatalf("--help: %v", err)
 	}
-	for _, want := range []string{"--nats-port N", "[TAH_NATS_PORT] (default 4222)", "TAH_NATS_PASSWORD", "Exit status"} {
+	for _, want := range []string{"--nats-port N", "[TAH_NATS_PORT] (default 4222)", "--nats-creds FILE", "admin.creds", "Exit status"} {
 		if !strings.Contains(errb.String(), want) {
 			t.Errorf("the help lacks %q", want)
 		}
@@ -69,5 +71,43 @@ func TestHelpAndUsageErrors(t *testing.T) {
 	}
 	if err := Run(context.Background(), []string{"extra"}, &out, &errb); ExitCode(err) != ExitUsage {
 		t.Errorf("an argument: %v", err)
+	}
+}
+
+func TestInitTrust(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var out, errb bytes.Buffer
+	if err := Run(context.Background(), []string{"--data-dir", dir, "--init-trust"}, &out, &errb); err != nil {
+		t.Fatalf("%v: %s", err, errb.String())
+	}
+	for _, f := range []string{"trust/operator.jwt", "node.creds", "admin.creds"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(out.String(), "Give another node") {
+		t.Errorf("output: %s", out.String())
+	}
+	err := Run(context.Background(), []string{"--nats-url", "nats://127.0.0.1:1", "--init-trust"}, &out, &errb)
+	if ExitCode(err) != ExitUsage {
+		t.Errorf("--init-trust with --nats-url: %v", err)
+	}
+}
+
+func TestExternalNATSCredentialIsChecked(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	if err := Run(context.Background(), []string{"--data-dir", dir, "--init-trust"}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	err := Run(context.Background(), []string{"--data-dir", t.TempDir(), "--nats-url", "nats://127.0.0.1:1", "--nats-creds", filepath.Join(dir, "admin.creds")}, &out, &errb)
+	var b bytes.Buffer
+	Report(&b, err)
+	if ExitCode(err) != ExitFailed || !strings.Contains(b.String(), "does not let it:") || !strings.Contains(b.String(), "publish tah.evt.0.") {
+		t.Fatalf("an admin's credential for a node: %s", b.String())
+	}
+	err = Run(context.Background(), []string{"--data-dir", t.TempDir(), "--nats-url", "nats://127.0.0.1:1", "--nats-creds", filepath.Join(dir, "none.creds")}, &out, &errb)
+	if ExitCode(err) != ExitUsage {
+		t.Fatalf("a credential that is not there: %v", err)
 	}
 }

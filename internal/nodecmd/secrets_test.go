@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm/llmtest"
@@ -27,12 +28,12 @@ const apiKeyEnv = "TAH_TEST_PROVIDER_KEY"
 // in a project whose tools root holds the data directory (the default layout).
 func secretProbes(dataDir string) []llmtest.Call {
 	calls := []string{
-		`read_file {"path":".tah/credentials.json"}`,
-		`read_file {"path":".TAH/CREDENTIALS.JSON"}`,
-		`read_file {"path":"src/../.tah/credentials.json"}`,
-		`read_file {"path":` + mustQuote(filepath.Join(dataDir, "credentials.json")) + `}`,
+		`read_file {"path":".tah/node.creds"}`,
+		`read_file {"path":".TAH/ADMIN.CREDS"}`,
+		`read_file {"path":"src/../.tah/trust/operator.nk"}`,
+		`read_file {"path":` + mustQuote(filepath.Join(dataDir, "admin.creds")) + `}`,
 		`read_file {"path":"notes.txt"}`,
-		`read_file {"path":"link-data/credentials.json"}`,
+		`read_file {"path":"link-data/node.creds"}`,
 		`read_file {"path":".tah/planted.creds"}`,
 		`list_files {"path":".tah"}`,
 		`list_files {"path":"link-data"}`,
@@ -90,7 +91,7 @@ func TestNoSecretLeaves(t *testing.T) {
 	// A seed as part of the node's trust material would be kept: named by pattern.
 	const planted = "SUAPLANTEDSEEDFORTHETESTONLY0123456789"
 	mustWrite(t, filepath.Join(dataDir, "planted.creds"), planted)
-	for link, target := range map[string]string{"notes.txt": ".tah/credentials.json", "link-data": ".tah"} {
+	for link, target := range map[string]string{"notes.txt": ".tah/node.creds", "link-data": ".tah"} {
 		if err := os.Symlink(target, filepath.Join(project, link)); err != nil {
 			t.Fatal(err)
 		}
@@ -122,15 +123,12 @@ func TestNoSecretLeaves(t *testing.T) {
 	defer stop()
 
 	info := waitNodeInfo(t, dataDir, ran)
-	creds, err := localnode.ReadCredentials(dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secrets := map[string]string{"the NATS password": creds.Password, "the API key": apiKey, "a seed": planted}
+	secrets := map[string]string{"the node's seed": credsSeed(t, localnode.NodeCredsPath(dataDir)),
+		"the admin's seed": credsSeed(t, localnode.AdminCredsPath(dataDir)), "the API key": apiKey, "a seed": planted}
 
 	tctx, tcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer tcancel()
-	c, err := client.Connect(tctx, client.Options{URL: info.URL, User: creds.User, Password: creds.Password})
+	c, err := client.Connect(tctx, client.Options{URL: info.URL, CredsFile: localnode.AdminCredsPath(dataDir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,9 +196,12 @@ func TestNoSecretLeaves(t *testing.T) {
 // log's streams and buckets (nats/) and the read model (data.db and its WAL).
 func scanDataDir(t *testing.T, dataDir string, secrets map[string]string) {
 	t.Helper()
-	own := map[string]bool{localnode.CredentialsFile: true, "planted.creds": true}
+	own := map[string]bool{localnode.NodeCredsFile: true, localnode.AdminCredsFile: true, "planted.creds": true}
 	files := 0
 	err := filepath.WalkDir(dataDir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() && d.Name() == "trust" {
+			return filepath.SkipDir // the trust material: the keys themselves
+		}
 		if err != nil || d.IsDir() || own[d.Name()] {
 			return err
 		}
@@ -310,14 +311,13 @@ func httpGet(t *testing.T, url string) string {
 }
 
 // Secrets are never flags, which every user of the machine can read in the
-// process list: the NATS password comes from TAH_NATS_PASSWORD or the data
-// directory, a provider key from the variable --llm-api-key-env names. Neither
-// --print-config nor --help shows them.
+// process list: the NATS credential is a .creds file (--nats-creds names its
+// path; the data directory holds the node's), a provider key comes from the
+// variable --llm-api-key-env names. Neither --print-config nor --help shows
+// them.
 func TestSecretsTakeNoFlag(t *testing.T) {
 	var out, errb bytes.Buffer
-	const password, apiKey = "pw-SECRET-0b8e", "sk-SECRET-51aa"
-	t.Setenv("TAH_NATS_USER", "someone")
-	t.Setenv("TAH_NATS_PASSWORD", password)
+	const apiKey = "sk-SECRET-51aa"
 	t.Setenv(apiKeyEnv, apiKey)
 	args := []string{"--print-config", "--llm-api-key-env", apiKeyEnv, "--tools-root", t.TempDir()}
 	if err := Run(context.Background(), args, &out, &errb); err != nil {
@@ -326,15 +326,15 @@ func TestSecretsTakeNoFlag(t *testing.T) {
 	if err := Run(context.Background(), []string{"--help"}, &out, &errb); ExitCode(err) != ExitOK {
 		t.Fatalf("--help: %v", err)
 	}
-	secrets := map[string]string{"the password": password, "the API key": apiKey}
+	secrets := map[string]string{"the API key": apiKey}
 	noSecret(t, "the output of --print-config and --help", out.String()+errb.String(), secrets)
 
 	cfg, _, err := parse([]string{"--llm-api-key-env", apiKeyEnv}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.NATS.Password != password || cfg.LLM.APIKeyEnv != apiKeyEnv {
-		t.Errorf("the password or the key's variable did not come through: %+v", cfg)
+	if cfg.LLM.APIKeyEnv != apiKeyEnv {
+		t.Errorf("the key's variable did not come through: %+v", cfg)
 	}
 	for _, s := range cfg.Settings() {
 		// What a flag takes is its last word: --llm-api-key-env takes a name,
@@ -345,4 +345,22 @@ func TestSecretsTakeNoFlag(t *testing.T) {
 			t.Errorf("--%s takes a secret on the command line: read it from the environment or a file", s.Flag)
 		}
 	}
+}
+
+// credsSeed is the user seed of a .creds file: the secret it holds.
+func credsSeed(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := jwt.ParseDecoratedUserNKey(b)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(seed)
 }

@@ -200,8 +200,8 @@ func (c *Cluster) ready() error {
 func (c *Cluster) Connect(opts ...nats.Option) *nats.Conn {
 	c.tb.Helper()
 	all := []nats.Option{nats.Name("tahtest " + c.tb.Name()), nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}
-	if c.layout.User != "" {
-		all = append(all, nats.UserInfo(c.layout.User, c.layout.Password))
+	if c.layout.Creds != "" {
+		all = append(all, nats.UserCredentials(c.layout.Creds))
 	}
 	nc, err := nats.Connect(c.URLs(), append(all, opts...)...)
 	if err != nil {

@@ -1,14 +1,14 @@
 package natstest
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+
+	"github.com/tah-dev/tah/auth"
 )
 
 // KeepEnv names the environment variable that keeps a cluster's directory
@@ -24,10 +24,12 @@ type Layout struct {
 	// Dir holds the members' directories; it is removed at the end unless
 	// TAHTEST_KEEP is set.
 	Dir string
-	// User and Password are the credentials the servers require and clients
-	// present; empty for none.
-	User, Password string
-	Slots          []Slot
+	// Creds is the .creds file the harness's clients present (a node
+	// credential of the trust material every member shares, see WithTrust:
+	// the harness reads and writes the log as a node does); empty for servers
+	// without authentication.
+	Creds string
+	Slots []Slot
 }
 
 // Slot is one member's place in a Layout.
@@ -81,11 +83,22 @@ func NewLayout(tb TB, parent string, n int) Layout {
 	return l
 }
 
-// WithCredentials sets a user and a random password on l.
-func (l Layout) WithCredentials() Layout {
-	b := make([]byte, 12)
-	_, _ = rand.Read(b)
-	l.User, l.Password = "tah", hex.EncodeToString(b)
+// WithTrust gives every member's directory the same trust material (package
+// auth: one operator, one TAH account), as a second node gets it from the
+// first, so that the members' embedded servers trust each other and share
+// account updates; Creds is a node credential of it.
+func (l Layout) WithTrust(tb TB) Layout {
+	tb.Helper()
+	seed := filepath.Join(l.Dir, "trust-seed")
+	if _, err := auth.Ensure(seed); err != nil {
+		tb.Fatalf("natstest: %v", err)
+	}
+	for _, s := range l.Slots {
+		if err := auth.CopyTrust(seed, s.Dir); err != nil {
+			tb.Fatalf("natstest: %v", err)
+		}
+	}
+	l.Creds = auth.NodeCredsPath(seed)
 	return l
 }
 

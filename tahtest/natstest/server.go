@@ -28,8 +28,6 @@ func Start(tb TB, n int) *Cluster {
 			StoreDir:   s.Dir,
 			NoLog:      true,
 			NoSigs:     true,
-			Username:   l.User,
-			Password:   l.Password,
 			Cluster:    server.ClusterOpts{Name: l.Name, Host: "127.0.0.1", Port: s.RoutePort},
 			Routes:     server.RoutesFromStr(strings.Join(s.Routes, ",")),
 		}}

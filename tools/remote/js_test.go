@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -89,6 +90,11 @@ func startJS(t *testing.T, url string) (kill func()) {
 func TestJavaScriptToolService(t *testing.T) {
 	ctx := testCtx(t)
 	srv := bustest.Server(t)
+	// The node creates the ledger's bucket; a tool service only binds to it.
+	js, _ := jetstream.New(bustest.Connect(t, srv))
+	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.ToolResultBucket, History: 1, TTL: wire.ToolResultTTL}); err != nil {
+		t.Fatal(err)
+	}
 	kill := startJS(t, srv.ClientURL())
 	reg := openRegistry(t, srv)
 	discover(t, reg, "shout", "word_count", "wait")

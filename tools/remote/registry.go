@@ -237,7 +237,7 @@ func (r *Registry) Schemas() []llm.ToolSchema {
 // a tool step that started and has no result may have finished while the old
 // owner died. It returns an error wrapping ErrNoResult when nothing is stored.
 func (r *Registry) Lookup(ctx context.Context, session, callID string) (wire.StoredCall, error) {
-	return r.results.Get(ctx, session, callID)
+	return r.results.Find(ctx, session, callID)
 }
 
 // Await waits for the outcome of a call that another node started: it returns
@@ -251,7 +251,7 @@ func (r *Registry) Await(ctx context.Context, session, callID string) (tools.Res
 		every = time.Second
 	}
 	for {
-		s, err := r.results.Get(ctx, session, callID)
+		s, err := r.results.Find(ctx, session, callID)
 		if err != nil {
 			return tools.Result{}, err
 		}
@@ -259,7 +259,7 @@ func (r *Registry) Await(ctx context.Context, session, callID string) (tools.Res
 			return *s.Result, nil
 		}
 		if !r.alive(ctx, s) {
-			if s2, err := r.results.Get(ctx, session, callID); err == nil && s2.State == wire.CallDone && s2.Result != nil {
+			if s2, err := r.results.Find(ctx, session, callID); err == nil && s2.State == wire.CallDone && s2.Result != nil {
 				return *s2.Result, nil
 			}
 			return interrupted(s), nil

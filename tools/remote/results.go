@@ -73,7 +73,7 @@ func (r *Results) bind(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// Put stores s under ResultKey(s.Session, s.CallID).
+// Put stores s under ResultKey(s.Tool, s.Session, s.CallID).
 func (r *Results) Put(ctx context.Context, s wire.StoredCall) error {
 	kv, err := r.bind(ctx)
 	if err != nil {
@@ -83,23 +83,57 @@ func (r *Results) Put(ctx context.Context, s wire.StoredCall) error {
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, wire.ResultKey(s.Session, s.CallID), b); err != nil {
+	if _, err := kv.Put(ctx, wire.ResultKey(s.Tool, s.Session, s.CallID), b); err != nil {
 		return fmt.Errorf("remote: store call %s: %w", s.CallID, err)
 	}
 	return nil
 }
 
-// Get returns the call stored for (session, callID), or an error wrapping
-// ErrNoResult when there is none (or no bucket yet).
-func (r *Results) Get(ctx context.Context, session, callID string) (wire.StoredCall, error) {
+// Get returns the call of tool stored for (session, callID), or an error
+// wrapping ErrNoResult when there is none (or no bucket yet).
+func (r *Results) Get(ctx context.Context, tool, session, callID string) (wire.StoredCall, error) {
+	kv, err := r.bindToRead(ctx, callID)
+	if err != nil {
+		return wire.StoredCall{}, err
+	}
+	return get(ctx, kv, wire.ResultKey(tool, session, callID), callID)
+}
+
+// Find returns the call stored for (session, callID) whatever its tool (the
+// key's first token): for a node that takes over a session and knows the
+// call, not which tool's service stored it. It returns an error wrapping
+// ErrNoResult when there is none.
+func (r *Results) Find(ctx context.Context, session, callID string) (wire.StoredCall, error) {
+	kv, err := r.bindToRead(ctx, callID)
+	if err != nil {
+		return wire.StoredCall{}, err
+	}
+	keys, err := kv.ListKeysFiltered(ctx, wire.ResultKeyFilter(session, callID))
+	if err != nil {
+		return wire.StoredCall{}, fmt.Errorf("remote: find call %s: %w", callID, err)
+	}
+	defer keys.Stop()
+	for key := range keys.Keys() {
+		return get(ctx, kv, key, callID)
+	}
+	return wire.StoredCall{}, fmt.Errorf("call %s: %w", callID, ErrNoResult)
+}
+
+// bindToRead binds the bucket; a missing one wraps ErrNoResult.
+func (r *Results) bindToRead(ctx context.Context, callID string) (jetstream.KeyValue, error) {
 	kv, err := r.bind(ctx)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return wire.StoredCall{}, fmt.Errorf("call %s: %w (bucket %s does not exist)", callID, ErrNoResult, r.bucket)
+		return nil, fmt.Errorf("call %s: %w (bucket %s does not exist)", callID, ErrNoResult, r.bucket)
 	}
 	if err != nil {
-		return wire.StoredCall{}, fmt.Errorf("remote: results bucket %s: %w", r.bucket, err)
+		return nil, fmt.Errorf("remote: results bucket %s: %w", r.bucket, err)
 	}
-	e, err := kv.Get(ctx, wire.ResultKey(session, callID))
+	return kv, nil
+}
+
+// get reads the stored call at key.
+func get(ctx context.Context, kv jetstream.KeyValue, key, callID string) (wire.StoredCall, error) {
+	e, err := kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return wire.StoredCall{}, fmt.Errorf("call %s: %w", callID, ErrNoResult)
 	}

@@ -104,7 +104,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 		case m := <-replies:
 			return t.reply(m)
 		case <-probe:
-			s, err := r.results.Get(ctx, info.Session, info.ID)
+			s, err := r.results.Get(ctx, t.name, info.Session, info.ID)
 			if err != nil || !mine(s) {
 				continue // not claimed (yet), or an earlier attempt's record
 			}
@@ -119,7 +119,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 				return t.reply(m)
 			default:
 			}
-			if s2, err := r.results.Get(ctx, info.Session, info.ID); err == nil && mine(s2) && s2.State == wire.CallDone && s2.Result != nil {
+			if s2, err := r.results.Get(ctx, t.name, info.Session, info.ID); err == nil && mine(s2) && s2.State == wire.CallDone && s2.Result != nil {
 				return *s2.Result, nil
 			}
 			return interrupted(s), nil
@@ -136,7 +136,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 			default:
 			}
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 250*time.Millisecond)
-			s, err := r.results.Get(lctx, info.Session, info.ID)
+			s, err := r.results.Get(lctx, t.name, info.Session, info.ID)
 			cancel()
 			if err == nil && mine(s) && s.State == wire.CallDone && s.Result != nil {
 				return *s.Result, nil

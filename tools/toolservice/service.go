@@ -103,7 +103,7 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 		early:    map[string]earlyCancel{},
 	}
 	// Bind now: a service that cannot store results must not take calls.
-	if _, err := s.results.Get(ctx, "", "bind"); err != nil && !errors.Is(err, remote.ErrNoResult) {
+	if _, err := s.results.Get(ctx, ts[0].Name(), "", "bind"); err != nil && !errors.Is(err, remote.ErrNoResult) {
 		return nil, fmt.Errorf("toolservice: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -80,7 +80,7 @@ func TestWireContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := kv.Get(ctx, "s_raw.c1")
+	e, err := kv.Get(ctx, "echo.s_raw.c1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func TestWireContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 20*time.Second, "c2 running", func() bool {
-		e, err := kv.Get(ctx, "s_a.c2")
+		e, err := kv.Get(ctx, "hold.s_a.c2")
 		return err == nil && json.Unmarshal(e.Value(), &st) == nil && st.State == "running"
 	})
 	_ = nc.Publish("tah.tool.cancel.c2", []byte(`{"call_id":"c2","session":"s_other"}`))
@@ -157,7 +157,7 @@ func TestCancelOvertakesRequest(t *testing.T) {
 	defer sub.Unsubscribe()
 	// c1 takes the slot.
 	_ = nc.PublishRequest("tah.tool.hold", inbox, []byte(`{"call_id":"c1","attempt":"a1","input":{}}`))
-	bustest.Eventually(t, 20*time.Second, "c1 running", func() bool { return stored("_.c1").State == "running" })
+	bustest.Eventually(t, 20*time.Second, "c1 running", func() bool { return stored("hold._.c1").State == "running" })
 	// c2 is cancelled before it can start, then c1 is cancelled: c2 never runs.
 	_ = nc.Publish("tah.tool.cancel.c2", []byte(`{"call_id":"c2","attempt":"a2","reason":"cancelled"}`))
 	_ = nc.PublishRequest("tah.tool.hold", inbox, []byte(`{"call_id":"c2","attempt":"a2","input":{}}`))
@@ -173,7 +173,7 @@ func TestCancelOvertakesRequest(t *testing.T) {
 			t.Fatal("a cancelled call did not answer")
 		}
 	}
-	if st := stored("_.c2"); st.State != "done" || st.Result.Code != event.CodeCancelled {
+	if st := stored("hold._.c2"); st.State != "done" || st.Result.Code != event.CodeCancelled {
 		t.Fatalf("c2: %+v", st)
 	}
 }

@@ -1,0 +1,130 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+	"github.com/tah-dev/tah/wire"
+)
+
+// User is a credential to issue: who, and what NATS lets them do.
+type User struct {
+	// Name is the user's name in its JWT (and the server's monitoring).
+	Name string
+	// Permissions are the publish and subscribe allow and deny lists; empty
+	// allows everything (the node's own credential).
+	Permissions jwt.Permissions
+	// Tags are the user JWT's tags (the role, and a tool's names).
+	Tags []string
+}
+
+// Issued is a credential just issued: its .creds file and its public key
+// (the name a revocation gives).
+type Issued struct {
+	Creds     []byte
+	PublicKey string
+	IssuedAt  time.Time
+}
+
+// Issue signs a new user of the TAH account with the account's signing key
+// and returns its .creds file (its JWT and seed: a secret, to write 0600).
+func (t *Trust) Issue(u User) (Issued, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return Issued{}, err
+	}
+	pub, _ := kp.PublicKey()
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = u.Name
+	uc.IssuerAccount = t.Account()
+	uc.Permissions = u.Permissions
+	uc.Tags.Add(u.Tags...)
+	token, err := uc.Encode(t.signer)
+	if err != nil {
+		return Issued{}, fmt.Errorf("sign the user %s: %w", u.Name, err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return Issued{}, err
+	}
+	creds, err := jwt.FormatUserConfig(token, seed)
+	if err != nil {
+		return Issued{}, err
+	}
+	return Issued{Creds: creds, PublicKey: pub, IssuedAt: time.Unix(uc.IssuedAt, 0).UTC()}, nil
+}
+
+// ensureLocalCreds issues the node's (role node) and the local admin's
+// (role admin) credentials into the data directory when they are missing.
+func (t *Trust) ensureLocalCreds() error {
+	for _, c := range []struct {
+		path string
+		role wire.Role
+	}{
+		{NodeCredsPath(t.dataDir), wire.RoleNode},
+		{AdminCredsPath(t.dataDir), wire.RoleAdmin},
+	} {
+		if _, err := os.Stat(c.path); err == nil {
+			continue
+		}
+		u, err := RoleUser(c.role, string(c.role), nil)
+		if err != nil {
+			return err
+		}
+		issued, err := t.Issue(u)
+		if err != nil {
+			return err
+		}
+		if err := writeSecret(c.path, issued.Creds); err != nil && !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("credentials %s: %w", c.path, err)
+		}
+	}
+	return nil
+}
+
+// RoleUser is the user of a credential named name with role's permissions
+// (wire.RolePermissions: tools are a tool credential's tool names), tagged
+// with its role and tools so that its JWT says what it is.
+func RoleUser(role wire.Role, name string, tools []string) (User, error) {
+	p, err := wire.RolePermissions(role, name, tools)
+	if err != nil {
+		return User{}, err
+	}
+	tags := []string{RoleTag + string(role)}
+	for _, t := range tools {
+		tags = append(tags, ToolTag+t)
+	}
+	return User{Name: name, Permissions: JWTPermissions(p), Tags: tags}, nil
+}
+
+// The prefixes of a user JWT's tags.
+const (
+	RoleTag = "role:"
+	ToolTag = "tool:"
+)
+
+// responseWindow is how long a tool may take to answer a request it
+// received (the reply permission of AllowResponses): longer than any tool's
+// time limit.
+const responseWindow = time.Hour
+
+// JWTPermissions turns wire's permissions into a user JWT's.
+func JWTPermissions(p wire.Permissions) jwt.Permissions {
+	out := jwt.Permissions{
+		Pub: jwt.Permission{Allow: p.PublishAllow, Deny: p.PublishDeny},
+		Sub: jwt.Permission{Allow: p.SubscribeAllow, Deny: p.SubscribeDeny},
+	}
+	if p.AllowResponses {
+		// No count: the server counts a request delivered to several
+		// subscriptions of one connection (a discovery request to each of a
+		// tool service's services) against the replies, so a count would
+		// refuse the later services' answers.
+		out.Resp = &jwt.ResponsePermission{MaxMsgs: -1, Expires: responseWindow}
+	}
+	return out
+}

@@ -1,0 +1,223 @@
+package wire
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+)
+
+// Role is a kind of credential: what its holder may publish and subscribe
+// to on the bus (RolePermissions), enforced by the NATS server itself.
+type Role string
+
+// The roles. docs/security.md says what each may and may not do.
+const (
+	// RoleNode is a TAH node: everything TAH itself does.
+	RoleNode Role = "node"
+	// RoleAdmin is a client that may also issue, list and revoke credentials.
+	RoleAdmin Role = "admin"
+	// RoleClient sends inputs and API requests and reads events and deltas,
+	// through ephemeral or ordered consumers only.
+	RoleClient Role = "client"
+	// RoleTool serves the tools it was issued (ToolSubject), answers their
+	// discovery, reads cancels and writes the ledger under its own names.
+	RoleTool Role = "tool"
+	// RoleObserver only reads: the API's reads, events, deltas.
+	RoleObserver Role = "observer"
+)
+
+// Roles lists the roles, in the order of docs/security.md.
+func Roles() []Role { return []Role{RoleNode, RoleAdmin, RoleClient, RoleTool, RoleObserver} }
+
+// Errors of RolePermissions.
+var (
+	// ErrUnknownRole: a role that is none of Roles().
+	ErrUnknownRole = errors.New("unknown role")
+	// ErrBadCredentialName: a credential's name that cannot be a subject
+	// token (it names the holder's inbox prefix).
+	ErrBadCredentialName = errors.New("invalid credential name")
+	// ErrBadToolNames: a tool credential without tool names, or with a name
+	// that cannot be a subject token; or tool names given to another role.
+	ErrBadToolNames = errors.New("invalid tool names")
+)
+
+// Permissions are a credential's NATS publish and subscribe allow and deny
+// lists (a deny wins over an allow; what no allow names is denied, unless
+// the allow list is empty: then everything is allowed).
+type Permissions struct {
+	PublishAllow   []string `json:"publish_allow,omitempty"`
+	PublishDeny    []string `json:"publish_deny,omitempty"`
+	SubscribeAllow []string `json:"subscribe_allow,omitempty"`
+	SubscribeDeny  []string `json:"subscribe_deny,omitempty"`
+	// AllowResponses lets the holder answer the requests it received (on
+	// their reply subjects), and nothing else of _INBOX: a tool's answers,
+	// and the discovery replies of the services (one per tool) that a tool
+	// service runs on one connection.
+	AllowResponses bool `json:"allow_responses,omitempty"`
+}
+
+// CredentialInboxBase starts the inbox prefix of every credential: one
+// named NAME receives its replies under _INBOX_NAME. (CredentialInbox).
+const CredentialInboxBase = "_INBOX_"
+
+// CredentialInbox is the inbox prefix of the credential named name (nats.go's
+// CustomInboxPrefix): _INBOX_<name>. Its holder may subscribe under it only.
+func CredentialInbox(name string) string { return CredentialInboxBase + name }
+
+// credentialName is what a credential's and a tool's name may be: one subject
+// token of plain characters.
+var credentialName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidCredentialName reports, wrapping ErrBadCredentialName, why name
+// cannot name a credential.
+func ValidCredentialName(name string) error {
+	if !credentialName.MatchString(name) {
+		return fmt.Errorf("%q: use 1 to 64 letters, digits, '-' or '_': %w", name, ErrBadCredentialName)
+	}
+	return nil
+}
+
+// jsAPI starts the subjects of the JetStream API.
+const jsAPI = "$JS.API."
+
+// readEvents lets the holder read the log: streams' info, direct gets, and
+// consumers of its own filtered on the log's subjects (the filter is in the
+// create subject: $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>), read
+// and deleted. A subject wildcard is a whole token, so the shards
+// (TAH_EVT_<k>) cannot be named by a pattern: the node's streams are denied
+// by name instead (nodeStreamDenies).
+func readEvents() []string {
+	return []string{
+		jsAPI + "INFO",
+		jsAPI + "STREAM.INFO.*",
+		jsAPI + "DIRECT.GET.*",
+		jsAPI + "DIRECT.GET.*.>",
+		jsAPI + "CONSUMER.CREATE.*.*.tah.evt.>",
+		jsAPI + "CONSUMER.INFO.*.*",
+		jsAPI + "CONSUMER.DELETE.*.*",
+		jsAPI + "CONSUMER.MSG.NEXT.*.*",
+	}
+}
+
+// nodeStreams are the streams of the node's inputs, buckets and object
+// store: no client reads them or touches their consumers.
+func nodeStreams() []string {
+	return []string{InputStream, "KV_" + CheckpointBucket, ToolResultStream, "KV_" + NodeBucket, "KV_" + LockBucket, "OBJ_" + ArtifactBucket}
+}
+
+// nodeStreamDenies deny the consumers (the node's durable input consumers
+// among them, by their stream's name) and direct gets of the node's streams
+// but except's: readEvents' patterns would reach them. (A consumer filtered
+// on tah.evt.> cannot be created on them: the filter must be their own.)
+func nodeStreamDenies(except string) []string {
+	var out []string
+	for _, s := range nodeStreams() {
+		if s != except {
+			out = append(out, jsAPI+"CONSUMER.*."+s+".*", jsAPI+"CONSUMER.MSG.NEXT."+s+".*", jsAPI+"DIRECT.GET."+s, jsAPI+"DIRECT.GET."+s+".>")
+		}
+	}
+	return out
+}
+
+// readEndpoints are the API endpoints that change nothing.
+var readEndpoints = []string{EndpointGet, EndpointList, EndpointMessages, EndpointSteps, EndpointEvents,
+	EndpointRequest, EndpointTools, EndpointStatus}
+
+// nodeOnly are what no credential but the node's may publish, said
+// explicitly although no allow names them, so that no later allow can open
+// them: the log, the input partitions, presence, tool endpoints, the node's
+// buckets. Everything else no allow names (the administration of streams and
+// consumers, the system account) is denied as well.
+func nodeOnly() []string {
+	return []string{"tah.evt.>", "tah.in.>", "tah.nodes.>", ToolPrefix + ">",
+		"$KV." + CheckpointBucket + ".>", "$KV." + NodeBucket + ".>", "$KV." + LockBucket + ".>", "$O.>"}
+}
+
+// clientDenies are nodeOnly, the node's streams, and every KV bucket: a
+// client writes no ledger.
+func clientDenies() []string { return append(append(nodeOnly(), nodeStreamDenies("")...), "$KV.>") }
+
+// subscribeDenies are what only nodes and tools receive: API requests, tool
+// calls, stored inputs, the system account.
+func subscribeDenies() []string { return []string{ToolPrefix + ">", APIPrefix + ">", "tah.in.>"} }
+
+// RolePermissions is the table of what each role may do, for the credential
+// named name (tools: the tool names a tool credential serves). The node's
+// role has no lists: it may do everything.
+func RolePermissions(role Role, name string, tools []string) (Permissions, error) {
+	if err := ValidCredentialName(name); err != nil {
+		return Permissions{}, err
+	}
+	if role != RoleTool && len(tools) > 0 {
+		return Permissions{}, fmt.Errorf("tool names for the %s role (only a tool credential serves tools): %w", role, ErrBadToolNames)
+	}
+	inbox := CredentialInbox(name) + ".>"
+	switch role {
+	case RoleNode:
+		return Permissions{}, nil
+	case RoleAdmin, RoleClient:
+		pub := append([]string{APIPrefix + "*", InputSubjects}, readEvents()...)
+		if role == RoleAdmin {
+			pub = append(pub, CredsAPIPrefix+">")
+		}
+		return Permissions{PublishAllow: pub, PublishDeny: clientDenies(),
+			SubscribeAllow: []string{inbox, DeltaSubjects, ErrorSubjects}, SubscribeDeny: subscribeDenies()}, nil
+	case RoleObserver:
+		var pub []string
+		for _, e := range readEndpoints {
+			pub = append(pub, APISubject(e))
+		}
+		return Permissions{PublishAllow: append(pub, readEvents()...), PublishDeny: append(clientDenies(), InputSubjects),
+			SubscribeAllow: []string{inbox, DeltaSubjects, ErrorSubjects}, SubscribeDeny: subscribeDenies()}, nil
+	case RoleTool:
+		return toolPermissions(inbox, tools)
+	}
+	return Permissions{}, fmt.Errorf("%q (one of %v): %w", role, Roles(), ErrUnknownRole)
+}
+
+// toolPermissions: serve and discover its tools, read cancels, write and
+// read the ledger under its tools' names, answer the requests it receives.
+func toolPermissions(inbox string, tools []string) (Permissions, error) {
+	if len(tools) == 0 {
+		return Permissions{}, fmt.Errorf("a tool credential needs the names of the tools it serves: %w", ErrBadToolNames)
+	}
+	pub := []string{jsAPI + "INFO", jsAPI + "STREAM.INFO." + ToolResultStream}
+	sub := []string{inbox, ToolCancelSubjects}
+	for _, t := range slices.Sorted(slices.Values(tools)) {
+		if !credentialName.MatchString(t) {
+			return Permissions{}, fmt.Errorf("tool name %q: use 1 to 64 letters, digits, '-' or '_': %w", t, ErrBadToolNames)
+		}
+		svc := ToolServicePrefix + t
+		pub = append(pub, ToolResultSubjects(t), jsAPI+"DIRECT.GET."+ToolResultStream+"."+ToolResultSubjects(t))
+		sub = append(sub, ToolSubject(t), "$SRV.*."+svc, "$SRV.*."+svc+".*")
+	}
+	// The generic discovery verbs ($SRV.PING, ...) are every service's: a
+	// tool answers them too, and the node trusts a tool's record only from
+	// the answer to its own name's verb, which only that tool receives.
+	sub = append(sub, "$SRV.PING", "$SRV.INFO", "$SRV.STATS")
+	return Permissions{PublishAllow: pub, PublishDeny: append(nodeOnly(), nodeStreamDenies(ToolResultStream)...), SubscribeAllow: sub,
+		SubscribeDeny: []string{APIPrefix + ">", "tah.in.>"}, AllowResponses: true}, nil
+}
+
+// NodeNeeds are subjects a node publishes and subscribes to, one of each
+// kind: a credential the node runs with (an external cluster's, made with
+// nsc) must allow them all. node names the node (its presence).
+func NodeNeeds(node string) (publish, subscribe []string) {
+	const sid = "s_00000000000000000000"
+	publish = []string{
+		ShardSubject(0, sid), PartitionSubject(0, sid), InputSubject(sid), ErrorSubject(sid), DeltaSubject(sid),
+		NodeSubject(node), ToolSubject("read_file"), ToolCancelSubject("call_1"),
+		"$KV." + CheckpointBucket + "." + sid, "$KV." + NodeBucket + "." + node, "$KV." + ToolResultBucket + "." + ResultKey("read_file", sid, "call_1"),
+		"$O." + ArtifactBucket + ".C.x",
+		jsAPI + "INFO", jsAPI + "STREAM.CREATE." + EventShardStream(0), jsAPI + "STREAM.UPDATE." + InputStream,
+		jsAPI + "CONSUMER.CREATE." + InputStream + "." + PartitionConsumer(0), jsAPI + "CONSUMER.MSG.NEXT." + InputStream + "." + PartitionConsumer(0),
+		jsAPI + "DIRECT.GET." + EventShardStream(0), "$JS.ACK." + InputStream + ".x",
+		"_INBOX.x", CredentialInbox("alice") + ".x", "$SRV.INFO",
+	}
+	subscribe = []string{
+		APISubject(EndpointCreate), DeltaSubjects, ErrorSubjects, NodeSubjects, ToolCancelSubjects,
+		"_INBOX.x", "$SRV.PING", "$SRV.INFO." + APIService,
+	}
+	return publish, subscribe
+}

@@ -68,6 +68,7 @@ func TestPortZeroPicksAFreePort(t *testing.T) {
 		t.Errorf("session node = %q", n)
 	}
 }
+
 // The deny list is read from the file, the environment and a flag, and reaches
 // the built-in tools with the data directory.
 func TestToolsDeny(t *testing.T) {

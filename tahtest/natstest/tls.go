@@ -25,14 +25,16 @@ type TLSFiles struct {
 // (ca.pem, cert.pem, key.pem), as docs/security.md shows it done.
 func WriteTLS(tb TB, dir string) TLSFiles {
 	tb.Helper()
-	f, err := writeTLS(dir)
+	f, err := WriteTLSFiles(dir)
 	if err != nil {
 		tb.Fatalf("natstest: TLS files: %v", err)
 	}
 	return f
 }
 
-func writeTLS(dir string) (TLSFiles, error) {
+// WriteTLSFiles is WriteTLS for a caller that is no test (a test script's
+// command).
+func WriteTLSFiles(dir string) (TLSFiles, error) {
 	f := TLSFiles{CAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "cert.pem"), KeyFile: filepath.Join(dir, "key.pem")}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

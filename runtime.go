@@ -37,6 +37,9 @@ var (
 	ErrNoServer = client.ErrNoServer
 	// ErrAuth: the NATS server refused Connect's credentials.
 	ErrAuth = client.ErrAuth
+	// ErrTLS: the TLS handshake with the NATS server failed: its certificate
+	// is not signed by the CA Connect trusts (give it with TLSCA).
+	ErrTLS = client.ErrTLS
 )
 
 // Runtime is the specification's Runtime: plugins configure it, Start brings up
@@ -167,18 +170,23 @@ func startAPI(ctx context.Context, n *node.Node) (*client.Client, error) {
 	return client.New(n.Bus.Conn(), client.Options{})
 }
 
-// Credential says who a connected Runtime is to NATS.
+// Credential says who a connected Runtime is to NATS, and whom it trusts.
 type Credential func(*client.Options)
 
 // CredsFile is a NATS .creds file (a user JWT and its nkey seed): one that
 // `tahctl creds add` issued, or a node's .tah/admin.creds.
 func CredsFile(path string) Credential { return func(o *client.Options) { o.CredsFile = path } }
 
+// TLSCA is a PEM file of the CA that signed the server's certificate, for a
+// node that serves TLS (a tls:// URL): Connect verifies the server against
+// it rather than the system's roots.
+func TLSCA(path string) Credential { return func(o *client.Options) { o.TLSCAFile = path } }
+
 // Connect returns a Runtime whose sessions are those of the TAH node or
 // cluster whose NATS is at url (several URLs comma-separated): its
 // SessionService works as a started Runtime's, over the network. Close
 // closes the connection; the nodes go on. It fails with errors wrapping
-// ErrNoServer or ErrAuth (see package client for the others).
+// ErrNoServer, ErrAuth or ErrTLS (see package client for the others).
 func Connect(ctx context.Context, url string, creds ...Credential) (*Runtime, error) {
 	opts := client.Options{URL: url, Name: "tah"}
 	for _, c := range creds {

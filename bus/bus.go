@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,13 +81,16 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 			return nil, err
 		}
 		b.srv = srv
-		url = srv.ClientURL()
+		// The in-process connection needs no TLS: a tls:// URL would make
+		// the client insist on it.
+		url = strings.Replace(srv.ClientURL(), "tls://", "nats://", 1)
 		opts = append(opts, nats.InProcessServer(srv), nats.UserCredentials(auth.NodeCredsPath(cfg.DataDir)))
 	} else {
 		opts = append(opts, nats.RetryOnFailedConnect(true))
 		if cfg.CredsFile != "" {
 			opts = append(opts, nats.UserCredentials(cfg.CredsFile))
 		}
+		opts = append(opts, clientTLS(cfg.TLS)...)
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {

@@ -42,6 +42,9 @@ type Config struct {
 	MaxPayload int32 `json:"max_payload,omitempty"`
 	// Cluster joins the embedded server to others by routes (for R3).
 	Cluster ClusterConfig `json:"cluster,omitzero"`
+	// TLS of the embedded server's client port and routes, or of the
+	// connection to an external server (see TLSConfig).
+	TLS TLSConfig `json:"tls,omitzero"`
 
 	// CredsFile is the NATS .creds file (a user JWT and its nkey seed) the Bus
 	// presents to an external server. An embedded server ignores it: it runs
@@ -152,6 +155,9 @@ func (c Config) Validate() error {
 		if c.Replicas > 1 && c.Cluster.Name == "" {
 			return bad("replicas %d needs a cluster: set cluster.name and cluster.routes, or use replicas 1", c.Replicas)
 		}
+	}
+	if err := c.TLS.validate(c.Embedded(), c.Cluster.Name != ""); err != nil {
+		return bad("%v", err)
 	}
 	if c.Replicas != 1 && c.Replicas != 3 {
 		return bad("replicas %d: use 1, or 3 on a cluster of three or more servers", c.Replicas)

@@ -105,6 +105,9 @@ func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
 			opts.Routes = server.RoutesFromStr(strings.Join(cfg.Cluster.Routes, ","))
 		}
 	}
+	if err := serverTLS(opts, cfg.TLS); err != nil {
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)

@@ -2,6 +2,8 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -67,6 +69,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	if opts.CredsFile != "" {
 		nopts = append(nopts, credsOptions(opts.CredsFile)...)
 	}
+	nopts = append(nopts, opts.tlsOptions()...)
 	type result struct {
 		nc  *nats.Conn
 		err error
@@ -98,12 +101,19 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// connectKind classifies an error of nats.Connect: ErrAuth, ErrNoServer or
-// nil (a credentials file that cannot be read, say).
+// connectKind classifies an error of nats.Connect: ErrAuth, ErrNoServer,
+// ErrTLS or nil (a credentials file that cannot be read, say).
 func connectKind(err error) error {
 	msg := strings.ToLower(err.Error())
 	var opErr *net.OpError
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var badCert *tls.CertificateVerificationError
 	switch {
+	case errors.As(err, &unknownCA), errors.As(err, &badHost), errors.As(err, &badCert),
+		errors.Is(err, nats.ErrSecureConnRequired), errors.Is(err, nats.ErrSecureConnWanted),
+		strings.Contains(msg, "tls:"), strings.Contains(msg, "x509:"):
+		return ErrTLS
 	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked),
 		strings.Contains(msg, "authorization violation"), strings.Contains(msg, "authentication"):
 		return ErrAuth

@@ -9,7 +9,7 @@
 // The smallest use:
 //
 //	c, err := client.Connect(ctx, client.Options{URL: "nats://127.0.0.1:4222", CredsFile: ".tah/admin.creds"})
-//	if err != nil { ... }               // errors.Is(err, client.ErrNoServer), client.ErrAuth
+//	if err != nil { ... }               // errors.Is(err, client.ErrNoServer), client.ErrAuth, client.ErrTLS
 //	defer c.Close()
 //	s, err := c.Create(ctx, wire.CreateRequest{})
 //	turn, err := c.Run(ctx, s.Session, wire.Input{Text: "hello"}, client.WithDeltas())
@@ -18,6 +18,9 @@
 //		fmt.Print(d.Text)
 //	}
 //	out, err := turn.Outcome(ctx)       // out.Status: completed, failed or cancelled
+//
+// A node that serves TLS (a tls:// URL) is verified against the CA of its
+// certificate: Options.TLSCAFile (docs/security.md, "TLS").
 //
 // # One rule for temporary unavailability
 //

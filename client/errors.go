@@ -19,6 +19,11 @@ var (
 	// ErrAuth: the NATS server refused the credentials (or wanted some and got
 	// none).
 	ErrAuth = errors.New("NATS refused the credentials")
+	// ErrTLS: the TLS handshake failed: the server's certificate is not
+	// signed by a CA the Client trusts (give its CA: Options.TLSCAFile,
+	// tahctl --tls-ca), does not name the host of the URL, or the server
+	// wants a client certificate (Options.TLSCertFile) it did not get.
+	ErrTLS = errors.New("TLS handshake with the NATS server failed")
 	// ErrNoNode: NATS answers, but no TAH node does: nobody serves the API
 	// (tah.api.*), or TAH's streams are not there. Start a node.
 	ErrNoNode = errors.New("no TAH node serves the API")
@@ -62,11 +67,11 @@ var (
 )
 
 // ConnectError is a Connect that failed: the URL and NATS's error. It
-// unwraps to ErrNoServer or ErrAuth when it is one of those, and to NATS's
-// error.
+// unwraps to ErrNoServer, ErrAuth or ErrTLS when it is one of those, and to
+// NATS's error.
 type ConnectError struct {
 	URL string
-	// Kind is ErrNoServer, ErrAuth or nil.
+	// Kind is ErrNoServer, ErrAuth, ErrTLS or nil.
 	Kind error
 	// Err is what NATS said.
 	Err error

@@ -3,6 +3,8 @@ package client
 import (
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Options say how a Client reaches TAH. Connect uses all of them; New, over
@@ -14,6 +16,14 @@ type Options struct {
 	// nkey seed), as tahctl creds add writes it, or a node's admin.creds.
 	// Empty for none (a NATS server without authentication).
 	CredsFile string
+	// TLSCAFile is a PEM file of the CA that signed the server's
+	// certificate, for a server that serves TLS with a certificate of its
+	// own (a tls:// URL, or a server that requires TLS): the Client verifies
+	// the server against it. Empty: the system's roots.
+	TLSCAFile string
+	// TLSCertFile and TLSKeyFile are the Client's certificate and key (PEM),
+	// for a server that requires mutual TLS; empty for none.
+	TLSCertFile, TLSKeyFile string
 	// Name is the connection's name, shown by the server's monitoring;
 	// default "tah-client".
 	Name string
@@ -56,6 +66,8 @@ func (o Options) Validate() error {
 	switch {
 	case o.RequestTimeout < 0:
 		return bad("request timeout %v is negative", o.RequestTimeout)
+	case (o.TLSCertFile == "") != (o.TLSKeyFile == ""):
+		return bad("give both a TLS certificate and its key (cert %q, key %q)", o.TLSCertFile, o.TLSKeyFile)
 	}
 	return nil
 }
@@ -68,4 +80,16 @@ func (o Options) withDefaults() Options {
 		o.RequestTimeout = DefaultRequestTimeout
 	}
 	return o
+}
+
+// tlsOptions are the connection options of o's TLS files.
+func (o Options) tlsOptions() []nats.Option {
+	var opts []nats.Option
+	if o.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(o.TLSCAFile))
+	}
+	if o.TLSCertFile != "" {
+		opts = append(opts, nats.ClientCert(o.TLSCertFile, o.TLSKeyFile))
+	}
+	return opts
 }

@@ -78,6 +78,20 @@ type NATS struct {
 	// it generates its trust material into DataDir at first start, and the
 	// node connects as DataDir/node.creds.
 	Creds string `json:"creds,omitempty"`
+	// TLSCert and TLSKey are the embedded server's certificate and key (PEM):
+	// with them its client port and its routes speak TLS only. With an
+	// external NATS (URL set) they are the node's client certificate, for a
+	// server that asks for mutual TLS.
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
+	// TLSCA is a PEM file of the CA the deployment's certificates are signed
+	// by: an embedded server's routes verify the other servers against it
+	// (required for a cluster with TLS), and with an external NATS the node
+	// verifies the server against it.
+	TLSCA string `json:"tls_ca,omitempty"`
+	// TLSVerifyClients makes the embedded server require of every client a
+	// certificate signed by TLSCA (mutual TLS), beside its credential.
+	TLSVerifyClients bool `json:"tls_verify_clients,omitempty"`
 	// ServerName, ClusterName, ClusterPort and Routes join a cluster.
 	ServerName  string   `json:"server_name,omitempty"`
 	ClusterName string   `json:"cluster_name,omitempty"`
@@ -191,6 +205,10 @@ func (c *Config) env() []setting {
 		{"TAH_NATS_PORT", "nats-port", "nats.port", "port the embedded NATS server listens on (0: a free port)", intVar(&c.NATS.Port)},
 		{"TAH_NATS_SYNC", "nats-sync", "nats.sync", `fsync of the log: "always" or an interval such as "2m"`, strVar(&c.NATS.Sync)},
 		{"TAH_NATS_CREDS", "nats-creds", "nats.creds", "the node's .creds file for an external NATS (an embedded server generates its own into the data directory)", strVar(&c.NATS.Creds)},
+		{"TAH_NATS_TLS_CERT", "nats-tls-cert", "nats.tls_cert", "certificate (PEM) of the embedded server's TLS, clients and routes; with nats.url, the node's client certificate", strVar(&c.NATS.TLSCert)},
+		{"TAH_NATS_TLS_KEY", "nats-tls-key", "nats.tls_key", "key (PEM) of nats.tls_cert", strVar(&c.NATS.TLSKey)},
+		{"TAH_NATS_TLS_CA", "nats-tls-ca", "nats.tls_ca", "CA (PEM) the routes verify the other servers against; with nats.url, the CA of the server's certificate", strVar(&c.NATS.TLSCA)},
+		{"TAH_NATS_TLS_VERIFY_CLIENTS", "nats-tls-verify-clients", "nats.tls_verify_clients", "require clients to present a certificate signed by nats.tls_ca (mutual TLS)", boolVar(&c.NATS.TLSVerifyClients)},
 		{"TAH_NATS_SERVER_NAME", "nats-server-name", "nats.server_name", "name of the embedded server (unique in a cluster)", strVar(&c.NATS.ServerName)},
 		{"TAH_NATS_CLUSTER", "nats-cluster", "nats.cluster_name", "cluster name, to join other nodes by routes", strVar(&c.NATS.ClusterName)},
 		{"TAH_NATS_CLUSTER_PORT", "nats-cluster-port", "nats.cluster_port", "port for routes from other nodes", intVar(&c.NATS.ClusterPort)},
@@ -315,6 +333,12 @@ func (c Config) Validate() error {
 	if c.NATS.URL == "" && c.NATS.Creds != "" {
 		bad("nats.creds", "set without nats.url: the embedded server generates its own credentials into the data directory (leave it empty)")
 	}
+	if (c.NATS.TLSCert == "") != (c.NATS.TLSKey == "") {
+		bad("nats.tls_key", "give nats.tls_cert and nats.tls_key together (the certificate and its key)")
+	}
+	if c.NATS.URL == "" && c.NATS.TLSCert != "" && c.NATS.ClusterName != "" && c.NATS.TLSCA == "" {
+		bad("nats.tls_ca", "empty on a cluster with TLS: the routes verify the other servers' certificates against it (give the CA that signed them)")
+	}
 	if c.HTTP != "" {
 		if _, port, err := net.SplitHostPort(c.HTTP); err != nil {
 			bad("http", "%q is not host:port (such as 127.0.0.1:9464; empty turns it off)", c.HTTP)
@@ -435,6 +459,7 @@ func (c Config) BusConfig() bus.Config {
 	}
 	b.SyncInterval, _ = c.syncInterval()
 	b.CredsFile = c.NATS.Creds
+	b.TLS = bus.TLSConfig{CertFile: c.NATS.TLSCert, KeyFile: c.NATS.TLSKey, CAFile: c.NATS.TLSCA, VerifyClients: c.NATS.TLSVerifyClients}
 	b.ServerName = c.NATS.ServerName
 	b.Cluster = bus.ClusterConfig{Name: c.NATS.ClusterName, Host: c.NATS.ClusterHost, Port: c.NATS.ClusterPort, Routes: c.NATS.Routes}
 	switch {

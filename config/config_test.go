@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tah-dev/tah/bus"
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -55,6 +57,10 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		"log_level":       func(c *Config) { c.LogLevel = "loud" },
 		"data_dir":        func(c *Config) { c.DataDir = "" },
 		"llm.":            func(c *Config) { c.LLM.Provider = "nope" },
+		"nats.tls_key":    func(c *Config) { c.NATS.TLSCert = "cert.pem" },
+		"nats.tls_ca": func(c *Config) {
+			c.NATS.TLSCert, c.NATS.TLSKey, c.NATS.ClusterName = "cert.pem", "key.pem", "c"
+		},
 	}
 	for name, edit := range cases {
 		c := Default()
@@ -101,5 +107,26 @@ func TestReplicasFollowTheCluster(t *testing.T) {
 		if got := cfg.BusConfig().Replicas; got != c.replica {
 			t.Errorf("%s: replicas %d, want %d", c.name, got, c.replica)
 		}
+	}
+}
+
+// The TLS settings reach the bus, from the environment as from flags.
+func TestTLSSettings(t *testing.T) {
+	c := Default()
+	env := map[string]string{"TAH_NATS_TLS_CERT": "c.pem", "TAH_NATS_TLS_KEY": "k.pem", "TAH_NATS_TLS_CA": "ca.pem", "TAH_NATS_TLS_VERIFY_CLIENTS": "true"}
+	if err := c.Load("", func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+		t.Fatal(err)
+	}
+	want := bus.TLSConfig{CertFile: "c.pem", KeyFile: "k.pem", CAFile: "ca.pem", VerifyClients: true}
+	if got := c.BusConfig().TLS; got != want {
+		t.Fatalf("bus TLS = %+v, want %+v", got, want)
+	}
+	fs := flag.NewFlagSet("node", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--nats-tls-ca", "other.pem"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.NATS.TLSCA != "other.pem" {
+		t.Fatalf("--nats-tls-ca: %q", c.NATS.TLSCA)
 	}
 }

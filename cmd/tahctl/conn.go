@@ -26,6 +26,7 @@ type globals struct {
 	server  string
 	dataDir string
 	creds   string
+	tlsCA   string
 	json    bool
 	timeout time.Duration
 
@@ -41,13 +42,14 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.server, "server", g.server, "NATS URL of the node ($TAH_URL; default: from the data directory's node.json, else "+defaultURL+")")
 	fs.StringVar(&g.dataDir, "data-dir", g.dataDir, "the node's data directory, for its address and credentials ($TAH_DATA_DIR; default: .tah here or in a parent)")
 	fs.StringVar(&g.creds, "creds", g.creds, "NATS credential, a .creds file ($TAH_NATS_CREDS; default: the data directory's admin.creds)")
+	fs.StringVar(&g.tlsCA, "tls-ca", g.tlsCA, "CA file (PEM) to verify a node that serves TLS (a tls:// URL) against ($TAH_TLS_CA; default: the one node.json names)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON (one object per line for streams)")
 	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to wait for the node to answer a request")
 }
 
 // endpoint is where and how to connect, and where that came from.
 type endpoint struct {
-	url, creds         string
+	url, creds, tlsCA  string
 	urlFrom, credsFrom string
 	dataDir            string
 }
@@ -55,7 +57,10 @@ type endpoint struct {
 // resolve finds the node: flags, then the environment, then the data
 // directory's node.json and admin.creds, then the default.
 func (g *globals) resolve() endpoint {
-	ep := endpoint{url: g.server, urlFrom: "--server", creds: g.creds, credsFrom: "--creds"}
+	ep := endpoint{url: g.server, urlFrom: "--server", creds: g.creds, credsFrom: "--creds", tlsCA: g.tlsCA}
+	if ep.tlsCA == "" {
+		ep.tlsCA = g.getenv("TAH_TLS_CA")
+	}
 	if ep.url == "" {
 		if ep.url = g.getenv("TAH_URL"); ep.url != "" {
 			ep.urlFrom = "TAH_URL"
@@ -77,6 +82,9 @@ func (g *globals) resolve() endpoint {
 		if ep.url == "" {
 			if info, err := localnode.ReadNodeInfo(ep.dataDir); err == nil && info.URL != "" {
 				ep.url, ep.urlFrom = info.URL, filepath.Join(ep.dataDir, localnode.NodeInfoFile)
+				if ep.tlsCA == "" {
+					ep.tlsCA = info.TLSCA
+				}
 			}
 		}
 		if ep.creds == "" {
@@ -117,7 +125,7 @@ func (g *globals) connect(ctx context.Context) (*conn, error) {
 	ep := g.resolve()
 	c := &conn{g: g, ep: ep, states: make(chan client.ConnEvent, 16)}
 	cl, err := client.Connect(ctx, client.Options{
-		URL: ep.url, CredsFile: ep.creds, Name: "tahctl", RequestTimeout: g.timeout,
+		URL: ep.url, CredsFile: ep.creds, TLSCAFile: ep.tlsCA, Name: "tahctl", RequestTimeout: g.timeout,
 		OnConnection: func(e client.ConnEvent) {
 			select {
 			case c.states <- e:
@@ -154,6 +162,15 @@ func (ep endpoint) connectError(err error) error {
 	var ce *client.ConnectError
 	if !errors.As(err, &ce) {
 		return errorf(exitUnavailable, "check --server and the credentials", "%v", err)
+	}
+	if errors.Is(err, client.ErrTLS) {
+		how := "tahctl verified it against the CA " + ep.tlsCA
+		if ep.tlsCA == "" {
+			how = "tahctl was given no CA, and the system's roots do not know the server's"
+		}
+		return errorf(exitUnavailable,
+			"give the CA that signed the node's certificate with --tls-ca FILE (TAH_TLS_CA); docs/security.md, \"TLS\"",
+			"the TLS handshake with the node at %s failed (%s): %v", ep.url, how, ce.Err)
 	}
 	if errors.Is(err, client.ErrAuth) {
 		how := "tahctl used the credential " + ep.creds

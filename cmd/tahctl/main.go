@@ -64,6 +64,8 @@ Global flags (before or after the command):
                      and admin.creds (the local admin's NATS credential) there
   --creds FILE       NATS credential, a .creds file [TAH_NATS_CREDS]; default: the
                      data directory's admin.creds
+  --tls-ca FILE      CA (PEM) to verify a node that serves TLS (tls:// URL) against
+                     [TAH_TLS_CA]; default: the CA the data directory's node.json names
   --json             print JSON: one object, or one per line (NDJSON) for streams
   --timeout DURATION how long to wait for the node to answer a request (default 10s)
 

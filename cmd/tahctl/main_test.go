@@ -20,6 +20,7 @@ import (
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/internal/nodecmd"
+	"github.com/tah-dev/tah/tahtest/natstest"
 )
 
 // The end-to-end tests run real processes: tah-node and tahctl are this test
@@ -83,6 +84,7 @@ func TestScripts(t *testing.T) {
 			"httpget":       cmdHTTPGet,
 			"bigfile":       cmdBigFile,
 			"listen":        cmdListen,
+			"tlsfiles":      cmdTLSFiles,
 		},
 	})
 }
@@ -163,6 +165,18 @@ func cmdNodeEnv(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Setenv("NATS_CREDS", localnode.AdminCredsPath(dir))
 	ts.Setenv("PORT", info.URL[strings.LastIndex(info.URL, ":")+1:])
 	ts.Setenv("HTTP_ADDR", info.HTTP)
+}
+
+// tlsfiles DIR: writes a fresh CA and a certificate it signed for
+// 127.0.0.1 into DIR: ca.pem, cert.pem, key.pem.
+func cmdTLSFiles(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: tlsfiles DIR")
+	}
+	dir := ts.MkAbs(args[0])
+	ts.Check(os.MkdirAll(dir, 0o700))
+	_, err := natstest.WriteTLSFiles(dir)
+	ts.Check(err)
 }
 
 // strangercreds FILE: writes to FILE an admin credential of another

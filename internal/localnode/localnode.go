@@ -41,8 +41,12 @@ func AdminCredsPath(dir string) string { return filepath.Join(dir, AdminCredsFil
 type NodeInfo struct {
 	Node string `json:"node"`
 	PID  int    `json:"pid"`
-	// URL is the NATS client URL.
+	// URL is the NATS client URL: tls://... when the node serves TLS.
 	URL string `json:"url"`
+	// TLSCA is the node's CA file (nats.tls_ca), the one a client verifies a
+	// tls:// URL against when it is given no other; empty when the node has
+	// none.
+	TLSCA string `json:"tls_ca,omitempty"`
 	// HTTP is the address of /metrics and /healthz, when on.
 	HTTP    string    `json:"http,omitempty"`
 	Started time.Time `json:"started"`

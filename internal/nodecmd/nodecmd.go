@@ -422,7 +422,8 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 		}()
 	}
 
-	info := localnode.NodeInfo{Node: cfg.NodeID, PID: os.Getpid(), URL: localURL(n.Bus.ClientURL()), HTTP: localURL(httpAddr), Started: time.Now().UTC()}
+	info := localnode.NodeInfo{Node: cfg.NodeID, PID: os.Getpid(), URL: localURL(n.Bus.ClientURL()), HTTP: localURL(httpAddr),
+		TLSCA: absPath(cfg.NATS.TLSCA), Started: time.Now().UTC()}
 	if err := localnode.WriteNodeInfo(dataDir, info); err != nil {
 		return failed(fmt.Errorf("node.json: %w", err), "")
 	}
@@ -482,6 +483,18 @@ func localURL(url string) string {
 	return url
 }
 
+// absPath is path made absolute, for a client that runs elsewhere; empty
+// stays empty.
+func absPath(path string) string {
+	if path == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
+}
+
 // probePort fails when host:port is taken, so that the error names the flag at
 // once rather than after the embedded server's start timeout.
 func probePort(host string, port int) error {
@@ -504,6 +517,8 @@ func startHint(err error) string {
 		return "see the message above; docs/protocol.md, \"Setup and versions\", says how to migrate"
 	case strings.Contains(msg, "authorization"), strings.Contains(msg, "trust material"):
 		return "check --nats-creds (TAH_NATS_CREDS) against the NATS server's accounts; for an embedded server, docs/security.md says how to restore the data directory's trust/"
+	case strings.Contains(msg, "tls"), strings.Contains(msg, "x509"), strings.Contains(msg, "certificate"):
+		return "check --nats-tls-cert and --nats-tls-key (TAH_NATS_TLS_CERT, TAH_NATS_TLS_KEY: PEM files the node can read) and --nats-tls-ca (TAH_NATS_TLS_CA: the CA that signed the servers' certificates); docs/security.md, \"TLS\""
 	case strings.Contains(msg, "connect"):
 		return "check --nats-url (TAH_NATS_URL), or leave it empty to embed a server"
 	}

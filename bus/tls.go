@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/tah-dev/tah/internal/natsx"
 )
 
 // TLSConfig is the TLS of a Bus: of the embedded server's client port and
@@ -95,12 +96,5 @@ func serverTLS(opts *server.Options, t TLSConfig) error {
 // clientTLS is the connection options of t for a connection to an external
 // server.
 func clientTLS(t TLSConfig) []nats.Option {
-	var opts []nats.Option
-	if t.CAFile != "" {
-		opts = append(opts, nats.RootCAs(t.CAFile))
-	}
-	if t.On() {
-		opts = append(opts, nats.ClientCert(t.CertFile, t.KeyFile))
-	}
-	return opts
+	return natsx.TLSOptions(t.CAFile, t.CertFile, t.KeyFile)
 }

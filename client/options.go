@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tah-dev/tah/internal/natsx"
 )
 
 // Options say how a Client reaches TAH. Connect uses all of them; New, over
@@ -84,12 +85,5 @@ func (o Options) withDefaults() Options {
 
 // tlsOptions are the connection options of o's TLS files.
 func (o Options) tlsOptions() []nats.Option {
-	var opts []nats.Option
-	if o.TLSCAFile != "" {
-		opts = append(opts, nats.RootCAs(o.TLSCAFile))
-	}
-	if o.TLSCertFile != "" {
-		opts = append(opts, nats.ClientCert(o.TLSCertFile, o.TLSKeyFile))
-	}
-	return opts
+	return natsx.TLSOptions(o.TLSCAFile, o.TLSCertFile, o.TLSKeyFile)
 }

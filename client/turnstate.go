@@ -122,7 +122,12 @@ func (s *turnState) outcomeOfEnd() wire.Outcome {
 	switch s.end.Type {
 	case event.AgentFinished:
 		d, _ := event.DecodeAs[event.AgentFinishedData](*s.end)
-		o.Status, o.Turn, o.Content, o.Steps, o.Usage = projection.StatusCompleted, d.Turn, d.Content, d.Steps, d.Usage
+		o.Status, o.Turn, o.Content, o.Steps = projection.StatusCompleted, d.Turn, d.Content, d.Steps
+		if u, ok := d.TurnUsage(); ok {
+			o.Usage, o.SessionUsage = u, *d.SessionUsage
+		} else {
+			o.SessionUsage = d.Usage // an older agent.finished: the session's total
+		}
 	case event.AgentFailed:
 		d, _ := event.DecodeAs[event.AgentFailedData](*s.end)
 		o.Status, o.Turn, o.Error, o.Code, o.Steps = projection.StatusFailed, d.Turn, d.Error, d.Code, d.Steps

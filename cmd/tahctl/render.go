@@ -86,7 +86,11 @@ func (w *watch) onEnd(ev event.Event) {
 			w.text(d.Content)
 		}
 		w.closeLine()
-		w.footer(d.Steps, d.Usage)
+		u, ok := d.TurnUsage()
+		if !ok { // an older agent.finished has the session's total: the turn's are its steps'
+			u = w.usage
+		}
+		w.footer(d.Steps, u)
 	case event.AgentFailed:
 		d, _ := event.DecodeAs[event.AgentFailedData](ev)
 		w.ended(ev)

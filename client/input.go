@@ -114,8 +114,8 @@ func (c *Client) await(ctx context.Context, sid string, in wire.Input) (wire.Out
 				return o, err
 			}
 		case m := <-errs:
-			if mine, err := a.refused(m); mine {
-				return wire.Outcome{}, err
+			if o, mine, err := a.refused(m); mine {
+				return o, err
 			}
 		case <-ctx.Done():
 			return wire.Outcome{}, fmt.Errorf("%s %s: the node took input %s but has not said how it ended: %w", in.Command, sid, id, ctx.Err())

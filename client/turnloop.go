@@ -93,8 +93,8 @@ func (t *Turn) run(st *turnState) {
 				settle(o, err)
 			}
 		case m := <-t.errs:
-			if mine, err := t.a.refused(m); mine && !t.isDecided() {
-				settle(wire.Outcome{}, err)
+			if o, mine, err := t.a.refused(m); mine && !t.isDecided() {
+				settle(o, err)
 			}
 		case <-endTimer:
 			if !t.isDecided() {

@@ -18,7 +18,8 @@ type Outcome struct {
 	InputID string `json:"input_id,omitempty"`
 	Turn    int    `json:"turn"`
 	// Status is the session's state after the work: completed, failed or
-	// cancelled for a turn; the current state for a cancel or compact.
+	// cancelled for a turn; the current state for a compact, or a cancel that
+	// found nothing running; refused for an input that was dropped.
 	Status projection.Status `json:"status"`
 	// Content is the final answer of a completed turn.
 	Content string `json:"content,omitempty"`
@@ -46,8 +47,8 @@ type Outcome struct {
 	WasRunning bool `json:"was_running,omitempty"`
 	// Failure says why the command could not be carried out (a turn that ran
 	// and failed is not a failure of the command: see Status and Error), and
-	// FailureCode classifies it: one of the Failure* codes, or an input error
-	// code (CodeMalformedInput).
+	// FailureCode classifies it: one of the Failure* codes, or, on a refusal
+	// (Status refused: see Refusal), one of the Code* refusal codes.
 	Failure     string `json:"failure,omitempty"`
 	FailureCode string `json:"failure_code,omitempty"`
 }

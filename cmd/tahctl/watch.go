@@ -149,13 +149,8 @@ func (w *watch) wait(ctx context.Context) error {
 	var ce *client.CommandError
 	switch {
 	case errors.As(err, &ce):
-		if w.json && ce.Input != nil {
-			_ = printJSON(w.g.stdout, struct {
-				Kind string `json:"kind"`
-				wire.InputError
-			}{"error", *ce.Input})
-		} else if w.json {
-			w.printOutcome(o)
+		if w.json {
+			w.printOutcome(ce.Outcome)
 		}
 		return inputFailure(w.sid, ce.Code, ce.Message)
 	case err != nil:

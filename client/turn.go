@@ -79,7 +79,10 @@ func (c *Client) Run(ctx context.Context, sid string, in wire.Input, opts ...Tur
 }
 
 // Resume continues the turn of session sid that a crash or a stop left
-// unfinished; its Outcome fails with ErrNothingToResume when there is none.
+// unfinished. A turn that was running when the resume was published (another
+// client's, or one its node resumed by itself after a crash) is the
+// resume's: its Outcome is that turn's end. It fails with
+// ErrNothingToResume when no turn was open.
 func (c *Client) Resume(ctx context.Context, sid string, opts ...TurnOption) (*Turn, error) {
 	return c.startTurn(ctx, sid, wire.Input{Command: wire.CommandResume}, opts)
 }

@@ -258,3 +258,41 @@ func TestUsageIsTheTurns(t *testing.T) {
 		t.Fatalf("agent.finished: %+v", d)
 	}
 }
+
+// TestResumeFollowsTheTurnThatRuns: a resume published while a turn runs
+// (a node resuming it after a crash, or another client's run) follows that
+// turn and reports its real outcome, not "nothing to resume" once it ended;
+// with or without events.
+func TestResumeFollowsTheTurnThatRuns(t *testing.T) {
+	ctx := ctxT(t)
+	model := newGated("slow")
+	n := startNode(t, model)
+	c := connect(t, n)
+	sid := newSession(t, c)
+	run := startTurn(t, c, sid, "slow")
+	model.waitStarted(t, "slow")
+	watching, err := c.Resume(ctx, sid, client.WithEvents(), client.WithDeltas())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watching.Close()
+	quiet, err := c.Resume(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	model.open()
+	if o, err := run.Outcome(ctx); err != nil || o.Status != "completed" {
+		t.Fatalf("the run: %+v %v", o, err)
+	}
+	evs, _ := collect(t, watching)
+	for name, turn := range map[string]*client.Turn{"resume with events": watching, "resume": quiet} {
+		o, err := turn.Outcome(ctx)
+		if err != nil || o.Status != "completed" || o.Content != "answer to slow" || o.Turn != 1 {
+			t.Errorf("%s: %+v %v", name, o, err)
+		}
+	}
+	if got := types(evs); !strings.HasSuffix(got, "agent.finished") {
+		t.Errorf("the resume's events: %s", got)
+	}
+}

@@ -21,6 +21,10 @@ func (t *Turn) run(st *turnState) {
 		endTimer   <-chan time.Time
 		drainTimer <-chan time.Time
 		followed   <-chan []event.Event // whole records: the turn's end is known once its record is read
+		// held is a resume's "nothing to resume" while the log is read up to
+		// it: a turn that ended since the resume was published (its node
+		// resumed it, or it was running) is the resume's.
+		held *wire.Outcome
 	)
 	if t.follower != nil {
 		followed = t.follower.records
@@ -29,6 +33,15 @@ func (t *Turn) run(st *turnState) {
 		t.decide(o, err)
 		out, failed = &o, err != nil
 		drainTimer = time.After(drainWait)
+	}
+	settleHeld := func() {
+		switch {
+		case held == nil || t.isDecided():
+		case st.end != nil:
+			settle(st.outcomeOfEnd(), nil)
+		case st.lastSeq >= held.LastSeq || t.follower == nil:
+			settle(*held, t.a.failed(*held))
+		}
 	}
 	for {
 		if t.isDecided() && t.follower == nil {
@@ -76,6 +89,7 @@ func (t *Turn) run(st *turnState) {
 			if st.end != nil && endTimer == nil {
 				endTimer = time.After(endWait)
 			}
+			settleHeld()
 		case <-t.status:
 			// The connection is back: the outcome may have been published
 			// while it was down. The log tells the end of the turn.
@@ -89,7 +103,18 @@ func (t *Turn) run(st *turnState) {
 				dq = append(dq, d)
 			}
 		case m := <-t.replies:
-			if o, final, err := t.a.reply(m); final && !t.isDecided() {
+			o, final, err := t.a.reply(m)
+			switch {
+			case !final || t.isDecided():
+			case t.a.command == wire.CommandResume && o.FailureCode == wire.FailureNothingToResume && o.LastSeq >= t.from:
+				held = &o
+				if t.follower == nil {
+					if t.followLate(); t.follower != nil {
+						followed = t.follower.records
+					}
+				}
+				settleHeld()
+			default:
 				settle(o, err)
 			}
 		case m := <-t.errs:

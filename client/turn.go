@@ -196,6 +196,10 @@ func (t *Turn) Outcome(ctx context.Context) (wire.Outcome, error) {
 	}
 }
 
+// Decided is closed once the outcome is known (Outcome then returns at
+// once), while the turn's last events may still be on their way.
+func (t *Turn) Decided() <-chan struct{} { return t.decided }
+
 // Events delivers the events of this turn, and of no other turn of the
 // session, when the Turn was started WithEvents. It is closed when they are
 // over (after the end of the turn, or a while after the outcome) or the Turn

@@ -34,6 +34,10 @@ type watch struct {
 	st   style // of stderr
 	sp   spinner
 	turn *client.Turn
+	// stream: the answer is written on stdout as it comes (a terminal).
+	// Elsewhere stdout gets the final answer once, after the outcome: a
+	// crash's cut answer and its re-run never both reach a file.
+	stream bool
 
 	steps     map[string]*llmStep // LLM steps seen, by id
 	tools     map[string]event.ToolStartedData
@@ -56,6 +60,7 @@ func (c *conn) watch(sid string) *watch {
 	w := &watch{c: c, g: c.g, sid: sid, json: c.g.json, st: newStyle(c.g, c.g.stderr),
 		steps: map[string]*llmStep{}, tools: map[string]event.ToolStartedData{}}
 	w.sp = spinner{w: c.g.stderr, on: !w.json && isTerminal(c.g.stderr)}
+	w.stream = isTerminal(c.g.stdout)
 	return w
 }
 
@@ -116,6 +121,9 @@ func (w *watch) wait(ctx context.Context) error {
 				w.note(w.st.dim("  reconnected"))
 			}
 		case <-sigs:
+			if w.isDecided() { // the turn is over: nothing to cancel, nothing to wait for
+				return w.result(ctx, false)
+			}
 			if !interrupted.IsZero() {
 				return exitStatus(exitInterrupted)
 			}
@@ -144,6 +152,20 @@ func (w *watch) wait(ctx context.Context) error {
 				"the connection to the node was lost for %v", reconnectWait)
 		}
 	}
+	return w.result(ctx, !interrupted.IsZero())
+}
+
+func (w *watch) isDecided() bool {
+	select {
+	case <-w.turn.Decided():
+		return true
+	default:
+		return false
+	}
+}
+
+// result shows the turn's outcome and returns how it ended (see wait).
+func (w *watch) result(ctx context.Context, interrupted bool) error {
 	w.sp.stop()
 	o, err := w.turn.Outcome(ctx)
 	var ce *client.CommandError
@@ -156,7 +178,7 @@ func (w *watch) wait(ctx context.Context) error {
 	case err != nil:
 		return errorf(exitUnavailable, "`tahctl show "+w.sid+"` tells how the turn goes on", "the turn's outcome was not received: %v", err)
 	}
-	return w.finish(o, !interrupted.IsZero())
+	return w.finish(o, interrupted)
 }
 
 // inputFailure is the error of a command the node could not carry out.
@@ -190,6 +212,9 @@ func (w *watch) printOutcome(o wire.Outcome) {
 func (w *watch) finish(o wire.Outcome, interrupted bool) error {
 	if w.json {
 		w.printOutcome(o)
+	}
+	if !w.stream && !w.json && o.Status == "completed" && o.Content != "" {
+		fmt.Fprintln(w.g.stdout, strings.TrimSuffix(o.Content, "\n"))
 	}
 	if w.end == nil && !w.json {
 		// The events did not show the end (they were missed): the outcome says it.
@@ -301,9 +326,10 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// text writes answer text to stdout.
+// text writes answer text to stdout, as it comes when it streams (see
+// watch.stream).
 func (w *watch) text(s string) {
-	if s == "" || w.json {
+	if s == "" || w.json || !w.stream {
 		return
 	}
 	w.sp.stop() // the answer is coming: no spinner over it

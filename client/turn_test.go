@@ -296,3 +296,33 @@ func TestResumeFollowsTheTurnThatRuns(t *testing.T) {
 		t.Errorf("the resume's events: %s", got)
 	}
 }
+
+// TestAttachFollowsOnAnotherConnection: a Turn attached on another Client
+// (tahctl's, when the node came back at another address) takes the turn
+// over from where the first got to, and gets its outcome.
+func TestAttachFollowsOnAnotherConnection(t *testing.T) {
+	ctx := ctxT(t)
+	model := newGated("slow")
+	n := startNode(t, model)
+	first, second := connect(t, n), connect(t, n)
+	sid := newSession(t, first)
+	turn := startTurn(t, first, sid, "slow", client.WithEvents())
+	model.waitStarted(t, "slow")
+	ev := <-turn.Events()
+	if ev.Type != event.TurnStarted {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	moved, err := second.Attach(ctx, turn, client.WithEvents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moved.Close()
+	model.open()
+	evs, _ := collect(t, moved)
+	if got := types(evs); got != "llm.started llm.completed agent.finished" {
+		t.Errorf("the attached Turn's events: %s", got)
+	}
+	if o, err := moved.Outcome(ctx); err != nil || o.Content != "answer to slow" || o.InputID != turn.InputID() {
+		t.Fatalf("%+v %v", o, err)
+	}
+}

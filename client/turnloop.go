@@ -9,14 +9,16 @@ import (
 
 // run is the Turn's goroutine: it reads the answers to its input, the
 // session's events and deltas, and hands this turn's on, until the outcome
-// is known and the turn's events are over and delivered, or Close.
-func (t *Turn) run(st *turnState) {
+// is known and the turn's events are over and delivered, or Close. It
+// delivers unsent first: what a Turn it was attached after had not.
+func (t *Turn) run(st *turnState, unsent []event.Event) {
 	defer t.finish()
+	evq := unsent
+	defer func() { t.unsent = evq }() // before finish: Attach reads it once closed
 	var (
 		out        *wire.Outcome
 		failed     bool // the command was not carried out: no events to wait for
 		eventsDone bool
-		evq        []event.Event
 		dq         []Delta
 		endTimer   <-chan time.Time
 		drainTimer <-chan time.Time
@@ -28,6 +30,10 @@ func (t *Turn) run(st *turnState) {
 	)
 	if t.follower != nil {
 		followed = t.follower.records
+	}
+	if t.isDecided() { // an attached Turn whose outcome came before
+		o := t.out
+		out, failed, drainTimer = &o, t.err != nil, time.After(drainWait)
 	}
 	settle := func(o wire.Outcome, err error) {
 		t.decide(o, err)

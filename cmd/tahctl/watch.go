@@ -28,6 +28,9 @@ const (
 // outcome.
 type watch struct {
 	c    *conn
+	// moved is the connection made when the node came back at another
+	// address (see reattach), which Close closes; nil before.
+	moved *conn
 	g    *globals
 	sid  string
 	json bool
@@ -69,7 +72,41 @@ func (w *watch) Close() {
 	if w.turn != nil {
 		w.turn.Close()
 	}
+	if w.moved != nil {
+		w.moved.Close()
+	}
 	w.sp.stop()
+}
+
+// reattach follows the turn at the node's new address when the connection
+// is lost and the data directory's node.json names another one than tahctl
+// is connected to (the node came back on another port): it connects there
+// and follows the turn from where it got to. It reports whether it did.
+func (w *watch) reattach(ctx context.Context) bool {
+	ep := w.g.resolve()
+	if ep.url == w.c.ep.url || w.isDecided() {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.g.timeout)
+	defer cancel()
+	nc, err := w.g.connect(cctx)
+	if err != nil {
+		return false // not up yet: tried again
+	}
+	turn, err := nc.Attach(cctx, w.turn, client.WithEvents(), client.WithDeltas())
+	if err != nil {
+		nc.Close()
+		if turn, err = w.c.Attach(cctx, w.turn, client.WithEvents(), client.WithDeltas()); err == nil {
+			w.turn = turn // back on the old connection, which may come back yet
+		}
+		return false
+	}
+	if w.moved != nil {
+		w.moved.Close()
+	}
+	w.c, w.moved, w.turn = nc, nc, turn
+	w.note(w.st.dim("  the node is now at " + ep.url + " (" + ep.urlFrom + "): following the turn there"))
+	return true
 }
 
 // start publishes the command (run or resume) and follows its turn.
@@ -95,7 +132,7 @@ func (w *watch) wait(ctx context.Context) error {
 	defer signal.Stop(sigs)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var interrupted, lostSince time.Time
+	var interrupted, lostSince, looked time.Time
 	events, deltas := w.turn.Events(), w.turn.Deltas()
 	for events != nil || deltas != nil {
 		select {
@@ -139,6 +176,13 @@ func (w *watch) wait(ctx context.Context) error {
 		case <-tick.C:
 			if !w.lineOpen { // never over a line of the answer
 				w.sp.tick()
+			}
+			if !lostSince.IsZero() && time.Since(looked) >= time.Second {
+				looked = time.Now()
+				if w.reattach(ctx) {
+					lostSince = time.Time{}
+					events, deltas = w.turn.Events(), w.turn.Deltas()
+				}
 			}
 		case <-ctx.Done():
 			return ctx.Err()

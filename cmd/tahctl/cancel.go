@@ -28,8 +28,9 @@ func runCancel(ctx context.Context, g *globals, args []string) error {
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	o, err := c.Cancel(cctx, id, *reason)
 	cancel()
+	notYet := "cancel sent to " + id + "; its turn has not ended yet (`tahctl show " + id + "` tells)"
 	if errors.Is(err, context.DeadlineExceeded) {
-		fmt.Fprintf(g.stdout, "cancel sent to %s; its turn has not ended yet (`tahctl show %s` tells)\n", id, id)
+		fmt.Fprintln(g.stdout, notYet)
 		return nil
 	}
 	if err != nil {
@@ -41,6 +42,8 @@ func runCancel(ctx context.Context, g *globals, args []string) error {
 	switch {
 	case !o.WasRunning:
 		fmt.Fprintf(g.stdout, "%s was not running (it is %s): nothing to cancel\n", id, o.Status)
+	case o.Status.Active(): // its node stopped first: the next owner carries the cancel out
+		fmt.Fprintln(g.stdout, notYet)
 	case o.Status == projection.StatusCancelled:
 		fmt.Fprintf(g.stdout, "cancelled turn %d of %s: %s\n", o.Turn, id, o.Error)
 	default:

@@ -27,16 +27,16 @@ const (
 // it started (a client.Turn: only that turn's events and deltas), until its
 // outcome.
 type watch struct {
-	c    *conn
+	c *conn
 	// moved is the connection made when the node came back at another
 	// address (see reattach), which Close closes; nil before.
 	moved *conn
-	g    *globals
-	sid  string
-	json bool
-	st   style // of stderr
-	sp   spinner
-	turn *client.Turn
+	g     *globals
+	sid   string
+	json  bool
+	st    style // of stderr
+	sp    spinner
+	turn  *client.Turn
 	// stream: the answer is written on stdout as it comes (a terminal).
 	// Elsewhere stdout gets the final answer once, after the outcome: a
 	// crash's cut answer and its re-run never both reach a file.

@@ -154,3 +154,22 @@ func TestReplies(t *testing.T) {
 		t.Error("garbage was taken")
 	}
 }
+
+// TestEndOutcome: the end of a turn tells its outcome; an agent.finished
+// written before session_usage existed has the session's usage only.
+func TestEndOutcome(t *testing.T) {
+	turn, total := llm.Usage{InputTokens: 3}, llm.Usage{InputTokens: 10}
+	ev := event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 2, Content: "hi", Steps: 1, Usage: turn, SessionUsage: &total})
+	ev.Seq = 9
+	if o := EndOutcome(ev); o.Status != "completed" || o.Turn != 2 || o.Content != "hi" || o.Usage != turn || o.SessionUsage != total || o.LastSeq != 9 {
+		t.Errorf("agent.finished: %+v", o)
+	}
+	old := event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 2, Content: "hi", Steps: 1, Usage: total})
+	if o := EndOutcome(old); o.Usage != (llm.Usage{}) || o.SessionUsage != total {
+		t.Errorf("an older agent.finished: %+v", o)
+	}
+	cancelled := event.MustNew("s", event.AgentCancelled, event.AgentCancelledData{Turn: 3, Reason: "enough"})
+	if o := EndOutcome(cancelled); o.Status != "cancelled" || o.Error != "enough" || o.Code != event.CodeCancelled || o.Turn != 3 {
+		t.Errorf("agent.cancelled: %+v", o)
+	}
+}

@@ -158,8 +158,12 @@ func (w *watch) wait(ctx context.Context) error {
 				w.note(w.st.dim("  reconnected"))
 			}
 		case <-sigs:
-			if w.isDecided() { // the turn is over: nothing to cancel, nothing to wait for
+			// A turn that is over has nothing to cancel, nor to wait for.
+			if w.isDecided() {
 				return w.result(ctx, false)
+			}
+			if w.end != nil { // its end is shown; its outcome is on the way
+				return w.finish(client.EndOutcome(*w.end), false)
 			}
 			if !interrupted.IsZero() {
 				return exitStatus(exitInterrupted)

@@ -37,8 +37,8 @@
 // # What a Turn costs
 //
 // A Turn asked only for its outcome (Run without options: what the Go API's
-// Session.Run does) subscribes to its reply inbox and the session's input
-// errors and publishes: no request to the event stream, no consumer on the
+// Session.Run does) subscribes to its reply inbox and the session's
+// refusals and publishes: no request to the event stream, no consumer on the
 // log. WithEvents
 // and WithDeltas make it follow the session's shard of the log (its count
 // read once from the log and kept) with an ordered consumer of its own,

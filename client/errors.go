@@ -47,7 +47,7 @@ var (
 	ErrPayloadTooLarge = natsx.ErrPayloadTooLarge
 	// ErrMalformedInput is wire.ErrMalformedInput: an input that does not
 	// validate (not sent), or that a node refused (malformed_input, or
-	// reply_subject_refused: a Tah-Reply-To outside the client's inbox).
+	// bad_reply_subject: a Tah-Reply-To outside the client's inbox).
 	ErrMalformedInput = wire.ErrMalformedInput
 	// ErrBusy: a compaction asked while a turn runs (failure busy).
 	ErrBusy = errors.New("session is running a turn")

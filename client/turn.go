@@ -42,7 +42,7 @@ func WithDeltas() TurnOption { return func(o *turnOptions) { o.deltas = true } }
 // deltas, from the subscriptions it made before its input was published.
 //
 // A Turn asked only for its outcome listens to its reply subject and the
-// session's input errors: nothing else, no consumer on the log. It follows
+// session's refusals: nothing else, no consumer on the log. It follows
 // the log (an ordered consumer) when asked for events or deltas, which need
 // it to tell its own turn's from another's, and after the connection came
 // back while the outcome had not come: the outcome may have been published

@@ -23,7 +23,7 @@ const (
 	PartitionSubjects = "tah.in.*.*"
 	// DeltaSubjects is the filter of every session's token deltas.
 	DeltaSubjects = "tah.sess.*.delta"
-	// ErrorSubjects is the filter of every session's input errors.
+	// ErrorSubjects is the filter of every session's refusals (Refusal).
 	ErrorSubjects = "tah.sess.*.err"
 	// NodeSubjects is the filter of every node's presence.
 	NodeSubjects = "tah.nodes.*"

@@ -95,18 +95,14 @@ func (m *InputMsg) Term(ctx context.Context, reason string) error {
 	return m.msg.TermWithReason(reason)
 }
 
-// Reject drops the input for good and reports why on tah.sess.<sid>.err, where
-// its sender can see it: for inputs that are well formed but cannot be served.
-// (It does not publish on ReplyTo: the outcome published there is the
-// caller's to write.)
+// Reject drops the input for good and reports why, a wire.Refusal of code,
+// on tah.sess.<sid>.err and on its ReplyTo, where its sender sees it: for
+// inputs that are well formed but cannot be served.
 func (m *InputMsg) Reject(ctx context.Context, code string, cause error) error {
 	if err := m.Term(ctx, code+": "+cause.Error()); err != nil {
 		return err
 	}
-	return m.b.reportInputError(wire.InputError{
-		Session: m.Session, InputID: m.ID, Command: m.Command, Seq: m.Seq,
-		Code: code, Error: cause.Error(),
-	}, "")
+	return m.b.reportRefusal(wire.Refusal(m.Session, m.ID, code, cause.Error()), m.ReplyTo)
 }
 
 // KeepAlive calls InProgress every interval (0: a third of
@@ -313,10 +309,7 @@ func (c *InputConsumer) deliver(pp *partitionPull, m jetstream.Msg) {
 		if wire.CheckReplySubject(replyTo) != nil {
 			replyTo = ""
 		}
-		_ = c.b.reportInputError(wire.InputError{
-			Session: sid, InputID: in.ID, Command: wire.Command(m.Headers().Get(wire.HeaderCommand)),
-			Seq: md.Sequence.Stream, Code: code, Error: err.Error(),
-		}, replyTo)
+		_ = c.b.reportRefusal(wire.Refusal(sid, in.ID, code, err.Error()), replyTo)
 		return
 	}
 	c.h(c.ctx, &InputMsg{

@@ -172,9 +172,10 @@
 // at a time: the owner of its sessions. The handler gets an InputMsg to Ack
 // when the work is done, KeepAlive (InProgress) while it runs, Nak, Term or
 // Reject. A message that is not a valid input is terminated before any
-// handler sees it and reported as an InputError on the core subject
-// tah.sess.<sid>.err (the stored message has no reply subject: JetStream used
-// it for the publish acknowledgement), so it never blocks its partition.
+// handler sees it and reported as a wire.Refusal on the core subject
+// tah.sess.<sid>.err and its Tah-Reply-To header's (the stored message has
+// no reply subject: JetStream used it for the publish acknowledgement), so
+// it never blocks its partition.
 // InputConsumer.Close unpins the partitions it holds so that another node
 // takes them over at once.
 //

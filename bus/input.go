@@ -36,6 +36,7 @@ func parseInput(m *nats.Msg, seq uint64) (wire.Input, error) {
 	in := wire.Input{Command: wire.Command(m.Header.Get(wire.HeaderCommand)), ReplyTo: m.Header.Get(wire.HeaderReplyTo)}
 	if len(m.Data) > 0 {
 		if err := json.Unmarshal(m.Data, &in); err != nil {
+			in.ID = m.Header.Get(wire.HeaderMsgID) // for the refusal
 			return in, fmt.Errorf("body is not an input JSON object: %v: %w", err, ErrMalformedInput)
 		}
 	}
@@ -51,22 +52,22 @@ func parseInput(m *nats.Msg, seq uint64) (wire.Input, error) {
 	return in, nil
 }
 
-// reportInputError publishes ie on the session's error subject, and on
-// replyTo too when it is not empty.
-func (b *Bus) reportInputError(ie wire.InputError, replyTo string) error {
-	body, err := json.Marshal(ie)
+// reportRefusal publishes the refusal o on the session's error subject, and
+// on replyTo too when it is not empty.
+func (b *Bus) reportRefusal(o wire.Outcome, replyTo string) error {
+	body, err := json.Marshal(o)
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, subj := range []string{wire.ErrorSubject(ie.Session), replyTo} {
+	for _, subj := range []string{wire.ErrorSubject(o.Session), replyTo} {
 		if subj == "" {
 			continue
 		}
 		m := nats.NewMsg(subj)
 		m.Data = body
-		if ie.InputID != "" {
-			m.Header.Set(wire.HeaderInputID, ie.InputID)
+		if o.InputID != "" {
+			m.Header.Set(wire.HeaderInputID, o.InputID)
 		}
 		errs = append(errs, b.nc.PublishMsg(m))
 	}
@@ -76,14 +77,14 @@ func (b *Bus) reportInputError(ie wire.InputError, replyTo string) error {
 // SubscribeErrors calls fn for each error reported about session sid's inputs
 // (core NATS, not stored: subscribe before publishing the input). ctx bounds
 // the setup; the subscription runs until Stop.
-func (b *Bus) SubscribeErrors(ctx context.Context, sid string, fn func(wire.InputError)) (*Subscription, error) {
+func (b *Bus) SubscribeErrors(ctx context.Context, sid string, fn func(wire.Outcome)) (*Subscription, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, err
 	}
 	s, err := b.subscribe(wire.ErrorSubject(sid), func(m *nats.Msg) {
-		var ie wire.InputError
-		if json.Unmarshal(m.Data, &ie) == nil {
-			fn(ie)
+		var o wire.Outcome
+		if json.Unmarshal(m.Data, &o) == nil {
+			fn(o)
 		}
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -119,8 +120,8 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	b := embedded(t, func(c *Config) { c.Partitions = 1 }) // everything in one partition
 	const sid = "s_bad"
 	var errsMu sync.Mutex
-	var reported []wire.InputError
-	sub, err := b.SubscribeErrors(ctxT(t), sid, func(ie wire.InputError) {
+	var reported []wire.Outcome
+	sub, err := b.SubscribeErrors(ctxT(t), sid, func(ie wire.Outcome) {
 		errsMu.Lock()
 		reported = append(reported, ie)
 		errsMu.Unlock()
@@ -144,9 +145,12 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sent := 0
 	raw := func(cmd, body string) {
 		t.Helper()
 		m := nats.NewMsg(wire.InputSubject(sid))
+		sent++
+		m.Header.Set(wire.HeaderMsgID, fmt.Sprintf("raw-%d", sent))
 		if cmd != "" {
 			m.Header.Set(wire.HeaderCommand, cmd)
 		}
@@ -184,17 +188,18 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 		if i == 5 {
 			want = wire.CodeReplySubject
 		}
-		if ie.Code != want || ie.Session != sid || ie.Seq == 0 || ie.Error == "" {
+		if ie.FailureCode != want || ie.Session != sid || ie.Status != wire.StatusRefused || ie.Failure == "" {
 			t.Errorf("report: %+v", ie)
 		}
 	}
-	if reported[3].InputID != "in_x" || !strings.Contains(reported[2].Error, "fly") {
+	// The id is the body's, else Nats-Msg-Id's, even of a body that is not JSON.
+	if reported[0].InputID != "raw-1" || reported[3].InputID != "in_x" || !strings.Contains(reported[2].Failure, "fly") {
 		t.Errorf("reports: %+v", reported)
 	}
 	errsMu.Unlock()
 	// The input that named a reply subject gets its report there too.
 	rm, err := replies.NextMsg(30 * time.Second)
-	if err != nil || !strings.Contains(string(rm.Data), `"code":"malformed_input"`) {
+	if err != nil || !strings.Contains(string(rm.Data), `"status":"refused"`) || !strings.Contains(string(rm.Data), `"failure_code":"malformed_input"`) {
 		t.Fatalf("reply: %v %s", err, rm.Data)
 	}
 	// Nothing is published on the subject no client owns (the valid input,
@@ -212,24 +217,36 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	}
 }
 
+// TestRejectReportsToTheSender: a rejected input's refusal is published on
+// the session's error subject and on its reply subject, the same body.
 func TestRejectReportsToTheSender(t *testing.T) {
 	b := embedded(t)
 	const sid = "s_rej"
-	got := make(chan wire.InputError, 1)
-	sub, _ := b.SubscribeErrors(ctxT(t), sid, func(ie wire.InputError) { got <- ie })
+	got := make(chan wire.Outcome, 1)
+	sub, _ := b.SubscribeErrors(ctxT(t), sid, func(ie wire.Outcome) { got <- ie })
 	defer sub.Stop()
+	replies, err := b.nc.SubscribeSync("_INBOX.rej")
+	if err != nil {
+		t.Fatal(err)
+	}
 	c, _ := b.ConsumeInputs(ctxT(t), func(ctx context.Context, m *InputMsg) {
 		_ = m.Reject(ctx, "unknown_session", errors.New("no such session"))
 	})
 	defer c.Stop()
-	id, _ := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandResume})
+	id, _ := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandResume, ReplyTo: "_INBOX.rej"})
+	want := wire.Refusal(sid, id, "unknown_session", "no such session")
 	select {
 	case ie := <-got:
-		if ie.InputID != id || ie.Code != "unknown_session" || ie.Command != wire.CommandResume {
+		if ie != want {
 			t.Fatalf("report %+v", ie)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("no error report")
+	}
+	rm, err := replies.NextMsg(30 * time.Second)
+	var o wire.Outcome
+	if err != nil || json.Unmarshal(rm.Data, &o) != nil || o != want {
+		t.Fatalf("reply %v %s", err, rm.Data)
 	}
 }
 

@@ -158,10 +158,10 @@ func checkExamples(t reporter, doc []byte) {
 				t.Errorf("delta example: %v\n%s", err, body)
 			}
 			deltas++
-		case probe["code"] != nil && probe["session"] != nil:
-			var ie wire.InputError
-			if err := strict(body, &ie); err != nil || ie.Code == "" || ie.Error == "" {
-				t.Errorf("input error example: %v\n%s", err, body)
+		case string(probe["status"]) == `"refused"`:
+			var o wire.Outcome
+			if err := strict(body, &o); err != nil || o.FailureCode == "" || o.Failure == "" {
+				t.Errorf("refusal example: %v\n%s", err, body)
 			}
 			errs++
 		case probe["bucket"] != nil && probe["object"] != nil:
@@ -178,7 +178,7 @@ func checkExamples(t reporter, doc []byte) {
 		}
 	}
 	if inputs < 4 || deltas < 1 || errs < 1 || refs < 1 {
-		t.Errorf("examples checked: %d inputs, %d deltas, %d input errors, %d artifact references", inputs, deltas, errs, refs)
+		t.Errorf("examples checked: %d inputs, %d deltas, %d refusals, %d artifact references", inputs, deltas, errs, refs)
 	}
 }
 

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -37,11 +39,20 @@ func TestAPI(t *testing.T) {
 	calls := map[string]func() error{
 		wire.EndpointCreate: func() error { _, err := c.Create(ctx, wire.CreateRequest{}); return err },
 		wire.EndpointGet: func() error {
-			s, err := c.Get(ctx, "s_api")
-			if err == nil && (s.ID != "s_api" || s.Labels["k"] != "v" || s.Turn != 1) {
-				t.Errorf("get: %+v", s)
-			}
-			return err
+			// The row is the read model's, which follows the log a moment
+			// behind: the run's turn shows there soon.
+			return natstest.Poll(30*time.Second, 20*time.Millisecond, func() error {
+				s, err := c.Get(ctx, "s_api")
+				switch {
+				case err != nil:
+					return natstest.Permanent(err)
+				case s.ID != "s_api" || s.Labels["k"] != "v":
+					t.Errorf("get: %+v", s)
+				case s.Turn != 1:
+					return fmt.Errorf("the read model shows turn %d, not 1", s.Turn)
+				}
+				return nil
+			})
 		},
 		wire.EndpointList: func() error {
 			r, err := c.List(ctx, wire.ListRequest{Limit: 10})

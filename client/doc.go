@@ -37,8 +37,8 @@
 // # What a Turn costs
 //
 // A Turn asked only for its outcome (Run without options: what the Go API's
-// Session.Run does) subscribes to its reply inbox and the session's input
-// errors and publishes: no request to the event stream, no consumer on the
+// Session.Run does) subscribes to its reply inbox and the session's
+// refusals and publishes: no request to the event stream, no consumer on the
 // log. WithEvents
 // and WithDeltas make it follow the session's shard of the log (its count
 // read once from the log and kept) with an ordered consumer of its own,
@@ -51,6 +51,15 @@
 // another runs (or while a dead node's turn waits to be finished) must not
 // show the other's tail as its own. A run's events are those from the
 // turn.started that records its input id; a resume's, those of the turn
-// open when it was published. A delta belongs to the turn of its LLM step.
-// Outcomes may come twice after a failover: the first counts.
+// open when it was published (a resume published while a turn runs, or
+// while its node resumes it after a crash, has that turn's outcome). A delta
+// belongs to the turn of its LLM step. Outcomes may come twice after a
+// failover: the first counts. Client.Attach takes a Turn over on another
+// connection (tahctl does when the node came back at another address).
+//
+// # Refusals
+//
+// An input a node refuses gets one answer, the same on its reply subject
+// and the session's error subject: an outcome of status refused
+// (wire.Refusal); Outcome returns it in a *CommandError.
 package client

@@ -47,7 +47,7 @@ var (
 	ErrPayloadTooLarge = natsx.ErrPayloadTooLarge
 	// ErrMalformedInput is wire.ErrMalformedInput: an input that does not
 	// validate (not sent), or that a node refused (malformed_input, or
-	// reply_subject_refused: a Tah-Reply-To outside the client's inbox).
+	// bad_reply_subject: a Tah-Reply-To outside the client's inbox).
 	ErrMalformedInput = wire.ErrMalformedInput
 	// ErrBusy: a compaction asked while a turn runs (failure busy).
 	ErrBusy = errors.New("session is running a turn")
@@ -119,21 +119,21 @@ func (e *APIError) Unwrap() error {
 }
 
 // CommandError is a command that a node could not carry out: the Failure of
-// its outcome, or an InputError about it. (A turn that ran and failed is not
-// one: its outcome says so in Status.) It unwraps to ErrNotFound,
+// its outcome, or its refusal (an outcome of Status refused). (A turn that
+// ran and failed is not one: its outcome says so in Status.) It unwraps to ErrNotFound,
 // ErrBusy, ErrNothingToResume, ErrMalformedInput, ErrPayloadTooLarge,
 // ErrCorruptLog or ErrRejected by code.
 type CommandError struct {
 	Session string
 	InputID string
 	Command wire.Command
-	// Code is the outcome's FailureCode (wire.Failure*) or the input error's
-	// Code (wire.Code*).
+	// Code is the outcome's FailureCode: a wire.Failure* code, or a
+	// wire.Code* refusal code.
 	Code string
 	// Message is the node's description.
 	Message string
-	// Input is the input error, when the node reported one.
-	Input *wire.InputError
+	// Outcome is the outcome that said so.
+	Outcome wire.Outcome
 }
 
 func (e *CommandError) Error() string {

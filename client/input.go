@@ -65,9 +65,10 @@ func (c *Client) streamExists(ctx context.Context, name string) bool {
 }
 
 // Cancel cancels session sid's running turn or compaction and returns the
-// outcome of the cancel: Status is the session's state when the cancel
-// reached it (a turn then ends as cancelled; nothing happens to a session
-// that runs nothing). reason is recorded in agent.cancelled. It fails with
+// outcome of the cancel: once the work it cancelled ended, that work's
+// outcome with WasRunning set (Status cancelled, Turn, LastSeq, Usage); at
+// once, the session's state, for a session that runs nothing (nothing
+// happens to it). reason is recorded in agent.cancelled. It fails with
 // ErrNotFound when the session does not exist: that is asked first, because
 // a node takes the cancel of a session it has not loaded as one of a session
 // that runs nothing.
@@ -114,8 +115,8 @@ func (c *Client) await(ctx context.Context, sid string, in wire.Input) (wire.Out
 				return o, err
 			}
 		case m := <-errs:
-			if mine, err := a.refused(m); mine {
-				return wire.Outcome{}, err
+			if o, mine, err := a.refused(m); mine {
+				return o, err
 			}
 		case <-ctx.Done():
 			return wire.Outcome{}, fmt.Errorf("%s %s: the node took input %s but has not said how it ended: %w", in.Command, sid, id, ctx.Err())

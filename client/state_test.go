@@ -136,18 +136,40 @@ func TestReplies(t *testing.T) {
 	if !final || !errors.Is(err, ErrBusy) || o.FailureCode != wire.FailureBusy {
 		t.Errorf("a failure: %+v %v", o, err)
 	}
-	_, final, err = a.reply(msg(wire.InputError{Session: "s", Code: wire.CodeMalformedInput, Error: "bad"}, "in_1"))
+	o, final, err = a.reply(msg(wire.Refusal("s", "", wire.CodeMalformedInput, "bad"), "in_1"))
 	var ce *CommandError
-	if !final || !errors.Is(err, ErrMalformedInput) || !errors.As(err, &ce) || ce.Input == nil || ce.Input.InputID != "in_1" {
-		t.Errorf("an input error on the reply subject: %v", err)
+	if !final || !errors.Is(err, ErrMalformedInput) || !errors.As(err, &ce) || ce.Outcome.InputID != "in_1" || o.Status != wire.StatusRefused {
+		t.Errorf("a refusal on the reply subject: %+v %v", o, err)
 	}
-	if mine, _ := a.refused(msg(wire.InputError{Session: "s", InputID: "in_9", Code: wire.CodeRejected}, "")); mine {
-		t.Error("another input's error was taken")
+	if _, mine, _ := a.refused(msg(wire.Refusal("s", "in_9", wire.CodeRejected, "x"), "")); mine {
+		t.Error("another input's refusal was taken")
 	}
-	if mine, err := a.refused(msg(wire.InputError{Session: "s", InputID: "in_1", Code: wire.CodeRejected, Error: "x"}, "")); !mine || !errors.Is(err, ErrRejected) {
+	if _, mine, _ := a.refused(msg(wire.Outcome{Session: "s", Status: "completed"}, "")); mine {
+		t.Error("an outcome without an input id was taken on the error subject")
+	}
+	if o, mine, err := a.refused(msg(wire.Refusal("s", "in_1", wire.CodeRejected, "x"), "")); !mine || !errors.Is(err, ErrRejected) || o.FailureCode != wire.CodeRejected {
 		t.Errorf("rejected: %v", err)
 	}
 	if _, final, _ := a.reply(&nats.Msg{Data: []byte("not json")}); final {
 		t.Error("garbage was taken")
+	}
+}
+
+// TestEndOutcome: the end of a turn tells its outcome; an agent.finished
+// written before session_usage existed has the session's usage only.
+func TestEndOutcome(t *testing.T) {
+	turn, total := llm.Usage{InputTokens: 3}, llm.Usage{InputTokens: 10}
+	ev := event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 2, Content: "hi", Steps: 1, Usage: turn, SessionUsage: &total})
+	ev.Seq = 9
+	if o := EndOutcome(ev); o.Status != "completed" || o.Turn != 2 || o.Content != "hi" || o.Usage != turn || o.SessionUsage != total || o.LastSeq != 9 {
+		t.Errorf("agent.finished: %+v", o)
+	}
+	old := event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 2, Content: "hi", Steps: 1, Usage: total})
+	if o := EndOutcome(old); o.Usage != (llm.Usage{}) || o.SessionUsage != total {
+		t.Errorf("an older agent.finished: %+v", o)
+	}
+	cancelled := event.MustNew("s", event.AgentCancelled, event.AgentCancelledData{Turn: 3, Reason: "enough"})
+	if o := EndOutcome(cancelled); o.Status != "cancelled" || o.Error != "enough" || o.Code != event.CodeCancelled || o.Turn != 3 {
+		t.Errorf("agent.cancelled: %+v", o)
 	}
 }

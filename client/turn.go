@@ -42,7 +42,7 @@ func WithDeltas() TurnOption { return func(o *turnOptions) { o.deltas = true } }
 // deltas, from the subscriptions it made before its input was published.
 //
 // A Turn asked only for its outcome listens to its reply subject and the
-// session's input errors: nothing else, no consumer on the log. It follows
+// session's refusals: nothing else, no consumer on the log. It follows
 // the log (an ordered consumer) when asked for events or deltas, which need
 // it to tell its own turn's from another's, and after the connection came
 // back while the outcome had not come: the outcome may have been published
@@ -51,9 +51,12 @@ func WithDeltas() TurnOption { return func(o *turnOptions) { o.deltas = true } }
 type Turn struct {
 	c        *Client
 	a        asked
+	replyTo  string // the input's Tah-Reply-To
 	opts     turnOptions
-	from     uint64    // the first sequence of the log the Turn may have to read (1: the session's start)
-	follower *Follower // nil until the Turn follows the log
+	from     uint64        // the first sequence of the log the Turn may have to read (1: the session's start)
+	state    *turnState    // the goroutine's; read by Attach once it ended
+	unsent   []event.Event // the events read and not delivered when it ended, for Attach
+	follower *Follower     // nil until the Turn follows the log
 	status   chan nats.Status
 	subs     []*nats.Subscription
 	replies  chan *nats.Msg
@@ -79,7 +82,10 @@ func (c *Client) Run(ctx context.Context, sid string, in wire.Input, opts ...Tur
 }
 
 // Resume continues the turn of session sid that a crash or a stop left
-// unfinished; its Outcome fails with ErrNothingToResume when there is none.
+// unfinished. A turn that was running when the resume was published (another
+// client's, or one its node resumed by itself after a crash) is the
+// resume's: its Outcome is that turn's end. It fails with
+// ErrNothingToResume when no turn was open.
 func (c *Client) Resume(ctx context.Context, sid string, opts ...TurnOption) (*Turn, error) {
 	return c.startTurn(ctx, sid, wire.Input{Command: wire.CommandResume}, opts)
 }
@@ -90,16 +96,7 @@ func (c *Client) startTurn(ctx context.Context, sid string, in wire.Input, opts 
 	if err != nil {
 		return nil, fmt.Errorf("%s input for %s: %w", in.Command, sid, err)
 	}
-	t := &Turn{c: c, a: asked{sid: sid, inputID: id, command: in.Command},
-		replies: make(chan *nats.Msg, 4), errs: make(chan *nats.Msg, 16),
-		events: make(chan event.Event), deltas: make(chan Delta),
-		stop: make(chan struct{}), closed: make(chan struct{}), decided: make(chan struct{})}
-	for _, o := range opts {
-		o(&t.opts)
-	}
-	if t.opts.deltas {
-		t.raw = make(chan *nats.Msg, 8192) // a fast model's burst, read by the Turn's goroutine
-	}
+	t := c.newTurn(asked{sid: sid, inputID: id, command: in.Command}, in.ReplyTo, opts)
 	// Everything the input causes is listened to before it is published. A
 	// run's turn is known in the log by its input id, so a run that is asked
 	// only for its outcome, and may never read the log, need not ask where
@@ -116,31 +113,78 @@ func (c *Client) startTurn(ctx context.Context, sid string, in wire.Input, opts 
 			return nil, err
 		}
 	}
-	if t.opts.events || t.opts.deltas {
-		if t.follower, err = c.follow(ctx, sid, t.from, true); err != nil {
-			return nil, err
-		}
-	} else {
-		t.status = c.nc.StatusChanged(nats.CONNECTED)
-	}
-	subs := map[string]chan *nats.Msg{in.ReplyTo: t.replies, wire.ErrorSubject(sid): t.errs}
-	if t.opts.deltas {
-		subs[wire.DeltaSubject(sid)] = t.raw
-	}
-	t.subs, err = c.subscribe(ctx, subs)
-	if err == nil {
-		err = c.track(t)
-	}
-	if err != nil {
-		t.release()
+	if err := t.listen(ctx, t.opts.events || t.opts.deltas, newTurnState(t.a, t.from-1), nil); err != nil {
 		return nil, err
 	}
-	go t.run(newTurnState(t.a, t.from-1))
 	if err := c.publish(ctx, sid, id, m); err != nil {
 		t.Close()
 		return nil, err
 	}
 	return t, nil
+}
+
+// Attach follows on c the turn that prev (of another Client: a connection
+// to a node that came back elsewhere, say) follows, from where prev got to:
+// the same input, reply subject and log position, with opts. It closes prev
+// first. The Turn it returns follows the log, since the outcome may have
+// been published while nobody listened.
+func (c *Client) Attach(ctx context.Context, prev *Turn, opts ...TurnOption) (*Turn, error) {
+	decided := prev.isDecided() // before Close, which decides ErrClosed
+	prev.Close()
+	t := c.newTurn(prev.a, prev.replyTo, opts)
+	st := prev.state
+	t.from = max(prev.from, st.lastSeq+1)
+	if decided {
+		t.decide(prev.out, prev.err)
+	}
+	if err := t.listen(ctx, true, st, prev.unsent); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// newTurn is a Turn of input a, answered on replyTo, not listening yet.
+func (c *Client) newTurn(a asked, replyTo string, opts []TurnOption) *Turn {
+	t := &Turn{c: c, a: a, replyTo: replyTo,
+		replies: make(chan *nats.Msg, 4), errs: make(chan *nats.Msg, 16),
+		events: make(chan event.Event), deltas: make(chan Delta),
+		stop: make(chan struct{}), closed: make(chan struct{}), decided: make(chan struct{})}
+	for _, o := range opts {
+		o(&t.opts)
+	}
+	if t.opts.deltas {
+		t.raw = make(chan *nats.Msg, 8192) // a fast model's burst, read by the Turn's goroutine
+	}
+	return t
+}
+
+// listen subscribes to what the Turn's input causes, follows the log from
+// t.from when follow is set, and starts the Turn's goroutine with st and
+// the events to deliver first.
+func (t *Turn) listen(ctx context.Context, follow bool, st *turnState, unsent []event.Event) error {
+	var err error
+	if follow {
+		if t.follower, err = t.c.follow(ctx, t.a.sid, t.from, true); err != nil {
+			return err
+		}
+	} else {
+		t.status = t.c.nc.StatusChanged(nats.CONNECTED)
+	}
+	subs := map[string]chan *nats.Msg{t.replyTo: t.replies, wire.ErrorSubject(t.a.sid): t.errs}
+	if t.opts.deltas {
+		subs[wire.DeltaSubject(t.a.sid)] = t.raw
+	}
+	t.subs, err = t.c.subscribe(ctx, subs)
+	if err == nil {
+		err = t.c.track(t)
+	}
+	if err != nil {
+		t.release()
+		return err
+	}
+	t.state = st
+	go t.run(st, unsent)
+	return nil
 }
 
 // followLate starts following the log from the Turn's start, after the
@@ -192,6 +236,10 @@ func (t *Turn) Outcome(ctx context.Context) (wire.Outcome, error) {
 		return wire.Outcome{}, ctx.Err()
 	}
 }
+
+// Decided is closed once the outcome is known (Outcome then returns at
+// once), while the turn's last events may still be on their way.
+func (t *Turn) Decided() <-chan struct{} { return t.decided }
 
 // Events delivers the events of this turn, and of no other turn of the
 // session, when the Turn was started WithEvents. It is closed when they are

@@ -167,7 +167,7 @@ func TestCancelAndCompact(t *testing.T) {
 	if r, err := c.Compact(ctx, sid); err != nil || r != nil {
 		t.Fatalf("compact of nothing: %+v %v", r, err)
 	}
-	if o, err := c.Cancel(ctx, sid, "nothing runs"); err != nil || o.Status != "idle" {
+	if o, err := c.Cancel(ctx, sid, "nothing runs"); err != nil || o.Status != "idle" || o.WasRunning {
 		t.Fatalf("cancel of nothing: %+v %v", o, err)
 	}
 	// The Turn's own cancel.
@@ -179,13 +179,21 @@ func TestCancelAndCompact(t *testing.T) {
 	if o, err := turn.Outcome(ctx); err != nil || o.Status != "cancelled" || o.Code != event.CodeCancelled {
 		t.Fatalf("cancelled turn: %+v %v", o, err)
 	}
-	// Another client's cancel: it says what it found.
-	turn = startTurn(t, c, sid, "slower")
+	// Another client's cancel: its outcome is the cancelled turn's, and
+	// agent.cancelled records its reason.
+	turn = startTurn(t, c, sid, "slower", client.WithEvents())
 	model.waitStarted(t, "slower")
-	if o, err := c.Cancel(ctx, sid, "from elsewhere"); err != nil || !o.Status.Active() {
+	o, err := c.Cancel(ctx, sid, "from elsewhere")
+	if err != nil || !o.WasRunning || o.Status != "cancelled" || o.Turn != 2 || o.LastSeq == 0 || o.Error != "from elsewhere" || o.Steps != 1 {
 		t.Fatalf("cancel of a running turn: %+v %v", o, err)
 	}
-	if o, err := turn.Outcome(ctx); err != nil || o.Status != "cancelled" {
+	evs, _ := collect(t, turn)
+	if last := evs[len(evs)-1]; last.Type != event.AgentCancelled || last.Seq != o.LastSeq {
+		t.Fatalf("the turn ends with %s at %d, the cancel's outcome says %d", last.Type, last.Seq, o.LastSeq)
+	} else if d, _ := event.DecodeAs[event.AgentCancelledData](last); d.Reason != "from elsewhere" {
+		t.Fatalf("agent.cancelled: %+v", d)
+	}
+	if o, err := turn.Outcome(ctx); err != nil || o.Status != "cancelled" || o.Error != "from elsewhere" {
 		t.Fatalf("cancelled turn: %+v %v", o, err)
 	}
 	if r, err := c.Compact(ctx, sid); err != nil || r == nil || r.Turns != 2 {
@@ -227,4 +235,94 @@ func TestCloseStopsEverything(t *testing.T) {
 	turn.Close() // again: nothing to do
 	f.Close()
 	model.open()
+}
+
+// TestUsageIsTheTurns: the outcome and agent.finished carry the turn's
+// tokens, and the session's total separately.
+func TestUsageIsTheTurns(t *testing.T) {
+	ctx := ctxT(t)
+	n := startNode(t, mock.Scripted(mock.Say("one").WithUsage(llm.Usage{InputTokens: 10, OutputTokens: 1}),
+		mock.Say("two").WithUsage(llm.Usage{InputTokens: 30, OutputTokens: 2})))
+	c := connect(t, n)
+	sid := newSession(t, c)
+	run(t, c, sid, "first")
+	turn := startTurn(t, c, sid, "second", client.WithEvents())
+	evs, _ := collect(t, turn)
+	o, err := turn.Outcome(ctx)
+	want, total := llm.Usage{InputTokens: 30, OutputTokens: 2}, llm.Usage{InputTokens: 40, OutputTokens: 3}
+	if err != nil || o.Usage != want || o.SessionUsage != total {
+		t.Fatalf("outcome: %+v %v", o, err)
+	}
+	d, _ := event.DecodeAs[event.AgentFinishedData](evs[len(evs)-1])
+	if u, ok := d.TurnUsage(); !ok || u != want || d.SessionUsage == nil || *d.SessionUsage != total {
+		t.Fatalf("agent.finished: %+v", d)
+	}
+}
+
+// TestResumeFollowsTheTurnThatRuns: a resume published while a turn runs
+// (a node resuming it after a crash, or another client's run) follows that
+// turn and reports its real outcome, not "nothing to resume" once it ended;
+// with or without events.
+func TestResumeFollowsTheTurnThatRuns(t *testing.T) {
+	ctx := ctxT(t)
+	model := newGated("slow")
+	n := startNode(t, model)
+	c := connect(t, n)
+	sid := newSession(t, c)
+	run := startTurn(t, c, sid, "slow")
+	model.waitStarted(t, "slow")
+	watching, err := c.Resume(ctx, sid, client.WithEvents(), client.WithDeltas())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watching.Close()
+	quiet, err := c.Resume(ctx, sid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	model.open()
+	if o, err := run.Outcome(ctx); err != nil || o.Status != "completed" {
+		t.Fatalf("the run: %+v %v", o, err)
+	}
+	evs, _ := collect(t, watching)
+	for name, turn := range map[string]*client.Turn{"resume with events": watching, "resume": quiet} {
+		o, err := turn.Outcome(ctx)
+		if err != nil || o.Status != "completed" || o.Content != "answer to slow" || o.Turn != 1 {
+			t.Errorf("%s: %+v %v", name, o, err)
+		}
+	}
+	if got := types(evs); !strings.HasSuffix(got, "agent.finished") {
+		t.Errorf("the resume's events: %s", got)
+	}
+}
+
+// TestAttachFollowsOnAnotherConnection: a Turn attached on another Client
+// (tahctl's, when the node came back at another address) takes the turn
+// over from where the first got to, and gets its outcome.
+func TestAttachFollowsOnAnotherConnection(t *testing.T) {
+	ctx := ctxT(t)
+	model := newGated("slow")
+	n := startNode(t, model)
+	first, second := connect(t, n), connect(t, n)
+	sid := newSession(t, first)
+	turn := startTurn(t, first, sid, "slow", client.WithEvents())
+	model.waitStarted(t, "slow")
+	ev := <-turn.Events()
+	if ev.Type != event.TurnStarted {
+		t.Fatalf("first event %s", ev.Type)
+	}
+	moved, err := second.Attach(ctx, turn, client.WithEvents())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer moved.Close()
+	model.open()
+	evs, _ := collect(t, moved)
+	if got := types(evs); got != "llm.started llm.completed agent.finished" {
+		t.Errorf("the attached Turn's events: %s", got)
+	}
+	if o, err := moved.Outcome(ctx); err != nil || o.Content != "answer to slow" || o.InputID != turn.InputID() {
+		t.Fatalf("%+v %v", o, err)
+	}
 }

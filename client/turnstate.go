@@ -118,16 +118,39 @@ func (s *turnState) eventsOver(o *wire.Outcome, failed bool) bool {
 // for when the outcome message was lost (a client reconnecting when it was
 // published).
 func (s *turnState) outcomeOfEnd() wire.Outcome {
-	o := wire.Outcome{Session: s.sid, InputID: s.inputID, LastSeq: s.end.Seq, Usage: s.usage, Steps: s.llmCalls}
-	switch s.end.Type {
+	o := EndOutcome(*s.end)
+	o.Session, o.InputID = s.sid, s.inputID
+	if o.Steps == 0 { // agent.cancelled records none
+		o.Steps = s.llmCalls
+	}
+	if s.end.Type != event.AgentFinished {
+		o.Usage = s.usage
+	} else if d, _ := event.DecodeAs[event.AgentFinishedData](*s.end); d.SessionUsage == nil {
+		o.Usage = s.usage // an older agent.finished: its usage was the session's
+	}
+	return o
+}
+
+// EndOutcome is the outcome that an end of a turn (agent.finished,
+// agent.failed or agent.cancelled) tells: its Status, Turn, LastSeq (the
+// event's), Content or Error and Code, Steps and Usage as recorded. Another
+// event gives an outcome without a Status.
+func EndOutcome(end event.Event) wire.Outcome {
+	o := wire.Outcome{Session: end.Session, LastSeq: end.Seq}
+	switch end.Type {
 	case event.AgentFinished:
-		d, _ := event.DecodeAs[event.AgentFinishedData](*s.end)
-		o.Status, o.Turn, o.Content, o.Steps, o.Usage = projection.StatusCompleted, d.Turn, d.Content, d.Steps, d.Usage
+		d, _ := event.DecodeAs[event.AgentFinishedData](end)
+		o.Status, o.Turn, o.Content, o.Steps = projection.StatusCompleted, d.Turn, d.Content, d.Steps
+		if u, ok := d.TurnUsage(); ok {
+			o.Usage, o.SessionUsage = u, *d.SessionUsage
+		} else {
+			o.SessionUsage = d.Usage // an older agent.finished: the session's total
+		}
 	case event.AgentFailed:
-		d, _ := event.DecodeAs[event.AgentFailedData](*s.end)
+		d, _ := event.DecodeAs[event.AgentFailedData](end)
 		o.Status, o.Turn, o.Error, o.Code, o.Steps = projection.StatusFailed, d.Turn, d.Error, d.Code, d.Steps
 	case event.AgentCancelled:
-		d, _ := event.DecodeAs[event.AgentCancelledData](*s.end)
+		d, _ := event.DecodeAs[event.AgentCancelledData](end)
 		o.Status, o.Turn, o.Error, o.Code = projection.StatusCancelled, d.Turn, d.Reason, event.CodeCancelled
 	}
 	return o

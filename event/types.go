@@ -413,8 +413,23 @@ type AgentFinishedData struct {
 	// Content is the model's final answer.
 	Content string `json:"content"`
 	// Steps is how many LLM calls the turn made.
-	Steps int       `json:"steps"`
-	Usage llm.Usage `json:"usage"`
+	Steps int `json:"steps"`
+	// Usage is the tokens of the turn's LLM calls; SessionUsage the
+	// session's total, this turn's included. An agent.finished written
+	// before session_usage existed has none, and its usage is the session's
+	// total: see TurnUsage.
+	Usage        llm.Usage  `json:"usage"`
+	SessionUsage *llm.Usage `json:"session_usage,omitempty"`
+}
+
+// TurnUsage is the turn's usage when the event records it (an event with
+// session_usage), and false for one written before, whose usage is the
+// session's total: the turn's is then the sum of its llm.completed.
+func (d AgentFinishedData) TurnUsage() (llm.Usage, bool) {
+	if d.SessionUsage == nil {
+		return llm.Usage{}, false
+	}
+	return d.Usage, true
 }
 
 // AgentFailedData is the payload of agent.failed.
@@ -427,7 +442,8 @@ type AgentFailedData struct {
 
 // AgentCancelledData is the payload of agent.cancelled.
 type AgentCancelledData struct {
-	Turn   int    `json:"turn"`
+	Turn int `json:"turn"`
+	// Reason is the cancel's reason: the input's reason, or a default.
 	Reason string `json:"reason,omitempty"`
 }
 

@@ -203,7 +203,7 @@ func TestHostileInputsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(msg.Data), `"code":"`+wire.CodeReplySubject+`"`) || msg.Header.Get(wire.HeaderInputID) != "in_hostile" {
+	if !strings.Contains(string(msg.Data), `"failure_code":"`+wire.CodeReplySubject+`"`) || msg.Header.Get(wire.HeaderInputID) != "in_hostile" {
 		t.Fatalf("input error: %s %v", msg.Data, msg.Header)
 	}
 

@@ -26,7 +26,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		return
 	}
 	if kind == wire.CommandCancel {
-		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Done: func(o session.Outcome) {
+		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Reason: m.Reason, Done: func(o session.Outcome) {
 			n.reply(m, o)
 		}})
 		n.finish(m, err)
@@ -74,8 +74,10 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 			return
 		case fault != nil:
 			n.refuse(m, wire.CodeCorruptLog, o.Err)
+			return
 		case errors.Is(o.Err, session.ErrUnknownSession):
 			n.refuse(m, wire.CodeUnknownSession, o.Err)
+			return
 		default:
 			if o.Err == nil && (kind == wire.CommandRun || kind == wire.CommandResume) {
 				n.Metrics.turnEnded(o.Status, time.Since(start))
@@ -184,8 +186,9 @@ func (n *Node) finish(m *bus.InputMsg, err error) {
 	}
 }
 
-// refuse drops an input for good and reports why, with code, on the session's
-// error subject (never on its reply subject).
+// refuse drops an input for good and reports why, a wire.Refusal of code, on
+// the session's error subject and on the input's reply subject: the one
+// answer a refused input gets.
 func (n *Node) refuse(m *bus.InputMsg, code string, err error) {
 	n.Metrics.inputsRefused.Inc()
 	n.Metrics.errors.WithLabelValues("input").Inc()
@@ -204,9 +207,6 @@ func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 	}
 	out := o.Wire()
 	out.InputID = m.ID
-	if fault := (*projection.Fault)(nil); errors.As(o.Err, &fault) {
-		out.Status, out.FailureCode = fault.Status(), fault.Code
-	}
 	body, err := json.Marshal(out)
 	if err != nil {
 		return

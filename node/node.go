@@ -44,7 +44,7 @@ type Options struct {
 	// MaxConcurrentTools bounds the tool calls running at once on this node.
 	MaxConcurrentTools int
 	// MaxInputBytes bounds the user message of a run (its text, or its
-	// message as JSON): a larger one is refused with an InputError of code
+	// message as JSON): a larger one is refused (wire.Refusal) with code
 	// input_too_large. 0 means DefaultMaxInputBytes.
 	MaxInputBytes int
 	// Loop is the agent loop; nil means session.DefaultLoop.

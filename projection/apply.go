@@ -118,7 +118,7 @@ func apply(s *State, e event.Event, payload any) error {
 		if d.Turn <= s.Turn {
 			return fmt.Errorf("turn %d is not after %d: %w", d.Turn, s.Turn, ErrInconsistent)
 		}
-		s.Turn, s.TurnLLMCalls, s.TurnCompactTried, s.LastInputID = d.Turn, 0, false, d.InputID
+		s.Turn, s.TurnLLMCalls, s.TurnUsage, s.TurnCompactTried, s.LastInputID = d.Turn, 0, llm.Usage{}, false, d.InputID
 		s.TurnMaxSteps = d.MaxSteps
 		if d.InputID != "" {
 			if len(s.RecentInputs) >= RecentInputsKept {
@@ -164,7 +164,7 @@ func apply(s *State, e event.Event, payload any) error {
 		resp.ToolCalls = resp.Message().ToolCalls
 		st.Status, st.Response, st.Artifact = StepCompleted, &resp, d.Artifact
 		s.endStep(st, e, d.DurationMS)
-		s.Usage = s.Usage.Add(resp.Usage)
+		s.Usage, s.TurnUsage = s.Usage.Add(resp.Usage), s.TurnUsage.Add(resp.Usage)
 		s.Messages = append(s.Messages, resp.Message())
 		for _, c := range resp.ToolCalls {
 			s.ToolCalls = append(s.ToolCalls, ToolCallRecord{CallID: c.ID, Name: c.Name,

@@ -156,8 +156,11 @@ type State struct {
 	TurnLLMCalls int `json:"turn_llm_calls"`
 	// TurnCompactTried is true once the current turn attempted auto-compaction.
 	TurnCompactTried bool `json:"turn_compact_tried,omitempty"`
-	// Usage totals every LLM step.
-	Usage llm.Usage `json:"usage"`
+	// Usage totals every LLM step; TurnUsage those of the current turn (a
+	// checkpoint written before it existed has none: a turn resumed from it
+	// counts its steps since).
+	Usage     llm.Usage `json:"usage"`
+	TurnUsage llm.Usage `json:"turn_usage"`
 	// ToolsOffered is the digest of the tools the session last offered (its
 	// last tools.offered): a step that offers others records them again.
 	ToolsOffered string `json:"tools_offered,omitempty"`

@@ -1,6 +1,6 @@
 // Package wire is TAH's public contract on NATS, in one place: the names of
 // the streams and buckets, every subject and header, every payload that
-// crosses the bus (inputs, outcomes, input errors, token deltas, node
+// crosses the bus (inputs, outcomes and refusals, token deltas, node
 // presence, the requests and replies of the API service, the messages of tool
 // services), their error codes, and the protocol version. docs/protocol.md
 // describes it for implementers in any language; docs/schema/ holds the JSON

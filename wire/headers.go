@@ -9,7 +9,7 @@ const (
 	// publishes the command's Outcome when it ends (and where a malformed
 	// input is reported besides tah.sess.<sid>.err).
 	HeaderReplyTo = "Tah-Reply-To"
-	// HeaderInputID names the input an InputError is about.
+	// HeaderInputID names the input a refusal (Refusal) is about.
 	HeaderInputID = "Tah-Input-Id"
 	// HeaderEpoch is the ownership epoch of the publisher of a delta (decimal).
 	HeaderEpoch = "Tah-Epoch"

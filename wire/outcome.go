@@ -18,7 +18,8 @@ type Outcome struct {
 	InputID string `json:"input_id,omitempty"`
 	Turn    int    `json:"turn"`
 	// Status is the session's state after the work: completed, failed or
-	// cancelled for a turn; the current state for a cancel or compact.
+	// cancelled for a turn; the current state for a compact, or a cancel that
+	// found nothing running; refused for an input that was dropped.
 	Status projection.Status `json:"status"`
 	// Content is the final answer of a completed turn.
 	Content string `json:"content,omitempty"`
@@ -28,8 +29,10 @@ type Outcome struct {
 	Code  string `json:"code,omitempty"`
 	// Steps counts the LLM calls of the turn.
 	Steps int `json:"steps"`
-	// Usage is the session's tokens so far.
-	Usage llm.Usage `json:"usage"`
+	// Usage is the tokens of the turn's LLM calls; SessionUsage the
+	// session's so far, the turn's included.
+	Usage        llm.Usage `json:"usage"`
+	SessionUsage llm.Usage `json:"session_usage"`
 	// LastSeq is the log's last sequence after the work: read the log, or wait
 	// for a read model, up to it.
 	LastSeq uint64 `json:"last_seq"`
@@ -37,10 +40,15 @@ type Outcome struct {
 	Compact *CompactResult `json:"compact,omitempty"`
 	// Fenced is set when another node took the session over during the work.
 	Fenced bool `json:"fenced,omitempty"`
+	// WasRunning, on a cancel's outcome, says that the cancel reached running
+	// work: the outcome is then that work's, sent once it ended (Status
+	// cancelled, or how it ended when it ended first). Without it the session
+	// ran nothing, and the outcome is its state.
+	WasRunning bool `json:"was_running,omitempty"`
 	// Failure says why the command could not be carried out (a turn that ran
 	// and failed is not a failure of the command: see Status and Error), and
-	// FailureCode classifies it: one of the Failure* codes, or an input error
-	// code (CodeMalformedInput).
+	// FailureCode classifies it: one of the Failure* codes, or, on a refusal
+	// (Status refused: see Refusal), one of the Code* refusal codes.
 	Failure     string `json:"failure,omitempty"`
 	FailureCode string `json:"failure_code,omitempty"`
 }

@@ -18,8 +18,7 @@ type Schema struct {
 func Schemas() []Schema {
 	out := []Schema{
 		{"input.json", "Input (body of a message on tah.sess.<sid>.in; the command is the Tah-Command header)", Input{}},
-		{"outcome.json", "Outcome (body of the message on an input's Tah-Reply-To subject)", Outcome{}},
-		{"input-error.json", "Input error (body of a message on tah.sess.<sid>.err)", InputError{}},
+		{"outcome.json", "Outcome (body of the message on an input's Tah-Reply-To subject, and of a refusal on tah.sess.<sid>.err)", Outcome{}},
 		{"delta.json", "Token delta (body of a message on tah.sess.<sid>.delta)", Delta{}},
 		{"node.json", "Node presence (body of a message on tah.nodes.<node>, and a tah_nodes entry)", NodeRecord{}},
 		{"tool.request.json", "Tool request (body of a request to tah.tool.<name>)", ToolRequest{}},

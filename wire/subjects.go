@@ -23,7 +23,7 @@ const (
 	PartitionSubjects = "tah.in.*.*"
 	// DeltaSubjects is the filter of every session's token deltas.
 	DeltaSubjects = "tah.sess.*.delta"
-	// ErrorSubjects is the filter of every session's input errors.
+	// ErrorSubjects is the filter of every session's refusals (Refusal).
 	ErrorSubjects = "tah.sess.*.err"
 	// NodeSubjects is the filter of every node's presence.
 	NodeSubjects = "tah.nodes.*"
@@ -89,7 +89,7 @@ func InputTransform(partitions int) string {
 func DeltaSubject(sid string) string { return "tah.sess." + sid + ".delta" }
 
 // ErrorSubject is the core NATS subject where errors about session sid's
-// inputs are reported (InputError).
+// inputs are reported (Refusal).
 func ErrorSubject(sid string) string { return "tah.sess." + sid + ".err" }
 
 // NodeSubject is the core NATS subject where node publishes its presence (a

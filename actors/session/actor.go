@@ -43,7 +43,9 @@ type Command struct {
 	// MaxSteps overrides the session's maxSteps for the turn a run starts: 0
 	// keeps it, a negative value means unlimited.
 	MaxSteps int
-	Done     func(Outcome)
+	// Reason says why, for a cancel: agent.cancelled records it.
+	Reason string
+	Done   func(Outcome)
 }
 
 // internal messages
@@ -78,6 +80,9 @@ type sessionActor struct {
 	queue   []*Command
 	busy    *Command
 	cancel  context.CancelCauseFunc
+	// cancels are the cancels that reached the running work: they are
+	// answered with its outcome when it ends.
+	cancels []*Command
 	idleGen int
 	timer   *time.Timer
 	// ended is set by the work goroutine once its work has ended, before it
@@ -127,6 +132,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.next(ctx)
 	case *workDone:
 		s.busy, s.cancel = nil, nil
+		s.answerCancels(msg.out.Outcome)
 		if msg.checkpointAt >= 0 {
 			s.lastCP = msg.checkpointAt
 		}
@@ -180,6 +186,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		if s.cancel != nil {
 			s.cancel(ErrStopped)
 		}
+		s.answerCancels(wire.Outcome{Session: s.sid, Status: projection.StatusRunning})
 		s.failAll(ErrStopped)
 	}
 }
@@ -242,11 +249,33 @@ func (s *sessionActor) next(ctx actor.Context) {
 	})
 }
 
+// cancelWork cancels the running work with cmd's reason; cmd is answered
+// with the work's outcome once it ended. A cancel of a session that runs
+// nothing is answered at once with its state.
 func (s *sessionActor) cancelWork(cmd *Command) {
 	if s.busy != nil && s.cancel != nil {
-		s.cancel(errCancelledByUser)
+		reason := cmd.Reason
+		if reason == "" {
+			reason = defaultCancelReason
+		}
+		s.cancel(cancelled{reason: reason})
+		s.cancels = append(s.cancels, cmd)
+		return
 	}
-	cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}})
+	o := wire.Outcome{Session: s.sid, Status: projection.StatusIdle}
+	if s.a != nil {
+		o = s.a.outcome(nil).Outcome
+	}
+	cmd.Done(Outcome{Outcome: o})
+}
+
+// answerCancels answers the cancels that reached the work that ended with o.
+func (s *sessionActor) answerCancels(o wire.Outcome) {
+	o.WasRunning = true
+	for _, c := range s.cancels {
+		c.Done(Outcome{Outcome: o})
+	}
+	s.cancels = nil
 }
 
 func (s *sessionActor) failAll(err error) {

@@ -41,7 +41,8 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 		// A previous owner may have stopped after the model answered: finish from
 		// the log instead of asking again.
 		if last := lastMessage(st.Messages); last != nil && last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 && st.TurnLLMCalls > 0 {
-			return a.Append(ctx, event.AgentFinished, event.AgentFinishedData{Turn: st.Turn, Content: last.Content, Steps: st.TurnLLMCalls, Usage: st.Usage})
+			return a.Append(ctx, event.AgentFinished, event.AgentFinishedData{Turn: st.Turn, Content: last.Content, Steps: st.TurnLLMCalls,
+				Usage: st.TurnUsage, SessionUsage: &st.Usage})
 		}
 		if pending := pendingCalls(st); len(pending) > 0 {
 			if err := runTools(ctx, a, pending); err != nil {
@@ -337,9 +338,17 @@ func lastMessage(msgs []llm.Message) *llm.Message {
 	return &msgs[len(msgs)-1]
 }
 
-// errCancelledByUser is the cause given to a turn's context by Cancel.
-var errCancelledByUser = errors.New("cancelled by the user")
+// defaultCancelReason is agent.cancelled's reason when the cancel gave none.
+const defaultCancelReason = "cancelled by the user"
 
+// cancelled is the cause a cancel input gives the work's context: its
+// reason, which agent.cancelled records.
+type cancelled struct{ reason string }
+
+func (c cancelled) Error() string { return c.reason }
+
+// cancelReason is the reason agent.cancelled records for a turn whose
+// context ended: the cancel's, or what else stopped it.
 func cancelReason(ctx context.Context) string {
 	if c := context.Cause(ctx); c != nil && !errors.Is(c, context.Canceled) {
 		return c.Error()

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"time"
+
+	"github.com/tah-dev/tah/projection"
 
 	"github.com/tah-dev/tah/wire"
 )
@@ -21,42 +23,31 @@ func runCancel(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
+	// The node answers once the cancelled turn has ended (a session that runs
+	// nothing, at once): wait for that, a little.
 	cctx, cancel := context.WithTimeout(ctx, g.timeout)
 	o, err := c.Cancel(cctx, id, *reason)
 	cancel()
+	notYet := "cancel sent to " + id + "; its turn has not ended yet (`tahctl show " + id + "` tells)"
+	if errors.Is(err, context.DeadlineExceeded) {
+		fmt.Fprintln(g.stdout, notYet)
+		return nil
+	}
 	if err != nil {
 		return c.inputFailed(id, wire.CommandCancel, err)
 	}
-	was := o.Status
-	final := was
-	if was.Active() {
-		// The cancel reached the turn; wait (a little) for the log to say it ended.
-		deadline := time.Now().Add(g.timeout)
-		for time.Now().Before(deadline) {
-			v, err := c.getSession(ctx, id)
-			if err != nil {
-				return err
-			}
-			if final = v.Status; !final.Active() {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}
 	if g.json {
-		return printJSON(g.stdout, map[string]any{"session": id, "was": was, "status": final})
+		return printJSON(g.stdout, o)
 	}
 	switch {
-	case !was.Active():
-		fmt.Fprintf(g.stdout, "%s was not running (it is %s): nothing to cancel\n", id, was)
-	case final.Active():
-		fmt.Fprintf(g.stdout, "cancel sent to %s; its turn has not ended yet (`tahctl show %s` tells)\n", id, id)
+	case !o.WasRunning:
+		fmt.Fprintf(g.stdout, "%s was not running (it is %s): nothing to cancel\n", id, o.Status)
+	case o.Status.Active(): // its node stopped first: the next owner carries the cancel out
+		fmt.Fprintln(g.stdout, notYet)
+	case o.Status == projection.StatusCancelled:
+		fmt.Fprintf(g.stdout, "cancelled turn %d of %s: %s\n", o.Turn, id, o.Error)
 	default:
-		fmt.Fprintf(g.stdout, "cancelled the running turn of %s (now %s)\n", id, final)
+		fmt.Fprintf(g.stdout, "turn %d of %s ended %s before the cancel reached it\n", o.Turn, id, o.Status)
 	}
 	return nil
 }

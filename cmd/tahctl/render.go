@@ -55,7 +55,11 @@ func (w *watch) onEvent(ev event.Event) {
 		case event.CodeCancelled:
 			// agent.cancelled says it
 		case event.CodeInterrupted:
-			w.note(w.st.yellow("  · the model call was interrupted (its node stopped); it is made again"))
+			msg := "! the node stopped during this model call (a crash or a restart); the call is made again"
+			if st := w.step(d.StepID); st.printed != "" && w.stream {
+				msg += ": the answer above is cut short, and starts again below"
+			}
+			w.note(w.st.yellow(msg))
 		default:
 			w.note(w.st.red(fmt.Sprintf("  ✗ the model failed: %s [%s]", oneLine(d.Error, 200), d.Code)))
 		}
@@ -86,7 +90,11 @@ func (w *watch) onEnd(ev event.Event) {
 			w.text(d.Content)
 		}
 		w.closeLine()
-		w.footer(d.Steps, d.Usage)
+		u, ok := d.TurnUsage()
+		if !ok { // an older agent.finished has the session's total: the turn's are its steps'
+			u = w.usage
+		}
+		w.footer(d.Steps, u)
 	case event.AgentFailed:
 		d, _ := event.DecodeAs[event.AgentFailedData](ev)
 		w.ended(ev)

@@ -15,10 +15,14 @@ const maxInputBytes = 1 << 20
 
 const sendHelp = `Sends TEXT to a session and streams the answer as it is written: the
 answer on stdout, each tool call and its outcome on one line on stderr, with a
-spinner while the model thinks (on a terminal). Without -s it creates a session
-first and prints its id. TEXT "-" reads the input from stdin.
+spinner while the model thinks (on a terminal). When stdout is not a terminal
+(a file, a pipe) it gets the final answer once, when the turn ends. Without -s
+it creates a session first and prints its id. TEXT "-" reads the input from
+stdin. If the node stops during the turn, send waits for it to come back (at
+the address its node.json names) and follows the turn to its end.
 
-Ctrl-C cancels the turn and exits with 130. The exit status says how the turn
+Ctrl-C cancels the turn and exits with 130 (once the turn has ended, it
+exits at once). The exit status says how the turn
 ended: 0 completed, 1 failed, 5 cancelled (see below).
 With --json: one JSON object per line: {"kind":"session"}, then "delta",
 "event" and finally "outcome".`

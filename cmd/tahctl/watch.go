@@ -27,13 +27,20 @@ const (
 // it started (a client.Turn: only that turn's events and deltas), until its
 // outcome.
 type watch struct {
-	c    *conn
-	g    *globals
-	sid  string
-	json bool
-	st   style // of stderr
-	sp   spinner
-	turn *client.Turn
+	c *conn
+	// moved is the connection made when the node came back at another
+	// address (see reattach), which Close closes; nil before.
+	moved *conn
+	g     *globals
+	sid   string
+	json  bool
+	st    style // of stderr
+	sp    spinner
+	turn  *client.Turn
+	// stream: the answer is written on stdout as it comes (a terminal).
+	// Elsewhere stdout gets the final answer once, after the outcome: a
+	// crash's cut answer and its re-run never both reach a file.
+	stream bool
 
 	steps     map[string]*llmStep // LLM steps seen, by id
 	tools     map[string]event.ToolStartedData
@@ -56,6 +63,7 @@ func (c *conn) watch(sid string) *watch {
 	w := &watch{c: c, g: c.g, sid: sid, json: c.g.json, st: newStyle(c.g, c.g.stderr),
 		steps: map[string]*llmStep{}, tools: map[string]event.ToolStartedData{}}
 	w.sp = spinner{w: c.g.stderr, on: !w.json && isTerminal(c.g.stderr)}
+	w.stream = isTerminal(c.g.stdout)
 	return w
 }
 
@@ -64,7 +72,41 @@ func (w *watch) Close() {
 	if w.turn != nil {
 		w.turn.Close()
 	}
+	if w.moved != nil {
+		w.moved.Close()
+	}
 	w.sp.stop()
+}
+
+// reattach follows the turn at the node's new address when the connection
+// is lost and the data directory's node.json names another one than tahctl
+// is connected to (the node came back on another port): it connects there
+// and follows the turn from where it got to. It reports whether it did.
+func (w *watch) reattach(ctx context.Context) bool {
+	ep := w.g.resolve()
+	if ep.url == w.c.ep.url || w.isDecided() {
+		return false
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.g.timeout)
+	defer cancel()
+	nc, err := w.g.connect(cctx)
+	if err != nil {
+		return false // not up yet: tried again
+	}
+	turn, err := nc.Attach(cctx, w.turn, client.WithEvents(), client.WithDeltas())
+	if err != nil {
+		nc.Close()
+		if turn, err = w.c.Attach(cctx, w.turn, client.WithEvents(), client.WithDeltas()); err == nil {
+			w.turn = turn // back on the old connection, which may come back yet
+		}
+		return false
+	}
+	if w.moved != nil {
+		w.moved.Close()
+	}
+	w.c, w.moved, w.turn = nc, nc, turn
+	w.note(w.st.dim("  the node is now at " + ep.url + " (" + ep.urlFrom + "): following the turn there"))
+	return true
 }
 
 // start publishes the command (run or resume) and follows its turn.
@@ -90,7 +132,7 @@ func (w *watch) wait(ctx context.Context) error {
 	defer signal.Stop(sigs)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	var interrupted, lostSince time.Time
+	var interrupted, lostSince, looked time.Time
 	events, deltas := w.turn.Events(), w.turn.Deltas()
 	for events != nil || deltas != nil {
 		select {
@@ -116,6 +158,13 @@ func (w *watch) wait(ctx context.Context) error {
 				w.note(w.st.dim("  reconnected"))
 			}
 		case <-sigs:
+			// A turn that is over has nothing to cancel, nor to wait for.
+			if w.isDecided() {
+				return w.result(ctx, false)
+			}
+			if w.end != nil { // its end is shown; its outcome is on the way
+				return w.finish(client.EndOutcome(*w.end), false)
+			}
 			if !interrupted.IsZero() {
 				return exitStatus(exitInterrupted)
 			}
@@ -132,6 +181,13 @@ func (w *watch) wait(ctx context.Context) error {
 			if !w.lineOpen { // never over a line of the answer
 				w.sp.tick()
 			}
+			if !lostSince.IsZero() && time.Since(looked) >= time.Second {
+				looked = time.Now()
+				if w.reattach(ctx) {
+					lostSince = time.Time{}
+					events, deltas = w.turn.Events(), w.turn.Deltas()
+				}
+			}
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -144,24 +200,33 @@ func (w *watch) wait(ctx context.Context) error {
 				"the connection to the node was lost for %v", reconnectWait)
 		}
 	}
+	return w.result(ctx, !interrupted.IsZero())
+}
+
+func (w *watch) isDecided() bool {
+	select {
+	case <-w.turn.Decided():
+		return true
+	default:
+		return false
+	}
+}
+
+// result shows the turn's outcome and returns how it ended (see wait).
+func (w *watch) result(ctx context.Context, interrupted bool) error {
 	w.sp.stop()
 	o, err := w.turn.Outcome(ctx)
 	var ce *client.CommandError
 	switch {
 	case errors.As(err, &ce):
-		if w.json && ce.Input != nil {
-			_ = printJSON(w.g.stdout, struct {
-				Kind string `json:"kind"`
-				wire.InputError
-			}{"error", *ce.Input})
-		} else if w.json {
-			w.printOutcome(o)
+		if w.json {
+			w.printOutcome(ce.Outcome)
 		}
 		return inputFailure(w.sid, ce.Code, ce.Message)
 	case err != nil:
 		return errorf(exitUnavailable, "`tahctl show "+w.sid+"` tells how the turn goes on", "the turn's outcome was not received: %v", err)
 	}
-	return w.finish(o, !interrupted.IsZero())
+	return w.finish(o, interrupted)
 }
 
 // inputFailure is the error of a command the node could not carry out.
@@ -195,6 +260,9 @@ func (w *watch) printOutcome(o wire.Outcome) {
 func (w *watch) finish(o wire.Outcome, interrupted bool) error {
 	if w.json {
 		w.printOutcome(o)
+	}
+	if !w.stream && !w.json && o.Status == "completed" && o.Content != "" {
+		fmt.Fprintln(w.g.stdout, strings.TrimSuffix(o.Content, "\n"))
 	}
 	if w.end == nil && !w.json {
 		// The events did not show the end (they were missed): the outcome says it.
@@ -306,9 +374,10 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// text writes answer text to stdout.
+// text writes answer text to stdout, as it comes when it streams (see
+// watch.stream).
 func (w *watch) text(s string) {
-	if s == "" || w.json {
+	if s == "" || w.json || !w.stream {
 		return
 	}
 	w.sp.stop() // the answer is coming: no spinner over it

@@ -86,9 +86,6 @@ func summarise(ctx context.Context, a *AgentContext, plan projection.CompactionP
 		err = projection.CheckSummary(resp)
 	}
 	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("compaction failed; trimming takes over", "session", a.Session, "step", call.StepID, "err", err)
-		}
 		return "", call, err
 	}
 	return projection.SummaryContent(resp.Content), call, nil

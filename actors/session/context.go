@@ -117,12 +117,14 @@ func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) 
 }
 
 // withArtifacts is the event of typ and payload, and the artifact.created
-// of each artifact it refers to.
+// of each artifact it refers to. A failure it records is logged
+// (logFailure).
 func (a *AgentContext) withArtifacts(typ event.Type, payload any) ([]event.Event, error) {
 	ev, err := a.newEvent(typ, payload)
 	if err != nil {
 		return nil, err
 	}
+	a.logFailure(payload)
 	evs := []event.Event{ev}
 	for _, art := range a.artifactsOf(payload) {
 		ev, err := a.newEvent(event.ArtifactCreated, art)

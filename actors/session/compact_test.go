@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/httpx"
@@ -21,25 +22,10 @@ import (
 )
 
 // compactionEvents returns the payloads of the session's compaction events.
-func compactionEvents(t *testing.T, sid string, evs []event.Event) (ok []event.ContextCompactedData, failed []event.ContextCompactFailedData) {
+func compactionEvents(t *testing.T, b *bus.Bus) (ok []event.ContextCompactedData, failed []event.ContextCompactFailedData) {
 	t.Helper()
-	for _, e := range evs {
-		switch e.Type {
-		case event.ContextCompacted:
-			d, err := event.DecodeAs[event.ContextCompactedData](e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ok = append(ok, d)
-		case event.ContextCompactFailed:
-			d, err := event.DecodeAs[event.ContextCompactFailedData](e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			failed = append(failed, d)
-		}
-	}
-	return ok, failed
+	return events[event.ContextCompactedData](t, b, "s1", event.ContextCompacted),
+		events[event.ContextCompactFailedData](t, b, "s1", event.ContextCompactFailed)
 }
 
 // A compaction whose answer is empty (a reasoning model out of output
@@ -56,11 +42,7 @@ func TestEmptySummaryFailsTheCompactionAndTrimmingTakesOver(t *testing.T) {
 		if o := do(t, m, "s1", run("second")); o.Status != projection.StatusCompleted {
 			t.Fatalf("answer %q: %+v", answer, o)
 		}
-		evs, _, err := b.Replay(context.Background(), "s1", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		done, failed := compactionEvents(t, "s1", evs)
+		done, failed := compactionEvents(t, b)
 		if len(done) != 0 || len(failed) != 1 || failed[0].Code != event.CodeEmptySummary || failed[0].StepID == "" {
 			t.Fatalf("answer %q: compacted %+v, failed %+v", answer, done, failed)
 		}
@@ -169,11 +151,7 @@ func TestCompactionStreamsAgainstAStreamingOnlyProvider(t *testing.T) {
 	if o := do(t, m, "s1", run("third")); o.Status != projection.StatusCompleted {
 		t.Fatalf("%+v", o)
 	}
-	evs, _, err := b.Replay(context.Background(), "s1", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done, failed := compactionEvents(t, "s1", evs)
+	done, failed := compactionEvents(t, b)
 	if len(done) != 1 || len(failed) != 0 || done[0].Usage.InputTokens != 300 {
 		t.Fatalf("compacted %+v, failed %+v", done, failed)
 	}

@@ -45,10 +45,11 @@ func (c *Client) ArtifactPiece(ctx context.Context, req wire.ArtifactRequest) (w
 // part of the content.
 func (c *Client) FetchArtifact(ctx context.Context, sid, key string, w io.Writer) (projection.Artifact, error) {
 	h := sha256.New()
+	piece := wire.ArtifactPieceMax(c.nc.MaxPayload()) // the node lowers it to what its server takes
 	var art projection.Artifact
 	var offset int64
 	for {
-		rep, err := c.ArtifactPiece(ctx, wire.ArtifactRequest{Session: sid, Artifact: key, Offset: offset})
+		rep, err := c.ArtifactPiece(ctx, wire.ArtifactRequest{Session: sid, Artifact: key, Offset: offset, Limit: piece})
 		if err != nil {
 			return art, err
 		}

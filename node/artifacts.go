@@ -25,7 +25,8 @@ func (n *Node) apiArtifacts(ctx context.Context, req wire.SessionRequest) (wire.
 
 // apiArtifact is tah.api.artifact: a piece of an artifact's content, read
 // from the object store. A piece from an offset reads the blob from its
-// start (an object store reads forward only): a client reads in order.
+// start (an object store reads forward only), so a client asks for pieces
+// as large as the server takes (wire.ArtifactPieceMax).
 func (n *Node) apiArtifact(ctx context.Context, req wire.ArtifactRequest) (wire.ArtifactReply, error) {
 	if req.Artifact == "" {
 		return wire.ArtifactReply{}, badRequest("no artifact given: set \"artifact\" to an artifact's id or name (tahctl artifacts %s lists them)", req.Session)
@@ -48,9 +49,10 @@ func (n *Node) apiArtifact(ctx context.Context, req wire.ArtifactRequest) (wire.
 		return wire.ArtifactReply{}, badRequest("offset %d is past the end of artifact %s (%d bytes)", req.Offset, art.ID, art.Ref.Size)
 	}
 	limit := req.Limit
-	if limit == 0 || limit > wire.ArtifactChunkMax {
+	if limit == 0 {
 		limit = wire.ArtifactChunkMax
 	}
+	limit = min(limit, wire.ArtifactPieceMax(n.Bus.Conn().MaxPayload()))
 	data, eof, err := n.readArtifact(ctx, art, req.Offset, limit)
 	if err != nil {
 		return wire.ArtifactReply{}, err

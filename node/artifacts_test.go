@@ -24,8 +24,10 @@ func TestArtifactsListAndFetch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := bus.Default()
-	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
-	whole := strings.Repeat("0123456789abcdef", 80_000) // 1.28 MB: three pieces
+	// A max payload of 1 MiB: pieces of some 780 KB, so that the artifact
+	// takes two.
+	cfg.DataDir, cfg.Port, cfg.Partitions, cfg.MaxPayload = t.TempDir(), -1, 2, 1<<20
+	whole := strings.Repeat("0123456789abcdef", 80_000) // 1.28 MB
 	big := tools.Func(tools.Spec{Name: "big"}, func(context.Context, json.RawMessage) (tools.Result, error) {
 		return tools.Text(whole), nil
 	})
@@ -54,6 +56,9 @@ func TestArtifactsListAndFetch(t *testing.T) {
 	art := list.Artifacts[0]
 	if art.Name != "output.txt" || art.Ref.Size != int64(len(whole)) || art.StepID == "" || art.CallID == "" {
 		t.Fatalf("artifact %+v", art)
+	}
+	if max := wire.ArtifactPieceMax(1 << 20); max >= len(whole) || max < wire.ArtifactChunkMax {
+		t.Fatalf("pieces of %d bytes", max)
 	}
 	for _, key := range []string{art.ID, art.Name} {
 		var got bytes.Buffer

@@ -2,10 +2,19 @@ package wire
 
 import "github.com/tah-dev/tah/projection"
 
-// ArtifactChunkMax is the most content one tah.api.artifact reply holds:
-// 512 KiB, some 700 KB as base64, so that a reply fits the 1 MiB a NATS
-// server takes by default.
+// ArtifactChunkMax is the content a tah.api.artifact reply holds when the
+// request sets no limit: 512 KiB, some 700 KB as base64, so that a reply
+// fits the 1 MiB a NATS server takes by default.
 const ArtifactChunkMax = 512 << 10
+
+// ArtifactPieceMax is the most content one tah.api.artifact reply holds on
+// a server whose max payload is maxPayload bytes: what fits as base64 with
+// room for the rest of the reply, and never less than ArtifactChunkMax. A
+// large artifact is read in fewer pieces where the server takes more (the
+// embedded server's 8 MiB: some 6 MiB a piece).
+func ArtifactPieceMax(maxPayload int64) int {
+	return max(ArtifactChunkMax, int((maxPayload-8192)/4*3))
+}
 
 // ArtifactsReply is the reply of tah.api.artifacts (whose request is a
 // SessionRequest): every artifact of the session, in the order they were
@@ -26,7 +35,8 @@ type ArtifactRequest struct {
 	// that name).
 	Artifact string `json:"artifact"`
 	Offset   int64  `json:"offset,omitempty" jsonschema:"minimum=0"`
-	// Limit is the most bytes wanted: ArtifactChunkMax when 0 or more.
+	// Limit is the most bytes wanted: ArtifactChunkMax when 0, and at most
+	// ArtifactPieceMax of the node's server.
 	Limit int `json:"limit,omitempty" jsonschema:"minimum=0"`
 }
 

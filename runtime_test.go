@@ -114,9 +114,15 @@ func TestRuntimeToolLoopStepsAndEvents(t *testing.T) {
 	if err := n.Projector.WaitFor(ctx, s.ID(), st.LastSeq); err != nil {
 		t.Fatal(err)
 	}
-	list, err := sessions.List(ctx)
-	if err != nil || len(list) != 1 || list[0].ID != s.ID() || list[0].Title != "count once" {
-		t.Fatalf("%+v %v", list, err)
+	var list []tah.SessionSummary
+	for row, err := range sessions.List(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		list = append(list, row)
+	}
+	if len(list) != 1 || list[0].ID != s.ID() || list[0].Title != "count once" {
+		t.Fatalf("%+v", list)
 	}
 	got, err := sessions.Get(ctx, s.ID())
 	if err != nil || got.ID() != s.ID() {

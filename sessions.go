@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"sync"
 	"time"
 
 	"github.com/tah-dev/tah/client"
-	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
@@ -78,11 +79,29 @@ func (ss *SessionService) Get(ctx context.Context, id string) (*Session, error) 
 	return &Session{id: id, rt: ss.rt}, nil
 }
 
-// List returns the sessions, newest first (the first page of at most 100; see
-// ListPage for more).
-func (ss *SessionService) List(ctx context.Context) ([]SessionSummary, error) {
-	p, err := ss.ListPage(ctx, wire.ListRequest{Limit: 100})
-	return p.Sessions, err
+// List yields every session, most recently updated first, a page at a time
+// (ListPage). It stops at the first error, which it yields with a zero
+// summary.
+func (ss *SessionService) List(ctx context.Context) iter.Seq2[SessionSummary, error] {
+	return func(yield func(SessionSummary, error) bool) {
+		req := wire.ListRequest{Limit: wire.ListMax}
+		for {
+			p, err := ss.ListPage(ctx, req)
+			if err != nil {
+				yield(SessionSummary{}, err)
+				return
+			}
+			for _, s := range p.Sessions {
+				if !yield(s, nil) {
+					return
+				}
+			}
+			if p.Next == "" {
+				return
+			}
+			req.Before = p.Next
+		}
+	}
 }
 
 // ListPage returns one page of sessions, newest first: req.Before is the
@@ -124,40 +143,65 @@ func (ss *SessionService) Fork(ctx context.Context, id string, opts ForkOptions)
 
 // Session is the specification's Session: a handle on one durable session.
 // Its methods go through the log and the API, so they work whichever node
-// owns it.
+// owns it. It is safe for concurrent use.
 type Session struct {
 	id string
 	rt *Runtime
+
+	// folded is the session's state as far as this handle has read its log:
+	// State and Snapshot read only what was appended since.
+	mu     sync.Mutex
+	folded projection.State
 }
 
 // ID is the session's id.
 func (s *Session) ID() string { return s.id }
 
-// State is the session's current state, folded from its log.
+// State is the session's current state, as its log says now.
 func (s *Session) State(ctx context.Context) (SessionState, error) {
-	st, err := s.Snapshot(ctx)
-	return st.Status, err
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.catchUp(ctx); err != nil {
+		return "", err
+	}
+	return s.folded.Status, nil
 }
 
 // Snapshot is the session's full state folded from its log: messages, steps,
-// tool calls, artifacts, checkpoints. It fails with ErrNotFound.
+// tool calls, artifacts, checkpoints. The handle keeps what it folded: each
+// call reads only the events appended since the last one. It fails with
+// ErrNotFound.
 func (s *Session) Snapshot(ctx context.Context) (projection.State, error) {
-	c, err := s.rt.running()
-	if err != nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.catchUp(ctx); err != nil {
 		return projection.State{}, err
 	}
-	var evs []event.Event
-	for ev, err := range c.Log(ctx, s.id, 0) {
+	return s.folded.Clone(), nil
+}
+
+// catchUp folds the events appended after the last one folded. Events
+// that cannot be folded are skipped, as the read model skips them (the
+// summary's Rejected and Fault report them). The caller holds mu.
+func (s *Session) catchUp(ctx context.Context) error {
+	c, err := s.rt.running()
+	if err != nil {
+		return err
+	}
+	from := uint64(0)
+	if s.folded.LastSeq > 0 {
+		from = s.folded.LastSeq + 1
+	}
+	for ev, err := range c.Log(ctx, s.id, from) {
 		if err != nil {
-			return projection.State{}, fmt.Errorf("tah: session %s: %w", s.id, err)
+			return fmt.Errorf("tah: session %s: %w", s.id, err)
 		}
-		evs = append(evs, ev)
+		_ = projection.Apply(&s.folded, ev)
 	}
-	st, _ := projection.Fold(evs)
-	if st.ID == "" {
-		return st, fmt.Errorf("tah: session %s: %w", s.id, ErrNotFound)
+	if s.folded.ID == "" {
+		return fmt.Errorf("tah: session %s: %w", s.id, ErrNotFound)
 	}
-	return st, nil
+	return nil
 }
 
 // Run starts a turn with input and waits for it to end. Cancelling ctx cancels

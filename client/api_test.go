@@ -131,6 +131,21 @@ func TestAPI(t *testing.T) {
 			}
 			return err
 		},
+		wire.EndpointArtifacts: func() error {
+			r, err := c.Artifacts(ctx, "s_api")
+			if err == nil && (r.Session != "s_api" || r.Artifacts == nil || len(r.Artifacts) != 0) {
+				t.Errorf("artifacts: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointArtifact: func() error { // node/artifacts_test.go reads one; here, none to read
+			_, err := c.ArtifactPiece(ctx, wire.ArtifactRequest{Session: "s_api", Artifact: "nope.txt"})
+			var ae *client.APIError
+			if errors.As(err, &ae) && ae.Code == wire.APIErrNotFound {
+				return nil
+			}
+			return fmt.Errorf("artifact: an unknown one is not a 404: %w", err)
+		},
 	}
 	for _, e := range wire.Endpoints() {
 		call, ok := calls[e.Name]

@@ -334,6 +334,10 @@ const (
 	// one answer (llm.MaxAnswerBytes), or its tool calls' arguments alone were
 	// too large for the log.
 	CodeAnswerTooLarge = "answer_too_large"
+	// CodeEmptySummary: a compaction whose answer summarises nothing (empty,
+	// or no letter or digit: a reasoning model that ran out of output
+	// tokens). Trimming takes over.
+	CodeEmptySummary = "empty_summary"
 )
 
 // LLMFailedData is the payload of llm.failed.
@@ -461,6 +465,10 @@ type ContextCompactedData struct {
 	// Chars is the size of the summary.
 	Chars int  `json:"chars"`
 	Auto  bool `json:"auto"`
+	// CompactionCall is the model call that wrote the summary: an LLM step
+	// marked as compaction. Absent in logs written before compaction calls
+	// were steps.
+	CompactionCall
 }
 
 // ContextCompactFailedData is the payload of agent.context.compact-failed.
@@ -468,6 +476,26 @@ type ContextCompactFailedData struct {
 	SessionID string `json:"sessionId"`
 	Error     string `json:"error"`
 	Auto      bool   `json:"auto"`
+	// Code classifies the failure: CodeProvider, or CodeEmptySummary for an
+	// answer that summarises nothing. Absent in older logs.
+	Code string `json:"code,omitempty"`
+	// CompactionCall is the model call that failed, when one was made.
+	CompactionCall
+}
+
+// CompactionCall is what the log keeps of a compaction's model call, in
+// agent.context.compacted or agent.context.compact-failed: the projection
+// makes it an LLM step marked as compaction, and its usage counts in the
+// session's. The fields are additive: a reader that predates them sees the
+// compaction without its step, as before.
+type CompactionCall struct {
+	// StepID names the step; empty when no call was made.
+	StepID string `json:"step_id,omitempty"`
+	// Model is the model that answered, as the provider names it.
+	Model string `json:"model,omitempty"`
+	// Usage is what the call consumed, even when its answer was refused.
+	Usage      llm.Usage `json:"usage,omitzero"`
+	DurationMS int64     `json:"duration_ms,omitempty"`
 }
 
 // SummaryAddedData is the payload of summary.added.

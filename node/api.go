@@ -32,19 +32,21 @@ func (n *Node) StartAPI(ctx context.Context) error {
 	}
 	g := svc.AddGroup(wire.APIGroup)
 	for name, h := range map[string]micro.Handler{
-		wire.EndpointCreate:   endpoint(n, wire.EndpointCreate, n.apiCreate),
-		wire.EndpointGet:      endpoint(n, wire.EndpointGet, n.apiGet),
-		wire.EndpointList:     endpoint(n, wire.EndpointList, n.apiList),
-		wire.EndpointFork:     endpoint(n, wire.EndpointFork, n.apiFork),
-		wire.EndpointMessages: endpoint(n, wire.EndpointMessages, n.apiMessages),
-		wire.EndpointSteps:    endpoint(n, wire.EndpointSteps, n.apiSteps),
-		wire.EndpointEvents:   endpoint(n, wire.EndpointEvents, n.apiEvents),
-		wire.EndpointRequest:  endpoint(n, wire.EndpointRequest, n.apiRequest),
-		wire.EndpointCompact:  endpoint(n, wire.EndpointCompact, n.apiCommand(wire.CommandCompact)),
-		wire.EndpointResume:   endpoint(n, wire.EndpointResume, n.apiCommand(wire.CommandResume)),
-		wire.EndpointCancel:   endpoint(n, wire.EndpointCancel, n.apiCommand(wire.CommandCancel)),
-		wire.EndpointTools:    endpoint(n, wire.EndpointTools, n.apiTools),
-		wire.EndpointStatus:   endpoint(n, wire.EndpointStatus, n.apiStatus),
+		wire.EndpointCreate:    endpoint(n, wire.EndpointCreate, n.apiCreate),
+		wire.EndpointGet:       endpoint(n, wire.EndpointGet, n.apiGet),
+		wire.EndpointList:      endpoint(n, wire.EndpointList, n.apiList),
+		wire.EndpointFork:      endpoint(n, wire.EndpointFork, n.apiFork),
+		wire.EndpointMessages:  endpoint(n, wire.EndpointMessages, n.apiMessages),
+		wire.EndpointSteps:     endpoint(n, wire.EndpointSteps, n.apiSteps),
+		wire.EndpointEvents:    endpoint(n, wire.EndpointEvents, n.apiEvents),
+		wire.EndpointRequest:   endpoint(n, wire.EndpointRequest, n.apiRequest),
+		wire.EndpointCompact:   endpoint(n, wire.EndpointCompact, n.apiCommand(wire.CommandCompact)),
+		wire.EndpointResume:    endpoint(n, wire.EndpointResume, n.apiCommand(wire.CommandResume)),
+		wire.EndpointCancel:    endpoint(n, wire.EndpointCancel, n.apiCommand(wire.CommandCancel)),
+		wire.EndpointTools:     endpoint(n, wire.EndpointTools, n.apiTools),
+		wire.EndpointStatus:    endpoint(n, wire.EndpointStatus, n.apiStatus),
+		wire.EndpointArtifacts: endpoint(n, wire.EndpointArtifacts, n.apiArtifacts),
+		wire.EndpointArtifact:  endpoint(n, wire.EndpointArtifact, n.apiArtifact),
 	} {
 		if err := g.AddEndpoint(name, h); err != nil {
 			svc.Stop()

@@ -236,11 +236,13 @@ func apply(s *State, e event.Event, payload any) error {
 		if d.Auto {
 			s.TurnCompactTried = true
 		}
+		return s.addCompactionStep(e, d.CompactionCall, StepCompleted, "", "")
 
 	case *event.ContextCompactFailedData:
 		if d.Auto {
 			s.TurnCompactTried = true
 		}
+		return s.addCompactionStep(e, d.CompactionCall, StepFailed, d.Error, d.Code)
 
 	case *event.SummaryAddedData:
 		at := d.At

@@ -1,8 +1,10 @@
 package projection
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/tah-dev/tah/llm"
 )
@@ -90,6 +92,27 @@ func PlanCompaction(msgs []llm.Message, auto bool) (plan CompactionPlan, ok bool
 		At:         end,
 		InputChars: len([]rune(transcript)),
 	}, true
+}
+
+// ErrEmptySummary: a compaction's answer that summarises nothing, such as
+// the empty answer of a reasoning model that ran out of output tokens. The
+// compaction fails (agent.context.compact-failed, code empty_summary) and
+// trimming takes over, instead of dropping the turns from the context.
+var ErrEmptySummary = errors.New("the compaction's answer is an empty summary")
+
+// CheckSummary reports, wrapping ErrEmptySummary, a model's answer to a
+// compaction request that is no summary: once SummaryPrefix and spaces are
+// taken away, it has no letter and no digit.
+func CheckSummary(resp llm.Response) error {
+	body := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(resp.Content), SummaryPrefix))
+	if strings.IndexFunc(body, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) >= 0 {
+		return nil
+	}
+	why := fmt.Sprintf("%d characters", len([]rune(resp.Content)))
+	if resp.FinishReason != "" {
+		why += ", finish reason " + string(resp.FinishReason)
+	}
+	return fmt.Errorf("%w (%s, %d output tokens): the summarised turns stay, and the request is trimmed to the budget instead; a model with more output tokens avoids it", ErrEmptySummary, why, resp.Usage.OutputTokens)
 }
 
 // SummaryContent makes a model's answer a summary message's content: it begins

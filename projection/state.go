@@ -67,6 +67,10 @@ type Step struct {
 	RequestRef *event.RequestRef `json:"request_ref,omitempty"`
 	Response   *llm.Response     `json:"response,omitempty"`
 	Trim       *event.TrimReport `json:"trim,omitempty"`
+	// Compaction marks the model call of a compaction (its summary is a
+	// summary.added; its usage counts in the session's): no llm.started
+	// opened it, and it is not one of the turn's maxSteps.
+	Compaction bool `json:"compaction,omitempty"`
 
 	// Tool steps.
 	Tool       string          `json:"tool,omitempty"`

@@ -553,7 +553,7 @@ func (b *batch) writeSteps(e *entry) error {
 		if _, err := up.ExecContext(b.ctx, e.id, j, s.ID, string(s.Type), s.Turn, string(s.Status),
 			s.Tool, s.CallID, input, s.Output, s.Idempotent, art, ref, resp, trim, s.Content,
 			s.Error, s.Code, int64(s.StartSeq), int64(s.EndSeq), unixNano(s.StartedAt), unixNano(s.EndedAt),
-			s.DurationMS, in, out); err != nil {
+			s.DurationMS, in, out, s.Compaction); err != nil {
 			return err
 		}
 		b.stepRows++

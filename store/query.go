@@ -260,7 +260,7 @@ func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error)
 	err := s.readSession(ctx, "steps", id, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT step_id, type, turn, status, tool, call_id, input, output,
 			idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
-			started_at, ended_at, duration_ms FROM steps WHERE session_id = ? ORDER BY idx`, id)
+			started_at, ended_at, duration_ms, compaction FROM steps WHERE session_id = ? ORDER BY idx`, id)
 		if err != nil {
 			return err
 		}
@@ -272,7 +272,7 @@ func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error)
 			var startSeq, endSeq, started, ended int64
 			if err := rows.Scan(&st.ID, &typ, &st.Turn, &status, &st.Tool, &st.CallID, &input, &st.Output,
 				&st.Idempotent, &art, &ref, &resp, &trim, &st.Content, &st.Error, &st.Code, &startSeq, &endSeq,
-				&started, &ended, &st.DurationMS); err != nil {
+				&started, &ended, &st.DurationMS, &st.Compaction); err != nil {
 				return err
 			}
 			st.Type, st.Status = projection.StepType(typ), projection.StepStatus(status)

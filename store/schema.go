@@ -229,6 +229,11 @@ CREATE TABLE positions (
 	`
 ALTER TABLE sessions ADD COLUMN fault TEXT NOT NULL DEFAULT '';
 `,
+	// 5: a compaction's model call is an LLM step marked as compaction
+	// (projection.Step.Compaction).
+	`
+ALTER TABLE steps ADD COLUMN compaction INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this build writes (PRAGMA user_version).

@@ -54,8 +54,8 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.deleteMessages, `DELETE FROM messages WHERE session_id = ? AND idx >= ?`},
 		{&s.upsertStep, `INSERT INTO steps (session_id, idx, step_id, type, turn, status, tool, call_id, input, output,
 				idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
-				started_at, ended_at, duration_ms, tokens_in, tokens_out)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				started_at, ended_at, duration_ms, tokens_in, tokens_out, compaction)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id, idx) DO UPDATE SET step_id = excluded.step_id, type = excluded.type,
 				turn = excluded.turn, status = excluded.status, tool = excluded.tool, call_id = excluded.call_id,
 				input = excluded.input, output = excluded.output, idempotent = excluded.idempotent,
@@ -63,7 +63,8 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 				response = excluded.response, trim = excluded.trim, content = excluded.content,
 				error = excluded.error, code = excluded.code, start_seq = excluded.start_seq,
 				end_seq = excluded.end_seq, started_at = excluded.started_at, ended_at = excluded.ended_at,
-				duration_ms = excluded.duration_ms, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out`},
+				duration_ms = excluded.duration_ms, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
+				compaction = excluded.compaction`},
 		{&s.deleteSteps, `DELETE FROM steps WHERE session_id = ? AND idx >= ?`},
 		{&s.upsertCall, `INSERT INTO tool_calls (session_id, idx, call_id, name, arguments, turn, step_id, status,
 				is_error, code, has_result)

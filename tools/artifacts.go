@@ -21,6 +21,24 @@ type ArtifactStore interface {
 	Put(ctx context.Context, name string, r io.Reader) (event.ArtifactRef, error)
 }
 
+type artifactsKey struct{}
+
+// WithArtifacts returns ctx carrying the executor's store, so that a tool
+// that keeps files (write_file) keeps them where the executor keeps long
+// outputs, without a store of its own. A nil store leaves ctx as it is.
+func WithArtifacts(ctx context.Context, store ArtifactStore) context.Context {
+	if store == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, artifactsKey{}, store)
+}
+
+// ArtifactsFrom returns the store ctx carries (WithArtifacts), or nil.
+func ArtifactsFrom(ctx context.Context) ArtifactStore {
+	store, _ := ctx.Value(artifactsKey{}).(ArtifactStore)
+	return store
+}
+
 // ArtifactName returns the object name under which a call's blob called file is
 // stored: "calls/<session>/<call id>/<file>", with "_" for an empty session.
 func ArtifactName(info CallInfo, file string) string {

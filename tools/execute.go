@@ -142,7 +142,7 @@ func (e *Executor) execute(ctx context.Context, info CallInfo, call llm.ToolCall
 	}
 
 	timeout := TimeoutOf(t, e.opts.Timeout)
-	tctx, cancel := context.WithTimeout(WithCall(ctx, info), timeout)
+	tctx, cancel := context.WithTimeout(WithArtifacts(WithCall(ctx, info), e.opts.Artifacts), timeout)
 	defer cancel()
 	type outcome struct {
 		res    Result

@@ -27,6 +27,10 @@ const (
 	EndpointCancel   = "cancel"
 	EndpointTools    = "tools"
 	EndpointStatus   = "status"
+	// EndpointArtifacts lists a session's artifacts; EndpointArtifact reads
+	// one's content, a piece at a time (artifacts.go).
+	EndpointArtifacts = "artifacts"
+	EndpointArtifact  = "artifact"
 )
 
 // The API's error codes, in HeaderServiceErrorCode.
@@ -278,6 +282,8 @@ func Endpoints() []Endpoint {
 		{EndpointCancel, CommandRequest{}, CommandReply{}},
 		{EndpointTools, EmptyRequest{}, ToolsReply{}},
 		{EndpointStatus, EmptyRequest{}, StatusReply{}},
+		{EndpointArtifacts, SessionRequest{}, ArtifactsReply{}},
+		{EndpointArtifact, ArtifactRequest{}, ArtifactReply{}},
 	}
 }
 

@@ -231,7 +231,7 @@ func (s *sessionActor) next(ctx actor.Context) {
 	last := s.lastCP
 	s.m.goTracked(func() {
 		defer cancel(nil)
-		out := s.m.work(wctx, a, cmd)
+		out := s.m.workLogged(wctx, a, cmd)
 		cp := -1
 		// A checkpoint after work that appended enough events since the last one,
 		// so that a resume replays only a short tail of the log.

@@ -92,24 +92,48 @@ func (a *AgentContext) State() *projection.State { return a.state }
 // durable write), and folds the new one into the state. Events that end a
 // turn are written even after ctx is cancelled, with a deadline of their own,
 // so that a cancel is recorded.
+//
+// An event that refers to an artifact is followed, in the same record, by
+// its artifact.created (artifactsOf).
 func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) error {
-	ev, err := a.newEvent(typ, payload)
+	own, err := a.withArtifacts(typ, payload)
 	if err != nil {
 		return err
 	}
-	evs, err := a.write(ctx, append(a.staged, ev))
+	evs, err := a.write(ctx, append(a.staged, own...))
 	if err != nil {
 		return err
 	}
-	ev = evs[len(evs)-1] // with its sequence
-	if err := projection.Apply(a.state, ev); err != nil {
-		// The loop wrote something the fold refuses: a bug of TAH. The event is in
-		// the log and every reader will report it the same way.
-		a.log.Error("event appended but not folded", "session", a.Session, "type", typ, "err", err)
+	for _, ev := range evs[len(evs)-len(own):] { // with their sequences
+		if err := projection.Apply(a.state, ev); err != nil {
+			// The loop wrote something the fold refuses: a bug of TAH. The event is in
+			// the log and every reader will report it the same way.
+			a.log.Error("event appended but not folded", "session", a.Session, "type", ev.Type, "err", err)
+		}
 	}
-	projection.Stamp(a.state, ev.Seq)
+	projection.Stamp(a.state, evs[len(evs)-1].Seq)
 	a.staged = nil
 	return nil
+}
+
+// withArtifacts is the event of typ and payload, and the artifact.created
+// of each artifact it refers to. A failure it records is logged
+// (logFailure).
+func (a *AgentContext) withArtifacts(typ event.Type, payload any) ([]event.Event, error) {
+	ev, err := a.newEvent(typ, payload)
+	if err != nil {
+		return nil, err
+	}
+	a.logFailure(payload)
+	evs := []event.Event{ev}
+	for _, art := range a.artifactsOf(payload) {
+		ev, err := a.newEvent(event.ArtifactCreated, art)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, ev)
+	}
+	return evs, nil
 }
 
 // Stage adds an event to the session without writing it yet: it is folded
@@ -121,14 +145,16 @@ func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) 
 // first LLM step). A crash before that write loses the staged events with
 // the state: the next owner resumes from the log, as if they never happened.
 func (a *AgentContext) Stage(typ event.Type, payload any) error {
-	ev, err := a.newEvent(typ, payload)
+	evs, err := a.withArtifacts(typ, payload)
 	if err != nil {
 		return err
 	}
-	if err := projection.Apply(a.state, ev); err != nil {
-		return fmt.Errorf("session %s: staged %s not folded: %w", a.Session, typ, err)
+	for _, ev := range evs {
+		if err := projection.Apply(a.state, ev); err != nil {
+			return fmt.Errorf("session %s: staged %s not folded: %w", a.Session, ev.Type, err)
+		}
+		a.staged = append(a.staged, ev)
 	}
-	a.staged = append(a.staged, ev)
 	return nil
 }
 

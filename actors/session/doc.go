@@ -28,7 +28,12 @@
 //
 // The loop is an interface (Loop); DefaultLoop is the specification's default
 // loop with maxSteps, the context budget (trimming and automatic compaction once
-// per turn) and streaming of token deltas. Resume follows ARCHITECTURE.md: an LLM
+// per turn: its model call is a step marked as compaction, in its one event,
+// and an empty summary fails it so that trimming takes over) and streaming of
+// token deltas. Every blob an event refers to (a large answer or output, a
+// file a tool stored) is followed by its artifact.created, and every failed
+// model or tool call is logged at warn, in AgentContext's one place where
+// events are made. Resume follows ARCHITECTURE.md: an LLM
 // step without a result is asked again, a tool step with a result is never run
 // again, a running tool step is re-run only if its tool is idempotent and
 // otherwise gets an "interrupted, outcome unknown" result. A node shutting down

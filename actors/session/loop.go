@@ -9,7 +9,6 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
-	"github.com/tah-dev/tah/wire"
 )
 
 // Loop drives a turn that has begun (its turn.started is in the state) until it
@@ -191,66 +190,6 @@ func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.To
 		}
 	}
 	return nil
-}
-
-// autoCompact summarises the turns before the current one (specification 0.31):
-// once per turn, on success a summary before the current user message and
-// agent.context.compacted, on failure agent.context.compact-failed and the loop
-// falls back to trimming.
-func autoCompact(ctx context.Context, a *AgentContext) error {
-	msgs, offset, err := a.compactionView(ctx)
-	if err != nil {
-		return err
-	}
-	plan, ok := projection.PlanCompaction(msgs, true)
-	if !ok {
-		return nil
-	}
-	plan.At += offset
-	resp, err := llm.Run(ctx, a.Provider, plan.Request, nil)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return a.Append(ctx, event.ContextCompactFailed, event.ContextCompactFailedData{SessionID: a.Session, Error: err.Error(), Auto: true})
-	}
-	content := projection.SummaryContent(resp.Content)
-	if err := a.Stage(event.SummaryAdded, event.SummaryAddedData{Content: content, At: plan.At, Turns: plan.Turns, Auto: true}); err != nil {
-		return err
-	}
-	return a.Append(ctx, event.ContextCompacted, event.ContextCompactedData{SessionID: a.Session, Turns: plan.Turns, Chars: len([]rune(content)), Auto: true})
-}
-
-// Compact is the specification's manual session.compact(): it summarises every
-// turn so far and appends the summary at the end. It returns nil when there is no
-// turn to compact. The caller makes sure no turn is running.
-func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) {
-	msgs, _, err := a.compactionView(ctx)
-	if err != nil {
-		return nil, err
-	}
-	plan, ok := projection.PlanCompaction(msgs, false)
-	if !ok {
-		return nil, nil
-	}
-	resp, err := llm.Run(ctx, a.Provider, plan.Request, nil)
-	if err != nil {
-		if ctx.Err() == nil {
-			if aerr := a.Append(ctx, event.ContextCompactFailed, event.ContextCompactFailedData{SessionID: a.Session, Error: err.Error()}); aerr != nil {
-				return nil, aerr
-			}
-		}
-		return nil, fmt.Errorf("compaction: %w", err)
-	}
-	content := projection.SummaryContent(resp.Content)
-	if err := a.Stage(event.SummaryAdded, event.SummaryAddedData{Content: content, At: -1, Turns: plan.Turns}); err != nil {
-		return nil, err
-	}
-	res := &wire.CompactResult{Turns: plan.Turns, Chars: len([]rune(content))}
-	if err := a.Append(ctx, event.ContextCompacted, event.ContextCompactedData{SessionID: a.Session, Turns: res.Turns, Chars: res.Chars}); err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 // BeginTurn opens a new turn with msg: first every tool call the previous turn

@@ -197,7 +197,14 @@ func summary(ev event.Event) string {
 		return fmt.Sprintf("turn %d: %s", d.Turn, d.Reason)
 	case event.ContextCompacted:
 		d, _ := event.DecodeAs[event.ContextCompactedData](ev)
-		return fmt.Sprintf("%s summarised, %s characters", plural(d.Turns, "turn"), num(d.Chars))
+		return fmt.Sprintf("%s summarised, %s characters, %s → %s tokens", plural(d.Turns, "turn"), num(d.Chars),
+			num(d.Usage.InputTokens), num(d.Usage.OutputTokens))
+	case event.ContextCompactFailed:
+		d, _ := event.DecodeAs[event.ContextCompactFailedData](ev)
+		return fmt.Sprintf("%s [%s], %s → %s tokens", oneLine(d.Error, 80), d.Code, num(d.Usage.InputTokens), num(d.Usage.OutputTokens))
+	case event.ArtifactCreated:
+		d, _ := event.DecodeAs[event.ArtifactCreatedData](ev)
+		return fmt.Sprintf("%s %s, %s bytes", d.ID, d.Name, num(int(d.Ref.Size)))
 	case event.CheckpointCreated:
 		d, _ := event.DecodeAs[event.CheckpointCreatedData](ev)
 		return fmt.Sprintf("up to seq %d", d.UpToSeq)

@@ -41,6 +41,8 @@ func commands() []command {
 		{"events", "ID [--follow] [--from SEQ]", "print a session's events (--follow: and wait for more)", runEvents},
 		{"fork", "ID [--turns N]", "copy a session's messages (its first N turns) into a new session", runFork},
 		{"compact", "ID", "summarise a session's turns so far into one message", runCompact},
+		{"artifacts", "ID", "list a session's artifacts: files its tools made, outputs too large for the log", runArtifacts},
+		{"artifact", "get ID ARTIFACT [-o FILE]", "fetch an artifact's content (checked against its SHA-256)", runArtifact},
 		{"tools", "", "list the tools the node offers to the model", runTools},
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
 		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (on the node's machine)", runCreds},

@@ -6,13 +6,16 @@ import (
 	"io"
 	"strings"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
 
 const showHelp = `Shows a session and its steps as a timeline: for each step its turn, kind
-(llm, tool, thinking), status, duration and tokens; for a tool its input and a
-preview of its output; for a model call what it answered. Then the last answer.
+(llm, tool, thinking; "llm compaction" for the call that summarised earlier
+turns), status, duration and tokens; for a tool its input and a preview of its
+output; for a model call what it answered, and what trimming cut from its
+request. Then the last answer.
 
 With --request STEP, prints instead the request a model call sent, as JSON:
 rebuilt from the session's log and checked against the hash recorded when it
@@ -75,7 +78,7 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 		cell{"TOKENS", st.bold}, cell{"DETAIL", st.bold})
 	for i, step := range r.Steps {
 		tokens, detail := stepDetail(st, step)
-		t.add(plain(fmt.Sprint(step.Turn)), plain(fmt.Sprint(i+1)), plain(string(step.Type)), statusCell(st, string(step.Status)),
+		t.add(plain(fmt.Sprint(step.Turn)), plain(fmt.Sprint(i+1)), plain(stepKind(step)), statusCell(st, string(step.Status)),
 			plain(ms(step.DurationMS)), plain(tokens), plain(detail))
 	}
 	if err := t.write(w); err != nil {
@@ -116,8 +119,14 @@ func cutLines(s string, n int, more string) string {
 
 // stepDetail is a step's tokens and what it did, on one line each.
 func stepDetail(st style, step projection.Step) (tokens, detail string) {
-	switch step.Type {
-	case projection.StepLLM:
+	switch {
+	case step.Compaction:
+		if step.Response != nil {
+			u := step.Response.Usage
+			tokens = num(u.InputTokens) + " → " + num(u.OutputTokens)
+		}
+		detail = "summary of earlier turns"
+	case step.Type == projection.StepLLM:
 		if step.Response != nil {
 			u := step.Response.Usage
 			tokens = num(u.InputTokens) + " → " + num(u.OutputTokens)
@@ -134,7 +143,7 @@ func stepDetail(st style, step projection.Step) (tokens, detail string) {
 				detail = fmt.Sprintf("%q", oneLine(step.Response.Content, 60))
 			}
 		}
-	case projection.StepTool:
+	case step.Type == projection.StepTool:
 		detail = step.Tool + " " + compactJSON(step.Input, 50)
 		if step.Status.Done() {
 			detail += " → " + preview(step.Output, 50)
@@ -142,8 +151,11 @@ func stepDetail(st style, step projection.Step) (tokens, detail string) {
 		if step.Artifact != nil {
 			detail += fmt.Sprintf(" [full output: %s, %s bytes]", step.Artifact.Object, num(int(step.Artifact.Size)))
 		}
-	case projection.StepThinking:
+	case step.Type == projection.StepThinking:
 		detail = oneLine(step.Content, 80)
+	}
+	if step.Trim != nil && step.Trim.Trimmed() {
+		detail = strings.TrimSpace(st.yellow(trimNote(*step.Trim)) + " " + detail)
 	}
 	if step.Error != "" {
 		detail = strings.TrimSpace(detail + " " + st.red("error: "+oneLine(step.Error, 80)))
@@ -152,6 +164,27 @@ func stepDetail(st style, step projection.Step) (tokens, detail string) {
 		}
 	}
 	return tokens, detail
+}
+
+// stepKind is a step's KIND: its type, and "llm compaction" for the model
+// call that summarised earlier turns.
+func stepKind(step projection.Step) string {
+	if step.Compaction {
+		return string(step.Type) + " compaction"
+	}
+	return string(step.Type)
+}
+
+// trimNote says what trimming cut from the request of a model call.
+func trimNote(r event.TrimReport) string {
+	var cut []string
+	if r.TurnsDropped > 0 {
+		cut = append(cut, plural(r.TurnsDropped, "turn")+" dropped")
+	}
+	if n := r.OutputsOmitted + r.CurrentOutputsOmitted; n > 0 {
+		cut = append(cut, plural(n, "tool output")+" omitted")
+	}
+	return fmt.Sprintf("[trimmed: %s, %s → %s chars]", strings.Join(cut, ", "), num(r.BeforeChars), num(r.AfterChars))
 }
 
 // showFault says where a session's log stopped being foldable, and what to do.

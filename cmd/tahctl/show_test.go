@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 )
 
@@ -20,5 +22,23 @@ func TestShowFault(t *testing.T) {
 	showFault(&b, style{}, "s_1", &projection.Fault{Code: projection.FaultNeedsNewerNode, Seq: 7, Reason: "version 3"})
 	if !strings.Contains(b.String(), "Needs a newer node: the log at seq 7") || !strings.Contains(b.String(), "upgrade") {
 		t.Errorf("newer: %q", b.String())
+	}
+}
+
+// show marks the model calls of compactions and what trimming cut.
+func TestShowMarksCompactionsAndTrims(t *testing.T) {
+	compaction := projection.Step{Type: projection.StepLLM, Compaction: true, Status: projection.StepCompleted,
+		Response: &llm.Response{Usage: llm.Usage{InputTokens: 2185, OutputTokens: 120}}}
+	tokens, detail := stepDetail(style{}, compaction)
+	if stepKind(compaction) != "llm compaction" || tokens != "2,185 → 120" || detail != "summary of earlier turns" {
+		t.Errorf("compaction: %q, %q, %q", stepKind(compaction), tokens, detail)
+	}
+	trimmed := projection.Step{Type: projection.StepLLM, Status: projection.StepCompleted, Response: &llm.Response{Content: "ok"},
+		Trim: &event.TrimReport{Budget: 300, BeforeChars: 1200, AfterChars: 280, TurnsDropped: 2, OutputsOmitted: 1}}
+	if _, detail := stepDetail(style{}, trimmed); detail != `[trimmed: 2 turns dropped, 1 tool output omitted, 1,200 → 280 chars] "ok"` {
+		t.Errorf("trim: %q", detail)
+	}
+	if stepKind(trimmed) != "llm" {
+		t.Errorf("kind %q", stepKind(trimmed))
 	}
 }

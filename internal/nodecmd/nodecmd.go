@@ -525,7 +525,8 @@ func startHint(err error) string {
 	return "run with --log-level debug for details"
 }
 
-// demoted lowers info records to debug.
+// demoted lowers info records to debug, and the NATS server's benign
+// warnings of a stale index after a crash (staleIndex) too.
 type demoted struct{ slog.Handler }
 
 func (d demoted) Enabled(ctx context.Context, l slog.Level) bool {
@@ -539,6 +540,9 @@ func (d demoted) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (d demoted) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelWarn && staleIndex(r.Message) {
+		r.Level = slog.LevelInfo // benign after a crash (natslog.go): demoted below
+	}
 	if r.Level == slog.LevelInfo {
 		r.Level = slog.LevelDebug
 	}

@@ -10,7 +10,8 @@ type Config struct {
 	Limits Limits
 	// Write offers write_file too. Off by default.
 	Write bool
-	// Artifacts receives a copy of what write_file writes; may be nil.
+	// Artifacts receives a copy of what write_file writes; nil leaves it to
+	// the store of the executor that runs it, if any.
 	Artifacts tools.ArtifactStore
 	// Protect names what the tools refuse inside Root (the node's data directory,
 	// a deny list) besides SecretPatterns, which they always refuse.

@@ -13,8 +13,9 @@ import (
 )
 
 // WriteFileTool is write_file: it writes a text file under Root, creating the
-// directories it needs, and stores what it wrote as an artifact when Artifacts is
-// set. It is off unless configured (see Config.Write). It is exclusive (a batch
+// directories it needs, and stores a copy of what it wrote as an artifact in
+// Artifacts, or else in the store of the executor that runs it (a node's is
+// tah_artifacts). It is off unless configured (see Config.Write). It is exclusive (a batch
 // runs it alone, in call order) and idempotent (writing the same content twice
 // leaves the same file).
 type WriteFileTool struct {
@@ -22,6 +23,7 @@ type WriteFileTool struct {
 	Limits Limits
 	// Artifacts, when set, receives a copy of every file written, named
 	// tools.ArtifactName(call, path); the result's Artifact refers to it.
+	// When nil, the executor's store (tools.ArtifactsFrom) does, if any.
 	Artifacts tools.ArtifactStore
 	// Protect names what it refuses inside Root besides SecretPatterns.
 	Protect Protect
@@ -117,11 +119,15 @@ func (t *WriteFileTool) Run(ctx context.Context, raw json.RawMessage) (tools.Res
 		return tools.Result{}, describe(rel, werr)
 	}
 	out := fmt.Sprintf("Wrote %d bytes to %s.", len(in.Content), rel)
-	if t.Artifacts == nil {
+	store := t.Artifacts
+	if store == nil {
+		store = tools.ArtifactsFrom(ctx)
+	}
+	if store == nil {
 		return tools.Text(out), nil
 	}
 	info, _ := tools.CallFrom(ctx)
-	ref, err := t.Artifacts.Put(ctx, tools.ArtifactName(info, rel), bytes.NewReader([]byte(in.Content)))
+	ref, err := store.Put(ctx, tools.ArtifactName(info, rel), bytes.NewReader([]byte(in.Content)))
 	if err != nil {
 		return tools.Text(out + fmt.Sprintf(" Storing a copy as an artifact failed: %v", err)), nil
 	}

@@ -1,0 +1,102 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
+)
+
+// autoCompact summarises the turns before the current one (specification 0.31):
+// once per turn, on success a summary before the current user message and
+// agent.context.compacted, on failure agent.context.compact-failed and the loop
+// falls back to trimming.
+func autoCompact(ctx context.Context, a *AgentContext) error {
+	msgs, offset, err := a.compactionView(ctx)
+	if err != nil {
+		return err
+	}
+	plan, ok := projection.PlanCompaction(msgs, true)
+	if !ok {
+		return nil
+	}
+	plan.At += offset
+	content, call, err := summarise(ctx, a, plan)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // the loop records the cancel
+		}
+		return a.Append(ctx, event.ContextCompactFailed, compactFailed(a, call, err, true))
+	}
+	if err := a.Stage(event.SummaryAdded, event.SummaryAddedData{Content: content, At: plan.At, Turns: plan.Turns, Auto: true}); err != nil {
+		return err
+	}
+	return a.Append(ctx, event.ContextCompacted, event.ContextCompactedData{SessionID: a.Session, Turns: plan.Turns,
+		Chars: len([]rune(content)), Auto: true, CompactionCall: call})
+}
+
+// Compact is the specification's manual session.compact(): it summarises every
+// turn so far and appends the summary at the end. It returns nil when there is no
+// turn to compact. The caller makes sure no turn is running.
+func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) {
+	msgs, _, err := a.compactionView(ctx)
+	if err != nil {
+		return nil, err
+	}
+	plan, ok := projection.PlanCompaction(msgs, false)
+	if !ok {
+		return nil, nil
+	}
+	content, call, err := summarise(ctx, a, plan)
+	if err != nil {
+		if ctx.Err() == nil {
+			if aerr := a.Append(ctx, event.ContextCompactFailed, compactFailed(a, call, err, false)); aerr != nil {
+				return nil, aerr
+			}
+		}
+		return nil, fmt.Errorf("compaction: %w", err)
+	}
+	if err := a.Stage(event.SummaryAdded, event.SummaryAddedData{Content: content, At: -1, Turns: plan.Turns}); err != nil {
+		return nil, err
+	}
+	res := &wire.CompactResult{Turns: plan.Turns, Chars: len([]rune(content))}
+	if err := a.Append(ctx, event.ContextCompacted, event.ContextCompactedData{SessionID: a.Session, Turns: res.Turns,
+		Chars: res.Chars, CompactionCall: call}); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// summarise asks the model for plan's summary: a step of its own (call names
+// it, with the model, the usage and the duration, whatever the outcome),
+// streamed as every model call is, since some providers serve only streams.
+// Its deltas are not published: they are no part of the turn's answer. An
+// answer that summarises nothing fails with projection.ErrEmptySummary.
+func summarise(ctx context.Context, a *AgentContext, plan projection.CompactionPlan) (string, event.CompactionCall, error) {
+	call := event.CompactionCall{StepID: a.NewStepID("llm")}
+	begin := a.now()
+	resp, err := llm.Run(ctx, a.Provider, plan.Request, func(llm.Delta) {})
+	call.DurationMS = a.now().Sub(begin).Milliseconds()
+	call.Model, call.Usage = resp.Model, resp.Usage
+	if err == nil {
+		err = projection.CheckSummary(resp)
+	}
+	if err != nil {
+		return "", call, err
+	}
+	return projection.SummaryContent(resp.Content), call, nil
+}
+
+// compactFailed is the agent.context.compact-failed of a compaction whose
+// call failed with err.
+func compactFailed(a *AgentContext, call event.CompactionCall, err error, auto bool) event.ContextCompactFailedData {
+	code := event.CodeProvider
+	if errors.Is(err, projection.ErrEmptySummary) {
+		code = event.CodeEmptySummary
+	}
+	return event.ContextCompactFailedData{SessionID: a.Session, Error: err.Error(), Auto: auto, Code: code, CompactionCall: call}
+}

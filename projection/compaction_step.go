@@ -27,5 +27,10 @@ func (s *State) addCompactionStep(e event.Event, c event.CompactionCall, status 
 	}
 	s.addStep(st)
 	s.Usage = s.Usage.Add(c.Usage)
+	if s.Status.Active() {
+		// An automatic compaction, inside the turn: its tokens are the
+		// turn's too (a compact command between turns is no turn's).
+		s.TurnUsage = s.TurnUsage.Add(c.Usage)
+	}
 	return nil
 }

@@ -42,3 +42,25 @@ func TestCompactionCallsFoldAsSteps(t *testing.T) {
 		t.Fatalf("a step id used twice: %v", err)
 	}
 }
+
+// An automatic compaction runs inside its turn: its tokens are the turn's as
+// well as the session's; a compact command between turns is no turn's.
+func TestCompactionCallsCountInTheirTurn(t *testing.T) {
+	u := llm.Usage{InputTokens: 2185, OutputTokens: 214}
+	compacted := func(id string) event.ContextCompactedData {
+		return event.ContextCompactedData{SessionID: "s_1", Turns: 1, Chars: 40, CompactionCall: event.CompactionCall{StepID: id, Usage: u}}
+	}
+	b := newLog(t, "s_1", event.Config{}).turn(1, "one").llm("a").finish(1, "a")
+	before := mustFold(t, b.events)
+	b.add(event.ContextCompacted, compacted("llm2.1"))
+	between := mustFold(t, b.events)
+	if between.TurnUsage != before.TurnUsage || between.Usage != before.Usage.Add(u) {
+		t.Fatalf("between turns: turn %+v session %+v", between.TurnUsage, between.Usage)
+	}
+	b = b.turn(2, "two")
+	b.add(event.ContextCompacted, compacted("llm3.1"))
+	inside := mustFold(t, b.events)
+	if inside.TurnUsage != u {
+		t.Fatalf("inside turn 2: turn usage %+v, want %+v", inside.TurnUsage, u)
+	}
+}

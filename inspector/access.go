@@ -126,7 +126,7 @@ func csrfToken(w http.ResponseWriter, r *http.Request) string {
 
 // loginPage asks for the token.
 func (h *Handler) loginPage(w http.ResponseWriter, r *http.Request) {
-	h.render(w, r, http.StatusOK, "login.html", loginView{Next: safeNext(r.URL.Query().Get("next")), Hint: h.opts.TokenHint})
+	h.render(w, r, http.StatusOK, "login.html", "Log in", loginView{Next: safeNext(r.URL.Query().Get("next")), Hint: h.opts.TokenHint})
 }
 
 // login checks the token and sets the login cookie.
@@ -137,7 +137,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(r.PostFormValue("token"))), []byte(h.opts.Token)) != 1 {
-		h.render(w, r, http.StatusUnauthorized, "login.html", loginView{Next: next, Hint: h.opts.TokenHint, Wrong: true})
+		h.render(w, r, http.StatusUnauthorized, "login.html", "Log in", loginView{Next: next, Hint: h.opts.TokenHint, Wrong: true})
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: loginProof(h.opts.Token), Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})

@@ -91,7 +91,8 @@ func outcomeFlash(o wire.Outcome) flash {
 	return flash{OK: msg}
 }
 
-// cancel cancels the running turn and waits for the session to say so.
+// cancel cancels the running turn: the node answers once the cancel reached
+// it, with the state it found; the turn's end then shows live.
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("sid")
 	ctx, cancel := context.WithTimeout(r.Context(), commandTimeout)
@@ -101,7 +102,11 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 		redirect(w, r, "/s/"+sid, flash{Err: "cancel: " + err.Error()})
 		return
 	}
-	redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("cancel done: the session is %s", out.Status)})
+	if !out.Status.Active() {
+		redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("nothing to cancel: the session was not running (it is %s)", out.Status)})
+		return
+	}
+	redirect(w, r, "/s/"+sid, flash{OK: "cancel sent: the running turn stops, and its end shows below"})
 }
 
 // compact summarises the session's turns so far.

@@ -52,5 +52,5 @@ func statusOf(err error) int {
 
 // failPage shows an error where the page would have been.
 func (h *Handler) failPage(w http.ResponseWriter, r *http.Request, err error) {
-	h.render(w, r, statusOf(err), "error.html", err.Error())
+	h.render(w, r, statusOf(err), "error.html", "Error", err.Error())
 }

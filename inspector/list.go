@@ -46,7 +46,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		h.failPage(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "list.html", v)
+	h.render(w, r, http.StatusOK, "list.html", "Sessions", v)
 }
 
 // rows is the list's table body alone: what the page fetches to stay live.

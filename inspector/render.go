@@ -8,14 +8,16 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 )
 
-// page is what every template gets: the CSRF token of its forms, whether a
+// page is what every template gets: its title, the CSRF token of its forms, whether a
 // logout button is shown, and the page's own data.
 type page struct {
+	Title  string
 	CSRF   string
 	Logout bool
 	Data   any
@@ -23,9 +25,9 @@ type page struct {
 
 // render executes the template name into a buffer first, so that a
 // template's error is a clean 500, never half a page.
-func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	var b bytes.Buffer
-	p := page{CSRF: csrfToken(w, r), Logout: h.opts.Token != "", Data: data}
+	p := page{Title: title, CSRF: csrfToken(w, r), Logout: h.opts.Token != "", Data: data}
 	if err := h.pages.ExecuteTemplate(&b, name, p); err != nil {
 		h.log.Error("inspector: template", "page", name, "err", err)
 		http.Error(w, "the page could not be rendered: "+err.Error(), http.StatusInternalServerError)
@@ -97,7 +99,11 @@ func head(s string) string {
 		s = strings.Join(lines[:8], "\n")
 	}
 	if len(s) > foldAt {
-		s = s[:foldAt]
+		cut := foldAt
+		for cut > 0 && !utf8.RuneStart(s[cut]) { // never half a character
+			cut--
+		}
+		s = s[:cut]
 	}
 	return s + " …"
 }

@@ -78,7 +78,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	}
 	v := t.sessionView(sid)
 	v.Flash = flashOf(r)
-	h.render(w, r, http.StatusOK, "session.html", v)
+	h.render(w, r, http.StatusOK, "session.html", sid, v)
 }
 
 // request shows the exact request an LLM step sent, rebuilt from the log
@@ -96,7 +96,7 @@ func (h *Handler) request(w http.ResponseWriter, r *http.Request) {
 		h.failPage(w, r, err)
 		return
 	}
-	h.render(w, r, http.StatusOK, "request.html", requestView{RequestReply: rep, JSON: string(b)})
+	h.render(w, r, http.StatusOK, "request.html", "Request", requestView{RequestReply: rep, JSON: string(b)})
 }
 
 type requestView struct {

@@ -39,7 +39,7 @@ func secureHeaders(w http.ResponseWriter) {
 // token (a guard against DNS rebinding), the login cookie with one, and for
 // a POST the same origin and the CSRF token. It writes the refusal itself.
 func (h *Handler) allowed(w http.ResponseWriter, r *http.Request) bool {
-	if h.opts.Token == "" && !loopbackHost(r.Host) {
+	if h.opts.Token == "" && !Loopback(r.Host) {
 		http.Error(w, "this inspector serves loopback addresses only (open it as http://127.0.0.1:PORT/); to serve others, give the node a non-loopback --http address: it then asks for a login", http.StatusForbidden)
 		return false
 	}
@@ -63,9 +63,10 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
-// loopbackHost reports whether host (host[:port] of the request) names this
-// machine: localhost or a loopback address.
-func loopbackHost(host string) bool {
+// Loopback reports whether host (host or host:port: a request's Host, a
+// listening address) names this machine only: localhost or a loopback
+// address. An empty host (":9464", every interface) does not.
+func Loopback(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}

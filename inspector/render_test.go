@@ -16,11 +16,3 @@ func TestHeadFoldsWholeCharacters(t *testing.T) {
 		t.Errorf("head kept %d lines", strings.Count(h, "\n")+1)
 	}
 }
-
-func TestSafeNext(t *testing.T) {
-	for in, want := range map[string]string{"/s/s_1": "/s/s_1", "//evil.example/": "/", "https://evil.example": "/", "/\\evil": "/", "": "/"} {
-		if got := safeNext(in); got != want {
-			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

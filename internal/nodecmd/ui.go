@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,7 +69,7 @@ func openUI(ctx context.Context, cfg config.Config, natsURL string) (*ui, error)
 	}
 	u := &ui{}
 	token := ""
-	if !loopbackAddr(cfg.HTTP) {
+	if !inspector.Loopback(cfg.HTTP) {
 		var err error
 		if token, u.login, err = uiToken(cfg.DataDir); err != nil {
 			return nil, fmt.Errorf("its login token: %w", err)
@@ -94,21 +93,6 @@ func (u *ui) close() {
 	if u.c != nil {
 		u.c.Close()
 	}
-}
-
-// loopbackAddr reports whether the HTTP address host:port listens on this
-// machine only (a loopback address or localhost; an empty host is every
-// interface).
-func loopbackAddr(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // uiToken reads the UI's login token from the data directory, generating it

@@ -1,10 +1,13 @@
 package inspector_test
 
 import (
+	"bufio"
+	"context"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -135,4 +138,54 @@ func TestLogin(t *testing.T) {
 	if code, _ := b.get("/"); code != http.StatusSeeOther {
 		t.Errorf("the list after logout: %d", code)
 	}
+}
+
+// A session's live stream, read as a browser's EventSource reads it: the
+// blocks changed since the page's sequence, then a new turn's blocks and
+// token deltas as they come.
+func TestLiveStream(t *testing.T) {
+	n := startNode(t, "127.0.0.1:0", 20*time.Millisecond)
+	b := newBrowser(t, n.base)
+	_, loc := b.post("/", "/new", url.Values{"text": {"hello"}})
+	sid, err := sessionOf(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor("/s/"+sid, `Turn 1 <span class="badge completed">`, time.Minute)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, n.base+"/s/"+sid+"/live?from=0", nil)
+	r, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Body.Close()
+	if ct := r.Header.Get("Content-Type"); r.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("live: %d %s", r.StatusCode, ct)
+	}
+	lines := bufio.NewScanner(r.Body)
+	lines.Buffer(nil, 1<<20)
+	// expect reads events until each of want (an event's name and a part
+	// of its data) came, in any order: deltas are core NATS messages that
+	// may pass the log's events.
+	expect := func(want ...[2]string) {
+		t.Helper()
+		for lines.Scan() && len(want) > 0 {
+			name, ok := strings.CutPrefix(lines.Text(), "event: ")
+			if !ok || !lines.Scan() {
+				continue
+			}
+			want = slices.DeleteFunc(want, func(w [2]string) bool { return w[0] == name && strings.Contains(lines.Text(), w[1]) })
+		}
+		if len(want) > 0 {
+			t.Fatalf("the stream ended before the events %q: %v", want, lines.Err())
+		}
+	}
+	expect([2]string{"block", `turn-1`}, [2]string{"head", `completed`})
+	if code, loc := b.post("/s/"+sid, "/s/"+sid+"/send", url.Values{"text": {"again"}}); code != http.StatusSeeOther || strings.Contains(loc, "err=") {
+		t.Fatalf("the next turn: %d %s", code, loc)
+	}
+	expect([2]string{"block", `turn-2`}, [2]string{"delta", `"step":"llm`}, [2]string{"head", `"seq"`})
+	b.waitFor("/s/"+sid, `Turn 2 <span class="badge completed">`, time.Minute)
 }

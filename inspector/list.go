@@ -2,10 +2,12 @@ package inspector
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -97,9 +99,13 @@ func (h *Handler) search(ctx context.Context, v listView, status projection.Stat
 		}
 	}
 	want := strings.ToLower(v.Q)
-	before := ""
+	before, limit := "", wire.ListMax
 	for scanned := 0; ; {
-		rep, err := h.c.List(ctx, wire.ListRequest{Status: status, Limit: wire.ListMax, Before: before})
+		rep, err := h.c.List(ctx, wire.ListRequest{Status: status, Limit: limit, Before: before})
+		if errors.Is(err, client.ErrTooLarge) && limit > pageSize {
+			limit /= 2 // long configurations: fewer sessions fit in a reply
+			continue
+		}
 		if err != nil {
 			return v, err
 		}

@@ -55,7 +55,9 @@ browser: ## Debian's chromium (and a CJK font for its screenshots) for the UI's 
 		if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
 		$$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-wqy-microhei; }
 
+# make test installs the browser and tells the browser test it must run.
 test: browser
+test: export TAH_BROWSER := required
 
 test: lint js-deps ## vet, every test with the race detector, then known vulnerabilities
 	@# vulncheck after the tests, not beside them: its first run on a machine

@@ -24,6 +24,9 @@ import (
 // when the HTTP address is not loopback (mode 0600, generated once).
 const uiTokenFile = "ui.token"
 
+// minTokenLen is the shortest login token the UI takes from ui.token.
+const minTokenLen = 16
+
 // uiName is the name of the UI's credential (its inbox is _INBOX_ui.).
 const uiName = "ui"
 
@@ -95,15 +98,18 @@ func (u *ui) close() {
 	}
 }
 
-// uiToken reads the UI's login token from the data directory, generating it
-// at first.
+// uiToken reads the UI's login token from the data directory (an operator
+// may write their own, of minTokenLen characters at least), generating it at
+// first.
 func uiToken(dataDir string) (token, path string, err error) {
 	path = filepath.Join(dataDir, uiTokenFile)
 	b, err := os.ReadFile(path)
-	if err == nil && len(strings.TrimSpace(string(b))) >= 16 {
+	switch {
+	case err == nil && len(strings.TrimSpace(string(b))) < minTokenLen:
+		return "", path, fmt.Errorf("%s holds fewer than %d characters: write a longer token there, or delete it for a new one", path, minTokenLen)
+	case err == nil:
 		return strings.TrimSpace(string(b)), path, nil
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	case !errors.Is(err, fs.ErrNotExist):
 		return "", path, err
 	}
 	token = rand.Text()

@@ -41,45 +41,8 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	actx, stopAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true))...)
-	defer stopAlloc()
-	bctx, stopBrowser := chromedp.NewContext(actx)
-	defer stopBrowser()
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	// wait polls a predicate, again when a navigation (a form's redirect)
-	// destroyed the page it polled in.
-	wait := func(what, js string) {
-		t.Helper()
-		deadline := time.Now().Add(time.Minute)
-		for {
-			err := chromedp.Do(bctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(time.Until(deadline))))
-			if err == nil {
-				return
-			}
-			if !navigated(err) || time.Now().After(deadline) {
-				page, _ := chromedp.Run(bctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
-				t.Fatalf("%s: %v\nthe page:\n%s", what, err, page)
-			}
-		}
-	}
-	shot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		if err := os.WriteFile(filepath.Join(t.ArtifactDir(), name), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := openChromium(t, bin)
+	do, wait, shot := b.do, b.wait, b.shot
 
 	do("the login", chromedp.EmulateViewport(1280, 900), chromedp.Navigate(n.base+"/"),
 		chromedp.WaitVisible("#token"), chromedp.SendKeys("#token", "wrong"), chromedp.Submit("#token"))
@@ -93,7 +56,7 @@ func TestBrowser(t *testing.T) {
 	wait("the answer streams in", `(() => { const p = document.querySelector("pre.live"); return p && p.textContent.length > 0 })()`)
 	wait("the turn completes with its steps", `document.querySelector("#turn-1 h2 .badge")?.textContent === "completed" && document.querySelectorAll("#turn-1 .step").length >= 5`)
 	wait("the final answer", `document.querySelector("#turn-1 .step.llm:last-child pre.text")?.textContent.includes("README")`)
-	sid, err := chromedp.Run(bctx, chromedp.Location())
+	sid, err := chromedp.Run(b.ctx, chromedp.Location())
 	if err != nil || !strings.Contains(sid, "/s/s_") {
 		t.Fatalf("the session's page: %q %v", sid, err)
 	}
@@ -136,4 +99,58 @@ func TestBrowser(t *testing.T) {
 func navigated(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "Cannot find context") || strings.Contains(msg, "navigated or closed") || strings.Contains(msg, "Execution context was destroyed")
+}
+
+// chromium is one headless browser tab of a test, closed at its end.
+type chromium struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func openChromium(t *testing.T, bin string) *chromium {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	actx, stopAlloc := chromedp.NewExecAllocator(ctx, append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true))...)
+	t.Cleanup(stopAlloc)
+	bctx, stopBrowser := chromedp.NewContext(actx)
+	t.Cleanup(stopBrowser)
+	return &chromium{t: t, ctx: bctx}
+}
+
+// do runs steps, failing the test with what when one fails.
+func (b *chromium) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// wait polls a predicate, again when a navigation (a form's redirect)
+// destroyed the page it polled in; a failure shows the page's text.
+func (b *chromium) wait(what, js string) {
+	b.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := chromedp.Do(b.ctx, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		if !navigated(err) || time.Now().After(deadline) {
+			page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`location.href + "\n" + document.body.innerText`))
+			b.t.Fatalf("%s: %v\nthe page:\n%s", what, err, page)
+		}
+	}
+}
+
+// shot saves the page as name in the test's artifact directory.
+func (b *chromium) shot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(b.t.ArtifactDir(), name), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
 }

@@ -92,7 +92,7 @@ func TestBrowser(t *testing.T) {
 
 	do("fork at turn 1", chromedp.SetValue("#fork-turns", "1"), chromedp.Click("#fork"))
 	wait("the fork's page", `location.pathname !== "/s/`+sid+`" && document.querySelector(".flash.ok")?.textContent.includes("forked from `+sid+`")`)
-	wait("with turn 1's history only", `document.body.innerText.includes("Forked from")`)
+	wait("with turn 1's history only", `document.querySelector("#timeline .note")?.textContent.includes("its first 1 turn(s)")`)
 }
 
 // navigated reports whether err says the page changed under the poll.

@@ -82,6 +82,8 @@ func (t *timeline) place(e event.Event) *block {
 		return t.end(projection.StatusFailed, d.Error, d.Code)
 	case *event.AgentCancelledData:
 		return t.end(projection.StatusCancelled, d.Reason, event.CodeCancelled)
+	case *event.SessionForkedData:
+		return t.addItem(item{Note: forkNote(d), Seq: e.Seq})
 	case *event.ContextCompactedData:
 		return t.addItem(item{Note: fmt.Sprintf("context compacted: %d turn(s) summarised in %d characters%s", d.Turns, d.Chars, auto(d.Auto)), Seq: e.Seq})
 	case *event.ContextCompactFailedData:
@@ -93,7 +95,7 @@ func (t *timeline) place(e event.Event) *block {
 // placed are the events that open a block or add an item to one: the only
 // ones decoded twice (once by the fold).
 var placed = map[event.Type]bool{
-	event.TurnStarted: true, event.LLMStarted: true, event.ToolStarted: true, event.Thinking: true,
+	event.SessionForked: true, event.TurnStarted: true, event.LLMStarted: true, event.ToolStarted: true, event.Thinking: true,
 	event.AgentFinished: true, event.AgentFailed: true, event.AgentCancelled: true,
 	event.ContextCompacted: true, event.ContextCompactFailed: true,
 }
@@ -106,6 +108,15 @@ func (t *timeline) stepOf(e event.Event) *block {
 		return t.current()
 	}
 	return nil
+}
+
+// forkNote says where a fork's history comes from.
+func forkNote(d *event.SessionForkedData) string {
+	turns := "all its turns"
+	if d.Turns >= 0 {
+		turns = fmt.Sprintf("its first %d turn(s)", d.Turns)
+	}
+	return fmt.Sprintf("forked from %s: %s, %d message(s) copied", d.From, turns, len(d.Messages))
 }
 
 func auto(a bool) string {

@@ -65,7 +65,7 @@ func New(opts Options) (*Handler, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	pages, err := template.New("pages").Funcs(funcs).ParseFS(assets, "assets/*.html")
+	pages, err := parsePages()
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +87,11 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("POST /s/{sid}/compact", h.compact)
 	h.mux.HandleFunc("POST /s/{sid}/fork", h.fork)
 	return h, nil
+}
+
+// parsePages parses the embedded templates.
+func parsePages() (*template.Template, error) {
+	return template.New("pages").Funcs(funcs).ParseFS(assets, "assets/*.html")
 }
 
 // ServeHTTP checks access (access.go), then serves the page.

@@ -2,6 +2,7 @@
 #
 # Commands a newcomer needs:
 #   make demo    build, start a node on a fresh data directory, run the example, show it, stop
+#   make ui      the web UI on the demo's data (the node prints its address; Ctrl-C stops it)
 #   make test    every test (vet, unit, integration, race, end-to-end, the JS client, vulncheck), as CI runs it
 #   make build   bin/tah-node (the node) and bin/tahctl (the command line)
 #   make fuzz    the projection fuzz targets, FUZZTIME each (default 60s)
@@ -29,18 +30,34 @@ JS_CLIENT  := examples/client-js
 JS_CLIENT_STAMP := $(JS_CLIENT)/node_modules/.package-lock.json
 PEER       := bench/peer/langgraph
 PEER_STAMP := $(PEER)/node_modules/.package-lock.json
+DEMO_DIR   ?= $(or $(TMPDIR),/tmp)/tah-demo
+UI_HTTP    ?= 127.0.0.1:9464
 
 .PHONY: help test unit lint vulncheck fuzz schema bench bench-deps tidy js-deps build demo
 
 help: ## print the commands
-	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,15p' Makefile | sed 's/^# \{0,1\}//'
 
 build: ## bin/tah-node and bin/tahctl
 	$(GO) build -o $(BIN)/tah-node ./cmd/node
 	$(GO) build -o $(BIN)/tahctl ./cmd/tahctl
 
 demo: build ## the specification's example, end to end, on a fresh data directory
-	@BIN=$(BIN) bash scripts/demo.sh
+	@BIN=$(BIN) DEMO_DIR=$(DEMO_DIR) bash scripts/demo.sh
+
+.PHONY: ui browser
+
+ui: build ## the web UI (package inspector) on the demo's data, at UI_HTTP, until Ctrl-C
+	$(BIN)/tah-node --data-dir $(DEMO_DIR)/.tah --nats-port 0 --http $(UI_HTTP) --tools-root .
+
+browser: ## Debian's chromium (and a CJK font for its screenshots) for the UI's browser tests, when missing
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then sudo=; else sudo=sudo; fi; \
+		$$sudo apt-get update -q && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-wqy-microhei; }
+
+# make test installs the browser and tells the browser test it must run.
+test: browser
+test: export TAH_BROWSER := required
 
 test: lint js-deps ## vet, every test with the race detector, then known vulnerabilities
 	@# vulncheck after the tests, not beside them: its first run on a machine

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -62,27 +63,33 @@ func (t *Trust) Issue(u User) (Issued, error) {
 // ensureLocalCreds issues the node's (role node) and the local admin's
 // (role admin) credentials into the data directory when they are missing.
 func (t *Trust) ensureLocalCreds() error {
-	for _, c := range []struct {
-		path string
-		role wire.Role
-	}{
-		{NodeCredsPath(t.dataDir), wire.RoleNode},
-		{AdminCredsPath(t.dataDir), wire.RoleAdmin},
-	} {
-		if _, err := os.Stat(c.path); err == nil {
-			continue
-		}
-		u, err := RoleUser(c.role, string(c.role), nil)
-		if err != nil {
-			return err
-		}
-		issued, err := t.Issue(u)
-		if err != nil {
-			return err
-		}
-		if err := writeSecret(c.path, issued.Creds); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("credentials %s: %w", c.path, err)
-		}
+	if err := t.EnsureCreds(NodeCredsPath(t.dataDir), wire.RoleNode, string(wire.RoleNode)); err != nil {
+		return err
+	}
+	return t.EnsureCreds(AdminCredsPath(t.dataDir), wire.RoleAdmin, string(wire.RoleAdmin))
+}
+
+// UICredsPath is <dataDir>/ui.creds, the credential (role client) the
+// node's web UI (package inspector) connects with.
+func UICredsPath(dataDir string) string { return filepath.Join(dataDir, "ui.creds") }
+
+// EnsureCreds issues a credential of role named name into the file path
+// (mode 0600) when there is none yet; a file written meanwhile by another
+// process is kept.
+func (t *Trust) EnsureCreds(path string, role wire.Role, name string) error {
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	u, err := RoleUser(role, name, nil)
+	if err != nil {
+		return err
+	}
+	issued, err := t.Issue(u)
+	if err != nil {
+		return err
+	}
+	if err := writeSecret(path, issued.Creds); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("credentials %s: %w", path, err)
 	}
 	return nil
 }

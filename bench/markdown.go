@@ -42,7 +42,11 @@ func (r *Report) markdown(table string) string {
 		w("| 7 | three nodes of the harness, R3 (each with its embedded server, joined by routes), `bus.Default()`'s failover timings; the node killed is a tah-node process of its own (`-failover-kill process`, the default) or a node in this process (`-failover-kill shutdown`), the others run in this process; %d sessions of the killed node with a turn in flight (their inputs sent spread over one keep-alive period), and %d of its idle sessions (one finished turn there) sent an input right after the kill |\n", s.FailoverSessions, s.FailoverSessions)
 	}
 	w("| 8 | turns of %d tool steps, %d measured after a warm-up, TAH and LangGraph.js one after the other |\n", s.PeerSteps, s.PeerTurns)
-	w("| 9 | %s sessions at once (the issue's size%s), %d steps each; one node, then three (R3) |\n\n", fnum(float64(s.ScaleSessions)), scaledNote(s.ScaleSessions, 1000), s.ScaleSteps)
+	w("| 9 | %s sessions at once (the issue's size%s), %d steps each; one node, then three (R3) |\n", fnum(float64(s.ScaleSessions)), scaledNote(s.ScaleSessions, 1000), s.ScaleSteps)
+	if s.UISessions > 0 {
+		w("| 10 | %s sessions (the issue's size%s), one of them of %s steps (the issue's size%s: turns of 99 tool steps and an answer) |\n", fnum(float64(s.UISessions)), scaledNote(s.UISessions, 10000), fnum(float64(s.UISteps)), scaledNote(s.UISteps, 1000))
+	}
+	w("\n")
 
 	w("## Results\n\n")
 	w("*Floor*: the same work done by the primitives alone, in the same run. *Ratio*: TAH over the floor (for throughput: TAH's share of the model-bound and of the disk-bound rates).\n\n")

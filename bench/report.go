@@ -28,6 +28,7 @@ type Report struct {
 	Failover      *FailoverResult `json:"failover,omitempty"`
 	Peer          *PeerResult     `json:"peer,omitempty"`
 	Scale         []*ScaleResult  `json:"scale,omitempty"`
+	UI            *UIResult       `json:"ui,omitempty"`
 	Took          time.Duration   `json:"took_ns"`
 }
 
@@ -52,6 +53,8 @@ type Sizes struct {
 	PeerTurns        int           `json:"peer_turns"`
 	ScaleSessions    int           `json:"scale_sessions"`
 	ScaleSteps       int           `json:"scale_steps"`
+	UISessions       int           `json:"ui_sessions,omitempty"`
+	UISteps          int           `json:"ui_steps,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -112,7 +115,8 @@ func newReport(c Config) *Report {
 		LoadSessions: c.LoadSessions, LoadSteps: c.LoadSteps, LoadTurns: c.LoadTurns, LoadDelay: c.LoadDelay,
 		ResumeEvents: c.ResumeLengths, ResumeOthers: c.ResumeOthers, ResumeBudget: c.ResumeBudget, ResumeRepeats: c.ResumeRepeats,
 		DeltaTokens: c.DeltaTokens, DeltaPace: c.DeltaPace, MemSessions: c.MemSessions, FailoverSessions: c.FailoverSessions,
-		PeerSteps: c.PeerSteps, PeerTurns: c.PeerTurns, ScaleSessions: c.ScaleSessions, ScaleSteps: c.ScaleSteps}}
+		PeerSteps: c.PeerSteps, PeerTurns: c.PeerTurns, ScaleSessions: c.ScaleSessions, ScaleSteps: c.ScaleSteps,
+		UISessions: c.UISessions, UISteps: c.UISteps}}
 }
 
 // The targets (issue 15's, and issue 9's that still hold).
@@ -166,7 +170,8 @@ func (r *Report) rows() []row {
 	}
 	out = append(out, r.failoverRows()...)
 	out = append(out, r.peerRows()...)
-	return append(out, r.scaleRows()...)
+	out = append(out, r.scaleRows()...)
+	return append(out, r.uiRows()...)
 }
 
 // floorRows are row 1: the fenced appends of one record of one event, of

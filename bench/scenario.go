@@ -72,5 +72,8 @@ func Scenarios(c Config) []Scenario {
 			out = append(out, &scaleScenario{cfg: c, sync: d})
 		}
 	}
+	if c.runs("10") {
+		out = append(out, &uiScenario{cfg: c})
+	}
 	return out
 }

@@ -57,7 +57,8 @@ type Config struct {
 	LLM    LLM    `json:"llm"`
 	Agent  Agent  `json:"agent"`
 	Tools  Tools  `json:"tools"`
-	// HTTP is the address of /metrics and /healthz; empty turns them off.
+	// HTTP is the address of /metrics, /healthz and the web UI; empty turns
+	// them off. The UI asks for a login when it is not loopback.
 	HTTP string `json:"http"`
 	// LogLevel is debug, info, warn or error; LogFormat is text or json.
 	LogLevel  string `json:"log_level"`
@@ -238,7 +239,7 @@ func (c *Config) env() []setting {
 		{"TAH_TOOLS_MAX_CONCURRENT", "tools-max-concurrent", "tools.max_concurrent", "tool calls running at once on the node", intVar(&c.Tools.MaxConcurrent)},
 		{"TAH_TOOLS_TIMEOUT", "tools-timeout", "tools.timeout", "timeout of one tool call", durVar(&c.Tools.Timeout)},
 		{"TAH_TOOLS_REMOTE", "tools-remote", "tools.remote", "offer tools of tool services on NATS", boolVar(&c.Tools.Remote)},
-		{"TAH_HTTP", "http", "http", "address of /metrics and /healthz (empty: off; port 0: a free port)", strVar(&c.HTTP)},
+		{"TAH_HTTP", "http", "http", "address of /metrics, /healthz and the web UI (empty: off; port 0: a free port; not loopback: the UI asks for a login)", strVar(&c.HTTP)},
 		{"TAH_LOG_LEVEL", "log-level", "log_level", "debug, info, warn or error", strVar(&c.LogLevel)},
 		{"TAH_LOG_FORMAT", "log-format", "log_format", "text or json", strVar(&c.LogFormat)},
 	}

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # make demo: start a TAH node on a fresh temporary data directory (on free
 # ports, so that it works beside anything on 4222), run the specification's
-# example over this repository with the mock model, show the session, stop.
+# example over this repository with the mock model, show the session, stop;
+# make ui then serves the web UI on the same data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bin=${BIN:-bin}
 prompt=${PROMPT:-分析这个项目的目录结构}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/tah-demo.XXXXXX")
+# The demo's data stays after it for make ui; each demo starts afresh.
+tmp=${DEMO_DIR:-${TMPDIR:-/tmp}/tah-demo}
+rm -rf "$tmp" && mkdir -p "$tmp"
 node_pid=""
 
 b=$'\e[1m' d=$'\e[2m' r=$'\e[0m'
@@ -21,11 +24,7 @@ stop() {
 	fi
 	node_pid=""
 }
-cleanup() {
-	stop
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
+trap stop EXIT
 trap 'exit 130' INT TERM
 
 say "Starting a TAH node on a fresh data directory ($tmp/.tah)…"
@@ -62,3 +61,4 @@ echo
 say "Stopping the node."
 stop
 echo "${d}Next: \`bin/tah-node\` in your project, then \`bin/tahctl send \"…\"\`; \`bin/tahctl help\` lists the commands.$r"
+echo "${d}See it step by step in the web UI: \`make ui\` (a node on this demo's data; open the address it prints, Ctrl-C stops it).$r"

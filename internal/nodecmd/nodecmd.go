@@ -1,6 +1,7 @@
 // Package nodecmd is the tah-node command: it reads the configuration
 // (defaults, a JSON file, TAH_* variables, flags), starts a node (node.Start
-// and its API), serves /metrics and /healthz, writes the data directory's
+// and its API), serves /metrics, /healthz and the web UI (package inspector,
+// at /), writes the data directory's
 // credentials and node.json for local clients, and stops cleanly on SIGINT or
 // SIGTERM. cmd/node is its main; the end-to-end tests run it in-process.
 //
@@ -169,7 +170,9 @@ start or fails, 2 for bad flags or configuration.
 Files in the data directory: nats/ (the log), data.db (the read model),
 trust/ (the NATS operator's and accounts' keys, mode 0700), node.creds (the
 node's own NATS credential), admin.creds (the local admin's, for tahctl),
-node.json (where the running node listens, for tahctl). docs/security.md
+ui.creds (the web UI's, role client), ui.token (the web UI's login, when
+--http is not loopback), node.json (where the running node listens, for
+tahctl). docs/security.md
 says who may do what.
 `
 
@@ -393,19 +396,20 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	}
 
 	var srv *http.Server
+	var web *ui
 	httpAddr := ""
 	if httpLn != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", n.Metrics.Handler())
 		mux.Handle("/healthz", n.HealthHandler())
-		mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/" {
-				http.NotFound(w, r)
-				return
-			}
-			fmt.Fprintf(w, "TAH node %s: /metrics (Prometheus), /healthz\n", cfg.NodeID)
-		})
-		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		web = startUI(ctx, cfg, localURL(n.Bus.ClientURL()), log)
+		defer web.close()
+		mux.Handle("/", web.handler)
+		// The UI's live streams end with uiCtx, before the server's shutdown
+		// waits for its connections.
+		uiCtx, stopUI := context.WithCancel(ctx)
+		defer stopUI()
+		srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return uiCtx }}
 		httpAddr = httpLn.Addr().String()
 		served := make(chan struct{})
 		go func() { // owned here: ends when srv is shut down below
@@ -417,6 +421,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 		defer func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
+			stopUI()
 			_ = srv.Shutdown(sctx)
 			<-served
 		}()
@@ -431,7 +436,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 
 	log.Info("ready", "node", cfg.NodeID, "nats", info.URL, "http", httpAddr, "data_dir", dataDir,
 		"provider", provider.Name(), "tools_root", root)
-	banner(stdout, cfg, info, provider, n, root, credsNote)
+	banner(stdout, cfg, info, provider, n, root, credsNote, web)
 
 	<-ctx.Done()
 	stop() // a second signal now ends the process at once
@@ -440,7 +445,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 }
 
 // banner tells a person at the terminal what runs and what to do next.
-func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provider, n *node.Node, root, creds string) {
+func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provider, n *node.Node, root, creds string, web *ui) {
 	model := p.Name()
 	if cfg.LLM.Provider == llm.ProviderMock {
 		if cfg.LLM.MockScript == "" {
@@ -464,6 +469,14 @@ func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provi
 	fmt.Fprintln(w)
 	if info.HTTP != "" {
 		fmt.Fprintf(w, "  metrics  http://%s/metrics   health http://%s/healthz\n", info.HTTP, info.HTTP)
+		switch {
+		case web.off != "":
+			fmt.Fprintf(w, "  UI       off: %s\n", web.off)
+		case web.login != "":
+			fmt.Fprintf(w, "  UI       http://%s/   (log in with the token in %s)\n", info.HTTP, web.login)
+		default:
+			fmt.Fprintf(w, "  UI       http://%s/\n", info.HTTP)
+		}
 	}
 	fmt.Fprintf(w, "  model    %s\n", model)
 	fmt.Fprintf(w, "  tools    %s (root %s)\n", strings.Join(names, ", "), root)

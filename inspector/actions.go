@@ -1,0 +1,148 @@
+package inspector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/wire"
+)
+
+// cancelReason is recorded in agent.cancelled for a cancel from the page.
+const cancelReason = "cancelled from the inspector"
+
+// newSession creates a session and starts its first turn with the message.
+func (h *Handler) newSession(w http.ResponseWriter, r *http.Request) {
+	text := strings.TrimSpace(r.PostFormValue("text"))
+	if text == "" {
+		redirect(w, r, "/", flash{Err: "write a message first"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	s, err := h.c.Create(ctx, wire.CreateRequest{})
+	if err != nil {
+		redirect(w, r, "/", flash{Err: "create: " + err.Error()})
+		return
+	}
+	h.startTurn(w, r, s.Session, func(ctx context.Context) (*client.Turn, error) {
+		return h.c.Run(ctx, s.Session, wire.Input{Text: text})
+	})
+}
+
+// send starts the session's next turn with the message.
+func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
+	sid, text := r.PathValue("sid"), strings.TrimSpace(r.PostFormValue("text"))
+	if text == "" {
+		redirect(w, r, "/s/"+sid, flash{Err: "write a message first"})
+		return
+	}
+	h.startTurn(w, r, sid, func(ctx context.Context) (*client.Turn, error) {
+		return h.c.Run(ctx, sid, wire.Input{Text: text})
+	})
+}
+
+// resume continues a turn a crash or a stop left unfinished.
+func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
+	sid := r.PathValue("sid")
+	h.startTurn(w, r, sid, func(ctx context.Context) (*client.Turn, error) { return h.c.Resume(ctx, sid) })
+}
+
+// startTurn starts a turn and waits a moment for a refusal (a busy session,
+// nothing to resume, an unknown session: said at once by the owner) or a
+// quick end, then shows the session page, where a running turn goes on live.
+func (h *Handler) startTurn(w http.ResponseWriter, r *http.Request, sid string, start func(context.Context) (*client.Turn, error)) {
+	page := "/s/" + sid
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	turn, err := start(ctx)
+	if err != nil {
+		redirect(w, r, page, flash{Err: err.Error()})
+		return
+	}
+	defer turn.Close()
+	wait, stop := context.WithTimeout(ctx, settle)
+	defer stop()
+	out, err := turn.Outcome(wait)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		redirect(w, r, page, flash{OK: "turn started (input " + turn.InputID() + ")"})
+	case err != nil:
+		redirect(w, r, page, flash{Err: err.Error()})
+	default:
+		redirect(w, r, page, outcomeFlash(out))
+	}
+}
+
+// outcomeFlash says how a turn ended, as tahctl does.
+func outcomeFlash(o wire.Outcome) flash {
+	msg := fmt.Sprintf("turn %d %s", o.Turn, o.Status)
+	if o.Error != "" {
+		msg += ": " + o.Error
+		if o.Code != "" {
+			msg += " (" + o.Code + ")"
+		}
+		return flash{Err: msg}
+	}
+	return flash{OK: msg}
+}
+
+// cancel cancels the running turn: the node answers once the cancel reached
+// it, with the state it found; the turn's end then shows live.
+func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
+	sid := r.PathValue("sid")
+	ctx, cancel := context.WithTimeout(r.Context(), commandTimeout)
+	defer cancel()
+	out, err := h.c.Cancel(ctx, sid, cancelReason)
+	if err != nil {
+		redirect(w, r, "/s/"+sid, flash{Err: "cancel: " + err.Error()})
+		return
+	}
+	if !out.Status.Active() {
+		redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("nothing to cancel: the session was not running (it is %s)", out.Status)})
+		return
+	}
+	redirect(w, r, "/s/"+sid, flash{OK: "cancel sent: the running turn stops, and its end shows below"})
+}
+
+// compact summarises the session's turns so far.
+func (h *Handler) compact(w http.ResponseWriter, r *http.Request) {
+	sid := r.PathValue("sid")
+	ctx, cancel := context.WithTimeout(r.Context(), commandTimeout)
+	defer cancel()
+	res, err := h.c.Compact(ctx, sid)
+	switch {
+	case err != nil:
+		redirect(w, r, "/s/"+sid, flash{Err: "compact: " + err.Error()})
+	case res == nil:
+		redirect(w, r, "/s/"+sid, flash{OK: "nothing to compact"})
+	default:
+		redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("compacted: %d turn(s) summarised in %d characters", res.Turns, res.Chars)})
+	}
+}
+
+// fork makes a session of the first turns of this one and opens it.
+func (h *Handler) fork(w http.ResponseWriter, r *http.Request) {
+	sid := r.PathValue("sid")
+	req := wire.ForkRequest{Session: sid}
+	if s := r.PostFormValue("turns"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 {
+			redirect(w, r, "/s/"+sid, flash{Err: fmt.Sprintf("fork: %q is not a number of turns", s)})
+			return
+		}
+		req.Turns = &n
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), commandTimeout)
+	defer cancel()
+	rep, err := h.c.Fork(ctx, req)
+	if err != nil {
+		redirect(w, r, "/s/"+sid, flash{Err: "fork: " + err.Error()})
+		return
+	}
+	redirect(w, r, "/s/"+rep.Session, flash{OK: "forked from " + sid})
+}

@@ -1,0 +1,44 @@
+// Package inspector is the step inspector: the web UI that tah-node serves
+// on its HTTP port (/, beside /metrics). It lists sessions (live, filtered by
+// status, searched by title or id, a page at a time), shows a session's turns
+// and, inside each, its steps as a timeline (thinking, LLM, tool: status,
+// duration, tokens, the model's text, tool input and output, errors with
+// their codes, trims and compactions where they happened, the exact request
+// of an LLM step on demand), streams a running turn's tokens and new steps as
+// they are logged, and acts: a new session or its next turn, cancel, resume,
+// fork at a turn, compact.
+//
+// It is a client like any other: everything goes through package client
+// over a connection of its own with a credential of the client role (the
+// node issues <data>/ui.creds), never the node's, so NATS's permissions hold
+// for it, and it works the same on any node of a cluster. A session's page
+// folds the session's log (tah.api.events) with projection.Apply, the one
+// fold, and its live stream folds what an ordered consumer (client.Follow)
+// delivers with the same code; token deltas come from tah.sess.<sid>.delta.
+//
+// Technology, and why: server-rendered HTML (html/template) with one small
+// stylesheet and one small script, embedded with go:embed, and Server-Sent
+// Events for live updates. A fresh clone's go build needs nothing else: no
+// JavaScript build step, no npm package, no CDN, nothing fetched at run
+// time; every page works without the script (it only keeps pages live). A
+// live update is a turn's block rendered again by the same templates as the
+// page, so that the page and its updates cannot disagree; the script
+// replaces it and keeps open what the reader opened. The list stays live by
+// fetching its first page's rows again every two seconds while it is
+// visible (one tah.api.list request): the API has no change feed of the
+// list, and following every shard of the log for a list would cost far more.
+//
+// Access: with an empty Options.Token the handler answers only requests for
+// a loopback host (a guard against DNS rebinding); with a token (the node
+// sets one when its HTTP address is not loopback) every page but /login
+// wants the login cookie. Every POST must come from the inspector's own
+// origin and carry the CSRF token of its form (double-submitted: a
+// SameSite=Strict cookie and a form field). Cookies are HttpOnly; the
+// Content-Security-Policy allows only the inspector's own files.
+//
+// The smallest use:
+//
+//	c, err := client.Connect(ctx, client.Options{URL: url, CredsFile: ".tah/ui.creds"})
+//	h, err := inspector.New(inspector.Options{Client: c})
+//	http.ListenAndServe("127.0.0.1:9464", h)
+package inspector

@@ -134,7 +134,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 		return fmt.Errorf("tah: start: %w", err)
 	}
 	if r.busCfg.Embedded() {
-		if r.nodeInfo, err = writeNodeInfo(n, r.busCfg.DataDir); err != nil {
+		if r.nodeInfo, err = writeNodeInfo(n, r.busCfg.DataDir, r.busCfg.TLS.CAFile); err != nil {
 			c.Close()
 			_ = n.Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("tah: start: %w", err)
@@ -148,14 +148,21 @@ func (r *Runtime) Start(ctx context.Context) error {
 
 // writeNodeInfo writes <dataDir>/node.json, as tah-node does, so that tahctl
 // on this machine finds the embedded server (with the data directory's
-// admin.creds, which the server's start wrote). It returns the absolute
+// admin.creds, which the server's start wrote) and, when it serves TLS,
+// verifies it against tlsCA. It returns the absolute
 // data directory.
-func writeNodeInfo(n *node.Node, dataDir string) (string, error) {
+func writeNodeInfo(n *node.Node, dataDir, tlsCA string) (string, error) {
 	dir, err := filepath.Abs(dataDir)
 	if err != nil {
 		return "", err
 	}
-	info := localnode.NodeInfo{Node: n.ID(), PID: os.Getpid(), URL: n.Bus.ClientURL(), Started: time.Now().UTC()}
+	if tlsCA != "" {
+		// node.json names the CA by a path that holds from any directory.
+		if tlsCA, err = filepath.Abs(tlsCA); err != nil {
+			return "", err
+		}
+	}
+	info := localnode.NodeInfo{Node: n.ID(), PID: os.Getpid(), URL: n.Bus.ClientURL(), TLSCA: tlsCA, Started: time.Now().UTC()}
 	if err := localnode.WriteNodeInfo(dir, info); err != nil {
 		return "", fmt.Errorf("node.json: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/tah-dev/tah"
@@ -40,6 +41,41 @@ func TestConnectOverTLS(t *testing.T) {
 	}
 	defer rt.Close(ctx)
 	s, err := tah.Get(rt, tah.SessionKey).Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := s.Run(ctx, "hello"); err != nil || res.Content != "sealed" {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// TestEmbeddedServerOverTLS: the Go API's embedded server serves TLS when
+// its NATS settings give a certificate, and its node.json names the URL and
+// the CA, so that tahctl on this machine finds and verifies it.
+func TestEmbeddedServerOverTLS(t *testing.T) {
+	ctx := ctxT(t)
+	files := natstest.WriteTLS(t, t.TempDir())
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
+	cfg.TLS = bus.TLSConfig{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile}
+	rt := tah.New().Use(tah.NATS(cfg)).Use(tah.LLM(tah.LLMOptions{Instance: mock.Scripted(mock.Say("sealed").Always())}))
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	info, err := localnode.ReadNodeInfo(cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(info.URL, "tls://") || info.TLSCA != files.CAFile {
+		t.Fatalf("node.json: url %q, tls_ca %q (want %q)", info.URL, info.TLSCA, files.CAFile)
+	}
+	remote, err := tah.Connect(ctx, info.URL, tah.CredsFile(localnode.AdminCredsPath(cfg.DataDir)), tah.TLSCA(info.TLSCA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Close(ctx)
+	s, err := tah.Get(remote, tah.SessionKey).Create(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -314,7 +314,7 @@ func TestRevokedCredentialIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := trust.Revoke(pub); err != nil {
+	if _, err := trust.Revoke(h.ctx, []string{pub}); err != nil {
 		t.Fatal(err)
 	}
 	if err := trust.Push(h.ctx, h.n.Bus.ClientURL()); err != nil {

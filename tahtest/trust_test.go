@@ -53,7 +53,7 @@ func TestClusterSharesCredentials(t *testing.T) {
 			t.Fatalf("member %d refuses a credential of the cluster's operator: %v", i, err)
 		}
 	}
-	if _, err := trust.Revoke(issued.PublicKey); err != nil {
+	if _, err := trust.Revoke(context.Background(), []string{issued.PublicKey}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

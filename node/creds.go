@@ -8,14 +8,20 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/tah-dev/tah/auth"
+	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
+
+// credsSetupTry bounds one try of the credentials API's setup: registering
+// the local credentials and merging the account's revocations.
+const credsSetupTry = 10 * time.Second
 
 // credsAPI serves the credentials API (tah.api.creds.*) from the trust
 // material of the node's data directory: it signs user JWTs for the public
@@ -48,10 +54,15 @@ func (n *Node) addCredsEndpoints(ctx context.Context, svc micro.Service) error {
 		return fmt.Errorf("credentials API: %w", err)
 	}
 	a := &credsAPI{n: n, trust: trust, kv: kv}
-	if err := a.importLocal(ctx); err != nil {
-		return fmt.Errorf("credentials API: %w", err)
-	}
-	if err := a.updateAccount(ctx, nil); err != nil {
+	// Retried while the bucket, just created on a forming cluster, elects
+	// its leader.
+	err = natsx.Retry(ctx, credsSetupTry, func(ctx context.Context) error {
+		if err := a.importLocal(ctx); err != nil {
+			return err
+		}
+		return a.updateAccount(ctx, nil)
+	}, nil)
+	if err != nil {
 		return fmt.Errorf("credentials API: %w", err)
 	}
 	for name, h := range map[string]micro.Handler{

@@ -59,7 +59,9 @@ func TestClusterRevocationsNeverRollBack(t *testing.T) {
 		}
 		return err
 	}
-	refused := func(err error) bool { return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthRevoked) }
+	refused := func(err error) bool {
+		return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthRevoked)
+	}
 	revoked := names[:len(names)-1]
 	for k, name := range revoked {
 		if _, err := admins[k%len(admins)].RevokeCreds(ctx, wire.CredsRevokeRequest{Name: name}); err != nil {

@@ -339,7 +339,7 @@ func needAdmin(ep endpoint) error {
 		return errorf(exitUnavailable, try, "the credential %s: %v", ep.creds, err)
 	}
 	if role != "" && role != wire.RoleAdmin {
-		return errorf(exitUnavailable, try, "tahctl creds needs an admin credential: %s is a %s credential", ep.creds, role)
+		return errorf(exitUnavailable, try, "tahctl creds needs an admin credential: %s is a credential of role %s", ep.creds, role)
 	}
 	return nil
 }

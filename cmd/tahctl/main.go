@@ -43,7 +43,7 @@ func commands() []command {
 		{"compact", "ID", "summarise a session's turns so far into one message", runCompact},
 		{"tools", "", "list the tools the node offers to the model", runTools},
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
-		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (on the node's machine)", runCreds},
+		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (with an admin credential)", runCreds},
 		{"help", "[COMMAND]", "show this help, or a command's", nil},
 	}
 }

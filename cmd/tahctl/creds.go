@@ -173,12 +173,7 @@ func credsList(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintln(g.stderr, "no node runs: listed from the data directory (credentials issued through another node of a cluster are not in it)")
 	}
 	if g.json {
-		for _, c := range creds {
-			if err := printJSON(g.stdout, c); err != nil {
-				return err
-			}
-		}
-		return nil
+		return printCredentials(g, creds)
 	}
 	tb := &table{}
 	tb.add(plain("NAME"), plain("ROLE"), plain("TOOLS"), plain("ISSUED"), plain("STATE"), plain("PUBLIC KEY"))
@@ -190,6 +185,16 @@ func credsList(ctx context.Context, g *globals, args []string) error {
 		tb.add(plain(c.Name), plain(string(c.Role)), plain(strings.Join(c.Tools, ",")), plain(c.Issued.Local().Format(time.DateTime)), plain(state), plain(c.PublicKey))
 	}
 	return tb.write(g.stdout)
+}
+
+// printCredentials prints creds as JSON, one object a line.
+func printCredentials(g *globals, creds []wire.Credential) error {
+	for _, c := range creds {
+		if err := printJSON(g.stdout, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // credsRevoke is `tahctl creds revoke NAME`: every credential of that name.
@@ -219,12 +224,7 @@ func credsRevoke(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintln(g.stderr, "no node runs: revoked in the data directory; the node applies it at its next start")
 	}
 	if g.json {
-		for _, c := range revoked {
-			if err := printJSON(g.stdout, c); err != nil {
-				return err
-			}
-		}
-		return nil
+		return printCredentials(g, revoked)
 	}
 	fmt.Fprintf(g.stdout, "revoked %d credential(s) named %s\n", len(revoked), pos[0])
 	return nil

@@ -146,6 +146,7 @@ func (a *credsAPI) credentials(ctx context.Context) ([]wire.Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the registry of credentials: %w", err)
 	}
+	defer keys.Stop()
 	account := a.serverJWT()
 	out := []wire.Credential{}
 	for key := range keys.Keys() {

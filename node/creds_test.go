@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +16,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/tah-dev/tah/auth"
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/client"
-	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -234,16 +231,7 @@ func TestCredsIssuedWhileNoNodeRan(t *testing.T) {
 	if _, err := trust.Revoke(ctx, []string{creds[1].PublicKey}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := bus.Default()
-	cfg.DataDir, cfg.Port, cfg.Partitions = dir, -1, 2
-	n, err := Start(ctx, Options{Bus: cfg, Provider: mock.Scripted(mock.Say("fine").Always()), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close(context.Background())
-	if err := n.StartAPI(ctx); err != nil {
-		t.Fatal(err)
-	}
+	n := startWithAPI(ctx, t, dir)
 	admin, err := client.Connect(ctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: auth.AdminCredsPath(dir)})
 	if err != nil {
 		t.Fatal(err)
@@ -252,5 +240,49 @@ func TestCredsIssuedWhileNoNodeRan(t *testing.T) {
 	list, err := admin.ListCreds(ctx)
 	if err != nil || len(list) != 2 || list[0].Name != "early" || list[0].Revoked || list[1].Name != "gone" || !list[1].Revoked {
 		t.Fatalf("ls: %+v %v", list, err)
+	}
+}
+
+// TestCredsStaleTrustAtStart: a node that starts with a data directory's
+// account JWT older than its server's (restored from a backup, say) does
+// not roll a revocation back: it merges them, and keeps the merge.
+func TestCredsStaleTrustAtStart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	n := startWithAPI(ctx, t, dir)
+	stale, err := os.ReadFile(filepath.Join(dir, auth.TrustDir, "tah.jwt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := client.Connect(ctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: auth.AdminCredsPath(dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, c, err := admin.IssueCreds(ctx, "old", wire.RoleClient, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RevokeCreds(ctx, wire.CredsRevokeRequest{Name: "old"}); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	if err := n.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, auth.TrustDir, "tah.jwt"), stale, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n = startWithAPI(ctx, t, dir)
+	path := filepath.Join(t.TempDir(), "old.creds")
+	if err := os.WriteFile(path, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Connect(ctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: path}); !errors.Is(err, client.ErrAuth) {
+		t.Fatalf("a revoked credential connects after a start with a stale trust/tah.jwt: %v", err)
+	}
+	trust, err := auth.Load(dir)
+	if err != nil || !auth.Revoked(trust.AccountJWT(), c.PublicKey, c.Issued) {
+		t.Fatalf("the data directory's account JWT does not hold the revocation: %v", err)
 	}
 }

@@ -14,17 +14,9 @@ import (
 // for a node on an external cluster, whose user the cluster's operator made.
 // Empty: nothing is missing.
 func MissingForNode(path, node string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	uc, err := readUser(path)
 	if err != nil {
 		return nil, fmt.Errorf("the node's credential: %w", err)
-	}
-	token, err := jwt.ParseDecoratedJWT(b)
-	if err != nil {
-		return nil, fmt.Errorf("the node's credential %s is not a .creds file: %w", path, err)
-	}
-	uc, err := jwt.DecodeUserClaims(token)
-	if err != nil {
-		return nil, fmt.Errorf("the node's credential %s: %w", path, err)
 	}
 	pub, sub := wire.NodeNeeds(node)
 	var missing []string
@@ -39,6 +31,38 @@ func MissingForNode(path, node string) ([]string, error) {
 		}
 	}
 	return missing, nil
+}
+
+// CredsRole is the role of the .creds file at path, as its JWT's tags say
+// (RoleTag); "" for a user that TAH did not issue (nsc's).
+func CredsRole(path string) (wire.Role, error) {
+	uc, err := readUser(path)
+	if err != nil {
+		return "", err
+	}
+	for _, tag := range uc.Tags {
+		if role, ok := strings.CutPrefix(tag, RoleTag); ok {
+			return wire.Role(role), nil
+		}
+	}
+	return "", nil
+}
+
+// readUser reads the user JWT of the .creds file at path.
+func readUser(path string) (*jwt.UserClaims, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	token, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a .creds file: %w", path, err)
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return uc, nil
 }
 
 // permits reports whether p lets subject through: allowed (by an empty

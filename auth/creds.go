@@ -40,14 +40,9 @@ func (t *Trust) Issue(u User) (Issued, error) {
 		return Issued{}, err
 	}
 	pub, _ := kp.PublicKey()
-	uc := jwt.NewUserClaims(pub)
-	uc.Name = u.Name
-	uc.IssuerAccount = t.Account()
-	uc.Permissions = u.Permissions
-	uc.Tags.Add(u.Tags...)
-	token, err := uc.Encode(t.signer)
+	token, issuedAt, err := t.IssueFor(u, pub)
 	if err != nil {
-		return Issued{}, fmt.Errorf("sign the user %s: %w", u.Name, err)
+		return Issued{}, err
 	}
 	seed, err := kp.Seed()
 	if err != nil {
@@ -57,7 +52,26 @@ func (t *Trust) Issue(u User) (Issued, error) {
 	if err != nil {
 		return Issued{}, err
 	}
-	return Issued{Creds: creds, PublicKey: pub, IssuedAt: time.Unix(uc.IssuedAt, 0).UTC()}, nil
+	return Issued{Creds: creds, PublicKey: pub, IssuedAt: issuedAt}, nil
+}
+
+// IssueFor signs the user JWT of u for the public key pub, whose seed the
+// caller keeps (it never reaches the signer): how a node issues a
+// credential for an admin on another machine. ErrBadPublicKey when pub is
+// not a user's public key.
+func (t *Trust) IssueFor(u User, pub string) (token string, issuedAt time.Time, err error) {
+	if !nkeys.IsValidPublicUserKey(pub) {
+		return "", time.Time{}, fmt.Errorf("%q: %w", pub, ErrBadPublicKey)
+	}
+	uc := jwt.NewUserClaims(pub)
+	uc.Name = u.Name
+	uc.IssuerAccount = t.Account()
+	uc.Permissions = u.Permissions
+	uc.Tags.Add(u.Tags...)
+	if token, err = uc.Encode(t.signer); err != nil {
+		return "", time.Time{}, fmt.Errorf("sign the user %s: %w", u.Name, err)
+	}
+	return token, time.Unix(uc.IssuedAt, 0).UTC(), nil
 }
 
 // ensureLocalCreds issues the node's (role node) and the local admin's

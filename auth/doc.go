@@ -12,7 +12,10 @@
 // NATS server, so that tahctl, which issues credentials with it, stays small. The node connects as its own user
 // (<data>/node.creds); <data>/admin.creds lets tahctl on the same machine in.
 // No seed is ever logged; the node's credential never leaves the data
-// directory.
+// directory. IssueFor signs a user JWT for a public key whose seed stays
+// with the caller (the node's credentials API). Revoke and Merge never
+// sign an account JWT that lacks a revocation of another copy: each node of
+// a cluster holds its own trust/tah.jwt, and servers keep the newest.
 //
 // The smallest use:
 //

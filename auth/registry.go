@@ -8,23 +8,17 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"time"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 // registryFile lists the credentials issued from the trust material, one
 // JSON Entry a line (never a seed), mode 0600, in TrustDir.
 const registryFile = "issued.jsonl"
 
-// Entry is one issued credential: who, what for, and its public key (the
-// name a revocation gives). Revoked is read from the account's JWT.
-type Entry struct {
-	Name      string    `json:"name"`
-	Role      string    `json:"role"`
-	Tools     []string  `json:"tools,omitempty"`
-	PublicKey string    `json:"public_key"`
-	Issued    time.Time `json:"issued"`
-	Revoked   bool      `json:"revoked,omitempty"`
-}
+// Entry is one issued credential (a line of the registry: its Revoked is
+// read from the account's JWT, never written).
+type Entry = wire.Credential
 
 // Record adds e to the registry of issued credentials.
 func (t *Trust) Record(e Entry) error {
@@ -66,7 +60,7 @@ func (t *Trust) Entries() ([]Entry, error) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("%s:%d: %v: %w", path, line, err, ErrBadTrust)
 		}
-		e.Revoked = t.Revoked(e.PublicKey, e.Issued)
+		e.Revoked = Revoked(t.AccountJWT(), e.PublicKey, e.Issued)
 		out = append(out, e)
 	}
 	return out, sc.Err()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -12,38 +13,123 @@ import (
 	"github.com/nats-io/nkeys"
 )
 
-// Revoke revokes the user of public key pub (every JWT issued to it until
-// now): the TAH account's JWT is signed again with the revocation and kept
-// in the trust material, where a server finds it at its next start. Push
-// hands it to running servers.
-func (t *Trust) Revoke(pub string) (string, error) {
-	if !nkeys.IsValidPublicUserKey(pub) {
-		return "", fmt.Errorf("%q is not a user's public key: %w", pub, ErrBadTrust)
+// Revoke revokes the users of the public keys pubs (every JWT issued to
+// them until now) and returns the TAH account's new JWT: the account's
+// revocations merged from the trust's own JWT and others (the same
+// account's JWTs held elsewhere: the cluster's registry, a server's
+// resolver; empty ones are skipped), the new ones added, signed after every
+// one of them, so that a server, which keeps the newest, never rolls a
+// revocation back. The trust keeps it (trust/tah.jwt), where a server finds
+// it at its next start; Push hands it to running servers.
+func (t *Trust) Revoke(ctx context.Context, pubs []string, others ...string) (string, error) {
+	for _, pub := range pubs {
+		if !nkeys.IsValidPublicUserKey(pub) {
+			return "", fmt.Errorf("revoke %q: %w", pub, ErrBadPublicKey)
+		}
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	ac, err := jwt.DecodeAccountClaims(t.accountJWT)
-	if err != nil {
-		return "", fmt.Errorf("account JWT: %v: %w", err, ErrBadTrust)
-	}
-	// A second later than any JWT issued so far: the server compares issue
-	// times in seconds.
-	ac.RevokeAt(pub, time.Now().Add(time.Second))
-	token, err := ac.Encode(t.operator)
+	m, err := t.merged(others)
 	if err != nil {
 		return "", err
 	}
+	// A second later than any JWT issued so far: the server compares issue
+	// times in seconds.
+	at := time.Now().Add(time.Second)
+	for _, pub := range pubs {
+		m.revocations[pub] = max(m.revocations[pub], at.Unix())
+	}
+	return t.sign(ctx, m)
+}
+
+// Merge returns the TAH account's JWT that holds the revocations of the
+// trust's own and of others (see Revoke): the newest of them when it holds
+// them all, else a new one signed after all of them. The trust keeps it.
+func (t *Trust) Merge(ctx context.Context, others ...string) (string, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m, err := t.merged(others)
+	if err != nil {
+		return "", err
+	}
+	if maps.Equal(m.revocations, m.newest.Revocations) {
+		return m.newestJWT, t.keep(m.newestJWT)
+	}
+	return t.sign(ctx, m)
+}
+
+// merge is the union of account JWTs: their revocations (the latest time of
+// each key), the newest of them and its issue time.
+type merge struct {
+	revocations jwt.RevocationList
+	newest      *jwt.AccountClaims
+	newestJWT   string
+}
+
+// merged merges the trust's JWT and others, which must be the same
+// account's, signed by the trust's operator (ErrForeignAccount).
+func (t *Trust) merged(others []string) (merge, error) {
+	m := merge{revocations: jwt.RevocationList{}}
+	for _, token := range append([]string{t.accountJWT}, others...) {
+		if token == "" {
+			continue
+		}
+		ac, err := jwt.DecodeAccountClaims(token)
+		if err != nil {
+			return merge{}, fmt.Errorf("account JWT: %v: %w", err, ErrForeignAccount)
+		}
+		if ac.Subject != t.Account() || ac.Issuer != t.OperatorKey() {
+			return merge{}, fmt.Errorf("account JWT of %s issued by %s: %w", ac.Subject, ac.Issuer, ErrForeignAccount)
+		}
+		for pub, at := range ac.Revocations {
+			m.revocations[pub] = max(m.revocations[pub], at)
+		}
+		if m.newest == nil || ac.IssuedAt > m.newest.IssuedAt {
+			m.newest, m.newestJWT = ac, token
+		}
+	}
+	return m, nil
+}
+
+// sign signs the newest of m with m's revocations, in a second after its
+// issue time (waiting for it when it is this second's), and keeps it.
+func (t *Trust) sign(ctx context.Context, m merge) (string, error) {
+	if wait := time.Until(time.Unix(m.newest.IssuedAt+1, 0)); wait > 0 {
+		// A server keeps the JWT of the later issue time, in seconds: the
+		// new one must be later than every one it merges.
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return "", fmt.Errorf("sign the account's revocations: %w", ctx.Err())
+		}
+	}
+	ac := m.newest
+	ac.Revocations = m.revocations
+	token, err := ac.Encode(t.operator)
+	if err != nil {
+		return "", fmt.Errorf("sign the account's revocations: %w", err)
+	}
+	return token, t.keep(token)
+}
+
+// keep makes token the trust's account JWT, in memory and in trust/tah.jwt.
+// The caller holds t.mu.
+func (t *Trust) keep(token string) error {
+	if token == t.accountJWT {
+		return nil
+	}
 	if err := replaceSecret(filepath.Join(t.dataDir, TrustDir, accountJWTFile), []byte(token)); err != nil {
-		return "", fmt.Errorf("keep the revocation: %w", err)
+		return fmt.Errorf("keep the account's revocations: %w", err)
 	}
 	t.accountJWT = token
-	return token, nil
+	return nil
 }
 
 // Revoked reports whether the JWT issued to the user of public key pub at
-// issued is revoked.
-func (t *Trust) Revoked(pub string, issued time.Time) bool {
-	ac, err := jwt.DecodeAccountClaims(t.AccountJWT())
+// issued is revoked by the account JWT accountJWT (false when it does not
+// decode).
+func Revoked(accountJWT, pub string, issued time.Time) bool {
+	ac, err := jwt.DecodeAccountClaims(accountJWT)
 	return err == nil && ac.Revocations.IsRevoked(pub, issued)
 }
 
@@ -51,7 +137,9 @@ func (t *Trust) Revoked(pub string, issued time.Time) bool {
 // (any server of a cluster: a full resolver passes it on to the others
 // over the system account), as a user of the system account; the server
 // applies it at once, closing the connections of revoked users.
-func (t *Trust) Push(ctx context.Context, url string) error {
+// opts are the connection's further options (nats.InProcessServer for a
+// node's own server, TLS).
+func (t *Trust) Push(ctx context.Context, url string, opts ...nats.Option) error {
 	user, err := nkeys.CreateUser()
 	if err != nil {
 		return err
@@ -65,7 +153,7 @@ func (t *Trust) Push(ctx context.Context, url string) error {
 		return err
 	}
 	seed, _ := user.Seed()
-	nc, err := nats.Connect(url, nats.UserJWTAndSeed(token, string(seed)), nats.Name("tah account update"))
+	nc, err := nats.Connect(url, append([]nats.Option{nats.UserJWTAndSeed(token, string(seed)), nats.Name("tah account update")}, opts...)...)
 	if err != nil {
 		return fmt.Errorf("connect to %s as the system account: %w", url, err)
 	}

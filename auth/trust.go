@@ -22,6 +22,12 @@ var (
 	ErrBadTrust = errors.New("trust material is damaged")
 	// ErrTrustExists: CopyTrust into a data directory that has its own.
 	ErrTrustExists = errors.New("the data directory has trust material already")
+	// ErrBadPublicKey: a key to issue a credential for, or to revoke, that is
+	// not a user's nkey public key (U followed by 55 characters).
+	ErrBadPublicKey = errors.New("not a user's public key")
+	// ErrForeignAccount: an account JWT to merge that is not the TAH
+	// account's, or not signed by this trust's operator.
+	ErrForeignAccount = errors.New("not this trust's account JWT")
 )
 
 // The names the material gives its operator and accounts.
@@ -44,7 +50,7 @@ type Trust struct {
 	signer      nkeys.KeyPair
 
 	mu         sync.Mutex
-	accountJWT string // re-signed on every revocation
+	accountJWT string // the newest known: merged, re-signed on every revocation
 }
 
 // Ensure returns the trust material of dataDir, generating it at first start

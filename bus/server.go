@@ -33,7 +33,7 @@ const (
 // the system account, and a full directory resolver in dir holding the
 // system and TAH accounts, so that servers of a cluster share account
 // updates (a revocation) over the system account.
-func operatorMode(opts *server.Options, trust *auth.Trust, dir string) error {
+func operatorMode(ctx context.Context, opts *server.Options, trust *auth.Trust, dir string) error {
 	oc, err := jwt.DecodeOperatorClaims(trust.OperatorJWT())
 	if err != nil {
 		return fmt.Errorf("operator JWT: %v: %w", err, auth.ErrBadTrust)
@@ -45,9 +45,16 @@ func operatorMode(opts *server.Options, trust *auth.Trust, dir string) error {
 	if err != nil {
 		return fmt.Errorf("account resolver in %s: %w", dir, err)
 	}
-	// Stored only when newer than what the resolver has (an update pushed
-	// by another server of the cluster while this one was away, say).
-	for _, account := range []string{trust.SystemJWT(), trust.AccountJWT()} {
+	// The TAH account's JWT of the trust material and the one the resolver
+	// kept (an update pushed by another server of the cluster) are merged:
+	// a revocation of either is never rolled back by the other, newer one.
+	held, _ := res.LoadAcc(trust.Account())
+	accountJWT, err := trust.Merge(ctx, held)
+	if err != nil {
+		return fmt.Errorf("the TAH account's revocations: %w", err)
+	}
+	// Stored only when newer than what the resolver has.
+	for _, account := range []string{trust.SystemJWT(), accountJWT} {
 		claims, err := jwt.DecodeAccountClaims(account)
 		if err != nil {
 			return fmt.Errorf("account JWT: %v: %w", err, auth.ErrBadTrust)
@@ -93,7 +100,7 @@ func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
 		// thousand turns at once would be refused.
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
 	}
-	if err := operatorMode(opts, trust, filepath.Join(storeDir, resolverDir)); err != nil {
+	if err := operatorMode(ctx, opts, trust, filepath.Join(storeDir, resolverDir)); err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
 	if cfg.Cluster.Name != "" {

@@ -80,6 +80,12 @@ func (b *Bus) setup(ctx context.Context) error {
 	return err
 }
 
+// EnsureKV is ensureKV for a bucket a node's part keeps outside the Bus (the
+// registry of credentials, wire.CredsBucket), with the Bus's replicas.
+func (b *Bus) EnsureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	return b.ensureKV(ctx, cfg)
+}
+
 // ensureKV looks the bucket up, creating it when missing and updating it when
 // its replicas or TTL differ from cfg. (CreateOrUpdateKeyValue is not used: run
 // by several nodes at once on a forming cluster, its update can hang.)

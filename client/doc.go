@@ -22,6 +22,10 @@
 // A node that serves TLS (a tls:// URL) is verified against the CA of its
 // certificate: Options.TLSCAFile (docs/security.md, "TLS").
 //
+// With an admin credential it also issues, lists and revokes credentials
+// (IssueCreds, ListCreds, RevokeCreds: the key pair is made here, and the
+// seed never leaves the process).
+//
 // # One rule for temporary unavailability
 //
 // NATS is unavailable for a moment when a server dies: a stream elects a new

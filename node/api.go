@@ -20,7 +20,8 @@ import (
 
 // StartAPI serves the request/reply API as the NATS micro service "tah" with
 // endpoints under tah.api. (create, get, list, fork, messages, steps, events,
-// request, compact, cancel, resume, tools, status).
+// request, compact, cancel, resume, tools, status), and, when the node embeds
+// its NATS server, the credentials API (tah.api.creds.*: creds.go).
 func (n *Node) StartAPI(ctx context.Context) error {
 	svc, err := micro.AddService(n.Bus.Conn(), micro.Config{
 		Name: wire.APIService, Version: wire.APIVersion, QueueGroup: wire.APIQueueGroup,
@@ -52,6 +53,10 @@ func (n *Node) StartAPI(ctx context.Context) error {
 			svc.Stop()
 			return fmt.Errorf("api endpoint %s: %w", name, err)
 		}
+	}
+	if err := n.addCredsEndpoints(ctx, svc); err != nil {
+		svc.Stop()
+		return err
 	}
 	n.closers = append(n.closers, func(context.Context) error { return svc.Stop() })
 	// The endpoints reach the server before StartAPI returns: a request made

@@ -2,7 +2,8 @@
 // or a connection to a cluster), the SQLite read model and the projector that
 // feeds it from every shard of the log exactly once, the session actors, the input consumers
 // that hand each session's inputs to its actor, and the request/reply API
-// service ("tah", endpoints under tah.api.).
+// service ("tah", endpoints under tah.api.; with an embedded server, the
+// credentials API under tah.api.creds., creds.go).
 //
 // A node does not run tool calls itself: it hands the session actors'
 // Manager a session.ToolConfig (its tools, the tool services' registry when

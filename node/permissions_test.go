@@ -34,17 +34,8 @@ type hostile struct {
 func newHostile(t *testing.T) *hostile {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	cfg := bus.Default()
-	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
-	n, err := Start(ctx, Options{Bus: cfg, Provider: mock.Scripted(mock.Say("fine").Always()), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
-	if err := n.StartAPI(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h := &hostile{t: t, n: n, dir: cfg.DataDir, ctx: ctx}
+	dir := t.TempDir()
+	h := &hostile{t: t, n: startWithAPI(ctx, t, dir), dir: dir, ctx: ctx}
 	c := h.client(h.issue(wire.RoleClient, "alice"))
 	s, err := c.Create(ctx, wire.CreateRequest{})
 	if err != nil {
@@ -53,6 +44,23 @@ func newHostile(t *testing.T) *hostile {
 	h.sid = s.Session
 	h.run(c, h.sid)
 	return h
+}
+
+// startWithAPI starts a node with its embedded server and API on the data
+// directory dir, closed at the end of the test.
+func startWithAPI(ctx context.Context, t *testing.T, dir string) *Node {
+	t.Helper()
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = dir, -1, 2
+	n, err := Start(ctx, Options{Bus: cfg, Provider: mock.Scripted(mock.Say("fine").Always()), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	if err := n.StartAPI(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // issue writes a credential of role named name and returns its path.
@@ -314,7 +322,7 @@ func TestRevokedCredentialIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := trust.Revoke(pub); err != nil {
+	if _, err := trust.Revoke(h.ctx, []string{pub}); err != nil {
 		t.Fatal(err)
 	}
 	if err := trust.Push(h.ctx, h.n.Bus.ClientURL()); err != nil {

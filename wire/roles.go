@@ -101,9 +101,12 @@ func readEvents() []string {
 }
 
 // nodeStreams are the streams of the node's inputs, buckets and object
-// store: no client reads them or touches their consumers.
+// store: no client reads them or touches their consumers. (The registry of
+// credentials is among them: only nodes, and admins through the API, read
+// it.)
 func nodeStreams() []string {
-	return []string{InputStream, "KV_" + CheckpointBucket, ToolResultStream, "KV_" + NodeBucket, "KV_" + LockBucket, "OBJ_" + ArtifactBucket}
+	return []string{InputStream, "KV_" + CheckpointBucket, ToolResultStream, "KV_" + NodeBucket, "KV_" + LockBucket, "OBJ_" + ArtifactBucket,
+		"KV_" + CredsBucket}
 }
 
 // nodeStreamDenies deny the consumers (the node's durable input consumers
@@ -131,7 +134,7 @@ var readEndpoints = []string{EndpointGet, EndpointList, EndpointMessages, Endpoi
 // consumers, the system account) is denied as well.
 func nodeOnly() []string {
 	return []string{"tah.evt.>", "tah.in.>", "tah.nodes.>", ToolPrefix + ">",
-		"$KV." + CheckpointBucket + ".>", "$KV." + NodeBucket + ".>", "$KV." + LockBucket + ".>", "$O.>"}
+		"$KV." + CheckpointBucket + ".>", "$KV." + NodeBucket + ".>", "$KV." + LockBucket + ".>", "$KV." + CredsBucket + ".>", "$O.>"}
 }
 
 // clientDenies are nodeOnly, the node's streams, and every KV bucket: a

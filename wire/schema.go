@@ -25,8 +25,9 @@ func Schemas() []Schema {
 		{"tool.result.json", "Tool result (body of a tool service's reply, and a stored call's result)", ToolResult{}},
 		{"tool.cancel.json", "Tool cancel (body of a message on tah.tool.cancel.<call token>)", ToolCancel{}},
 		{"tool.stored.json", "Stored tool call (a value of the KV bucket tah_tool_results)", StoredCall{}},
+		{"credential.json", "Credential (a value of the KV bucket tah_creds, and an entry of tah.api.creds.ls)", Credential{}},
 	}
-	for _, e := range Endpoints() {
+	for _, e := range append(Endpoints(), CredsEndpoints()...) {
 		out = append(out,
 			Schema{"api." + e.Name + ".request.json", "Request of tah.api." + e.Name, e.Request},
 			Schema{"api." + e.Name + ".reply.json", "Reply of tah.api." + e.Name, e.Reply})

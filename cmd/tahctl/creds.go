@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/auth"
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/wire"
 )
@@ -17,16 +18,20 @@ const credsHelp = `tahctl creds add --role ROLE [--tool NAME]... NAME issues a N
 a role and writes it to NAME.creds (mode 0600), a file that tahctl --creds,
 the Go client, nats.js and nats --creds take as it is. tahctl creds ls lists
 the issued credentials; tahctl creds revoke NAME revokes every credential of
-that name, on the running node at once (no restart) and for good. The roles
-(docs/security.md says what each may do):
+that name, on every server of the cluster at once (no restart) and for good.
+The roles (docs/security.md says what each may do):
   client    send inputs and API requests, read events and deltas
   observer  read only: the API's reads, events, deltas
   tool      serve the tools named by --tool (repeat it, or comma-separate)
   admin     a client that may also issue credentials
-It signs with the trust material of the node's data directory: run it on the
-node's machine (tahctl finds .tah, or give --data-dir). For an external NATS
-cluster, whose operator issues users with nsc, tahctl creds nsc --role ROLE
-[--tool NAME]... NAME prints the nsc command that makes the same user.`
+From any machine, with an admin credential (--server URL --creds admin.creds;
+on the node's machine tahctl finds .tah/admin.creds): the key pair is made
+here, the node signs its public key, and the seed never leaves this machine.
+When no node runs, tahctl issues and revokes with the trust material of the
+data directory (--data-dir), and the node applies it at its next start.
+For an external NATS cluster, whose operator issues users with nsc, tahctl
+creds nsc --role ROLE [--tool NAME]... NAME prints the nsc command that makes
+the same user.`
 
 // toolNames is a repeatable, comma-separated --tool.
 type toolNames []string
@@ -41,7 +46,7 @@ func (t *toolNames) Set(v string) error {
 	return nil
 }
 
-// runCreds is `tahctl creds add|ls|revoke`.
+// runCreds is `tahctl creds add|ls|revoke|nsc`.
 func runCreds(ctx context.Context, g *globals, args []string) error {
 	sub := ""
 	if len(args) > 0 {
@@ -49,9 +54,9 @@ func runCreds(ctx context.Context, g *globals, args []string) error {
 	}
 	switch sub {
 	case "add":
-		return credsAdd(g, args[1:])
+		return credsAdd(ctx, g, args[1:])
 	case "ls":
-		return credsList(g, args[1:])
+		return credsList(ctx, g, args[1:])
 	case "revoke":
 		return credsRevoke(ctx, g, args[1:])
 	case "nsc":
@@ -61,19 +66,8 @@ func runCreds(ctx context.Context, g *globals, args []string) error {
 		"creds: the subcommands are add, ls, revoke and nsc")
 }
 
-// localTrust is the trust material of the node's data directory.
-func localTrust(g *globals) (*auth.Trust, endpoint, error) {
-	ep := g.resolve()
-	trust, err := auth.Load(ep.dataDir)
-	if err != nil {
-		return nil, ep, errorf(exitFailed, "run it on the node's machine, in its directory, or give --data-dir DIR",
-			"no trust material in the data directory %q: %v", ep.dataDir, err)
-	}
-	return trust, ep, nil
-}
-
 // credsAdd is `tahctl creds add --role ROLE [--tool NAME]... NAME`.
-func credsAdd(g *globals, args []string) error {
+func credsAdd(ctx context.Context, g *globals, args []string) error {
 	fset := g.flags("creds add", "--role ROLE [--tool NAME]... NAME", credsHelp)
 	role := fset.String("role", "", "the credential's `ROLE`: client, observer, tool or admin")
 	var tools toolNames
@@ -94,76 +88,113 @@ func credsAdd(g *globals, args []string) error {
 		}
 		return usageError("tahctl creds add --role client|observer|tool|admin [--tool NAME] NAME", "%v", err)
 	}
-	trust, _, err := localTrust(g)
-	if err != nil {
-		return err
-	}
-	issued, err := trust.Issue(user)
-	if err != nil {
-		return errorf(exitFailed, "", "%v", err)
-	}
 	path := *out
 	if path == "" {
 		path = name + ".creds"
 	}
-	if err := writeCreds(path, issued.Creds); err != nil {
+	if fileExists(path) {
+		return usageError("choose another name, or -o FILE", "%s exists already", path)
+	}
+	t, err := credsTargetOf(ctx, g)
+	if err != nil {
 		return err
 	}
-	if err := trust.Record(auth.Entry{Name: name, Role: *role, Tools: tools, PublicKey: issued.PublicKey, Issued: issued.IssuedAt}); err != nil {
-		return errorf(exitFailed, "", "%s is written, but not listed: %v", path, err)
+	defer t.close()
+	var creds []byte
+	var c wire.Credential
+	if t.api != nil {
+		creds, c, err = t.api.IssueCreds(ctx, name, wire.Role(*role), tools)
+		if err != nil {
+			return t.failed(wire.EndpointCredsAdd, err)
+		}
+	} else if creds, c, err = issueLocally(t.trust, user, name, wire.Role(*role), tools); err != nil {
+		return err
+	}
+	if err := writeCreds(path, creds); err != nil {
+		return errorf(exitFailed, "revoke it with `tahctl creds revoke "+name+"` and issue it again",
+			"credential %s is issued, but not written: %v", name, err)
+	}
+	if t.api == nil {
+		fmt.Fprintln(g.stderr, "no node runs: issued from the data directory; the node registers it at its next start")
 	}
 	if g.json {
-		return printJSON(g.stdout, map[string]any{"name": name, "role": *role, "tools": tools, "public_key": issued.PublicKey,
-			"issued": issued.IssuedAt, "file": path})
+		return printJSON(g.stdout, struct {
+			wire.Credential
+			File string `json:"file"`
+		}{c, path})
 	}
-	fmt.Fprintf(g.stdout, "%s: %s credential %s (%s)\n", path, *role, name, issued.PublicKey)
+	fmt.Fprintf(g.stdout, "%s: %s credential %s (%s)\n", path, c.Role, name, c.PublicKey)
 	return nil
+}
+
+// issueLocally issues user with the data directory's trust material and
+// records it in its registry, which the node imports at its next start.
+func issueLocally(trust *auth.Trust, user auth.User, name string, role wire.Role, tools []string) ([]byte, wire.Credential, error) {
+	issued, err := trust.Issue(user)
+	if err != nil {
+		return nil, wire.Credential{}, errorf(exitFailed, "", "%v", err)
+	}
+	c := wire.Credential{Name: name, Role: role, Tools: tools, PublicKey: issued.PublicKey, Issued: issued.IssuedAt}
+	if err := trust.Record(c); err != nil {
+		return nil, wire.Credential{}, errorf(exitFailed, "", "credential %s is issued, but not listed: %v", name, err)
+	}
+	return issued.Creds, c, nil
 }
 
 // writeCreds writes a new credential file, 0600, refusing to replace one.
 func writeCreds(path string, b []byte) error {
 	err := localnode.WriteNew(path, b, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return usageError("choose another name, or -o FILE", "%s exists already", path)
+		return fmt.Errorf("%s exists already", path)
 	}
-	if err != nil {
-		return errorf(exitFailed, "", "%v", err)
-	}
-	return nil
+	return err
 }
 
 // credsList is `tahctl creds ls`.
-func credsList(g *globals, args []string) error {
+func credsList(ctx context.Context, g *globals, args []string) error {
 	fset := g.flags("creds ls", "", credsHelp)
 	if _, err := parse(fset, args); err != nil {
 		return err
 	}
-	trust, _, err := localTrust(g)
+	t, err := credsTargetOf(ctx, g)
 	if err != nil {
 		return err
 	}
-	entries, err := trust.Entries()
-	if err != nil {
-		return errorf(exitFailed, "", "%v", err)
+	defer t.close()
+	var creds []wire.Credential
+	if t.api != nil {
+		if creds, err = t.api.ListCreds(ctx); err != nil {
+			return t.failed(wire.EndpointCredsList, err)
+		}
+	} else {
+		if creds, err = t.trust.Entries(); err != nil {
+			return errorf(exitFailed, "", "%v", err)
+		}
+		fmt.Fprintln(g.stderr, "no node runs: listed from the data directory (credentials issued through another node of a cluster are not in it)")
 	}
 	if g.json {
-		for _, e := range entries {
-			if err := printJSON(g.stdout, e); err != nil {
-				return err
-			}
-		}
-		return nil
+		return printCredentials(g, creds)
 	}
-	t := &table{}
-	t.add(plain("NAME"), plain("ROLE"), plain("TOOLS"), plain("ISSUED"), plain("STATE"), plain("PUBLIC KEY"))
-	for _, e := range entries {
+	tb := &table{}
+	tb.add(plain("NAME"), plain("ROLE"), plain("TOOLS"), plain("ISSUED"), plain("STATE"), plain("PUBLIC KEY"))
+	for _, c := range creds {
 		state := "valid"
-		if e.Revoked {
+		if c.Revoked {
 			state = "revoked"
 		}
-		t.add(plain(e.Name), plain(e.Role), plain(strings.Join(e.Tools, ",")), plain(e.Issued.Local().Format(time.DateTime)), plain(state), plain(e.PublicKey))
+		tb.add(plain(c.Name), plain(string(c.Role)), plain(strings.Join(c.Tools, ",")), plain(c.Issued.Local().Format(time.DateTime)), plain(state), plain(c.PublicKey))
 	}
-	return t.write(g.stdout)
+	return tb.write(g.stdout)
+}
+
+// printCredentials prints creds as JSON, one object a line.
+func printCredentials(g *globals, creds []wire.Credential) error {
+	for _, c := range creds {
+		if err := printJSON(g.stdout, c); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // credsRevoke is `tahctl creds revoke NAME`: every credential of that name.
@@ -176,35 +207,51 @@ func credsRevoke(ctx context.Context, g *globals, args []string) error {
 	if len(pos) != 1 {
 		return usageError("tahctl creds revoke NAME (tahctl creds ls lists them)", "give the credential's name, once")
 	}
-	trust, ep, err := localTrust(g)
+	t, err := credsTargetOf(ctx, g)
 	if err != nil {
 		return err
 	}
+	defer t.close()
+	var revoked []wire.Credential
+	if t.api != nil {
+		if revoked, err = t.api.RevokeCreds(ctx, wire.CredsRevokeRequest{Name: pos[0]}); err != nil {
+			return t.failed(wire.EndpointCredsRevoke, err)
+		}
+	} else {
+		if revoked, err = revokeLocally(ctx, t.trust, pos[0]); err != nil {
+			return err
+		}
+		fmt.Fprintln(g.stderr, "no node runs: revoked in the data directory; the node applies it at its next start")
+	}
+	if g.json {
+		return printCredentials(g, revoked)
+	}
+	fmt.Fprintf(g.stdout, "revoked %d credential(s) named %s\n", len(revoked), pos[0])
+	return nil
+}
+
+// revokeLocally revokes every valid credential named name of the data
+// directory's registry in its trust material.
+func revokeLocally(ctx context.Context, trust *auth.Trust, name string) ([]wire.Credential, error) {
 	entries, err := trust.Entries()
 	if err != nil {
-		return errorf(exitFailed, "", "%v", err)
+		return nil, errorf(exitFailed, "", "%v", err)
 	}
-	n := 0
+	var revoked []wire.Credential
+	var pubs []string
 	for _, e := range entries {
-		if e.Name != pos[0] || e.Revoked {
-			continue
+		if e.Name == name && !e.Revoked {
+			e.Revoked = true
+			revoked, pubs = append(revoked, e), append(pubs, e.PublicKey)
 		}
-		if _, err := trust.Revoke(e.PublicKey); err != nil {
-			return errorf(exitFailed, "", "%v", err)
-		}
-		n++
 	}
-	if n == 0 {
-		return errorf(exitNotFound, "tahctl creds ls lists the credentials", "no valid credential named %s", pos[0])
+	if len(revoked) == 0 {
+		return nil, errorf(exitNotFound, "tahctl creds ls lists the credentials", "no valid credential named %s", name)
 	}
-	// Kept in the trust material: a node that does not run now applies it at
-	// its next start.
-	if err := trust.Push(ctx, ep.url); err != nil {
-		return errorf(exitUnavailable, "the revocation is kept: the node applies it when it starts",
-			"revoked %d credential(s) named %s, but the running node was not told: %v", n, pos[0], err)
+	if _, err := trust.Revoke(ctx, pubs); err != nil {
+		return nil, errorf(exitFailed, "", "%v", err)
 	}
-	fmt.Fprintf(g.stdout, "revoked %d credential(s) named %s\n", n, pos[0])
-	return nil
+	return revoked, nil
 }
 
 // credsNSC is `tahctl creds nsc --role ROLE [--tool NAME]... NAME`: the nsc
@@ -240,4 +287,76 @@ func credsNSC(g *globals, args []string) error {
 	}
 	_, err = fmt.Fprintln(g.stdout, strings.Join(cmd, " "))
 	return err
+}
+
+// credsTarget is where tahctl creds works: a node's credentials API, or,
+// when no node runs, the data directory's trust material.
+type credsTarget struct {
+	api   *conn
+	trust *auth.Trust
+}
+
+func (t credsTarget) close() {
+	if t.api != nil {
+		t.api.Close()
+	}
+}
+
+// credsTargetOf connects to the node with an admin credential, or, when
+// nothing answers, takes the data directory's trust material.
+func credsTargetOf(ctx context.Context, g *globals) (credsTarget, error) {
+	ep := g.resolve()
+	cl, err := client.Connect(ctx, client.Options{URL: ep.url, CredsFile: ep.creds, TLSCAFile: ep.tlsCA, Name: "tahctl", RequestTimeout: g.timeout})
+	if errors.Is(err, client.ErrNoServer) {
+		trust, terr := auth.Load(ep.dataDir)
+		if terr != nil {
+			return credsTarget{}, errorf(exitUnavailable,
+				"start the node, or reach one with --server URL --creds admin.creds; on the node's machine give --data-dir DIR",
+				"no node answers at %s (%v), and the data directory %q holds no trust material to issue from", ep.url, err, ep.dataDir)
+		}
+		return credsTarget{trust: trust}, nil
+	}
+	if err != nil {
+		return credsTarget{}, ep.connectError(err)
+	}
+	t := credsTarget{api: &conn{Client: cl, g: g, ep: ep}}
+	if err := needAdmin(ep); err != nil {
+		t.close()
+		return credsTarget{}, err
+	}
+	return t, nil
+}
+
+// needAdmin refuses a credential that TAH issued with another role than
+// admin: NATS would refuse its requests to the credentials API.
+func needAdmin(ep endpoint) error {
+	const try = "give an admin credential with --creds FILE (the node's data directory holds admin.creds; `tahctl creds add --role admin NAME` issues one)"
+	if ep.creds == "" {
+		return errorf(exitUnavailable, try, "tahctl creds needs an admin credential, and none was given")
+	}
+	role, err := auth.CredsRole(ep.creds)
+	if err != nil {
+		return errorf(exitUnavailable, try, "the credential %s: %v", ep.creds, err)
+	}
+	if role != "" && role != wire.RoleAdmin {
+		return errorf(exitUnavailable, try, "tahctl creds needs an admin credential: %s is a credential of role %s", ep.creds, role)
+	}
+	return nil
+}
+
+// failed is the error of a call to the credentials API.
+func (t credsTarget) failed(endpoint string, err error) error {
+	var ae *client.APIError
+	switch {
+	case errors.Is(err, client.ErrNoNode):
+		return errorf(exitFailed, "issue users with nsc: `tahctl creds nsc --role ROLE NAME` prints the command",
+			"nothing at %s issues credentials (%s): a node on an external NATS cluster does not; the cluster's operator does", t.api.ep.url, wire.APISubject(endpoint))
+	case errors.As(err, &ae) && ae.Code == wire.APIErrBadRequest:
+		return usageError("tahctl creds add --role client|observer|tool|admin [--tool NAME] NAME", "%s", ae.Message)
+	case errors.As(err, &ae) && ae.Code == wire.APIErrNotFound:
+		return errorf(exitNotFound, "tahctl creds ls lists the credentials", "%s", ae.Message)
+	case errors.As(err, &ae) && ae.Code == wire.APIErrConflict:
+		return errorf(exitFailed, "run it again: each run makes a new key pair", "%s", ae.Message)
+	}
+	return t.api.failed(endpoint, err)
 }

@@ -45,7 +45,7 @@ func commands() []command {
 		{"artifact", "get ID ARTIFACT [-o FILE]", "fetch an artifact's content (checked against its SHA-256)", runArtifact},
 		{"tools", "", "list the tools the node offers to the model", runTools},
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
-		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (on the node's machine)", runCreds},
+		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (with an admin credential)", runCreds},
 		{"help", "[COMMAND]", "show this help, or a command's", nil},
 	}
 }

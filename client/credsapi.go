@@ -1,0 +1,55 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nkeys"
+
+	"github.com/tah-dev/tah/wire"
+)
+
+// The credentials API (docs/protocol.md, "Credentials API"): only an admin
+// credential may call it, and only a node that embeds its NATS server
+// serves it (ErrNoNode otherwise: on an external cluster, its operator
+// issues users with nsc). Errors are the API's (*APIError).
+
+// IssueCreds issues a credential of role named name (tools: the tools a
+// tool credential serves) and returns its .creds file, a secret to write
+// with mode 0600. The user's key pair is made here: a node signs a user JWT
+// for its public key, and the seed never leaves this process.
+func (c *Client) IssueCreds(ctx context.Context, name string, role wire.Role, tools []string) ([]byte, wire.Credential, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, wire.Credential{}, fmt.Errorf("a user key pair: %w", err)
+	}
+	pub, _ := kp.PublicKey()
+	rep, err := request[wire.CredsAddReply](ctx, c, wire.EndpointCredsAdd,
+		wire.CredsAddRequest{Name: name, Role: role, Tools: tools, PublicKey: pub})
+	if err != nil {
+		return nil, wire.Credential{}, err
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, wire.Credential{}, err
+	}
+	creds, err := jwt.FormatUserConfig(rep.JWT, seed)
+	if err != nil {
+		return nil, wire.Credential{}, fmt.Errorf("the node's user JWT: %w", err)
+	}
+	return creds, rep.Credential, nil
+}
+
+// ListCreds lists the credentials issued in the cluster, oldest first.
+func (c *Client) ListCreds(ctx context.Context) ([]wire.Credential, error) {
+	rep, err := request[wire.CredsListReply](ctx, c, wire.EndpointCredsList, wire.EmptyRequest{})
+	return rep.Credentials, err
+}
+
+// RevokeCreds revokes every valid credential named req.Name, or the one of
+// req.PublicKey, on every server at once, and returns them.
+func (c *Client) RevokeCreds(ctx context.Context, req wire.CredsRevokeRequest) ([]wire.Credential, error) {
+	rep, err := request[wire.CredsRevokeReply](ctx, c, wire.EndpointCredsRevoke, req)
+	return rep.Revoked, err
+}

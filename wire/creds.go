@@ -1,0 +1,89 @@
+package wire
+
+import "time"
+
+// The endpoints of the credentials API, each on APISubject(name) under
+// CredsAPIPrefix: only the admin role may call them (RolePermissions). They
+// are served by the nodes that embed their NATS server and hold its trust
+// material; a node on an external NATS cluster does not serve them (its
+// operator issues users with nsc). Errors are the API's (APIErr*).
+const (
+	EndpointCredsAdd    = "creds.add"
+	EndpointCredsList   = "creds.ls"
+	EndpointCredsRevoke = "creds.revoke"
+)
+
+// CredsEndpoints lists the credentials API, in the order of docs/protocol.md.
+func CredsEndpoints() []Endpoint {
+	return []Endpoint{
+		{EndpointCredsAdd, CredsAddRequest{}, CredsAddReply{}},
+		{EndpointCredsList, EmptyRequest{}, CredsListReply{}},
+		{EndpointCredsRevoke, CredsRevokeRequest{}, CredsRevokeReply{}},
+	}
+}
+
+// CredsBucket is the KV bucket of the cluster's registry of credentials: a
+// Credential under its public key, and the TAH account's JWT under
+// CredsAccountKey. Only nodes read or write it.
+const CredsBucket = "tah_creds"
+
+// CredsAccountKey is the key of CredsBucket that holds the TAH account's
+// newest JWT, the one every revocation is merged into: each version is
+// signed after the one it replaces and holds all of its revocations, so
+// that servers, which keep the newest, never roll a revocation back.
+const CredsAccountKey = "account"
+
+// Credential is an issued credential: who, what for, and its public key
+// (the key of CredsBucket, the name a revocation gives). Never a seed.
+type Credential struct {
+	Name      string    `json:"name"`
+	Role      Role      `json:"role"`
+	Tools     []string  `json:"tools,omitempty"`
+	PublicKey string    `json:"public_key"`
+	Issued    time.Time `json:"issued"`
+	// Revoked is read from the account JWT the servers hold.
+	Revoked bool `json:"revoked,omitempty"`
+}
+
+// CredsAddRequest asks tah.api.creds.add to sign a user JWT of a role for
+// a public key: the caller made the key pair and keeps its seed, which
+// never travels.
+type CredsAddRequest struct {
+	// Name names the credential (ValidCredentialName): its JWT's name and
+	// its inbox prefix (CredentialInbox).
+	Name string `json:"name"`
+	// Role is admin, client, tool or observer (never node).
+	Role Role `json:"role"`
+	// Tools are the tools a tool credential serves: required for the tool
+	// role, refused for the others.
+	Tools []string `json:"tools,omitempty"`
+	// PublicKey is the user's nkey public key (U...). One already registered
+	// is refused (APIErrConflict): generate a new key pair.
+	PublicKey string `json:"public_key"`
+}
+
+// CredsAddReply is the credential registered and its user JWT, which the
+// caller writes with its seed into a .creds file.
+type CredsAddReply struct {
+	Credential Credential `json:"credential"`
+	JWT        string     `json:"jwt"`
+}
+
+// CredsListReply lists the registered credentials, oldest first.
+type CredsListReply struct {
+	Credentials []Credential `json:"credentials"`
+}
+
+// CredsRevokeRequest asks tah.api.creds.revoke to revoke every valid
+// credential named Name, or the one of PublicKey: give one of the two. None
+// to revoke is APIErrNotFound.
+type CredsRevokeRequest struct {
+	Name      string `json:"name,omitempty"`
+	PublicKey string `json:"public_key,omitempty"`
+}
+
+// CredsRevokeReply lists the credentials revoked, on every server of the
+// cluster, without a restart.
+type CredsRevokeReply struct {
+	Revoked []Credential `json:"revoked"`
+}

@@ -119,7 +119,7 @@ func ToolErrorStatus(code string) string {
 func ToolCodeOf(status string) string {
 	switch status {
 	case event.CodeInvalidInput, event.CodeUnknownTool, event.CodeTimeout, event.CodeCancelled,
-		event.CodeToolError, event.CodeInternal, event.CodeInterrupted:
+		event.CodeToolError, event.CodeInternal, event.CodeInterrupted, event.CodeToolUnavailable:
 		return status
 	case "400":
 		return event.CodeInvalidInput

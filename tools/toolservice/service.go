@@ -207,14 +207,14 @@ func (s *Service) handler(t tools.Tool, svc micro.Service) micro.HandlerFunc {
 		select {
 		case s.slots <- struct{}{}:
 		case <-s.ctx.Done():
-			_ = req.Error("503", "the tool service is stopping", nil)
+			_ = req.Error(wire.ToolErrorStatus(event.CodeToolUnavailable), "the tool service is stopping; the call did not run", nil)
 			return
 		}
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			<-s.slots
-			_ = req.Error("503", "the tool service is stopping", nil)
+			_ = req.Error(wire.ToolErrorStatus(event.CodeToolUnavailable), "the tool service is stopping; the call did not run", nil)
 			return
 		}
 		s.wg.Add(1)

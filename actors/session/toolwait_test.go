@@ -23,19 +23,29 @@ import (
 )
 
 // startService offers ts as a tool service on b's NATS over a connection of
-// its own; the caller closes it (at the end of the test at the latest).
-func startService(t *testing.T, b *bus.Bus, ts ...tools.Tool) *toolservice.Service {
+// its own (another process, in production); closed at the end of the test,
+// if the test did not close it.
+func startService(t *testing.T, b *bus.Bus, cfg toolservice.Config, ts ...tools.Tool) *toolservice.Service {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	nc, err := nats.Connect(b.ClientURL(), nats.UserCredentials(localnode.NodeCredsPath(b.Config().DataDir)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	svc, err := toolservice.Start(context.Background(), nc, toolservice.Config{Logger: quiet}, ts...)
+	cfg.Logger = quiet
+	svc, err := toolservice.Start(ctx, nc, cfg, ts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := svc.Close(ctx); err != nil {
+			t.Errorf("tool service close: %v", err)
+		}
+	})
 	return svc
 }
 
@@ -62,6 +72,34 @@ func waitingRegistry(t *testing.T, b *bus.Bus, wait time.Duration, names ...stri
 var shoutTool = tools.Func(tools.Spec{Name: "shout", Description: "Capitals.", Idempotent: true}, func(_ context.Context, in json.RawMessage) (tools.Result, error) {
 	return tools.Text(strings.ToUpper(string(in))), nil
 })
+
+// goneService is a session s1 of a node that lists shout, whose service has
+// just stopped: the registry still lists it, and calls wait up to wait.
+func goneService(t *testing.T, p *mock.Provider, wait time.Duration) (*bus.Bus, *Manager) {
+	t.Helper()
+	b := openBus(t)
+	svc := startService(t, b, toolservice.Config{}, shoutTool)
+	reg := waitingRegistry(t, b, wait, "shout")
+	m := startManager(t, b, p, Config{}, ToolConfig{Catalog: reg, Finder: reg, Options: tools.Options{Logger: quiet}})
+	if _, err := Create(context.Background(), b, "s1", Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return b, m
+}
+
+// deliver delivers cmd to sid and returns where its outcome arrives.
+func deliver(t *testing.T, m *Manager, sid string, cmd Command) <-chan Outcome {
+	t.Helper()
+	ch := make(chan Outcome, 1)
+	cmd.Done = func(o Outcome) { ch <- o }
+	if err := m.Deliver(sid, &cmd); err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
 
 // waitFor polls sid's log until it holds an event of type typ.
 func waitFor(t *testing.T, b *bus.Bus, sid string, typ event.Type) {
@@ -96,25 +134,10 @@ func audited(t *testing.T, b *bus.Bus, sid string) {
 // tool.waiting), and reaches it when it is back: discovery driven by the
 // waiting call, with no periodic refresh.
 func TestCallWaitsForARestartingService(t *testing.T) {
-	b := openBus(t)
-	svc := startService(t, b, shoutTool)
-	reg := waitingRegistry(t, b, time.Minute, "shout")
-	p := mock.Scripted(mock.CallTool("shout", `{"a":1}`), mock.Say("done"))
-	m := startManager(t, b, p, Config{}, ToolConfig{Catalog: reg, Finder: reg, Options: tools.Options{Logger: quiet}})
-	if _, err := Create(context.Background(), b, "s1", Config{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan Outcome, 1)
-	cmd := run("go")
-	cmd.Done = func(o Outcome) { ch <- o }
-	if err := m.Deliver("s1", &cmd); err != nil {
-		t.Fatal(err)
-	}
+	b, m := goneService(t, mock.Scripted(mock.CallTool("shout", `{"a":1}`), mock.Say("done")), time.Minute)
+	ch := deliver(t, m, "s1", run("go"))
 	waitFor(t, b, "s1", event.ToolWaiting)
-	startService(t, b, shoutTool)
+	startService(t, b, toolservice.Config{}, shoutTool)
 	if o := <-ch; o.Status != projection.StatusCompleted || o.Content != "done" {
 		t.Fatalf("%+v", o)
 	}
@@ -133,18 +156,9 @@ func TestCallWaitsForARestartingService(t *testing.T) {
 // with tool_unavailable, the model sees it, and the turn ends cleanly. A tool
 // never offered is unknown at once.
 func TestServiceThatNeverComesBack(t *testing.T) {
-	b := openBus(t)
-	svc := startService(t, b, shoutTool)
-	reg := waitingRegistry(t, b, 300*time.Millisecond, "shout")
 	p := mock.Scripted(mock.CallTools(llm.ToolCall{ID: "c1", Name: "shout", Arguments: json.RawMessage(`{}`)},
 		llm.ToolCall{ID: "c2", Name: "nope", Arguments: json.RawMessage(`{}`)}), mock.Say("sorry"))
-	m := startManager(t, b, p, Config{}, ToolConfig{Catalog: reg, Finder: reg, Options: tools.Options{Logger: quiet}})
-	if _, err := Create(context.Background(), b, "s1", Config{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	b, m := goneService(t, p, 300*time.Millisecond)
 	if o := do(t, m, "s1", run("go")); o.Status != projection.StatusCompleted || o.Content != "sorry" {
 		t.Fatalf("%+v", o)
 	}
@@ -168,22 +182,8 @@ func TestServiceThatNeverComesBack(t *testing.T) {
 // A cancel interrupts the wait for a service: the call is answered, in the
 // cancelled turn, with its step.
 func TestCancelInterruptsTheWait(t *testing.T) {
-	b := openBus(t)
-	svc := startService(t, b, shoutTool)
-	reg := waitingRegistry(t, b, time.Hour, "shout")
-	m := startManager(t, b, mock.Scripted(mock.CallTool("shout", `{}`)), Config{}, ToolConfig{Catalog: reg, Finder: reg, Options: tools.Options{Logger: quiet}})
-	if _, err := Create(context.Background(), b, "s1", Config{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ch := make(chan Outcome, 1)
-	cmd := run("go")
-	cmd.Done = func(o Outcome) { ch <- o }
-	if err := m.Deliver("s1", &cmd); err != nil {
-		t.Fatal(err)
-	}
+	b, m := goneService(t, mock.Scripted(mock.CallTool("shout", `{}`)), time.Hour)
+	ch := deliver(t, m, "s1", run("go"))
 	waitFor(t, b, "s1", event.ToolWaiting)
 	do(t, m, "s1", Command{Kind: wire.CommandCancel})
 	if o := <-ch; o.Status != projection.StatusCancelled {
@@ -206,18 +206,13 @@ func TestCancelDuringARemoteCall(t *testing.T) {
 		<-ctx.Done()
 		return tools.Result{}, ctx.Err()
 	})
-	startService(t, b, hold)
+	startService(t, b, toolservice.Config{}, hold)
 	reg := waitingRegistry(t, b, time.Minute, "hold")
 	m := startManager(t, b, mock.Scripted(mock.CallTool("hold", `{}`), mock.Say("next")), Config{}, ToolConfig{Catalog: reg, Finder: reg, Options: tools.Options{Logger: quiet}})
 	if _, err := Create(context.Background(), b, "s1", Config{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan Outcome, 1)
-	cmd := run("go")
-	cmd.Done = func(o Outcome) { ch <- o }
-	if err := m.Deliver("s1", &cmd); err != nil {
-		t.Fatal(err)
-	}
+	ch := deliver(t, m, "s1", run("go"))
 	select {
 	case <-held:
 	case <-time.After(30 * time.Second):

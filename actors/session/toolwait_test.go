@@ -248,3 +248,56 @@ func TestCancelDuringARemoteCall(t *testing.T) {
 		t.Fatalf("tool.finished after the next turn: %+v", fin)
 	}
 }
+
+// A resumed turn whose started call belongs to an absent tool service waits
+// for it (tool.waiting) before it looks the call up, and goes on once the
+// service is back: here the call, idempotent, runs again.
+func TestResumeWaitsForTheService(t *testing.T) {
+	b := openBus(t)
+	held := make(chan struct{}, 1)
+	released := make(chan struct{})
+	slow := tools.Func(tools.Spec{Name: "slow", Idempotent: true}, func(ctx context.Context, _ json.RawMessage) (tools.Result, error) {
+		select {
+		case <-released:
+			return tools.Text("ran again"), nil
+		default:
+		}
+		held <- struct{}{}
+		<-ctx.Done()
+		return tools.Result{}, ctx.Err()
+	})
+	svc := startService(t, b, toolservice.Config{}, slow)
+	reg := waitingRegistry(t, b, time.Minute, "slow")
+	tc := ToolConfig{Catalog: reg, Finder: reg, Options: tools.Options{Logger: quiet}}
+	if _, err := Create(context.Background(), b, "s1", Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m1 := startManager(t, b, mock.Scripted(mock.CallTool("slow", `{}`)), Config{}, tc)
+	deliver(t, m1, "s1", run("go"))
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the remote call never started")
+	}
+	if err := m1.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	reg2 := waitingRegistry(t, b, time.Minute)
+	m2 := startManager(t, b, mock.Scripted(mock.Say("done")), Config{}, ToolConfig{Catalog: reg2, Finder: reg2, Options: tools.Options{Logger: quiet}})
+	ch := deliver(t, m2, "s1", Command{Kind: wire.CommandResume})
+	waitFor(t, b, "s1", event.ToolWaiting)
+	close(released)
+	startService(t, b, toolservice.Config{}, slow)
+	if o := <-ch; o.Status != projection.StatusCompleted || o.Content != "done" {
+		t.Fatalf("%+v", o)
+	}
+	fin := events[event.ToolFinishedData](t, b, "s1", event.ToolFinished)
+	if len(fin) != 1 || fin[0].Output != "ran again" || fin[0].StepID == "" {
+		t.Fatalf("tool.finished: %+v", fin)
+	}
+	audited(t, b, "s1")
+}

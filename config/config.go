@@ -158,6 +158,14 @@ type Tools struct {
 	Timeout Duration `json:"timeout"`
 	// Remote lists tools offered by tool services on NATS beside the built-ins.
 	Remote bool `json:"remote"`
+	// ServiceWait is the longest a call to a remote tool the model was
+	// offered waits for its absent tool service (restarting, reconnecting)
+	// before it fails with code tool_unavailable.
+	ServiceWait Duration `json:"service_wait"`
+	// RefreshEvery looks for new tool services on this period, beside the
+	// events that drive discovery (a reconnect, a call that finds no
+	// service, a missing service); 0 turns the period off.
+	RefreshEvery Duration `json:"refresh_every"`
 }
 
 // Default is a node that needs no configuration at all: data in .tah, the
@@ -170,8 +178,9 @@ func Default() Config {
 		NATS:    NATS{Host: "127.0.0.1", Port: 4222, Sync: "always", Partitions: 16},
 		LLM: LLM{Provider: l.Provider, RequestTimeout: Duration(l.RequestTimeout), MaxRetries: l.MaxRetries,
 			MockPace: Duration(l.MockPace)},
-		Agent:     Agent{MaxSteps: session.DefaultMaxSteps, IdleTimeout: Duration(5 * time.Minute)},
-		Tools:     Tools{Root: ".", MaxConcurrent: 8, Timeout: Duration(2 * time.Minute), Remote: true},
+		Agent: Agent{MaxSteps: session.DefaultMaxSteps, IdleTimeout: Duration(5 * time.Minute)},
+		Tools: Tools{Root: ".", MaxConcurrent: 8, Timeout: Duration(2 * time.Minute), Remote: true,
+			ServiceWait: Duration(30 * time.Second), RefreshEvery: Duration(30 * time.Second)},
 		HTTP:      "127.0.0.1:9464",
 		LogLevel:  "info",
 		LogFormat: "text",
@@ -239,6 +248,8 @@ func (c *Config) env() []setting {
 		{"TAH_TOOLS_MAX_CONCURRENT", "tools-max-concurrent", "tools.max_concurrent", "tool calls running at once on the node", intVar(&c.Tools.MaxConcurrent)},
 		{"TAH_TOOLS_TIMEOUT", "tools-timeout", "tools.timeout", "timeout of one tool call", durVar(&c.Tools.Timeout)},
 		{"TAH_TOOLS_REMOTE", "tools-remote", "tools.remote", "offer tools of tool services on NATS", boolVar(&c.Tools.Remote)},
+		{"TAH_TOOLS_SERVICE_WAIT", "tools-service-wait", "tools.service_wait", "how long a call waits for its absent tool service before tool_unavailable", durVar(&c.Tools.ServiceWait)},
+		{"TAH_TOOLS_REFRESH_EVERY", "tools-refresh-every", "tools.refresh_every", "period of the tool services' discovery besides its events (0: events only)", durVar(&c.Tools.RefreshEvery)},
 		{"TAH_HTTP", "http", "http", "address of /metrics, /healthz and the web UI (empty: off; port 0: a free port; not loopback: the UI asks for a login)", strVar(&c.HTTP)},
 		{"TAH_LOG_LEVEL", "log-level", "log_level", "debug, info, warn or error", strVar(&c.LogLevel)},
 		{"TAH_LOG_FORMAT", "log-format", "log_format", "text or json", strVar(&c.LogFormat)},
@@ -362,6 +373,12 @@ func (c Config) Validate() error {
 	}
 	if c.Tools.Timeout <= 0 {
 		bad("tools.timeout", "must be positive, such as 2m")
+	}
+	if c.Tools.ServiceWait <= 0 {
+		bad("tools.service_wait", "must be positive, such as 30s")
+	}
+	if c.Tools.RefreshEvery < 0 {
+		bad("tools.refresh_every", "must be 0 (events only) or positive, such as 30s")
 	}
 	if _, err := c.syncInterval(); err != nil {
 		bad("nats.sync", "%v", err)

@@ -34,6 +34,8 @@ func TestValidateNodeSettings(t *testing.T) {
 		"root":         {func(c *Config) { c.Tools.Root = "/no/such/dir" }, "tools.root"},
 		"concurrency":  {func(c *Config) { c.Tools.MaxConcurrent = 0 }, "tools.max_concurrent"},
 		"tool timeout": {func(c *Config) { c.Tools.Timeout = 0 }, "tools.timeout"},
+		"service wait": {func(c *Config) { c.Tools.ServiceWait = 0 }, "tools.service_wait"},
+		"refresh":      {func(c *Config) { c.Tools.RefreshEvery = -1 }, "tools.refresh_every"},
 		"deny glob":    {func(c *Config) { c.Tools.Deny = []string{"*.pem", "[a-"} }, `tools.deny (--tools-deny, TAH_TOOLS_DENY): pattern "[a-"`},
 		"host":         {func(c *Config) { c.NATS.Host = "" }, "nats.host"},
 	} {

@@ -6,19 +6,38 @@ import (
 	"time"
 )
 
-// SchemaVersion is the version of the log's message body that this build
-// writes: 2, a Record of one or more events. Version 1, written before records
-// existed, is one event envelope per message (an Event as JSON, with its
-// "type"); DecodeRecord still reads it, as a record of one event.
-const SchemaVersion = 2
+// SchemaVersion is the newest version of the log's message body that this
+// build reads and writes. Version 2 is a Record of one or more events;
+// version 3 is the same Record, which may hold event types that version 2
+// does not have (tool.waiting). A record is written with the lowest version
+// that holds its events (recordVersion), so that a node of an older build
+// reads every record it can and stops, as needing a newer node, only at one
+// it cannot. Version 1, written before records existed, is one event
+// envelope per message (an Event as JSON, with its "type"); DecodeRecord
+// still reads it, as a record of one event.
+const SchemaVersion = 3
+
+// sinceVersion is the record version that introduced an event type; a type
+// not listed is of version 2.
+var sinceVersion = map[Type]int{ToolWaiting: 3}
+
+// recordVersion is the lowest record version that holds evs.
+func recordVersion(evs []Event) int {
+	v := 2
+	for _, e := range evs {
+		v = max(v, sinceVersion[e.Type])
+	}
+	return v
+}
 
 // Record is the body of one message of the log (schema version 2): the events
 // of one session that one fenced append wrote together, atomically. They share
 // the session, the writer's epoch and the time; Events keeps their order,
 // which is their Index.
 type Record struct {
-	// V is the log schema version of the body: SchemaVersion.
-	V int `json:"v" jsonschema:"enum=2"`
+	// V is the log schema version of the body: 2, or 3 when it holds an
+	// event type of version 3 (see SchemaVersion).
+	V int `json:"v" jsonschema:"enum=2,enum=3"`
 	// Session is the id of the session the events belong to.
 	Session string `json:"session"`
 	// Epoch is the ownership epoch of the writer (see SessionClaimed); absent
@@ -46,7 +65,7 @@ func EncodeRecord(evs []Event) ([]byte, error) {
 		return nil, fmt.Errorf("a record of no event: %w", ErrMalformed)
 	}
 	first := evs[0]
-	r := Record{V: SchemaVersion, Session: first.Session, Epoch: first.Epoch, Time: first.Time,
+	r := Record{V: recordVersion(evs), Session: first.Session, Epoch: first.Epoch, Time: first.Time,
 		Events: make([]RecordEvent, len(evs))}
 	for i, e := range evs {
 		if e.Session != first.Session || e.Epoch != first.Epoch {
@@ -75,7 +94,7 @@ type body struct {
 }
 
 // DecodeRecord parses the body of the message stored at sequence seq, a
-// record (version 2) or a single event envelope (version 1), and returns its
+// record (version 2 or 3) or a single event envelope (version 1), and returns its
 // events in order, each with Seq set to seq and Index to its position. A body
 // that is neither wraps ErrMalformed; one of a version above SchemaVersion
 // wraps ErrNewerSchema.
@@ -93,7 +112,7 @@ func DecodeRecord(raw []byte, seq uint64) ([]Event, error) {
 	case b.V > SchemaVersion:
 		return nil, fmt.Errorf("message at %d is of log schema version %d, this build reads up to %d: upgrade it: %w",
 			seq, b.V, SchemaVersion, ErrNewerSchema)
-	case b.V != SchemaVersion:
+	case b.V < 2:
 		return nil, fmt.Errorf("message at %d: log schema version %d does not exist: %w", seq, b.V, ErrMalformed)
 	case len(b.Events) == 0:
 		return nil, fmt.Errorf("message at %d: a record of no event: %w", seq, ErrMalformed)

@@ -27,7 +27,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r Record
-	if err := json.Unmarshal(body, &r); err != nil || r.V != SchemaVersion || len(r.Events) != 3 || r.Session != "s_1" {
+	if err := json.Unmarshal(body, &r); err != nil || r.V != 2 || len(r.Events) != 3 || r.Session != "s_1" {
 		t.Fatalf("body %s: %+v %v", body, r, err)
 	}
 	back, err := DecodeRecord(body, 7)
@@ -42,6 +42,30 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 	if !back[0].Before(back[1]) || back[1].Before(back[0]) || back[1].Before(back[1]) || !back[2].Before(Event{Seq: 8}) {
 		t.Error("Before does not order by sequence, then index")
+	}
+}
+
+// TestRecordVersion3: a record that holds tool.waiting is of version 3 (an
+// older build stops there, as needing a newer node); one without stays 2.
+func TestRecordVersion3(t *testing.T) {
+	waiting := MustNew("s_1", ToolWaiting, ToolWaitingData{StepID: "st_2", CallID: "c1", Name: "slow_write", WaitMS: 30000})
+	started := MustNew("s_1", ToolStarted, ToolStartedData{StepID: "st_2", Call: llm.ToolCall{ID: "c1", Name: "slow_write"}})
+	for _, c := range []struct {
+		evs  []Event
+		want int
+	}{{[]Event{started}, 2}, {[]Event{started, waiting}, 3}} {
+		body, err := EncodeRecord(c.evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r Record
+		if err := json.Unmarshal(body, &r); err != nil || r.V != c.want {
+			t.Fatalf("record of %d events: version %d, want %d (%v)", len(c.evs), r.V, c.want, err)
+		}
+		back, err := DecodeRecord(body, 4)
+		if err != nil || len(back) != len(c.evs) {
+			t.Fatal(back, err)
+		}
 	}
 }
 
@@ -76,7 +100,7 @@ func TestDecodeRecordRejects(t *testing.T) {
 		{`{"v":2,"session":"s","time":"2026-11-30T10:15:00Z","events":[]}`, ErrMalformed},
 		{`{"v":2,"session":"s","time":"2026-11-30T10:15:00Z","events":[{"data":{}}]}`, ErrMalformed},
 		{`{"v":1,"session":"s","type":"turn.started","data":{}}`, ErrMalformed},
-		{`{"v":3,"session":"s","events":[{"type":"x","data":{}}]}`, ErrNewerSchema},
+		{`{"v":4,"session":"s","events":[{"type":"x","data":{}}]}`, ErrNewerSchema},
 	} {
 		if _, err := DecodeRecord([]byte(c.body), 1); !errors.Is(err, c.want) {
 			t.Errorf("%q: %v, want %v", c.body, err, c.want)

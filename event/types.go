@@ -36,6 +36,12 @@ const (
 	Thinking Type = "agent.thinking"
 	// ToolStarted opens a tool step.
 	ToolStarted Type = "tool.started"
+	// ToolWaiting reports that a started tool call waits for its tool
+	// service, which is absent (restarting, reconnecting, moving), before it
+	// runs or before its stored result is looked up on resume. The call ends
+	// with tool.finished as any other: its result, or code tool_unavailable
+	// when the service did not come back in time. Log schema version 3.
+	ToolWaiting Type = "tool.waiting"
 	// ToolFinished closes a tool step with its output, and adds the tool result to
 	// the conversation. It also gives a "not executed" result to a call that never
 	// started (NotExecuted), when a turn is repaired before the next run.
@@ -73,6 +79,7 @@ var payloads = map[Type]func() any{
 	LLMFailed:            func() any { return new(LLMFailedData) },
 	Thinking:             func() any { return new(ThinkingData) },
 	ToolStarted:          func() any { return new(ToolStartedData) },
+	ToolWaiting:          func() any { return new(ToolWaitingData) },
 	ToolFinished:         func() any { return new(ToolFinishedData) },
 	AgentFinished:        func() any { return new(AgentFinishedData) },
 	AgentFailed:          func() any { return new(AgentFailedData) },
@@ -90,7 +97,7 @@ func Types() []Type {
 	return []Type{
 		SessionCreated, SessionForked, SessionClaimed, TurnStarted,
 		ToolsOffered, LLMStarted, LLMStreaming, LLMCompleted, LLMFailed, Thinking,
-		ToolStarted, ToolFinished, AgentFinished, AgentFailed, AgentCancelled,
+		ToolStarted, ToolWaiting, ToolFinished, AgentFinished, AgentFailed, AgentCancelled,
 		ContextTrimmed, ContextCompacted, ContextCompactFailed, SummaryAdded,
 		CheckpointCreated, ArtifactCreated,
 	}
@@ -319,17 +326,21 @@ func (d LLMCompletedData) validate() error { return needStep(d.StepID) }
 
 // Error codes of failed steps and turns.
 const (
-	CodeProvider      = "provider"       // the provider failed
-	CodeCancelled     = "cancelled"      // a cancel reached the step
-	CodeTimeout       = "timeout"        // the step ran out of time
-	CodeMaxSteps      = "max_steps"      // the turn reached maxSteps
-	CodeToolError     = "tool_error"     // the tool reported an error
-	CodeInvalidInput  = "invalid_input"  // the tool's input failed its schema
-	CodeNotExecuted   = "not_executed"   // the call never ran (repair after a cancel or failure)
-	CodeInterrupted   = "interrupted"    // the call was running when its owner died; its outcome is unknown
-	CodeInternal      = "internal"       // a fault of TAH itself
-	CodeUnknownTool   = "unknown_tool"   // the model called a tool that does not exist
-	CodeContextBudget = "context_budget" // the kept part of the context alone exceeds the budget
+	CodeProvider     = "provider"      // the provider failed
+	CodeCancelled    = "cancelled"     // a cancel reached the step
+	CodeTimeout      = "timeout"       // the step ran out of time
+	CodeMaxSteps     = "max_steps"     // the turn reached maxSteps
+	CodeToolError    = "tool_error"    // the tool reported an error
+	CodeInvalidInput = "invalid_input" // the tool's input failed its schema
+	CodeNotExecuted  = "not_executed"  // the call never ran (repair after a cancel or failure)
+	CodeInterrupted  = "interrupted"   // the call was running when its owner died; its outcome is unknown
+	CodeInternal     = "internal"      // a fault of TAH itself
+	CodeUnknownTool  = "unknown_tool"  // the model called a tool that was never offered to it
+	// CodeToolUnavailable: the model called a tool it was offered, and the
+	// service that runs it stayed absent for as long as a call waits for it.
+	// Retryable: the same call may succeed once the service is back.
+	CodeToolUnavailable = "tool_unavailable"
+	CodeContextBudget   = "context_budget" // the kept part of the context alone exceeds the budget
 	// CodeAnswerTooLarge: the model's answer was over what a node accepts of
 	// one answer (llm.MaxAnswerBytes), or its tool calls' arguments alone were
 	// too large for the log.
@@ -374,6 +385,28 @@ func (d ToolStartedData) validate() error {
 	}
 	if d.Call.ID == "" {
 		return errors.New("call.id is empty")
+	}
+	return nil
+}
+
+// ToolWaitingData is the payload of tool.waiting.
+type ToolWaitingData struct {
+	// StepID is the tool step (tool.started) whose call waits.
+	StepID string `json:"step_id"`
+	CallID string `json:"call_id"`
+	// Name is the tool whose service the call waits for.
+	Name string `json:"name"`
+	// WaitMS is the longest the call waits, in milliseconds, before it ends
+	// with code tool_unavailable.
+	WaitMS int64 `json:"wait_ms"`
+}
+
+func (d ToolWaitingData) validate() error {
+	if err := needStep(d.StepID); err != nil {
+		return err
+	}
+	if d.CallID == "" {
+		return errors.New("call_id is empty")
 	}
 	return nil
 }

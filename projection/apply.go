@@ -206,6 +206,13 @@ func apply(s *State, e event.Event, payload any) error {
 			StartSeq: e.Seq, StartedAt: e.Time})
 		s.Status = StatusWaitingTool
 
+	case *event.ToolWaitingData:
+		// The call waits for its service: its step stays running (the
+		// session waiting_tool) until its tool.finished.
+		if st := s.Step(d.StepID); st == nil || st.Type != StepTool || st.Status.Done() {
+			return fmt.Errorf("tool.waiting of step %q, which is not a running tool step: %w", d.StepID, ErrInconsistent)
+		}
+
 	case *event.ToolFinishedData:
 		return s.finishTool(e, d)
 

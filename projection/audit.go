@@ -305,6 +305,15 @@ func (a *auditor) step(e event.Event) {
 		if at, ok := a.toolDone[d.Call.ID]; ok {
 			a.bad(e, "tool call %s (%s) starts again after its tool.finished at seq %d", d.Call.ID, d.Call.Name, at)
 		}
+	case event.ToolWaiting:
+		d, err := event.DecodeAs[event.ToolWaitingData](e)
+		if err != nil {
+			a.bad(e, "%v", err)
+			return
+		}
+		if at, ok := a.toolDone[d.CallID]; ok {
+			a.bad(e, "tool call %s (%s) waits for its service after its tool.finished at seq %d", d.CallID, d.Name, at)
+		}
 	case event.ToolFinished:
 		d, err := event.DecodeAs[event.ToolFinishedData](e)
 		if err != nil {

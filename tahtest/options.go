@@ -74,6 +74,9 @@ type Options struct {
 	// command does not send elsewhere (Stdout, Stderr left nil) goes to the
 	// member's log.
 	Command func(i int, args []string) *exec.Cmd
+	// EditConfig changes member i's configuration, in either mode, before
+	// it is checked: remote tools on, a mock script, ...
+	EditConfig func(i int, cfg *config.Config)
 }
 
 func (o Options) withDefaults() Options {
@@ -124,5 +127,8 @@ func (o Options) config(l natstest.Layout, i int, root string) config.Config {
 		cfg.LLM.MockPace = config.Duration(o.Pace)
 	}
 	cfg.LogLevel = "debug"
+	if o.EditConfig != nil {
+		o.EditConfig(i, &cfg)
+	}
 	return cfg
 }

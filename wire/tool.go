@@ -109,17 +109,20 @@ func ToolErrorStatus(code string) string {
 		return "408"
 	case event.CodeCancelled:
 		return "499"
+	case event.CodeToolUnavailable:
+		return "503"
 	}
 	return "500"
 }
 
 // ToolCodeOf maps a tool service's micro error code to a result code: a TAH
 // code passes as it is, 400 is invalid_input, 404 unknown_tool, 408 and 504
-// timeout, 499 cancelled, and anything else tool_error.
+// timeout, 499 cancelled, 503 tool_unavailable (the service cannot take the
+// call now, and did not run it), and anything else tool_error.
 func ToolCodeOf(status string) string {
 	switch status {
 	case event.CodeInvalidInput, event.CodeUnknownTool, event.CodeTimeout, event.CodeCancelled,
-		event.CodeToolError, event.CodeInternal, event.CodeInterrupted:
+		event.CodeToolError, event.CodeInternal, event.CodeInterrupted, event.CodeToolUnavailable:
 		return status
 	case "400":
 		return event.CodeInvalidInput
@@ -129,6 +132,8 @@ func ToolCodeOf(status string) string {
 		return event.CodeTimeout
 	case "499":
 		return event.CodeCancelled
+	case "503":
+		return event.CodeToolUnavailable
 	}
 	return event.CodeToolError
 }

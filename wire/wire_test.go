@@ -163,7 +163,7 @@ func TestTokens(t *testing.T) {
 }
 
 func TestToolCodes(t *testing.T) {
-	for _, code := range []string{event.CodeInvalidInput, event.CodeUnknownTool, event.CodeTimeout, event.CodeCancelled, event.CodeToolError} {
+	for _, code := range []string{event.CodeInvalidInput, event.CodeUnknownTool, event.CodeTimeout, event.CodeCancelled, event.CodeToolError, event.CodeToolUnavailable} {
 		if got := wire.ToolCodeOf(wire.ToolErrorStatus(code)); got != code {
 			t.Errorf("%s -> %s -> %s", code, wire.ToolErrorStatus(code), got)
 		}

@@ -172,13 +172,20 @@ func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error 
 	return runBatch(ctx, a, ids, calls)
 }
 
-// runBatch runs calls whose tool.started is in the log, at steps ids, and
-// stages their tool.finished in call order: they are written with the next
-// write, the next llm.started at the latest, before the model sees them.
-// Calls a cancel stopped keep no result; the next run repairs them.
+// runBatch runs calls whose tool.started is in the log, at steps ids (see
+// runCalls), and stages their tool.finished in call order: they are written
+// with the next write, the next llm.started or the turn's end at the
+// latest, before the model sees them. A call a cancel stopped gets its
+// result (cancelled, or what its service stored just in time) in the same
+// turn; only when the owner stops (or lost the session) does a stopped call
+// keep no result, for the next owner to look up.
 func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall) error {
-	for i, r := range a.Tools.Execute(ctx, a.Session, calls) {
-		if ctx.Err() != nil && r.Result.Code == event.CodeCancelled {
+	results, err := runCalls(ctx, a, ids, calls)
+	if err != nil {
+		return err
+	}
+	for i, r := range results {
+		if r.Result.Code == event.CodeCancelled && ownerStopping(ctx) {
 			continue
 		}
 		finished, err := a.fitResult(ctx, toolFinished(ids[i], r))
@@ -224,6 +231,21 @@ func PrepareResume(ctx context.Context, a *AgentContext) error {
 			}
 		case projection.StepTool:
 			call := stepCall(s)
+			here, err := awaitService(ctx, a, s.ID, call)
+			if err != nil {
+				return err
+			}
+			if ctx.Err() != nil {
+				if ownerStopping(ctx) {
+					return nil // the next owner resumes the call
+				}
+				// Cancelled while it waited: the previous owner ran the call,
+				// and its outcome is unknown. Written with agent.cancelled.
+				if err := a.Stage(event.ToolFinished, toolFinished(s.ID, settled(call, event.CodeInterrupted, projection.InterruptedOutput))); err != nil {
+					return err
+				}
+				continue
+			}
 			if r, found := a.Tools.Lookup(ctx, a.Session, s.CallID); found {
 				finished, err := a.fitResult(ctx, toolFinished(s.ID, toolrunner.CallResult{Call: call, Result: r}))
 				if err != nil {
@@ -234,8 +256,15 @@ func PrepareResume(ctx context.Context, a *AgentContext) error {
 				}
 				continue
 			}
-			if s.Idempotent {
+			if s.Idempotent && here {
 				rerunIDs, rerun = append(rerunIDs, s.ID), append(rerun, call)
+				continue
+			}
+			if s.Idempotent {
+				r := unavailable(ctx, call, a.Tools.waiter.ServiceWait())
+				if err := a.Append(ctx, event.ToolFinished, toolFinished(s.ID, r)); err != nil {
+					return err
+				}
 				continue
 			}
 			if err := a.Append(ctx, event.ToolFinished, toolFinished(s.ID, settled(call, event.CodeInterrupted, projection.InterruptedOutput))); err != nil {

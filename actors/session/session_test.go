@@ -237,9 +237,22 @@ func TestCancelDuringToolThenRepair(t *testing.T) {
 	if o.Status != projection.StatusCancelled {
 		t.Fatalf("%+v", o)
 	}
+	// Every started call is answered in the cancelled turn, with its step.
 	st := fold(t, b, "s1")
-	if len(projection.DanglingCalls(st.Messages)) == 0 {
-		t.Fatal("the cancelled calls should have no result yet")
+	if err := llm.CheckPairing(st.Messages); err != nil {
+		t.Fatalf("after the cancel: %v", err)
+	}
+	for _, s := range st.Steps {
+		if s.Type == projection.StepTool && (!s.Status.Done() || s.Tool == "block" && s.Code != event.CodeCancelled) {
+			t.Fatalf("tool step after the cancel: %+v", s)
+		}
+	}
+	evs, _, err := b.Replay(context.Background(), "s1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := projection.Audit(evs); len(rep.Problems) > 0 {
+		t.Fatalf("audit: %+v", rep.Problems)
 	}
 	o = do(t, m, "s1", run("again"))
 	if o.Status != projection.StatusCompleted {
@@ -249,8 +262,8 @@ func TestCancelDuringToolThenRepair(t *testing.T) {
 	if err := llm.CheckPairing(st.Messages); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(mustJSON(st.Messages), projection.NotExecutedOutput) {
-		t.Fatal("no not-executed result")
+	if strings.Contains(mustJSON(st.Messages), projection.NotExecutedOutput) {
+		t.Fatal("a not-executed repair of a call the cancel answered")
 	}
 }
 

@@ -2,12 +2,14 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tah-dev/tah/actors/toolrunner"
+	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
@@ -30,6 +32,10 @@ type ToolConfig struct {
 	// Finder, when set, finds the results that tool services stored: on
 	// resume, a call its previous owner left running may have finished there.
 	Finder ResultFinder
+	// Waiter, when set, lets a call to a tool the model was offered, whose
+	// service is absent, wait for it (see ServiceWaiter). Nil: the Finder,
+	// when it is a ServiceWaiter too (tools/remote.Registry is both).
+	Waiter ServiceWaiter
 	// Observe, when set, is told of every call the runner ran (a node's
 	// metrics); see toolrunner.Config.Observe.
 	Observe func(toolrunner.CallResult)
@@ -52,6 +58,7 @@ type Tools struct {
 	catalog tools.Catalog
 	runner  *toolrunner.Runner
 	finder  ResultFinder
+	waiter  ServiceWaiter
 }
 
 // startTools spawns the tool runner under root.
@@ -69,7 +76,11 @@ func startTools(root *actor.RootContext, tc ToolConfig, log *slog.Logger) (*Tool
 	if err != nil {
 		return nil, fmt.Errorf("session manager: tool runner: %w", err)
 	}
-	return &Tools{catalog: cat, runner: r, finder: tc.Finder}, nil
+	waiter := tc.Waiter
+	if w, ok := tc.Finder.(ServiceWaiter); ok && waiter == nil {
+		waiter = w
+	}
+	return &Tools{catalog: cat, runner: r, finder: tc.Finder, waiter: waiter}, nil
 }
 
 // Schemas lists the tools offered to the model, in a stable order.
@@ -146,4 +157,13 @@ func settled(call llm.ToolCall, code, output string) toolrunner.CallResult {
 // stepCall is the call a tool step records.
 func stepCall(s projection.Step) llm.ToolCall {
 	return llm.ToolCall{ID: s.CallID, Name: s.Tool, Arguments: s.Input}
+}
+
+// ownerStopping reports whether ctx was cancelled because this owner stops
+// (its node stops, or another node took the session over), not by a cancel
+// of the turn: a call it stopped keeps no result, since the next owner looks
+// up or runs again what the call did.
+func ownerStopping(ctx context.Context) bool {
+	cause := context.Cause(ctx)
+	return errors.Is(cause, ErrStopped) || errors.Is(cause, bus.ErrFenced)
 }

@@ -8,13 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/tah-dev/tah/actors/toolrunner"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
-	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/tools"
@@ -28,25 +25,7 @@ import (
 // node that lists them.
 func serveTools(t *testing.T, b *bus.Bus, cfg toolservice.Config, ts ...tools.Tool) *remote.Registry {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	nc, err := nats.Connect(b.ClientURL(), nats.UserCredentials(localnode.NodeCredsPath(b.Config().DataDir)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	cfg.Logger = quiet
-	svc, err := toolservice.Start(ctx, nc, cfg, ts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := svc.Close(ctx); err != nil {
-			t.Errorf("tool service close: %v", err)
-		}
-	})
+	startService(t, b, cfg, ts...)
 	reg, err := remote.Open(b.Conn(), remote.Config{ProbeEvery: 50 * time.Millisecond, DiscoveryQuiet: 50 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
@@ -176,6 +177,9 @@ func summary(ev event.Event) string {
 	case event.ToolStarted:
 		d, _ := event.DecodeAs[event.ToolStartedData](ev)
 		return d.Call.Name + " " + compactJSON(d.Call.Arguments, 60)
+	case event.ToolWaiting:
+		d, _ := event.DecodeAs[event.ToolWaitingData](ev)
+		return fmt.Sprintf("%s waits for its tool service (up to %v)", d.Name, time.Duration(d.WaitMS)*time.Millisecond)
 	case event.ToolFinished:
 		d, _ := event.DecodeAs[event.ToolFinishedData](ev)
 		s := d.Name + " → " + preview(d.Output, 50)

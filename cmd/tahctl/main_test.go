@@ -79,6 +79,7 @@ func TestScripts(t *testing.T) {
 			"waitnode":      cmdWaitNode,
 			"sid":           cmdSID,
 			"waitfor":       cmdWaitFor,
+			"waittool":      cmdWaitTool,
 			"nodeenv":       cmdNodeEnv,
 			"strangercreds": cmdStrangerCreds,
 			"httpget":       cmdHTTPGet,

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tah-dev/tah/event"
 )
@@ -70,6 +71,11 @@ func (w *watch) onEvent(ev event.Event) {
 		d, _ := event.DecodeAs[event.ToolStartedData](ev)
 		w.tools[d.Call.ID] = d
 		w.sp.start("running " + d.Call.Name)
+	case event.ToolWaiting:
+		d, _ := event.DecodeAs[event.ToolWaitingData](ev)
+		w.sp.stop()
+		w.note(w.st.yellow(fmt.Sprintf("  · waiting for tool service %s (up to %v)", d.Name, time.Duration(d.WaitMS)*time.Millisecond)))
+		w.sp.start("waiting for tool service " + d.Name)
 	case event.ToolFinished:
 		d, _ := event.DecodeAs[event.ToolFinishedData](ev)
 		w.toolCalls++

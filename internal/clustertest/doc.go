@@ -22,6 +22,12 @@
 //     ends exactly once on the surviving nodes, no completed tool runs again.
 //   - TestRollingRestart: SIGTERM and restart of each node in turn under
 //     continuous traffic; no input is lost or run twice.
+//   - TestToolServiceSurvivesNodeCrashes: one node, with a tool service
+//     connected through it, killed with SIGKILL and restarted four times
+//     while 20 sessions' turns call the service's non-idempotent tool: no
+//     call of an offered tool is answered unknown_tool or
+//     tool_unavailable, none runs twice, every turn ends once and every
+//     started call has its result (discovery driven by events alone).
 //
 // They assert what the logs say (projection.Audit of each session's log),
 // never timings: every wait is a poll with a generous bound. A failing test

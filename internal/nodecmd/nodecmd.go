@@ -145,7 +145,7 @@ func argName(s config.Setting) string {
 		strings.HasSuffix(s.Key, "max_tokens") || strings.HasSuffix(s.Key, "max_concurrent"):
 		return "N"
 	case strings.HasSuffix(s.Key, "timeout") || strings.HasSuffix(s.Key, "pace") || strings.HasSuffix(s.Key, "wait") ||
-		strings.HasSuffix(s.Key, "ttl"):
+		strings.HasSuffix(s.Key, "ttl") || strings.HasSuffix(s.Key, "every"):
 		return "DURATION"
 	case s.Key == "tools.write" || s.Key == "tools.remote":
 		return "[=BOOL]"
@@ -370,7 +370,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	// records here; its warnings and errors stay what they are.
 	opts.Bus.Logger = slog.New(demoted{log.Handler()})
 	if cfg.Tools.Remote {
-		opts.RemoteTools = &remote.Config{RefreshEvery: 30 * time.Second}
+		opts.RemoteTools = &remote.Config{RefreshEvery: time.Duration(cfg.Tools.RefreshEvery), ServiceWait: time.Duration(cfg.Tools.ServiceWait)}
 	}
 	n, err := node.Start(ctx, opts)
 	if err != nil {

@@ -201,6 +201,7 @@ func (p *Provider) match(n int, req llm.Request) (answer, error) {
 	turn := countUsers(req.Messages)
 	last := lastUser(req.Messages)
 	comp := isCompaction(req)
+	afterTool := len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == llm.RoleTool
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	spent := -1
@@ -209,7 +210,8 @@ func (p *Provider) match(n int, req llm.Request) (answer, error) {
 			r.Turn != 0 && r.Turn != turn ||
 			r.Prompt != "" && !strings.Contains(last, r.Prompt) ||
 			p.regexps[i] != nil && !p.regexps[i].MatchString(last) ||
-			r.Compaction != nil && *r.Compaction != comp {
+			r.Compaction != nil && *r.Compaction != comp ||
+			r.AfterTool != nil && *r.AfterTool != afterTool {
 			continue
 		}
 		if lim := r.limit(); lim >= 0 && p.uses[i] >= lim {

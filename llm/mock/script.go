@@ -35,7 +35,8 @@ type Script struct {
 // of user messages in the request; Prompt is a substring and PromptRegexp a
 // regular expression of the last user message's content; Compaction, when set,
 // says whether the request must be a compaction request (CompactionMarker in a
-// system message).
+// system message); AfterTool, when set, whether its last message must be a
+// tool result (the model asked again after its calls ran).
 //
 // Answer: Text (streamed as Tokens, or split into words), Reasoning, ToolCalls
 // (an empty ID gets one made up), then Error, if set, which fails the call after
@@ -50,6 +51,7 @@ type Reply struct {
 	Prompt       string `json:"prompt,omitempty"`
 	PromptRegexp string `json:"prompt_regexp,omitempty"`
 	Compaction   *bool  `json:"compaction,omitempty"`
+	AfterTool    *bool  `json:"after_tool,omitempty"`
 	// Times is how many calls the reply answers: 0 or 1 once, n n times, -1
 	// without limit.
 	Times int `json:"times,omitempty"`

@@ -3,10 +3,17 @@
 // services (docs/protocol.md, "Tool services"; tools/toolservice writes one in Go,
 // examples/tool-service-js in JavaScript).
 //
-// A Registry discovers tools through the micro discovery subject $SRV.INFO: every
-// endpoint on tah.tool.<name> is a tool, described by its endpoint metadata
-// (description, schema, idempotent, exclusive, timeout_ms). It implements
-// tools.Catalog, so tools.Merge lists remote tools beside local ones. Calling a
+// A Registry discovers tools through the micro discovery subjects: $SRV.INFO
+// names the tool services, and a tool is the endpoint on tah.tool.<name> that
+// the service tah-tool-<name> describes in its answer to its own verb,
+// $SRV.INFO.tah-tool-<name>, which only a credential allowed to serve that
+// name receives (its metadata: description, schema, idempotent, exclusive,
+// timeout_ms). Discovery follows the services: it runs again on the
+// connection's reconnect, when a call finds no service, while a call waits
+// for one (WaitFor) or a tool is missing, and on an optional period. It
+// implements tools.Catalog, so tools.Merge lists remote tools beside local
+// ones. A call that reaches no runner fails with code tool_unavailable (it did
+// not run): a caller may WaitFor the service and call again. Calling a
 // remote tool sends the call id, session and deadline; cancelling it publishes on
 // tah.tool.cancel.<call token>. Services store every call in the KV bucket
 // tah_tool_results before they reply, so a caller that lost the reply, or a node
@@ -16,7 +23,7 @@
 //
 // The smallest use:
 //
-//	reg, err := remote.Open(nc, remote.Config{RefreshEvery: 30 * time.Second})
+//	reg, err := remote.Open(nc, remote.Config{RefreshEvery: 30 * time.Second, ServiceWait: 30 * time.Second})
 //	defer reg.Close(ctx)
 //	exec := tools.NewExecutor(tools.Merge(local, reg), tools.Options{})
 //	res := exec.Execute(tools.WithCall(ctx, tools.CallInfo{Session: sid}), call)

@@ -2,12 +2,9 @@ package remote
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,9 +24,22 @@ type Config struct {
 	// DiscoveryQuiet ends a Refresh early, this long after the last answer
 	// (default 150ms).
 	DiscoveryQuiet time.Duration
-	// RefreshEvery, when positive, refreshes in the background from Open until
-	// Close, the first time at once. Zero: only explicit Refresh calls.
+	// RefreshEvery, when positive, also refreshes on this period: a new tool
+	// service that no call waits for is found this way (or when someone asks
+	// for the tools, tah.api.tools). Zero: discovery is driven by events only
+	// (see Registry).
 	RefreshEvery time.Duration
+	// MissingEvery is how often the registry looks again while a tool it
+	// knew is missing, or a call waits for one (default 500ms).
+	MissingEvery time.Duration
+	// MissingFor is how long a tool that disappeared counts as missing
+	// (default 1 minute); after that only calls that wait for it, and the
+	// periodic refresh, look for it.
+	MissingFor time.Duration
+	// ServiceWait is the longest a call to a tool the model was offered
+	// waits for its absent service before it fails with code
+	// tool_unavailable (default DefaultServiceWait; see WaitFor).
+	ServiceWait time.Duration
 	// ProbeEvery is how often a waiting call reads its stored state and, while
 	// its runner claims it, pings the runner, so that a runner that died ends the
 	// call at once (code "interrupted") rather than at its deadline. Default 1s;
@@ -41,12 +51,25 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// DefaultServiceWait is how long a call waits for its tool's absent service
+// when Config.ServiceWait is zero.
+const DefaultServiceWait = 30 * time.Second
+
 func (c Config) withDefaults() Config {
 	if c.DiscoveryWait <= 0 {
 		c.DiscoveryWait = time.Second
 	}
 	if c.DiscoveryQuiet <= 0 {
 		c.DiscoveryQuiet = 150 * time.Millisecond
+	}
+	if c.MissingEvery <= 0 {
+		c.MissingEvery = 500 * time.Millisecond
+	}
+	if c.MissingFor <= 0 {
+		c.MissingFor = time.Minute
+	}
+	if c.ServiceWait <= 0 {
+		c.ServiceWait = DefaultServiceWait
 	}
 	if c.ProbeEvery == 0 {
 		c.ProbeEvery = time.Second
@@ -60,55 +83,56 @@ func (c Config) withDefaults() Config {
 
 // Registry lists the tools that services offer on NATS, beside local tools (see
 // tools.Merge), and calls them. It is safe for concurrent use.
+//
+// Its discovery follows the services: from Open until Close it refreshes at
+// once, when its connection reconnects, when a call finds no service or
+// waits for one (WaitFor), every MissingEvery while a tool it knew is
+// missing, and every RefreshEvery when set.
 type Registry struct {
 	nc      *nats.Conn
 	cfg     Config
 	results *Results
 
-	mu    sync.RWMutex
-	tools map[string]*Tool
+	// refreshMu makes refreshes run one at a time, so that an older one never
+	// replaces a newer one's tools.
+	refreshMu sync.Mutex
 
+	mu    sync.Mutex
+	tools map[string]*Tool
+	// gone holds the tools that disappeared, and when.
+	gone map[string]time.Time
+	// wanted counts the calls that wait for each tool (WaitFor).
+	wanted map[string]int
+	// started numbers the refreshes as they start; fresh is the number of
+	// the last one that ended, and changed is closed (and replaced) then.
+	started, fresh uint64
+	changed        chan struct{}
+
+	kick   chan struct{}
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
 var _ tools.Catalog = (*Registry)(nil)
 
-// Open returns a registry over nc. With cfg.RefreshEvery set it starts refreshing
-// in the background; Close stops that.
+// Open returns a registry over nc and starts its discovery (see Registry);
+// Close stops it.
 func Open(nc *nats.Conn, cfg Config) (*Registry, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("remote: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	r := &Registry{nc: nc, cfg: cfg, results: NewResults(js, cfg.Results), tools: map[string]*Tool{}}
+	r := &Registry{nc: nc, cfg: cfg, results: NewResults(js, cfg.Results), tools: map[string]*Tool{},
+		gone: map[string]time.Time{}, wanted: map[string]int{}, changed: make(chan struct{}), kick: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	if cfg.RefreshEvery > 0 {
-		r.wg.Add(1)
-		go r.loop(ctx)
-	}
+	r.wg.Add(1)
+	go r.follow(ctx)
 	return r, nil
 }
 
-func (r *Registry) loop(ctx context.Context) {
-	defer r.wg.Done()
-	t := time.NewTicker(r.cfg.RefreshEvery)
-	defer t.Stop()
-	for {
-		if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
-			r.cfg.Logger.Warn("remote tools: refresh failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// Close stops the background refresh and waits for it, or for ctx.
+// Close stops the discovery and waits for it, or for ctx.
 func (r *Registry) Close(ctx context.Context) error {
 	r.cancel()
 	done := make(chan struct{})
@@ -121,95 +145,10 @@ func (r *Registry) Close(ctx context.Context) error {
 	}
 }
 
-// Refresh asks every micro service on the connection for its info ($SRV.INFO)
-// and keeps, as the tools of this registry, the endpoints on tah.tool.<name>.
-// An endpoint whose name or schema is not valid is left out with a warning.
-// When several services offer the same tool, the one with the smallest service
-// id is kept (all instances of one service are equivalent).
-func (r *Registry) Refresh(ctx context.Context) error {
-	inbox := r.nc.NewInbox()
-	ch := make(chan *nats.Msg, 256)
-	sub, err := r.nc.ChanSubscribe(inbox, ch)
-	if err != nil {
-		return fmt.Errorf("remote: discovery: %w", err)
-	}
-	defer sub.Unsubscribe()
-	subj, _ := micro.ControlSubject(micro.InfoVerb, "", "")
-	if err := r.nc.PublishRequest(subj, inbox, nil); err != nil {
-		return fmt.Errorf("remote: discovery: %w", err)
-	}
-	found := map[string]*Tool{}
-	total := time.NewTimer(r.cfg.DiscoveryWait)
-	defer total.Stop()
-	var quiet <-chan time.Time
-collect:
-	for {
-		select {
-		case m := <-ch:
-			r.absorb(m.Data, found)
-			quiet = time.After(r.cfg.DiscoveryQuiet)
-		case <-quiet:
-			break collect
-		case <-total.C:
-			break collect
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	r.mu.Lock()
-	r.tools = found
-	r.mu.Unlock()
-	return nil
-}
-
-// absorb adds the tools of one service's info to found.
-func (r *Registry) absorb(data []byte, found map[string]*Tool) {
-	var info micro.Info
-	if err := json.Unmarshal(data, &info); err != nil || info.Type != micro.InfoResponseType {
-		return
-	}
-	for _, ep := range info.Endpoints {
-		name, ok := strings.CutPrefix(ep.Subject, wire.ToolPrefix)
-		if !ok || strings.Contains(name, ".") {
-			continue
-		}
-		if err := tools.ValidName(name); err != nil || name == "cancel" {
-			r.cfg.Logger.Warn("remote tools: endpoint left out: bad name", "service", info.Name, "subject", ep.Subject)
-			continue
-		}
-		t := &Tool{
-			reg:        r,
-			name:       name,
-			service:    info.Name,
-			instance:   info.ID,
-			desc:       ep.Metadata[wire.MetaToolDesc],
-			idempotent: ep.Metadata[wire.MetaToolIdempotent] == "true",
-			exclusive:  ep.Metadata[wire.MetaToolExclusive] == "true",
-		}
-		if t.desc == "" {
-			t.desc = info.Description
-		}
-		if s := ep.Metadata[wire.MetaToolSchema]; s != "" {
-			t.schema = json.RawMessage(s)
-		}
-		if _, err := tools.CompileSchema(tools.SchemaOf(t)); err != nil {
-			r.cfg.Logger.Warn("remote tools: endpoint left out: bad schema", "service", info.Name, "tool", name, "err", err)
-			continue
-		}
-		if ms, err := strconv.ParseInt(ep.Metadata[wire.MetaToolTimeoutMS], 10, 64); err == nil && ms > 0 {
-			t.timeout = time.Duration(ms) * time.Millisecond
-		}
-		if old, ok := found[name]; ok && old.instance < t.instance {
-			continue
-		}
-		found[name] = t
-	}
-}
-
 // Tool returns the remote tool named name, as of the last Refresh.
 func (r *Registry) Tool(name string) (tools.Tool, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	t, ok := r.tools[name]
 	if !ok {
 		return nil, false
@@ -219,12 +158,12 @@ func (r *Registry) Tool(name string) (tools.Tool, bool) {
 
 // Schemas describes the remote tools, sorted by name.
 func (r *Registry) Schemas() []llm.ToolSchema {
-	r.mu.RLock()
+	r.mu.Lock()
 	ts := make([]tools.Tool, 0, len(r.tools))
 	for _, t := range r.tools {
 		ts = append(ts, t)
 	}
-	r.mu.RUnlock()
+	r.mu.Unlock()
 	reg, err := tools.NewRegistry(ts...)
 	if err != nil { // cannot happen: names and schemas were checked on the way in
 		r.cfg.Logger.Error("remote tools: listing", "err", err)

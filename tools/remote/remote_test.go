@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -211,10 +212,16 @@ func TestGoRoundTrip(t *testing.T) {
 	// still answer that it is stopping.)
 	bustest.Eventually(t, 30*time.Second, "no runner for shout", func() bool {
 		res := run("call_3", "shout", `{"text":"anyone?"}`)
-		if res.Code != event.CodeToolError || !strings.Contains(res.Output, "no runner serves tool shout") && !strings.Contains(res.Output, "stopping") {
+		if strings.Contains(res.Output, "no runner serves tool shout") {
+			if res.Code != event.CodeToolUnavailable {
+				t.Fatalf("no runner, code %q: %+v", res.Code, res)
+			}
+			return true
+		}
+		if res.Code != event.CodeToolUnavailable || !strings.Contains(res.Output, "stopping") {
 			t.Fatalf("after close: %+v", res)
 		}
-		return strings.Contains(res.Output, "no runner serves tool shout")
+		return false
 	})
 	discover(t, reg) // refresh: the tools disappear
 	if _, ok := reg.Tool("shout"); ok {
@@ -292,5 +299,68 @@ func TestRunnerDiesMidCall(t *testing.T) {
 	}
 	if _, err := other.Await(ctx, "s_die", "call_zzz"); !errors.Is(err, remote.ErrNoResult) {
 		t.Fatalf("await unknown: %v", err)
+	}
+}
+
+// TestFollowsRestart: with the periodic refresh off, a tool service that
+// restarts is found again because a call waits for it: the next call reaches
+// it.
+func TestFollowsRestart(t *testing.T) {
+	ctx := testCtx(t)
+	srv := bustest.Server(t)
+	start := func() *toolservice.Service {
+		svc, err := toolservice.Start(ctx, bustest.Connect(t, srv), toolservice.Config{Logger: quiet}, goTools(nil)[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return svc
+	}
+	svc := start()
+	reg := openRegistry(t, srv) // RefreshEvery 0: driven by events only
+	if err := reg.WaitFor(ctx, "shout"); err != nil {
+		t.Fatal(err)
+	}
+	exec := tools.NewExecutor(reg, tools.Options{Logger: quiet})
+	sctx := tools.WithCall(ctx, tools.CallInfo{Session: "s_restart"})
+	call := func(id string) tools.Result {
+		return exec.Execute(sctx, llm.ToolCall{ID: id, Name: "shout", Arguments: json.RawMessage(`{"text":"again"}`)})
+	}
+	if res := call("call_1"); res.Output != "AGAIN!" {
+		t.Fatalf("before the restart: %+v", res)
+	}
+	if err := svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc = start()
+	t.Cleanup(func() { _ = svc.Close(context.Background()) })
+	for i := 0; ; i++ {
+		res := call(fmt.Sprintf("call_%d", i+2))
+		if res.Output == "AGAIN!" {
+			break
+		}
+		if res.Code != event.CodeToolUnavailable && res.Code != event.CodeUnknownTool {
+			t.Fatalf("after the restart: %+v", res)
+		}
+		if err := reg.WaitFor(ctx, "shout"); err != nil {
+			t.Fatalf("waiting for the restarted service: %v", err)
+		}
+	}
+
+	// A service that never comes back: the wait ends with its context.
+	if err := svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The call that finds no service makes the registry look again.
+	bustest.Eventually(t, 30*time.Second, "shout gone", func() bool {
+		if res := call("call_gone"); res.Code != event.CodeToolUnavailable && res.Code != event.CodeUnknownTool {
+			t.Fatalf("a call of a closed service: %+v", res)
+		}
+		_, ok := reg.Tool("shout")
+		return !ok
+	})
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := reg.WaitFor(wctx, "shout"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait for a service that is gone: %v", err)
 	}
 }

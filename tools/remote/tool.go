@@ -146,11 +146,14 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 	}
 }
 
-// reply decodes a service's reply.
+// reply decodes a service's reply. No responders is code tool_unavailable:
+// the call reached no runner, so running it again is safe (a caller may
+// wait for the service, Registry.WaitFor, and call again).
 func (t *Tool) reply(m *nats.Msg) (tools.Result, error) {
-	if m.Header.Get("Status") == "503" { // no responders
-		return tools.Result{}, &tools.ToolError{Code: event.CodeToolError,
-			Err: fmt.Errorf("no runner serves tool %s right now (nothing listens on %s)", t.name, wire.ToolSubject(t.name))}
+	if m.Header.Get("Status") == "503" { // no responders: the call reached no one
+		t.reg.nudge()
+		return tools.Result{}, &tools.ToolError{Code: event.CodeToolUnavailable,
+			Err: fmt.Errorf("no runner serves tool %s right now (nothing listens on %s); the call did not run", t.name, wire.ToolSubject(t.name))}
 	}
 	if status := m.Header.Get(micro.ErrorCodeHeader); status != "" {
 		var res tools.Result

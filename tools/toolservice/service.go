@@ -207,14 +207,14 @@ func (s *Service) handler(t tools.Tool, svc micro.Service) micro.HandlerFunc {
 		select {
 		case s.slots <- struct{}{}:
 		case <-s.ctx.Done():
-			_ = req.Error("503", "the tool service is stopping", nil)
+			_ = req.Error(wire.ToolErrorStatus(event.CodeToolUnavailable), "the tool service is stopping; the call did not run", nil)
 			return
 		}
 		s.mu.Lock()
 		if s.closing {
 			s.mu.Unlock()
 			<-s.slots
-			_ = req.Error("503", "the tool service is stopping", nil)
+			_ = req.Error(wire.ToolErrorStatus(event.CodeToolUnavailable), "the tool service is stopping; the call did not run", nil)
 			return
 		}
 		s.wg.Add(1)
@@ -229,6 +229,13 @@ func (s *Service) handler(t tools.Tool, svc micro.Service) micro.HandlerFunc {
 
 // kvTimeout bounds each write of a stored call.
 const kvTimeout = 10 * time.Second
+
+// A call's result whose write fails is written again every storeRetryEvery
+// for up to storeRetryFor: the NATS server may be restarting.
+const (
+	storeRetryEvery = 250 * time.Millisecond
+	storeRetryFor   = 2 * time.Minute
+)
 
 func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
 	var in wire.ToolRequest
@@ -338,10 +345,21 @@ func (s *Service) respondError(req micro.Request, status, desc string, body []by
 }
 
 func (s *Service) store(st wire.StoredCall) {
-	ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
-	defer cancel()
-	if err := s.results.Put(ctx, st); err != nil {
-		s.log.Error("toolservice: storing the call failed", "tool", st.Tool, "call", st.CallID, "state", st.State, "err", err)
+	deadline := time.Now().Add(storeRetryFor)
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), kvTimeout)
+		err := s.results.Put(ctx, st)
+		cancel()
+		if err == nil {
+			return
+		}
+		// A result is what a node that lost the reply (its NATS server
+		// restarting, say) finds: keep trying while the server is away.
+		if st.State != wire.CallDone || time.Now().After(deadline) {
+			s.log.Error("toolservice: storing the call failed", "tool", st.Tool, "call", st.CallID, "state", st.State, "attempts", attempt, "err", err)
+			return
+		}
+		time.Sleep(storeRetryEvery)
 	}
 }
 

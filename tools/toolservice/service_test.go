@@ -130,7 +130,9 @@ func TestWireContract(t *testing.T) {
 // A cancel that overtakes its request (here: the request waits for the only
 // slot) still cancels it.
 func TestCancelOvertakesRequest(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Every wait below is on an event (a stored state, a reply); the
+	// deadline only keeps a broken build from hanging.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	srv := bustest.Server(t)
 	svc, err := toolservice.Start(ctx, bustest.Connect(t, srv), toolservice.Config{Logger: quiet, MaxConcurrent: 1}, hold())
@@ -144,20 +146,26 @@ func TestCancelOvertakesRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := func(key string) wire.StoredCall {
-		var st wire.StoredCall
-		if e, err := kv.Get(ctx, key); err == nil {
-			_ = json.Unmarshal(e.Value(), &st)
-		}
-		return st
+	c1, err := kv.Watch(ctx, "hold._.c1")
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer c1.Stop()
 	replies := make(chan *nats.Msg, 2)
 	inbox := nc.NewInbox()
 	sub, _ := nc.ChanSubscribe(inbox, replies)
 	defer sub.Unsubscribe()
 	// c1 takes the slot.
 	_ = nc.PublishRequest("tah.tool.hold", inbox, []byte(`{"call_id":"c1","attempt":"a1","input":{}}`))
-	bustest.Eventually(t, 20*time.Second, "c1 running", func() bool { return stored("hold._.c1").State == "running" })
+	for running := false; !running; {
+		select {
+		case e := <-c1.Updates():
+			var st wire.StoredCall
+			running = e != nil && json.Unmarshal(e.Value(), &st) == nil && st.State == "running"
+		case <-ctx.Done():
+			t.Fatal("c1 never ran")
+		}
+	}
 	// c2 is cancelled before it can start, then c1 is cancelled: c2 never runs.
 	_ = nc.Publish("tah.tool.cancel.c2", []byte(`{"call_id":"c2","attempt":"a2","reason":"cancelled"}`))
 	_ = nc.PublishRequest("tah.tool.hold", inbox, []byte(`{"call_id":"c2","attempt":"a2","input":{}}`))
@@ -169,11 +177,15 @@ func TestCancelOvertakesRequest(t *testing.T) {
 			if m.Header.Get(micro.ErrorCodeHeader) != "499" {
 				t.Fatalf("reply: %v %s", m.Header, m.Data)
 			}
-		case <-time.After(20 * time.Second):
+		case <-ctx.Done():
 			t.Fatal("a cancelled call did not answer")
 		}
 	}
-	if st := stored("hold._.c2"); st.State != "done" || st.Result.Code != event.CodeCancelled {
+	var st wire.StoredCall
+	if e, err := kv.Get(ctx, "hold._.c2"); err == nil {
+		_ = json.Unmarshal(e.Value(), &st)
+	}
+	if st.State != "done" || st.Result.Code != event.CodeCancelled {
 		t.Fatalf("c2: %+v", st)
 	}
 }

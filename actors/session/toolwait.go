@@ -1,0 +1,147 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tah-dev/tah/actors/toolrunner"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+)
+
+// ServiceWaiter waits for the service of a remote tool that is absent
+// (tools/remote.Registry is one): a call to a tool the model was offered
+// waits for it rather than failing as unknown.
+type ServiceWaiter interface {
+	// ServiceWait is the longest a call waits for its tool's service.
+	ServiceWait() time.Duration
+	// WaitFor returns nil once a service of the tool named name is there,
+	// or ctx's error.
+	WaitFor(ctx context.Context, name string) error
+}
+
+// runCalls executes calls, whose tool.started (at steps ids) is in the log.
+// A call whose tool the model was offered and whose service is absent waits
+// for the service, with a tool.waiting in the log, for up to the waiter's
+// ServiceWait (one wait for the whole batch), and runs when the service is
+// back; one still waiting then ends with code tool_unavailable, and one a
+// cancel stops while it waits, cancelled.
+func runCalls(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall) ([]toolrunner.CallResult, error) {
+	results := a.Tools.Execute(ctx, a.Session, calls)
+	w := a.Tools.waiter
+	if w == nil {
+		return results, nil
+	}
+	var wctx context.Context
+	for {
+		var waiting []int
+		for i, r := range results {
+			if absent(a.State(), r) {
+				waiting = append(waiting, i)
+			}
+		}
+		if len(waiting) == 0 {
+			return results, nil
+		}
+		if wctx == nil && ctx.Err() == nil {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithTimeout(ctx, w.ServiceWait())
+			defer cancel()
+			for n, i := range waiting {
+				if err := announceWait(ctx, a, ids[i], calls[i], n == len(waiting)-1); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if ctx.Err() != nil || wctx.Err() != nil {
+			for _, i := range waiting {
+				results[i] = unavailable(ctx, calls[i], w.ServiceWait())
+			}
+			return results, nil
+		}
+		// One tool's wait at a time: the others run again with it, and
+		// those whose service is back meanwhile are done.
+		_ = w.WaitFor(wctx, calls[waiting[0]].Name)
+		again := a.Tools.Execute(ctx, a.Session, pick(calls, waiting))
+		for j, i := range waiting {
+			results[i] = again[j]
+		}
+	}
+}
+
+// awaitService is the wait of a resumed turn's call at step stepID that its
+// previous owner left running: when the tool was offered and its service is
+// absent, it waits for it (tool.waiting) before the call is looked up. It
+// reports whether the service is there (or the tool is not remote).
+func awaitService(ctx context.Context, a *AgentContext, stepID string, call llm.ToolCall) (bool, error) {
+	w := a.Tools.waiter
+	if _, ok := a.Tools.catalog.Tool(call.Name); ok || w == nil || !offered(a.State(), call.ID, call.Name) {
+		return true, nil
+	}
+	if err := announceWait(ctx, a, stepID, call, true); err != nil {
+		return false, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, w.ServiceWait())
+	defer cancel()
+	return w.WaitFor(wctx, call.Name) == nil, nil
+}
+
+// announceWait records that the call at step stepID waits for its service:
+// staged, or appended (flush) so that watchers see it now.
+func announceWait(ctx context.Context, a *AgentContext, stepID string, call llm.ToolCall, flush bool) error {
+	d := event.ToolWaitingData{StepID: stepID, CallID: call.ID, Name: call.Name, WaitMS: a.Tools.waiter.ServiceWait().Milliseconds()}
+	a.log.Info("a tool call waits for its tool service", "session", a.Session, "tool", call.Name, "call", call.ID, "wait", a.Tools.waiter.ServiceWait())
+	if flush {
+		return a.Append(ctx, event.ToolWaiting, d)
+	}
+	return a.Stage(event.ToolWaiting, d)
+}
+
+// absent reports whether r is the result of a call whose service was not
+// there: no runner answered (tool_unavailable), or the tool is not listed
+// although the model was offered it.
+func absent(st *projection.State, r toolrunner.CallResult) bool {
+	switch r.Result.Code {
+	case event.CodeToolUnavailable:
+		return true
+	case event.CodeUnknownTool:
+		return offered(st, r.Call.ID, r.Call.Name)
+	}
+	return false
+}
+
+// offered reports whether the request that the model answered with call
+// callID offered it the tool named name (llm.started records the names).
+func offered(st *projection.State, callID, name string) bool {
+	for i := len(st.Steps) - 1; i >= 0; i-- {
+		s := st.Steps[i]
+		if s.Type != projection.StepLLM || s.Response == nil || s.RequestRef == nil {
+			continue
+		}
+		if slices.ContainsFunc(s.Response.ToolCalls, func(c llm.ToolCall) bool { return c.ID == callID }) {
+			return slices.Contains(s.RequestRef.Tools, name)
+		}
+	}
+	return false
+}
+
+// unavailable is the result of a call whose service did not come back in
+// time, or, when ctx is done, of one cancelled while it waited.
+func unavailable(ctx context.Context, call llm.ToolCall, wait time.Duration) toolrunner.CallResult {
+	if ctx.Err() != nil {
+		return settled(call, event.CodeCancelled, fmt.Sprintf("Error: the call to %s was cancelled while it waited for its tool service.", call.Name))
+	}
+	return settled(call, event.CodeToolUnavailable, fmt.Sprintf(
+		"Error: tool %s is unavailable: its service did not come back within %v. The call did not run; it may succeed if you try again later.", call.Name, wait))
+}
+
+func pick(calls []llm.ToolCall, at []int) []llm.ToolCall {
+	out := make([]llm.ToolCall, len(at))
+	for j, i := range at {
+		out[j] = calls[i]
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package remote
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// follow refreshes the registry from Open until Close: at once, and then on
+// every event that may mean a service came or went (see Registry).
+func (r *Registry) follow(ctx context.Context) {
+	defer r.wg.Done()
+	reconnected := r.nc.StatusChanged(nats.CONNECTED)
+	defer r.nc.RemoveStatusListener(reconnected)
+	var periodic <-chan time.Time
+	if r.cfg.RefreshEvery > 0 {
+		t := time.NewTicker(r.cfg.RefreshEvery)
+		defer t.Stop()
+		periodic = t.C
+	}
+	missing := time.NewTicker(r.cfg.MissingEvery)
+	defer missing.Stop()
+	for {
+		if err := r.Refresh(ctx); err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("remote tools: refresh failed", "err", err)
+		}
+		for again := false; !again; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.kick:
+				again = true
+			case <-reconnected:
+				r.cfg.Logger.Debug("remote tools: reconnected; looking for the tool services again")
+				again = true
+			case <-periodic:
+				again = true
+			case <-missing.C:
+				again = r.missing()
+			}
+		}
+	}
+}
+
+// nudge asks for a refresh soon, without waiting for it.
+func (r *Registry) nudge() {
+	select {
+	case r.kick <- struct{}{}:
+	default: // one is asked for already
+	}
+}
+
+// missing reports whether a call waits for a tool, or a tool disappeared
+// less than MissingFor ago; it forgets those that disappeared before.
+func (r *Registry) missing() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, at := range r.gone {
+		if time.Since(at) > r.cfg.MissingFor {
+			delete(r.gone, name)
+		}
+	}
+	return len(r.gone) > 0 || len(r.wanted) > 0
+}
+
+// settle makes found the registry's tools, as discovered by refresh number
+// round, and tells the waiters.
+func (r *Registry) settle(round uint64, found map[string]*Tool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	for name, t := range r.tools {
+		if _, ok := found[name]; !ok {
+			r.gone[name] = now
+			r.cfg.Logger.Info("remote tools: a tool service is gone", "tool", name, "service", t.service)
+		}
+	}
+	for name, t := range found {
+		if _, ok := r.tools[name]; !ok {
+			r.cfg.Logger.Info("remote tools: a tool service is here", "tool", name, "service", t.service, "instance", t.instance)
+		}
+		delete(r.gone, name)
+	}
+	r.tools = found
+	r.fresh = max(r.fresh, round)
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// ServiceWait is the longest a call waits for its tool's absent service
+// (Config.ServiceWait).
+func (r *Registry) ServiceWait() time.Duration { return r.cfg.ServiceWait }
+
+// WaitFor returns nil once a discovery that started after the call finds a
+// service of the tool named name, or ctx's error. While it waits the registry
+// looks every MissingEvery. The caller bounds the wait with ctx (ServiceWait
+// is the configured bound); cancelling ctx ends it at once.
+func (r *Registry) WaitFor(ctx context.Context, name string) error {
+	r.mu.Lock()
+	r.wanted[name]++
+	since := r.started
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.wanted[name]--; r.wanted[name] <= 0 {
+			delete(r.wanted, name)
+		}
+		r.mu.Unlock()
+	}()
+	r.nudge()
+	for {
+		r.mu.Lock()
+		_, ok := r.tools[name]
+		fresh, changed := r.fresh > since, r.changed
+		r.mu.Unlock()
+		if ok && fresh {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

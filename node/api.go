@@ -335,8 +335,9 @@ func (n *Node) apiCommand(cmd wire.Command) func(context.Context, wire.CommandRe
 
 func (n *Node) apiTools(ctx context.Context, _ wire.EmptyRequest) (wire.ToolsReply, error) {
 	if n.remote != nil {
-		// Discovery runs in the background every 30s; a person asking what the
-		// model may call wants the tool service started a moment ago too.
+		// Discovery follows the services' comings and goings by events
+		// (remote.Registry); a person asking what the model may call wants
+		// a service that started a moment ago, before any event, too.
 		if err := n.remote.Refresh(ctx); err != nil {
 			n.log.Debug("remote tools not refreshed", "err", err)
 		}

@@ -26,7 +26,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	s, err := h.c.Create(ctx, wire.CreateRequest{})
 	if err != nil {
-		redirect(w, r, "/", flash{Err: "create: " + err.Error()})
+		redirect(w, r, "/", errFlash("create", err))
 		return
 	}
 	h.startTurn(w, r, s.Session, func(ctx context.Context) (*client.Turn, error) {
@@ -61,7 +61,7 @@ func (h *Handler) startTurn(w http.ResponseWriter, r *http.Request, sid string, 
 	defer cancel()
 	turn, err := start(ctx)
 	if err != nil {
-		redirect(w, r, page, flash{Err: err.Error()})
+		redirect(w, r, page, errFlash("", err))
 		return
 	}
 	defer turn.Close()
@@ -72,21 +72,26 @@ func (h *Handler) startTurn(w http.ResponseWriter, r *http.Request, sid string, 
 	case errors.Is(err, context.DeadlineExceeded):
 		redirect(w, r, page, flash{OK: "turn started (input " + turn.InputID() + ")"})
 	case err != nil:
-		redirect(w, r, page, flash{Err: err.Error()})
+		redirect(w, r, page, errFlash("", err))
 	default:
 		redirect(w, r, page, outcomeFlash(out))
 	}
 }
 
-// outcomeFlash says how a turn ended, as tahctl does.
+// outcomeFlash says how a turn ended, as tahctl does: a refusal or a
+// command not carried out with its failure code (client returns those as a
+// *CommandError; an outcome that says so is read the same), a failed or
+// cancelled turn with its error's code.
 func outcomeFlash(o wire.Outcome) flash {
+	if o.Refused() {
+		return flash{Err: "refused: " + o.Failure, Code: o.FailureCode}
+	}
+	if o.Failure != "" {
+		return flash{Err: o.Failure, Code: o.FailureCode}
+	}
 	msg := fmt.Sprintf("turn %d %s", o.Turn, o.Status)
 	if o.Error != "" {
-		msg += ": " + o.Error
-		if o.Code != "" {
-			msg += " (" + o.Code + ")"
-		}
-		return flash{Err: msg}
+		return flash{Err: msg + ": " + o.Error, Code: o.Code}
 	}
 	return flash{OK: msg}
 }
@@ -99,7 +104,7 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	out, err := h.c.Cancel(ctx, sid, cancelReason)
 	if err != nil {
-		redirect(w, r, "/s/"+sid, flash{Err: "cancel: " + err.Error()})
+		redirect(w, r, "/s/"+sid, errFlash("cancel", err))
 		return
 	}
 	if !out.Status.Active() {
@@ -117,7 +122,7 @@ func (h *Handler) compact(w http.ResponseWriter, r *http.Request) {
 	res, err := h.c.Compact(ctx, sid)
 	switch {
 	case err != nil:
-		redirect(w, r, "/s/"+sid, flash{Err: "compact: " + err.Error()})
+		redirect(w, r, "/s/"+sid, errFlash("compact", err))
 	case res == nil:
 		redirect(w, r, "/s/"+sid, flash{OK: "nothing to compact"})
 	default:
@@ -141,7 +146,7 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rep, err := h.c.Fork(ctx, req)
 	if err != nil {
-		redirect(w, r, "/s/"+sid, flash{Err: "fork: " + err.Error()})
+		redirect(w, r, "/s/"+sid, errFlash("fork", err))
 		return
 	}
 	redirect(w, r, "/s/"+rep.Session, flash{OK: "forked from " + sid})

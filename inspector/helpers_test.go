@@ -23,6 +23,7 @@ import (
 // person starts it, with the UI at base.
 type node struct {
 	dir  string
+	root string // the tools' root: the demo model reads its README.md
 	base string // http://127.0.0.1:PORT
 }
 
@@ -51,7 +52,7 @@ func startNode(t *testing.T, httpAddr string, pace time.Duration) *node {
 	for {
 		info, err := localnode.ReadNodeInfo(dir)
 		if err == nil && info.HTTP != "" {
-			return &node{dir: dir, base: "http://" + info.HTTP}
+			return &node{dir: dir, root: root, base: "http://" + info.HTTP}
 		}
 		select {
 		case err := <-done:

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -96,22 +97,24 @@ func outcomeFlash(o wire.Outcome) flash {
 	return flash{OK: msg}
 }
 
-// cancel cancels the running turn: the node answers once the cancel reached
-// it, with the state it found; the turn's end then shows live.
+// cancel cancels the running turn (or compaction): the node answers once
+// the work it cancelled ended, with that work's outcome (WasRunning), or at
+// once with the session's state when it ran nothing.
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("sid")
 	ctx, cancel := context.WithTimeout(r.Context(), commandTimeout)
 	defer cancel()
 	out, err := h.c.Cancel(ctx, sid, cancelReason)
-	if err != nil {
+	switch {
+	case err != nil:
 		redirect(w, r, "/s/"+sid, errFlash("cancel", err))
-		return
-	}
-	if !out.Status.Active() {
+	case !out.WasRunning:
 		redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("nothing to cancel: the session was not running (it is %s)", out.Status)})
-		return
+	case out.Status == projection.StatusCancelled:
+		redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("cancelled: turn %d stopped", out.Turn)})
+	default:
+		redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("the cancel came too late: turn %d ended %s first", out.Turn, out.Status)})
 	}
-	redirect(w, r, "/s/"+sid, flash{OK: "cancel sent: the running turn stops, and its end shows below"})
 }
 
 // compact summarises the session's turns so far.

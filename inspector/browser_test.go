@@ -88,7 +88,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.SendKeys("#text", "再分析一次"), chromedp.Submit("#text"))
 	wait("it runs", `document.querySelector("#turn-2 h2 .badge")?.textContent === "running"`)
 	do("cancel", chromedp.Click("#cancel"))
-	wait("it is cancelled", `document.querySelector("#turn-2 h2 .badge")?.textContent === "cancelled" && document.querySelector(".flash.ok")?.textContent.includes("cancel sent")`)
+	wait("it is cancelled", `document.querySelector("#turn-2 h2 .badge")?.textContent === "cancelled" && document.querySelector(".flash.ok")?.textContent.includes("cancelled: turn 2 stopped")`)
 
 	do("fork at turn 1", chromedp.SetValue("#fork-turns", "1"), chromedp.Click("#fork"))
 	wait("the fork's page", `location.pathname !== "/s/`+sid+`" && document.querySelector(".flash.ok")?.textContent.includes("forked from `+sid+`")`)

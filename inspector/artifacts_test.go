@@ -21,13 +21,7 @@ var artifactRE = regexp.MustCompile(`href="(/s/[^"]+/artifacts/(art_[^"]+))"`)
 // page that says so, and the host check holds for downloads too.
 func TestArtifactDownload(t *testing.T) {
 	n := startNode(t, "127.0.0.1:0", time.Millisecond)
-	var readme strings.Builder
-	for i := range 600 { // some 50 KB: over the 32 KiB a tool output keeps whole
-		fmt.Fprintf(&readme, "line %03d of a README too large to keep whole in the log, so its read is an artifact\n", i)
-	}
-	if err := os.WriteFile(filepath.Join(n.root, "README.md"), []byte(readme.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	bigReadme(t, n.root)
 	b := newBrowser(t, n.base)
 	_, loc := b.post("/", "/new", url.Values{"text": {example}})
 	sid, err := sessionOf(loc)
@@ -68,5 +62,25 @@ func TestArtifactDownload(t *testing.T) {
 	r.Body.Close()
 	if r.StatusCode != http.StatusForbidden {
 		t.Errorf("a download for a rebound host name: %d", r.StatusCode)
+	}
+}
+
+// bigReadmeSize is the size of bigReadme's README: some 50 KB, over the 32
+// KiB a tool output keeps whole, under the 64 KiB read_file returns.
+const bigReadmeSize = 600 * 84
+
+// bigReadme writes a README.md into root whose read_file output is an
+// artifact.
+func bigReadme(t *testing.T, root string) {
+	t.Helper()
+	var readme strings.Builder
+	for i := range 600 {
+		fmt.Fprintf(&readme, "line %03d of a README too large to keep whole in the log, so its read is an artifact\n", i)
+	}
+	if readme.Len() != bigReadmeSize {
+		t.Fatalf("the README is %d bytes, not %d", readme.Len(), bigReadmeSize)
+	}
+	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(readme.String()), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

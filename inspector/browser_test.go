@@ -2,6 +2,7 @@ package inspector_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bigReadme(t, n.root) // its read is an artifact, to download
 	b := openChromium(t, bin)
 	do, wait, shot := b.do, b.wait, b.shot
 
@@ -65,6 +67,15 @@ func TestBrowser(t *testing.T) {
 	do("a tool step expanded", chromedp.Click("#turn-1 .step.tool summary"))
 	wait("its output shown", `(() => { const d = document.querySelector("#turn-1 .step.tool details"); return d.open && d.querySelector("pre.code").offsetHeight > 0 })()`)
 	shot("session.png")
+
+	wait("the artifact downloads as a file", `(() => {
+		const a = document.querySelector("#turn-1 .artifact a[download]");
+		if (a && !window.download) {
+			window.download = "pending";
+			fetch(a.href).then(async r => { window.download = r.status + " " + r.headers.get("content-disposition") + " " + (await r.text()).length });
+		}
+		return window.download === "200 attachment; filename=output.txt `+fmt.Sprint(bigReadmeSize)+`";
+	})()`)
 
 	do("dark mode", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{

@@ -50,18 +50,18 @@ func TestArtifactDownload(t *testing.T) {
 		t.Errorf("the download is not the whole output (%d bytes)", len(body))
 	}
 
-	if code, body := b.get("/s/" + sid + "/artifacts/art_nope"); code != http.StatusNotFound || !strings.Contains(body, "no artifact art_nope") {
-		t.Errorf("an unknown artifact: %d\n%s", code, body)
-	}
-	req, _ := http.NewRequest(http.MethodGet, n.base+links[0][1], nil)
-	req.Host = "evil.example"
-	r, err = http.DefaultClient.Do(req)
-	if err != nil {
+	if r, err = b.c.Head(n.base + links[0][1]); err != nil {
 		t.Fatal(err)
 	}
 	r.Body.Close()
-	if r.StatusCode != http.StatusForbidden {
-		t.Errorf("a download for a rebound host name: %d", r.StatusCode)
+	if r.StatusCode != http.StatusOK || r.Header.Get("Content-Disposition") == "" {
+		t.Errorf("HEAD of the download: %d %v", r.StatusCode, r.Header)
+	}
+	if code, body := b.get("/s/" + sid + "/artifacts/art_nope"); code != http.StatusNotFound || !strings.Contains(body, "no artifact art_nope") {
+		t.Errorf("an unknown artifact: %d\n%s", code, body)
+	}
+	if code := reboundStatus(t, n.base+links[0][1]); code != http.StatusForbidden {
+		t.Errorf("a download for a rebound host name: %d", code)
 	}
 }
 

@@ -169,3 +169,20 @@ func sessionOf(loc string) (string, error) {
 	}
 	return sid, nil
 }
+
+// reboundStatus is the status of a GET of u under another host name, as a
+// page of another site whose DNS name was rebound to the node would send.
+func reboundStatus(t *testing.T, u string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "evil.example"
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	return r.StatusCode
+}

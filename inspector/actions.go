@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -26,7 +27,7 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	s, err := h.c.Create(ctx, wire.CreateRequest{})
 	if err != nil {
-		redirect(w, r, "/", flash{Err: "create: " + err.Error()})
+		redirect(w, r, "/", errFlash("create", err))
 		return
 	}
 	h.startTurn(w, r, s.Session, func(ctx context.Context) (*client.Turn, error) {
@@ -61,7 +62,7 @@ func (h *Handler) startTurn(w http.ResponseWriter, r *http.Request, sid string, 
 	defer cancel()
 	turn, err := start(ctx)
 	if err != nil {
-		redirect(w, r, page, flash{Err: err.Error()})
+		redirect(w, r, page, errFlash("", err))
 		return
 	}
 	defer turn.Close()
@@ -72,41 +73,48 @@ func (h *Handler) startTurn(w http.ResponseWriter, r *http.Request, sid string, 
 	case errors.Is(err, context.DeadlineExceeded):
 		redirect(w, r, page, flash{OK: "turn started (input " + turn.InputID() + ")"})
 	case err != nil:
-		redirect(w, r, page, flash{Err: err.Error()})
+		redirect(w, r, page, errFlash("", err))
 	default:
 		redirect(w, r, page, outcomeFlash(out))
 	}
 }
 
-// outcomeFlash says how a turn ended, as tahctl does.
+// outcomeFlash says how a turn ended, as tahctl does: a refusal or a
+// command not carried out with its failure code (client returns those as a
+// *CommandError; an outcome that says so is read the same), a failed or
+// cancelled turn with its error's code.
 func outcomeFlash(o wire.Outcome) flash {
+	if o.Refused() {
+		return flash{Err: "refused: " + o.Failure, Code: o.FailureCode}
+	}
+	if o.Failure != "" {
+		return flash{Err: o.Failure, Code: o.FailureCode}
+	}
 	msg := fmt.Sprintf("turn %d %s", o.Turn, o.Status)
 	if o.Error != "" {
-		msg += ": " + o.Error
-		if o.Code != "" {
-			msg += " (" + o.Code + ")"
-		}
-		return flash{Err: msg}
+		return flash{Err: msg + ": " + o.Error, Code: o.Code}
 	}
 	return flash{OK: msg}
 }
 
-// cancel cancels the running turn: the node answers once the cancel reached
-// it, with the state it found; the turn's end then shows live.
+// cancel cancels the running turn (or compaction): the node answers once
+// the work it cancelled ended, with that work's outcome (WasRunning), or at
+// once with the session's state when it ran nothing.
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("sid")
 	ctx, cancel := context.WithTimeout(r.Context(), commandTimeout)
 	defer cancel()
 	out, err := h.c.Cancel(ctx, sid, cancelReason)
-	if err != nil {
-		redirect(w, r, "/s/"+sid, flash{Err: "cancel: " + err.Error()})
-		return
-	}
-	if !out.Status.Active() {
+	switch {
+	case err != nil:
+		redirect(w, r, "/s/"+sid, errFlash("cancel", err))
+	case !out.WasRunning:
 		redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("nothing to cancel: the session was not running (it is %s)", out.Status)})
-		return
+	case out.Status == projection.StatusCancelled:
+		redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("cancelled: turn %d stopped", out.Turn)})
+	default:
+		redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("the cancel came too late: turn %d ended %s first", out.Turn, out.Status)})
 	}
-	redirect(w, r, "/s/"+sid, flash{OK: "cancel sent: the running turn stops, and its end shows below"})
 }
 
 // compact summarises the session's turns so far.
@@ -117,7 +125,7 @@ func (h *Handler) compact(w http.ResponseWriter, r *http.Request) {
 	res, err := h.c.Compact(ctx, sid)
 	switch {
 	case err != nil:
-		redirect(w, r, "/s/"+sid, flash{Err: "compact: " + err.Error()})
+		redirect(w, r, "/s/"+sid, errFlash("compact", err))
 	case res == nil:
 		redirect(w, r, "/s/"+sid, flash{OK: "nothing to compact"})
 	default:
@@ -141,7 +149,7 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rep, err := h.c.Fork(ctx, req)
 	if err != nil {
-		redirect(w, r, "/s/"+sid, flash{Err: "fork: " + err.Error()})
+		redirect(w, r, "/s/"+sid, errFlash("fork", err))
 		return
 	}
 	redirect(w, r, "/s/"+rep.Session, flash{OK: "forked from " + sid})

@@ -2,6 +2,7 @@ package inspector_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,6 +42,7 @@ func TestBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bigReadme(t, n.root) // its read is an artifact, to download
 	b := openChromium(t, bin)
 	do, wait, shot := b.do, b.wait, b.shot
 
@@ -66,6 +68,15 @@ func TestBrowser(t *testing.T) {
 	wait("its output shown", `(() => { const d = document.querySelector("#turn-1 .step.tool details"); return d.open && d.querySelector("pre.code").offsetHeight > 0 })()`)
 	shot("session.png")
 
+	wait("the artifact downloads as a file", `(() => {
+		const a = document.querySelector("#turn-1 .artifact a[download]");
+		if (a && !window.download) {
+			window.download = "pending";
+			fetch(a.href).then(async r => { window.download = r.status + " " + r.headers.get("content-disposition") + " " + (await r.text()).length });
+		}
+		return window.download === "200 attachment; filename=output.txt `+fmt.Sprint(bigReadmeSize)+`";
+	})()`)
+
 	do("dark mode", chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
 		_, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
 			Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
@@ -88,7 +99,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.SendKeys("#text", "再分析一次"), chromedp.Submit("#text"))
 	wait("it runs", `document.querySelector("#turn-2 h2 .badge")?.textContent === "running"`)
 	do("cancel", chromedp.Click("#cancel"))
-	wait("it is cancelled", `document.querySelector("#turn-2 h2 .badge")?.textContent === "cancelled" && document.querySelector(".flash.ok")?.textContent.includes("cancel sent")`)
+	wait("it is cancelled", `document.querySelector("#turn-2 h2 .badge")?.textContent === "cancelled" && document.querySelector(".flash.ok")?.textContent.includes("cancelled: turn 2 stopped")`)
 
 	do("fork at turn 1", chromedp.SetValue("#fork-turns", "1"), chromedp.Click("#fork"))
 	wait("the fork's page", `location.pathname !== "/s/`+sid+`" && document.querySelector(".flash.ok")?.textContent.includes("forked from `+sid+`")`)

@@ -3,10 +3,11 @@
 // status, searched by title or id, a page at a time), shows a session's turns
 // and, inside each, its steps as a timeline (thinking, LLM, tool: status,
 // duration, tokens, the model's text, tool input and output, errors with
-// their codes, trims and compactions where they happened, the exact request
-// of an LLM step on demand), streams a running turn's tokens and new steps as
+// their codes, trims where they happened, compactions as steps marked so,
+// each turn's own tokens, the exact request of an LLM step on demand, the
+// artifacts to download), streams a running turn's tokens and new steps as
 // they are logged, and acts: a new session or its next turn, cancel, resume,
-// fork at a turn, compact.
+// fork at a turn, compact (a refusal said with its failure code).
 //
 // It is a client like any other: everything goes through package client
 // over a connection of its own with a credential of the client role (the
@@ -15,6 +16,8 @@
 // folds the session's log (tah.api.events) with projection.Apply, the one
 // fold, and its live stream folds what an ordered consumer (client.Follow)
 // delivers with the same code; token deltas come from tah.sess.<sid>.delta.
+// An artifact's download streams it from tah.api.artifact a piece at a time
+// (client.FetchArtifact), never whole in memory.
 //
 // Technology, and why: server-rendered HTML (html/template) with one small
 // stylesheet and one small script, embedded with go:embed, and Server-Sent

@@ -9,15 +9,32 @@ import (
 )
 
 // flash is the outcome of the last action, carried by the redirect that
-// follows it (?ok=... or ?err=...).
+// follows it (?ok=... or ?err=..., and the error's code in ?code=...).
 type flash struct {
-	OK  string
-	Err string
+	OK   string
+	Err  string
+	Code string
 }
 
 func flashOf(r *http.Request) flash {
 	q := r.URL.Query()
-	return flash{OK: q.Get("ok"), Err: q.Get("err")}
+	return flash{OK: q.Get("ok"), Err: q.Get("err"), Code: q.Get("code")}
+}
+
+// errFlash says that an action failed: what (prefixed with what was done,
+// when not empty) and the code of a command a node refused or could not
+// carry out (a *client.CommandError: unknown_session, busy,
+// input_too_large, ...).
+func errFlash(what string, err error) flash {
+	f := flash{Err: err.Error()}
+	if what != "" {
+		f.Err = what + ": " + f.Err
+	}
+	var ce *client.CommandError
+	if errors.As(err, &ce) {
+		f.Code = ce.Code
+	}
+	return f
 }
 
 // redirect sends the browser to path with the outcome of an action.
@@ -28,6 +45,9 @@ func redirect(w http.ResponseWriter, r *http.Request, path string, f flash) {
 	}
 	if f.Err != "" {
 		q.Set("err", f.Err)
+	}
+	if f.Code != "" {
+		q.Set("code", f.Code)
 	}
 	if len(q) > 0 {
 		path += "?" + q.Encode()

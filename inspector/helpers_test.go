@@ -23,6 +23,7 @@ import (
 // person starts it, with the UI at base.
 type node struct {
 	dir  string
+	root string // the tools' root: the demo model reads its README.md
 	base string // http://127.0.0.1:PORT
 }
 
@@ -51,7 +52,7 @@ func startNode(t *testing.T, httpAddr string, pace time.Duration) *node {
 	for {
 		info, err := localnode.ReadNodeInfo(dir)
 		if err == nil && info.HTTP != "" {
-			return &node{dir: dir, base: "http://" + info.HTTP}
+			return &node{dir: dir, root: root, base: "http://" + info.HTTP}
 		}
 		select {
 		case err := <-done:
@@ -167,4 +168,21 @@ func sessionOf(loc string) (string, error) {
 		return "", errNoSession
 	}
 	return sid, nil
+}
+
+// reboundStatus is the status of a GET of u under another host name, as a
+// page of another site whose DNS name was rebound to the node would send.
+func reboundStatus(t *testing.T, u string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = "evil.example"
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	return r.StatusCode
 }

@@ -81,6 +81,7 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("GET /s/{sid}", h.session)
 	h.mux.HandleFunc("GET /s/{sid}/live", h.live)
 	h.mux.HandleFunc("GET /s/{sid}/request/{step}", h.request)
+	h.mux.HandleFunc("GET /s/{sid}/artifacts/{art}", h.artifact)
 	h.mux.HandleFunc("POST /s/{sid}/send", h.send)
 	h.mux.HandleFunc("POST /s/{sid}/resume", h.resume)
 	h.mux.HandleFunc("POST /s/{sid}/cancel", h.cancel)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +17,12 @@ import (
 // The specification's example: the demo model lists the files, reads the
 // README, then answers.
 const example = "分析这个项目的目录结构"
+
+// A turn's tokens in its heading; the session's in the page's header.
+var (
+	turnTokensRE    = regexp.MustCompile(`class="muted tokens"[^>]*>([^<]+)<`)
+	sessionTokensRE = regexp.MustCompile(`<dt>Tokens</dt><dd>([^<]+)<`)
+)
 
 func TestPagesAndActions(t *testing.T) {
 	n := startNode(t, "127.0.0.1:0", time.Millisecond)
@@ -68,9 +75,15 @@ func TestPagesAndActions(t *testing.T) {
 	})
 
 	t.Run("compact", func(t *testing.T) {
+		before := b.waitFor("/s/"+sid, "completed", time.Minute)
 		_, loc := b.post("/s/"+sid, "/s/"+sid+"/compact", url.Values{})
 		if !strings.Contains(loc, "ok=") {
 			t.Fatalf("compact: %q", loc)
+		}
+		page := b.waitFor("/s/"+sid, `<span class="kind">compaction</span>`, time.Minute)
+		turn1, session := turnTokensRE.FindStringSubmatch(page), sessionTokensRE.FindStringSubmatch(page)
+		if turn1 == nil || session == nil || !strings.Contains(before, turn1[0]) || turn1[1] == session[1] || !strings.Contains(page, "context compacted") {
+			t.Errorf("turn 1's tokens %q (the session's %q) changed with a compaction between turns, or are the session's, or its note is missing:\n%s", turn1, session, page)
 		}
 	})
 
@@ -84,19 +97,19 @@ func TestPagesAndActions(t *testing.T) {
 		if code, body := b.postRaw("/new", url.Values{"text": {"x"}}, http.Header{"Origin": {"https://evil.example"}}); code != http.StatusForbidden || !strings.Contains(body, "another site") {
 			t.Errorf("a POST from another site: %d %s", code, body)
 		}
-		req, _ := http.NewRequest(http.MethodGet, n.base+"/", nil)
-		req.Host = "evil.example"
-		r, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Body.Close()
-		if r.StatusCode != http.StatusForbidden {
-			t.Errorf("a rebound host name: %d", r.StatusCode)
+		if code := reboundStatus(t, n.base+"/"); code != http.StatusForbidden {
+			t.Errorf("a rebound host name: %d", code)
 		}
 		_, loc := b.post("/s/"+sid, "/s/"+sid+"/resume", url.Values{})
-		if !strings.Contains(loc, "err=") || !strings.Contains(loc, "resume") {
+		if !strings.Contains(loc, "err=") || !strings.Contains(loc, "resume") || !strings.Contains(loc, "code=nothing_to_resume") {
 			t.Errorf("resuming a finished turn: %q", loc)
+		}
+		if _, body := b.get(loc); !strings.Contains(body, "<code>nothing_to_resume</code>") {
+			t.Errorf("the failure code is not shown:\n%s", body)
+		}
+		unknown := "/s/s_00000000000000000000"
+		if _, loc := b.post("/", unknown+"/send", url.Values{"text": {"x"}}); !strings.Contains(loc, "code=unknown_session") {
+			t.Errorf("a turn of an unknown session: %q", loc)
 		}
 	})
 }
@@ -115,8 +128,10 @@ func TestLogin(t *testing.T) {
 	if code, loc := b.postRaw("/new", url.Values{"text": {"x"}}, nil); code != http.StatusUnauthorized {
 		t.Errorf("a POST without a login: %d %s", code, loc)
 	}
-	if code, _ := b.get("/rows"); code != http.StatusSeeOther && code != http.StatusUnauthorized {
-		t.Errorf("the rows without a login: %d", code)
+	for _, path := range []string{"/rows", "/s/s_00000000000000000000/artifacts/art_1"} {
+		if code, _ := b.get(path); code != http.StatusSeeOther && code != http.StatusUnauthorized {
+			t.Errorf("%s without a login: %d", path, code)
+		}
 	}
 	code, body := b.post("/login", "/login", url.Values{"token": {"wrong"}, "next": {"/"}})
 	if code != http.StatusUnauthorized || !strings.Contains(body, "Wrong token") || !strings.Contains(body, path) {

@@ -65,13 +65,32 @@ var funcs = template.FuncMap{
 	"utc":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 	"plural":   func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },
 	"statuses": statuses,
-	"stepOf":   func(sid string, st *projection.Step) stepView { return stepView{Session: sid, Step: st} },
+	"stepOf": func(sid string, it itemView) stepView {
+		return stepView{Session: sid, Step: it.Step, Artifacts: it.Artifacts}
+	},
+	"size": size,
 }
 
-// stepView is a step and its session, for the step template's links.
+// stepView is a step, its session and its artifacts, for the step
+// template's links.
 type stepView struct {
-	Session string
-	Step    *projection.Step
+	Session   string
+	Step      *projection.Step
+	Artifacts []projection.Artifact
+}
+
+// size says how large n bytes are, for people.
+func size(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // ago says how long ago t was, for people.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -24,17 +25,29 @@ type blockView struct {
 	*block
 	Session string
 	Items   []itemView
+	// Tokens is the turn's usage: its end's, or so far for the running turn;
+	// nil for notes, or a turn that ended without one (a crash).
+	Tokens *llm.Usage
 }
 
 type itemView struct {
 	Step *projection.Step // nil for a note
 	Note string
+	// Artifacts are those the step produced, to download.
+	Artifacts []projection.Artifact
 }
 
 // view resolves b's steps in t's state (copies: the state goes on changing
 // while a live update renders).
 func (t *timeline) view(b *block) blockView {
 	v := blockView{block: b, Session: t.state.ID, Items: make([]itemView, 0, len(b.Items))}
+	switch {
+	case b.Ended:
+		v.Tokens = &b.Usage
+	case b.Turn > 0 && b == t.current() && t.state.Status.Active():
+		u := t.state.TurnUsage
+		v.Tokens = &u
+	}
 	for _, it := range b.Items {
 		if it.StepID == "" {
 			v.Items = append(v.Items, itemView{Note: it.Note})
@@ -42,10 +55,21 @@ func (t *timeline) view(b *block) blockView {
 		}
 		if st := t.state.Step(it.StepID); st != nil {
 			c := *st
-			v.Items = append(v.Items, itemView{Step: &c})
+			v.Items = append(v.Items, itemView{Step: &c, Artifacts: t.artifactsOf(st.ID)})
 		}
 	}
 	return v
+}
+
+// artifactsOf are the artifacts step id produced.
+func (t *timeline) artifactsOf(id string) []projection.Artifact {
+	var arts []projection.Artifact
+	for _, a := range t.state.Artifacts {
+		if a.StepID == id {
+			arts = append(arts, a)
+		}
+	}
+	return arts
 }
 
 // headView is the session without its blocks: its page's header.

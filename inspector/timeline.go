@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 )
 
@@ -31,7 +32,11 @@ type block struct {
 	Status projection.Status
 	Error  string
 	Code   string
-	Items  []item
+	// Usage is the turn's tokens, set by its end: agent.finished's usage
+	// (the turn's, not the session's), or for an older agent.finished, a
+	// failure or a cancel, what the fold counted for the turn.
+	Usage llm.Usage
+	Items []item
 	// Changed is the sequence of the last event that changed the block.
 	Changed uint64
 }
@@ -77,7 +82,11 @@ func (t *timeline) place(e event.Event) *block {
 	case *event.ThinkingData:
 		return t.addItem(item{StepID: d.StepID, Seq: e.Seq})
 	case *event.AgentFinishedData:
-		return t.end(projection.StatusCompleted, "", "")
+		b := t.end(projection.StatusCompleted, "", "")
+		if u, ok := d.TurnUsage(); ok && b != nil {
+			b.Usage = u
+		}
+		return b
 	case *event.AgentFailedData:
 		return t.end(projection.StatusFailed, d.Error, d.Code)
 	case *event.AgentCancelledData:
@@ -85,9 +94,9 @@ func (t *timeline) place(e event.Event) *block {
 	case *event.SessionForkedData:
 		return t.addItem(item{Note: forkNote(d), Seq: e.Seq})
 	case *event.ContextCompactedData:
-		return t.addItem(item{Note: fmt.Sprintf("context compacted: %d turn(s) summarised in %d characters%s", d.Turns, d.Chars, auto(d.Auto)), Seq: e.Seq})
+		return t.compaction(d.StepID, fmt.Sprintf("context compacted: %d turn(s) summarised in %d characters%s", d.Turns, d.Chars, auto(d.Auto)), e.Seq)
 	case *event.ContextCompactFailedData:
-		return t.addItem(item{Note: fmt.Sprintf("compaction failed%s: %s", auto(d.Auto), d.Error), Seq: e.Seq})
+		return t.compaction(d.StepID, fmt.Sprintf("compaction failed%s: %s", auto(d.Auto), d.Error), e.Seq)
 	}
 	return t.stepOf(e)
 }
@@ -104,7 +113,7 @@ var placed = map[event.Type]bool{
 // ...) changes: the current turn's.
 func (t *timeline) stepOf(e event.Event) *block {
 	switch e.Type {
-	case event.LLMStreaming, event.LLMCompleted, event.LLMFailed, event.ToolFinished, event.ContextTrimmed:
+	case event.LLMStreaming, event.LLMCompleted, event.LLMFailed, event.ToolFinished, event.ContextTrimmed, event.ArtifactCreated:
 		return t.current()
 	}
 	return nil
@@ -137,12 +146,29 @@ func (t *timeline) current() *block {
 // addItem appends it to the open turn, or to a block of notes between
 // turns.
 func (t *timeline) addItem(it item) *block {
+	return t.addItems(it.StepID == "", it)
+}
+
+// compaction places a compaction: its model call, an LLM step marked as
+// compaction (none in a log written before they were steps), then its note,
+// in the turn it ran in (automatic) or between turns (a compact command).
+func (t *timeline) compaction(stepID, note string, seq uint64) *block {
+	its := []item{{Note: note, Seq: seq}}
+	if stepID != "" {
+		its = append([]item{{StepID: stepID, Seq: seq}}, its...)
+	}
+	return t.addItems(true, its...)
+}
+
+// addItems appends its to the open turn; notes (between says they are)
+// after a turn ended go to a block of notes between turns.
+func (t *timeline) addItems(between bool, its ...item) *block {
 	b := t.current()
-	if b == nil || (b.Turn > 0 && b.Ended && it.StepID == "") {
-		b = &block{Key: fmt.Sprintf("notes-%d", it.Seq)}
+	if b == nil || (b.Turn > 0 && b.Ended && between) {
+		b = &block{Key: fmt.Sprintf("notes-%d", its[0].Seq)}
 		t.blocks = append(t.blocks, b)
 	}
-	b.Items = append(b.Items, it)
+	b.Items = append(b.Items, its...)
 	return b
 }
 
@@ -152,6 +178,6 @@ func (t *timeline) end(status projection.Status, msg, code string) *block {
 	if b == nil || b.Turn == 0 {
 		return nil
 	}
-	b.Ended, b.Status, b.Error, b.Code = true, status, msg, code
+	b.Ended, b.Status, b.Error, b.Code, b.Usage = true, status, msg, code, t.state.TurnUsage
 	return b
 }

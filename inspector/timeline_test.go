@@ -10,10 +10,18 @@ import (
 	"testing"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
 )
 
 // recorded folds one of projection's recorded logs into a timeline.
 func recorded(t *testing.T, name string) *timeline {
+	t.Helper()
+	return recordedWith(t, name, nil)
+}
+
+// recordedWith folds a recorded log, each event's data replaced by what
+// edit returns for its sequence (nil: as recorded).
+func recordedWith(t *testing.T, name string, edit map[uint64]string) *timeline {
 	t.Helper()
 	f, err := os.Open(filepath.Join("..", "projection", "testdata", name+".jsonl"))
 	if err != nil {
@@ -30,6 +38,9 @@ func recorded(t *testing.T, name string) *timeline {
 		var e event.Event
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			t.Fatal(err)
+		}
+		if d, ok := edit[e.Seq]; ok {
+			e.Data = json.RawMessage(d)
 		}
 		tl.add(e)
 	}
@@ -92,5 +103,50 @@ func TestSessionPageRenders(t *testing.T) {
 		if name == "budget_trim_maxsteps" && (!strings.Contains(b.String(), "History trimmed") || !strings.Contains(b.String(), "compaction failed")) {
 			t.Errorf("%s: the trim or the failed compaction is not on the page", name)
 		}
+	}
+}
+
+// An automatic compaction's model call is a step of its turn, before its
+// note; a turn's tokens are agent.finished's usage when it records the
+// session's apart, and otherwise what the fold counted for the turn, the
+// compaction's included.
+func TestCompactionStepAndTurnTokens(t *testing.T) {
+	compacted := `{"sessionId":"s_budget","turns":5,"chars":60,"auto":true,"step_id":"cmp6","model":"m","usage":{"input_tokens":100,"output_tokens":20}}`
+	tl := recordedWith(t, "budget_trim_maxsteps", map[uint64]string{47: compacted})
+	turn6 := tl.blocks[len(tl.blocks)-1]
+	var order []string
+	for _, it := range turn6.Items {
+		order = append(order, it.StepID+it.Note)
+	}
+	if turn6.Turn != 6 || len(order) < 3 || order[len(order)-3] != "cmp6" || !strings.HasPrefix(order[len(order)-2], "context compacted") {
+		t.Fatalf("turn 6's items: %q", order)
+	}
+	if st := tl.state.Step("cmp6"); st == nil || !st.Compaction {
+		t.Fatalf("the compaction step: %+v", st)
+	}
+	var want llm.Usage // turn 6's model calls, the compaction's 100 in / 20 out included
+	for _, st := range tl.state.Steps {
+		if st.Turn == 6 && st.Response != nil {
+			want = want.Add(st.Response.Usage)
+		}
+	}
+	if u := turn6.Usage; u != want || u.InputTokens < 100 {
+		t.Errorf("turn 6's tokens from an agent.finished without session_usage: %+v, want %+v", u, want)
+	}
+	finished := `{"turn":6,"content":"summarised","steps":1,"usage":{"input_tokens":7,"output_tokens":3},"session_usage":{"input_tokens":900,"output_tokens":90}}`
+	tl = recordedWith(t, "budget_trim_maxsteps", map[uint64]string{47: compacted, 50: finished})
+	if u := tl.blocks[len(tl.blocks)-1].Usage; u.InputTokens != 7 || u.OutputTokens != 3 {
+		t.Errorf("turn 6's tokens from its agent.finished: %+v", u)
+	}
+	var b strings.Builder
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pages.ExecuteTemplate(&b, "session.html", page{Data: tl.sessionView(tl.state.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), `<span class="kind">compaction</span>`) || !strings.Contains(b.String(), "100 in / 20 out</span>") || !strings.Contains(b.String(), "7 in / 3 out") {
+		t.Errorf("the compaction step or the turn's tokens are not on the page:\n%s", b.String())
 	}
 }

@@ -21,6 +21,6 @@
 //
 //	in := wire.Input{ID: "in_1", Command: wire.CommandRun, Text: "hello"}
 //	if err := in.Validate(); err != nil { ... }     // wraps wire.ErrMalformedInput
-//	subj := wire.InputSubject("s_4f2k9q1w7e3r5t6y8u0i") // tah.sess.s_….in
+//	subj := wire.InputSubject("s_4f2k9q1w7e3r5t6y8v0b") // tah.sess.s_….in
 //	// publish json.Marshal(in) to subj with the header wire.HeaderCommand: "run"
 package wire

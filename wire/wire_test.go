@@ -68,19 +68,19 @@ func TestInputJSON(t *testing.T) {
 }
 
 func TestSubjects(t *testing.T) {
-	sid := "s_4f2k9q1w7e3r5t6y8u0i"
+	sid := "s_4f2k9q1w7e3r5t6y8v0b"
 	for got, want := range map[string]string{
-		wire.ShardSubject(5, sid):          "tah.evt.5.s_4f2k9q1w7e3r5t6y8u0i",
+		wire.ShardSubject(5, sid):          "tah.evt.5.s_4f2k9q1w7e3r5t6y8v0b",
 		wire.ShardSubjects(5):              "tah.evt.5.*",
 		wire.EventShardStream(5):           "TAH_EVT_5",
-		wire.LegacySessionEvents(sid):      "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.evt.>",
-		wire.InputSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.in",
-		wire.PartitionSubject(3, sid):      "tah.in.3.s_4f2k9q1w7e3r5t6y8u0i",
+		wire.LegacySessionEvents(sid):      "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.evt.>",
+		wire.InputSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.in",
+		wire.PartitionSubject(3, sid):      "tah.in.3.s_4f2k9q1w7e3r5t6y8v0b",
 		wire.PartitionFilter(3):            "tah.in.3.*",
 		wire.PartitionConsumer(3):          "tah_in_3",
 		wire.InputTransform(16):            "tah.in.{{partition(16,1)}}.{{wildcard(1)}}",
-		wire.DeltaSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.delta",
-		wire.ErrorSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8u0i.err",
+		wire.DeltaSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.delta",
+		wire.ErrorSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.err",
 		wire.NodeSubject("n1"):             "tah.nodes.n1",
 		wire.APISubject(wire.EndpointFork): "tah.api.fork",
 		wire.ToolSubject("shout"):          "tah.tool.shout",
@@ -113,7 +113,7 @@ func TestSubjects(t *testing.T) {
 // shard count, the same for every client in any language.
 func TestShard(t *testing.T) {
 	// FNV-1a 32 of "a" is 0xe40c292c, of "" 0x811c9dc5 (the offset basis).
-	for sid, want := range map[string]int{"s_4f2k9q1w7e3r5t6y8u0i": 1, "a": 0xe40c292c % 8, "": 0x811c9dc5 % 8} {
+	for sid, want := range map[string]int{"s_4f2k9q1w7e3r5t6y8v0b": 1, "a": 0xe40c292c % 8, "": 0x811c9dc5 % 8} {
 		if got := wire.Shard(sid, 8); got != want {
 			t.Errorf("Shard(%q, 8) = %d, want %d", sid, got, want)
 		}
@@ -126,7 +126,7 @@ func TestShard(t *testing.T) {
 // TestPartition pins the hash: the server's subject transform computes the
 // same (bus's tests check that against a real server).
 func TestPartition(t *testing.T) {
-	if p := wire.Partition("s_4f2k9q1w7e3r5t6y8u0i", 16); p < 0 || p >= 16 {
+	if p := wire.Partition("s_4f2k9q1w7e3r5t6y8v0b", 16); p < 0 || p >= 16 {
 		t.Fatalf("partition out of range: %d", p)
 	}
 	if wire.Partition("x", 0) != 0 {

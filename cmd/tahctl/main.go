@@ -15,6 +15,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/tah-dev/tah/internal/buildinfo"
 )
 
 func main() {
@@ -68,6 +70,7 @@ Global flags (before or after the command):
                      [TAH_TLS_CA]; default: the CA the data directory's node.json names
   --json             print JSON: one object, or one per line (NDJSON) for streams
   --timeout DURATION how long to wait for the node to answer a request (default 10s)
+  --version          print tahctl's version (module version, VCS revision and time)
 
 `
 
@@ -88,8 +91,13 @@ func run(ctx context.Context, g *globals, args []string) error {
 	g.register(fs)
 	help := fs.Bool("help", false, "")
 	fs.BoolVar(help, "h", false, "")
+	version := fs.Bool("version", false, "")
 	if err := fs.Parse(args); err != nil {
 		return usageError("`tahctl help`", "%v", err)
+	}
+	if *version {
+		_, err := fmt.Fprintln(g.stdout, buildinfo.Describe("tahctl"))
+		return err
 	}
 	if *help {
 		printUsage(g.stdout)

@@ -46,6 +46,7 @@ func commands() []command {
 		{"tools", "", "list the tools the node offers to the model", runTools},
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
 		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (on the node's machine)", runCreds},
+		{"upgrade-cluster", "--from URL --from-credentials FILE", "copy a user-and-password era cluster's sessions into this one", runUpgrade},
 		{"help", "[COMMAND]", "show this help, or a command's", nil},
 	}
 }
@@ -77,7 +78,7 @@ Global flags (before or after the command):
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %-30s %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %-15s %-35s %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprint(w, usageGlobals)
 	fmt.Fprint(w, exitCodesHelp)

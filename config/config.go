@@ -374,17 +374,19 @@ func (c Config) Validate() error {
 	if c.Agent.ContextChars < 0 {
 		bad("agent.context_chars", "negative")
 	}
-	if c.Agent.IdleTimeout < 0 {
-		bad("agent.idle_timeout", "negative (use a duration such as 5m, or 0 for the default)")
-	}
-	if c.NATS.InputAckWait < 0 {
-		bad("nats.input_ack_wait", "negative (use a duration such as 8s, or 0 for the default)")
-	}
-	if c.NATS.NodeTTL < 0 {
-		bad("nats.node_ttl", "negative (use a duration such as 5s, or 0 for the default)")
-	}
-	if c.LLM.MockPace < 0 {
-		bad("llm.mock_pace", "negative (use a duration such as 20ms, or 0s for no pause)")
+	for _, d := range []struct {
+		key     string
+		v       Duration
+		example string
+	}{
+		{"agent.idle_timeout", c.Agent.IdleTimeout, "5m, or 0 for the default"},
+		{"nats.input_ack_wait", c.NATS.InputAckWait, "8s, or 0 for the default"},
+		{"nats.node_ttl", c.NATS.NodeTTL, "5s, or 0 for the default"},
+		{"llm.mock_pace", c.LLM.MockPace, "20ms, or 0s for no pause"},
+	} {
+		if d.v < 0 {
+			bad(d.key, "negative (use a duration such as %s)", d.example)
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -2,7 +2,7 @@
 #
 # Commands a newcomer needs:
 #   make demo    build, start a node on a fresh data directory, run the example, show it, stop
-#   make test    every test (vet, unit, integration, race, end-to-end, the JS client, vulncheck), as CI runs it
+#   make test    every test (vet, staticcheck, unit, integration, race, end-to-end, the JS client, natscli, vulncheck), as CI runs it
 #   make build   bin/tah-node (the node) and bin/tahctl (the command line)
 #   make install tah-node and tahctl into GOBIN (default: go env GOPATH's bin) or PREFIX/bin
 #   make fuzz    the projection fuzz targets, FUZZTIME each (default 60s)

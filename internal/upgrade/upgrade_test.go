@@ -18,6 +18,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/upgrade"
 	"github.com/tah-dev/tah/internal/upgrade/upgradetest"
+	"github.com/tah-dev/tah/tahtest"
 	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
@@ -103,6 +104,44 @@ func TestCopyKeepsTheSessions(t *testing.T) {
 	for sid, want := range old.Sessions {
 		if evs, _, _ := nb.Replay(ctxT(t), sid, 1); len(evs) != len(want) {
 			t.Errorf("%s has %d events after the refused copy, want %d", sid, len(evs), len(want))
+		}
+	}
+}
+
+// TestCopyIntoACluster: the copy's target is a cluster of three TAH nodes of
+// the operator era (R3 streams, one trust), as the procedure starts it; the
+// log is there at the same sequences, and every node's read model takes the
+// copied sessions in.
+func TestCopyIntoACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two three-server clusters: not in -short")
+	}
+	old := upgradetest.OldCluster(t)
+	c := tahtest.Start(t, tahtest.Options{Nodes: 3})
+	nc, err := nats.Connect(c.URLs(), nats.UserCredentials(c.Layout().Creds))
+	to := jsOf(t, nc, err)
+	oc, err := upgrade.ConnectLegacy(ctxT(t), old.URL, old.Credentials)
+	if _, err := upgrade.Copy(ctxT(t), jsOf(t, oc, err), to, nil); err != nil {
+		t.Fatalf("Copy: %v", err)
+	}
+	for sid, want := range old.Sessions {
+		evs, err := c.Log(sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The copied records come first (a turn of the copied pending input
+		// may follow).
+		if len(evs) < len(want) || !slices.EqualFunc(evs[:len(want)], want, func(a, b event.Event) bool { return a.Seq == b.Seq && string(a.Data) == string(b.Data) }) {
+			t.Errorf("%s in the new cluster: %v, want %v first", sid, evs, want)
+		}
+		for i := range c.Size() {
+			err := natstest.Poll(time.Minute, 100*time.Millisecond, func() error {
+				_, err := c.Node(i).Store.GetSession(ctxT(t), sid)
+				return err
+			})
+			if err != nil {
+				t.Errorf("%s is not in node %s's read model: %v", sid, c.ID(i), err)
+			}
 		}
 	}
 }

@@ -33,16 +33,17 @@ type Old struct {
 	Credentials string
 	// Sessions are the events of its sessions, as its log holds them.
 	Sessions map[string][]event.Event
-	// Checkpoint is the value of s_old1's checkpoint; Artifact, Artifact's
-	// content in the object store; PendingInput, the id of an input of
-	// s_old2 that no node took yet.
-	Checkpoint, Artifact, ArtifactContent, PendingInput string
+	// Checkpoint is the value of s_old1's checkpoint; Artifact and
+	// ArtifactContent, an object of the object store; PendingInput, the id
+	// of an input of PendingSession that no node took yet.
+	Checkpoint, Artifact, ArtifactContent, PendingInput, PendingSession string
 }
 
 // OldCluster runs a cluster of the user-and-password era: three servers
 // with clustered JetStream and no operator, whose one user (tah, password
 // old) is in the global account $G; TAH's streams set up through it with
-// R3, four sessions written, a checkpoint, an artifact, an input pending.
+// R3, four sessions of completed turns written, a checkpoint, an artifact,
+// an input pending.
 func OldCluster(t testing.TB) Old {
 	t.Helper()
 	c := natstest.StartWith(t, 3, func(o *server.Options) {
@@ -54,13 +55,17 @@ func OldCluster(t testing.TB) Old {
 	b := Open(t, cfg)
 	ctx := ctxT(t)
 	old := Old{URL: c.URLs(), Sessions: map[string][]event.Event{}, Checkpoint: `{"last_seq":3}`,
-		Artifact: "calls/s_old1/call_1/output.txt", ArtifactContent: "a large output", PendingInput: "in_pending"}
+		Artifact: "calls/s_old1/call_1/output.txt", ArtifactContent: "a large output", PendingInput: "in_pending", PendingSession: "s_old2"}
 	for i := range 4 {
 		sid := fmt.Sprintf("s_old%d", i)
 		w, err := b.Writer(sid, 1, 0)
 		check(t, err)
-		for n := range i + 2 {
-			_, err := w.Append(ctx, event.MustNew(sid, event.TurnStarted, event.TurnStartedData{Turn: n + 1, Message: llm.User(fmt.Sprintf("%s #%d", sid, n))}))
+		_, err = w.Append(ctx, event.MustNew(sid, event.SessionCreated, event.SessionCreatedData{}))
+		check(t, err)
+		for n := range i + 1 { // completed turns, so that no node takes them up again
+			_, err := w.Append(ctx,
+				event.MustNew(sid, event.TurnStarted, event.TurnStartedData{Turn: n + 1, Message: llm.User(fmt.Sprintf("%s #%d", sid, n))}),
+				event.MustNew(sid, event.AgentFinished, event.AgentFinishedData{Turn: n + 1, Content: "done", Steps: 1}))
 			check(t, err)
 		}
 		old.Sessions[sid], _, err = b.Replay(ctx, sid, 1)
@@ -70,7 +75,7 @@ func OldCluster(t testing.TB) Old {
 	check(t, err)
 	_, err = b.Artifacts().PutBytes(ctx, old.Artifact, []byte(old.ArtifactContent))
 	check(t, err)
-	msg, _, err := natsx.NewInputMsg("s_old2", wire.Input{ID: old.PendingInput, Command: wire.CommandRun, Text: "still to run"}, 1<<20)
+	msg, _, err := natsx.NewInputMsg(old.PendingSession, wire.Input{ID: old.PendingInput, Command: wire.CommandRun, Text: "still to run"}, 1<<20)
 	check(t, err)
 	_, err = b.JetStream().PublishMsg(ctx, msg)
 	check(t, err)

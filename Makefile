@@ -3,12 +3,13 @@
 # Commands a newcomer needs:
 #   make demo    build, start a node on a fresh data directory, run the example, show it, stop
 #   make ui      the web UI on the demo's data (the node prints its address; Ctrl-C stops it)
-#   make test    every test (vet, unit, integration, race, end-to-end, the JS client, vulncheck), as CI runs it
+#   make test    every test (vet, staticcheck, unit, integration, race, end-to-end, the JS client, natscli, the UI in chromium, vulncheck), as CI runs it
 #   make build   bin/tah-node (the node) and bin/tahctl (the command line)
+#   make install tah-node and tahctl into GOBIN (default: go env GOPATH's bin) or PREFIX/bin
 #   make fuzz    the projection fuzz targets, FUZZTIME each (default 60s)
 #   make schema  regenerate docs/schema/ from the payload types (package event and wire)
 #   make bench   speed, scale and memory against the floor: docs/benchmarks.md (~3-5 min)
-#   make lint    gofmt and go vet
+#   make lint    gofmt, go vet and staticcheck
 #   make vulncheck  known vulnerabilities that the code reaches (govulncheck, offline database)
 #   make help    this list
 #
@@ -32,15 +33,42 @@ PEER       := bench/peer/langgraph
 PEER_STAMP := $(PEER)/node_modules/.package-lock.json
 DEMO_DIR   ?= $(or $(TMPDIR),/tmp)/tah-demo
 UI_HTTP    ?= 127.0.0.1:9464
+# The NATS CLI, for the testscript that drives a node with it (natscli.txtar).
+# Built from its module at this exact version, outside go.mod: TAH does not
+# import it.
+NATSCLI    := $(BIN)/nats
+NATSCLI_VERSION := v0.5.0
+# Where make install puts tah-node and tahctl: PREFIX/bin when PREFIX is given,
+# else GOBIN, else the bin of go env GOPATH (where go install would).
+PREFIX     ?=
+INSTALL_DIR = $(if $(PREFIX),$(PREFIX)/bin,$(or $(GOBIN),$(shell $(GO) env GOPATH)/bin))
+# A build records its VCS revision for --version even where GOFLAGS turns
+# that off (-buildvcs=false); auto leaves it out when there is no git.
+BUILDFLAGS ?= -buildvcs=auto
 
-.PHONY: help test unit lint vulncheck fuzz schema bench bench-deps tidy js-deps build demo
+.PHONY: help test unit lint vulncheck fuzz schema bench bench-deps tidy js-deps build install demo
 
 help: ## print the commands
 	@sed -n '3,15p' Makefile | sed 's/^# \{0,1\}//'
 
 build: ## bin/tah-node and bin/tahctl
-	$(GO) build -o $(BIN)/tah-node ./cmd/node
-	$(GO) build -o $(BIN)/tahctl ./cmd/tahctl
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/tah-node ./cmd/node
+	$(GO) build $(BUILDFLAGS) -o $(BIN)/tahctl ./cmd/tahctl
+
+# cmd/node is built under the name tah-node: `go install ./cmd/...` would
+# install a binary named node, which shadows Node.js.
+install: ## tah-node and tahctl into GOBIN, or PREFIX/bin (make install PREFIX=/usr/local)
+	@mkdir -p "$(INSTALL_DIR)"
+	$(GO) build $(BUILDFLAGS) -o "$(INSTALL_DIR)/tah-node" ./cmd/node
+	$(GO) build $(BUILDFLAGS) -o "$(INSTALL_DIR)/tahctl" ./cmd/tahctl
+	@echo "installed $(INSTALL_DIR)/tah-node and $(INSTALL_DIR)/tahctl"
+	@case ":$$PATH:" in *":$(INSTALL_DIR):"*) ;; \
+		*) echo "$(INSTALL_DIR) is not on your PATH: add it (export PATH=\"$(INSTALL_DIR):\$$PATH\")" ;; esac
+
+# Built once, when missing: go install of a module at a version, with the
+# toolchain this Makefile exports.
+$(NATSCLI):
+	GOBIN=$(CURDIR)/$(BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 
 demo: build ## the specification's example, end to end, on a fresh data directory
 	@BIN=$(BIN) DEMO_DIR=$(DEMO_DIR) bash scripts/demo.sh
@@ -59,20 +87,21 @@ browser: ## Debian's chromium (and a CJK font for its screenshots) for the UI's 
 test: browser
 test: export TAH_BROWSER := required
 
-test: lint js-deps ## vet, every test with the race detector, then known vulnerabilities
+test: lint js-deps $(NATSCLI) ## vet, staticcheck, every test with the race detector, then known vulnerabilities
 	@# vulncheck after the tests, not beside them: its first run on a machine
 	@# builds its tools and index for minutes, and the cluster tests must not
 	@# share the two cores with it.
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	@GO=$(GO) bash scripts/vulncheck.sh
 
-unit: js-deps ## fast tests without the race detector
+unit: js-deps $(NATSCLI) ## fast tests without the race detector
 	$(GO) test -count=1 $(PKGS)
 
-lint: ## formatting and vet
+lint: ## formatting, vet and staticcheck (a go.mod tool: go tool staticcheck)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
+	$(GO) tool staticcheck $(PKGS)
 
 vulncheck: ## fail on any known vulnerability that the code reaches (scripts/vulncheck.sh)
 	@GO=$(GO) bash scripts/vulncheck.sh

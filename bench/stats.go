@@ -31,13 +31,6 @@ func (s sample) sum() time.Duration {
 	return t
 }
 
-func (s sample) mean() time.Duration {
-	if len(s) == 0 {
-		return 0
-	}
-	return s.sum() / time.Duration(len(s))
-}
-
 // perSec is the rate of n operations done in d.
 func perSec(n int, d time.Duration) float64 {
 	if d <= 0 {

@@ -26,7 +26,9 @@ var ErrUpgrade = errors.New("the data directory cannot be upgraded to operator m
 // starts: its sessions, checkpoints, artifacts and pending inputs follow. A
 // renaming of one directory: it happens entirely or not at all. A clustered
 // store is refused: its meta group records the account of every stream, and
-// only every server's moving at once would keep them together.
+// only every server's moving at once would keep them together; `tahctl
+// upgrade-cluster` (package internal/upgrade) copies such a cluster's
+// sessions into a new one instead.
 func adoptGlobalAccount(cfg Config, storeDir, account string) error {
 	js := filepath.Join(storeDir, "jetstream")
 	old, adopted := filepath.Join(js, globalAccount), filepath.Join(js, account)
@@ -38,8 +40,11 @@ func adoptGlobalAccount(cfg Config, storeDir, account string) error {
 			"move one of them away (the TAH account's, if it has no session you need) and start again: %w", old, adopted, ErrUpgrade)
 	}
 	if _, err := os.Stat(filepath.Join(js, "$SYS", "_js_")); err == nil || cfg.Cluster.Name != "" {
-		return fmt.Errorf("%s is a clustered store of the user-and-password era: docs/security.md, "+
-			"\"Upgrading a data directory of the user-and-password era\", says how to move a cluster's sessions: %w", old, ErrUpgrade)
+		return fmt.Errorf("%s is a clustered store of the user-and-password era, whose sessions are copied, not moved: "+
+			"run this cluster on the previous version, start the new one on new data directories, and on a new node's machine run "+
+			"`tahctl upgrade-cluster --from <this cluster's URL> --from-credentials %s` "+
+			"(docs/security.md, \"Upgrading a data directory of the user-and-password era\"): %w",
+			old, filepath.Join(cfg.DataDir, legacyCredentialsFile), ErrUpgrade)
 	}
 	if err := os.Rename(old, adopted); err != nil {
 		return fmt.Errorf("move the streams of %s into the TAH account: %w", old, err)

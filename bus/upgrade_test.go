@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,8 +108,8 @@ func TestUpgradeRefusesWhatItCannotMove(t *testing.T) {
 	}
 	os.Remove(both)
 	cfg.Cluster = ClusterConfig{Name: "tah", Port: -1}
-	if _, err := Open(ctx, cfg); !errors.Is(err, ErrUpgrade) {
-		t.Fatalf("a clustered store: %v", err)
+	if _, err := Open(ctx, cfg); !errors.Is(err, ErrUpgrade) || !strings.Contains(err.Error(), "`tahctl upgrade-cluster --from ") {
+		t.Fatalf("a clustered store: %v; want the command that copies its sessions", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "nats", "jetstream", globalAccount)); err != nil {
 		t.Fatalf("the refused upgrade moved the streams: %v", err)

@@ -51,7 +51,7 @@ type Config struct {
 	// DataDir holds the log (NATS JetStream), the read model and the credentials.
 	DataDir string `json:"data_dir"`
 	// NodeID names the node in session.claimed and in status; empty: the host
-	// name and the process id.
+	// name and a short hash of the data directory (node.DefaultNodeID).
 	NodeID string `json:"node_id,omitempty"`
 	NATS   NATS   `json:"nats"`
 	LLM    LLM    `json:"llm"`
@@ -209,7 +209,7 @@ func (c *Config) Load(path string, lookup func(string) (string, bool)) error {
 func (c *Config) env() []setting {
 	return []setting{
 		{"TAH_DATA_DIR", "data-dir", "data_dir", "directory of the log, the read model and the credentials", strVar(&c.DataDir)},
-		{"TAH_NODE_ID", "node-id", "node_id", "name of this node in the log and in status (default: host name and process id)", strVar(&c.NodeID)},
+		{"TAH_NODE_ID", "node-id", "node_id", "name of this node in the log and in status (default: the host name and a short hash of the data directory, such as myhost-1a2b3c: the same across restarts)", strVar(&c.NodeID)},
 		{"TAH_NATS_URL", "nats-url", "nats.url", "URL of an external NATS server or cluster (empty: embed one)", strVar(&c.NATS.URL)},
 		{"TAH_NATS_HOST", "nats-host", "nats.host", "host the embedded NATS server listens on", strVar(&c.NATS.Host)},
 		{"TAH_NATS_PORT", "nats-port", "nats.port", "port the embedded NATS server listens on (0: a free port)", intVar(&c.NATS.Port)},
@@ -392,8 +392,19 @@ func (c Config) Validate() error {
 	if c.Agent.ContextChars < 0 {
 		bad("agent.context_chars", "negative")
 	}
-	if c.Agent.IdleTimeout < 0 {
-		bad("agent.idle_timeout", "negative")
+	for _, d := range []struct {
+		key     string
+		v       Duration
+		example string
+	}{
+		{"agent.idle_timeout", c.Agent.IdleTimeout, "5m, or 0 for the default"},
+		{"nats.input_ack_wait", c.NATS.InputAckWait, "8s, or 0 for the default"},
+		{"nats.node_ttl", c.NATS.NodeTTL, "5s, or 0 for the default"},
+		{"llm.mock_pace", c.LLM.MockPace, "20ms, or 0s for no pause"},
+	} {
+		if d.v < 0 {
+			bad(d.key, "negative (use a duration such as %s)", d.example)
+		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":

@@ -219,6 +219,13 @@ func (n *Node) apiFork(ctx context.Context, req wire.ForkRequest) (wire.ForkRepl
 			return wire.ForkReply{}, badRequest("turns is negative: give the number of turns to keep, 0 for only the system message")
 		}
 		turns = *req.Turns
+		// More turns than the session has would silently copy them all.
+		if err := n.readModel(ctx, req.Session); err != nil {
+			return wire.ForkReply{}, err
+		}
+		if row, err := n.Store.GetSession(ctx, req.Session); err == nil && turns > row.Turn {
+			return wire.ForkReply{}, badRequest("session %s has %d turn(s): turns may be 0 to %d (leave it out to keep them all)", req.Session, row.Turn, row.Turn)
+		}
 	}
 	sid := event.NewSessionID()
 	ev, err := session.Fork(ctx, n.Bus, req.Session, sid, turns, n.opts.Session)

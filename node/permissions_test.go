@@ -23,12 +23,11 @@ import (
 // hostile is a node with its API, and credentials issued for the roles, as
 // the hostile-client suite attacks it.
 type hostile struct {
-	t    *testing.T
-	n    *Node
-	dir  string
-	ctx  context.Context
-	sid  string // a session with one completed turn
-	seqs map[string]uint64
+	t   *testing.T
+	n   *Node
+	dir string
+	ctx context.Context
+	sid string // a session with one completed turn
 }
 
 func newHostile(t *testing.T) *hostile {

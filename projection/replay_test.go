@@ -46,9 +46,7 @@ func TestReplay(t *testing.T) {
 			st, ferr := Fold(evs)
 			res := replayResult{State: st}
 			if ferr != nil {
-				for _, line := range strings.Split(ferr.Error(), "\n") {
-					res.Errors = append(res.Errors, line)
-				}
+				res.Errors = append(res.Errors, strings.Split(ferr.Error(), "\n")...)
 			}
 			res.Sent, res.Report = Prepare(st.Messages, st.Config.ContextChars)
 			got := []byte(jsonOf(t, res) + "\n")

@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,7 +65,9 @@ func nodeBinary(tb natstest.TB) string {
 
 // build compiles cmd/node of this module into a new temporary directory.
 func build() (dir, bin string, err error) {
-	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	// go test sets GOROOT for the test binary: the toolchain that runs the
+	// tests builds the node too.
+	goBin := filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	if _, err := os.Stat(goBin); err != nil {
 		if goBin, err = exec.LookPath("go"); err != nil {
 			return "", "", fmt.Errorf("tahtest: no go command to build tah-node: %w", err)

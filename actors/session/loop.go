@@ -78,7 +78,6 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 		if ctx.Err() != nil {
 			return nil // the loop records the cancel
 		}
-		st = a.State()
 	}
 	next, err := a.nextRequest(ctx, a.Tools.Schemas())
 	if err != nil {

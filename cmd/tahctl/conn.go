@@ -44,7 +44,25 @@ func (g *globals) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.creds, "creds", g.creds, "NATS credential, a .creds file ($TAH_NATS_CREDS; default: the data directory's admin.creds)")
 	fs.StringVar(&g.tlsCA, "tls-ca", g.tlsCA, "CA file (PEM) to verify a node that serves TLS (a tls:// URL) against ($TAH_TLS_CA; default: the one node.json names)")
 	fs.BoolVar(&g.json, "json", g.json, "print JSON (one object per line for streams)")
-	fs.DurationVar(&g.timeout, "timeout", g.timeout, "how long to wait for the node to answer a request")
+	fs.Var((*positiveDuration)(&g.timeout), "timeout", "how long to wait for the node to answer a request")
+}
+
+// positiveDuration is a duration flag that refuses zero and negative values
+// when it is parsed: a zero timeout would fail every request at once.
+type positiveDuration time.Duration
+
+func (d *positiveDuration) String() string { return time.Duration(*d).String() }
+
+func (d *positiveDuration) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("not a duration (use a number with a unit, such as 10s or 2m)")
+	}
+	if v <= 0 {
+		return errors.New("must be positive, such as 10s or 2m")
+	}
+	*d = positiveDuration(v)
+	return nil
 }
 
 // endpoint is where and how to connect, and where that came from.

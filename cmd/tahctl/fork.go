@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -39,6 +41,9 @@ func runFork(ctx context.Context, g *globals, args []string) error {
 		req.Turns = turns
 	}
 	r, err := c.Fork(ctx, req)
+	if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Code == wire.APIErrBadRequest {
+		return errorf(exitUsage, "`tahctl show "+id+"` shows its turns", "%s", ae.Message)
+	}
 	if err != nil {
 		return c.failed(wire.EndpointFork, err)
 	}

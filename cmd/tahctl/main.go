@@ -15,6 +15,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/tah-dev/tah/internal/buildinfo"
 )
 
 func main() {
@@ -46,6 +48,7 @@ func commands() []command {
 		{"tools", "", "list the tools the node offers to the model", runTools},
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
 		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (with an admin credential)", runCreds},
+		{"upgrade-cluster", "--from URL --from-credentials FILE", "copy a user-and-password era cluster's sessions into this one", runUpgrade},
 		{"help", "[COMMAND]", "show this help, or a command's", nil},
 	}
 }
@@ -70,13 +73,14 @@ Global flags (before or after the command):
                      [TAH_TLS_CA]; default: the CA the data directory's node.json names
   --json             print JSON: one object, or one per line (NDJSON) for streams
   --timeout DURATION how long to wait for the node to answer a request (default 10s)
+  --version          print tahctl's version (module version, VCS revision and time)
 
 `
 
 func printUsage(w io.Writer) {
 	fmt.Fprint(w, usageHead)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %-30s %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %-15s %-35s %s\n", c.name, c.args, c.summary)
 	}
 	fmt.Fprint(w, usageGlobals)
 	fmt.Fprint(w, exitCodesHelp)
@@ -90,8 +94,13 @@ func run(ctx context.Context, g *globals, args []string) error {
 	g.register(fs)
 	help := fs.Bool("help", false, "")
 	fs.BoolVar(help, "h", false, "")
+	version := fs.Bool("version", false, "")
 	if err := fs.Parse(args); err != nil {
 		return usageError("`tahctl help`", "%v", err)
+	}
+	if *version {
+		_, err := fmt.Fprintln(g.stdout, buildinfo.Describe("tahctl"))
+		return err
 	}
 	if *help {
 		printUsage(g.stdout)

@@ -21,6 +21,7 @@ import (
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/internal/nodecmd"
 	"github.com/tah-dev/tah/tahtest/natstest"
+	"github.com/tah-dev/tah/wire"
 )
 
 // The end-to-end tests run real processes: tah-node and tahctl are this test
@@ -72,6 +73,8 @@ func TestScripts(t *testing.T) {
 			case "tooldeps": // the JavaScript tool service's
 				_, err := os.Stat(filepath.Join(repo, "examples", "tool-service-js", "node_modules", "nats"))
 				return err == nil, nil
+			case "natscli": // bin/nats, the NATS CLI
+				return natscliBuilt(repo)
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},
@@ -86,8 +89,23 @@ func TestScripts(t *testing.T) {
 			"bigfile":       cmdBigFile,
 			"listen":        cmdListen,
 			"tlsfiles":      cmdTLSFiles,
+			"shard":         cmdShard,
 		},
 	})
+}
+
+// natscliBuilt tells whether bin/nats is there. The Makefile builds it
+// before the tests run (make test and make unit depend on bin/nats), so under
+// make its absence is an error, not a reason to skip.
+func natscliBuilt(repo string) (bool, error) {
+	_, err := os.Stat(filepath.Join(repo, "bin", "nats"))
+	if err == nil {
+		return true, nil
+	}
+	if os.Getenv("MAKELEVEL") != "" {
+		return false, fmt.Errorf("make runs the tests but bin/nats is missing (%v): its Makefile target should have built it", err)
+	}
+	return false, nil
 }
 
 // pollDeadline bounds every wait of the scripts' own commands.
@@ -178,6 +196,16 @@ func cmdTLSFiles(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.MkdirAll(dir, 0o700))
 	_, err := natstest.WriteTLSFiles(dir)
 	ts.Check(err)
+}
+
+// shard SID NAME: sets $NAME to the shard of the event log that holds
+// session SID's events (a log of wire.DefaultShards shards, as a node
+// creates it), for clients that read the log's streams themselves.
+func cmdShard(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: shard SID NAME")
+	}
+	ts.Setenv(args[1], strconv.Itoa(wire.Shard(args[0], wire.DefaultShards)))
 }
 
 // strangercreds FILE: writes to FILE an admin credential of another

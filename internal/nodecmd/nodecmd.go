@@ -29,6 +29,7 @@ import (
 
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/config"
+	"github.com/tah-dev/tah/internal/buildinfo"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/providers"
@@ -114,6 +115,7 @@ func printUsage(w io.Writer, cfg *config.Config) {
 	fmt.Fprintf(w, "  %-26s %s\n", "--config FILE", "JSON configuration file, keys as --print-config shows them [TAH_CONFIG]")
 	fmt.Fprintf(w, "  %-26s %s\n", "--print-config", "print the configuration in effect as JSON and exit")
 	fmt.Fprintf(w, "  %-26s %s\n", "--init-trust", "generate the data directory's NATS trust material and credentials (as the first start does) and exit")
+	fmt.Fprintf(w, "  %-26s %s\n", "--version", "print the version (module version, VCS revision and time) and exit")
 	fmt.Fprintf(w, "  %-26s %s\n", "-h, --help", "this help")
 	section := ""
 	for _, s := range cfg.Settings() {
@@ -142,18 +144,18 @@ func argName(s config.Setting) string {
 	switch {
 	case strings.HasSuffix(s.Key, "port") || strings.HasSuffix(s.Key, "replicas") || strings.HasSuffix(s.Key, "partitions") || strings.HasSuffix(s.Key, "shards") ||
 		strings.HasSuffix(s.Key, "max_steps") || strings.HasSuffix(s.Key, "chars") || strings.HasSuffix(s.Key, "retries") ||
-		strings.HasSuffix(s.Key, "max_tokens") || strings.HasSuffix(s.Key, "max_concurrent"):
+		strings.HasSuffix(s.Key, "max_tokens") || strings.HasSuffix(s.Key, "max_concurrent") || strings.HasSuffix(s.Key, "bytes"):
 		return "N"
 	case strings.HasSuffix(s.Key, "timeout") || strings.HasSuffix(s.Key, "pace") || strings.HasSuffix(s.Key, "wait") ||
 		strings.HasSuffix(s.Key, "ttl") || strings.HasSuffix(s.Key, "every"):
 		return "DURATION"
-	case s.Key == "tools.write" || s.Key == "tools.remote":
+	case s.Key == "tools.write" || s.Key == "tools.remote" || s.Key == "nats.tls_verify_clients":
 		return "[=BOOL]"
 	case s.Key == "data_dir" || s.Key == "tools.root":
 		return "DIR"
 	case s.Key == "tools.deny":
 		return "GLOB,..."
-	case strings.HasSuffix(s.Key, "script") || s.Key == "nats.creds":
+	case strings.HasSuffix(s.Key, "script") || s.Key == "nats.creds" || strings.HasPrefix(s.Key, "nats.tls_"):
 		return "FILE"
 	case strings.HasSuffix(s.Key, "url") || s.Key == "nats.routes":
 		return "URL"
@@ -178,9 +180,12 @@ says who may do what.
 
 // Run runs tah-node with args until ctx ends or SIGINT/SIGTERM arrives.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, extra, err := parse(args, stderr)
+	cfg, extra, err := parse(args, stdout)
 	if err != nil {
 		return err
+	}
+	if extra.version {
+		return printVersion(stdout)
 	}
 	if extra.printConfig {
 		return printConfig(stdout, cfg)
@@ -197,10 +202,13 @@ type extraFlags struct {
 	configPath  string
 	printConfig bool
 	initTrust   bool
+	version     bool
 }
 
 // parse reads the configuration: defaults, the file, the environment, flags.
-func parse(args []string, stderr io.Writer) (config.Config, extraFlags, error) {
+// --help prints the usage on stdout; a bad flag is one error with a hint (the
+// flag package's own message and usage are silenced: Report says it once).
+func parse(args []string, stdout io.Writer) (config.Config, extraFlags, error) {
 	var extra extraFlags
 	cfg := config.Default()
 	path, err := configPath(args)
@@ -214,17 +222,22 @@ func parse(args []string, stderr io.Writer) (config.Config, extraFlags, error) {
 		return cfg, extra, usageErr(err, "fix the setting named above (tah-node --help lists them)")
 	}
 	fs := flag.NewFlagSet("tah-node", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.StringVar(&extra.configPath, "config", path, "JSON configuration file ($TAH_CONFIG); keys as in --print-config")
 	fs.BoolVar(&extra.printConfig, "print-config", false, "print the configuration in effect as JSON and exit")
 	fs.BoolVar(&extra.initTrust, "init-trust", false, "generate the data directory's NATS trust material and credentials and exit")
+	fs.BoolVar(&extra.version, "version", false, "print the version and exit")
 	cfg.RegisterFlags(fs)
-	fs.Usage = func() { printUsage(fs.Output(), &cfg) }
+	fs.Usage = func() {} // the flag package calls it on every error too
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout, &cfg)
 			return cfg, extra, err
 		}
-		return cfg, extra, usageErr(err, "tah-node --help")
+		return cfg, extra, usageErr(err, "`tah-node --help` lists the flags")
+	}
+	if extra.version {
+		return cfg, extra, nil
 	}
 	if fs.NArg() > 0 {
 		return cfg, extra, usageErr(fmt.Errorf("unexpected argument %q: tah-node takes flags only", fs.Arg(0)), "tah-node --help")
@@ -274,6 +287,11 @@ func initTrust(w io.Writer, cfg config.Config) error {
 	fmt.Fprintf(w, "credentials     %s (the node's), %s (the local admin's)\n", auth.NodeCredsPath(cfg.DataDir), auth.AdminCredsPath(cfg.DataDir))
 	fmt.Fprintf(w, "Give another node of the cluster a copy of %s before its first start.\n", filepath.Join(cfg.DataDir, auth.TrustDir))
 	return nil
+}
+
+func printVersion(w io.Writer) error {
+	_, err := fmt.Fprintln(w, buildinfo.Describe("tah-node"))
+	return err
 }
 
 func printConfig(w io.Writer, cfg config.Config) error {

@@ -51,7 +51,7 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		t.Fatalf("--help: %v", err)
 	}
 	for _, want := range []string{"--nats-port N", "[TAH_NATS_PORT] (default 4222)", "--nats-creds FILE", "admin.creds", "Exit status"} {
-		if !strings.Contains(errb.String(), want) {
+		if !strings.Contains(out.String(), want) {
 			t.Errorf("the help lacks %q", want)
 		}
 	}
@@ -71,6 +71,20 @@ func TestHelpAndUsageErrors(t *testing.T) {
 	}
 	if err := Run(context.Background(), []string{"extra"}, &out, &errb); ExitCode(err) != ExitUsage {
 		t.Errorf("an argument: %v", err)
+	}
+}
+
+// An unknown flag is one error and a hint: no usage, nothing said twice.
+func TestUnknownFlag(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := Run(context.Background(), []string{"--bogus"}, &out, &errb)
+	if ExitCode(err) != ExitUsage {
+		t.Fatalf("--bogus: %v (exit %d)", err, ExitCode(err))
+	}
+	Report(&errb, err)
+	want := "Error: flag provided but not defined: -bogus\nTry: `tah-node --help` lists the flags\n"
+	if got := errb.String(); got != want || out.Len() != 0 {
+		t.Errorf("stderr %q, stdout %q; want stderr %q and nothing on stdout", got, out.String(), want)
 	}
 }
 

@@ -17,10 +17,18 @@ import (
 // Stop both shut a server down at once.
 func Start(tb TB, n int) *Cluster {
 	tb.Helper()
+	return StartWith(tb, n, nil)
+}
+
+// StartWith is Start with each server's options changed by edit (when not
+// nil): users of the global account, for instance, as a cluster of the
+// user-and-password era had.
+func StartWith(tb TB, n int, edit func(*server.Options)) *Cluster {
+	tb.Helper()
 	l := NewLayout(tb, "", n)
 	members := make([]Member, n)
 	for i, s := range l.Slots {
-		members[i] = &serverMember{opts: server.Options{
+		m := &serverMember{opts: server.Options{
 			ServerName: s.Name,
 			Host:       "127.0.0.1",
 			Port:       s.ClientPort,
@@ -31,6 +39,10 @@ func Start(tb TB, n int) *Cluster {
 			Cluster:    server.ClusterOpts{Name: l.Name, Host: "127.0.0.1", Port: s.RoutePort},
 			Routes:     server.RoutesFromStr(strings.Join(s.Routes, ",")),
 		}}
+		if edit != nil {
+			edit(&m.opts)
+		}
+		members[i] = m
 	}
 	return New(tb, l, members)
 }

@@ -189,11 +189,3 @@ func stripPathError(err error) error {
 	}
 	return err
 }
-
-// display returns rel as the model should see it.
-func display(rel string) string {
-	if rel == "" {
-		return "."
-	}
-	return rel
-}

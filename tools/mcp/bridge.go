@@ -77,7 +77,7 @@ type Bridge struct {
 	mu       sync.Mutex
 	first    map[string]*conn // Open's connections, until Serve takes them
 	problems []string
-	names    []string // Open's tools
+	names    []string            // Open's tools
 	serving  map[string][]string // by server: the tools served now
 }
 

@@ -46,6 +46,7 @@ func commands() []command {
 		{"tools", "", "list the tools the node offers to the model", runTools},
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
 		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (with an admin credential)", runCreds},
+		{"mcp", "serve FILE", "serve the tools of MCP servers (an mcpServers file) as TAH tool services", runMCP},
 		{"help", "[COMMAND]", "show this help, or a command's", nil},
 	}
 }

@@ -72,6 +72,9 @@ func TestScripts(t *testing.T) {
 			case "tooldeps": // the JavaScript tool service's
 				_, err := os.Stat(filepath.Join(repo, "examples", "tool-service-js", "node_modules", "nats"))
 				return err == nil, nil
+			case "mcpdeps": // the MCP servers from npm (tools/mcp/testdata/npm)
+				_, err := os.Stat(filepath.Join(repo, "tools", "mcp", "testdata", "npm", "node_modules", ".bin", "mcp-server-filesystem"))
+				return err == nil, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/toolservice"
 )
 
@@ -150,13 +151,17 @@ func (b *Bridge) Close() {
 
 // Serve offers every server's tools on nc, one tool service per tool
 // (package toolservice), until ctx is done; then calls in flight have
-// Options.Grace to finish and the servers stop. A server that crashes or
-// stops answering is restarted with backoff; its tools are not served
-// while it is down.
-func (b *Bridge) Serve(ctx context.Context, nc *nats.Conn) {
+// Options.Grace to finish and the servers stop. Binary content is stored in
+// store (the artifacts of nc's object store, say); nil keeps
+// Options.Service's. A server that crashes or stops answering is restarted
+// with backoff; its tools are not served while it is down. Serve runs once.
+func (b *Bridge) Serve(ctx context.Context, nc *nats.Conn, store tools.ArtifactStore) {
 	b.mu.Lock()
 	first := b.first
 	b.first = map[string]*conn{}
+	if store != nil {
+		b.opts.Service.Executor.Artifacts = store
+	}
 	b.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, name := range b.cfg.names() {

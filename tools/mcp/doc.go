@@ -15,8 +15,8 @@
 //
 // Results keep the server's text and structured content; isError makes a
 // failed result (code tool_error); images, audio and binary resources are
-// stored as artifacts through the tool service's store (Options.Service.Executor.Artifacts)
-// and described to the model in text. A server that exits or stops
+// stored as artifacts through the tool service's store (Serve's store) and
+// described to the model in text. A server that exits or stops
 // answering its pings is restarted with backoff; its tools are withdrawn
 // while it is down, and a call in flight gets a failed result with code
 // interrupted (its outcome is unknown). A stdio server inherits only the
@@ -28,5 +28,5 @@
 //	cfg, err := mcp.LoadConfig("mcp.json")
 //	b, err := mcp.Open(ctx, cfg, mcp.Options{})
 //	fmt.Println(b.Names(), b.Problems()) // what it will serve, what it will not
-//	b.Serve(ctx, nc)                     // until ctx is done
+//	b.Serve(ctx, nc, nil)                // until ctx is done
 package mcp

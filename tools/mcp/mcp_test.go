@@ -20,7 +20,6 @@ import (
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/artifacts"
 	"github.com/tah-dev/tah/tools/mcp"
-	"github.com/tah-dev/tah/tools/toolservice"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -49,13 +48,12 @@ func bridged(t *testing.T, cfg mcp.Config) (*mcp.Bridge, *nats.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := mcp.Open(ctx, cfg, mcp.Options{Logger: quiet, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second,
-		KeepAlive: -1, Service: toolservice.Config{Executor: tools.Options{Artifacts: store}}})
+	b, err := mcp.Open(ctx, cfg, mcp.Options{Logger: quiet, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, KeepAlive: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { b.Serve(ctx, nc); close(done) }() // stopped by the cleanup
+	go func() { b.Serve(ctx, nc, store); close(done) }() // stopped by the cleanup
 	t.Cleanup(func() { cancel(); <-done })
 	return b, bustest.Connect(t, srv)
 }

@@ -23,9 +23,9 @@ type Options struct {
 	Version string
 	// ConnectTimeout bounds starting a server and listing its tools (30s).
 	ConnectTimeout time.Duration
-	// KeepAlive pings each server on this period; a server that stops
-	// answering is restarted (15s; negative: no pings, only a stdio server's
-	// exit is seen).
+	// KeepAlive pings each server on this period; a server that misses two
+	// pings in a row is restarted (15s; negative: no pings, only a stdio
+	// server's exit is seen).
 	KeepAlive time.Duration
 	// MinBackoff and MaxBackoff bound the wait before a restart: it doubles
 	// from MinBackoff (500ms) up to MaxBackoff (30s) while a server keeps

@@ -38,13 +38,17 @@ func (c *conn) names() []string {
 	return out
 }
 
+// keepAliveMisses is how many pings in a row a server may miss before it is
+// taken for dead: one may be lost to a busy moment.
+const keepAliveMisses = 2
+
 // dial starts (stdio) or reaches (HTTP) the server, initializes the session
 // and lists its tools, within opts.ConnectTimeout.
 func dial(ctx context.Context, name string, cfg ServerConfig, opts Options) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
 	client := sdk.NewClient(&sdk.Implementation{Name: "tah", Title: "TAH MCP bridge", Version: opts.Version},
-		&sdk.ClientOptions{KeepAlive: opts.KeepAlive, Logger: opts.Logger.With("mcp_server", name)})
+		&sdk.ClientOptions{KeepAlive: opts.KeepAlive, KeepAliveFailureThreshold: keepAliveMisses, Logger: opts.Logger.With("mcp_server", name)})
 	sess, err := client.Connect(ctx, transport(name, cfg, opts), nil)
 	if err != nil {
 		return nil, fmt.Errorf("MCP server %s: connect: %w", name, err)

@@ -37,6 +37,12 @@ func TestMain(m *testing.M) {
 // the test ends; it returns a connection for the calls.
 func bridged(t *testing.T, cfg mcp.Config) (*mcp.Bridge, *nats.Conn) {
 	t.Helper()
+	return bridgedWith(t, cfg, mcp.Options{KeepAlive: -1})
+}
+
+// bridgedWith is bridged with opts (quiet, and quick restarts).
+func bridgedWith(t *testing.T, cfg mcp.Config, opts mcp.Options) (*mcp.Bridge, *nats.Conn) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	srv := bustest.Server(t)
 	nc := bustest.Connect(t, srv)
@@ -48,7 +54,8 @@ func bridged(t *testing.T, cfg mcp.Config) (*mcp.Bridge, *nats.Conn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := mcp.Open(ctx, cfg, mcp.Options{Logger: quiet, MinBackoff: 50 * time.Millisecond, MaxBackoff: time.Second, KeepAlive: -1})
+	opts.Logger, opts.MinBackoff, opts.MaxBackoff = quiet, 50*time.Millisecond, time.Second
+	b, err := mcp.Open(ctx, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

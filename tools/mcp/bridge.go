@@ -211,18 +211,37 @@ func (b *Bridge) run(ctx context.Context, nc *nats.Conn, name string, c *conn) {
 }
 
 // serveConn serves c's tools until its session ends or ctx is done, then
-// withdraws them and closes the session.
+// withdraws them and closes the session. When the server says its tools
+// changed, it lists them again and serves the new list.
 func (b *Bridge) serveConn(ctx context.Context, nc *nats.Conn, c *conn, log *slog.Logger) {
 	ended := make(chan struct{})
 	go func() { _ = c.sess.Wait(); c.down.Store(true); close(ended) }() // ends with the session, closed below
 	defer func() { _ = c.sess.Close(); <-ended }()
+	for b.serveTools(ctx, nc, c, ended, log) {
+		lctx, cancel := context.WithTimeout(ctx, b.opts.ConnectTimeout)
+		err := c.list(lctx)
+		cancel()
+		if err != nil {
+			log.Warn("mcp: listing the server's changed tools failed; restarting it", "err", err)
+			return
+		}
+		for _, p := range c.problems {
+			log.Warn("mcp: " + p)
+		}
+	}
+}
+
+// serveTools serves c's tools until the session ends or ctx is done
+// (false), or until the server says its tools changed (true); then it
+// withdraws them, giving calls in flight Options.Grace.
+func (b *Bridge) serveTools(ctx context.Context, nc *nats.Conn, c *conn, ended <-chan struct{}, log *slog.Logger) (changed bool) {
 	if len(c.tools) == 0 {
 		log.Warn("mcp: the server offers no tool that can be served")
 	} else {
 		svc, err := toolservice.Start(ctx, nc, b.opts.Service, c.tools...)
 		if err != nil {
 			log.Error("mcp: cannot serve the server's tools on NATS", "err", err)
-			return
+			return false
 		}
 		defer func() {
 			gctx, cancel := context.WithTimeout(context.Background(), b.opts.Grace)
@@ -237,7 +256,12 @@ func (b *Bridge) serveConn(ctx context.Context, nc *nats.Conn, c *conn, log *slo
 	}
 	select {
 	case <-ended:
+		return false
 	case <-ctx.Done():
+		return false
+	case <-c.changed:
+		log.Info("mcp: the server's tools changed; listing them again")
+		return true
 	}
 }
 

@@ -25,6 +25,8 @@ type conn struct {
 	// problems are the tools listed but not served, each with why.
 	problems []string
 	down     atomic.Bool
+	// changed receives the server's notifications/tools/list_changed.
+	changed chan struct{}
 }
 
 func (c *conn) isDown() bool { return c.down.Load() }
@@ -47,13 +49,20 @@ const keepAliveMisses = 2
 func dial(ctx context.Context, name string, cfg ServerConfig, opts Options) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
+	changed := make(chan struct{}, 1)
 	client := sdk.NewClient(&sdk.Implementation{Name: "tah", Title: "TAH MCP bridge", Version: opts.Version},
-		&sdk.ClientOptions{KeepAlive: opts.KeepAlive, KeepAliveFailureThreshold: keepAliveMisses, Logger: opts.Logger.With("mcp_server", name)})
+		&sdk.ClientOptions{KeepAlive: opts.KeepAlive, KeepAliveFailureThreshold: keepAliveMisses, Logger: opts.Logger.With("mcp_server", name),
+			ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) {
+				select {
+				case changed <- struct{}{}:
+				default: // one is pending already
+				}
+			}})
 	sess, err := client.Connect(ctx, transport(name, cfg, opts), nil)
 	if err != nil {
 		return nil, fmt.Errorf("MCP server %s: connect: %w", name, err)
 	}
-	c := &conn{server: name, sess: sess}
+	c := &conn{server: name, sess: sess, changed: changed}
 	if err := c.list(ctx); err != nil {
 		_ = sess.Close()
 		return nil, fmt.Errorf("MCP server %s: list its tools: %w", name, err)
@@ -79,6 +88,7 @@ func transport(name string, cfg ServerConfig, opts Options) sdk.Transport {
 // list reads the server's tools (every page) into c.tools, in the server's
 // order; a tool that cannot be served is in c.problems instead.
 func (c *conn) list(ctx context.Context) error {
+	c.tools, c.problems = nil, nil
 	seen := map[string]string{}
 	for t, err := range c.sess.Tools(ctx, nil) {
 		if err != nil {

@@ -19,7 +19,8 @@
 // described to the model in text. A server that exits or stops
 // answering its pings is restarted with backoff; its tools are withdrawn
 // while it is down, and a call in flight gets a failed result with code
-// interrupted (its outcome is unknown). A stdio server inherits only the
+// interrupted (its outcome is unknown). When a server says its tools changed
+// (notifications/tools/list_changed), they are listed and served again. A stdio server inherits only the
 // variables a program needs to start (PATH, HOME, ...), never the node's
 // secrets, plus its own "env".
 //

@@ -163,7 +163,7 @@ func TestEdgeCases(t *testing.T) {
 			t.Errorf("problems lack %q:\n%s", want, problems)
 		}
 	}
-	want := []string{"edge__die", "edge__dup_name", "edge__echo", "edge__fails", "edge__image", "edge__slow"}
+	want := []string{"edge__die", "edge__dup_name", "edge__echo", "edge__fails", "edge__grow", "edge__image", "edge__slow"}
 	if got := b.Names(); !slices.Equal(got, want) {
 		t.Fatalf("names %v, want %v; problems:\n%s", got, want, problems)
 	}
@@ -217,6 +217,28 @@ func TestEdgeCases(t *testing.T) {
 				t.Fatalf("never back: %+v %v", res, err)
 			}
 			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	t.Run("the server's tools change", func(t *testing.T) {
+		if res := call(t, nc, "edge__grow", "c_grow", `{}`); res.IsError {
+			t.Fatalf("%+v", res)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for !slices.Contains(b.Serving()["edge"], "edge__grown") {
+			if time.Now().After(deadline) {
+				t.Fatalf("edge__grown never served: %v", b.Serving())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		for {
+			res, err := request(nc, "edge__grown", "c_grown", `{}`)
+			if err == nil && res.Output == "grown" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("edge__grown: %+v %v", res, err)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	})
 }

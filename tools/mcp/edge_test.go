@@ -53,7 +53,9 @@ func runEdgeServer(dir string) {
 		return nil, nil
 	})
 	add("grow", obj, func(ctx context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-		add("grown", obj, func(ctx context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return text("grown"), nil })
+		add("grown", obj, func(ctx context.Context, r *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return text("grown"), nil
+		})
 		return text("added the tool grown"), nil // the server sends notifications/tools/list_changed
 	})
 	add("bad", map[string]any{"type": "object", "properties": map[string]any{"a": map[string]any{"type": 12}}}, nil)

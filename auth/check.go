@@ -14,11 +14,22 @@ import (
 // for a node on an external cluster, whose user the cluster's operator made.
 // Empty: nothing is missing.
 func MissingForNode(path, node string) ([]string, error) {
-	uc, err := readUser(path)
+	pub, sub := wire.NodeNeeds(node)
+	missing, err := Denied(path, pub, sub)
 	if err != nil {
 		return nil, fmt.Errorf("the node's credential: %w", err)
 	}
-	pub, sub := wire.NodeNeeds(node)
+	return missing, nil
+}
+
+// Denied lists, of the subjects pub and sub, those the user of the .creds
+// file at path may not publish or subscribe to ("publish X", "subscribe Y"),
+// from its JWT's permissions. Empty: all are allowed.
+func Denied(path string, pub, sub []string) ([]string, error) {
+	uc, err := readUser(path)
+	if err != nil {
+		return nil, err
+	}
 	var missing []string
 	for _, s := range pub {
 		if !permits(uc.Pub, s) {

@@ -16,6 +16,7 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools/builtin"
+	"github.com/tah-dev/tah/tools/mcp"
 )
 
 // ErrInvalid is wrapped by every error of Validate and Load.
@@ -166,6 +167,10 @@ type Tools struct {
 	// events that drive discovery (a reconnect, a call that finds no
 	// service, a missing service); 0 turns the period off.
 	RefreshEvery Duration `json:"refresh_every"`
+	// MCPConfig is an {"mcpServers": {...}} file: the node serves those MCP
+	// servers' tools as tool services (package tools/mcp), named
+	// <server>__<tool>. Empty: none.
+	MCPConfig string `json:"mcp_config,omitempty"`
 }
 
 // Default is a node that needs no configuration at all: data in .tah, the
@@ -250,6 +255,7 @@ func (c *Config) env() []setting {
 		{"TAH_TOOLS_REMOTE", "tools-remote", "tools.remote", "offer tools of tool services on NATS", boolVar(&c.Tools.Remote)},
 		{"TAH_TOOLS_SERVICE_WAIT", "tools-service-wait", "tools.service_wait", "how long a call waits for its absent tool service before tool_unavailable", durVar(&c.Tools.ServiceWait)},
 		{"TAH_TOOLS_REFRESH_EVERY", "tools-refresh-every", "tools.refresh_every", "period of the tool services' discovery besides its events (0: events only)", durVar(&c.Tools.RefreshEvery)},
+		{"TAH_MCP_CONFIG", "mcp-config", "tools.mcp_config", `file of MCP servers ({"mcpServers": ...}) whose tools the node serves as <server>__<tool>`, strVar(&c.Tools.MCPConfig)},
 		{"TAH_HTTP", "http", "http", "address of /metrics, /healthz and the web UI (empty: off; port 0: a free port; not loopback: the UI asks for a login)", strVar(&c.HTTP)},
 		{"TAH_LOG_LEVEL", "log-level", "log_level", "debug, info, warn or error", strVar(&c.LogLevel)},
 		{"TAH_LOG_FORMAT", "log-format", "log_format", "text or json", strVar(&c.LogFormat)},
@@ -379,6 +385,13 @@ func (c Config) Validate() error {
 	}
 	if c.Tools.RefreshEvery < 0 {
 		bad("tools.refresh_every", "must be 0 (events only) or positive, such as 30s")
+	}
+	if c.Tools.MCPConfig != "" {
+		if _, err := mcp.LoadConfig(c.Tools.MCPConfig); err != nil {
+			bad("tools.mcp_config", "%v", err)
+		} else if !c.Tools.Remote {
+			bad("tools.mcp_config", "needs tools.remote: the node calls MCP tools as tool services")
+		}
 	}
 	if _, err := c.syncInterval(); err != nil {
 		bad("nats.sync", "%v", err)

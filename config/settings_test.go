@@ -38,6 +38,7 @@ func TestValidateNodeSettings(t *testing.T) {
 		"refresh":      {func(c *Config) { c.Tools.RefreshEvery = -1 }, "tools.refresh_every"},
 		"deny glob":    {func(c *Config) { c.Tools.Deny = []string{"*.pem", "[a-"} }, `tools.deny (--tools-deny, TAH_TOOLS_DENY): pattern "[a-"`},
 		"host":         {func(c *Config) { c.NATS.Host = "" }, "nats.host"},
+		"mcp file":     {func(c *Config) { c.Tools.MCPConfig = "/no/such.json" }, "tools.mcp_config (--mcp-config, TAH_MCP_CONFIG)"},
 	} {
 		c := Default()
 		tc.edit(&c)

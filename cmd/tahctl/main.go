@@ -49,6 +49,7 @@ func commands() []command {
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
 		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (with an admin credential)", runCreds},
 		{"upgrade-cluster", "--from URL --from-credentials FILE", "copy a user-and-password era cluster's sessions into this one", runUpgrade},
+		{"mcp", "serve FILE", "serve the tools of MCP servers (an mcpServers file) as TAH tool services", runMCP},
 		{"help", "[COMMAND]", "show this help, or a command's", nil},
 	}
 }

@@ -75,6 +75,9 @@ func TestScripts(t *testing.T) {
 				return err == nil, nil
 			case "natscli": // bin/nats, the NATS CLI
 				return natscliBuilt(repo)
+			case "mcpdeps": // the MCP servers from npm (tools/mcp/testdata/npm)
+				_, err := os.Stat(filepath.Join(repo, "tools", "mcp", "testdata", "npm", "node_modules", ".bin", "mcp-server-filesystem"))
+				return err == nil, nil
 			}
 			return false, fmt.Errorf("unknown condition %q", cond)
 		},

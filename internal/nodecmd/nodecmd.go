@@ -412,6 +412,8 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	if err := n.StartAPI(ctx); err != nil {
 		return failed(err, "")
 	}
+	bridge := nodeMCP(ctx, cfg, n, log)
+	defer bridge.close()
 
 	var srv *http.Server
 	var web *ui
@@ -455,6 +457,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	log.Info("ready", "node", cfg.NodeID, "nats", info.URL, "http", httpAddr, "data_dir", dataDir,
 		"provider", provider.Name(), "tools_root", root)
 	banner(stdout, cfg, info, provider, n, root, credsNote, web)
+	bridge.banner(stdout)
 
 	<-ctx.Done()
 	stop() // a second signal now ends the process at once

@@ -226,6 +226,12 @@ func (w *watch) result(ctx context.Context, interrupted bool) error {
 	case err != nil:
 		return errorf(exitUnavailable, "`tahctl show "+w.sid+"` tells how the turn goes on", "the turn's outcome was not received: %v", err)
 	}
+	if o.AwaitsApproval() && !interrupted {
+		if w.json {
+			w.printOutcome(o)
+		}
+		return w.awaitingApproval(ctx, o)
+	}
 	return w.finish(o, interrupted)
 }
 

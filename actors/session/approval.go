@@ -83,7 +83,7 @@ func requestApproval(ctx context.Context, a *AgentContext, pending []llm.ToolCal
 	if t := a.Tools.approval.Timeout; t > 0 {
 		d.Deadline = a.now().Add(t).UTC().Truncate(time.Millisecond)
 	}
-	a.log.Info("tool calls wait for approval", "session", a.Session, "calls", len(ask), "deadline", d.Deadline)
+	a.log.Debug("tool calls wait for approval", "session", a.Session, "calls", len(ask), "deadline", d.Deadline)
 	return true, a.Append(ctx, event.ToolApprovalRequested, d)
 }
 

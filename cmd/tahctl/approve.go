@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/wire"
@@ -77,6 +78,7 @@ func runDecision(ctx context.Context, g *globals, cmd wire.Command, help string,
 // turn it moves on.
 func (w *watch) decide(ctx context.Context, cmd wire.Command, d wire.Decision) error {
 	d.By = w.c.by()
+	w.started = time.Now()
 	var err error
 	if cmd == wire.CommandApprove {
 		w.turn, err = w.c.Approve(ctx, w.sid, d, client.WithEvents(), client.WithDeltas())

@@ -249,6 +249,8 @@ func inputFailure(sid, code, msg string) error {
 			"the session's log is corrupt: %s", msg)
 	case wire.FailureBusy:
 		return errorf(exitFailed, "wait for the turn to end, or `tahctl cancel "+sid+"`", "%s", msg)
+	case wire.FailureAlreadyDecided, wire.FailureNotPending:
+		return errorf(exitFailed, "`tahctl show "+sid+"` shows the calls that wait for approval", "%s", msg)
 	case wire.FailureNothingToResume:
 		return errorf(exitFailed, "`tahctl send -s "+sid+" TEXT` starts a new turn", "%s", msg)
 	}

@@ -79,7 +79,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 			n.refuse(m, wire.CodeUnknownSession, o.Err)
 			return
 		default:
-			if o.Err == nil && (kind == wire.CommandRun || kind == wire.CommandResume) {
+			if o.Err == nil && kind != wire.CommandCompact { // a turn that waits for approval is no end yet
 				n.Metrics.turnEnded(o.Status, time.Since(start))
 			}
 			n.ack(m)

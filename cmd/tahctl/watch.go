@@ -250,7 +250,7 @@ func inputFailure(sid, code, msg string) error {
 	case wire.FailureBusy:
 		return errorf(exitFailed, "wait for the turn to end, or `tahctl cancel "+sid+"`", "%s", msg)
 	case wire.FailureAlreadyDecided, wire.FailureNotPending:
-		return errorf(exitFailed, "`tahctl show "+sid+"` shows the calls that wait for approval", "%s", msg)
+		return errorf(exitFailed, "`tahctl events "+sid+"` shows the calls that waited for approval and how each was decided", "%s", msg)
 	case wire.FailureNothingToResume:
 		return errorf(exitFailed, "`tahctl send -s "+sid+" TEXT` starts a new turn", "%s", msg)
 	}

@@ -150,6 +150,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.next(ctx)
 	case *workDone:
 		s.busy, s.cancel = nil, nil
+		s.cancelTheWait()
 		s.answerCancels(msg.out.Outcome)
 		if msg.checkpointAt >= 0 {
 			s.lastCP = msg.checkpointAt
@@ -211,7 +212,6 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 			s.m.disarmDeadline(s.sid)
 		}
 		s.answerCancels(wire.Outcome{Session: s.sid, Status: projection.StatusRunning})
-		s.queue, s.parked = append(s.parked, s.queue...), nil
 		s.failAll(ErrStopped)
 	}
 }
@@ -313,10 +313,10 @@ func (s *sessionActor) answerCancels(o wire.Outcome) {
 }
 
 func (s *sessionActor) failAll(err error) {
-	for _, c := range s.queue {
+	for _, c := range append(s.parked, s.queue...) {
 		c.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Fenced: errors.Is(err, bus.ErrFenced)}, Err: err})
 	}
-	s.queue = nil
+	s.queue, s.parked = nil, nil
 }
 
 // armIdle passivates the actor after the idle timeout with a timer message of

@@ -29,6 +29,15 @@ func (s *sessionActor) answerWhileWaiting(cmd *Command) bool {
 	return true
 }
 
+// cancelTheWait makes the cancels that reached work which ended with its
+// turn waiting for approval (they came as it began to wait) work of their
+// own, ahead of the queue: the first ends the turn, the others find it ended.
+func (s *sessionActor) cancelTheWait() {
+	if len(s.cancels) > 0 && s.a.state.AwaitingApproval {
+		s.queue, s.cancels = append(s.cancels, s.queue...), nil
+	}
+}
+
 // unpark puts the parked commands back at the head of the queue once the
 // turn no longer waits for approval.
 func (s *sessionActor) unpark() {

@@ -50,8 +50,12 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 				Usage: st.TurnUsage, SessionUsage: &st.Usage})
 		}
 		if pending := pendingCalls(st); len(pending) > 0 {
-			if asked, err := requestApproval(ctx, a, pending); asked || err != nil {
+			asked, err := requestApproval(ctx, a, pending)
+			if err != nil {
 				return err
+			}
+			if asked {
+				continue // a cancel that came meanwhile ends the wait at once
 			}
 			if err := runTools(ctx, a, pending); err != nil {
 				return err

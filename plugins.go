@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools"
@@ -104,6 +105,22 @@ func Tools(ts ...tools.Tool) Plugin {
 			r.registry = reg
 		}
 		return r.registry.Add(ts...)
+	}}
+}
+
+// ApprovalPolicy says which tool calls wait for a person's approval
+// (Session.Approve, Session.Deny): rules by tool name or glob ("fs__*"),
+// "always" or "never", and an optional timeout that denies.
+type ApprovalPolicy = session.ApprovalPolicy
+
+// Approval sets which tool calls wait for approval; without it none does.
+func Approval(p ApprovalPolicy) Plugin {
+	return plugin{"approval", func(r *Runtime) error {
+		if err := p.Validate(); err != nil {
+			return err
+		}
+		r.approval = p
+		return nil
 	}}
 }
 

@@ -56,6 +56,7 @@ type Runtime struct {
 	provider   llm.Provider
 	registry   *tools.Registry
 	sessionCfg session.Config
+	approval   session.ApprovalPolicy
 	logger     *slog.Logger
 
 	node     *node.Node // nil when connected to a node elsewhere
@@ -120,7 +121,7 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	opts := node.Options{Bus: r.busCfg, StorePath: r.storePath, Session: r.sessionCfg, Provider: provider, Logger: logger}
+	opts := node.Options{Bus: r.busCfg, StorePath: r.storePath, Session: r.sessionCfg, Provider: provider, Logger: logger, Approval: r.approval}
 	if r.registry != nil {
 		opts.Tools = r.registry
 	}

@@ -40,7 +40,15 @@ type RunResult struct {
 	Code  string    `json:"code,omitempty"`
 	Steps int       `json:"steps"`
 	Usage llm.Usage `json:"usage"`
+	// AwaitingApproval, on a turn that waits (State waiting_tool), are the
+	// calls that wait for Approve or Deny (see the Approval plugin).
+	AwaitingApproval []llm.ToolCall `json:"awaiting_approval,omitempty"`
 }
+
+// Decision is what Approve or Deny decides: the calls (all that wait when
+// empty), a note, edited arguments for an approve of one call, and who
+// decides (informative).
+type Decision = wire.Decision
 
 // CompactResult is what Compact returns: the turns summarised and the summary's size.
 type CompactResult = wire.CompactResult
@@ -250,6 +258,24 @@ func (s *Session) follow(ctx context.Context, cancelOnDone bool, start func(*cli
 	return resultOf(o), nil
 }
 
+// Approve approves calls that wait for approval and waits for the turn to
+// end (or to wait again). A call that awaits no approval fails it with a
+// *client.CommandError of code wire.FailureNotPending or
+// wire.FailureAlreadyDecided.
+func (s *Session) Approve(ctx context.Context, d Decision) (RunResult, error) {
+	return s.follow(ctx, false, func(c *client.Client) (*client.Turn, error) {
+		return c.Approve(ctx, s.id, d)
+	})
+}
+
+// Deny denies calls that wait for approval (the model is told "denied by
+// the user: <note>") and waits for the turn to end, as Approve does.
+func (s *Session) Deny(ctx context.Context, d Decision) (RunResult, error) {
+	return s.follow(ctx, false, func(c *client.Client) (*client.Turn, error) {
+		return c.Deny(ctx, s.id, d)
+	})
+}
+
 // Cancel cancels the running turn or compaction; the LLM call and the tools see
 // it at once. Cancelling an idle session does nothing.
 func (s *Session) Cancel(ctx context.Context) error {
@@ -279,5 +305,5 @@ func (s *Session) Compact(ctx context.Context) (*CompactResult, error) {
 
 func resultOf(o wire.Outcome) RunResult {
 	return RunResult{Session: o.Session, Turn: o.Turn, State: o.Status, Content: o.Content,
-		Error: o.Error, Code: o.Code, Steps: o.Steps, Usage: o.Usage}
+		Error: o.Error, Code: o.Code, Steps: o.Steps, Usage: o.Usage, AwaitingApproval: o.AwaitingApproval}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -237,7 +238,7 @@ func TestRejectReportsToTheSender(t *testing.T) {
 	want := wire.Refusal(sid, id, "unknown_session", "no such session")
 	select {
 	case ie := <-got:
-		if ie != want {
+		if !reflect.DeepEqual(ie, want) {
 			t.Fatalf("report %+v", ie)
 		}
 	case <-time.After(30 * time.Second):
@@ -245,7 +246,7 @@ func TestRejectReportsToTheSender(t *testing.T) {
 	}
 	rm, err := replies.NextMsg(30 * time.Second)
 	var o wire.Outcome
-	if err != nil || json.Unmarshal(rm.Data, &o) != nil || o != want {
+	if err != nil || json.Unmarshal(rm.Data, &o) != nil || !reflect.DeepEqual(o, want) {
 		t.Fatalf("reply %v %s", err, rm.Data)
 	}
 }

@@ -116,6 +116,22 @@ func TestAPI(t *testing.T) {
 			_, err := c.Command(ctx, wire.CommandCancel, wire.CommandRequest{Session: "s_api", Reason: "test"})
 			return err
 		},
+		wire.EndpointApprove: func() error {
+			// Arguments go with exactly one call: the API refuses the request.
+			_, err := c.Command(ctx, wire.CommandApprove, wire.CommandRequest{Session: "s_api", Decision: &wire.Decision{Arguments: []byte(`{}`)}})
+			if !errors.Is(err, client.ErrBadRequest) {
+				return fmt.Errorf("approve with arguments and no call: %v", err)
+			}
+			_, err = c.Command(ctx, wire.CommandApprove, wire.CommandRequest{Session: "s_api", Decision: &wire.Decision{Calls: []string{"c1"}}})
+			return err
+		},
+		wire.EndpointDeny: func() error {
+			r, err := c.Command(ctx, wire.CommandDeny, wire.CommandRequest{Session: "s_api", Decision: &wire.Decision{Note: "no"}})
+			if err == nil && r.Command != wire.CommandDeny {
+				t.Errorf("deny: %+v", r)
+			}
+			return err
+		},
 		wire.EndpointTools: func() error {
 			r, err := c.Tools(ctx)
 			if err == nil && r.Tools == nil {

@@ -69,9 +69,9 @@ func (c *Client) streamExists(ctx context.Context, name string) bool {
 // outcome with WasRunning set (Status cancelled, Turn, LastSeq, Usage); at
 // once, the session's state, for a session that runs nothing (nothing
 // happens to it). reason is recorded in agent.cancelled. It fails with
-// ErrNotFound when the session does not exist: that is asked first, because
-// a node takes the cancel of a session it has not loaded as one of a session
-// that runs nothing.
+// ErrNotFound when the session does not exist: that is asked first, so that
+// a mistyped id is told at once. A cancel of a turn that waits for approval
+// ends it (every waiting call gets a cancelled result).
 func (c *Client) Cancel(ctx context.Context, sid, reason string) (wire.Outcome, error) {
 	if _, err := c.Get(ctx, sid); err != nil {
 		return wire.Outcome{}, err

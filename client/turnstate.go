@@ -16,8 +16,8 @@ const maxPending = 10000
 
 // turnState tells a Turn's own events and deltas from the others' of its
 // session: the events of a run's turn start at the turn.started that records
-// its input id (a turn left open by a dead node may end first); a resume's
-// are those of the turn open when it was published, so the events from then
+// its input id (a turn left open by a dead node may end first); a resume's,
+// an approve's or a deny's are those of the turn open when it was published, so the events from then
 // on, until the end of that turn or the start of another. Session-level
 // events (claims, checkpoints) are no turn's. A delta belongs to
 // the turn of its LLM step's llm.started; deltas of steps not seen yet wait.
@@ -47,7 +47,7 @@ var sessionLevel = map[event.Type]bool{
 }
 
 func newTurnState(a asked, last uint64) *turnState {
-	return &turnState{asked: a, ours: a.command == wire.CommandResume, lastSeq: last, deltas: natsx.DeltaFilter{Session: a.sid},
+	return &turnState{asked: a, ours: continuesTurn(a.command), lastSeq: last, deltas: natsx.DeltaFilter{Session: a.sid},
 		steps: map[string]bool{}, pending: map[string][]Delta{}}
 }
 
@@ -154,4 +154,10 @@ func EndOutcome(end event.Event) wire.Outcome {
 		o.Status, o.Turn, o.Error, o.Code = projection.StatusCancelled, d.Turn, d.Reason, event.CodeCancelled
 	}
 	return o
+}
+
+// continuesTurn reports whether cmd moves on the turn open when it is
+// published, rather than starting one.
+func continuesTurn(cmd wire.Command) bool {
+	return cmd == wire.CommandResume || cmd == wire.CommandApprove || cmd == wire.CommandDeny
 }

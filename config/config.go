@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -171,6 +172,21 @@ type Tools struct {
 	// servers' tools as tool services (package tools/mcp), named
 	// <server>__<tool>. Empty: none.
 	MCPConfig string `json:"mcp_config,omitempty"`
+	// Approval maps tool names, or globs of names ("fs__*": every tool of
+	// the MCP server fs), to "always" (a call waits for a person to approve
+	// it: tahctl approve / deny) or "never"; an exact name wins over globs,
+	// a longer glob over a shorter one. write_file is "always" by default; a
+	// file's entries are added to the default ones.
+	Approval map[string]string `json:"approval,omitempty"`
+	// ApprovalTimeout, when positive, denies a call still undecided this
+	// long after it was asked for; 0 waits for ever.
+	ApprovalTimeout Duration `json:"approval_timeout,omitempty"`
+}
+
+// ApprovalPolicy is the approval policy of tool calls (tools.approval and
+// tools.approval_timeout).
+func (c Config) ApprovalPolicy() session.ApprovalPolicy {
+	return session.ApprovalPolicy{Rules: c.Tools.Approval, Timeout: time.Duration(c.Tools.ApprovalTimeout)}
 }
 
 // Default is a node that needs no configuration at all: data in .tah, the
@@ -185,7 +201,8 @@ func Default() Config {
 			MockPace: Duration(l.MockPace)},
 		Agent: Agent{MaxSteps: session.DefaultMaxSteps, IdleTimeout: Duration(5 * time.Minute)},
 		Tools: Tools{Root: ".", MaxConcurrent: 8, Timeout: Duration(2 * time.Minute), Remote: true,
-			ServiceWait: Duration(30 * time.Second), RefreshEvery: Duration(30 * time.Second)},
+			ServiceWait: Duration(30 * time.Second), RefreshEvery: Duration(30 * time.Second),
+			Approval: map[string]string{"write_file": session.ApprovalAlways}},
 		HTTP:      "127.0.0.1:9464",
 		LogLevel:  "info",
 		LogFormat: "text",
@@ -254,6 +271,8 @@ func (c *Config) env() []setting {
 		{"TAH_TOOLS_TIMEOUT", "tools-timeout", "tools.timeout", "timeout of one tool call", durVar(&c.Tools.Timeout)},
 		{"TAH_TOOLS_REMOTE", "tools-remote", "tools.remote", "offer tools of tool services on NATS", boolVar(&c.Tools.Remote)},
 		{"TAH_TOOLS_SERVICE_WAIT", "tools-service-wait", "tools.service_wait", "how long a call waits for its absent tool service before tool_unavailable", durVar(&c.Tools.ServiceWait)},
+		{"TAH_TOOLS_APPROVAL", "tools-approval", "tools.approval", "tool calls that wait for approval: NAME=always|never pairs, comma-separated; NAME may be a glob (fs__*=always); replaces the configured ones", mapVar(&c.Tools.Approval)},
+		{"TAH_TOOLS_APPROVAL_TIMEOUT", "tools-approval-timeout", "tools.approval_timeout", "deny a call still waiting for approval after this long (0: wait for ever)", durVar(&c.Tools.ApprovalTimeout)},
 		{"TAH_TOOLS_REFRESH_EVERY", "tools-refresh-every", "tools.refresh_every", "period of the tool services' discovery besides its events (0: events only)", durVar(&c.Tools.RefreshEvery)},
 		{"TAH_MCP_CONFIG", "mcp-config", "tools.mcp_config", `file of MCP servers ({"mcpServers": ...}) whose tools the node serves as <server>__<tool>`, strVar(&c.Tools.MCPConfig)},
 		{"TAH_HTTP", "http", "http", "address of /metrics, /healthz and the web UI (empty: off; port 0: a free port; not loopback: the UI asks for a login)", strVar(&c.HTTP)},
@@ -382,6 +401,9 @@ func (c Config) Validate() error {
 	}
 	if c.Tools.ServiceWait <= 0 {
 		bad("tools.service_wait", "must be positive, such as 30s")
+	}
+	if err := c.ApprovalPolicy().Validate(); err != nil {
+		bad("tools.approval", "%v", err)
 	}
 	if c.Tools.RefreshEvery < 0 {
 		bad("tools.refresh_every", "must be 0 (events only) or positive, such as 30s")
@@ -622,6 +644,37 @@ func (v durV) Set(s string) error {
 type listV struct{ p *[]string }
 
 func listVar(p *[]string) flag.Value { return listV{p} }
+
+// mapV reads NAME=VALUE pairs, comma-separated.
+type mapV struct{ p *map[string]string }
+
+func mapVar(p *map[string]string) flag.Value { return mapV{p} }
+func (v mapV) String() string {
+	if v.p == nil {
+		return ""
+	}
+	var pairs []string
+	for k, val := range *v.p {
+		pairs = append(pairs, k+"="+val)
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
+}
+func (v mapV) Set(s string) error {
+	m := map[string]string{}
+	for _, r := range strings.Split(s, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(r, "=")
+		if !ok {
+			return fmt.Errorf("%q is not NAME=VALUE (such as write_file=always)", r)
+		}
+		m[strings.TrimSpace(k)] = strings.TrimSpace(val)
+	}
+	*v.p = m
+	return nil
+}
 func (v listV) String() string {
 	if v.p == nil {
 		return ""

@@ -42,6 +42,19 @@ const (
 	// with tool.finished as any other: its result, or code tool_unavailable
 	// when the service did not come back in time. Log schema version 3.
 	ToolWaiting Type = "tool.waiting"
+	// ToolApprovalRequested reports that calls the model asked for need a
+	// person's approval (the node's approval policy) before they start: the
+	// turn waits (the session waiting_tool, awaiting approval) until every
+	// one is approved or denied, the deadline passes (they are denied), or a
+	// cancel ends the turn. Log schema version 4.
+	ToolApprovalRequested Type = "tool.approval-requested"
+	// ToolApproved records a person's approval of a call awaiting it,
+	// perhaps with edited arguments: the call runs. Log schema version 4.
+	ToolApproved Type = "tool.approved"
+	// ToolDenied records the denial of a call awaiting approval, by a person
+	// or by its deadline: the call does not run, and its tool.finished (code
+	// denied) tells the model why. Log schema version 4.
+	ToolDenied Type = "tool.denied"
 	// ToolFinished closes a tool step with its output, and adds the tool result to
 	// the conversation. It also gives a "not executed" result to a call that never
 	// started (NotExecuted), when a turn is repaired before the next run.
@@ -68,28 +81,31 @@ const (
 
 // payloads maps each type to a constructor of its payload.
 var payloads = map[Type]func() any{
-	SessionCreated:       func() any { return new(SessionCreatedData) },
-	SessionForked:        func() any { return new(SessionForkedData) },
-	SessionClaimed:       func() any { return new(SessionClaimedData) },
-	TurnStarted:          func() any { return new(TurnStartedData) },
-	ToolsOffered:         func() any { return new(ToolsOfferedData) },
-	LLMStarted:           func() any { return new(LLMStartedData) },
-	LLMStreaming:         func() any { return new(LLMStreamingData) },
-	LLMCompleted:         func() any { return new(LLMCompletedData) },
-	LLMFailed:            func() any { return new(LLMFailedData) },
-	Thinking:             func() any { return new(ThinkingData) },
-	ToolStarted:          func() any { return new(ToolStartedData) },
-	ToolWaiting:          func() any { return new(ToolWaitingData) },
-	ToolFinished:         func() any { return new(ToolFinishedData) },
-	AgentFinished:        func() any { return new(AgentFinishedData) },
-	AgentFailed:          func() any { return new(AgentFailedData) },
-	AgentCancelled:       func() any { return new(AgentCancelledData) },
-	ContextTrimmed:       func() any { return new(ContextTrimmedData) },
-	ContextCompacted:     func() any { return new(ContextCompactedData) },
-	ContextCompactFailed: func() any { return new(ContextCompactFailedData) },
-	SummaryAdded:         func() any { return new(SummaryAddedData) },
-	CheckpointCreated:    func() any { return new(CheckpointCreatedData) },
-	ArtifactCreated:      func() any { return new(ArtifactCreatedData) },
+	SessionCreated:        func() any { return new(SessionCreatedData) },
+	SessionForked:         func() any { return new(SessionForkedData) },
+	SessionClaimed:        func() any { return new(SessionClaimedData) },
+	TurnStarted:           func() any { return new(TurnStartedData) },
+	ToolsOffered:          func() any { return new(ToolsOfferedData) },
+	LLMStarted:            func() any { return new(LLMStartedData) },
+	LLMStreaming:          func() any { return new(LLMStreamingData) },
+	LLMCompleted:          func() any { return new(LLMCompletedData) },
+	LLMFailed:             func() any { return new(LLMFailedData) },
+	Thinking:              func() any { return new(ThinkingData) },
+	ToolStarted:           func() any { return new(ToolStartedData) },
+	ToolWaiting:           func() any { return new(ToolWaitingData) },
+	ToolApprovalRequested: func() any { return new(ToolApprovalRequestedData) },
+	ToolApproved:          func() any { return new(ToolApprovedData) },
+	ToolDenied:            func() any { return new(ToolDeniedData) },
+	ToolFinished:          func() any { return new(ToolFinishedData) },
+	AgentFinished:         func() any { return new(AgentFinishedData) },
+	AgentFailed:           func() any { return new(AgentFailedData) },
+	AgentCancelled:        func() any { return new(AgentCancelledData) },
+	ContextTrimmed:        func() any { return new(ContextTrimmedData) },
+	ContextCompacted:      func() any { return new(ContextCompactedData) },
+	ContextCompactFailed:  func() any { return new(ContextCompactFailedData) },
+	SummaryAdded:          func() any { return new(SummaryAddedData) },
+	CheckpointCreated:     func() any { return new(CheckpointCreatedData) },
+	ArtifactCreated:       func() any { return new(ArtifactCreatedData) },
 }
 
 // Types lists every event type, in a stable order.
@@ -97,7 +113,7 @@ func Types() []Type {
 	return []Type{
 		SessionCreated, SessionForked, SessionClaimed, TurnStarted,
 		ToolsOffered, LLMStarted, LLMStreaming, LLMCompleted, LLMFailed, Thinking,
-		ToolStarted, ToolWaiting, ToolFinished, AgentFinished, AgentFailed, AgentCancelled,
+		ToolStarted, ToolWaiting, ToolApprovalRequested, ToolApproved, ToolDenied, ToolFinished, AgentFinished, AgentFailed, AgentCancelled,
 		ContextTrimmed, ContextCompacted, ContextCompactFailed, SummaryAdded,
 		CheckpointCreated, ArtifactCreated,
 	}
@@ -336,6 +352,7 @@ const (
 	CodeInterrupted  = "interrupted"   // the call was running when its owner died; its outcome is unknown
 	CodeInternal     = "internal"      // a fault of TAH itself
 	CodeUnknownTool  = "unknown_tool"  // the model called a tool that was never offered to it
+	CodeDenied       = "denied"        // the call needed approval and was denied (tool.denied)
 	// CodeToolUnavailable: the model called a tool it was offered, and the
 	// service that runs it stayed absent for as long as a call waits for it.
 	// Retryable: the same call may succeed once the service is back.

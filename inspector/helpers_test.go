@@ -29,8 +29,8 @@ type node struct {
 
 // startNode runs tah-node with httpAddr (127.0.0.1:0: loopback, no login;
 // 0.0.0.0:0: a login) until the end of the test. The mock streams its
-// answers at pace.
-func startNode(t *testing.T, httpAddr string, pace time.Duration) *node {
+// answers at pace; extra are more tah-node flags.
+func startNode(t *testing.T, httpAddr string, pace time.Duration, extra ...string) *node {
 	t.Helper()
 	dir, root := filepath.Join(t.TempDir(), "data"), t.TempDir()
 	if err := os.WriteFile(filepath.Join(root, "README.md"), []byte("# demo\nA small project for the inspector's tests.\n"), 0o600); err != nil {
@@ -39,8 +39,9 @@ func startNode(t *testing.T, httpAddr string, pace time.Duration) *node {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { // owned here: ends when cancel is called at cleanup
-		done <- nodecmd.Run(ctx, []string{"--data-dir", dir, "--nats-port", "0", "--http", httpAddr, "--tools-root", root,
-			"--llm-mock-pace", pace.String(), "--log-level", "warn"}, io.Discard, testWriter{t})
+		args := append([]string{"--data-dir", dir, "--nats-port", "0", "--http", httpAddr, "--tools-root", root,
+			"--llm-mock-pace", pace.String(), "--log-level", "warn"}, extra...)
+		done <- nodecmd.Run(ctx, args, io.Discard, testWriter{t})
 	}()
 	t.Cleanup(func() {
 		cancel()

@@ -85,6 +85,8 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("POST /s/{sid}/send", h.send)
 	h.mux.HandleFunc("POST /s/{sid}/resume", h.resume)
 	h.mux.HandleFunc("POST /s/{sid}/cancel", h.cancel)
+	h.mux.HandleFunc("POST /s/{sid}/approve", h.approve)
+	h.mux.HandleFunc("POST /s/{sid}/deny", h.deny)
 	h.mux.HandleFunc("POST /s/{sid}/compact", h.compact)
 	h.mux.HandleFunc("POST /s/{sid}/fork", h.fork)
 	return h, nil

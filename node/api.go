@@ -44,6 +44,8 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		wire.EndpointCompact:   endpoint(n, wire.EndpointCompact, n.apiCommand(wire.CommandCompact)),
 		wire.EndpointResume:    endpoint(n, wire.EndpointResume, n.apiCommand(wire.CommandResume)),
 		wire.EndpointCancel:    endpoint(n, wire.EndpointCancel, n.apiCommand(wire.CommandCancel)),
+		wire.EndpointApprove:   endpoint(n, wire.EndpointApprove, n.apiCommand(wire.CommandApprove)),
+		wire.EndpointDeny:      endpoint(n, wire.EndpointDeny, n.apiCommand(wire.CommandDeny)),
 		wire.EndpointTools:     endpoint(n, wire.EndpointTools, n.apiTools),
 		wire.EndpointStatus:    endpoint(n, wire.EndpointStatus, n.apiStatus),
 		wire.EndpointArtifacts: endpoint(n, wire.EndpointArtifacts, n.apiArtifacts),
@@ -329,8 +331,14 @@ func (n *Node) apiCommand(cmd wire.Command) func(context.Context, wire.CommandRe
 			return wire.CommandReply{}, err
 		}
 		in := wire.Input{Command: cmd, ReplyTo: req.ReplyTo}
-		if cmd == wire.CommandCancel {
+		switch cmd {
+		case wire.CommandCancel:
 			in.Reason = req.Reason
+		case wire.CommandApprove, wire.CommandDeny:
+			in.Decision = req.Decision
+			if err := in.Validate(); err != nil {
+				return wire.CommandReply{}, badRequest("%v", err)
+			}
 		}
 		id, err := n.Bus.PublishInput(ctx, req.Session, in)
 		if err != nil {

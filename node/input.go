@@ -49,7 +49,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	if m.Options != nil {
 		maxSteps = m.Options.MaxSteps
 	}
-	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Done: func(o session.Outcome) {
+	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision, Done: func(o session.Outcome) {
 		var fault *projection.Fault
 		errors.As(o.Err, &fault)
 		newer := fault != nil && fault.Code == projection.FaultNeedsNewerNode
@@ -79,7 +79,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 			n.refuse(m, wire.CodeUnknownSession, o.Err)
 			return
 		default:
-			if o.Err == nil && (kind == wire.CommandRun || kind == wire.CommandResume) {
+			if o.Err == nil && kind != wire.CommandCompact { // a turn that waits for approval is no end yet
 				n.Metrics.turnEnded(o.Status, time.Since(start))
 			}
 			n.ack(m)

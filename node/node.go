@@ -43,6 +43,8 @@ type Options struct {
 	ToolOptions tools.Options
 	// MaxConcurrentTools bounds the tool calls running at once on this node.
 	MaxConcurrentTools int
+	// Approval says which tool calls wait for a person's approval.
+	Approval session.ApprovalPolicy
 	// MaxInputBytes bounds the user message of a run (its text, or its
 	// message as JSON): a larger one is refused (wire.Refusal) with code
 	// input_too_large. 0 means DefaultMaxInputBytes.
@@ -175,7 +177,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 // opened here, closed with the node), whose stored results a resume finds.
 func (n *Node) toolConfig(opts Options) (session.ToolConfig, error) {
 	tc := session.ToolConfig{Catalog: opts.Tools, Options: opts.ToolOptions, MaxConcurrent: opts.MaxConcurrentTools,
-		Observe: n.Metrics.toolCall}
+		Observe: n.Metrics.toolCall, Approval: opts.Approval}
 	if f, ok := opts.Tools.(session.ResultFinder); ok {
 		tc.Finder = f
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -200,6 +201,9 @@ func apply(s *State, e event.Event, payload any) error {
 		if rec.Status.Done() {
 			return fmt.Errorf("tool call %q has ended: %w", d.Call.ID, ErrInconsistent)
 		}
+		if rec.Approval == ApprovalRequested || rec.Approval == ApprovalDenied {
+			return fmt.Errorf("tool call %q starts without approval (%s): %w", d.Call.ID, rec.Approval, ErrInconsistent)
+		}
 		rec.StepID, rec.Status = d.StepID, StepRunning
 		s.addStep(Step{ID: d.StepID, Type: StepTool, Turn: s.Turn, Status: StepRunning,
 			Tool: d.Call.Name, CallID: d.Call.ID, Input: d.Call.Arguments, Idempotent: d.Idempotent,
@@ -213,19 +217,27 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("tool.waiting of step %q, which is not a running tool step: %w", d.StepID, ErrInconsistent)
 		}
 
+	case *event.ToolApprovalRequestedData, *event.ToolApprovedData, *event.ToolDeniedData:
+		return s.applyApproval(e, d)
+
 	case *event.ToolFinishedData:
-		return s.finishTool(e, d)
+		if err := s.finishTool(e, d); err != nil {
+			return err
+		}
+		s.settleApprovals()
 
 	case *event.AgentFinishedData:
 		if err := s.needActive(); err != nil {
 			return err
 		}
+		s.AwaitingApproval, s.ApprovalDeadline = false, time.Time{}
 		s.Status, s.LastOutput, s.LastError, s.LastCode = StatusCompleted, d.Content, "", ""
 
 	case *event.AgentFailedData:
 		if err := s.needActive(); err != nil {
 			return err
 		}
+		s.AwaitingApproval, s.ApprovalDeadline = false, time.Time{}
 		s.Status, s.LastError, s.LastCode = StatusFailed, d.Error, d.Code
 		s.failOpenSteps(e, d.Code, d.Error)
 
@@ -233,6 +245,7 @@ func apply(s *State, e event.Event, payload any) error {
 		if err := s.needActive(); err != nil {
 			return err
 		}
+		s.AwaitingApproval, s.ApprovalDeadline = false, time.Time{}
 		s.Status, s.LastError, s.LastCode = StatusCancelled, d.Reason, event.CodeCancelled
 		s.failOpenSteps(e, event.CodeCancelled, "cancelled")
 

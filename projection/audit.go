@@ -122,7 +122,7 @@ func (ps Problems) String() string {
 //
 // Audit is pure and total: any input, however malformed, gives a Report.
 func Audit(events []event.Event) Report {
-	a := &auditor{toolDone: map[string]uint64{}, stepEnds: map[string]int{}, stepStarted: map[string]bool{}, offered: map[string]bool{}}
+	a := &auditor{toolDone: map[string]uint64{}, approval: map[string]Approval{}, stepEnds: map[string]int{}, stepStarted: map[string]bool{}, offered: map[string]bool{}}
 	a.r.Events = events
 	if len(events) > 0 {
 		a.r.Session = events[0].Session
@@ -152,6 +152,8 @@ type auditor struct {
 	sawToolResult bool // in the current turn
 	// offered holds the digests of the tools.offered so far.
 	offered map[string]bool
+	// approval maps the calls that needed approval to where they stand.
+	approval map[string]Approval
 }
 
 func (a *auditor) bad(e event.Event, format string, args ...any) {
@@ -305,6 +307,9 @@ func (a *auditor) step(e event.Event) {
 		if at, ok := a.toolDone[d.Call.ID]; ok {
 			a.bad(e, "tool call %s (%s) starts again after its tool.finished at seq %d", d.Call.ID, d.Call.Name, at)
 		}
+		a.startApproved(e, d.Call.ID)
+	case event.ToolApprovalRequested, event.ToolApproved, event.ToolDenied:
+		a.auditApproval(e)
 	case event.ToolWaiting:
 		d, err := event.DecodeAs[event.ToolWaitingData](e)
 		if err != nil {

@@ -109,6 +109,9 @@ type ToolCallRecord struct {
 	Code    string     `json:"code,omitempty"`
 	// HasResult is true once a tool result for the call is in the history.
 	HasResult bool `json:"has_result,omitempty"`
+	// Approval is where the call stands with the approval policy; empty
+	// when it needed no approval.
+	Approval Approval `json:"approval,omitempty"`
 }
 
 // Artifact is a file or blob produced during the session.
@@ -171,6 +174,14 @@ type State struct {
 	// Summaries counts summaries added; Trims counts agent.context.trimmed.
 	Summaries int `json:"summaries,omitempty"`
 	Trims     int `json:"trims,omitempty"`
+
+	// AwaitingApproval is set while the turn waits for a person to approve
+	// or deny calls (tool.approval-requested; see PendingApprovals): the
+	// session is waiting_tool, but no call runs, and none is to be resumed.
+	// ApprovalDeadline is when the undecided calls are denied; zero for
+	// never.
+	AwaitingApproval bool      `json:"awaiting_approval,omitempty"`
+	ApprovalDeadline time.Time `json:"approval_deadline,omitzero"`
 
 	// LastOutput is the final answer of the last finished turn.
 	LastOutput string `json:"last_output,omitempty"`

@@ -57,7 +57,7 @@ func (m *inProcess) nodeOptions() (node.Options, error) {
 	b.Logger = m.natsLog
 	o := node.Options{Bus: b, Session: cfg.SessionConfig(), Provider: provider, Tools: reg,
 		ToolOptions: tools.Options{Timeout: time.Duration(cfg.Tools.Timeout)}, MaxConcurrentTools: cfg.Tools.MaxConcurrent,
-		MaxInputBytes: cfg.Agent.MaxInputBytes, Logger: m.log}
+		MaxInputBytes: cfg.Agent.MaxInputBytes, Approval: cfg.ApprovalPolicy(), Logger: m.log}
 	if m.edit != nil {
 		m.edit(m.i, &o)
 	}

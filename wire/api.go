@@ -25,6 +25,8 @@ const (
 	EndpointCompact  = "compact"
 	EndpointResume   = "resume"
 	EndpointCancel   = "cancel"
+	EndpointApprove  = "approve"
+	EndpointDeny     = "deny"
 	EndpointTools    = "tools"
 	EndpointStatus   = "status"
 	// EndpointArtifacts lists a session's artifacts; EndpointArtifact reads
@@ -211,6 +213,8 @@ type CommandRequest struct {
 	ReplyTo string `json:"reply_to,omitempty"`
 	// Reason says why, for cancel.
 	Reason string `json:"reason,omitempty"`
+	// Decision is what an approve or a deny decides.
+	*Decision
 }
 
 // CommandReply answers at once with the id of the input published.
@@ -280,6 +284,8 @@ func Endpoints() []Endpoint {
 		{EndpointCompact, CommandRequest{}, CommandReply{}},
 		{EndpointResume, CommandRequest{}, CommandReply{}},
 		{EndpointCancel, CommandRequest{}, CommandReply{}},
+		{EndpointApprove, CommandRequest{}, CommandReply{}},
+		{EndpointDeny, CommandRequest{}, CommandReply{}},
 		{EndpointTools, EmptyRequest{}, ToolsReply{}},
 		{EndpointStatus, EmptyRequest{}, StatusReply{}},
 		{EndpointArtifacts, SessionRequest{}, ArtifactsReply{}},

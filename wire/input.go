@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/tah-dev/tah/llm"
@@ -20,12 +22,18 @@ const (
 	CommandCancel Command = "cancel"
 	// CommandCompact summarises the turns so far.
 	CommandCompact Command = "compact"
+	// CommandApprove approves tool calls awaiting approval (Input.Calls, all
+	// of them when empty), perhaps with edited arguments (Input.Arguments).
+	CommandApprove Command = "approve"
+	// CommandDeny denies tool calls awaiting approval (Input.Calls, all of
+	// them when empty), with Input.Note for the model.
+	CommandDeny Command = "deny"
 )
 
-// Valid reports whether c is one of the four commands.
+// Valid reports whether c is one of the commands.
 func (c Command) Valid() bool {
 	switch c {
-	case CommandRun, CommandResume, CommandCancel, CommandCompact:
+	case CommandRun, CommandResume, CommandCancel, CommandCompact, CommandApprove, CommandDeny:
 		return true
 	}
 	return false
@@ -58,6 +66,51 @@ type Input struct {
 	Reason string `json:"reason,omitempty"`
 	// Options adjust the turn a run starts.
 	Options *RunOptions `json:"options,omitempty"`
+	// Decision is the payload of an approve or a deny.
+	*Decision
+}
+
+// Decision is what an approve or a deny says (its fields sit in the input's
+// body, beside id).
+type Decision struct {
+	// Calls are the ids of the calls decided; empty: every call that awaits
+	// approval.
+	Calls []string `json:"calls,omitempty"`
+	// Note is told to the model with a denial ("denied by the user: <note>")
+	// and recorded with either decision.
+	Note string `json:"note,omitempty"`
+	// Arguments, for an approve of exactly one call, replace the model's
+	// arguments of the call: a JSON object.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// By says who decided, as the client says (tahctl: its credential's
+	// name). The node records it as given: it is informative, not
+	// authenticated (see docs/security.md).
+	By string `json:"by,omitempty"`
+}
+
+// validate reports what is wrong with a decision of command c.
+func (d *Decision) validate(c Command) error {
+	if d == nil {
+		return nil
+	}
+	if c != CommandApprove && c != CommandDeny {
+		return fmt.Errorf("%s takes no calls, note, arguments or by (those are for approve and deny)", c)
+	}
+	if len(d.Arguments) > 0 {
+		if c != CommandApprove || len(d.Calls) != 1 {
+			return errors.New("arguments go with an approve of exactly one call (calls: [its id])")
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(d.Arguments, &obj); err != nil || obj == nil {
+			return errors.New("arguments are not a JSON object")
+		}
+	}
+	for _, id := range d.Calls {
+		if id == "" {
+			return errors.New("calls holds an empty id")
+		}
+	}
+	return nil
 }
 
 // RunOptions adjust one turn.
@@ -102,9 +155,12 @@ func (in Input) Validate() error {
 	}
 	if !in.Command.Valid() {
 		if in.Command == "" {
-			return bad("no command (set the %s header to run, resume, cancel or compact)", HeaderCommand)
+			return bad("no command (set the %s header to run, resume, cancel, compact, approve or deny)", HeaderCommand)
 		}
-		return bad("unknown command %q (use run, resume, cancel or compact)", in.Command)
+		return bad("unknown command %q (use run, resume, cancel, compact, approve or deny)", in.Command)
+	}
+	if err := in.Decision.validate(in.Command); err != nil {
+		return bad("%v", err)
 	}
 	if in.Command != CommandRun {
 		if in.Text != "" || in.Message != nil || in.Options != nil {

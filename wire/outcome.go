@@ -1,6 +1,8 @@
 package wire
 
 import (
+	"time"
+
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 )
@@ -36,6 +38,11 @@ type Outcome struct {
 	// LastSeq is the log's last sequence after the work: read the log, or wait
 	// for a read model, up to it.
 	LastSeq uint64 `json:"last_seq"`
+	// AwaitingApproval, on a turn that waits (Status waiting_tool), are the
+	// calls that wait for a person to approve or deny them (the commands
+	// approve and deny); ApprovalDeadline is when they are denied, if ever.
+	AwaitingApproval []llm.ToolCall `json:"awaiting_approval,omitempty"`
+	ApprovalDeadline time.Time      `json:"approval_deadline,omitzero"`
 	// Compact is the result of a compact; nil when there was nothing to compact.
 	Compact *CompactResult `json:"compact,omitempty"`
 	// Fenced is set when another node took the session over during the work.
@@ -68,7 +75,17 @@ const (
 	FailureStopped         = "stopped"           // the node stopped; the next owner carries on
 	FailureFenced          = "fenced"            // another node owns the session now
 	FailureError           = "error"             // anything else; Failure says what
+	// FailureAlreadyDecided: an approve or deny of a call that was approved
+	// or denied before (two approvals of one call: the first wins).
+	FailureAlreadyDecided = "already_decided"
+	// FailureNotPending: an approve or deny of a call that awaits no
+	// approval: unknown, answered (a cancel ended its turn), or not asked.
+	FailureNotPending = "not_pending"
 )
+
+// AwaitsApproval reports whether o is a turn that waits for a person to
+// approve or deny calls (AwaitingApproval).
+func (o Outcome) AwaitsApproval() bool { return o.Failure == "" && len(o.AwaitingApproval) > 0 }
 
 // Ended reports whether o is the end of a turn: it has no failure and its
 // status is not an active one.

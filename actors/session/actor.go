@@ -32,6 +32,12 @@ var (
 	// stream leader election, a lost connection); the input should be
 	// delivered again a little later, not dropped.
 	ErrUnavailable = errors.New("session log unavailable for now")
+	// ErrNotPending: an approve or deny of a call that awaits no approval
+	// (unknown, answered, or never asked).
+	ErrNotPending = errors.New("the call awaits no approval")
+	// ErrAlreadyDecided: an approve or deny of a call approved or denied
+	// before: the first decision wins.
+	ErrAlreadyDecided = errors.New("the call was decided before")
 )
 
 // Command is one unit of work for a session actor. Done is called exactly once,
@@ -45,7 +51,12 @@ type Command struct {
 	MaxSteps int
 	// Reason says why, for a cancel: agent.cancelled records it.
 	Reason string
-	Done   func(Outcome)
+	// Decision is what an approve or a deny decides.
+	Decision *wire.Decision
+	// Expired, on a deny, denies the calls whose approval deadline passed
+	// (the Manager's deadline timer sends it).
+	Expired bool
+	Done    func(Outcome)
 }
 
 // internal messages
@@ -78,8 +89,14 @@ type sessionActor struct {
 	a       *AgentContext // nil until loaded
 	loading bool
 	queue   []*Command
-	busy    *Command
-	cancel  context.CancelCauseFunc
+	// parked are the runs and compacts that arrived while the turn waits
+	// for approval: they wait behind it, as behind any turn.
+	parked []*Command
+	// passivating is set when the actor stops for being idle: the session's
+	// approval deadline stays armed.
+	passivating bool
+	busy        *Command
+	cancel      context.CancelCauseFunc
 	// cancels are the cancels that reached the running work: they are
 	// answered with its outcome when it ends.
 	cancels []*Command
@@ -114,11 +131,12 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		}
 		s.a = msg.a
 		s.lastCP = s.a.state.Events
+		s.syncDeadline()
 		s.next(ctx)
 	case *Command:
 		s.m.received(s.sid)
-		if msg.Kind == wire.CommandCancel {
-			s.cancelWork(msg)
+		if msg.Kind == wire.CommandCancel && s.a != nil {
+			s.cancelWork(ctx, msg)
 			return
 		}
 		if msg.Kind == wire.CommandCompact && s.busy != nil && !s.ended.Load() {
@@ -132,6 +150,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.next(ctx)
 	case *workDone:
 		s.busy, s.cancel = nil, nil
+		s.cancelTheWait()
 		s.answerCancels(msg.out.Outcome)
 		if msg.checkpointAt >= 0 {
 			s.lastCP = msg.checkpointAt
@@ -154,6 +173,8 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 			ctx.Stop(ctx.Self())
 			return
 		}
+		s.syncDeadline()
+		s.unpark()
 		s.next(ctx)
 	case *claimedElsewhere:
 		if s.a == nil || msg.epoch <= s.a.writer.Epoch() {
@@ -169,8 +190,9 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.m.retire(s.sid, ctx.Self(), true)
 		ctx.Stop(ctx.Self())
 	case *idleTick:
-		if msg.gen == s.idleGen && s.busy == nil && len(s.queue) == 0 && !s.loading {
+		if msg.gen == s.idleGen && s.busy == nil && len(s.queue) == 0 && len(s.parked) == 0 && !s.loading {
 			if s.m.retire(s.sid, ctx.Self(), false) {
+				s.passivating = true
 				ctx.Stop(ctx.Self())
 			} else {
 				s.armIdle(ctx)
@@ -185,6 +207,9 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		}
 		if s.cancel != nil {
 			s.cancel(ErrStopped)
+		}
+		if !s.passivating {
+			s.m.disarmDeadline(s.sid)
 		}
 		s.answerCancels(wire.Outcome{Session: s.sid, Status: projection.StatusRunning})
 		s.failAll(ErrStopped)
@@ -215,6 +240,10 @@ func (s *sessionActor) next(ctx actor.Context) {
 	}
 	cmd := s.queue[0]
 	s.queue = s.queue[1:]
+	if s.answerWhileWaiting(cmd) {
+		s.next(ctx)
+		return
+	}
 	if cmd.Kind == wire.CommandCompact && s.a.state.Status.Active() {
 		// A turn left running by a previous owner must be resumed first.
 		cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: s.a.state.Status}, Err: fmt.Errorf("compact %s: %w (resume or cancel it first)", s.sid, ErrBusy)})
@@ -227,6 +256,9 @@ func (s *sessionActor) next(ctx actor.Context) {
 	s.idleGen++
 	wctx, cancel := context.WithCancelCause(context.Background())
 	s.cancel = cancel
+	if cmd.Kind == wire.CommandCancel {
+		cancel(cancelled{reason: cancelReasonOf(cmd)}) // a cancel of a turn that waits for approval
+	}
 	a, self, every := s.a, ctx.Self(), s.m.cfg.checkpointEvery()
 	last := s.lastCP
 	s.m.goTracked(func() {
@@ -250,16 +282,18 @@ func (s *sessionActor) next(ctx actor.Context) {
 }
 
 // cancelWork cancels the running work with cmd's reason; cmd is answered
-// with the work's outcome once it ended. A cancel of a session that runs
-// nothing is answered at once with its state.
-func (s *sessionActor) cancelWork(cmd *Command) {
+// with the work's outcome once it ended. A cancel of a turn that waits for
+// approval is work of its own, ahead of the queue (it ends the turn). A
+// cancel of a session that runs nothing is answered at once with its state.
+func (s *sessionActor) cancelWork(ctx actor.Context, cmd *Command) {
 	if s.busy != nil && s.cancel != nil {
-		reason := cmd.Reason
-		if reason == "" {
-			reason = defaultCancelReason
-		}
-		s.cancel(cancelled{reason: reason})
+		s.cancel(cancelled{reason: cancelReasonOf(cmd)})
 		s.cancels = append(s.cancels, cmd)
+		return
+	}
+	if s.a != nil && s.a.state.AwaitingApproval {
+		s.queue = append([]*Command{cmd}, s.queue...)
+		s.next(ctx)
 		return
 	}
 	o := wire.Outcome{Session: s.sid, Status: projection.StatusIdle}
@@ -279,10 +313,10 @@ func (s *sessionActor) answerCancels(o wire.Outcome) {
 }
 
 func (s *sessionActor) failAll(err error) {
-	for _, c := range s.queue {
+	for _, c := range append(s.parked, s.queue...) {
 		c.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Fenced: errors.Is(err, bus.ErrFenced)}, Err: err})
 	}
-	s.queue = nil
+	s.queue, s.parked = nil, nil
 }
 
 // armIdle passivates the actor after the idle timeout with a timer message of
@@ -332,6 +366,15 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		if err = PrepareResume(ctx, a); err == nil {
 			err = m.loop.Run(ctx, a)
 		}
+	case wire.CommandApprove, wire.CommandDeny:
+		err = m.decideAndRun(ctx, a, cmd)
+	case wire.CommandCancel:
+		// A cancel of a turn that waits for approval (ctx is cancelled): the
+		// loop answers its calls and records the cancel.
+		err = m.loop.Run(ctx, a)
+		out := a.outcome(err)
+		out.WasRunning = true
+		return out
 	case wire.CommandCompact:
 		var res *wire.CompactResult
 		if res, err = Compact(ctx, a); err == nil {

@@ -42,6 +42,10 @@ func (o Outcome) Wire() wire.Outcome {
 		out.FailureCode = wire.FailureNothingToResume
 	case errors.Is(o.Err, ErrStopped):
 		out.FailureCode = wire.FailureStopped
+	case errors.Is(o.Err, ErrNotPending):
+		out.FailureCode = wire.FailureNotPending
+	case errors.Is(o.Err, ErrAlreadyDecided):
+		out.FailureCode = wire.FailureAlreadyDecided
 	case o.Fenced:
 		out.FailureCode = wire.FailureFenced
 	default:
@@ -262,6 +266,7 @@ func (a *AgentContext) outcome(err error) Outcome {
 	case projection.StatusFailed, projection.StatusCancelled:
 		o.Error, o.Code = st.LastError, st.LastCode
 	}
+	awaiting(&o.Outcome, st)
 	if errors.Is(err, errFenced) {
 		o.Fenced = true
 	}

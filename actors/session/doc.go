@@ -39,6 +39,13 @@
 // otherwise gets an "interrupted, outcome unknown" result. A node shutting down
 // records nothing more, so the next owner resumes the turn.
 //
+// A call that the approval policy (ToolConfig.Approval) names waits for a
+// person: tool.approval-requested, and the work ends, holding no goroutine;
+// the actor may passivate. An approve or deny command (an input like any
+// other) records the decision and runs the turn on; the deadline, if any, is
+// a timer of the Manager, armed again from the log by whichever node loads
+// the session; a cancel answers every call and ends the turn (approval.go).
+//
 // The smallest use:
 //
 //	m, err := session.NewManager(session.Config{MaxSteps: 20}, b, provider,

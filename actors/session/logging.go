@@ -16,7 +16,7 @@ import (
 // handled (a redelivery) log at debug.
 func (m *Manager) workLogged(ctx context.Context, a *AgentContext, cmd *Command) Outcome {
 	log := m.cfg.logger()
-	if cmd.Kind != wire.CommandRun && cmd.Kind != wire.CommandResume {
+	if cmd.Kind == wire.CommandCompact || cmd.Kind == wire.CommandCancel {
 		out := m.work(ctx, a, cmd)
 		log.Debug("command done", "session", a.Session, "command", cmd.Kind, "status", out.Status, "err", out.Err)
 		return out
@@ -37,6 +37,8 @@ func (m *Manager) workLogged(ctx context.Context, a *AgentContext, cmd *Command)
 		log.Warn("turn stopped", "session", a.Session, "turn", out.Turn, "status", out.Status, "duration", took, "err", out.Err)
 	case a.state.Events == events:
 		log.Debug("input already handled", "session", a.Session, "turn", out.Turn, "status", out.Status, "input", cmd.InputID)
+	case a.state.AwaitingApproval:
+		log.Info("turn waits for approval", "session", a.Session, "turn", out.Turn, "calls", len(out.AwaitingApproval), "duration", took)
 	default:
 		log.Info("turn ended", "session", a.Session, "turn", out.Turn, "outcome", out.Status, "duration", took,
 			"steps", out.Steps, "code", out.Code, "error", out.Error)
@@ -55,7 +57,7 @@ func (a *AgentContext) logFailure(payload any) {
 			a.log.Warn("model call failed", "session", a.Session, "turn", a.state.Turn, "step", d.StepID, "code", d.Code, "err", d.Error)
 		}
 	case event.ToolFinishedData:
-		if d.IsError && d.Code != event.CodeCancelled && d.Code != event.CodeNotExecuted {
+		if d.IsError && d.Code != event.CodeCancelled && d.Code != event.CodeNotExecuted && d.Code != event.CodeDenied {
 			a.log.Warn("tool call failed", "session", a.Session, "turn", a.state.Turn, "step", d.StepID, "tool", d.Name, "call", d.CallID,
 				"code", d.Code, "output", tools.Truncate("output", d.Output, 200, "see the session's log"))
 		}

@@ -35,7 +35,13 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 			return nil
 		}
 		if ctx.Err() != nil {
+			if err := answerAwaiting(a); err != nil {
+				return err
+			}
 			return a.Append(ctx, event.AgentCancelled, event.AgentCancelledData{Turn: st.Turn, Reason: cancelReason(ctx)})
+		}
+		if st.AwaitingApproval {
+			return nil // the turn waits, holding nothing, for approve, deny, its deadline or a cancel
 		}
 		// A previous owner may have stopped after the model answered: finish from
 		// the log instead of asking again.
@@ -44,6 +50,13 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 				Usage: st.TurnUsage, SessionUsage: &st.Usage})
 		}
 		if pending := pendingCalls(st); len(pending) > 0 {
+			asked, err := requestApproval(ctx, a, pending)
+			if err != nil {
+				return err
+			}
+			if asked {
+				continue // a cancel that came meanwhile ends the wait at once
+			}
 			if err := runTools(ctx, a, pending); err != nil {
 				return err
 			}

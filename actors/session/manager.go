@@ -34,6 +34,9 @@ type Manager struct {
 	mu     sync.Mutex
 	closed bool
 	actors map[string]*entry
+
+	// deadlines are the approval deadlines this node enforces.
+	deadlines deadlines
 }
 
 type entry struct {
@@ -147,6 +150,7 @@ func (m *Manager) StopWhere(ctx context.Context, match func(sid string) bool) in
 		}
 	}
 	m.mu.Unlock()
+	m.disarmDeadlines(match)    // the next owner enforces them
 	_ = m.stopActors(ctx, pids) // when ctx ends first, the rest still stop, unwaited for
 	return len(pids)
 }
@@ -158,7 +162,12 @@ func (m *Manager) StopWhere(ctx context.Context, match func(sid string) bool) in
 func (m *Manager) ClaimedElsewhere(sid string, epoch uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e := m.actors[sid]; e != nil {
+	e := m.actors[sid]
+	if e == nil {
+		// A passivated session: whoever claimed it enforces its deadline.
+		m.disarmDeadline(sid)
+	}
+	if e != nil {
 		m.sys.Root.Send(e.pid, &claimedElsewhere{epoch: epoch})
 	}
 }
@@ -218,6 +227,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	m.actors = map[string]*entry{}
 	m.mu.Unlock()
 	m.cancel()
+	m.disarmDeadlines(func(string) bool { return true })
 	if err := m.stopActors(ctx, pids); err != nil {
 		return fmt.Errorf("session manager close: session actors still stopping (the tool runner is left running): %w", err)
 	}

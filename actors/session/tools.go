@@ -39,6 +39,9 @@ type ToolConfig struct {
 	// Observe, when set, is told of every call the runner ran (a node's
 	// metrics); see toolrunner.Config.Observe.
 	Observe func(toolrunner.CallResult)
+	// Approval says which calls wait for a person's approval; the zero
+	// policy approves every call.
+	Approval ApprovalPolicy
 }
 
 // ResultFinder finds the result a tool service stored for a call
@@ -55,14 +58,18 @@ type ResultFinder interface {
 // stored. A Manager makes one, beside its session actors; a Loop uses it
 // through AgentContext.Tools.
 type Tools struct {
-	catalog tools.Catalog
-	runner  *toolrunner.Runner
-	finder  ResultFinder
-	waiter  ServiceWaiter
+	catalog  tools.Catalog
+	runner   *toolrunner.Runner
+	finder   ResultFinder
+	waiter   ServiceWaiter
+	approval ApprovalPolicy
 }
 
 // startTools spawns the tool runner under root.
 func startTools(root *actor.RootContext, tc ToolConfig, log *slog.Logger) (*Tools, error) {
+	if err := tc.Approval.Validate(); err != nil {
+		return nil, fmt.Errorf("session manager: %w", err)
+	}
 	cat := tc.Catalog
 	if cat == nil {
 		cat = tools.Merge() // no tools: the executor reports every call unknown
@@ -80,7 +87,7 @@ func startTools(root *actor.RootContext, tc ToolConfig, log *slog.Logger) (*Tool
 	if w, ok := tc.Finder.(ServiceWaiter); ok && waiter == nil {
 		waiter = w
 	}
-	return &Tools{catalog: cat, runner: r, finder: tc.Finder, waiter: waiter}, nil
+	return &Tools{catalog: cat, runner: r, finder: tc.Finder, waiter: waiter, approval: tc.Approval}, nil
 }
 
 // Schemas lists the tools offered to the model, in a stable order.

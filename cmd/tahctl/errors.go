@@ -9,13 +9,16 @@ import (
 
 // Exit codes of tahctl, as documented by `tahctl help` and the README.
 const (
-	exitOK          = 0   // done; for send and resume: the turn completed
-	exitFailed      = 1   // the turn failed, or the command could not be carried out
-	exitUsage       = 2   // bad usage or input: an unknown command or flag, an invalid id, an empty or oversized input
-	exitNotFound    = 3   // no such session
-	exitUnavailable = 4   // no node: nothing answers, the credentials were refused, or the connection was lost
-	exitCancelled   = 5   // the turn was cancelled (by tahctl cancel, or another client)
-	exitInterrupted = 130 // interrupted by Ctrl-C (send and resume cancel their turn first)
+	exitOK          = 0 // done; for send and resume: the turn completed
+	exitFailed      = 1 // the turn failed, or the command could not be carried out
+	exitUsage       = 2 // bad usage or input: an unknown command or flag, an invalid id, an empty or oversized input
+	exitNotFound    = 3 // no such session
+	exitUnavailable = 4 // no node: nothing answers, the credentials were refused, or the connection was lost
+	exitCancelled   = 5 // the turn was cancelled (by tahctl cancel, or another client)
+	// exitAwaitingApproval: the turn waits for a tool call's approval
+	// (send, resume, approve without a terminal to ask on).
+	exitAwaitingApproval = 6
+	exitInterrupted      = 130 // interrupted by Ctrl-C (send and resume cancel their turn first)
 )
 
 const exitCodesHelp = `Exit status:
@@ -25,6 +28,7 @@ const exitCodesHelp = `Exit status:
   3    no such session
   4    no node: nothing answers, the credentials were refused, or the connection was lost
   5    the turn was cancelled
+  6    the turn waits for a tool call's approval (tahctl approve / deny ID CALL decide)
   130  interrupted by Ctrl-C (send and resume cancel the turn first)
 `
 

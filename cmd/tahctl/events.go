@@ -180,6 +180,30 @@ func summary(ev event.Event) string {
 	case event.ToolWaiting:
 		d, _ := event.DecodeAs[event.ToolWaitingData](ev)
 		return fmt.Sprintf("%s waits for its tool service (up to %v)", d.Name, time.Duration(d.WaitMS)*time.Millisecond)
+	case event.ToolApprovalRequested:
+		d, _ := event.DecodeAs[event.ToolApprovalRequestedData](ev)
+		var calls []string
+		for _, c := range d.Calls {
+			calls = append(calls, c.ID+" "+c.Name+" "+compactJSON(c.Arguments, 40))
+		}
+		s := "waits for approval: " + strings.Join(calls, "; ")
+		if !d.Deadline.IsZero() {
+			s += " (denied at " + d.Deadline.Local().Format(time.DateTime) + ")"
+		}
+		return s
+	case event.ToolApproved:
+		d, _ := event.DecodeAs[event.ToolApprovedData](ev)
+		s := d.CallID + " approved" + byWhom(d.By)
+		if len(d.Arguments) > 0 {
+			s += ", with arguments " + compactJSON(d.Arguments, 40)
+		}
+		return s
+	case event.ToolDenied:
+		d, _ := event.DecodeAs[event.ToolDeniedData](ev)
+		if d.Expired {
+			return d.CallID + " denied: its deadline passed"
+		}
+		return d.CallID + " denied" + byWhom(d.By) + ": " + oneLine(d.Note, 60)
 	case event.ToolFinished:
 		d, _ := event.DecodeAs[event.ToolFinishedData](ev)
 		s := d.Name + " → " + preview(d.Output, 50)

@@ -37,6 +37,8 @@ func commands() []command {
 		{"send", "[-s ID] TEXT", "send input to a session (a new one without -s) and stream the answer", runSend},
 		{"resume", "ID", "continue a turn that a crash or a stop interrupted, streaming the rest", runResume},
 		{"cancel", "ID", "cancel the running turn (or compaction) of a session", runCancel},
+		{"approve", "ID [CALL]", "approve a tool call that waits for approval, and follow the turn on", runApprove},
+		{"deny", "ID [CALL]", "deny a tool call that waits for approval (--note tells the model why)", runDeny},
 		{"new", "[--label K=V]...", "create an empty session and print its id", runNew},
 		{"list", "[--status S] [--limit N]", "list the sessions, most recently updated first", runList},
 		{"show", "ID [--request STEP]", "show a session and its steps as a timeline (or the request a step sent)", runShow},

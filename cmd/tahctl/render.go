@@ -76,6 +76,12 @@ func (w *watch) onEvent(ev event.Event) {
 		w.sp.stop()
 		w.note(w.st.yellow(fmt.Sprintf("  · waiting for tool service %s (up to %v)", d.Name, time.Duration(d.WaitMS)*time.Millisecond)))
 		w.sp.start("waiting for tool service " + d.Name)
+	case event.ToolApproved:
+		d, _ := event.DecodeAs[event.ToolApprovedData](ev)
+		w.note(w.st.dim("  · call " + d.CallID + " approved" + byWhom(d.By)))
+	case event.ToolDenied:
+		d, _ := event.DecodeAs[event.ToolDeniedData](ev)
+		w.note(w.st.yellow("  · call " + d.CallID + " denied" + byWhom(d.By)))
 	case event.ToolFinished:
 		d, _ := event.DecodeAs[event.ToolFinishedData](ev)
 		w.toolCalls++
@@ -120,4 +126,12 @@ func (w *watch) onEnd(ev event.Event) {
 		d, _ := event.DecodeAs[event.ContextCompactFailedData](ev)
 		w.note(w.st.yellow("  · the summary of earlier turns failed: " + oneLine(d.Error, 200)))
 	}
+}
+
+// byWhom is " by NAME", or nothing when nobody is named.
+func byWhom(by string) string {
+	if by == "" {
+		return ""
+	}
+	return " by " + by
 }

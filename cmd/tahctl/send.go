@@ -23,7 +23,9 @@ the address its node.json names) and follows the turn to its end.
 
 Ctrl-C cancels the turn and exits with 130 (once the turn has ended, it
 exits at once). The exit status says how the turn
-ended: 0 completed, 1 failed, 5 cancelled (see below).
+ended: 0 completed, 1 failed, 5 cancelled (see below). A tool call that waits
+for approval (tools.approval) is shown; on a terminal send asks y/n/edit and
+goes on, elsewhere it prints the approve command and exits with 6.
 With --json: one JSON object per line: {"kind":"session"}, then "delta",
 "event" and finally "outcome".`
 

@@ -13,7 +13,7 @@ import (
 )
 
 // isTerminal reports whether w is a terminal (a character device).
-func isTerminal(w io.Writer) bool {
+func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false

@@ -226,6 +226,12 @@ func (w *watch) result(ctx context.Context, interrupted bool) error {
 	case err != nil:
 		return errorf(exitUnavailable, "`tahctl show "+w.sid+"` tells how the turn goes on", "the turn's outcome was not received: %v", err)
 	}
+	if o.AwaitsApproval() && !interrupted {
+		if w.json {
+			w.printOutcome(o)
+		}
+		return w.awaitingApproval(ctx, o)
+	}
 	return w.finish(o, interrupted)
 }
 
@@ -243,6 +249,8 @@ func inputFailure(sid, code, msg string) error {
 			"the session's log is corrupt: %s", msg)
 	case wire.FailureBusy:
 		return errorf(exitFailed, "wait for the turn to end, or `tahctl cancel "+sid+"`", "%s", msg)
+	case wire.FailureAlreadyDecided, wire.FailureNotPending:
+		return errorf(exitFailed, "`tahctl events "+sid+"` shows the calls that waited for approval and how each was decided", "%s", msg)
 	case wire.FailureNothingToResume:
 		return errorf(exitFailed, "`tahctl send -s "+sid+" TEXT` starts a new turn", "%s", msg)
 	}

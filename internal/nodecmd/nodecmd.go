@@ -380,6 +380,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 		Tools:              reg,
 		ToolOptions:        tools.Options{Timeout: time.Duration(cfg.Tools.Timeout), Logger: log.With("component", "tools")},
 		MaxConcurrentTools: cfg.Tools.MaxConcurrent,
+		Approval:           cfg.ApprovalPolicy(),
 		MaxInputBytes:      cfg.Agent.MaxInputBytes,
 		Logger:             log,
 	}

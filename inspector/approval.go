@@ -1,0 +1,52 @@
+package inspector
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/wire"
+)
+
+// decidedBy is who decides, as tool.approved and tool.denied record it, for
+// a decision taken on the page.
+const decidedBy = "inspector"
+
+// approve runs a call that waits for approval (the form's call), with the
+// form's arguments instead of the model's when given, and follows the turn
+// on as a send does.
+func (h *Handler) approve(w http.ResponseWriter, r *http.Request) {
+	d := decisionOf(r)
+	if args := strings.TrimSpace(r.PostFormValue("arguments")); args != "" {
+		d.Arguments = json.RawMessage(args)
+	}
+	h.decide(w, r, d, func(ctx context.Context, sid string) (*client.Turn, error) { return h.c.Approve(ctx, sid, d) })
+}
+
+// deny denies a call that waits for approval: the model is told the form's
+// note.
+func (h *Handler) deny(w http.ResponseWriter, r *http.Request) {
+	d := decisionOf(r)
+	h.decide(w, r, d, func(ctx context.Context, sid string) (*client.Turn, error) { return h.c.Deny(ctx, sid, d) })
+}
+
+// decide starts the decision's turn, unless the form is not a valid one.
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request, d wire.Decision, start func(context.Context, string) (*client.Turn, error)) {
+	sid := r.PathValue("sid")
+	if err := (wire.Input{Command: wire.CommandApprove, Decision: &d}).Validate(); err != nil {
+		redirect(w, r, "/s/"+sid, flash{Err: err.Error(), Code: wire.CodeMalformedInput})
+		return
+	}
+	h.startTurn(w, r, sid, func(ctx context.Context) (*client.Turn, error) { return start(ctx, sid) })
+}
+
+// decisionOf is the decision a form posts: its call and note.
+func decisionOf(r *http.Request) wire.Decision {
+	d := wire.Decision{Note: strings.TrimSpace(r.PostFormValue("note")), By: decidedBy}
+	if call := r.PostFormValue("call"); call != "" {
+		d.Calls = []string{call}
+	}
+	return d
+}

@@ -505,7 +505,7 @@ func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provi
 	if cfg.Tools.Builtin {
 		fmt.Fprintf(w, "  tools    %s (root %s)\n", strings.Join(names, ", "), root)
 	} else {
-		fmt.Fprintf(w, "  tools    no built-ins (%s is off): tool services' only\n", config.Describe("tools.builtin"))
+		fmt.Fprintf(w, "  tools    none built in (--tools-builtin=false): the tool services' on NATS only\n")
 	}
 	fmt.Fprintf(w, "  data     %s\n", cfg.DataDir)
 	fmt.Fprintf(w, "Try: tahctl send \"分析这个项目的目录结构\"   (Ctrl-C here stops the node)\n")

@@ -146,6 +146,10 @@ type Agent struct {
 
 // Tools configures the built-in tools.
 type Tools struct {
+	// Builtin offers the built-in file tools (list_files, read_file, and
+	// write_file with Write). Off: the node offers only remote tools, such as
+	// an MCP filesystem server's in their place.
+	Builtin bool `json:"builtin"`
 	// Root is the directory list_files and read_file may read. The data
 	// directory and credential files inside it are refused all the same.
 	Root string `json:"root"`
@@ -200,7 +204,7 @@ func Default() Config {
 		LLM: LLM{Provider: l.Provider, RequestTimeout: Duration(l.RequestTimeout), MaxRetries: l.MaxRetries,
 			MockPace: Duration(l.MockPace)},
 		Agent: Agent{MaxSteps: session.DefaultMaxSteps, IdleTimeout: Duration(5 * time.Minute)},
-		Tools: Tools{Root: ".", MaxConcurrent: 8, Timeout: Duration(2 * time.Minute), Remote: true,
+		Tools: Tools{Builtin: true, Root: ".", MaxConcurrent: 8, Timeout: Duration(2 * time.Minute), Remote: true,
 			ServiceWait: Duration(30 * time.Second), RefreshEvery: Duration(30 * time.Second),
 			Approval: map[string]string{"write_file": session.ApprovalAlways}},
 		HTTP:      "127.0.0.1:9464",
@@ -264,6 +268,7 @@ func (c *Config) env() []setting {
 		{"TAH_MAX_INPUT_BYTES", "max-input-bytes", "agent.max_input_bytes", "largest user message of a run, in bytes; a larger input is refused (0: 256 KiB)", intVar(&c.Agent.MaxInputBytes)},
 		{"TAH_CONTEXT_CHARS", "context-chars", "agent.context_chars", "character budget of each LLM request (0: whole history)", intVar(&c.Agent.ContextChars)},
 		{"TAH_IDLE_TIMEOUT", "idle-timeout", "agent.idle_timeout", "passivate a session idle this long", durVar(&c.Agent.IdleTimeout)},
+		{"TAH_TOOLS_BUILTIN", "tools-builtin", "tools.builtin", "offer the built-in file tools list_files and read_file (false: only remote tools, such as an MCP server's)", boolVar(&c.Tools.Builtin)},
 		{"TAH_TOOLS_ROOT", "tools-root", "tools.root", "directory the built-in tools may read", strVar(&c.Tools.Root)},
 		{"TAH_TOOLS_DENY", "tools-deny", "tools.deny", "comma-separated globs of paths the tools refuse besides the data directory and credential files (*.pem, config/prod)", listVar(&c.Tools.Deny)},
 		{"TAH_TOOLS_WRITE", "tools-write", "tools.write", "offer write_file too", boolVar(&c.Tools.Write)},
@@ -389,6 +394,9 @@ func (c Config) Validate() error {
 		bad("tools.root", "%v", err)
 	} else if !fi.IsDir() {
 		bad("tools.root", "%s is not a directory", c.Tools.Root)
+	}
+	if c.Tools.Write && !c.Tools.Builtin {
+		bad("tools.write", "needs tools.builtin: write_file is a built-in tool")
 	}
 	if err := builtin.ValidatePatterns(c.Tools.Deny); err != nil {
 		bad("tools.deny", "%v (use globs such as *.pem or config/prod)", err)

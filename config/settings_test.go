@@ -28,17 +28,18 @@ func TestValidateNodeSettings(t *testing.T) {
 		edit func(*Config)
 		want string
 	}{
-		"http":         {func(c *Config) { c.HTTP = "9464" }, "http (--http, TAH_HTTP)"},
-		"http port":    {func(c *Config) { c.HTTP = "127.0.0.1:99999" }, "is not 0 to 65535"},
-		"creds":        {func(c *Config) { c.NATS.Creds = "x.creds" }, "nats.creds (--nats-creds, TAH_NATS_CREDS)"},
-		"root":         {func(c *Config) { c.Tools.Root = "/no/such/dir" }, "tools.root"},
-		"concurrency":  {func(c *Config) { c.Tools.MaxConcurrent = 0 }, "tools.max_concurrent"},
-		"tool timeout": {func(c *Config) { c.Tools.Timeout = 0 }, "tools.timeout"},
-		"service wait": {func(c *Config) { c.Tools.ServiceWait = 0 }, "tools.service_wait"},
-		"refresh":      {func(c *Config) { c.Tools.RefreshEvery = -1 }, "tools.refresh_every"},
-		"deny glob":    {func(c *Config) { c.Tools.Deny = []string{"*.pem", "[a-"} }, `tools.deny (--tools-deny, TAH_TOOLS_DENY): pattern "[a-"`},
-		"host":         {func(c *Config) { c.NATS.Host = "" }, "nats.host"},
-		"mcp file":     {func(c *Config) { c.Tools.MCPConfig = "/no/such.json" }, "tools.mcp_config (--mcp-config, TAH_MCP_CONFIG)"},
+		"http":              {func(c *Config) { c.HTTP = "9464" }, "http (--http, TAH_HTTP)"},
+		"http port":         {func(c *Config) { c.HTTP = "127.0.0.1:99999" }, "is not 0 to 65535"},
+		"creds":             {func(c *Config) { c.NATS.Creds = "x.creds" }, "nats.creds (--nats-creds, TAH_NATS_CREDS)"},
+		"root":              {func(c *Config) { c.Tools.Root = "/no/such/dir" }, "tools.root"},
+		"concurrency":       {func(c *Config) { c.Tools.MaxConcurrent = 0 }, "tools.max_concurrent"},
+		"tool timeout":      {func(c *Config) { c.Tools.Timeout = 0 }, "tools.timeout"},
+		"service wait":      {func(c *Config) { c.Tools.ServiceWait = 0 }, "tools.service_wait"},
+		"refresh":           {func(c *Config) { c.Tools.RefreshEvery = -1 }, "tools.refresh_every"},
+		"deny glob":         {func(c *Config) { c.Tools.Deny = []string{"*.pem", "[a-"} }, `tools.deny (--tools-deny, TAH_TOOLS_DENY): pattern "[a-"`},
+		"host":              {func(c *Config) { c.NATS.Host = "" }, "nats.host"},
+		"mcp file":          {func(c *Config) { c.Tools.MCPConfig = "/no/such.json" }, "tools.mcp_config (--mcp-config, TAH_MCP_CONFIG)"},
+		"write no builtins": {func(c *Config) { c.Tools.Builtin, c.Tools.Write = false, true }, "tools.write (--tools-write, TAH_TOOLS_WRITE): needs tools.builtin"},
 	} {
 		c := Default()
 		tc.edit(&c)
@@ -100,5 +101,34 @@ func TestToolsDeny(t *testing.T) {
 	b := c.BuiltinTools()
 	if strings.Join(b.Protect.Deny, ",") != "*.env" || b.Protect.DataDir != "/var/lib/tah" || b.Root != "." {
 		t.Errorf("the tools' configuration: %+v", b)
+	}
+}
+
+// The built-in tools are on by default; the file, the environment and a flag
+// turn them off.
+func TestToolsBuiltin(t *testing.T) {
+	if !Default().Tools.Builtin {
+		t.Fatal("the built-in tools are off by default")
+	}
+	file := filepath.Join(t.TempDir(), "tah.json")
+	if err := os.WriteFile(file, []byte(`{"tools":{"builtin":false}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	if err := c.Load(file, nil); err != nil || c.Tools.Builtin {
+		t.Errorf("from the file: builtin %v, %v", c.Tools.Builtin, err)
+	}
+	c = Default()
+	if err := c.Load("", func(k string) (string, bool) { return "false", k == "TAH_TOOLS_BUILTIN" }); err != nil || c.Tools.Builtin {
+		t.Errorf("from the environment: builtin %v, %v", c.Tools.Builtin, err)
+	}
+	c = Default()
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.RegisterFlags(fs)
+	if err := fs.Parse([]string{"--tools-builtin=false"}); err != nil || c.Tools.Builtin {
+		t.Errorf("from a flag: builtin %v, %v", c.Tools.Builtin, err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Errorf("a node without built-in tools: %v", err)
 	}
 }

@@ -368,10 +368,12 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	if err != nil {
 		return failed(err, "")
 	}
-	tc := cfg.BuiltinTools() // the data directory is absolute by now
-	tc.Root = root
-	if err := reg.Add(builtin.Tools(tc)...); err != nil {
-		return failed(err, "")
+	if cfg.Tools.Builtin {
+		tc := cfg.BuiltinTools() // the data directory is absolute by now
+		tc.Root = root
+		if err := reg.Add(builtin.Tools(tc)...); err != nil {
+			return failed(err, "")
+		}
 	}
 	opts := node.Options{
 		Bus:                cfg.BusConfig(),
@@ -501,7 +503,11 @@ func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provi
 		}
 	}
 	fmt.Fprintf(w, "  model    %s\n", model)
-	fmt.Fprintf(w, "  tools    %s (root %s)\n", strings.Join(names, ", "), root)
+	if cfg.Tools.Builtin {
+		fmt.Fprintf(w, "  tools    %s (root %s)\n", strings.Join(names, ", "), root)
+	} else {
+		fmt.Fprintf(w, "  tools    none built in (--tools-builtin=false): the tool services' on NATS only\n")
+	}
 	fmt.Fprintf(w, "  data     %s\n", cfg.DataDir)
 	fmt.Fprintf(w, "Try: tahctl send \"分析这个项目的目录结构\"   (Ctrl-C here stops the node)\n")
 }

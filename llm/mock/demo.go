@@ -13,7 +13,8 @@ import (
 const (
 	ToolListFiles = "list_files"
 	ToolReadFile  = "read_file"
-	// ListFilesArguments are the arguments of the demo's list_files call.
+	// ListFilesArguments are the arguments of the demo's list_files (or
+	// list_directory) call.
 	ListFilesArguments = `{"path":"."}`
 )
 
@@ -33,32 +34,29 @@ func demo(req llm.Request) answer {
 	u := lastUserIndex(req.Messages)
 	prompt := lastUser(req.Messages)
 	zh := hasCJK(prompt)
-	offered := map[string]bool{}
-	for _, t := range req.Tools {
-		offered[t.Name] = true
-	}
-	if !offered[ToolListFiles] && !offered[ToolReadFile] {
+	tools := pickTools(req.Tools)
+	if tools.list == "" && tools.read == "" {
 		return answer{tokens: splitTokens(echo(prompt, zh))}
 	}
 
 	calls := turnCalls(req.Messages[u+1:])
-	listed, hasList := lastCall(calls, ToolListFiles)
-	if offered[ToolListFiles] && !hasList {
-		return callTool(ToolListFiles, ListFilesArguments)
+	listed, hasList := lastCall(calls, tools.list)
+	if tools.list != "" && !hasList {
+		return callTool(tools.list, ListFilesArguments)
 	}
 	var l listing
 	if hasList && !listed.isErr {
-		l = withoutDataDir(parseListing(listed.result))
+		l = withoutDataDir(parseListing(toolText(listed.result)))
 	}
-	read, hasRead := lastCall(calls, ToolReadFile)
-	if offered[ToolReadFile] && !hasRead {
+	read, hasRead := lastCall(calls, tools.read)
+	if tools.read != "" && !hasRead {
 		name := l.readme()
-		if !offered[ToolListFiles] {
+		if tools.list == "" {
 			name = "README.md"
 		}
 		if name != "" {
 			args, _ := json.Marshal(map[string]string{"path": name})
-			return callTool(ToolReadFile, string(args))
+			return callTool(tools.read, string(args))
 		}
 	}
 	return answer{tokens: splitTokens(report(zh, listed, hasList, l, read, hasRead))}
@@ -152,15 +150,15 @@ func report(zh bool, listed *turnCall, hasList bool, l listing, read *turnCall, 
 	// Opening.
 	switch {
 	case zh && hasList && hasRead:
-		line("我用 `list_files` 查看了项目的目录结构，并读了 `%s`。", readName)
+		line("我用 `%s` 查看了项目的目录结构，并读了 `%s`。", listed.call.Name, readName)
 	case zh && hasList:
-		line("我用 `list_files` 查看了项目的目录结构。")
+		line("我用 `%s` 查看了项目的目录结构。", listed.call.Name)
 	case zh:
 		line("我读了 `%s`。", readName)
 	case hasList && hasRead:
-		line("I listed the project with `list_files` and read `%s`.", readName)
+		line("I listed the project with `%s` and read `%s`.", listed.call.Name, readName)
 	case hasList:
-		line("I listed the project with `list_files`.")
+		line("I listed the project with `%s`.", listed.call.Name)
 	default:
 		line("I read `%s`.", readName)
 	}
@@ -177,9 +175,9 @@ func report(zh bool, listed *turnCall, hasList bool, l listing, read *turnCall, 
 		switch {
 		case listed.isErr:
 			if zh {
-				line("- `list_files` 失败了：%s", clip(oneLine(listed.result), 200))
+				line("- `%s` 失败了：%s", listed.call.Name, clip(oneLine(listed.result), 200))
 			} else {
-				line("- `list_files` failed: %s", clip(oneLine(listed.result), 200))
+				line("- `%s` failed: %s", listed.call.Name, clip(oneLine(listed.result), 200))
 			}
 		case len(dirs)+len(files) == 0:
 			if zh {
@@ -236,7 +234,7 @@ func report(zh bool, listed *turnCall, hasList bool, l listing, read *turnCall, 
 				line("- Reading it failed: %s", clip(oneLine(read.result), 200))
 			}
 		default:
-			title, para := readmeGist(read.result)
+			title, para := readmeGist(toolText(read.result))
 			if title != "" {
 				if zh {
 					line("- 标题：%s", title)

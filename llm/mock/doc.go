@@ -47,6 +47,15 @@
 //     top-level directories and files, counts, what kind of project it looks like,
 //     the README's title and first paragraph), in the user's language (Chinese
 //     when the prompt is), streamed token by token;
+//   - without the built-ins it drives an MCP filesystem server's tools the same
+//     way (@modelcontextprotocol/server-filesystem, bridged by tools/mcp as
+//     fs__list_directory, say): list_directory, or a tool whose name ends in
+//     __list_directory, with {"path":"."} (its "[DIR] name" / "[FILE] name"
+//     lines read as a listing), then read_text_file or __read_text_file (else
+//     the deprecated read_file, __read_file) with {"path":"README.md"}; paths
+//     are relative, so the server must resolve them against the project (its
+//     cwd). The structured copy of a result ({"content": the same text}) is
+//     left out, and the analysis is the same, naming the tool it called;
 //   - for a compaction request (CompactionMarker in a system message) it writes a
 //     summary of its input: SummaryPrefix, a newline, then bullet points (the
 //     previous summary's points, each turn's question, tools, tool errors and

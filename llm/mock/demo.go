@@ -46,7 +46,7 @@ func demo(req llm.Request) answer {
 	}
 	var l listing
 	if hasList && !listed.isErr {
-		l = withoutDataDir(parseListing(toolText(listed.result)))
+		l = withoutDataDir(parseListing(listed.result))
 	}
 	read, hasRead := lastCall(calls, tools.read)
 	if tools.read != "" && !hasRead {
@@ -234,7 +234,7 @@ func report(zh bool, listed *turnCall, hasList bool, l listing, read *turnCall, 
 				line("- Reading it failed: %s", clip(oneLine(read.result), 200))
 			}
 		default:
-			title, para := readmeGist(toolText(read.result))
+			title, para := readmeGist(read.result)
 			if title != "" {
 				if zh {
 					line("- 标题：%s", title)

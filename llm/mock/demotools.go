@@ -1,7 +1,6 @@
 package mock
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/tah-dev/tah/llm"
@@ -52,21 +51,4 @@ func builtinOrMCP(names []string, builtin string, mcpNames ...string) string {
 		}
 	}
 	return ""
-}
-
-// toolText is the text of a tool's result without the copy an MCP server may
-// add as structured content: the filesystem server answers with a text block
-// and {"content": the same text}, which the bridge passes on as a last line.
-func toolText(result string) string {
-	i := strings.LastIndexByte(result, '\n')
-	if i < 0 || !strings.HasPrefix(result[i+1:], "{") {
-		return result
-	}
-	var v struct {
-		Content *string `json:"content"`
-	}
-	if json.Unmarshal([]byte(result[i+1:]), &v) != nil || v.Content == nil || *v.Content != result[:i] {
-		return result
-	}
-	return result[:i]
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"reflect"
+	"slices"
 	"strings"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -64,7 +65,29 @@ func structured(v any, texts []string) string {
 			return ""
 		}
 	}
+	if restates(want, texts) {
+		return ""
+	}
 	return string(b)
+}
+
+// restates reports whether structured content only wraps the text blocks:
+// an object each of whose values is a string that the text says whole (the
+// filesystem server answers {"content": <its text>} beside the text). The
+// model would read everything twice.
+func restates(v any, texts []string) bool {
+	obj, ok := v.(map[string]any)
+	if !ok || len(obj) == 0 {
+		return false
+	}
+	all := strings.Join(texts, "\n")
+	for _, val := range obj {
+		s, ok := val.(string)
+		if !ok || (!slices.Contains(texts, s) && s != all) {
+			return false
+		}
+	}
+	return true
 }
 
 // describe returns what the model sees of one content block, and the

@@ -48,20 +48,29 @@ func (n *Node) addCredsEndpoints(ctx context.Context, svc micro.Service) error {
 	if err != nil {
 		return fmt.Errorf("credentials API: %w", err)
 	}
-	kv, err := n.Bus.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: wire.CredsBucket,
-		Description: "TAH issued credentials by public key, and the account's JWT (docs/protocol.md)"})
-	if err != nil {
-		return fmt.Errorf("credentials API: %w", err)
+	a := &credsAPI{n: n, trust: trust}
+	// Retried, as the bus's own setup is, while a forming cluster places the
+	// bucket and elects its leader (slow on a loaded machine), within the
+	// time a node has to get ready.
+	setupCtx, cancel := context.WithCancel(ctx)
+	if ready := n.Bus.Config().ReadyTimeout; ready > 0 {
+		setupCtx, cancel = context.WithTimeout(ctx, ready)
 	}
-	a := &credsAPI{n: n, trust: trust, kv: kv}
-	// Retried while the bucket, just created on a forming cluster, elects
-	// its leader.
-	err = natsx.Retry(ctx, credsSetupTry, func(ctx context.Context) error {
+	defer cancel()
+	err = natsx.Retry(setupCtx, credsSetupTry, func(ctx context.Context) error {
+		if a.kv == nil {
+			kv, err := n.Bus.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: wire.CredsBucket,
+				Description: "TAH issued credentials by public key, and the account's JWT (docs/protocol.md)"})
+			if err != nil {
+				return err
+			}
+			a.kv = kv
+		}
 		if err := a.importLocal(ctx); err != nil {
 			return err
 		}
 		return a.updateAccount(ctx, nil)
-	}, nil)
+	}, func(err error) { n.log.Warn("setting up the credentials API: retrying", "error", err) })
 	if err != nil {
 		return fmt.Errorf("credentials API: %w", err)
 	}

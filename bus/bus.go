@@ -92,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		}
 		opts = append(opts, clientTLS(cfg.TLS)...)
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := connect(ctx, url, opts, cfg.Embedded())
 	if err != nil {
 		b.shutdownServer(ctx)
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
@@ -268,3 +268,27 @@ func (b *Bus) Shards() int { return len(b.shards) }
 
 // ShardOf is the shard of the event log that holds session sid's records.
 func (b *Bus) ShardOf(sid string) int { return wire.Shard(sid, len(b.shards)) }
+
+// embeddedConnectWait bounds the retries of the node's first connection to
+// its own embedded server.
+const embeddedConnectWait = 5 * time.Second
+
+// connect opens the node's connection. To its own embedded server it tries
+// again for a few seconds: a server of a cluster that is forming has been
+// seen to refuse the node's valid credential once ("authentication error",
+// the in-process pipe closed) while the servers exchange their accounts.
+// Anything that lasts (a broken trust material) still fails, a moment later.
+func connect(ctx context.Context, url string, opts []nats.Option, embedded bool) (*nats.Conn, error) {
+	deadline := time.Now().Add(embeddedConnectWait)
+	for {
+		nc, err := nats.Connect(url, opts...)
+		if err == nil || !embedded || time.Now().After(deadline) {
+			return nc, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}

@@ -401,7 +401,7 @@ func (b *batch) writeSession(e *entry) error {
 		int64(st.Epoch), st.Node, title(st.Messages), unixNano(st.CreatedAt), unixNano(st.UpdatedAt),
 		int64(st.LastSeq), st.Events, e.rejected, len(st.Messages), len(st.Steps),
 		st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CacheReadTokens, st.Summaries, st.Trims,
-		st.LastOutput, st.LastError, st.LastCode, string(fault))
+		st.LastOutput, st.LastError, st.LastCode, string(fault), st.AwaitingApproval)
 	return err
 }
 

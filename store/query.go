@@ -28,7 +28,7 @@ type querier interface {
 
 const sessionColumns = `id, status, turn, config, forked_from, labels, epoch, node, title, created_at, updated_at,
 	last_seq, events, rejected, message_count, step_count, tokens_in, tokens_out, tokens_cache_read,
-	summaries, trims, last_output, last_error, last_code, fault`
+	summaries, trims, last_output, last_error, last_code, fault, awaiting_approval`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -39,7 +39,7 @@ func scanSession(sc scanner) (wire.SessionSummary, error) {
 	err := sc.Scan(&r.ID, &status, &r.Turn, &cfg, &r.ForkedFrom, &labels, &epoch, &r.Node, &r.Title,
 		&created, &updated, &lastSeq, &r.Events, &r.Rejected, &r.Messages, &r.Steps,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens, &r.Summaries, &r.Trims,
-		&r.LastOutput, &r.LastError, &r.LastCode, &fault)
+		&r.LastOutput, &r.LastError, &r.LastCode, &fault, &r.AwaitingApproval)
 	if err != nil {
 		return r, err
 	}

@@ -234,6 +234,11 @@ ALTER TABLE sessions ADD COLUMN fault TEXT NOT NULL DEFAULT '';
 	`
 ALTER TABLE steps ADD COLUMN compaction INTEGER NOT NULL DEFAULT 0;
 `,
+	// 6: a turn that waits for a person to approve tool calls
+	// (projection.State.AwaitingApproval; status waiting_tool).
+	`
+ALTER TABLE sessions ADD COLUMN awaiting_approval INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this build writes (PRAGMA user_version).

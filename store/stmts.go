@@ -31,8 +31,9 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 			ON CONFLICT (session_id) DO UPDATE SET count = rejections.count + 1, last_error = excluded.last_error`},
 		{&s.upsertSession, `INSERT INTO sessions (id, status, turn, config, forked_from, labels, epoch, node, title,
 				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
-				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code, fault)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code, fault,
+				awaiting_approval)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET status = excluded.status, turn = excluded.turn, config = excluded.config,
 				forked_from = excluded.forked_from, labels = excluded.labels, epoch = excluded.epoch,
 				node = excluded.node, title = excluded.title, created_at = excluded.created_at,
@@ -41,7 +42,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 				step_count = excluded.step_count, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
 				tokens_cache_read = excluded.tokens_cache_read, summaries = excluded.summaries,
 				trims = excluded.trims, last_output = excluded.last_output, last_error = excluded.last_error,
-				last_code = excluded.last_code, fault = excluded.fault`},
+				last_code = excluded.last_code, fault = excluded.fault, awaiting_approval = excluded.awaiting_approval`},
 		{&s.upsertSnapshot, `INSERT INTO snapshots (session_id, seq, state) VALUES (?, ?, ?)
 			ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, state = excluded.state`},
 		{&s.deleteLabels, `DELETE FROM session_labels WHERE session_id = ?`},

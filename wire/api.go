@@ -106,6 +106,9 @@ type SessionSummary struct {
 	// schema (code needs_newer_node, status needs_newer_node). See
 	// docs/operations.md for the repair.
 	Fault *projection.Fault `json:"fault,omitempty"`
+	// AwaitingApproval: the turn (status waiting_tool) waits for a person to
+	// approve or deny tool calls (tahctl approve / deny), not for a tool.
+	AwaitingApproval bool `json:"awaiting_approval,omitempty"`
 }
 
 // ListRequest asks tah.api.list for a page of sessions, newest first.

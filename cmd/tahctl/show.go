@@ -58,6 +58,9 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 	if s.Fault != nil {
 		showFault(w, st, s.ID, s.Fault)
 	}
+	if s.AwaitingApproval {
+		fmt.Fprintf(w, "  %s\n", st.bold("waits for approval of tool calls: tahctl approve "+s.ID+" [CALL], or tahctl deny "+s.ID+" [CALL] --note TEXT"))
+	}
 	var llmCalls, toolCalls int
 	for _, step := range r.Steps {
 		switch step.Type {

@@ -92,7 +92,7 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		}
 		opts = append(opts, clientTLS(cfg.TLS)...)
 	}
-	nc, err := connect(ctx, url, opts, cfg.Embedded())
+	nc, err := connect(ctx, url, opts, cfg)
 	if err != nil {
 		b.shutdownServer(ctx)
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
@@ -269,26 +269,26 @@ func (b *Bus) Shards() int { return len(b.shards) }
 // ShardOf is the shard of the event log that holds session sid's records.
 func (b *Bus) ShardOf(sid string) int { return wire.Shard(sid, len(b.shards)) }
 
-// embeddedConnectWait bounds the retries of the node's first connection to
-// its own embedded server.
-const embeddedConnectWait = 5 * time.Second
-
 // connect opens the node's connection. To its own embedded server it tries
-// again for a few seconds: a server of a cluster that is forming has been
-// seen to refuse the node's valid credential once ("authentication error",
-// the in-process pipe closed) while the servers exchange their accounts.
-// Anything that lasts (a broken trust material) still fails, a moment later.
-func connect(ctx context.Context, url string, opts []nats.Option, embedded bool) (*nats.Conn, error) {
-	deadline := time.Now().Add(embeddedConnectWait)
+// again, within cfg.ReadyTimeout: a server of a cluster that is forming on a
+// loaded machine has been seen to refuse the node's valid credential for
+// seconds ("authentication error", the in-process pipe closed) while the
+// servers exchange their accounts. Anything that lasts (a broken trust
+// material) still fails, at the end of that time.
+func connect(ctx context.Context, url string, opts []nats.Option, cfg Config) (*nats.Conn, error) {
+	deadline := time.Now().Add(cfg.ReadyTimeout)
 	for {
 		nc, err := nats.Connect(url, opts...)
-		if err == nil || !embedded || time.Now().After(deadline) {
+		if err == nil || !cfg.Embedded() || time.Now().After(deadline) {
 			return nc, err
+		}
+		if cfg.Logger != nil {
+			cfg.Logger.Warn("connecting to the embedded NATS server: retrying", "error", err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil, err
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }

@@ -60,5 +60,5 @@ echo
 
 say "Stopping the node."
 stop
-echo "${d}Next: \`bin/tah-node\` in your project, then \`bin/tahctl send \"…\"\`; \`bin/tahctl help\` lists the commands.$r"
+echo "${d}Next: \`make install\` puts tah-node and tahctl on your PATH; run \`tah-node\` in your project's directory, then \`tahctl send \"…\"\` (\`tahctl help\` lists the commands).$r"
 echo "${d}See it step by step in the web UI: \`make ui\` (a node on this demo's data; open the address it prints, Ctrl-C stops it).$r"

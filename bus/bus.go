@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"time"
@@ -273,13 +274,14 @@ func (b *Bus) ShardOf(sid string) int { return wire.Shard(sid, len(b.shards)) }
 // again, within cfg.ReadyTimeout: a server of a cluster that is forming on a
 // loaded machine has been seen to refuse the node's valid credential for
 // seconds ("authentication error", the in-process pipe closed) while the
-// servers exchange their accounts. Anything that lasts (a broken trust
-// material) still fails, at the end of that time.
+// servers exchange their accounts. Only such a refusal is tried again (a
+// credential file that cannot be read fails at once), and one that lasts
+// (a broken trust material) still fails, at the end of that time.
 func connect(ctx context.Context, url string, opts []nats.Option, cfg Config) (*nats.Conn, error) {
 	deadline := time.Now().Add(cfg.ReadyTimeout)
 	for {
 		nc, err := nats.Connect(url, opts...)
-		if err == nil || !cfg.Embedded() || time.Now().After(deadline) {
+		if err == nil || !cfg.Embedded() || !refusedAtConnect(err) || time.Now().After(deadline) {
 			return nc, err
 		}
 		if cfg.Logger != nil {
@@ -291,4 +293,10 @@ func connect(ctx context.Context, url string, opts []nats.Option, cfg Config) (*
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// refusedAtConnect reports whether err is the server turning the connection
+// away: an authorization error, or the in-process pipe it closed first.
+func refusedAtConnect(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, io.ErrClosedPipe)
 }

@@ -29,6 +29,7 @@ type Bus struct {
 	// shards are the event log's streams, shards[k] is TAH_EVT_<k>.
 	shards      []jetstream.Stream
 	in          jetstream.Stream
+	answers     jetstream.Stream
 	checkpoints jetstream.KeyValue
 	toolResults jetstream.KeyValue
 	nodes       jetstream.KeyValue

@@ -102,7 +102,7 @@ func (m *InputMsg) Reject(ctx context.Context, code string, cause error) error {
 	if err := m.Term(ctx, code+": "+cause.Error()); err != nil {
 		return err
 	}
-	return m.b.reportRefusal(wire.Refusal(m.Session, m.ID, code, cause.Error()), m.ReplyTo)
+	return m.b.reportRefusal(wire.Refusal(m.Session, m.ID, code, cause.Error()), m.ReplyTo, m.Reply)
 }
 
 // KeepAlive calls InProgress every interval (0: a third of
@@ -309,7 +309,7 @@ func (c *InputConsumer) deliver(pp *partitionPull, m jetstream.Msg) {
 		if wire.CheckReplySubject(replyTo) != nil {
 			replyTo = ""
 		}
-		_ = c.b.reportRefusal(wire.Refusal(sid, in.ID, code, err.Error()), replyTo)
+		_ = c.b.reportRefusal(wire.Refusal(sid, in.ID, code, err.Error()), replyTo, in.Reply)
 		return
 	}
 	c.h(c.ctx, &InputMsg{

@@ -53,13 +53,19 @@ func parseInput(m *nats.Msg, seq uint64) (wire.Input, error) {
 }
 
 // reportRefusal publishes the refusal o on the session's error subject, and
-// on replyTo too when it is not empty.
-func (b *Bus) reportRefusal(o wire.Outcome, replyTo string) error {
+// on replyTo too when it is not empty: as an agent protocol error and the
+// end of the stream when the input's reply is wire.ReplyAgents.
+func (b *Bus) reportRefusal(o wire.Outcome, replyTo, reply string) error {
 	body, err := json.Marshal(o)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	if reply == wire.ReplyAgents && replyTo != "" {
+		errs = append(errs, natsx.PublishAgentError(b.nc, replyTo, wire.AgentStatusOf(o.FailureCode),
+			wire.AgentError{Error: o.FailureCode, Message: o.Failure, Session: o.Session}))
+		replyTo = ""
+	}
 	for _, subj := range []string{wire.ErrorSubject(o.Session), replyTo} {
 		if subj == "" {
 			continue

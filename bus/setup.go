@@ -76,9 +76,36 @@ func (b *Bus) setup(ctx context.Context) error {
 	if b.nodes, err = b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: wire.NodeBucket, Description: "TAH node presence", TTL: b.cfg.NodeTTL}); err != nil {
 		return err
 	}
+	if b.answers, err = b.ensureStream(ctx, b.answerStreamConfig()); err != nil {
+		return err
+	}
 	b.artifacts, err = b.ensureObjectStore(ctx)
 	return err
 }
+
+// answerStreamConfig is the stream of the answers to agent protocol query
+// chunks (wire.AnswerStream): kept until a node turned each into an approve
+// or a deny, a week at most; an answer is one short message.
+func (b *Bus) answerStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        wire.AnswerStream,
+		Description: "TAH answers to agent protocol queries (approvals), until a node decides them",
+		Subjects:    []string{wire.AnswerSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
+		MaxAge:      7 * 24 * time.Hour,
+		MaxMsgSize:  64 << 10,
+		Discard:     jetstream.DiscardOld,
+		Storage:     jetstream.FileStorage,
+		Replicas:    b.cfg.Replicas,
+		Duplicates:  wire.DuplicateWindow,
+		Metadata:    b.metadata(),
+	}
+}
+
+// Answers is the stream of the answers to agent protocol queries.
+func (b *Bus) Answers() jetstream.Stream { return b.answers }
 
 // EnsureKV is ensureKV for a bucket a node's part keeps outside the Bus (the
 // registry of credentials, wire.CredsBucket), with the Bus's replicas.

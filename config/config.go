@@ -18,6 +18,7 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools/builtin"
 	"github.com/tah-dev/tah/tools/mcp"
+	"github.com/tah-dev/tah/wire"
 )
 
 // ErrInvalid is wrapped by every error of Validate and Load.
@@ -59,6 +60,8 @@ type Config struct {
 	LLM    LLM    `json:"llm"`
 	Agent  Agent  `json:"agent"`
 	Tools  Tools  `json:"tools"`
+	// Agents serves the sessions as agents of the Synadia Agent Protocol.
+	Agents Agents `json:"agents"`
 	// HTTP is the address of /metrics, /healthz and the web UI; empty turns
 	// them off. The UI asks for a login when it is not loopback.
 	HTTP string `json:"http"`
@@ -144,6 +147,16 @@ type Agent struct {
 	MaxInputBytes int `json:"max_input_bytes,omitempty"`
 }
 
+// Agents configures the agent protocol gateway (docs/agent-protocol.md).
+type Agents struct {
+	// Enabled serves the controller and the active sessions as agents.
+	Enabled bool `json:"enabled"`
+	// Owner is the owner token of every instance: the deployment's name.
+	Owner string `json:"owner"`
+	// Heartbeat is the heartbeat interval of every instance.
+	Heartbeat Duration `json:"heartbeat"`
+}
+
 // Tools configures the built-in tools.
 type Tools struct {
 	// Builtin offers the built-in file tools (list_files, read_file, and
@@ -207,6 +220,7 @@ func Default() Config {
 		Tools: Tools{Builtin: true, Root: ".", MaxConcurrent: 8, Timeout: Duration(2 * time.Minute), Remote: true,
 			ServiceWait: Duration(30 * time.Second), RefreshEvery: Duration(30 * time.Second),
 			Approval: map[string]string{"write_file": session.ApprovalAlways}},
+		Agents:    Agents{Enabled: true, Owner: "tah", Heartbeat: Duration(30 * time.Second)},
 		HTTP:      "127.0.0.1:9464",
 		LogLevel:  "info",
 		LogFormat: "text",
@@ -280,6 +294,9 @@ func (c *Config) env() []setting {
 		{"TAH_TOOLS_APPROVAL_TIMEOUT", "tools-approval-timeout", "tools.approval_timeout", "deny a call still waiting for approval after this long (0: wait for ever)", durVar(&c.Tools.ApprovalTimeout)},
 		{"TAH_TOOLS_REFRESH_EVERY", "tools-refresh-every", "tools.refresh_every", "period of the tool services' discovery besides its events (0: events only)", durVar(&c.Tools.RefreshEvery)},
 		{"TAH_MCP_CONFIG", "mcp-config", "tools.mcp_config", `file of MCP servers ({"mcpServers": ...}) whose tools the node serves as <server>__<tool>`, strVar(&c.Tools.MCPConfig)},
+		{"TAH_AGENTS", "agents", "agents.enabled", "serve the sessions as agents of the Synadia Agent Protocol for NATS (docs/agent-protocol.md)", boolVar(&c.Agents.Enabled)},
+		{"TAH_AGENTS_OWNER", "agents-owner", "agents.owner", "owner token of the agent instances (agents.prompt.tah.<owner>.<name>)", strVar(&c.Agents.Owner)},
+		{"TAH_AGENTS_HEARTBEAT", "agents-heartbeat", "agents.heartbeat", "heartbeat interval of the agent instances", durVar(&c.Agents.Heartbeat)},
 		{"TAH_HTTP", "http", "http", "address of /metrics, /healthz and the web UI (empty: off; port 0: a free port; not loopback: the UI asks for a login)", strVar(&c.HTTP)},
 		{"TAH_LOG_LEVEL", "log-level", "log_level", "debug, info, warn or error", strVar(&c.LogLevel)},
 		{"TAH_LOG_FORMAT", "log-format", "log_format", "text or json", strVar(&c.LogFormat)},
@@ -431,6 +448,14 @@ func (c Config) Validate() error {
 	}
 	if c.Agent.MaxInputBytes < 0 {
 		bad("agent.max_input_bytes", "negative")
+	}
+	if c.Agents.Enabled {
+		if err := wire.ValidCredentialName(c.Agents.Owner); err != nil {
+			bad("agents.owner", "%q is not one subject token (use 1 to 64 letters, digits, '-' or '_')", c.Agents.Owner)
+		}
+		if time.Duration(c.Agents.Heartbeat) < time.Second {
+			bad("agents.heartbeat", "%s (use 1s or more: the protocol advises against faster heartbeats on shared infrastructure)", time.Duration(c.Agents.Heartbeat))
+		}
 	}
 	if c.Agent.ContextChars < 0 {
 		bad("agent.context_chars", "negative")

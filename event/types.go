@@ -207,6 +207,19 @@ type TurnStartedData struct {
 	// MaxSteps overrides the session's maxSteps for this turn (the input's
 	// options.max_steps); absent keeps it. Recorded so that a resumed turn keeps it.
 	MaxSteps int `json:"max_steps,omitempty"`
+	// Caller, when set, waits for the turn's answer as a stream on a reply
+	// subject (an agent protocol prompt): whichever node works on the turn
+	// streams to it. Older nodes ignore it (they answer nobody).
+	Caller *Caller `json:"caller,omitempty"`
+}
+
+// Caller is who waits for a turn's answer, and how: Protocol names the
+// stream's format ("agents/0.3": docs/agent-protocol.md), ReplyTo the
+// caller's reply subject (under an inbox prefix, checked before the turn
+// starts).
+type Caller struct {
+	Protocol string `json:"protocol"`
+	ReplyTo  string `json:"reply_to"`
 }
 
 func (d TurnStartedData) validate() error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -49,7 +50,8 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	if m.Options != nil {
 		maxSteps = m.Options.MaxSteps
 	}
-	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision, Done: func(o session.Outcome) {
+	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision,
+		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle, Done: func(o session.Outcome) {
 		var fault *projection.Fault
 		errors.As(o.Err, &fault)
 		newer := fault != nil && fault.Code == projection.FaultNeedsNewerNode
@@ -203,6 +205,15 @@ const newerNodeRetry = 30 * time.Second
 // named, if any (core NATS: a sender that went away simply misses it).
 func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 	if m.ReplyTo == "" {
+		return
+	}
+	if m.Reply == wire.ReplyAgents {
+		// The turn's stream (package agents) said the rest; a run that could
+		// not be carried out ends the stream with why.
+		if out := o.Wire(); out.Failure != "" {
+			_ = natsx.PublishAgentError(n.Bus.Conn(), m.ReplyTo, wire.AgentStatusOf(out.FailureCode),
+				wire.AgentError{Error: out.FailureCode, Message: out.Failure, Session: m.Session})
+		}
 		return
 	}
 	out := o.Wire()

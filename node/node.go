@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/tah-dev/tah/actors/session"
+	"github.com/tah-dev/tah/agents"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/store"
@@ -51,6 +54,10 @@ type Options struct {
 	MaxInputBytes int
 	// Loop is the agent loop; nil means session.DefaultLoop.
 	Loop session.Loop
+	// AgentKeepAlive is how long an agent protocol stream stays silent
+	// while its turn works before a "working" chunk; 0 means
+	// agents.DefaultKeepAlive.
+	AgentKeepAlive time.Duration
 	// Logger receives the node's structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -85,6 +92,8 @@ type Node struct {
 	tools    tools.Catalog    // local and remote, as offered to the model
 	remote   *remote.Registry // nil without RemoteTools
 	closers  []func(context.Context) error
+	// gateway serves the agent protocol (StartAgents); nil until then.
+	gateway atomic.Pointer[agents.Gateway]
 }
 
 // Start brings a node up: bus, read model, projector, session actors and the
@@ -143,6 +152,8 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if scfg.Logger == nil {
 		scfg.Logger = log.With("component", "session")
 	}
+	scfg.Watch = agents.NewStreams(n.Bus.Conn(), opts.AgentKeepAlive, log.With("component", "agents")).Watch
+	scfg.Active = n.sessionActive
 	tc, err := n.toolConfig(opts)
 	if err != nil {
 		return nil, err
@@ -162,6 +173,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.inputs.Close)
+	if err := n.startAnswers(ctx); err != nil {
+		return nil, err
+	}
 	// Presence and the share of the partitions: closed first, so that the
 	// other nodes take this one's partitions over while it stops.
 	if n.cluster, err = startMembership(ctx, n); err != nil {

@@ -120,7 +120,7 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("turn %d is not after %d: %w", d.Turn, s.Turn, ErrInconsistent)
 		}
 		s.Turn, s.TurnLLMCalls, s.TurnUsage, s.TurnCompactTried, s.LastInputID = d.Turn, 0, llm.Usage{}, false, d.InputID
-		s.TurnMaxSteps = d.MaxSteps
+		s.TurnMaxSteps, s.TurnCaller = d.MaxSteps, d.Caller
 		if d.InputID != "" {
 			if len(s.RecentInputs) >= RecentInputsKept {
 				s.RecentInputs = slices.Delete(s.RecentInputs, 0, len(s.RecentInputs)-RecentInputsKept+1)

@@ -3,6 +3,7 @@ package projection
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tah-dev/tah/event"
@@ -159,6 +160,9 @@ type State struct {
 	// TurnMaxSteps is the current turn's own maxSteps (turn.started
 	// max_steps), 0 when the session's applies.
 	TurnMaxSteps int `json:"turn_max_steps,omitempty"`
+	// TurnCaller is who waits for the current (or last) turn's answer as a
+	// stream (turn.started caller), nil for nobody.
+	TurnCaller *event.Caller `json:"turn_caller,omitempty"`
 	// TurnLLMCalls counts the LLM steps of the current turn, for maxSteps.
 	TurnLLMCalls int `json:"turn_llm_calls"`
 	// TurnCompactTried is true once the current turn attempted auto-compaction.
@@ -204,6 +208,22 @@ type State struct {
 	// when missing (after a JSON round trip) and kept up to date by Apply, so
 	// that folding a step costs the same however long the session is.
 	stepIndex map[string]int
+}
+
+// TurnText is the text the model wrote in the current (or last) turn, its
+// LLM steps' in order: the assistant messages since the turn's user message.
+func (s *State) TurnText() string {
+	var b strings.Builder
+	start := len(s.Messages)
+	for start > 0 && s.Messages[start-1].Role != llm.RoleUser {
+		start--
+	}
+	for _, m := range s.Messages[start:] {
+		if m.Role == llm.RoleAssistant {
+			b.WriteString(m.Content)
+		}
+	}
+	return b.String()
 }
 
 // Step returns the step with the given id, or nil.

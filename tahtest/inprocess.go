@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/tah-dev/tah/config"
+	"github.com/tah-dev/tah/internal/nodecmd"
 	"github.com/tah-dev/tah/llm/providers"
 	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/tahtest/natstest"
@@ -31,6 +32,8 @@ type inProcess struct {
 	mu   sync.Mutex
 	node *node.Node
 	dead *node.Node // killed, to be closed before the next start
+	// closeAgents closes the agent gateway's connection.
+	closeAgents func()
 }
 
 var _ natstest.Member = (*inProcess)(nil)
@@ -83,8 +86,10 @@ func (m *inProcess) Start(ctx context.Context) error {
 		_ = n.Close(ctx)
 		return err
 	}
+	// And the agent protocol gateway, on its own credential.
+	closeAgents := nodecmd.StartAgents(ctx, m.cfg, n, n.Bus.ClientURL(), m.log)
 	m.mu.Lock()
-	m.node = n
+	m.node, m.closeAgents = n, closeAgents
 	m.mu.Unlock()
 	return nil
 }
@@ -105,9 +110,12 @@ func (m *inProcess) closeDead(ctx context.Context) {
 // or the end of the test.
 func (m *inProcess) Kill() error {
 	m.mu.Lock()
-	n := m.node
-	m.node, m.dead = nil, n
+	n, closeAgents := m.node, m.closeAgents
+	m.node, m.dead, m.closeAgents = nil, n, nil
 	m.mu.Unlock()
+	if closeAgents != nil {
+		closeAgents()
+	}
 	if n != nil {
 		n.Bus.Server().Shutdown()
 		n.Bus.Server().WaitForShutdown()
@@ -117,13 +125,15 @@ func (m *inProcess) Kill() error {
 
 func (m *inProcess) Stop(ctx context.Context) error {
 	m.mu.Lock()
-	n := m.node
-	m.node = nil
+	n, closeAgents := m.node, m.closeAgents
+	m.node, m.closeAgents = nil, nil
 	m.mu.Unlock()
 	if n == nil {
 		return nil
 	}
-	return n.Close(ctx)
+	err := n.Close(ctx)
+	closeAgents()
+	return err
 }
 
 func (m *inProcess) Close(ctx context.Context) {

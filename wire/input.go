@@ -66,6 +66,11 @@ type Input struct {
 	Reason string `json:"reason,omitempty"`
 	// Options adjust the turn a run starts.
 	Options *RunOptions `json:"options,omitempty"`
+	// Reply, for a run with a ReplyTo, says how the turn is answered there:
+	// empty, one Outcome when the command ends; ReplyAgents, the turn as an
+	// agent protocol stream (chunks, then the terminator), from whichever
+	// node works on it, until it ends (docs/agent-protocol.md).
+	Reply string `json:"reply,omitempty"`
 	// Decision is the payload of an approve or a deny.
 	*Decision
 }
@@ -117,6 +122,10 @@ func (d *Decision) validate(c Command) error {
 type RunOptions struct {
 	// MaxSteps overrides the session's maxSteps for this turn; 0 keeps it.
 	MaxSteps int `json:"max_steps,omitempty" jsonschema:"minimum=0"`
+	// IfIdle refuses the run (failure code busy) when the session runs a
+	// turn, has one waiting for approval or for its resume, or has inputs
+	// queued before it, instead of queueing it behind them.
+	IfIdle bool `json:"if_idle,omitempty"`
 }
 
 // UserMessage is the user message of a run: Message, or Text as a user message.
@@ -125,6 +134,15 @@ func (in Input) UserMessage() llm.Message {
 		return in.Message.Clone()
 	}
 	return llm.User(in.Text)
+}
+
+// Caller is who waits for the turn of a run as a stream (Reply and
+// ReplyTo), or nil.
+func (in Input) Caller() *Caller {
+	if in.Reply == "" || in.ReplyTo == "" || in.Command != CommandRun {
+		return nil
+	}
+	return &Caller{Protocol: in.Reply, ReplyTo: in.ReplyTo}
 }
 
 // MaxSteps is the run's options.max_steps, 0 when not given.
@@ -166,6 +184,9 @@ func (in Input) Validate() error {
 		if in.Text != "" || in.Message != nil || in.Options != nil {
 			return bad("%s takes no input, message or options (those are for run)", in.Command)
 		}
+		if in.Reply != "" {
+			return bad("%s takes no reply (that is for run)", in.Command)
+		}
 		if in.Reason != "" && in.Command != CommandCancel {
 			return bad("%s takes no reason (that is for cancel)", in.Command)
 		}
@@ -180,6 +201,10 @@ func (in Input) Validate() error {
 		return bad("run message has role %q, want %q", in.Message.Role, llm.RoleUser)
 	case in.Reason != "":
 		return bad("run takes no reason (that is for cancel)")
+	case in.Reply != "" && in.Reply != ReplyAgents:
+		return bad("unknown reply %q (use %q, or none for one outcome)", in.Reply, ReplyAgents)
+	case in.Reply != "" && in.ReplyTo == "":
+		return bad("reply %q without a %s header to stream to", in.Reply, HeaderReplyTo)
 	case in.Options != nil && in.Options.MaxSteps < 0:
 		return bad("options.max_steps is negative")
 	}

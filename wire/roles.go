@@ -25,10 +25,18 @@ const (
 	RoleTool Role = "tool"
 	// RoleObserver only reads: the API's reads, events, deltas.
 	RoleObserver Role = "observer"
+	// RoleAgents is a node's agent protocol gateway (package agents): it
+	// serves the micro service "agents", answers its discovery, prompts and
+	// status requests on the callers' inboxes and publishes heartbeats, and
+	// may touch no subject of TAH's, so that no reply subject a caller names
+	// can make it write the log, an input or a bucket.
+	RoleAgents Role = "agents"
 )
 
 // Roles lists the roles, in the order of docs/security.md.
-func Roles() []Role { return []Role{RoleNode, RoleAdmin, RoleClient, RoleTool, RoleObserver} }
+func Roles() []Role {
+	return []Role{RoleNode, RoleAdmin, RoleClient, RoleTool, RoleObserver, RoleAgents}
+}
 
 // Errors of RolePermissions.
 var (
@@ -106,8 +114,27 @@ func readEvents() []string {
 // it.)
 func nodeStreams() []string {
 	return []string{InputStream, "KV_" + CheckpointBucket, ToolResultStream, "KV_" + NodeBucket, "KV_" + LockBucket, "OBJ_" + ArtifactBucket,
-		"KV_" + CredsBucket}
+		"KV_" + CredsBucket, AnswerStream}
 }
+
+// agentsDiscovery are the discovery verbs of the agents service a caller
+// may send: only the ones qualified by its name (the bare $SRV.PING, INFO
+// and STATS would reach every service of the account, answered by
+// connections that may write TAH's subjects).
+func agentsDiscovery() []string {
+	var out []string
+	for _, verb := range []string{"PING", "INFO", "STATS"} {
+		out = append(out, "$SRV."+verb+"."+AgentsService, "$SRV."+verb+"."+AgentsService+".*")
+	}
+	return out
+}
+
+// Agent protocol subjects a caller publishes on: prompts and status
+// requests of every instance.
+const (
+	agentPrompts  = AgentsPrefix + AgentVerbPrompt + ".>"
+	agentStatuses = AgentsPrefix + AgentVerbStatus + ".>"
+)
 
 // nodeStreamDenies deny the consumers (the node's durable input consumers
 // among them, by their stream's name) and direct gets of the node's streams
@@ -160,19 +187,30 @@ func RolePermissions(role Role, name string, tools []string) (Permissions, error
 	case RoleNode:
 		return Permissions{}, nil
 	case RoleAdmin, RoleClient:
-		pub := append([]string{APIPrefix + "*", InputSubjects}, readEvents()...)
+		pub := append([]string{APIPrefix + "*", InputSubjects, AnswerSubjects, agentPrompts, agentStatuses}, readEvents()...)
 		if role == RoleAdmin {
 			pub = append(pub, CredsAPIPrefix+">")
 		}
-		return Permissions{PublishAllow: pub, PublishDeny: clientDenies(),
-			SubscribeAllow: []string{inbox, DeltaSubjects, ErrorSubjects}, SubscribeDeny: subscribeDenies()}, nil
+		return Permissions{PublishAllow: append(pub, agentsDiscovery()...), PublishDeny: clientDenies(),
+			SubscribeAllow: []string{inbox, DeltaSubjects, ErrorSubjects, AgentsHeartbeats}, SubscribeDeny: subscribeDenies()}, nil
 	case RoleObserver:
-		var pub []string
+		pub := []string{agentStatuses}
 		for _, e := range readEndpoints {
 			pub = append(pub, APISubject(e))
 		}
-		return Permissions{PublishAllow: append(pub, readEvents()...), PublishDeny: append(clientDenies(), InputSubjects),
-			SubscribeAllow: []string{inbox, DeltaSubjects, ErrorSubjects}, SubscribeDeny: subscribeDenies()}, nil
+		pub = append(append(pub, readEvents()...), agentsDiscovery()...)
+		return Permissions{PublishAllow: pub, PublishDeny: append(clientDenies(), InputSubjects, AnswerSubjects, agentPrompts),
+			SubscribeAllow: []string{inbox, DeltaSubjects, ErrorSubjects, AgentsHeartbeats}, SubscribeDeny: subscribeDenies()}, nil
+	case RoleAgents:
+		// Replies go to the callers' inboxes, whatever their prefix: every
+		// subject but TAH's, the system's, the discovery verbs and the
+		// endpoints of other agents (heartbeats are its own to publish).
+		return Permissions{PublishAllow: []string{">"},
+			PublishDeny: []string{"tah.>", "$JS.>", "$KV.>", "$O.>", "$SYS.>", "$SRV.>", agentPrompts, agentStatuses,
+				AgentsPrefix + "attachments.>"},
+			SubscribeAllow: []string{inbox, agentPrompts, agentStatuses, "$SRV.PING", "$SRV.INFO", "$SRV.STATS",
+				"$SRV.*." + AgentsService, "$SRV.*." + AgentsService + ".*"},
+			SubscribeDeny: subscribeDenies()}, nil
 	case RoleTool:
 		return toolPermissions(inbox, tools)
 	}

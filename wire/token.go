@@ -21,6 +21,22 @@ func Token(id string) string {
 	return "=" + base64.RawURLEncoding.EncodeToString([]byte(id))
 }
 
+// FromToken is the id a Token was made of.
+func FromToken(tok string) (string, error) {
+	enc, ok := strings.CutPrefix(tok, "=")
+	if !ok {
+		if !tokenRE.MatchString(tok) {
+			return "", fmt.Errorf("%q is not a token of an id", tok)
+		}
+		return tok, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(enc)
+	if err != nil {
+		return "", fmt.Errorf("%q is not a token of an id: %w", tok, err)
+	}
+	return string(b), nil
+}
+
 // ValidSessionID is event.ValidSessionID: 1 to 128 letters, digits, '-' and
 // '_', an error wrapping event.ErrInvalidSessionID otherwise.
 func ValidSessionID(id string) error { return event.ValidSessionID(id) }

@@ -56,6 +56,12 @@ type Command struct {
 	// Expired, on a deny, denies the calls whose approval deadline passed
 	// (the Manager's deadline timer sends it).
 	Expired bool
+	// Caller, on a run, waits for the turn's answer as a stream: recorded
+	// in turn.started, streamed to by every node that works on the turn.
+	Caller *event.Caller
+	// IfIdle, on a run, refuses it with ErrBusy when the session runs or
+	// waits on a turn, or has commands queued, instead of queueing it.
+	IfIdle bool
 	Done    func(Outcome)
 }
 
@@ -141,6 +147,10 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		}
 		if msg.Kind == wire.CommandCompact && s.busy != nil && !s.ended.Load() {
 			msg.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: fmt.Errorf("compact %s: %w", s.sid, ErrBusy)})
+			return
+		}
+		if msg.Kind == wire.CommandRun && msg.IfIdle && ((s.busy != nil && !s.ended.Load()) || len(s.queue) > 0 || len(s.parked) > 0) {
+			msg.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: fmt.Errorf("run %s: %w", s.sid, ErrBusy)})
 			return
 		}
 		if s.a == nil && !s.loading {
@@ -240,6 +250,12 @@ func (s *sessionActor) next(ctx actor.Context) {
 	}
 	cmd := s.queue[0]
 	s.queue = s.queue[1:]
+	if cmd.Kind == wire.CommandRun && cmd.IfIdle && s.a.state.Status.Active() && s.a.state.LastInputID != cmd.InputID {
+		cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: s.a.state.Status},
+			Err: fmt.Errorf("run %s: session %s is %s: %w", cmd.InputID, s.sid, s.a.state.Status, ErrBusy)})
+		s.next(ctx)
+		return
+	}
 	if s.answerWhileWaiting(cmd) {
 		s.next(ctx)
 		return
@@ -338,42 +354,61 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		if !a.state.Status.Active() && a.state.SawInput(cmd.InputID) {
 			// A redelivery of an input whose turn has ended (perhaps before a
 			// newer input's turn: its node died and the newer one came first).
-			return a.outcome(nil)
+			// Its caller may have missed the end: it gets the answer again.
+			out := a.outcome(nil)
+			if a.state.LastInputID == cmd.InputID {
+				m.watch(a, true)
+				a.unwatch(out)
+			}
+			return out
 		}
 		if a.state.Status.Active() && a.state.LastInputID != cmd.InputID && a.state.SawInput(cmd.InputID) {
 			// An input redelivered while a newer turn, left open by a dead node,
 			// waits for its own input: nothing of this one is left to do.
 			return a.outcome(nil)
 		}
+		if cmd.IfIdle && a.state.Status.Active() && a.state.LastInputID != cmd.InputID {
+			return a.outcome(fmt.Errorf("run %s: session %s is %s: %w", cmd.InputID, a.Session, a.state.Status, ErrBusy))
+		}
 		if a.state.Status.Active() {
 			// A turn is open in the log: this is either the redelivery of the
 			// input that opened it (continue it) or a new input that arrived
 			// while the previous owner died mid-turn (finish that one first).
+			m.watch(a, true)
 			if err = PrepareResume(ctx, a); err == nil {
 				err = m.loop.Run(ctx, a)
 			}
 			if err != nil || a.state.Status.Active() || lastInputID(a.state) == cmd.InputID {
 				break
 			}
+			a.unwatch(a.outcome(nil))
 		}
-		if err = BeginTurn(ctx, a, cmd.Message, cmd.InputID, cmd.MaxSteps); err == nil {
+		if err = BeginTurn(ctx, a, cmd.Message, cmd.InputID, cmd.MaxSteps, cmd.Caller); err == nil {
+			m.watch(a, false)
 			err = m.loop.Run(ctx, a)
 		}
 	case wire.CommandResume:
 		if !a.state.Status.Active() {
 			return a.outcome(fmt.Errorf("session %s is %s: %w", a.Session, a.state.Status, ErrNothingToResume))
 		}
+		m.watch(a, true)
 		if err = PrepareResume(ctx, a); err == nil {
 			err = m.loop.Run(ctx, a)
 		}
 	case wire.CommandApprove, wire.CommandDeny:
+		if a.state.Status.Active() {
+			// Moved on from its approval wait, or taken over mid-turn.
+			m.watch(a, !a.state.AwaitingApproval)
+		}
 		err = m.decideAndRun(ctx, a, cmd)
 	case wire.CommandCancel:
 		// A cancel of a turn that waits for approval (ctx is cancelled): the
 		// loop answers its calls and records the cancel.
+		m.watch(a, false)
 		err = m.loop.Run(ctx, a)
 		out := a.outcome(err)
 		out.WasRunning = true
+		a.unwatch(out)
 		return out
 	case wire.CommandCompact:
 		var res *wire.CompactResult
@@ -390,7 +425,9 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		// Whatever the work staged and did not write with its last event.
 		err = a.Flush(ctx)
 	}
-	return a.outcome(err)
+	out := a.outcome(err)
+	a.unwatch(out)
+	return out
 }
 
 // lastInputID is the input id of the turn in progress or last ended.

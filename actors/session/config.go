@@ -32,6 +32,13 @@ type Config struct {
 	Node string
 	// Logger receives the session's diagnostics; nil means slog.Default().
 	Logger *slog.Logger
+	// Watch, when set, opens a Watcher for the work on every turn whose
+	// caller waits for a stream (the node's agent protocol streams).
+	Watch WatchFunc
+	// Active, when set, is told when a session's actor starts (true) and
+	// when it stops (false), from any goroutine, in order per session; it
+	// must not block. A session whose actor stopped costs nothing.
+	Active func(sid string, active bool)
 }
 
 // DefaultMaxSteps is the specification's default maxSteps.

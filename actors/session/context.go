@@ -80,6 +80,8 @@ type AgentContext struct {
 	// lost is set when staged events could not be written: the state holds
 	// events the log does not, and the actor must load the session again.
 	lost bool
+	// watcher follows the work on the current turn for its caller (watch.go).
+	watcher Watcher
 }
 
 // appendTimeout bounds one append, acknowledgement and read-back included.
@@ -117,6 +119,7 @@ func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) 
 	}
 	projection.Stamp(a.state, evs[len(evs)-1].Seq)
 	a.staged = nil
+	a.observe(evs)
 	return nil
 }
 
@@ -173,6 +176,7 @@ func (a *AgentContext) Flush(ctx context.Context) error {
 	}
 	projection.Stamp(a.state, evs[len(evs)-1].Seq)
 	a.staged = nil
+	a.observe(evs)
 	return nil
 }
 
@@ -247,6 +251,9 @@ func (a *AgentContext) NewStepID(kind string) string {
 // Delta publishes a piece of a streamed answer to watchers. It never fails the
 // turn: deltas are a courtesy, the log has the final text.
 func (a *AgentContext) Delta(ctx context.Context, stepID string, d llm.Delta) {
+	if a.watcher != nil {
+		a.watcher.Delta(stepID, d)
+	}
 	if a.deltas == nil {
 		return
 	}

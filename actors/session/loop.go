@@ -216,13 +216,13 @@ func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.To
 // turn.started. They are staged: the turn's first write (its first
 // llm.started, or how it ended) carries them. A crash before it leaves the
 // input to be delivered again, and the turn starts again.
-func BeginTurn(_ context.Context, a *AgentContext, msg llm.Message, inputID string, maxSteps int) error {
+func BeginTurn(_ context.Context, a *AgentContext, msg llm.Message, inputID string, maxSteps int, caller *event.Caller) error {
 	for _, c := range projection.DanglingCalls(a.State().Messages) {
 		if err := a.Stage(event.ToolFinished, toolFinished("", settled(c, event.CodeNotExecuted, projection.NotExecutedOutput))); err != nil {
 			return err
 		}
 	}
-	return a.Stage(event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: maxSteps})
+	return a.Stage(event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: maxSteps, Caller: caller})
 }
 
 // PrepareResume settles what a previous owner left open, so that the loop can

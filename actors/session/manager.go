@@ -86,6 +86,7 @@ func (m *Manager) Deliver(sid string, cmd *Command) error {
 		}
 		e = &entry{pid: pid}
 		m.actors[sid] = e
+		m.active(sid, true)
 	}
 	e.inflight++
 	m.sys.Root.Send(e.pid, cmd)
@@ -131,7 +132,16 @@ func (m *Manager) retire(sid string, pid *actor.PID, force bool) bool {
 		return false
 	}
 	delete(m.actors, sid)
+	m.active(sid, false)
 	return true
+}
+
+// active tells Config.Active that session sid's actor started or stopped;
+// m.mu is held, which keeps the calls of a session in order.
+func (m *Manager) active(sid string, on bool) {
+	if m.cfg.Active != nil {
+		m.cfg.Active(sid, on)
+	}
 }
 
 // StopWhere stops the actors of the sessions for which match is true, as Close
@@ -147,6 +157,7 @@ func (m *Manager) StopWhere(ctx context.Context, match func(sid string) bool) in
 		if match(sid) {
 			pids = append(pids, e.pid)
 			delete(m.actors, sid)
+			m.active(sid, false)
 		}
 	}
 	m.mu.Unlock()
@@ -170,6 +181,24 @@ func (m *Manager) ClaimedElsewhere(sid string, epoch uint64) {
 	if e != nil {
 		m.sys.Root.Send(e.pid, &claimedElsewhere{epoch: epoch})
 	}
+}
+
+// IsActive reports whether session sid's actor is alive on this node.
+func (m *Manager) IsActive(sid string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.actors[sid] != nil
+}
+
+// ActiveSessions are the sessions whose actors are alive on this node.
+func (m *Manager) ActiveSessions() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, 0, len(m.actors))
+	for sid := range m.actors {
+		out = append(out, sid)
+	}
+	return out
 }
 
 // Active is the number of session actors alive on this node.
@@ -221,8 +250,9 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.closed = true
 	pids := make([]*actor.PID, 0, len(m.actors))
-	for _, e := range m.actors {
+	for sid, e := range m.actors {
 		pids = append(pids, e.pid)
+		m.active(sid, false)
 	}
 	m.actors = map[string]*entry{}
 	m.mu.Unlock()

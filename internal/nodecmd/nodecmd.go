@@ -417,6 +417,8 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	}
 	bridge := nodeMCP(ctx, cfg, n, log)
 	defer bridge.close()
+	closeAgents := StartAgents(ctx, cfg, n, localURL(n.Bus.ClientURL()), log)
+	defer closeAgents()
 
 	var srv *http.Server
 	var web *ui

@@ -1,0 +1,117 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/wire"
+)
+
+// admitTimeout bounds the admission of one prompt: its session created or
+// checked, its input stored.
+const admitTimeout = 30 * time.Second
+
+// prompt takes a prompt request of inst. A request whose reply subject is
+// not under an inbox prefix gets nothing (it could name any subject); one
+// more than MaxConcurrent admissions at once gets 429; the rest is admitted
+// in a goroutine of its own, so that a slow admission holds no other.
+func (g *Gateway) prompt(inst *instance, r micro.Request) {
+	reply := r.Reply()
+	if err := wire.CheckReplySubject(reply); err != nil {
+		g.log.Warn("agent prompt dropped: its reply subject is not an inbox", "instance", inst.name, "err", err)
+		return
+	}
+	select {
+	case g.sem <- struct{}{}:
+	default:
+		g.fail(reply, wire.AgentStatusRateLimited, wire.AgentError{Error: wire.AgentErrRateLimited,
+			Message: fmt.Sprintf("this node admits %d prompts at once; try again in a second", g.opts.MaxConcurrent), RetryAfterS: 1})
+		return
+	}
+	data := append([]byte(nil), r.Data()...)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer func() { <-g.sem }()
+		g.admit(inst, reply, data)
+	}()
+}
+
+// admit turns a prompt into a turn: the request parsed (400), its session
+// created (the controller) or checked (404), the ack (and, from the
+// controller, the session's id), then the run stored with the caller's
+// reply subject, to be answered as a stream by whichever node works on it.
+func (g *Gateway) admit(inst *instance, reply string, data []byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), admitTimeout)
+	defer cancel()
+	env, err := ParseRequest(data)
+	var text string
+	if err == nil {
+		text, err = UserText(env)
+	}
+	if err != nil {
+		g.fail(reply, wire.AgentStatusBadRequest, wire.AgentError{Error: wire.AgentErrBadRequest, Message: err.Error()})
+		return
+	}
+	if limit := g.opts.Host.MaxInputBytes(); len(text) > limit {
+		g.fail(reply, wire.AgentStatusBadRequest, wire.AgentError{Error: wire.AgentErrTooLarge,
+			Message: fmt.Sprintf("the prompt and its attachments are %d bytes, over this agent's limit of %d bytes: send less, or a file a tool can read", len(text), limit)})
+		return
+	}
+	sid := inst.session
+	switch {
+	case sid != "" && env.Session != "" && env.Session != sid:
+		g.fail(reply, wire.AgentStatusBadRequest, wire.AgentError{Error: wire.AgentErrBadRequest,
+			Message: fmt.Sprintf("this instance is session %s, not %s: prompt the controller (%s) to name another", sid, env.Session, wire.AgentController)})
+		return
+	case sid == "" && env.Session != "":
+		if err := g.opts.Host.CheckSession(ctx, env.Session); err != nil {
+			status, code := wire.AgentStatusInternal, wire.AgentErrInternal
+			if errors.Is(err, ErrNoSession) {
+				status, code = wire.AgentStatusNotFound, wire.AgentErrNotFound
+			}
+			g.fail(reply, status, wire.AgentError{Error: code, Message: err.Error(), Session: env.Session})
+			return
+		}
+		sid = env.Session
+	case sid == "":
+		if sid, err = g.opts.Host.CreateSession(ctx); err != nil {
+			g.fail(reply, wire.AgentStatusInternal, wire.AgentError{Error: wire.AgentErrInternal, Message: "the session was not created: " + err.Error()})
+			return
+		}
+	}
+	// The ack (and the session's id) first, and flushed, before the input
+	// is stored: the node that runs the turn streams on the same subject.
+	_ = natsx.PublishChunk(g.nc, reply, wire.ChunkStatus, wire.StatusAck)
+	if inst.session == "" {
+		_ = natsx.PublishChunk(g.nc, reply, wire.ChunkStatus, wire.StatusSessionPrefix+sid)
+	}
+	if err := g.nc.FlushWithContext(ctx); err != nil {
+		g.log.Debug("agent ack not flushed", "session", sid, "err", err)
+	}
+	in := wire.Input{Command: wire.CommandRun, ReplyTo: reply, Reply: wire.ReplyAgents, Text: text, Options: &wire.RunOptions{IfIdle: true}}
+	if _, err := g.opts.Host.PublishInput(ctx, sid, in); err != nil {
+		status, code := wire.AgentStatusInternal, wire.AgentErrInternal
+		if errors.Is(err, nats.ErrMaxPayload) {
+			status, code = wire.AgentStatusBadRequest, wire.AgentErrTooLarge
+		}
+		g.fail(reply, status, wire.AgentError{Error: code, Message: "the prompt was not stored: " + err.Error(), Session: sid})
+	}
+}
+
+func jsonBody(v any) ([]byte, error) { return json.Marshal(v) }
+
+func publishJSON(nc *nats.Conn, subj string, v any) error {
+	b, err := jsonBody(v)
+	if err != nil {
+		return err
+	}
+	return nc.Publish(subj, b)
+}

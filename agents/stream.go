@@ -1,0 +1,237 @@
+package agents
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tah-dev/tah/actors/session"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
+)
+
+// DefaultKeepAlive is how long a stream stays silent while its turn works
+// before a "working" status chunk: well within the 60 s inactivity timeout
+// the protocol recommends to callers.
+const DefaultKeepAlive = 20 * time.Second
+
+// Streams streams the turns whose caller waits for an agent protocol stream
+// (turn.started caller, protocol wire.ReplyAgents) to their reply subjects,
+// from the node that works on them: its Watch is the session.Config's. It
+// publishes on the node's connection: the reply subject was checked to be
+// under an inbox prefix before the turn started (wire.CheckReplySubject),
+// and is checked again here.
+type Streams struct {
+	nc        *nats.Conn
+	log       *slog.Logger
+	keepAlive time.Duration
+}
+
+// NewStreams returns the Streams of a node that publishes on nc. keepAlive
+// 0 means DefaultKeepAlive.
+func NewStreams(nc *nats.Conn, keepAlive time.Duration, log *slog.Logger) *Streams {
+	if keepAlive <= 0 {
+		keepAlive = DefaultKeepAlive
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Streams{nc: nc, log: log, keepAlive: keepAlive}
+}
+
+// Watch is a session.WatchFunc: the stream of the turn of session sid to
+// caller. A restarted turn's stream says so first (status "restarted"),
+// then sends the text of the turn's steps so far again: what follows is the
+// whole answer.
+func (s *Streams) Watch(sid string, caller *event.Caller, restarted bool, st *projection.State) session.Watcher {
+	if caller.Protocol != wire.ReplyAgents || wire.CheckReplySubject(caller.ReplyTo) != nil {
+		return nil
+	}
+	w := &stream{s: s, sid: sid, to: caller.ReplyTo, sent: map[string]string{}, stop: make(chan struct{})}
+	if restarted {
+		w.chunk(wire.ChunkStatus, wire.StatusRestarted)
+		if text := st.TurnText(); text != "" {
+			w.chunk(wire.ChunkResponse, text)
+		}
+	}
+	w.wg.Add(1)
+	go w.keepAlive()
+	return w
+}
+
+// stream is the Watcher of one turn's work on this node.
+type stream struct {
+	s   *Streams
+	sid string
+	to  string
+	// sent is the text streamed of each LLM step, by step id, to send what
+	// its deltas missed when the step completes.
+	sent map[string]string
+
+	mu     sync.Mutex
+	last   time.Time // of the last chunk published
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	closed bool
+}
+
+func (w *stream) chunk(typ string, data any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.last = time.Now()
+	if err := natsx.PublishChunk(w.s.nc, w.to, typ, data); err != nil {
+		w.s.log.Debug("agent stream chunk not published", "session", w.sid, "err", err)
+	}
+}
+
+// keepAlive publishes a "working" status chunk whenever the stream has been
+// silent for the keep-alive interval, until End.
+func (w *stream) keepAlive() {
+	defer w.wg.Done()
+	t := time.NewTicker(w.s.keepAlive / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-t.C:
+			w.mu.Lock()
+			quiet := time.Since(w.last) >= w.s.keepAlive
+			w.mu.Unlock()
+			if quiet {
+				w.chunk(wire.ChunkStatus, wire.StatusWorking)
+			}
+		}
+	}
+}
+
+func (w *stream) Delta(stepID string, d llm.Delta) {
+	if d.Text == "" {
+		return
+	}
+	w.sent[stepID] += d.Text
+	w.chunk(wire.ChunkResponse, d.Text)
+}
+
+func (w *stream) Event(st *projection.State, ev event.Event) {
+	switch ev.Type {
+	case event.LLMCompleted:
+		d, err := event.DecodeAs[event.LLMCompletedData](ev)
+		if err != nil {
+			return
+		}
+		// A provider that does not stream, or deltas lost: the rest of the
+		// step's text, when what was sent is its beginning.
+		if rest, ok := strings.CutPrefix(d.Response.Content, w.sent[d.StepID]); ok && rest != "" {
+			w.chunk(wire.ChunkResponse, rest)
+		}
+		delete(w.sent, d.StepID)
+	case event.ToolStarted:
+		if d, err := event.DecodeAs[event.ToolStartedData](ev); err == nil {
+			w.chunk(wire.ChunkStatus, wire.StatusToolPrefix+d.Call.Name)
+		}
+	case event.ToolApprovalRequested:
+		d, err := event.DecodeAs[event.ToolApprovalRequestedData](ev)
+		if err != nil {
+			return
+		}
+		for _, c := range d.Calls {
+			w.chunk(wire.ChunkQuery, wire.Query{ID: c.ID, ReplySubject: wire.AnswerSubject(w.sid, c.ID), Prompt: QueryPrompt(c)})
+		}
+	}
+}
+
+// QueryPrompt is the question of a query chunk for call c.
+func QueryPrompt(c llm.ToolCall) string {
+	args := string(c.Arguments)
+	if args == "" {
+		args = "{}"
+	} else if compact, err := compactJSON(c.Arguments); err == nil {
+		args = compact
+	}
+	const most = 1000
+	if len(args) > most {
+		args = args[:most] + "…"
+	}
+	return fmt.Sprintf("Allow the tool %s to run with %s? Answer yes to run it, no to deny it; any other answer denies it and is told to the model.", c.Name, args)
+}
+
+func compactJSON(raw json.RawMessage) (string, error) {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// End ends the stream as the turn's state says: the terminator after a turn
+// that completed; "cancelled" and the terminator after a cancelled one; an
+// error (500, the turn's code and error) and the terminator after a failed
+// one; "awaiting_approval" after the query chunks of a turn that waits (the
+// stream stays open). Work that stopped without ending its turn (the node
+// stops, another took the session over, the log is unavailable) publishes
+// nothing more: the next node that works on the turn carries on.
+func (w *stream) End(st *projection.State, out session.Outcome) {
+	close(w.stop)
+	w.wg.Wait()
+	if out.Err != nil {
+		w.close()
+		return
+	}
+	switch {
+	case st.Status == projection.StatusCompleted:
+		w.terminate(0, wire.AgentError{})
+	case st.Status == projection.StatusCancelled:
+		w.chunk(wire.ChunkStatus, wire.StatusCancelled)
+		w.terminate(0, wire.AgentError{})
+	case st.Status == projection.StatusFailed:
+		code := st.LastCode
+		if code == "" {
+			code = wire.AgentErrTurnFailed
+		}
+		w.terminate(wire.AgentStatusInternal, wire.AgentError{Error: code, Message: "the turn failed: " + st.LastError, Session: w.sid})
+	case st.AwaitingApproval:
+		w.chunk(wire.ChunkStatus, wire.StatusAwaitingApproval)
+		w.close()
+	default:
+		w.close()
+	}
+}
+
+// terminate publishes the error (status > 0) and the terminator, and
+// nothing after.
+func (w *stream) terminate(status int, e wire.AgentError) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	w.closed = true
+	var err error
+	if status > 0 {
+		err = natsx.PublishAgentError(w.s.nc, w.to, status, e)
+	} else {
+		err = natsx.PublishTerminator(w.s.nc, w.to)
+	}
+	if err != nil {
+		w.s.log.Debug("agent stream end not published", "session", w.sid, "err", err)
+	}
+}
+
+func (w *stream) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+}

@@ -74,5 +74,5 @@ func (h agentHost) PublishInput(ctx context.Context, sid string, in wire.Input) 
 	return h.n.Bus.PublishInput(ctx, sid, in)
 }
 
-func (h agentHost) MaxInputBytes() int              { return h.n.maxInputBytes() }
+func (h agentHost) MaxInputBytes() int            { return h.n.maxInputBytes() }
 func (h agentHost) SessionActive(sid string) bool { return h.n.Sessions.IsActive(sid) }

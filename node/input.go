@@ -52,42 +52,42 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	}
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision,
 		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle, Done: func(o session.Outcome) {
-		var fault *projection.Fault
-		errors.As(o.Err, &fault)
-		newer := fault != nil && fault.Code == projection.FaultNeedsNewerNode
-		ended := !o.Fenced && !errors.Is(o.Err, session.ErrStopped) && !errors.Is(o.Err, bus.ErrOutcomeUnknown) &&
-			!errors.Is(o.Err, session.ErrUnavailable) && !newer
-		m := n.inflight.done(m.Seq, ended)
-		switch {
-		case o.Fenced || errors.Is(o.Err, session.ErrStopped) || errors.Is(o.Err, bus.ErrOutcomeUnknown):
-			// Not ours to finish: the next owner gets the input again.
-			_ = m.Nak(context.Background(), time.Second)
-			return
-		case errors.Is(o.Err, session.ErrUnavailable):
-			// The log did not answer for a while: try again later, lose nothing.
-			n.log.Warn("input put back: the session's log is unavailable", "session", m.Session, "input", m.ID, "err", o.Err)
-			_ = m.Nak(context.Background(), 2*time.Second)
-			return
-		case newer:
-			// Not corruption: a node that reads the newer log runs it (during
-			// a rolling upgrade, this one once upgraded, or the next owner).
-			n.log.Warn("input put back: the session's log needs a newer node", "session", m.Session, "input", m.ID, "err", o.Err)
-			_ = m.Nak(context.Background(), newerNodeRetry)
-			return
-		case fault != nil:
-			n.refuse(m, wire.CodeCorruptLog, o.Err)
-			return
-		case errors.Is(o.Err, session.ErrUnknownSession):
-			n.refuse(m, wire.CodeUnknownSession, o.Err)
-			return
-		default:
-			if o.Err == nil && kind != wire.CommandCompact { // a turn that waits for approval is no end yet
-				n.Metrics.turnEnded(o.Status, time.Since(start))
+			var fault *projection.Fault
+			errors.As(o.Err, &fault)
+			newer := fault != nil && fault.Code == projection.FaultNeedsNewerNode
+			ended := !o.Fenced && !errors.Is(o.Err, session.ErrStopped) && !errors.Is(o.Err, bus.ErrOutcomeUnknown) &&
+				!errors.Is(o.Err, session.ErrUnavailable) && !newer
+			m := n.inflight.done(m.Seq, ended)
+			switch {
+			case o.Fenced || errors.Is(o.Err, session.ErrStopped) || errors.Is(o.Err, bus.ErrOutcomeUnknown):
+				// Not ours to finish: the next owner gets the input again.
+				_ = m.Nak(context.Background(), time.Second)
+				return
+			case errors.Is(o.Err, session.ErrUnavailable):
+				// The log did not answer for a while: try again later, lose nothing.
+				n.log.Warn("input put back: the session's log is unavailable", "session", m.Session, "input", m.ID, "err", o.Err)
+				_ = m.Nak(context.Background(), 2*time.Second)
+				return
+			case newer:
+				// Not corruption: a node that reads the newer log runs it (during
+				// a rolling upgrade, this one once upgraded, or the next owner).
+				n.log.Warn("input put back: the session's log needs a newer node", "session", m.Session, "input", m.ID, "err", o.Err)
+				_ = m.Nak(context.Background(), newerNodeRetry)
+				return
+			case fault != nil:
+				n.refuse(m, wire.CodeCorruptLog, o.Err)
+				return
+			case errors.Is(o.Err, session.ErrUnknownSession):
+				n.refuse(m, wire.CodeUnknownSession, o.Err)
+				return
+			default:
+				if o.Err == nil && kind != wire.CommandCompact { // a turn that waits for approval is no end yet
+					n.Metrics.turnEnded(o.Status, time.Since(start))
+				}
+				n.ack(m)
 			}
-			n.ack(m)
-		}
-		n.reply(m, o)
-	}}
+			n.reply(m, o)
+		}}
 	if err := n.Sessions.Deliver(m.Session, cmd); err != nil {
 		n.finish(n.inflight.done(m.Seq, false), err)
 	}

@@ -62,7 +62,7 @@ type Command struct {
 	// IfIdle, on a run, refuses it with ErrBusy when the session runs or
 	// waits on a turn, or has commands queued, instead of queueing it.
 	IfIdle bool
-	Done    func(Outcome)
+	Done   func(Outcome)
 }
 
 // internal messages

@@ -1,7 +1,6 @@
 package agents_test
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -141,10 +140,4 @@ func sessionOf(t *testing.T, ms []msg) string {
 	}
 	t.Fatalf("no session: status in %+v", ms)
 	return ""
-}
-
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }

@@ -87,6 +87,13 @@ func badRequest(format string, args ...any) error {
 // ignored), calls h and sends the reply, or the error with its code.
 func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (Rep, error)) micro.Handler {
 	return micro.HandlerFunc(func(r micro.Request) {
+		// The node may write every subject: it answers only inboxes, never
+		// a reply subject a client aimed at the log, an input or a bucket.
+		if err := wire.CheckReplySubject(r.Reply()); err != nil {
+			n.Metrics.errors.WithLabelValues("api").Inc()
+			n.log.Warn("api request dropped: its reply subject is not an inbox", "endpoint", name, "err", err)
+			return
+		}
 		var req Req
 		if data := r.Data(); len(data) > 0 {
 			if err := json.Unmarshal(data, &req); err != nil {

@@ -220,3 +220,25 @@ func TestHostileInputsAreRefused(t *testing.T) {
 		t.Fatalf("%s\n%s", rep.Problems, rep.Dump())
 	}
 }
+
+// An API request whose reply subject is the session's own log gets no
+// answer there: the node answers only inboxes. The session goes on.
+func TestHostileAPIReplySubject(t *testing.T) {
+	h := startHostile(t)
+	h.create("s_api")
+	h.completes("s_api")
+	target := wire.ShardSubject(h.c.Node(0).Bus.ShardOf("s_api"), "s_api")
+	for _, ep := range []string{wire.EndpointStatus, wire.EndpointGet, wire.EndpointList} {
+		if err := h.nc.PublishRequest(wire.APISubject(ep), target, []byte(`{"session":"s_api"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.nc.Request(wire.APISubject(wire.EndpointStatus), nil, 10*time.Second); err != nil {
+		t.Fatal(err) // answered after the three above: they were handled
+	}
+	h.completes("s_api")
+	rep := h.c.Audit("s_api")
+	if len(rep.Problems) > 0 || len(rep.Turns) != 2 {
+		t.Fatalf("%s\n%s", rep.Problems, rep.Dump())
+	}
+}

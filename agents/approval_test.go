@@ -13,14 +13,15 @@ import (
 	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/wire"
 )
 
 // approvalCluster runs a model that asks to write a file, which waits for
 // approval (write_file: always), then answers.
 func approvalCluster(t *testing.T) *clusterCaller {
-	c := one(t, mock.Scripted(mock.CallTool("write_file", `{"path":"out.txt","content":"hi"}`).OnCall(1), mock.Say("Done.").Always()),
-		func(cfg *config.Config) { cfg.Tools.Write = true })
+	c := oneWith(t, mock.Scripted(mock.CallTool("write_file", `{"path":"out.txt","content":"hi"}`).OnCall(1), mock.Say("Done.").Always()),
+		func(cfg *config.Config) { cfg.Tools.Write = true }, func(o *node.Options) { o.AgentKeepAlive = 200 * time.Millisecond })
 	return &clusterCaller{c: c, nc: caller(t, c, 0, wire.RoleClient, "alice")}
 }
 
@@ -32,6 +33,11 @@ func TestQueryApproved(t *testing.T) {
 	sub, q := cc.promptUntilQuery(t, "write it")
 	if !strings.Contains(q.Prompt, "write_file") || !strings.Contains(q.Prompt, `"path":"out.txt"`) || q.ID == "" {
 		t.Fatalf("query %+v", q)
+	}
+	// While the call waits, the stream hears that it waits: a caller's
+	// inactivity timeout does not end it.
+	if m, err := sub.NextMsg(30 * time.Second); err != nil || !strings.Contains(string(m.Data), wire.StatusAwaitingApproval) {
+		t.Fatalf("no keep-alive while waiting: %v", err)
 	}
 	if err := cc.nc.Publish(q.ReplySubject, []byte("yes")); err != nil {
 		t.Fatal(err)

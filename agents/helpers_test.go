@@ -21,6 +21,12 @@ import (
 // gateway as tah-node runs it, and edit applied to its configuration.
 func one(t *testing.T, provider llm.Provider, edit func(*config.Config)) *tahtest.Cluster {
 	t.Helper()
+	return oneWith(t, provider, edit, nil)
+}
+
+// oneWith is one with editNode applied to the node's options too.
+func oneWith(t *testing.T, provider llm.Provider, edit func(*config.Config), editNode func(*node.Options)) *tahtest.Cluster {
+	t.Helper()
 	return tahtest.Start(t, tahtest.Options{Nodes: 1,
 		EditConfig: func(_ int, cfg *config.Config) {
 			cfg.Agents.Heartbeat = config.Duration(time.Second)
@@ -31,6 +37,9 @@ func one(t *testing.T, provider llm.Provider, edit func(*config.Config)) *tahtes
 		EditNode: func(_ int, o *node.Options) {
 			if provider != nil {
 				o.Provider = provider
+			}
+			if editNode != nil {
+				editNode(o)
 			}
 		}})
 }

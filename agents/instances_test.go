@@ -111,6 +111,9 @@ func TestInstances(t *testing.T) {
 	if instanceOf(infos(t, nc), sid) != nil {
 		t.Fatal("a passivated session is still discovered")
 	}
+	if n := c.Node(0).Gateway().Instances(); n != 1 {
+		t.Fatalf("%d instances registered with every session passivated, want the controller alone", n)
+	}
 	// Opened again through the controller: its instance is back.
 	ms := stream(t, nc, prompt.Subject, []byte(`{"prompt":"again","session":"`+sid+`"}`))
 	if text(ms) != "Hi." || sessionOf(t, ms) != sid {

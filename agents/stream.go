@@ -33,10 +33,29 @@ type Streams struct {
 	nc        *nats.Conn
 	log       *slog.Logger
 	keepAlive time.Duration
+
+	// waiting are the streams of turns that wait for approval here, by
+	// session: they hear "awaiting_approval" every keepAlive, so that their
+	// callers' inactivity timeouts do not end them while a person decides,
+	// until the turn moves on (Watch), another node claims the session
+	// (Claimed) or the wait's end.
+	mu      sync.Mutex
+	waiting map[string]waitingStream
+	stop    chan struct{}
+	done    chan struct{}
 }
 
+type waitingStream struct {
+	to    string
+	until time.Time
+	epoch uint64 // the session's claim when the wait began
+}
+
+// maxWait bounds the keep-alives of a wait for approval without a deadline.
+const maxWait = 24 * time.Hour
+
 // NewStreams returns the Streams of a node that publishes on nc. keepAlive
-// 0 means DefaultKeepAlive.
+// 0 means DefaultKeepAlive. Close stops its keep-alives.
 func NewStreams(nc *nats.Conn, keepAlive time.Duration, log *slog.Logger) *Streams {
 	if keepAlive <= 0 {
 		keepAlive = DefaultKeepAlive
@@ -44,7 +63,75 @@ func NewStreams(nc *nats.Conn, keepAlive time.Duration, log *slog.Logger) *Strea
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Streams{nc: nc, log: log, keepAlive: keepAlive}
+	s := &Streams{nc: nc, log: log, keepAlive: keepAlive, waiting: map[string]waitingStream{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	go s.keepWaiting()
+	return s
+}
+
+// Close stops the keep-alives of the streams that wait for approval.
+func (s *Streams) Close() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+}
+
+// Claimed stops the keep-alives of session sid's stream, if it waits here,
+// when a claim of epoch is newer than the one it waits under: another node
+// (or a later actor) works on the session, and streams from now on.
+func (s *Streams) Claimed(sid string, epoch uint64) {
+	s.mu.Lock()
+	if w, ok := s.waiting[sid]; ok && epoch > w.epoch {
+		delete(s.waiting, sid)
+	}
+	s.mu.Unlock()
+}
+
+func (s *Streams) forget(sid string) {
+	s.mu.Lock()
+	delete(s.waiting, sid)
+	s.mu.Unlock()
+}
+
+func (s *Streams) wait(sid, to string, deadline time.Time, epoch uint64) {
+	until := time.Now().Add(maxWait)
+	if !deadline.IsZero() && deadline.Before(until) {
+		until = deadline
+	}
+	s.mu.Lock()
+	s.waiting[sid] = waitingStream{to: to, until: until, epoch: epoch}
+	s.mu.Unlock()
+}
+
+// keepWaiting publishes the keep-alives of the waiting streams until Close.
+func (s *Streams) keepWaiting() {
+	defer close(s.done)
+	t := time.NewTicker(s.keepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		s.mu.Lock()
+		var to []string
+		for sid, w := range s.waiting {
+			if now.After(w.until) {
+				delete(s.waiting, sid)
+				continue
+			}
+			to = append(to, w.to)
+		}
+		s.mu.Unlock()
+		for _, subj := range to {
+			_ = natsx.PublishChunk(s.nc, subj, wire.ChunkStatus, wire.StatusAwaitingApproval)
+		}
+	}
 }
 
 // Watch is a session.WatchFunc: the stream of the turn of session sid to
@@ -52,6 +139,7 @@ func NewStreams(nc *nats.Conn, keepAlive time.Duration, log *slog.Logger) *Strea
 // then sends the text of the turn's steps so far again: what follows is the
 // whole answer.
 func (s *Streams) Watch(sid string, caller *event.Caller, restarted bool, st *projection.State) session.Watcher {
+	s.forget(sid)
 	if caller.Protocol != wire.ReplyAgents || wire.CheckReplySubject(caller.ReplyTo) != nil {
 		return nil
 	}
@@ -205,6 +293,7 @@ func (w *stream) End(st *projection.State, out session.Outcome) {
 	case st.AwaitingApproval:
 		w.chunk(wire.ChunkStatus, wire.StatusAwaitingApproval)
 		w.close()
+		w.s.wait(w.sid, w.to, st.ApprovalDeadline, st.Epoch)
 	default:
 		w.close()
 	}

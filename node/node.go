@@ -152,7 +152,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if scfg.Logger == nil {
 		scfg.Logger = log.With("component", "session")
 	}
-	scfg.Watch = agents.NewStreams(n.Bus.Conn(), opts.AgentKeepAlive, log.With("component", "agents")).Watch
+	streams := agents.NewStreams(n.Bus.Conn(), opts.AgentKeepAlive, log.With("component", "agents"))
+	n.closers = append(n.closers, func(context.Context) error { streams.Close(); return nil })
+	scfg.Watch = streams.Watch
 	scfg.Active = n.sessionActive
 	tc, err := n.toolConfig(opts)
 	if err != nil {
@@ -164,7 +166,11 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	n.closers = append(n.closers, n.Sessions.Close)
 	// The projector sees every record first: it tells this node's actors of
 	// the claims of other nodes.
-	if n.Projector, err = StartProjector(ctx, n.Bus, n.Store, log.With("component", "projector"), n.Sessions.ClaimedElsewhere); err != nil {
+	claimed := func(sid string, epoch uint64) {
+		n.Sessions.ClaimedElsewhere(sid, epoch)
+		streams.Claimed(sid, epoch)
+	}
+	if n.Projector, err = StartProjector(ctx, n.Bus, n.Store, log.With("component", "projector"), claimed); err != nil {
 		return nil, err
 	}
 	n.closers = append(n.closers, func(context.Context) error { n.Projector.Close(); return nil })

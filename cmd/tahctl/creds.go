@@ -69,7 +69,7 @@ func runCreds(ctx context.Context, g *globals, args []string) error {
 // credsAdd is `tahctl creds add --role ROLE [--tool NAME]... NAME`.
 func credsAdd(ctx context.Context, g *globals, args []string) error {
 	fset := g.flags("creds add", "--role ROLE [--tool NAME]... NAME", credsHelp)
-	role := fset.String("role", "", "the credential's `ROLE`: client, observer, tool or admin")
+	role := fset.String("role", "", "the credential's `ROLE`: client, observer, tool, admin, or agents (an agent protocol gateway's)")
 	var tools toolNames
 	fset.Var(&tools, "tool", "a tool `NAME` the credential serves (role tool)")
 	out := fset.String("o", "", "the `FILE` to write (default NAME.creds)")
@@ -86,7 +86,7 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 		if err == nil {
 			err = errors.New("the node's credential is the data directory's node.creds: it is not issued")
 		}
-		return usageError("tahctl creds add --role client|observer|tool|admin [--tool NAME] NAME", "%v", err)
+		return usageError("tahctl creds add --role client|observer|tool|admin|agents [--tool NAME] NAME", "%v", err)
 	}
 	path := *out
 	if path == "" {
@@ -259,7 +259,7 @@ func revokeLocally(ctx context.Context, trust *auth.Trust, name string) ([]wire.
 // same table as the credentials tahctl issues.
 func credsNSC(g *globals, args []string) error {
 	fset := g.flags("creds nsc", "--role ROLE [--tool NAME]... NAME", credsHelp)
-	role := fset.String("role", "", "the user's `ROLE`: node, client, observer, tool or admin")
+	role := fset.String("role", "", "the user's `ROLE`: node, client, observer, tool, admin or agents")
 	var tools toolNames
 	fset.Var(&tools, "tool", "a tool `NAME` the user serves (role tool)")
 	pos, err := parse(fset, args)
@@ -271,7 +271,7 @@ func credsNSC(g *globals, args []string) error {
 	}
 	p, err := wire.RolePermissions(wire.Role(*role), pos[0], tools)
 	if err != nil {
-		return usageError("tahctl creds nsc --role node|client|observer|tool|admin [--tool NAME] NAME", "%v", err)
+		return usageError("tahctl creds nsc --role node|client|observer|tool|admin|agents [--tool NAME] NAME", "%v", err)
 	}
 	cmd := []string{"nsc", "add", "user", "--account", "TAH", pos[0]}
 	for _, f := range []struct {
@@ -352,7 +352,7 @@ func (t credsTarget) failed(endpoint string, err error) error {
 		return errorf(exitFailed, "issue users with nsc: `tahctl creds nsc --role ROLE NAME` prints the command",
 			"nothing at %s issues credentials (%s): a node on an external NATS cluster does not; the cluster's operator does", t.api.ep.url, wire.APISubject(endpoint))
 	case errors.As(err, &ae) && ae.Code == wire.APIErrBadRequest:
-		return usageError("tahctl creds add --role client|observer|tool|admin [--tool NAME] NAME", "%s", ae.Message)
+		return usageError("tahctl creds add --role client|observer|tool|admin|agents [--tool NAME] NAME", "%s", ae.Message)
 	case errors.As(err, &ae) && ae.Code == wire.APIErrNotFound:
 		return errorf(exitNotFound, "tahctl creds ls lists the credentials", "%s", ae.Message)
 	case errors.As(err, &ae) && ae.Code == wire.APIErrConflict:

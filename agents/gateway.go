@@ -138,7 +138,11 @@ func Start(ctx context.Context, opts Options, active []string) (*Gateway, error)
 	go g.apply()
 	go g.heartbeats()
 	g.signal()
-	if err := g.nc.FlushWithContext(ctx); err != nil {
+	// The registrations reach the server before Start returns (a ctx
+	// without a deadline gets one: the flush requires it).
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := g.nc.FlushWithContext(fctx); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("agents: %w", err)
 	}

@@ -173,7 +173,6 @@ const (
 	AgentErrBadRequest  = "bad_request"
 	AgentErrTooLarge    = "too_large"
 	AgentErrNotFound    = "not_found"
-	AgentErrBusy        = "session_busy"
 	AgentErrRateLimited = "rate_limited"
 	AgentErrInternal    = "internal"
 	AgentErrTurnFailed  = "turn_failed"
@@ -215,7 +214,7 @@ func AgentStatusOf(code string) int {
 		return AgentStatusBadRequest
 	case CodeUnknownSession, AgentErrNotFound:
 		return AgentStatusNotFound
-	case FailureBusy, FailureNothingToResume, FailureNotPending, FailureAlreadyDecided, AgentErrBusy:
+	case FailureBusy, FailureNothingToResume, FailureNotPending, FailureAlreadyDecided:
 		return AgentStatusConflict
 	case AgentErrRateLimited:
 		return AgentStatusRateLimited

@@ -29,6 +29,8 @@ JS_EXAMPLE := examples/tool-service-js
 JS_STAMP   := $(JS_EXAMPLE)/node_modules/.package-lock.json
 JS_CLIENT  := examples/client-js
 JS_CLIENT_STAMP := $(JS_CLIENT)/node_modules/.package-lock.json
+AGENT_CALLER := examples/agent-caller-js
+AGENT_CALLER_STAMP := $(AGENT_CALLER)/node_modules/.package-lock.json
 MCP_SERVERS := tools/mcp/testdata/npm
 MCP_STAMP   := $(MCP_SERVERS)/node_modules/.package-lock.json
 PEER       := bench/peer/langgraph
@@ -125,7 +127,7 @@ bench: bench-deps ## the benchmarks of docs/benchmarks.md (BENCHFLAGS="-quick -o
 tidy:
 	$(GO) mod tidy
 
-js-deps: $(JS_STAMP) $(JS_CLIENT_STAMP) $(MCP_STAMP) ## npm dependencies of the JavaScript examples and the MCP servers (their tests run node)
+js-deps: $(JS_STAMP) $(JS_CLIENT_STAMP) $(AGENT_CALLER_STAMP) $(MCP_STAMP) ## npm dependencies of the JavaScript examples and the MCP servers (their tests run node)
 
 $(JS_STAMP): $(JS_EXAMPLE)/package.json $(JS_EXAMPLE)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
@@ -139,6 +141,13 @@ $(JS_CLIENT_STAMP): $(JS_CLIENT)/package.json $(JS_CLIENT)/package-lock.json
 		cd $(JS_CLIENT) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
 	else \
 		echo "npm not found: the JavaScript client test will be skipped (install Node.js 18+)"; \
+	fi
+
+$(AGENT_CALLER_STAMP): $(AGENT_CALLER)/package.json $(AGENT_CALLER)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(AGENT_CALLER) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
+	else \
+		echo "npm not found: the agent protocol caller test will be skipped (install Node.js 18+)"; \
 	fi
 
 $(MCP_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json

@@ -70,6 +70,9 @@ func TestScripts(t *testing.T) {
 			case "jsdeps": // the JavaScript client's npm dependencies are installed
 				_, err := os.Stat(filepath.Join(repo, "examples", "client-js", "node_modules", "nats"))
 				return err == nil, nil
+			case "agentjsdeps": // the JavaScript agent protocol caller's
+				_, err := os.Stat(filepath.Join(repo, "examples", "agent-caller-js", "node_modules", "nats"))
+				return err == nil, nil
 			case "tooldeps": // the JavaScript tool service's
 				_, err := os.Stat(filepath.Join(repo, "examples", "tool-service-js", "node_modules", "nats"))
 				return err == nil, nil

@@ -63,6 +63,10 @@ type Command struct {
 	// waits on a turn, or has commands queued, instead of queueing it.
 	IfIdle bool
 	Done   func(Outcome)
+
+	// busyOnArrival marks an IfIdle run queued while the session loaded
+	// behind other commands (refuseBusy).
+	busyOnArrival bool
 }
 
 // internal messages
@@ -113,6 +117,9 @@ type sessionActor struct {
 	// arriving during the work it followed.
 	ended  *atomic.Bool
 	lastCP int // events folded at the last checkpoint
+	// resumedInput is the input of the open turn the busy work took up
+	// (read from the state before it started: the work owns it since).
+	resumedInput string
 	// stopLoad cancels a load still running when the actor stops, so that a
 	// stopped actor never claims its session after its node handed it over.
 	stopLoad context.CancelFunc
@@ -138,6 +145,7 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.a = msg.a
 		s.lastCP = s.a.state.Events
 		s.syncDeadline()
+		s.refuseBusy()
 		s.next(ctx)
 	case *Command:
 		s.m.received(s.sid)
@@ -149,9 +157,19 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 			msg.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: fmt.Errorf("compact %s: %w", s.sid, ErrBusy)})
 			return
 		}
-		if msg.Kind == wire.CommandRun && msg.IfIdle && ((s.busy != nil && !s.ended.Load()) || len(s.queue) > 0 || len(s.parked) > 0) {
-			msg.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: fmt.Errorf("run %s: %w", s.sid, ErrBusy)})
-			return
+		// The redelivery of the input of the turn the work resumes (a
+		// taken-over turn is resumed before its input comes back) is no new
+		// run: it waits, and is recognised as done when the work ends.
+		redelivered := msg.InputID != "" && msg.InputID == s.resumedInput
+		if msg.Kind == wire.CommandRun && msg.IfIdle && !redelivered && ((s.busy != nil && !s.ended.Load()) || len(s.queue) > 0 || len(s.parked) > 0) {
+			if s.a != nil {
+				msg.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: fmt.Errorf("run %s: %w", s.sid, ErrBusy)})
+				return
+			}
+			// Queued behind commands while the session loads (a resume of
+			// its open turn, say): only its log tells whether this is that
+			// turn's input again; decided once loaded (refuseBusy).
+			msg.busyOnArrival = true
 		}
 		if s.a == nil && !s.loading {
 			s.load(ctx) // the last load failed
@@ -239,6 +257,23 @@ func (s *sessionActor) load(ctx actor.Context) {
 	})
 }
 
+// refuseBusy refuses, once the session is loaded, the IfIdle runs that
+// arrived behind other commands while it loaded, unless the log saw their
+// input: the redelivery of an open turn's input waits for the resume of that
+// turn, and is recognised as done.
+func (s *sessionActor) refuseBusy() {
+	kept := s.queue[:0]
+	for _, cmd := range s.queue {
+		if cmd.busyOnArrival && !s.a.state.SawInput(cmd.InputID) {
+			cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: s.a.state.Status}, Err: fmt.Errorf("run %s: %w", s.sid, ErrBusy)})
+			continue
+		}
+		kept = append(kept, cmd)
+	}
+	clear(s.queue[len(kept):])
+	s.queue = kept
+}
+
 // next starts the next queued command when nothing runs.
 func (s *sessionActor) next(ctx actor.Context) {
 	if s.a == nil || s.busy != nil {
@@ -265,6 +300,10 @@ func (s *sessionActor) next(ctx actor.Context) {
 		cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: s.a.state.Status}, Err: fmt.Errorf("compact %s: %w (resume or cancel it first)", s.sid, ErrBusy)})
 		s.next(ctx)
 		return
+	}
+	s.resumedInput = ""
+	if s.a.state.Status.Active() {
+		s.resumedInput = s.a.state.LastInputID
 	}
 	s.busy = cmd
 	s.ended = new(atomic.Bool)
@@ -356,7 +395,7 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 			// newer input's turn: its node died and the newer one came first).
 			// Its caller may have missed the end: it gets the answer again.
 			out := a.outcome(nil)
-			if a.state.LastInputID == cmd.InputID {
+			if a.state.LastInputID == cmd.InputID && a.endStreamed != cmd.InputID {
 				m.watch(a, true)
 				a.unwatch(out)
 			}

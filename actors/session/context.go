@@ -82,6 +82,10 @@ type AgentContext struct {
 	lost bool
 	// watcher follows the work on the current turn for its caller (watch.go).
 	watcher Watcher
+	// endStreamed is the input whose turn's end a watcher of this context
+	// told its caller: its redelivery (the resume of a taken-over turn ran
+	// first) must not stream that end a second time.
+	endStreamed string
 }
 
 // appendTimeout bounds one append, acknowledgement and read-back included.

@@ -46,6 +46,9 @@ func (a *AgentContext) unwatch(out Outcome) {
 	w := a.watcher
 	a.watcher = nil
 	w.End(a.state, out)
+	if out.Err == nil && !a.state.Status.Active() {
+		a.endStreamed = a.state.LastInputID
+	}
 }
 
 // observe tells the watcher of the events just written.

@@ -28,11 +28,15 @@
 //     call of an offered tool is answered unknown_tool or
 //     tool_unavailable, none runs twice, every turn ends once and every
 //     started call has its result (discovery driven by events alone).
+//   - TestAgentStreamSurvivesKill: an agent protocol caller, connected to a
+//     node that survives, prompts a session whose owner is killed with
+//     SIGKILL mid-answer: its stream goes on with "restarted", the whole
+//     answer as the log records it, and the terminator, with nothing after.
 //
 // They assert what the logs say (projection.Audit of each session's log),
 // never timings: every wait is a poll with a generous bound. A failing test
-// prints the nodes' logs. They are skipped in -short mode and take about a
-// minute and a half.
+// prints the nodes' logs. They are skipped in -short mode and take about two
+// minutes and a half.
 //
 // Run: go test -count=1 ./internal/clustertest/ (and with -race). Set
 // TAHTEST_KEEP=1 to keep the nodes' data directories and logs.

@@ -57,7 +57,9 @@ func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("testdata", "script"),
 		RequireExplicitExec: true,
-		Deadline:            time.Now().Add(4 * time.Minute),
+		// The scripts run side by side: on two loaded cores under -race,
+		// all of them take about four minutes; each bounds its own waits.
+		Deadline: time.Now().Add(10 * time.Minute),
 		Setup: func(env *testscript.Env) error {
 			env.Setenv("REPO", repo)
 			// testscript passes on none of the caller's environment (no TAH_*

@@ -18,12 +18,12 @@ const (
 )
 
 // The rows there are, in the order they run.
-var allRows = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10"}
+var allRows = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}
 
 // Config is a run's rows, sizes and settings: Default's are the issue's
 // sizes, QuickSizes' a smoke run's.
 type Config struct {
-	// Rows are the rows to run ("1" to "10"); rows 1 and 2 run together.
+	// Rows are the rows to run ("1" to "11"); rows 1 and 2 run together.
 	Rows []string
 	// Quick marks a smoke run (QuickSizes): the report says so.
 	Quick bool
@@ -63,6 +63,11 @@ type Config struct {
 	// UISessions and UISteps are row 10's: the sessions of the list, and
 	// the steps of the session whose page is rendered.
 	UISessions, UISteps int
+
+	// AgentPrompts is row 11's measured turns of each path: prompts to the
+	// controller (new sessions) and to one session's instance over the
+	// agent protocol, and the same turns through client.Run.
+	AgentPrompts int
 
 	// FailoverSessions: row 7's sessions of the killed node with a turn in
 	// flight, and as many idle ones sent an input after the kill.
@@ -115,6 +120,7 @@ func Default() Config {
 		PeerSteps: 20, PeerTurns: 5, PeerDir: filepath.Join("bench", "peer", "langgraph"),
 		ScaleSessions: 1000, ScaleSteps: 10,
 		UISessions: 10000, UISteps: 1000,
+		AgentPrompts: 20,
 	}
 }
 
@@ -130,6 +136,7 @@ func (c Config) QuickSizes() Config {
 	c.PeerTurns = 2
 	c.ScaleSteps = 3
 	c.UISessions, c.UISteps = 500, 200
+	c.AgentPrompts = 5
 	return c
 }
 
@@ -164,6 +171,8 @@ func (c Config) Validate() error {
 		return bad("row 5 needs tokens to stream")
 	case c.UISessions < 1 || c.UISteps < 1:
 		return bad("row 10 needs sessions and steps, not %d and %d", c.UISessions, c.UISteps)
+	case c.AgentPrompts < 1:
+		return bad("-agent-prompts: %d is not at least 1", c.AgentPrompts)
 	case c.MemSessions < 1:
 		return bad("row 6 needs sessions")
 	case c.ScaleSessions < 1 || c.ScaleSteps < 1:

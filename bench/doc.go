@@ -30,7 +30,12 @@
 //  8. the peer: the same agent run by LangGraph.js with its SQLite
 //     checkpointer (bench/peer/langgraph), in the same run;
 //  9. the sharded log: appends/s of many sessions on three nodes (R3)
-//     against one, the same work.
+//     against one, the same work;
+//  10. the step inspector's first render of its pages (package inspector);
+//  11. a turn over the Synadia Agent Protocol (package agents, the gateway
+//     tah-node runs): a caller's prompt to the ack, the first response
+//     chunk and the terminator, against the model's own times and against
+//     the same turn through client.Run.
 //
 // Rows 1-3, 8 and 9 run under each durability setting: fsync on every write
 // (bus.Config.SyncInterval 0, the default) and every 2 minutes (the NATS
@@ -41,9 +46,10 @@
 // Report, Teardown stops what Setup started; Run calls them in order, on a
 // TB of the harness's (natstest.Run), so that what a scenario started stops
 // with it even when it fails. The nodes are the cluster harness's (tahtest):
-// one in-process node for rows 2 to 6 and 8, three for rows 7 and 9. The
+// one in-process node for rows 2 to 6, 8, 10 and 11, three for rows 7 and 9. The
 // sessions are driven as any client drives them, through package client
-// (Create, Run and the Turn's outcome, Log); only the floors and row 9's
+// (Create, Run and the Turn's outcome, Log), and row 11's also as a caller
+// of the agent protocol (plain nats.go); only the floors and row 9's
 // appends use the node's primitives (bus, store, SQLite) directly. Row 7 checks every session's log with
 // projection.Audit.
 //

@@ -23,7 +23,7 @@ func (r *Report) markdown(table string) string {
 	w("TAH's overhead must stay close to the durable writes it cannot avoid. These machines are noisy (here, the latency of one fsync varied by a factor of two between runs), so every figure stands beside a **floor measured in the same run, on the same node**, and the targets are ratios. The raw data is in [benchmarks.json](benchmarks.json).\n\n")
 
 	w("## Machine\n\n| CPUs | CPU (/proc/cpuinfo) | memory | kernel | Go | load average at start / end |\n|---|---|---|---|---|---|\n| %d | %s | %s | %s | %s | %s / %s |\n\n", m.CPUs, m.CPU, m.MemTotal, m.Kernel, m.Go, m.LoadAvgStart, m.LoadAvgEnd)
-	w("Rows 1–6 and 8 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject and the session's input errors: a `Turn` asked only for its outcome follows no log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node. Rows 7 and 9 run three nodes.\n\n")
+	w("Rows 1–6, 8, 10 and 11 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject and the session's input errors: a `Turn` asked only for its outcome follows no log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node. Rows 7 and 9 run three nodes.\n\n")
 
 	s := r.Sizes
 	w("## Sizes of this run\n\n")
@@ -45,6 +45,10 @@ func (r *Report) markdown(table string) string {
 	w("| 9 | %s sessions at once (the issue's size%s), %d steps each; one node, then three (R3) |\n", fnum(float64(s.ScaleSessions)), scaledNote(s.ScaleSessions, 1000), s.ScaleSteps)
 	if s.UISessions > 0 {
 		w("| 10 | %s sessions (the issue's size%s), one of them of %s steps (the issue's size%s: turns of 99 tool steps and an answer) |\n", fnum(float64(s.UISessions)), scaledNote(s.UISessions, 10000), fnum(float64(s.UISteps)), scaledNote(s.UISteps, 1000))
+	}
+	if a := r.Agent; a != nil {
+		w("| 11 | %d turns of each of four paths after a warm-up turn each way, the paths taking turns: prompts to the agent protocol's controller (each a new session), prompts to one session's instance, and the same two through `client.Run`; the model streams one answer of %d tokens a turn, the first %s after its call began, then one every %s |\n",
+			s.AgentPrompts, a.Tokens, fdur(a.FirstToken), fdur(a.Pace))
 	}
 	w("\n")
 
@@ -101,6 +105,7 @@ func (r *Report) analysis(w func(string, ...any)) {
 		}
 	}
 	r.failoverAnalysis(w)
+	r.agentAnalysis(w)
 }
 
 // resumeAnalysis explains row 4.

@@ -29,6 +29,7 @@ type Report struct {
 	Peer          *PeerResult     `json:"peer,omitempty"`
 	Scale         []*ScaleResult  `json:"scale,omitempty"`
 	UI            *UIResult       `json:"ui,omitempty"`
+	Agent         *AgentResult    `json:"agent,omitempty"`
 	Took          time.Duration   `json:"took_ns"`
 }
 
@@ -55,6 +56,7 @@ type Sizes struct {
 	ScaleSteps       int           `json:"scale_steps"`
 	UISessions       int           `json:"ui_sessions,omitempty"`
 	UISteps          int           `json:"ui_steps,omitempty"`
+	AgentPrompts     int           `json:"agent_prompts,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -116,7 +118,7 @@ func newReport(c Config) *Report {
 		ResumeEvents: c.ResumeLengths, ResumeOthers: c.ResumeOthers, ResumeBudget: c.ResumeBudget, ResumeRepeats: c.ResumeRepeats,
 		DeltaTokens: c.DeltaTokens, DeltaPace: c.DeltaPace, MemSessions: c.MemSessions, FailoverSessions: c.FailoverSessions,
 		PeerSteps: c.PeerSteps, PeerTurns: c.PeerTurns, ScaleSessions: c.ScaleSessions, ScaleSteps: c.ScaleSteps,
-		UISessions: c.UISessions, UISteps: c.UISteps}}
+		UISessions: c.UISessions, UISteps: c.UISteps, AgentPrompts: c.AgentPrompts}}
 }
 
 // The targets (issue 15's, and issue 9's that still hold).
@@ -171,7 +173,8 @@ func (r *Report) rows() []row {
 	out = append(out, r.failoverRows()...)
 	out = append(out, r.peerRows()...)
 	out = append(out, r.scaleRows()...)
-	return append(out, r.uiRows()...)
+	out = append(out, r.uiRows()...)
+	return append(out, r.agentRows()...)
 }
 
 // floorRows are row 1: the fenced appends of one record of one event, of

@@ -91,7 +91,7 @@ func TestScenarios(t *testing.T) {
 	for _, sc := range Scenarios(c) {
 		names = append(names, sc.Name())
 	}
-	if len(names) != 1+2+2+4+2+2+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 10") {
+	if len(names) != 1+2+2+4+2+2+1+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 11") {
 		t.Fatalf("scenarios %v", names)
 	}
 	c.Rows, c.Durability = []string{"3"}, []time.Duration{time.Minute}
@@ -109,7 +109,8 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("quick %+v: %v", q, err)
 	}
 	for _, edit := range []func(*Config){
-		func(c *Config) { c.Rows = []string{"11"} },
+		func(c *Config) { c.Rows = []string{"12"} },
+		func(c *Config) { c.AgentPrompts = 0 },
 		func(c *Config) { c.UISteps = 0 },
 		func(c *Config) { c.ScaleSteps = 0 },
 		func(c *Config) { c.Durability = nil },

@@ -75,5 +75,8 @@ func Scenarios(c Config) []Scenario {
 	if c.runs("10") {
 		out = append(out, &uiScenario{cfg: c})
 	}
+	if c.runs("11") {
+		out = append(out, &agentScenario{cfg: c})
+	}
 	return out
 }

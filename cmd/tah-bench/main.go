@@ -135,6 +135,7 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	fs.StringVar(&lead, "failover-lead", "", "row 7, diagnostic: streams (comma-separated, e.g. TAH_EVT_0,TAH_IN) whose leadership moves to the node to kill before the kill")
 	fs.IntVar(&c.ScaleSessions, "scale-sessions", c.ScaleSessions, "row 9: sessions appending at once, on one node then on three")
 	fs.IntVar(&c.ScaleSteps, "scale-steps", c.ScaleSteps, "row 9: steps each session appends (a tool step's records each)")
+	fs.IntVar(&c.AgentPrompts, "agent-prompts", c.AgentPrompts, "row 11: measured turns of each path (a new session over the agent protocol, one session continued over it, the same two through client.Run)")
 	fs.StringVar(&c.Log, "log", "", "diagnostic: write the harness's log of every row (with row 7's nodes') to this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&o.render, "render", "", "measure nothing: write benchmarks.md (to -out) again from this benchmarks.json")

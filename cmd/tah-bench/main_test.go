@@ -17,12 +17,12 @@ import (
 
 func TestParse(t *testing.T) {
 	var stderr bytes.Buffer
-	c, o, err := parse([]string{"-rows", "2, 7", "-durability", "0,1m", "-resume-events", "100,500", "-failover-lead", "TAH_EVT,TAH_IN", "-scale-sessions", "50", "-out", ""}, &stderr)
+	c, o, err := parse([]string{"-rows", "2, 7", "-durability", "0,1m", "-resume-events", "100,500", "-failover-lead", "TAH_EVT,TAH_IN", "-scale-sessions", "50", "-agent-prompts", "7", "-out", ""}, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(c.Rows, []string{"2", "7"}) || !slices.Equal(c.Durability, []time.Duration{0, time.Minute}) ||
-		!slices.Equal(c.ResumeLengths, []int{100, 500}) || !slices.Equal(c.FailoverLead, []string{"TAH_EVT", "TAH_IN"}) || c.ScaleSessions != 50 || o.out != "" {
+		!slices.Equal(c.ResumeLengths, []int{100, 500}) || !slices.Equal(c.FailoverLead, []string{"TAH_EVT", "TAH_IN"}) || c.ScaleSessions != 50 || c.AgentPrompts != 7 || o.out != "" {
 		t.Fatalf("config %+v, options %+v", c, o)
 	}
 	if err := c.Validate(); err != nil {

@@ -2,6 +2,7 @@ package agents
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -301,7 +302,7 @@ func (g *Gateway) status(inst *instance, r micro.Request) {
 	if wire.CheckReplySubject(r.Reply()) != nil {
 		return
 	}
-	body, err := jsonBody(g.heartbeat(inst))
+	body, err := json.Marshal(g.heartbeat(inst))
 	if err != nil {
 		_ = r.Error("500", "the status cannot be encoded: "+err.Error(), nil)
 		return

@@ -106,10 +106,8 @@ func (g *Gateway) admit(inst *instance, reply string, data []byte) {
 	}
 }
 
-func jsonBody(v any) ([]byte, error) { return json.Marshal(v) }
-
 func publishJSON(nc *nats.Conn, subj string, v any) error {
-	b, err := jsonBody(v)
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}

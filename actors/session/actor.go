@@ -285,6 +285,8 @@ func (s *sessionActor) next(ctx actor.Context) {
 	}
 	cmd := s.queue[0]
 	s.queue = s.queue[1:]
+	// An if_idle run finds a turn open (waiting for approval, or left by a
+	// previous owner) that is not its own: refused, never queued behind it.
 	if cmd.Kind == wire.CommandRun && cmd.IfIdle && s.a.state.Status.Active() && s.a.state.LastInputID != cmd.InputID {
 		cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: s.a.state.Status},
 			Err: fmt.Errorf("run %s: session %s is %s: %w", cmd.InputID, s.sid, s.a.state.Status, ErrBusy)})
@@ -405,9 +407,6 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 			// An input redelivered while a newer turn, left open by a dead node,
 			// waits for its own input: nothing of this one is left to do.
 			return a.outcome(nil)
-		}
-		if cmd.IfIdle && a.state.Status.Active() && a.state.LastInputID != cmd.InputID {
-			return a.outcome(fmt.Errorf("run %s: session %s is %s: %w", cmd.InputID, a.Session, a.state.Status, ErrBusy))
 		}
 		if a.state.Status.Active() {
 			// A turn is open in the log: this is either the redelivery of the

@@ -87,7 +87,7 @@ func (m *inProcess) Start(ctx context.Context) error {
 		return err
 	}
 	// And the agent protocol gateway, on its own credential.
-	closeAgents := nodecmd.StartAgents(ctx, m.cfg, n, n.Bus.ClientURL(), m.log)
+	closeAgents, _ := nodecmd.StartAgents(ctx, m.cfg, n, n.Bus.ClientURL(), m.log)
 	m.mu.Lock()
 	m.node, m.closeAgents = n, closeAgents
 	m.mu.Unlock()

@@ -25,10 +25,11 @@ const agentsName = "agents"
 // Protocol on a connection of the gateway's own, with a credential of the
 // agents role (issued here for an embedded server; put there by the
 // operator for an external NATS). A gateway that cannot start leaves the
-// node running, and says why. The returned func closes its connection.
-func StartAgents(ctx context.Context, cfg config.Config, n *node.Node, natsURL string, log *slog.Logger) func() {
+// node running, and says why. It returns what closes its connection, and
+// the banner's line about it.
+func StartAgents(ctx context.Context, cfg config.Config, n *node.Node, natsURL string, log *slog.Logger) (closeConn func(), line string) {
 	if !cfg.Agents.Enabled {
-		return func() {}
+		return func() {}, "off (--agents=false)"
 	}
 	nc, err := connectAgents(cfg, natsURL)
 	if err == nil {
@@ -39,11 +40,11 @@ func StartAgents(ctx context.Context, cfg config.Config, n *node.Node, natsURL s
 	}
 	if err != nil {
 		log.Warn("the agent protocol is off", "err", err)
-		return func() {}
+		return func() {}, "off: " + err.Error()
 	}
-	log.Info("sessions served as agents", "prompt", wire.AgentSubject(wire.AgentVerbPrompt, cfg.Agents.Owner, wire.AgentController),
-		"discover", "$SRV.INFO."+wire.AgentsService)
-	return nc.Close
+	prompt := wire.AgentSubject(wire.AgentVerbPrompt, cfg.Agents.Owner, wire.AgentController)
+	log.Info("sessions served as agents", "prompt", prompt, "discover", "$SRV.INFO."+wire.AgentsService)
+	return nc.Close, prompt + " (the Synadia Agent Protocol " + wire.AgentsProtocolVersion + ": docs/agent-protocol.md)"
 }
 
 func connectAgents(cfg config.Config, natsURL string) (*nats.Conn, error) {

@@ -417,7 +417,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	}
 	bridge := nodeMCP(ctx, cfg, n, log)
 	defer bridge.close()
-	closeAgents := StartAgents(ctx, cfg, n, localURL(n.Bus.ClientURL()), log)
+	closeAgents, agentsLine := StartAgents(ctx, cfg, n, localURL(n.Bus.ClientURL()), log)
 	defer closeAgents()
 
 	var srv *http.Server
@@ -461,7 +461,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 
 	log.Info("ready", "node", cfg.NodeID, "nats", info.URL, "http", httpAddr, "data_dir", dataDir,
 		"provider", provider.Name(), "tools_root", root)
-	banner(stdout, cfg, info, provider, n, root, credsNote, web)
+	banner(stdout, cfg, info, provider, n, root, credsNote, web, agentsLine)
 	bridge.banner(stdout)
 
 	<-ctx.Done()
@@ -471,7 +471,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 }
 
 // banner tells a person at the terminal what runs and what to do next.
-func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provider, n *node.Node, root, creds string, web *ui) {
+func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provider, n *node.Node, root, creds string, web *ui, agents string) {
 	model := p.Name()
 	if cfg.LLM.Provider == llm.ProviderMock {
 		if cfg.LLM.MockScript == "" {
@@ -510,6 +510,7 @@ func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provi
 	} else {
 		fmt.Fprintf(w, "  tools    none built in (--tools-builtin=false): the tool services' on NATS only\n")
 	}
+	fmt.Fprintf(w, "  agents   %s\n", agents)
 	fmt.Fprintf(w, "  data     %s\n", cfg.DataDir)
 	fmt.Fprintf(w, "Try: tahctl send \"分析这个项目的目录结构\"   (Ctrl-C here stops the node)\n")
 }

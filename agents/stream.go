@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/llm"
@@ -25,7 +24,8 @@ const DefaultKeepAlive = 20 * time.Second
 
 // Streams streams the turns whose caller waits for an agent protocol stream
 // (turn.started caller, protocol wire.ReplyAgents) to their reply subjects,
-// from the node that works on them: its Watch is the session.Config's. It
+// from the node that works on them (the node's session.Config.Watch opens
+// a Stream for each). It
 // publishes on the node's connection: the reply subject was checked to be
 // under an inbox prefix before the turn started (wire.CheckReplySubject),
 // and is checked again here.
@@ -134,16 +134,17 @@ func (s *Streams) keepWaiting() {
 	}
 }
 
-// Watch is a session.WatchFunc: the stream of the turn of session sid to
-// caller. A restarted turn's stream says so first (status "restarted"),
-// then sends the text of the turn's steps so far again: what follows is the
-// whole answer.
-func (s *Streams) Watch(sid string, caller *event.Caller, restarted bool, st *projection.State) session.Watcher {
+// Watch opens the stream of the turn of session sid to caller (a
+// session.Watcher), or returns nil when the caller does not wait for an
+// agent protocol stream. A restarted turn's stream says so first (status
+// "restarted"), then sends the text of the turn's steps so far again: what
+// follows is the whole answer.
+func (s *Streams) Watch(sid string, caller *event.Caller, restarted bool, st *projection.State) *Stream {
 	s.forget(sid)
 	if caller.Protocol != wire.ReplyAgents || wire.CheckReplySubject(caller.ReplyTo) != nil {
 		return nil
 	}
-	w := &stream{s: s, sid: sid, to: caller.ReplyTo, sent: map[string]string{}, stop: make(chan struct{})}
+	w := &Stream{s: s, sid: sid, to: caller.ReplyTo, sent: map[string]string{}, stop: make(chan struct{})}
 	if restarted {
 		w.chunk(wire.ChunkStatus, wire.StatusRestarted)
 		if text := st.TurnText(); text != "" {
@@ -155,8 +156,9 @@ func (s *Streams) Watch(sid string, caller *event.Caller, restarted bool, st *pr
 	return w
 }
 
-// stream is the Watcher of one turn's work on this node.
-type stream struct {
+// Stream is the stream of one turn's work on this node, to its caller: a
+// session.Watcher, whose methods the work goroutine calls.
+type Stream struct {
 	s   *Streams
 	sid string
 	to  string
@@ -171,7 +173,7 @@ type stream struct {
 	closed bool
 }
 
-func (w *stream) chunk(typ string, data any) {
+func (w *Stream) chunk(typ string, data any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -185,7 +187,7 @@ func (w *stream) chunk(typ string, data any) {
 
 // keepAlive publishes a "working" status chunk whenever the stream has been
 // silent for the keep-alive interval, until End.
-func (w *stream) keepAlive() {
+func (w *Stream) keepAlive() {
 	defer w.wg.Done()
 	t := time.NewTicker(w.s.keepAlive / 2)
 	defer t.Stop()
@@ -204,7 +206,7 @@ func (w *stream) keepAlive() {
 	}
 }
 
-func (w *stream) Delta(stepID string, d llm.Delta) {
+func (w *Stream) Delta(stepID string, d llm.Delta) {
 	if d.Text == "" {
 		return
 	}
@@ -212,7 +214,7 @@ func (w *stream) Delta(stepID string, d llm.Delta) {
 	w.chunk(wire.ChunkResponse, d.Text)
 }
 
-func (w *stream) Event(st *projection.State, ev event.Event) {
+func (w *Stream) Event(st *projection.State, ev event.Event) {
 	switch ev.Type {
 	case event.LLMCompleted:
 		d, err := event.DecodeAs[event.LLMCompletedData](ev)
@@ -271,10 +273,10 @@ func compactJSON(raw json.RawMessage) (string, error) {
 // stream stays open). Work that stopped without ending its turn (the node
 // stops, another took the session over, the log is unavailable) publishes
 // nothing more: the next node that works on the turn carries on.
-func (w *stream) End(st *projection.State, out session.Outcome) {
+func (w *Stream) End(st *projection.State, err error) {
 	close(w.stop)
 	w.wg.Wait()
-	if out.Err != nil {
+	if err != nil {
 		w.close()
 		return
 	}
@@ -301,7 +303,7 @@ func (w *stream) End(st *projection.State, out session.Outcome) {
 
 // terminate publishes the error (status > 0) and the terminator, and
 // nothing after.
-func (w *stream) terminate(status int, e wire.AgentError) {
+func (w *Stream) terminate(status int, e wire.AgentError) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -319,7 +321,7 @@ func (w *stream) terminate(status int, e wire.AgentError) {
 	}
 }
 
-func (w *stream) close() {
+func (w *Stream) close() {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()

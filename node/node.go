@@ -15,7 +15,9 @@ import (
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/agents"
 	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/store"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/artifacts"
@@ -154,7 +156,12 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	streams := agents.NewStreams(n.Bus.Conn(), opts.AgentKeepAlive, log.With("component", "agents"))
 	n.closers = append(n.closers, func(context.Context) error { streams.Close(); return nil })
-	scfg.Watch = streams.Watch
+	scfg.Watch = func(sid string, c *event.Caller, restarted bool, st *projection.State) session.Watcher {
+		if w := streams.Watch(sid, c, restarted, st); w != nil {
+			return w
+		}
+		return nil // not a typed nil: the session sees no watcher
+	}
 	scfg.Active = n.sessionActive
 	tc, err := n.toolConfig(opts)
 	if err != nil {

@@ -18,8 +18,8 @@ type Watcher interface {
 	Delta(stepID string, d llm.Delta)
 	// End is called once, when the work on the turn ends here: the turn
 	// ended (st's status says how), waits for approval, or is left to the
-	// next owner (out.Err says why: ErrStopped, a fence, ...).
-	End(st *projection.State, out Outcome)
+	// next owner (err says why: ErrStopped, a fence, ...).
+	End(st *projection.State, err error)
 }
 
 // WatchFunc opens the Watcher of the turn of session sid that caller waits
@@ -45,7 +45,7 @@ func (a *AgentContext) unwatch(out Outcome) {
 	}
 	w := a.watcher
 	a.watcher = nil
-	w.End(a.state, out)
+	w.End(a.state, out.Err)
 	if out.Err == nil && !a.state.Status.Active() {
 		a.endStreamed = a.state.LastInputID
 	}

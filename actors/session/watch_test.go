@@ -37,7 +37,7 @@ func (r *recording) Delta(_ string, d llm.Delta) {
 	r.text += d.Text
 	r.mu.Unlock()
 }
-func (r *recording) End(st *projection.State, out Outcome) {
+func (r *recording) End(st *projection.State, _ error) {
 	r.mu.Lock()
 	r.ended = append(r.ended, st.Status)
 	r.mu.Unlock()

@@ -3,6 +3,7 @@ package upgrade_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -143,6 +144,22 @@ func TestCopyIntoACluster(t *testing.T) {
 				t.Errorf("%s is not in node %s's read model: %v", sid, c.ID(i), err)
 			}
 		}
+	}
+	// The input that no node of the old cluster took runs in the new one.
+	err = natstest.Poll(time.Minute, 100*time.Millisecond, func() error {
+		evs, err := c.Log(old.PendingSession)
+		if err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			if ev.Type == event.AgentFinished {
+				return nil
+			}
+		}
+		return fmt.Errorf("%d events, no agent.finished", len(evs))
+	})
+	if err != nil {
+		t.Errorf("the pending input %s of %s did not run in the new cluster: %v", old.PendingInput, old.PendingSession, err)
 	}
 }
 

@@ -1,7 +1,9 @@
 package agents_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/node"
+	"github.com/tah-dev/tah/tahtest"
+	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -132,5 +136,57 @@ func (cc *clusterCaller) promptUntilQuery(t *testing.T, prompt string) (*nats.Su
 			}
 			return sub, *q
 		}
+	}
+}
+
+// TestHostileAnswers: answers to a call decided already, to a call that
+// does not exist, under a subject that names no call, or too large, change
+// nothing: each is taken off the answers' stream (or refused by it), and
+// the session's log stays as the turn left it.
+func TestHostileAnswers(t *testing.T) {
+	cc := approvalCluster(t)
+	sub, q := cc.promptUntilQuery(t, "write it")
+	if err := cc.nc.Publish(q.ReplySubject, []byte("yes")); err != nil {
+		t.Fatal(err)
+	}
+	readStream(t, sub)
+	c := cc.c.(*tahtest.Cluster)
+	k := wire.Shard(cc.sid, c.Bus().Shards())
+	before := lastSeq(t, c, k)
+	for subj, data := range map[string][]byte{
+		q.ReplySubject:                          []byte("no"),
+		wire.AnswerSubject(cc.sid, "call_none"): []byte("yes"),
+		"tah.sess." + cc.sid + ".answer.=%%%":   []byte("yes"),
+		wire.AnswerSubject(cc.sid, "call_big"):  []byte(strings.Repeat("x", 128<<10)),
+	} {
+		if err := cc.nc.Publish(subj, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cc.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	js := c.Bus().JetStream()
+	err := natstest.Poll(30*time.Second, 50*time.Millisecond, func() error {
+		for _, name := range []string{wire.AnswerStream, wire.InputStream} {
+			s, err := js.Stream(context.Background(), name)
+			if err != nil {
+				return err
+			}
+			info, err := s.Info(context.Background())
+			if err != nil {
+				return err
+			}
+			if info.State.Msgs > 0 {
+				return fmt.Errorf("%s holds %d messages", name, info.State.Msgs)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := lastSeq(t, c, k); after != before {
+		t.Fatalf("the session's log moved from %d to %d", before, after)
 	}
 }

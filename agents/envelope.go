@@ -74,10 +74,10 @@ func decodeContent(s string) ([]byte, error) {
 	return b, nil
 }
 
-// UserText is the user message of the turn a prompt starts: the prompt, then
+// userText is the user message of the turn a prompt starts: the prompt, then
 // each attachment, which must be text (UTF-8 without NUL bytes: the models
 // TAH drives take text), in an <attachment filename="..."> element.
-func UserText(env wire.Envelope) (string, error) {
+func userText(env wire.Envelope) (string, error) {
 	if len(env.Attachments) == 0 {
 		return env.Prompt, nil
 	}
@@ -97,9 +97,9 @@ func UserText(env wire.Envelope) (string, error) {
 	return b.String(), nil
 }
 
-// FormatSize writes n bytes as the protocol's max_payload: an integer and
+// formatSize writes n bytes as the protocol's max_payload: an integer and
 // B, KB, MB or GB (the largest unit that divides n).
-func FormatSize(n int64) string {
+func formatSize(n int64) string {
 	for _, u := range []struct {
 		name string
 		size int64

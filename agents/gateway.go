@@ -217,7 +217,7 @@ func (g *Gateway) register(name, sid string) error {
 		return fmt.Errorf("agents: instance %s: %w", name, err)
 	}
 	inst := &instance{name: name, session: sid, svc: svc}
-	maxPayload := FormatSize(g.nc.MaxPayload())
+	maxPayload := formatSize(g.nc.MaxPayload())
 	if err := svc.AddEndpoint(wire.AgentVerbPrompt, micro.HandlerFunc(func(r micro.Request) { g.prompt(inst, r) }),
 		micro.WithEndpointSubject(wire.AgentSubject(wire.AgentVerbPrompt, g.opts.Owner, name)),
 		micro.WithEndpointQueueGroup(wire.AgentsQueueGroup),

@@ -54,7 +54,7 @@ func (g *Gateway) admit(inst *instance, reply string, data []byte) {
 	env, err := ParseRequest(data)
 	var text string
 	if err == nil {
-		text, err = UserText(env)
+		text, err = userText(env)
 	}
 	if err != nil {
 		g.fail(reply, wire.AgentStatusBadRequest, wire.AgentError{Error: wire.AgentErrBadRequest, Message: err.Error()})

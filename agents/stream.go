@@ -237,13 +237,13 @@ func (w *Stream) Event(st *projection.State, ev event.Event) {
 			return
 		}
 		for _, c := range d.Calls {
-			w.chunk(wire.ChunkQuery, wire.Query{ID: c.ID, ReplySubject: wire.AnswerSubject(w.sid, c.ID), Prompt: QueryPrompt(c)})
+			w.chunk(wire.ChunkQuery, wire.Query{ID: c.ID, ReplySubject: wire.AnswerSubject(w.sid, c.ID), Prompt: queryPrompt(c)})
 		}
 	}
 }
 
-// QueryPrompt is the question of a query chunk for call c.
-func QueryPrompt(c llm.ToolCall) string {
+// queryPrompt is the question of a query chunk for call c.
+func queryPrompt(c llm.ToolCall) string {
 	args := string(c.Arguments)
 	if args == "" {
 		args = "{}"

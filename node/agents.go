@@ -61,10 +61,14 @@ func (h agentHost) CreateSession(ctx context.Context) (string, error) {
 	return rep.Session, err
 }
 
+// CheckSession: a session id that is not valid names no session either.
 func (h agentHost) CheckSession(ctx context.Context, sid string) error {
 	err := h.n.needSession(ctx, sid)
+	if err == nil {
+		return nil
+	}
 	var ae *apiError
-	if errors.As(err, &ae) && ae.code == wire.APIErrNotFound || err != nil && wire.ValidSessionID(sid) != nil {
+	if notFound := errors.As(err, &ae) && ae.code == wire.APIErrNotFound; notFound || wire.ValidSessionID(sid) != nil {
 		return fmt.Errorf("%w: %w", err, agents.ErrNoSession)
 	}
 	return err

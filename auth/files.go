@@ -67,7 +67,7 @@ func CopyTrust(from, to string) error {
 	if _, err := os.Stat(filepath.Join(to, TrustDir)); err == nil {
 		return fmt.Errorf("%s: %w", filepath.Join(to, TrustDir), ErrTrustExists)
 	}
-	if err := os.MkdirAll(to, 0o700); err != nil {
+	if err := localnode.MakeDir(to); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	tmp, err := os.MkdirTemp(to, ".trust-*")

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
+
+	"github.com/tah-dev/tah/internal/localnode"
 )
 
 // Errors of the trust material.
@@ -59,7 +61,7 @@ type Trust struct {
 // missing. A second node of a cluster starts with a copy of the first's
 // <dataDir>/trust and issues its own credentials from it.
 func Ensure(dataDir string) (*Trust, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	if err := localnode.MakeDir(dataDir); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
 	t, err := Load(dataDir)

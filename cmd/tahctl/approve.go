@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -96,16 +97,22 @@ func (c *conn) by() string {
 	return strings.TrimSuffix(filepath.Base(c.ep.creds), ".creds")
 }
 
-// awaitingApproval shows the calls o waits for. On a terminal it asks, for
-// each, y (approve), n (deny) or e (approve with edited arguments) and
-// follows the turn on; elsewhere it prints the commands that decide and
-// returns exit status 6.
+// awaitingApproval shows the calls o waits for. On a terminal (stdin and
+// stderr both) it asks, for each, y (approve), n (deny) or e (approve with
+// edited arguments) and follows the turn on; elsewhere, or when the input
+// ends before an answer, it prints the commands that decide and returns
+// exit status 6.
 func (w *watch) awaitingApproval(ctx context.Context, o wire.Outcome) error {
 	for _, call := range o.AwaitingApproval {
 		w.note(w.st.yellow(fmt.Sprintf("? %s(%s) waits for approval (call %s)", call.Name, call.Arguments, call.ID)))
 	}
 	if !w.json && isTerminal(w.g.stderr) && isTerminal(w.g.stdin) {
-		return w.ask(ctx, o.AwaitingApproval[0].ID)
+		err := w.ask(ctx, o.AwaitingApproval[0].ID)
+		if !errors.Is(err, errNoAnswer) {
+			return err
+		}
+		fmt.Fprintln(w.g.stderr)
+		w.note(w.st.dim("  no answer (the input ended): nothing was decided"))
 	}
 	if !o.ApprovalDeadline.IsZero() {
 		w.note(w.st.dim("  denied at " + o.ApprovalDeadline.Local().Format("2006-01-02 15:04:05") + " unless decided"))
@@ -115,25 +122,46 @@ func (w *watch) awaitingApproval(ctx context.Context, o wire.Outcome) error {
 	return exitStatus(exitAwaitingApproval)
 }
 
-// ask asks on the terminal whether to run call and follows the turn on.
+// errNoAnswer: the input ended before a person answered. The end of input is
+// never a decision: the call stays waiting.
+var errNoAnswer = errors.New("no answer")
+
+// ask asks on the terminal whether to run call and follows the turn on. It
+// asks again after an answer it does not know, and returns errNoAnswer,
+// deciding nothing, when the input ends first.
 func (w *watch) ask(ctx context.Context, call string) error {
 	in := bufio.NewReader(w.g.stdin)
-	line := func(prompt string) string {
+	line := func(prompt string) (string, error) {
 		fmt.Fprint(w.g.stderr, prompt)
 		s, err := in.ReadString('\n')
-		if err != nil && err != io.EOF {
-			return ""
+		if err != nil && (err != io.EOF || s == "") {
+			return "", errNoAnswer
 		}
-		return strings.TrimSpace(s)
+		return strings.TrimSpace(s), nil
 	}
 	d := wire.Decision{Calls: []string{call}}
-	cmd := wire.CommandApprove
-	switch strings.ToLower(line("  run it? [y]es / [n]o / [e]dit the arguments: ")) {
-	case "y", "yes":
-	case "e", "edit":
-		d.Arguments = json.RawMessage(line("  arguments (a JSON object): "))
-	default:
-		cmd, d.Note = wire.CommandDeny, line("  why (told to the model): ")
+	var cmd wire.Command
+	for cmd == "" {
+		answer, err := line("  run it? [y]es / [n]o / [e]dit the arguments: ")
+		if err != nil {
+			return err
+		}
+		switch strings.ToLower(answer) {
+		case "y", "yes":
+			cmd = wire.CommandApprove
+		case "e", "edit":
+			args, err := line("  arguments (a JSON object): ")
+			if err != nil {
+				return err
+			}
+			cmd, d.Arguments = wire.CommandApprove, json.RawMessage(args)
+		case "n", "no":
+			note, err := line("  why (told to the model): ")
+			if err != nil {
+				return err
+			}
+			cmd, d.Note = wire.CommandDeny, note
+		}
 	}
 	if err := w.decide(ctx, cmd, d); err != nil {
 		return err

@@ -10,16 +10,16 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/term"
 )
 
-// isTerminal reports whether w is a terminal (a character device).
+// isTerminal reports whether w is a terminal. A character device is not
+// enough: /dev/null is one, and a command whose stdin is /dev/null must not
+// take it for a person who can answer (x/term asks the terminal driver).
 func isTerminal(w any) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // style colours text on a terminal (unless NO_COLOR is set), and leaves it

@@ -17,6 +17,11 @@
 //		resp, err = p.Generate(ctx, req)
 //	}
 //
+// A provider's errors may quote what the server wrote back, and some servers
+// repeat the request's credentials there: Redact (and RedactError) remove the
+// configured keys and credential-shaped values from text before it is recorded,
+// printed or logged (docs/security.md, "What is redacted").
+//
 // The smallest use, without a provider:
 //
 //	req := llm.Request{Messages: []llm.Message{

@@ -58,7 +58,8 @@ func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) 
 				return nil, aerr
 			}
 		}
-		return nil, fmt.Errorf("compaction: %w", err)
+		// The caller's reply and the node's log carry it: redacted as the event.
+		return nil, fmt.Errorf("compaction: %w", llm.RedactError(err))
 	}
 	if err := a.Stage(event.SummaryAdded, event.SummaryAddedData{Content: content, At: -1, Turns: plan.Turns}); err != nil {
 		return nil, err
@@ -98,5 +99,6 @@ func compactFailed(a *AgentContext, call event.CompactionCall, err error, auto b
 	if errors.Is(err, projection.ErrEmptySummary) {
 		code = event.CodeEmptySummary
 	}
-	return event.ContextCompactFailedData{SessionID: a.Session, Error: err.Error(), Auto: auto, Code: code, CompactionCall: call}
+	// Redacted as failStep's, in case the provider did not.
+	return event.ContextCompactFailedData{SessionID: a.Session, Error: llm.Redact(err.Error()), Auto: auto, Code: code, CompactionCall: call}
 }

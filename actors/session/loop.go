@@ -153,14 +153,18 @@ func failStep(ctx context.Context, a *AgentContext, stepID string, err error, to
 	case errors.Is(err, llm.ErrAnswerTooLarge):
 		code = event.CodeAnswerTooLarge
 	}
-	if err := a.Stage(event.LLMFailed, event.LLMFailedData{StepID: stepID, Error: err.Error(), Code: code, DurationMS: took}); err != nil {
+	// The providers redact their errors; redacted again here, where the
+	// error becomes the log's (and so every reader's, the outcome's and the
+	// node log's), in case a provider did not.
+	msg := llm.Redact(err.Error())
+	if err := a.Stage(event.LLMFailed, event.LLMFailedData{StepID: stepID, Error: msg, Code: code, DurationMS: took}); err != nil {
 		return err
 	}
 	if code == event.CodeCancelled {
 		return nil // the loop records the cancel, with the staged failure
 	}
 	st := a.State()
-	return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Error: err.Error(), Code: code, Steps: st.TurnLLMCalls})
+	return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Error: msg, Code: code, Steps: st.TurnLLMCalls})
 }
 
 // runTools runs calls that have no result yet: tool.started for each, naming

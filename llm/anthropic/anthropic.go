@@ -78,7 +78,7 @@ func New(cfg llm.Config, opts ...httpx.Option) (*Provider, error) {
 		endpoint:  endpoint,
 		key:       key,
 		maxTokens: maxTokens,
-		client:    httpx.NewClient(Name, cfg, s),
+		client:    httpx.NewClient(Name, cfg, s, key),
 	}, nil
 }
 

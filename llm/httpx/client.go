@@ -36,6 +36,9 @@ type Client struct {
 	// ErrorMessage extracts the provider's message from an error body. Nil:
 	// ErrorMessage (this package's function).
 	ErrorMessage func(body []byte) string
+	// Secrets are redacted from every error Do returns or logs (llm.Redact):
+	// the API key, which some servers repeat in their error answers.
+	Secrets []string
 }
 
 // ReadFunc reads a successful (2xx) answer. It reports whether anything of the
@@ -50,6 +53,8 @@ type ReadFunc func(resp *http.Response) (delivered bool, err error)
 // The error is a *llm.ProviderError: with Err llm.ErrRateLimited, ErrUnavailable or
 // ErrBadRequest for what the provider answered or a broken connection, or with Err
 // ctx.Err() when ctx was cancelled (so errors.Is(err, context.Canceled) holds).
+// Its message is redacted (llm.Redact with Secrets): what a server wrote back,
+// an echoed Authorization or x-api-key header included, never carries a key on.
 func (c *Client) Do(ctx context.Context, build func(ctx context.Context) (*http.Request, error), read ReadFunc) error {
 	for attempt := 0; ; attempt++ {
 		delivered, retryAfter, hasRetryAfter, err := c.once(ctx, build, read)
@@ -97,6 +102,10 @@ func Retryable(err error) bool {
 }
 
 func (c *Client) once(ctx context.Context, build func(context.Context) (*http.Request, error), read ReadFunc) (delivered bool, retryAfter time.Duration, hasRetryAfter bool, err error) {
+	// Every error of an attempt, whatever made it (an error body, an error
+	// event of a stream, a failed connection's URL), is redacted here, before
+	// Do logs or returns it.
+	defer func() { err = llm.RedactError(err, c.Secrets...) }()
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if c.Timeout > 0 {
 		actx, cancel = context.WithTimeout(ctx, c.Timeout)
@@ -117,7 +126,9 @@ func (c *Client) once(ctx context.Context, build func(context.Context) (*http.Re
 		if parse == nil {
 			parse = ErrorMessage
 		}
-		msg := parse(body)
+		// Redacted before it is parsed and cut: a key cut in two by the
+		// cut would no longer be found whole.
+		msg := parse([]byte(llm.Redact(string(body), c.Secrets...)))
 		if msg == "" {
 			msg = http.StatusText(resp.StatusCode)
 		}
@@ -217,10 +228,12 @@ func Clip(s string, n int) string {
 	return s
 }
 
-// NewClient returns the Client for provider that cfg and s describe.
-func NewClient(provider string, cfg llm.Config, s Settings) *Client {
+// NewClient returns the Client for provider that cfg and s describe; secrets
+// (the API key) are redacted from its errors.
+func NewClient(provider string, cfg llm.Config, s Settings, secrets ...string) *Client {
 	return &Client{
 		Provider: provider,
+		Secrets:  secrets,
 		HTTP:     s.Client(),
 		Timeout:  cfg.RequestTimeout,
 		Logger:   s.Logger,

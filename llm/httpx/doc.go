@@ -17,7 +17,9 @@
 //     twice);
 //   - error bodies are read up to MaxErrorBody bytes; the provider's own message is
 //     kept in the *llm.ProviderError;
-//   - headers (and so API keys) are never logged.
+//   - headers (and so API keys) are never logged, and every error is redacted
+//     (llm.Redact with the Client's Secrets, the API key) before it is returned or
+//     logged: some servers repeat the request's Authorization in their errors.
 //
 // The smallest use, inside a provider:
 //

@@ -28,7 +28,8 @@ type Settings struct {
 type Option func(*Settings)
 
 // WithAPIKey sets the API key, instead of reading it from the environment variable
-// the configuration names. The key is sent to the provider and nowhere else.
+// the configuration names. The key is sent to the provider and nowhere else, and
+// redacted from the provider's errors.
 func WithAPIKey(key string) Option {
 	return func(s *Settings) { s.APIKey, s.HasAPIKey = key, true }
 }

@@ -2,10 +2,13 @@ package llmtest
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +46,26 @@ type Answer struct {
 
 	// Fault happens after the pieces (reasoning, text, calls), instead of the end.
 	Fault Fault
+
+	// EchoKey makes the error (of Status, or of FaultError) repeat the
+	// request's credentials after Message, as some OpenAI-compatible servers
+	// do: the key by itself, and the Authorization and x-api-key headers as
+	// a header line and as JSON.
+	EchoKey bool
+}
+
+// echo is a's error message, with the credentials of r when a.EchoKey.
+func (a Answer) echo(r *http.Request) string {
+	if !a.EchoKey {
+		return a.Message
+	}
+	auth, xkey := r.Header.Get("Authorization"), r.Header.Get("X-Api-Key")
+	key := strings.TrimPrefix(auth, "Bearer ")
+	if xkey != "" {
+		key = xkey
+	}
+	headers, _ := json.Marshal(map[string]string{"authorization": auth, "x-api-key": xkey})
+	return fmt.Sprintf("%s: the key %s is not valid (Authorization: %s; X-Api-Key: %s; request headers %s)", a.Message, key, auth, xkey, headers)
 }
 
 // Call is a tool call whose arguments are sent in pieces.
@@ -163,6 +186,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := s.answers[n]
+	a.Message = a.echo(r)
 	if a.Status != 0 && a.Status != http.StatusOK {
 		s.error(w, a.Status, a.RetryAfter, a.Message)
 		return

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +43,15 @@ type Backend struct {
 	Waits func() []time.Duration
 	// Gone is closed when the server saw the client go away; nil without a server.
 	Gone <-chan struct{}
+	// Key is the API key the provider sends; empty when it sends none.
+	Key string
+	// Log returns what the provider logged so far; nil when it logs nothing.
+	Log func() string
 }
+
+// Key is the API key of an HTTPHarness's providers: of no known shape, so
+// that only the provider's knowledge of its key can find it by itself.
+const Key = "test-key-7f3a9c1e"
 
 // Harness runs the suite over one provider.
 type Harness struct {
@@ -58,12 +68,14 @@ func HTTPHarness(enc Encoder, newProvider func(t *testing.T, baseURL string, opt
 	return Harness{Start: func(t *testing.T, answers ...Answer) Backend {
 		srv := NewServer(t, enc, answers...)
 		sl := &Sleeper{}
+		logs := &lockedBuffer{}
 		p := newProvider(t, srv.URL,
 			httpx.WithHTTPClient(srv.Client()),
 			httpx.WithSleep(sl.Sleep),
-			httpx.WithAPIKey("test-key"),
+			httpx.WithAPIKey(Key),
+			httpx.WithLogger(slog.New(slog.NewTextHandler(logs, nil))),
 			httpx.WithRand(func() float64 { return 0.5 }))
-		return Backend{Provider: p, Requests: srv.Count, Waits: sl.Waits, Gone: srv.Gone()}
+		return Backend{Provider: p, Requests: srv.Count, Waits: sl.Waits, Gone: srv.Gone(), Key: Key, Log: logs.String}
 	}}
 }
 
@@ -94,7 +106,26 @@ func Cases() []Case {
 		{"DroppedGenerateRetried", droppedGenerateRetried},
 		{"CancelMidStream", cancelMidStream},
 		{"UnpairedRefused", unpairedRefused},
+		{"KeyRedactedFromErrors", keyRedactedFromErrors},
 	}
+}
+
+// lockedBuffer is a log's output, written by the provider and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // Run runs every case of the suite that applies, each in parallel.
@@ -552,4 +583,53 @@ func JSONEqual(a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// keyRedactedFromErrors: a server that repeats the request's key in its errors
+// (a 401 body, a 503 body that is retried and logged, an error event in the
+// middle of a stream) has it redacted from every error the provider returns
+// and every line it logs, and the errors keep their class.
+func keyRedactedFromErrors(t *testing.T, h Harness) {
+	b := h.Start(t,
+		Answer{Status: 401, Message: "Incorrect API key provided", EchoKey: true},
+		Answer{Status: 401, Message: "Incorrect API key provided", EchoKey: true},
+		Answer{Status: 503, Message: "Service Unavailable", EchoKey: true},
+		Answer{Text: []string{"Partial"}, Fault: FaultError, Message: "Overloaded", EchoKey: true})
+	if b.Key == "" {
+		t.Fatal("the harness names no key")
+	}
+	check := func(what string, err error, sentinel error) {
+		t.Helper()
+		if err == nil {
+			t.Fatalf("%s succeeded, want the server's error", what)
+		}
+		if strings.Contains(err.Error(), b.Key) {
+			t.Errorf("%s: the key is in the error: %v", what, err)
+		}
+		if !strings.Contains(err.Error(), llm.Redacted) {
+			t.Errorf("%s: the server's echo is not in the error: %v", what, err)
+		}
+		if !errors.Is(err, sentinel) {
+			t.Errorf("%s: error %v does not wrap %v", what, err, sentinel)
+		}
+	}
+	_, err := b.Provider.Generate(context.Background(), SuiteRequest())
+	check("Generate", err, llm.ErrBadRequest)
+	if pe := providerError(t, err); pe.Status != 401 {
+		t.Errorf("status %d, want 401", pe.Status)
+	}
+	_, _, err = stream(t, context.Background(), b.Provider, SuiteRequest())
+	check("Stream", err, llm.ErrBadRequest)
+	_, _, err = stream(t, context.Background(), b.Provider, SuiteRequest())
+	check("Stream after a retry", err, llm.ErrUnavailable)
+	wantRequests(t, b, 4)
+	if b.Log != nil {
+		logs := b.Log()
+		if !strings.Contains(logs, "llm: retrying") || !strings.Contains(logs, llm.Redacted) {
+			t.Errorf("the retry is not logged with the server's echo:\n%s", logs)
+		}
+		if strings.Contains(logs, b.Key) {
+			t.Errorf("the key is in the provider's log:\n%s", logs)
+		}
+	}
 }

@@ -60,6 +60,7 @@ func TestSuite(t *testing.T) {
 			"DroppedMidStream":                 noTransport,
 			"DroppedBeforeOutputRetried":       noTransport,
 			"DroppedGenerateRetried":           noTransport,
+			"KeyRedactedFromErrors":            "the mock has no key to send or to leak",
 		},
 	})
 }

@@ -71,7 +71,7 @@ func New(cfg llm.Config, opts ...httpx.Option) (*Provider, error) {
 		key:            key,
 		maxTokens:      cfg.MaxTokens,
 		completionsCap: official,
-		client:         httpx.NewClient(Name, cfg, s),
+		client:         httpx.NewClient(Name, cfg, s, key),
 	}, nil
 }
 

@@ -120,8 +120,8 @@ func (h *hostile) faulted(sid string, status projection.Status) *projection.Faul
 // other sessions go on, and a fork repairs a failed session.
 func TestALogCannotBrickTheNode(t *testing.T) {
 	h := startHostile(t)
-	h.create("s_ok", "s_bad", "s_forged", "s_newer")
-	for _, sid := range []string{"s_ok", "s_bad", "s_forged", "s_newer"} {
+	h.create("s_ok", "s_bad", "s_forged", "s_gap", "s_newer")
+	for _, sid := range []string{"s_ok", "s_bad", "s_forged", "s_gap", "s_newer"} {
 		h.completes(sid)
 	}
 
@@ -141,7 +141,25 @@ func TestALogCannotBrickTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for sid, seq := range map[string]uint64{"s_bad": badSeq, "s_forged": forged[0]} {
+	// A turn.started that skips turn numbers, written at the owner's epoch
+	// (as a node of a buggy version would): turn 1 ran, this says turn 3.
+	evs, err := h.c.Log("s_gap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st projection.State
+	if f := projection.FoldLog(&st, evs); f != nil || st.Turn != 1 {
+		t.Fatalf("s_gap before: turn %d, %v", st.Turn, f)
+	}
+	if w, err = b.Writer("s_gap", st.Epoch, st.LastSeq); err != nil {
+		t.Fatal(err)
+	}
+	gap, err := w.Append(ctxFor(t), event.MustNew("s_gap", event.TurnStarted, event.TurnStartedData{Turn: 3, Message: llm.User("skipped")}))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for sid, seq := range map[string]uint64{"s_bad": badSeq, "s_forged": forged[0], "s_gap": gap[0]} {
 		_, err := h.run(sid, "again")
 		var ce *client.CommandError
 		if !errors.Is(err, client.ErrCorruptLog) || !errors.As(err, &ce) || ce.Code != wire.CodeCorruptLog {
@@ -155,6 +173,9 @@ func TestALogCannotBrickTheNode(t *testing.T) {
 	if f := h.faulted("s_forged", projection.StatusFailed); f.Type != event.TurnStarted || !strings.Contains(f.Reason, "no owner") {
 		t.Fatalf("the forged event's fault: %+v", f)
 	}
+	if f := h.faulted("s_gap", projection.StatusFailed); f.Type != event.TurnStarted || !strings.Contains(f.Reason, "does not follow turn 1") {
+		t.Fatalf("the turn gap's fault: %+v", f)
+	}
 	if f := h.faulted("s_newer", projection.StatusNeedsNewerNode); f.Code != projection.FaultNeedsNewerNode || f.Seq != newerSeq {
 		t.Fatalf("the newer record's fault: %+v", f)
 	}
@@ -162,8 +183,8 @@ func TestALogCannotBrickTheNode(t *testing.T) {
 	h.completes("s_ok")
 	h.create("s_after")
 	h.completes("s_after")
-	if r, err := h.cl.List(ctxFor(t), wire.ListRequest{Status: projection.StatusFailed}); err != nil || len(r.Sessions) != 2 {
-		t.Fatalf("the failed sessions: %+v, %v; want s_bad and s_forged", r.Sessions, err)
+	if r, err := h.cl.List(ctxFor(t), wire.ListRequest{Status: projection.StatusFailed}); err != nil || len(r.Sessions) != 3 {
+		t.Fatalf("the failed sessions: %+v, %v; want s_bad, s_forged and s_gap", r.Sessions, err)
 	}
 
 	// The repair: a fork holds the turns before the fault, and runs.

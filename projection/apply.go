@@ -116,8 +116,11 @@ func apply(s *State, e event.Event, payload any) error {
 		if s.Status.Active() {
 			return fmt.Errorf("turn %d starts while turn %d is %s: %w", d.Turn, s.Turn, s.Status, ErrInconsistent)
 		}
-		if d.Turn <= s.Turn {
-			return fmt.Errorf("turn %d is not after %d: %w", d.Turn, s.Turn, ErrInconsistent)
+		// Turns are numbered 1, 2, 3... (after a fork, on from the turns it
+		// copied): the owner writes the last turn + 1, so any other number, a
+		// repeat or a gap, is a log that no sound owner wrote.
+		if d.Turn != s.Turn+1 {
+			return fmt.Errorf("turn %d does not follow turn %d: %w", d.Turn, s.Turn, ErrInconsistent)
 		}
 		s.Turn, s.TurnLLMCalls, s.TurnUsage, s.TurnCompactTried, s.LastInputID = d.Turn, 0, llm.Usage{}, false, d.InputID
 		s.TurnMaxSteps, s.TurnCaller = d.MaxSteps, d.Caller

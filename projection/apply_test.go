@@ -265,3 +265,43 @@ func TestRecentInputsRecogniseRedeliveries(t *testing.T) {
 		t.Fatalf("keeps %d input ids", len(st.RecentInputs))
 	}
 }
+
+// Turns are numbered 1, 2, 3..., and a fork's on from the turns it copied: a
+// turn.started of any other number (a repeat, a gap) is refused, and the
+// state stays as it was.
+func TestTurnNumbersFollowOn(t *testing.T) {
+	started := func(n int) event.Event {
+		return event.MustNew("s1", event.TurnStarted, event.TurnStartedData{Turn: n, Message: llm.User("x")})
+	}
+	fresh := newLog(t, "s1", event.Config{})
+	done := newLog(t, "s1", event.Config{}).turn(1, "x").llm("y").finish(1, "y")
+	forked := newLog(t, "s1", event.Config{})
+	forked.add(event.SessionForked, event.SessionForkedData{From: "s0", Messages: []llm.Message{
+		llm.User("one"), llm.Assistant("1"), llm.User("two"), llm.Assistant("2")}})
+	for _, tc := range []struct {
+		name string
+		log  *logBuilder
+		ok   int
+		bad  []int
+	}{
+		{"a new session", fresh, 1, []int{2, 5}},
+		{"after turn 1", done, 2, []int{1, 3, 100}},
+		{"a fork of two turns", forked, 3, []int{1, 2, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := mustFold(t, tc.log.events)
+			before := jsonOf(t, st)
+			for _, n := range tc.bad {
+				if err := Apply(&st, started(n)); !errors.Is(err, ErrInconsistent) {
+					t.Fatalf("turn %d: err = %v, want %v", n, err, ErrInconsistent)
+				}
+				if jsonOf(t, st) != before {
+					t.Fatalf("turn %d changed the state", n)
+				}
+			}
+			if err := Apply(&st, started(tc.ok)); err != nil || st.Turn != tc.ok {
+				t.Fatalf("turn %d: %v (turn %d)", tc.ok, err, st.Turn)
+			}
+		})
+	}
+}

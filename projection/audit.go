@@ -108,7 +108,8 @@ func (ps Problems) String() string {
 //     event after a claim carries the claim's epoch (an older owner never
 //     writes after it was fenced), and nothing but session.created and
 //     session.forked comes before the first claim;
-//   - turns are numbered 1, 2, 3...; a turn starts only after the previous one
+//   - turns are numbered 1, 2, 3... (a fork's on from the turns it copied,
+//     as Apply numbers them); a turn starts only after the previous one
 //     ended, ends at most once, and nothing of it follows its end (between
 //     turns come only checkpoints, compactions, artifacts and the "not
 //     executed" results of calls a cancel left open);
@@ -142,6 +143,9 @@ func Audit(events []event.Event) Report {
 type auditor struct {
 	r     Report
 	epoch uint64 // of the last claim
+	// copied is the number of turns a session.forked copied: the first
+	// turn.started of a fork follows them, as Apply numbers it.
+	copied int
 	// toolDone maps a call id to the seq of its result.
 	toolDone    map[string]uint64
 	stepEnds    map[string]int
@@ -177,6 +181,11 @@ func (a *auditor) event(e event.Event) {
 	case event.SessionCreated, event.SessionForked:
 		if len(a.r.Claims) > 0 {
 			a.bad(e, "after a claim")
+		}
+		if e.Type == event.SessionForked {
+			if d, err := event.DecodeAs[event.SessionForkedData](e); err == nil {
+				a.copied = countUsers(d.Messages) // the fork's turns number on from these
+			}
 		}
 		return
 	}
@@ -240,7 +249,7 @@ func (a *auditor) turnStarted(e event.Event) {
 	if cur := a.current(); cur != nil && !cur.Ended() {
 		a.bad(e, "turn %d starts while turn %d (input %s) has not ended", d.Turn, cur.Turn, cur.InputID)
 	}
-	if want := len(a.r.Turns) + 1; d.Turn != want {
+	if want := a.copied + len(a.r.Turns) + 1; d.Turn != want {
 		a.bad(e, "turn %d, want %d", d.Turn, want)
 	}
 	a.r.Turns = append(a.r.Turns, TurnLog{Turn: d.Turn, InputID: d.InputID, Start: e})

@@ -242,6 +242,24 @@ func TestAuditProblems(t *testing.T) {
 	}
 }
 
+// A fork's turns number on from the turns it copied, as Apply numbers them:
+// its first turn after two copied turns is 3, and a 1 there is a problem.
+func TestAuditForkedTurns(t *testing.T) {
+	for _, tc := range []struct {
+		turn     int
+		problems bool
+	}{{3, false}, {1, true}, {4, true}} {
+		b := newLog(t, "s_fork", event.Config{})
+		b.add(event.SessionForked, event.SessionForkedData{From: "s_0", Turns: 2, Messages: []llm.Message{
+			llm.User("one"), llm.Assistant("1"), llm.User("two"), llm.Assistant("2")}})
+		b.claim(1, "n1").input(tc.turn, "in_1").llm("three").finish(tc.turn, "three")
+		r := Audit(withEpochs(b.events))
+		if got := len(r.Problems) > 0; got != tc.problems {
+			t.Fatalf("turn %d after two copied: problems %v, want %v:\n%s", tc.turn, r.Problems, tc.problems, r.Dump())
+		}
+	}
+}
+
 func TestAuditCheckInputs(t *testing.T) {
 	b := newLog(t, "s_in", event.Config{})
 	b.claim(1, "n1")

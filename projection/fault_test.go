@@ -47,6 +47,16 @@ func TestFoldLogFaults(t *testing.T) {
 		"a claim in a record of another epoch": {func(evs []event.Event) []event.Event { evs[1].Epoch = 2; return evs }, 2, ErrNotOwner},
 		"an unknown type":                      {func(evs []event.Event) []event.Event { evs[2].Type = "agent.dreamed"; return evs }, 3, event.ErrUnknownType},
 		"a malformed payload":                  {func(evs []event.Event) []event.Event { evs[2].Data = []byte("{"); return evs }, 3, event.ErrMalformed},
+		"a turn that skips numbers": {func(evs []event.Event) []event.Event {
+			gap := event.MustNew("s_1", event.TurnStarted, event.TurnStartedData{Turn: 3, Message: llm.User("again")})
+			gap.Seq, gap.Epoch = 5, 1 // by the owner, after turn 1 ended: turn 2 is missing
+			return append(evs, gap)
+		}, 5, ErrInconsistent},
+		"a first turn that is not 1": {func(evs []event.Event) []event.Event {
+			d := event.TurnStartedData{Turn: 2, Message: llm.User("hi")}
+			evs[2].Data = event.MustNew("s_1", event.TurnStarted, d).Data
+			return evs
+		}, 3, ErrInconsistent},
 		"a contradiction": {func(evs []event.Event) []event.Event {
 			again := evs[3] // a second end of the same turn
 			again.Seq = 5

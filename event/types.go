@@ -154,7 +154,9 @@ type SessionCreatedData struct {
 	Config Config `json:"config"`
 	// ForkedFrom is the source session of a fork; session.forked follows.
 	ForkedFrom string `json:"forked_from,omitempty"`
-	// Labels are the creator's free-form tags, shown by list.
+	// Labels are the creator's free-form tags, shown by list. A node takes
+	// only labels within the limits of wire.CheckLabels; the log of an older
+	// one may hold labels of any size, which list leaves out.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 

@@ -125,7 +125,7 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 			r.Error(wire.APIErrInternal, "the reply cannot be encoded: "+err.Error(), nil)
 			return
 		}
-		if limit := int(n.Bus.Conn().MaxPayload()) - 4096; len(body) > limit {
+		if limit := n.replyLimit(); len(body) > limit {
 			r.Error(wire.APIErrTooLarge, fmt.Sprintf("the reply of %s is %d bytes, over the %d a NATS message holds here: %s",
 				wire.APISubject(name), len(body), limit, askForLess(name)), nil)
 			return
@@ -135,6 +135,10 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 		}
 	})
 }
+
+// replyLimit is the largest body of an API reply: the connection's max
+// payload, less room for the headers.
+func (n *Node) replyLimit() int { return int(n.Bus.Conn().MaxPayload()) - 4096 }
 
 // askForLess says how to get a reply that was too large in parts.
 func askForLess(endpoint string) string {
@@ -169,6 +173,9 @@ func (n *Node) apiCreate(ctx context.Context, req wire.CreateRequest) (wire.Crea
 	sid := req.Session
 	if sid == "" {
 		sid = event.NewSessionID()
+	}
+	if err := wire.CheckLabels(req.Labels); err != nil {
+		return wire.CreateReply{}, &apiError{wire.APIErrBadRequest, fmt.Errorf("%w (limits: docs/protocol.md, tah.api.create)", err)}
 	}
 	ev, err := session.Create(ctx, n.Bus, sid, n.opts.Session, req.Labels)
 	if err != nil {
@@ -208,7 +215,10 @@ func (n *Node) apiList(ctx context.Context, req wire.ListRequest) (wire.ListRepl
 	if limit <= 0 || limit > wire.ListMax {
 		limit = wire.ListDefault
 	}
-	page, err := n.Store.ListSessions(ctx, store.ListOptions{Status: req.Status, Limit: limit, Offset: req.Offset, Before: req.Before})
+	// A page is cut to what one reply holds, so that no session, however
+	// large its row, makes the listing fail for everyone (Next goes on).
+	page, err := n.Store.ListSessions(ctx, store.ListOptions{Status: req.Status, Limit: limit, Offset: req.Offset, Before: req.Before,
+		MaxBytes: n.replyLimit()})
 	if err != nil {
 		return wire.ListReply{}, err
 	}

@@ -2,11 +2,16 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/projection"
@@ -156,5 +161,89 @@ func TestListSessions(t *testing.T) {
 		if _, err := s.ListSessions(ctx, ListOptions{Before: bad}); !errors.Is(err, ErrInvalidCursor) {
 			t.Errorf("cursor %q: %v", bad, err)
 		}
+	}
+}
+
+// A read model filled by an older version, which took labels of any size:
+// a session with 3 MiB of labels and one whose last answer alone is larger
+// than a page. Pages cut by bytes list every session once, each page within
+// its bound; the labels over the limits are left out (those within them
+// kept), and the answer too large for a page is cut, and both rows say so.
+func TestListOversizedRows(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	var logs [][]event.Event
+	var want []string
+	for i := range 10 {
+		b := newSession(t, fmt.Sprintf("s_%02d", i), event.Config{}, map[string]string{"team": "a"})
+		b.userTurn("q").llm("a").finish("a")
+		logs = append(logs, b.events)
+	}
+	huge := newSession(t, "s_huge", event.Config{}, map[string]string{"team": "b", "blob": strings.Repeat("x", 3<<20)})
+	logs = append(logs, huge.events)
+	long := newSession(t, "s_long", event.Config{}, nil)
+	long.userTurn("q").llm(strings.Repeat("é", 50<<10)).finish(strings.Repeat("é", 50<<10))
+	logs = append(logs, long.events)
+	apply(t, s, merge(logs...), 10)
+	for _, l := range logs {
+		want = append(want, l[0].Session)
+	}
+	sort.Strings(want)
+
+	const maxBytes = 64 << 10
+	var got []string
+	opts := ListOptions{Limit: MaxListLimit, MaxBytes: maxBytes}
+	for pages := 0; ; pages++ {
+		p, err := s.ListSessions(ctx, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body, _ := json.Marshal(wire.ListReply{Sessions: p.Sessions, Next: p.Next}); len(body) > maxBytes || len(p.Sessions) == 0 {
+			t.Fatalf("page %d: %d sessions in %d bytes, over %d", pages, len(p.Sessions), len(body), maxBytes)
+		}
+		for _, r := range p.Sessions {
+			got = append(got, r.ID)
+			switch r.ID {
+			case "s_huge":
+				if !slices.Equal(r.Elided, []string{"labels"}) || !maps.Equal(r.Labels, map[string]string{"team": "b"}) {
+					t.Fatalf("s_huge: labels %d, elided %v", len(r.Labels), r.Elided)
+				}
+			case "s_long":
+				if !slices.Equal(r.Elided, []string{"last_output"}) || len(r.LastOutput) > listPreview+len("…") ||
+					!utf8.ValidString(r.LastOutput) || !strings.HasSuffix(r.LastOutput, "…") {
+					t.Fatalf("s_long: last output of %d bytes, elided %v", len(r.LastOutput), r.Elided)
+				}
+			default:
+				if r.Elided != nil || r.Labels["team"] != "a" {
+					t.Fatalf("%s: %+v", r.ID, r)
+				}
+			}
+		}
+		if p.Next == "" {
+			break
+		}
+		if pages > len(want) {
+			t.Fatal("paging does not end")
+		}
+		opts.Before = p.Next
+	}
+	sort.Strings(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("listed %v\nwant %v", got, want)
+	}
+
+	// Without a bound in bytes, only the labels are fitted; get returns the
+	// row whole.
+	p, err := s.ListSessions(ctx, ListOptions{})
+	if err != nil || len(p.Sessions) != len(want) {
+		t.Fatalf("unbounded: %d sessions, %v", len(p.Sessions), err)
+	}
+	for _, r := range p.Sessions {
+		if r.ID == "s_long" && (r.Elided != nil || len(r.LastOutput) != len(strings.Repeat("é", 50<<10))) {
+			t.Fatalf("s_long cut without a bound: elided %v", r.Elided)
+		}
+	}
+	if r, err := s.GetSession(ctx, "s_huge"); err != nil || len(r.Labels["blob"]) != 3<<20 || r.Elided != nil {
+		t.Fatalf("get s_huge: %d bytes of blob, elided %v, %v", len(r.Labels["blob"]), r.Elided, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -90,6 +91,12 @@ type ListOptions struct {
 	// Before continues a listing after the last session of a page: pass the
 	// previous page's Next.
 	Before string
+	// MaxBytes, above 0, bounds the page's JSON encoding (as a
+	// wire.ListReply): a page that would be larger holds fewer sessions, and
+	// Next continues after the last one. A session that alone would not fit
+	// has its last_output and last_error cut to a preview (wire.SessionSummary.Elided);
+	// a page holds at least one session.
+	MaxBytes int
 }
 
 // DefaultListLimit and MaxListLimit bound ListOptions.Limit.
@@ -161,17 +168,78 @@ func (s *Store) ListSessions(ctx context.Context, opts ListOptions) (Page, error
 		if err != nil {
 			return Page{}, fmt.Errorf("store: list: %w", err)
 		}
+		// A session created before labels were bounded may hold any amount
+		// of them: a listing shows those within the limits.
+		var cut bool
+		if r.Labels, cut = wire.FitLabels(r.Labels); cut {
+			r.Elided = append(r.Elided, "labels")
+		}
 		p.Sessions = append(p.Sessions, r)
 	}
 	if err := rows.Err(); err != nil {
 		return Page{}, fmt.Errorf("store: list: %w", err)
 	}
-	if len(p.Sessions) > limit {
-		p.Sessions = p.Sessions[:limit]
-		last := p.Sessions[limit-1]
+	n := min(len(p.Sessions), limit)
+	if opts.MaxBytes > 0 {
+		if n, err = fitPage(p.Sessions[:n], opts.MaxBytes); err != nil {
+			return Page{}, fmt.Errorf("store: list: %w", err)
+		}
+	}
+	if len(p.Sessions) > n {
+		p.Sessions = p.Sessions[:n]
+		last := p.Sessions[n-1]
 		p.Next = formatCursor(unixNano(last.UpdatedAt), last.ID)
 	}
 	return p, nil
+}
+
+// listPreview is how many bytes of last_output and last_error a session that
+// alone would not fit in a page keeps.
+const listPreview = 4 << 10
+
+// pageOverhead bounds what a wire.ListReply's JSON holds besides its
+// sessions: the object, the commas between sessions (counted with each
+// session) and the longest Next.
+const pageOverhead = len(`{"sessions":[],"next":""}`) + 20 + 1 + event.MaxSessionIDLen
+
+// fitPage is how many of rows, from the first, fit in a page of maxBytes
+// (at least one), cutting the first one's longest free-form fields when it
+// alone does not fit.
+func fitPage(rows []wire.SessionSummary, maxBytes int) (int, error) {
+	size := pageOverhead
+	for i := range rows {
+		b, err := json.Marshal(rows[i])
+		if err != nil {
+			return 0, err
+		}
+		if i == 0 && size+len(b) > maxBytes {
+			cutRow(&rows[0])
+			if b, err = json.Marshal(rows[0]); err != nil {
+				return 0, err
+			}
+		}
+		if i > 0 && size+len(b)+1 > maxBytes {
+			return i, nil
+		}
+		size += len(b) + 1
+	}
+	return len(rows), nil
+}
+
+// cutRow cuts r's last output and error to a preview, and says so in
+// r.Elided.
+func cutRow(r *wire.SessionSummary) {
+	for name, f := range map[string]*string{"last_output": &r.LastOutput, "last_error": &r.LastError} {
+		if len(*f) > listPreview {
+			n := listPreview
+			for n > 0 && !utf8.RuneStart((*f)[n]) {
+				n--
+			}
+			*f = (*f)[:n] + "…"
+			r.Elided = append(r.Elided, name)
+		}
+	}
+	sort.Strings(r.Elided)
 }
 
 // A cursor is "<updated_at ns>.<id>": session ids never hold a '.'.

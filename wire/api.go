@@ -56,8 +56,12 @@ const (
 type CreateRequest struct {
 	// Session is the id to give it; a fresh one when empty. A session of that
 	// id that exists already is APIErrConflict.
-	Session string            `json:"session,omitempty"`
-	Labels  map[string]string `json:"labels,omitempty"`
+	Session string `json:"session,omitempty"`
+	// Labels are the session's free-form tags, shown by list: at most 64
+	// labels, keys of 1 to 63 bytes, values of at most 256 bytes, 16 KiB in
+	// all, printable UTF-8 (CheckLabels, MaxLabels...). Labels over these
+	// limits are APIErrBadRequest.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // CreateReply: session.created is in the log at Seq.
@@ -109,6 +113,13 @@ type SessionSummary struct {
 	// AwaitingApproval: the turn (status waiting_tool) waits for a person to
 	// approve or deny tool calls (tahctl approve / deny), not for a tool.
 	AwaitingApproval bool `json:"awaiting_approval,omitempty"`
+	// Elided names the fields tah.api.list left out of this row or cut:
+	// "labels" when the session's labels break the limits of CheckLabels (a
+	// session created before they were checked: the labels within them are
+	// kept, FitLabels), "last_output" and "last_error" when the row alone
+	// would not fit in a reply (they are then cut to a preview).
+	// tah.api.get returns the row whole, and the log every label.
+	Elided []string `json:"elided,omitempty"`
 }
 
 // ListRequest asks tah.api.list for a page of sessions, newest first.
@@ -123,7 +134,9 @@ type ListRequest struct {
 }
 
 // ListReply is a page of sessions, newest first, and the Before of the next
-// page (empty on the last one).
+// page (empty on the last one). A page holds fewer sessions than the limit
+// when they would not fit in one reply (NATS's max payload): Next is then set
+// to the rest.
 type ListReply struct {
 	Sessions []SessionSummary `json:"sessions"`
 	Next     string           `json:"next,omitempty"`

@@ -33,7 +33,20 @@ func runList(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	r, err := c.List(ctx, wire.ListRequest{Status: projection.Status(*status), Limit: *limit})
+	req := wire.ListRequest{Status: projection.Status(*status), Limit: *limit}
+	r, err := c.List(ctx, req)
+	// A node cuts a page to what one reply holds: the rest, up to --limit,
+	// is on the next pages.
+	for err == nil && r.Next != "" && len(r.Sessions) < *limit {
+		req.Before, req.Limit = r.Next, *limit-len(r.Sessions)
+		var more wire.ListReply
+		if more, err = c.List(ctx, req); err == nil {
+			if len(more.Sessions) == 0 {
+				break // a page is never empty but the last: do not ask forever
+			}
+			r.Sessions, r.Next = append(r.Sessions, more.Sessions...), more.Next
+		}
+	}
 	if err != nil {
 		return c.failed(wire.EndpointList, err)
 	}

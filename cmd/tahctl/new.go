@@ -17,6 +17,11 @@ func (l labels) Set(s string) error {
 	if !ok || k == "" {
 		return fmt.Errorf("want KEY=VALUE, got %q", s)
 	}
+	// The node's limits, checked here so that a label over them is an
+	// error of the command line, before anything is sent.
+	if err := wire.CheckLabel(k, v); err != nil {
+		return err
+	}
 	l[k] = v
 	return nil
 }
@@ -32,6 +37,9 @@ func runNew(ctx context.Context, g *globals, args []string) error {
 	}
 	if len(pos) > 0 {
 		return usageError("`tahctl send TEXT` creates a session and sends TEXT", "new takes no arguments, got %q", pos[0])
+	}
+	if err := wire.CheckLabels(ls); err != nil {
+		return usageError(fmt.Sprintf("at most %d labels, %d bytes in all", wire.MaxLabels, wire.MaxLabelsBytes), "%v", err)
 	}
 	c, err := g.connect(ctx)
 	if err != nil {

@@ -31,17 +31,20 @@ func (b *Bus) PublishInput(ctx context.Context, sid string, in wire.Input) (stri
 	return id, nil
 }
 
-// parseInput reads an input from a message of TAH_IN stored at seq.
+// parseInput reads an input from a message of TAH_IN stored at seq. The
+// body's id is the input's; without one, the id its Nats-Msg-Id names
+// (wire.InputIDOfMsgID: "<sid>:<id>", or a bare id).
 func parseInput(m *nats.Msg, seq uint64) (wire.Input, error) {
 	in := wire.Input{Command: wire.Command(m.Header.Get(wire.HeaderCommand)), ReplyTo: m.Header.Get(wire.HeaderReplyTo)}
+	msgID := wire.InputIDOfMsgID(wire.SessionFromSubject(m.Subject), m.Header.Get(wire.HeaderMsgID))
 	if len(m.Data) > 0 {
 		if err := json.Unmarshal(m.Data, &in); err != nil {
-			in.ID = m.Header.Get(wire.HeaderMsgID) // for the refusal
+			in.ID = msgID // for the refusal
 			return in, fmt.Errorf("body is not an input JSON object: %v: %w", err, ErrMalformedInput)
 		}
 	}
 	if in.ID == "" {
-		in.ID = m.Header.Get(wire.HeaderMsgID)
+		in.ID = msgID
 	}
 	if err := in.Validate(); err != nil {
 		return in, err

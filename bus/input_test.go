@@ -96,6 +96,44 @@ func TestInputRoundTrip(t *testing.T) {
 	}
 }
 
+// TestInputIDsAreSessionScoped: an input id is unique within its session.
+// The same id in two sessions is two inputs, both delivered (TAH_IN
+// de-duplicates across the whole stream by Nats-Msg-Id, which carries the
+// session); an input without a body id takes the id its Nats-Msg-Id names,
+// "<sid>:<id>" or a bare id as older clients send.
+func TestInputIDsAreSessionScoped(t *testing.T) {
+	b := embedded(t)
+	ib := &inbox{ack: true}
+	c, err := b.ConsumeInputs(ctxT(t), ib.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	for _, sid := range []string{"s_one", "s_two"} {
+		if _, err := b.PublishInput(ctxT(t), sid, wire.Input{ID: "in_same", Command: wire.CommandResume}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Inputs as a client of the protocol writes them, without a body id.
+	for _, msgID := range []string{"s_one:in_scoped", "in_bare", "s_two:in_named"} {
+		m := nats.NewMsg(wire.InputSubject("s_one"))
+		m.Header.Set(wire.HeaderCommand, string(wire.CommandResume))
+		m.Header.Set(wire.HeaderMsgID, msgID)
+		if _, err := b.js.PublishMsg(ctxT(t), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bustest.Eventually(t, 30*time.Second, "five inputs delivered", func() bool { return ib.len() == 5 })
+	var got []string
+	for _, m := range ib.get() {
+		got = append(got, m.Session+"/"+m.ID)
+	}
+	// A Nats-Msg-Id that names another session is taken whole.
+	if want := "s_one/in_same s_two/in_same s_one/in_scoped s_one/in_bare s_one/s_two:in_named"; strings.Join(got, " ") != want {
+		t.Fatalf("delivered %v, want %s", got, want)
+	}
+}
+
 func TestPartitionMatchesServerTransform(t *testing.T) {
 	b := embedded(t, func(c *Config) { c.Partitions = 7 })
 	for i := range 40 {

@@ -148,8 +148,11 @@ func checkExamples(t reporter, doc []byte) {
 			if err != nil {
 				t.Errorf("input example refused: %v\n%s\n%s", err, headers, body)
 			}
-			if in.ID != msg.Header.Get(wire.HeaderMsgID) {
-				t.Errorf("input example: id %q, Nats-Msg-Id %q", in.ID, msg.Header.Get(wire.HeaderMsgID))
+			// Nats-Msg-Id is "<sid>:<id>": the session and the body's id.
+			msgID := msg.Header.Get(wire.HeaderMsgID)
+			sid, _, _ := strings.Cut(msgID, ":")
+			if event.ValidSessionID(sid) != nil || msgID != wire.InputMsgID(sid, in.ID) {
+				t.Errorf("input example: id %q, Nats-Msg-Id %q", in.ID, msgID)
 			}
 			inputs++
 		case probe["step_id"] != nil && probe["session"] == nil: // a delta (a step's request names its session)

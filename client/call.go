@@ -53,14 +53,17 @@ func (c *Client) call(ctx context.Context, endpoint string, req, rep any) error 
 		}
 		return err
 	}
-	if repeatable[endpoint] {
-		err = natsx.Retry(ctx, max(c.opts.RequestTimeout/3, time.Second), try, c.retrying(subj))
-	} else {
-		err = try(ctx)
-	}
+	// A request the credential may not make gets no answer, only the
+	// server's permissions violation: guard ends it with that at once.
+	err = c.denials.guard(ctx, subj, func(ctx context.Context) error {
+		if repeatable[endpoint] {
+			return natsx.Retry(ctx, max(c.opts.RequestTimeout/3, time.Second), try, c.retrying(subj))
+		}
+		return try(ctx)
+	})
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrNoNode), errors.Is(err, context.Canceled):
+	case errors.Is(err, ErrNoNode), errors.Is(err, context.Canceled), errors.Is(err, ErrPermissionDenied):
 		return err
 	case natsx.Temporary(err):
 		return fmt.Errorf("%s: no answer within %v: %w", subj, c.opts.RequestTimeout, ErrUnavailable)

@@ -32,6 +32,9 @@ type Client struct {
 	js    jetstream.JetStream
 	opts  Options
 	owned bool // Close closes nc
+	// denials ends the operations whose publish NATS refused (nil on a
+	// connection of the caller's, whose error handler is not ours).
+	denials *denials
 
 	status chan nats.Status // the OnConnection listener; nil without one
 	wg     sync.WaitGroup
@@ -60,7 +63,9 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		return nil, fmt.Errorf("client options: no URL: %w", ErrInvalidOptions)
 	}
 	opts = opts.withDefaults()
+	d := &denials{}
 	nopts := []nats.Option{
+		nats.ErrorHandler(d.handle),
 		nats.Name(opts.Name),
 		nats.Timeout(dialTimeout),
 		nats.MaxReconnects(-1),
@@ -98,6 +103,7 @@ func Connect(ctx context.Context, opts Options) (*Client, error) {
 		r.nc.Close()
 		return nil, err
 	}
+	c.denials = d
 	return c, nil
 }
 

@@ -24,6 +24,12 @@ var (
 	// tahctl --tls-ca), does not name the host of the URL, or the server
 	// wants a client certificate (Options.TLSCertFile) it did not get.
 	ErrTLS = errors.New("TLS handshake with the NATS server failed")
+	// ErrPermissionDenied: NATS refused to let the Client's credential
+	// publish what the operation needs (a request, an input) under its
+	// role's permissions: an observer's input or create, say. Told at once
+	// by a Client that Connect made (the server's permissions violation);
+	// a Client over its caller's connection (New) waits for its deadline.
+	ErrPermissionDenied = errors.New("permission denied")
 	// ErrNoNode: NATS answers, but no TAH node does: nobody serves the API
 	// (tah.api.*), or TAH's streams are not there. Start a node.
 	ErrNoNode = errors.New("no TAH node serves the API")
@@ -54,6 +60,9 @@ var (
 	// ErrNothingToResume: a resume of a session that has no unfinished turn
 	// (failure nothing_to_resume).
 	ErrNothingToResume = errors.New("nothing to resume")
+	// ErrWithdrawn: the input was cancelled (Turn.Cancel) while it waited
+	// behind other work of its session: it never ran (withdrawn).
+	ErrWithdrawn = errors.New("input withdrawn before it started")
 	// ErrRejected: the node could not hand the input to its session
 	// (rejected); the node's log says why.
 	ErrRejected = errors.New("input rejected")
@@ -122,7 +131,7 @@ func (e *APIError) Unwrap() error {
 // its outcome, or its refusal (an outcome of Status refused). (A turn that
 // ran and failed is not one: its outcome says so in Status.) It unwraps to ErrNotFound,
 // ErrBusy, ErrNothingToResume, ErrMalformedInput, ErrPayloadTooLarge,
-// ErrCorruptLog or ErrRejected by code.
+// ErrCorruptLog, ErrRejected or ErrWithdrawn by code.
 type CommandError struct {
 	Session string
 	InputID string
@@ -156,6 +165,8 @@ func (e *CommandError) Unwrap() error {
 		return ErrCorruptLog
 	case wire.CodeRejected:
 		return ErrRejected
+	case wire.FailureWithdrawn:
+		return ErrWithdrawn
 	}
 	return nil
 }

@@ -19,11 +19,13 @@ const publishPatience = 15 * time.Second
 
 // Publish sends input in (its Command set) to session sid and returns its
 // id (in.ID, or a fresh one) once TAH_IN has stored it, trying again while
-// the stream does not answer: every try is the same message (its id is its
-// Nats-Msg-Id), stored once. It does not wait for the work: Run, Resume,
+// the stream does not answer: every try is the same message (its
+// Nats-Msg-Id is the session and the id), stored once. An input id need be
+// unique only within its session. It does not wait for the work: Run, Resume,
 // Cancel and Compact do. It fails with event.ErrInvalidSessionID,
 // ErrMalformedInput, ErrPayloadTooLarge, ErrNoNode (no stream takes
-// inputs) or ErrUnavailable.
+// inputs), ErrPermissionDenied (the credential may not send inputs) or
+// ErrUnavailable.
 func (c *Client) Publish(ctx context.Context, sid string, in wire.Input) (string, error) {
 	m, id, err := natsx.NewInputMsg(sid, in, c.nc.MaxPayload())
 	if err != nil {
@@ -35,16 +37,23 @@ func (c *Client) Publish(ctx context.Context, sid string, in wire.Input) (string
 func (c *Client) publish(ctx context.Context, sid, id string, m *nats.Msg) error {
 	ctx, cancel := context.WithTimeout(ctx, publishPatience)
 	defer cancel()
-	err := natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
-		_, err := c.js.PublishMsg(ctx, m)
-		if (errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)) && !c.streamExists(ctx, wire.InputStream) {
-			return errNoStream // not a leader election: no TAH streams at all
-		}
-		return err
-	}, c.retrying("publish the "+m.Header.Get(wire.HeaderCommand)+" input"))
+	// A credential that may not publish inputs (an observer's) gets no
+	// answer, only the server's permissions violation: guard ends the
+	// publish with it at once.
+	err := c.denials.guard(ctx, m.Subject, func(ctx context.Context) error {
+		return natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
+			_, err := c.js.PublishMsg(ctx, m)
+			if (errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)) && !c.streamExists(ctx, wire.InputStream) {
+				return errNoStream // not a leader election: no TAH streams at all
+			}
+			return err
+		}, c.retrying("publish the "+m.Header.Get(wire.HeaderCommand)+" input"))
+	})
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, ErrPermissionDenied):
+		return fmt.Errorf("input %s for %s: %w", id, sid, err)
 	case errors.Is(err, errNoStream), errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("input %s for %s: no stream took it at %s (%v): %w", id, sid, c.URL(), err, ErrNoNode)
 	case !errors.Is(err, context.Canceled) && natsx.Temporary(err):

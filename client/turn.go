@@ -253,10 +253,14 @@ func (t *Turn) Events() <-chan event.Event { return t.events }
 // may be missing (the final text is in llm.completed).
 func (t *Turn) Deltas() <-chan Delta { return t.deltas }
 
-// Cancel asks the session to cancel the turn; it returns once the cancel is
-// stored, and the turn's outcome then says it was cancelled.
+// Cancel asks the session to cancel this Turn's work, and no other's (the
+// cancel names the Turn's input: wire.Input.InputID); it returns once the
+// cancel is stored. A turn that runs or waits for approval is cancelled: its
+// outcome then says so. An input still queued behind other work is
+// withdrawn: it never runs, and Outcome fails with ErrWithdrawn. A turn
+// that ended already is left as it ended.
 func (t *Turn) Cancel(ctx context.Context, reason string) error {
-	_, err := t.c.Publish(ctx, t.a.sid, wire.Input{Command: wire.CommandCancel, Reason: reason})
+	_, err := t.c.Publish(ctx, t.a.sid, wire.Input{Command: wire.CommandCancel, Reason: reason, InputID: t.a.inputID})
 	return err
 }
 

@@ -395,6 +395,7 @@ func (n *Node) apiStatus(ctx context.Context, _ wire.EmptyRequest) (wire.StatusR
 		ReadModelPath:   n.Store.Path(),
 		Provider:        n.opts.Provider.Name(),
 		APIVersion:      wire.APIVersion,
+		MaxInputBytes:   n.maxInputBytes(),
 		ProblemsSkipped: n.Projector.Problems(),
 		Nodes:           []wire.NodeRecord{},
 	}

@@ -27,7 +27,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		return
 	}
 	if kind == wire.CommandCancel {
-		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Reason: m.Reason, Done: func(o session.Outcome) {
+		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Reason: m.Reason, Target: m.Input.InputID, Done: func(o session.Outcome) {
 			n.reply(m, o)
 		}})
 		n.finish(m, err)

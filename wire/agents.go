@@ -214,7 +214,7 @@ func AgentStatusOf(code string) int {
 		return AgentStatusBadRequest
 	case CodeUnknownSession, AgentErrNotFound:
 		return AgentStatusNotFound
-	case FailureBusy, FailureNothingToResume, FailureNotPending, FailureAlreadyDecided:
+	case FailureBusy, FailureNothingToResume, FailureNotPending, FailureAlreadyDecided, FailureWithdrawn:
 		return AgentStatusConflict
 	case AgentErrRateLimited:
 		return AgentStatusRateLimited

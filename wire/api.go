@@ -266,6 +266,11 @@ type StatusReply struct {
 	ReadModelPath string   `json:"read_model_path"`
 	Provider      string   `json:"provider"`
 	APIVersion    string   `json:"api_version"`
+	// MaxInputBytes is the largest user message of a run the answering node
+	// takes (agent.max_input_bytes, a setting every node shares): a larger
+	// one is refused with input_too_large, so a client can refuse it before
+	// it sends it. 0 from a node that predates the field.
+	MaxInputBytes int `json:"max_input_bytes,omitempty"`
 	// ProblemsSkipped counts the events the read model could not fold.
 	ProblemsSkipped int64 `json:"problems_skipped"`
 	// Time is the answering node's clock when it read Nodes: a client

@@ -23,8 +23,8 @@ const (
 	HeaderSession  = "Tah-Session"
 	HeaderDeadline = "Tah-Deadline"
 
-	// HeaderMsgID is JetStream's de-duplication header: an input's id, an
-	// event's writer position.
+	// HeaderMsgID is JetStream's de-duplication header: an input's session
+	// and id (InputMsgID), an event's writer position.
 	HeaderMsgID = "Nats-Msg-Id"
 	// HeaderServiceError and HeaderServiceErrorCode are the micro framework's
 	// error headers: a one-line description and a code (APIError*, or a tool

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/tah-dev/tah/llm"
 )
@@ -18,7 +19,8 @@ const (
 	CommandRun Command = "run"
 	// CommandResume continues an interrupted turn from the log.
 	CommandResume Command = "resume"
-	// CommandCancel cancels the running turn or compaction.
+	// CommandCancel cancels the running turn or compaction, or, with
+	// Input.InputID, only the work of that input.
 	CommandCancel Command = "cancel"
 	// CommandCompact summarises the turns so far.
 	CommandCompact Command = "compact"
@@ -29,6 +31,24 @@ const (
 	// them when empty), with Input.Note for the model.
 	CommandDeny Command = "deny"
 )
+
+// InputMsgID is the Nats-Msg-Id of input id of session sid: "<sid>:<id>".
+// TAH_IN remembers the Nats-Msg-Id of every message for DuplicateWindow and
+// drops a message whose id it saw, whatever its subject: the session in the
+// message id is what keeps two sessions' inputs of one id apart, so that an
+// input id need only be unique within its session.
+func InputMsgID(sid, id string) string { return sid + ":" + id }
+
+// InputIDOfMsgID is the input id that the Nats-Msg-Id msgID of an input of
+// session sid names: what follows "<sid>:" (InputMsgID), or msgID whole
+// (a bare id, as clients that predate InputMsgID send: still taken, though
+// TAH_IN then de-duplicates it against every session's inputs).
+func InputIDOfMsgID(sid, msgID string) string {
+	if id, ok := strings.CutPrefix(msgID, sid+":"); ok && sid != "" && id != "" {
+		return id
+	}
+	return msgID
+}
 
 // Valid reports whether c is one of the commands.
 func (c Command) Valid() bool {
@@ -44,11 +64,13 @@ func (c Command) Valid() bool {
 // headers Tah-Command and Tah-Reply-To. Receivers ignore fields they do not
 // know.
 type Input struct {
-	// ID identifies the input; a redelivery carries the same one, and the turn
-	// it starts records it (turn.started input_id). It is also the message's
-	// Nats-Msg-Id, so that a publish retried within DuplicateWindow is stored
-	// once. 1 to 128 characters of letters, digits, '-', '_', '.' and ':'.
-	// When absent, a node uses Nats-Msg-Id, then "in-<stream sequence>".
+	// ID identifies the input within its session; a redelivery carries the
+	// same one, and the turn it starts records it (turn.started input_id).
+	// The message's Nats-Msg-Id is InputMsgID(session, ID), so that a
+	// publish retried within DuplicateWindow is stored once, and the same id
+	// in another session is another input. 1 to 128 characters of letters,
+	// digits, '-', '_', '.' and ':'. When absent, a node uses the id that
+	// Nats-Msg-Id names (InputIDOfMsgID), then "in-<stream sequence>".
 	ID string `json:"id,omitempty"`
 	// Command is carried by the Tah-Command header.
 	Command Command `json:"-"`
@@ -64,6 +86,13 @@ type Input struct {
 	Message *llm.Message `json:"message,omitempty"`
 	// Reason says why, for a cancel; it is recorded in agent.cancelled.
 	Reason string `json:"reason,omitempty"`
+	// InputID, on a cancel, names the one input whose work it cancels, so
+	// that a client cancels what it started and nothing else: that input's
+	// turn (or compaction) if it runs or waits for approval; the input
+	// itself, withdrawn without running (its outcome fails with
+	// FailureWithdrawn), if it waits in the session's queue; nothing when
+	// it has ended or is not there. Empty: whatever work runs.
+	InputID string `json:"input_id,omitempty"`
 	// Options adjust the turn a run starts.
 	Options *RunOptions `json:"options,omitempty"`
 	// Reply, for a run with a ReplyTo, says how the turn is answered there:
@@ -190,6 +219,14 @@ func (in Input) Validate() error {
 		if in.Reason != "" && in.Command != CommandCancel {
 			return bad("%s takes no reason (that is for cancel)", in.Command)
 		}
+		if in.InputID != "" {
+			if in.Command != CommandCancel {
+				return bad("%s takes no input_id (that is for cancel)", in.Command)
+			}
+			if err := ValidInputID(in.InputID); err != nil {
+				return bad("input_id: %v", err)
+			}
+		}
 		return nil
 	}
 	switch {
@@ -201,6 +238,8 @@ func (in Input) Validate() error {
 		return bad("run message has role %q, want %q", in.Message.Role, llm.RoleUser)
 	case in.Reason != "":
 		return bad("run takes no reason (that is for cancel)")
+	case in.InputID != "":
+		return bad("run takes no input_id (that is for cancel)")
 	case in.Reply != "" && in.Reply != ReplyAgents:
 		return bad("unknown reply %q (use %q, or none for one outcome)", in.Reply, ReplyAgents)
 	case in.Reply != "" && in.ReplyTo == "":

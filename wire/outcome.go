@@ -81,6 +81,9 @@ const (
 	// FailureNotPending: an approve or deny of a call that awaits no
 	// approval: unknown, answered (a cancel ended its turn), or not asked.
 	FailureNotPending = "not_pending"
+	// FailureWithdrawn: the input waited in its session's queue when a
+	// cancel named it (Input.InputID): it was dropped and never ran.
+	FailureWithdrawn = "withdrawn"
 )
 
 // AwaitsApproval reports whether o is a turn that waits for a person to

@@ -31,7 +31,7 @@ const (
 // session's error subject tah.sess.<sid>.err and on the input's Tah-Reply-To
 // subject (unless that is not one a client may own: see CheckReplySubject),
 // with the header Tah-Input-Id when the input's id could be read (its body's
-// id, or its Nats-Msg-Id). Neither is stored: subscribe before publishing.
+// id, or the id its Nats-Msg-Id names). Neither is stored: subscribe before publishing.
 // A refused input is acknowledged: it is never delivered again.
 func Refusal(sid, inputID, code, why string) Outcome {
 	return Outcome{Session: sid, InputID: inputID, Status: StatusRefused, Failure: why, FailureCode: code}

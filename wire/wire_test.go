@@ -23,6 +23,10 @@ func TestInputValidate(t *testing.T) {
 		{"run message", wire.Input{Command: wire.CommandRun, Message: &user, Options: &wire.RunOptions{MaxSteps: 3}}, ""},
 		{"resume", wire.Input{Command: wire.CommandResume, ID: "in_1:a.b"}, ""},
 		{"cancel reason", wire.Input{Command: wire.CommandCancel, Reason: "Ctrl-C", ReplyTo: "_INBOX.x.1"}, ""},
+		{"cancel of an input", wire.Input{Command: wire.CommandCancel, InputID: "in_1"}, ""},
+		{"cancel of a bad input id", wire.Input{Command: wire.CommandCancel, InputID: "in 1"}, "input_id"},
+		{"run with input_id", wire.Input{Command: wire.CommandRun, Text: "a", InputID: "in_1"}, "run takes no input_id"},
+		{"resume with input_id", wire.Input{Command: wire.CommandResume, InputID: "in_1"}, "resume takes no input_id"},
 		{"compact", wire.Input{Command: wire.CommandCompact}, ""},
 		{"no command", wire.Input{Text: "hi"}, "no command"},
 		{"unknown command", wire.Input{Command: "jump"}, `unknown command "jump"`},
@@ -64,6 +68,26 @@ func TestInputJSON(t *testing.T) {
 	}
 	if (wire.Input{}).MaxSteps() != 0 {
 		t.Fatal("max steps without options")
+	}
+}
+
+// TestInputMsgID: an input's Nats-Msg-Id carries its session, and the id a
+// node reads back from it is the input's, whatever the form.
+func TestInputMsgID(t *testing.T) {
+	if got := wire.InputMsgID("s_1", "in_1"); got != "s_1:in_1" {
+		t.Fatalf("InputMsgID: %s", got)
+	}
+	for _, c := range []struct{ sid, msgID, want string }{
+		{"s_1", "s_1:in_1", "in_1"},
+		{"s_1", "s_1:in:with:colons", "in:with:colons"},
+		{"s_1", "in_1", "in_1"},         // a bare id, as older clients send
+		{"s_1", "s_2:in_1", "s_2:in_1"}, // another session's prefix is no prefix
+		{"s_1", "s_1:", "s_1:"},
+		{"", ":in_1", ":in_1"},
+	} {
+		if got := wire.InputIDOfMsgID(c.sid, c.msgID); got != c.want {
+			t.Errorf("InputIDOfMsgID(%q, %q) = %q, want %q", c.sid, c.msgID, got, c.want)
+		}
 	}
 }
 

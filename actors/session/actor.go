@@ -38,6 +38,9 @@ var (
 	// ErrAlreadyDecided: an approve or deny of a call approved or denied
 	// before: the first decision wins.
 	ErrAlreadyDecided = errors.New("the call was decided before")
+	// ErrWithdrawn: the command waited in the session's queue when a cancel
+	// named its input (Command.Target): it was dropped and never ran.
+	ErrWithdrawn = errors.New("withdrawn by a cancel before it started")
 )
 
 // Command is one unit of work for a session actor. Done is called exactly once,
@@ -51,6 +54,11 @@ type Command struct {
 	MaxSteps int
 	// Reason says why, for a cancel: agent.cancelled records it.
 	Reason string
+	// Target, on a cancel, is the input whose work alone it cancels
+	// (wire.Input.InputID): its turn or compaction if that runs or waits
+	// for approval, else the input itself, withdrawn from the queue
+	// (ErrWithdrawn). Empty: whatever work runs.
+	Target string
 	// Decision is what an approve or a deny decides.
 	Decision *wire.Decision
 	// Expired, on a deny, denies the calls whose approval deadline passed
@@ -150,6 +158,10 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 	case *Command:
 		s.m.received(s.sid)
 		if msg.Kind == wire.CommandCancel && s.a != nil {
+			if msg.Target != "" && !s.runs(msg.Target) {
+				s.withdraw(msg)
+				return
+			}
 			s.cancelWork(ctx, msg)
 			return
 		}
@@ -293,6 +305,13 @@ func (s *sessionActor) next(ctx actor.Context) {
 		s.next(ctx)
 		return
 	}
+	if cmd.Kind == wire.CommandCancel && cmd.Target != "" && !s.runs(cmd.Target) {
+		// Queued while the session loaded: its input's turn is not the one
+		// that waits for approval.
+		s.withdraw(cmd)
+		s.next(ctx)
+		return
+	}
 	if s.answerWhileWaiting(cmd) {
 		s.next(ctx)
 		return
@@ -358,6 +377,48 @@ func (s *sessionActor) cancelWork(ctx actor.Context, cmd *Command) {
 		o = s.a.outcome(nil).Outcome
 	}
 	cmd.Done(Outcome{Outcome: o})
+}
+
+// runs reports whether the work of input id runs, or its turn waits for
+// approval: a cancel naming id cancels that work. The busy work's turn is
+// that of the input it took up (resumedInput: a resume, an approve or deny,
+// the redelivery of a taken-over turn's input), or its own command's when
+// it took up none; a run that first finishes a turn a previous owner left
+// open is not yet its own input's work. s.a.state is read only when nothing
+// runs (the work goroutine owns it meanwhile).
+func (s *sessionActor) runs(id string) bool {
+	if s.busy != nil {
+		return s.resumedInput == id || s.busy.InputID == id && (s.busy.Kind != wire.CommandRun || s.resumedInput == "")
+	}
+	return s.a.state.AwaitingApproval && s.a.state.LastInputID == id
+}
+
+// withdraw carries out cancel, which names an input whose work does not run:
+// the commands of that input still waiting (queued, or parked behind a
+// turn that waits for approval) are dropped, each answered with
+// ErrWithdrawn; the cancel is answered with the session's state. Nothing
+// else is touched: an input that ended, or is not here, is left alone.
+func (s *sessionActor) withdraw(cancel *Command) {
+	status := projectionStatus(s)
+	drop := func(cmds []*Command) []*Command {
+		kept := cmds[:0]
+		for _, c := range cmds {
+			if c.Kind == wire.CommandCancel || c.InputID != cancel.Target {
+				kept = append(kept, c)
+				continue
+			}
+			c.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: status},
+				Err: fmt.Errorf("%s %s of session %s: %w", c.Kind, c.InputID, s.sid, ErrWithdrawn)})
+		}
+		clear(cmds[len(kept):])
+		return kept
+	}
+	s.queue, s.parked = drop(s.queue), drop(s.parked)
+	o := wire.Outcome{Session: s.sid, Status: status}
+	if s.busy == nil {
+		o = s.a.outcome(nil).Outcome
+	}
+	cancel.Done(Outcome{Outcome: o})
 }
 
 // answerCancels answers the cancels that reached the work that ended with o.

@@ -46,6 +46,8 @@ func (o Outcome) Wire() wire.Outcome {
 		out.FailureCode = wire.FailureNotPending
 	case errors.Is(o.Err, ErrAlreadyDecided):
 		out.FailureCode = wire.FailureAlreadyDecided
+	case errors.Is(o.Err, ErrWithdrawn):
+		out.FailureCode = wire.FailureWithdrawn
 	case o.Fenced:
 		out.FailureCode = wire.FailureFenced
 	default:

@@ -233,6 +233,8 @@ func (c *conn) failed(endpoint string, err error) error {
 			return errorf(exitFailed, "ask for less: `tahctl events --from SEQ`", "%s", ae.Message)
 		}
 		return errorf(exitFailed, "see the node's log", "%s failed (%s): %s", subj, ae.Code, ae.Message)
+	case errors.Is(err, client.ErrPermissionDenied):
+		return c.denied("call "+subj, err)
 	case errors.Is(err, client.ErrNoNode):
 		return errorf(exitUnavailable, "start a node with `tah-node`; `tahctl status` checks",
 			"NATS answers at %s, but no TAH node serves the API (%s)", c.ep.url, subj)

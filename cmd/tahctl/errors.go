@@ -13,12 +13,12 @@ const (
 	exitFailed      = 1 // the turn failed, or the command could not be carried out
 	exitUsage       = 2 // bad usage or input: an unknown command or flag, an invalid id, an empty or oversized input
 	exitNotFound    = 3 // no such session
-	exitUnavailable = 4 // no node: nothing answers, the credentials were refused, or the connection was lost
+	exitUnavailable = 4 // no node: nothing answers, the credentials were refused or may not do this, or the connection was lost
 	exitCancelled   = 5 // the turn was cancelled (by tahctl cancel, or another client)
 	// exitAwaitingApproval: the turn waits for a tool call's approval
 	// (send, resume, approve without a terminal to ask on).
 	exitAwaitingApproval = 6
-	exitInterrupted      = 130 // interrupted by Ctrl-C (send and resume cancel their turn first)
+	exitInterrupted      = 130 // interrupted by Ctrl-C (send and resume cancel their own turn first, or withdraw their queued input)
 )
 
 const exitCodesHelp = `Exit status:
@@ -26,10 +26,12 @@ const exitCodesHelp = `Exit status:
   1    the turn failed, or the command could not be carried out
   2    bad usage or input: unknown command or flag, invalid session id, empty or oversized input
   3    no such session
-  4    no node: nothing answers, the credentials were refused, or the connection was lost
+  4    no node: nothing answers, the credentials were refused or may not do this
+       (permission denied), or the connection was lost
   5    the turn was cancelled
   6    the turn waits for a tool call's approval (tahctl approve / deny ID CALL decide)
-  130  interrupted by Ctrl-C (send and resume cancel the turn first)
+  130  interrupted by Ctrl-C (send and resume cancel their own turn first,
+       or withdraw their input if it has not started)
 `
 
 // cliError is an error with the exit code it means and what to do next.

@@ -15,9 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/tah-dev/tah/auth"
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/internal/nodecmd"
 	"github.com/tah-dev/tah/tahtest/natstest"
@@ -98,6 +100,7 @@ func TestScripts(t *testing.T) {
 			"listen":        cmdListen,
 			"tlsfiles":      cmdTLSFiles,
 			"shard":         cmdShard,
+			"inputs":        cmdInputs,
 		},
 	})
 }
@@ -270,4 +273,35 @@ func cmdListen(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(err)
 	ts.Defer(func() { ln.Close() })
 	ts.Setenv(args[0], strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+}
+
+// inputs N [DATADIR]: waits until the node's input stream (TAH_IN) holds N
+// inputs not yet acknowledged: one queued behind a turn stays there until
+// its work ends.
+func cmdInputs(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: inputs N [DATADIR]")
+	}
+	want, err := strconv.ParseUint(args[0], 10, 64)
+	ts.Check(err)
+	dir := dataDir(ts, args[1:])
+	info, err := localnode.ReadNodeInfo(dir)
+	ts.Check(err)
+	ctx, cancel := context.WithTimeout(context.Background(), pollDeadline)
+	defer cancel()
+	c, err := client.Connect(ctx, client.Options{URL: info.URL, CredsFile: localnode.AdminCredsPath(dir)})
+	ts.Check(err)
+	defer c.Close()
+	js, err := jetstream.New(c.Conn())
+	ts.Check(err)
+	var have uint64
+	for ctx.Err() == nil {
+		if s, err := js.Stream(ctx, wire.InputStream); err == nil {
+			if have = s.CachedInfo().State.Msgs; have == want {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("%s holds %d inputs, not %d, after %v", wire.InputStream, have, want, pollDeadline)
 }

@@ -8,10 +8,14 @@ import (
 	"github.com/tah-dev/tah/wire"
 )
 
-// maxInputBytes is the largest input tahctl sends: the log records the input
-// in the turn and in every LLM step's request, so a larger text belongs in a
-// file the agent reads.
+// maxInputBytes is the largest input tahctl sends, whatever the node's own
+// limit (wire.StatusReply.MaxInputBytes, 256 KiB by default), which it asks
+// for before it sends: the log records the input in the turn and in every
+// LLM step's request, so a larger text belongs in a file the agent reads.
 const maxInputBytes = 1 << 20
+
+// tryFile is what to do with an input too large to send.
+const tryFile = "put the text in a file under the node's tools root and ask the agent to read it"
 
 const sendHelp = `Sends TEXT to a session and streams the answer as it is written: the
 answer on stdout, each tool call and its outcome on one line on stderr, with a
@@ -21,8 +25,9 @@ it creates a session first and prints its id. TEXT "-" reads the input from
 stdin. If the node stops during the turn, send waits for it to come back (at
 the address its node.json names) and follows the turn to its end.
 
-Ctrl-C cancels the turn and exits with 130 (once the turn has ended, it
-exits at once). The exit status says how the turn
+Ctrl-C cancels this command's turn, and no other: an input still queued
+behind another turn (one that waits for approval, say) is withdrawn and
+never runs. It exits with 130 (once the turn has ended, it exits at once). The exit status says how the turn
 ended: 0 completed, 1 failed, 5 cancelled (see below). A tool call that waits
 for approval (tools.approval) is shown; on a terminal send asks y/n/edit and
 goes on, elsewhere it prints the approve command and exits with 6.
@@ -54,7 +59,7 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 		return usageError(`tahctl send "your question" (or tahctl send - < file.txt)`, "the input is empty")
 	}
 	if len(text) > maxInputBytes {
-		return usageError("put the text in a file under the node's tools root and ask the agent to read it",
+		return usageError(tryFile,
 			"the input is over %s bytes, the most tahctl sends (the log keeps the input in every step)", num(maxInputBytes))
 	}
 	if *sid != "" {
@@ -67,6 +72,9 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
+	if err := c.checkInputSize(ctx, text); err != nil {
+		return err
+	}
 	created := false
 	if *sid == "" {
 		r, err := c.Create(ctx, wire.CreateRequest{})
@@ -94,4 +102,18 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	return w.wait(ctx)
+}
+
+// checkInputSize refuses, before anything is created or sent, a text over
+// the node's limit (agent.max_input_bytes), which the node would refuse
+// (input_too_large). A node that does not say its limit (an older one), or
+// does not answer, is left to refuse it itself.
+func (c *conn) checkInputSize(ctx context.Context, text string) error {
+	st, err := c.Status(ctx)
+	if err != nil || st.MaxInputBytes <= 0 || len(text) <= st.MaxInputBytes {
+		return nil
+	}
+	return usageError(tryFile+"; or raise the limit of every node (tah-node --max-input-bytes, agent.max_input_bytes)",
+		"the input is %s bytes, over the node's limit of %s bytes (--max-input-bytes): it would refuse it",
+		num(len(text)), num(st.MaxInputBytes))
 }

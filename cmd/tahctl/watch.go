@@ -51,6 +51,8 @@ type watch struct {
 	started   time.Time
 	end       *event.Event // the end of the turn (agent.finished, failed or cancelled), once seen
 	shown     bool         // some answer text was written
+	// sigs receives Ctrl-C and SIGTERM once the watch listens (interrupts).
+	sigs chan os.Signal
 }
 
 type llmStep struct {
@@ -67,8 +69,12 @@ func (c *conn) watch(sid string) *watch {
 	return w
 }
 
-// Close stops the turn's following (not the turn) and the spinner.
+// Close stops the turn's following (not the turn), the spinner and the
+// listening to signals.
 func (w *watch) Close() {
+	if w.sigs != nil {
+		signal.Stop(w.sigs)
+	}
 	if w.turn != nil {
 		w.turn.Close()
 	}
@@ -109,8 +115,22 @@ func (w *watch) reattach(ctx context.Context) bool {
 	return true
 }
 
+// interrupts is where Ctrl-C and SIGTERM arrive, listened to from the first
+// call on (Close stops): start calls it before it publishes, so that a
+// Ctrl-C while the input is sent is held, and cancels that input once it is
+// stored (wait), rather than end tahctl and leave the input to run with no
+// one following it.
+func (w *watch) interrupts() <-chan os.Signal {
+	if w.sigs == nil {
+		w.sigs = make(chan os.Signal, 2)
+		signal.Notify(w.sigs, os.Interrupt, syscall.SIGTERM)
+	}
+	return w.sigs
+}
+
 // start publishes the command (run or resume) and follows its turn.
 func (w *watch) start(ctx context.Context, cmd wire.Command, in wire.Input) error {
+	w.interrupts()
 	w.started = time.Now()
 	var err error
 	if cmd == wire.CommandResume {
@@ -123,13 +143,13 @@ func (w *watch) start(ctx context.Context, cmd wire.Command, in wire.Input) erro
 
 // wait shows the work until the outcome and returns how it ended: nil for a
 // completed turn, an exitStatus for a failed or cancelled one (already
-// shown), an error for a command the node refused. Ctrl-C cancels the turn
-// and returns exitInterrupted once the node confirms (or after
-// interruptWait); a second Ctrl-C returns at once.
+// shown), an error for a command the node refused. Ctrl-C cancels this
+// command's turn, and no other (a cancel that names its input: an input
+// still queued behind another turn is withdrawn, and never runs), and
+// returns exitInterrupted once the node confirms (or after interruptWait);
+// a second Ctrl-C returns at once.
 func (w *watch) wait(ctx context.Context) error {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs := w.interrupts()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var interrupted, lostSince, looked time.Time
@@ -222,6 +242,14 @@ func (w *watch) result(ctx context.Context, interrupted bool) error {
 		if w.json {
 			w.printOutcome(ce.Outcome)
 		}
+		if ce.Code == wire.FailureWithdrawn {
+			// Cancelled while it waited behind another turn: that turn goes on.
+			w.note(w.st.yellow("⊘ the input was withdrawn before it started: it will not run (the session's other work goes on)"))
+			if interrupted {
+				return exitStatus(exitInterrupted)
+			}
+			return exitStatus(exitCancelled)
+		}
 		return inputFailure(w.sid, ce.Code, ce.Message)
 	case err != nil:
 		return errorf(exitUnavailable, "`tahctl show "+w.sid+"` tells how the turn goes on", "the turn's outcome was not received: %v", err)
@@ -243,7 +271,7 @@ func inputFailure(sid, code, msg string) error {
 	case wire.CodeMalformedInput, wire.CodeReplySubject:
 		return errorf(exitUsage, "`tahctl help`", "the node refused the input: %s", msg)
 	case wire.CodeInputTooLarge:
-		return errorf(exitUsage, "put the text in a file under the node's tools root and ask the agent to read it", "%s", msg)
+		return errorf(exitUsage, tryFile+"; or raise the limit of every node (tah-node --max-input-bytes, agent.max_input_bytes)", "%s", msg)
 	case wire.CodeCorruptLog:
 		return errorf(exitFailed, "`tahctl show "+sid+"` says where the log is corrupt; `tahctl fork "+sid+" --turns N` copies the turns before it",
 			"the session's log is corrupt: %s", msg)

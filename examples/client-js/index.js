@@ -129,11 +129,13 @@ async function main() {
   const events = await consumer.consume();
   await nc.flush();
 
-  // 3. The input.
+  // 3. The input. Its Nats-Msg-Id is "<sid>:<id>": TAH_IN de-duplicates
+  // message ids across every session, and the session keeps apart two
+  // sessions' inputs of one id.
   const id = "in_" + crypto.randomBytes(8).toString("hex");
   const h = headers();
   h.set("Tah-Command", "run");
-  await js.publish(`tah.sess.${sid}.in`, sc.encode(JSON.stringify({ id, input: text })), { headers: h, msgID: id });
+  await js.publish(`tah.sess.${sid}.in`, sc.encode(JSON.stringify({ id, input: text })), { headers: h, msgID: `${sid}:${id}` });
 
   // 4. Until the turn ends.
   let exitCode = 1;

@@ -14,9 +14,10 @@ import (
 var ErrPayloadTooLarge = errors.New("payload too large")
 
 // NewInputMsg builds the message of input in for session sid: the JSON body
-// on wire.InputSubject(sid), with the headers Tah-Command, Nats-Msg-Id (the
-// input's id, generated when in.ID is empty, which it returns) and, when
-// in.ReplyTo is set, Tah-Reply-To. It fails with event.ErrInvalidSessionID,
+// on wire.InputSubject(sid), with the id in the body (in.ID, generated when
+// empty, which it returns), and the headers Tah-Command, Nats-Msg-Id
+// (wire.InputMsgID: the session and the id, since TAH_IN de-duplicates
+// across every session) and, when in.ReplyTo is set, Tah-Reply-To. It fails with event.ErrInvalidSessionID,
 // wire.ErrMalformedInput (in does not validate) or ErrPayloadTooLarge (the
 // message would be over maxPayload bytes).
 func NewInputMsg(sid string, in wire.Input, maxPayload int64) (*nats.Msg, string, error) {
@@ -36,7 +37,7 @@ func NewInputMsg(sid string, in wire.Input, maxPayload int64) (*nats.Msg, string
 	m := nats.NewMsg(wire.InputSubject(sid))
 	m.Data = body
 	m.Header.Set(wire.HeaderCommand, string(in.Command))
-	m.Header.Set(wire.HeaderMsgID, in.ID)
+	m.Header.Set(wire.HeaderMsgID, wire.InputMsgID(sid, in.ID))
 	if in.ReplyTo != "" {
 		m.Header.Set(wire.HeaderReplyTo, in.ReplyTo)
 	}

@@ -20,7 +20,8 @@ const (
 	// RoleClient sends inputs and API requests and reads events and deltas,
 	// through ephemeral or ordered consumers only.
 	RoleClient Role = "client"
-	// RoleTool serves the tools it was issued (ToolSubject), answers their
+	// RoleTool serves the tools it was issued (ToolSubject), or every tool
+	// of the namespaces it was issued (ToolNamespaceGrant), answers their
 	// discovery, reads cancels and writes the ledger under its own names.
 	RoleTool Role = "tool"
 	// RoleObserver only reads: the API's reads, events, deltas.
@@ -46,7 +47,8 @@ var (
 	// token (it names the holder's inbox prefix).
 	ErrBadCredentialName = errors.New("invalid credential name")
 	// ErrBadToolNames: a tool credential without tool names, or with a name
-	// that cannot be a subject token; or tool names given to another role.
+	// that cannot be a subject token or a namespace's grant that names no
+	// valid namespace; or tool names given to another role.
 	ErrBadToolNames = errors.New("invalid tool names")
 )
 
@@ -173,7 +175,8 @@ func clientDenies() []string { return append(append(nodeOnly(), nodeStreamDenies
 func subscribeDenies() []string { return []string{ToolPrefix + ">", APIPrefix + ">", "tah.in.>"} }
 
 // RolePermissions is the table of what each role may do, for the credential
-// named name (tools: the tool names a tool credential serves). The node's
+// named name (tools: the tool names a tool credential serves, and
+// "<ns>__*" for every tool of namespace ns). The node's
 // role has no lists: it may do everything.
 func RolePermissions(role Role, name string, tools []string) (Permissions, error) {
 	if err := ValidCredentialName(name); err != nil {
@@ -219,6 +222,9 @@ func RolePermissions(role Role, name string, tools []string) (Permissions, error
 
 // toolPermissions: serve and discover its tools, read cancels, write and
 // read the ledger under its tools' names, answer the requests it receives.
+// An entry "<ns>__*" grants every tool of namespace ns (namespace.go): a
+// fixed set of wildcards over the namespace's own subjects, however many
+// tools it has.
 func toolPermissions(inbox string, tools []string) (Permissions, error) {
 	if len(tools) == 0 {
 		return Permissions{}, fmt.Errorf("a tool credential needs the names of the tools it serves: %w", ErrBadToolNames)
@@ -226,8 +232,17 @@ func toolPermissions(inbox string, tools []string) (Permissions, error) {
 	pub := []string{jsAPI + "INFO", jsAPI + "STREAM.INFO." + ToolResultStream}
 	sub := []string{inbox, ToolCancelSubjects}
 	for _, t := range slices.Sorted(slices.Values(tools)) {
+		if ns, ok := ToolNamespaceOfGrant(t); ok {
+			if err := ValidToolNamespace(ns); err != nil {
+				return Permissions{}, fmt.Errorf("tool namespace of %q: %w: %w", t, err, ErrBadToolNames)
+			}
+			svc := ToolNamespaceService(ns)
+			pub = append(pub, NamespaceResultSubjects(ns), jsAPI+"DIRECT.GET."+ToolResultStream+"."+NamespaceResultSubjects(ns))
+			sub = append(sub, NamespaceToolSubjects(ns), "$SRV.*."+svc, "$SRV.*."+svc+".*")
+			continue
+		}
 		if !credentialName.MatchString(t) {
-			return Permissions{}, fmt.Errorf("tool name %q: use 1 to 64 letters, digits, '-' or '_': %w", t, ErrBadToolNames)
+			return Permissions{}, fmt.Errorf("tool name %q: use 1 to 64 letters, digits, '-' or '_', or NAMESPACE__* for every tool of a namespace: %w", t, ErrBadToolNames)
 		}
 		svc := ToolServicePrefix + t
 		pub = append(pub, ToolResultSubjects(t), jsAPI+"DIRECT.GET."+ToolResultStream+"."+ToolResultSubjects(t))

@@ -21,28 +21,39 @@ import (
 // ...) is taken only from the answer to its own service's verb,
 // $SRV.INFO.tah-tool-<name>, which only a service allowed to serve that name
 // receives (wire.RolePermissions), and only from an endpoint on
-// tah.tool.<name>. A service that offers another's tool is ignored, with a
-// warning; so is an endpoint whose schema is not valid. The tools known
-// before, and those calls wait for (WaitFor), are asked for directly too.
-// Refreshes run one at a time.
+// tah.tool.<name>. The tools of a namespace (wire.ToolNamespaceGrant) are
+// taken the same way from the answers to $SRV.INFO.tah-tools-<ns>, only
+// from endpoints on tah.tool.<ns>.<tool>, as the tools <ns>__<tool>; a tool
+// service of the same name wins over a namespace's. A service that offers
+// another's tool is ignored, with a warning; so is an endpoint whose schema
+// is not valid. The tools known before, and those calls wait for (WaitFor),
+// are asked for directly too (a tool named <ns>__<tool> at its namespace's
+// as well). Refreshes run one at a time.
 func (r *Registry) Refresh(ctx context.Context) error {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
 	r.mu.Lock()
 	r.started++
 	round := r.started
-	asked := make([]string, 0, len(r.tools)+len(r.wanted))
-	for name := range r.tools {
-		asked = append(asked, name)
+	var names, namespaces []string
+	for name, t := range r.tools {
+		if t.ns != "" {
+			namespaces = append(namespaces, t.ns)
+		} else {
+			names = append(names, name)
+		}
 	}
 	for name := range r.wanted {
 		if _, ok := r.tools[name]; !ok {
-			asked = append(asked, name)
+			names = append(names, name)
+			if ns, _, ok := wire.SplitToolName(name); ok {
+				namespaces = append(namespaces, ns)
+			}
 		}
 	}
 	r.mu.Unlock()
 
-	found, err := r.discover(ctx, asked)
+	found, err := r.discover(ctx, names, namespaces)
 	if err != nil {
 		return err
 	}
@@ -50,23 +61,35 @@ func (r *Registry) Refresh(ctx context.Context) error {
 	return nil
 }
 
+// ask is one request of a Refresh to the services of one name: a tool's
+// (tah-tool-<tool>) or a namespace's (tah-tools-<ns>).
+type ask struct {
+	service  string
+	tool, ns string // one of them
+}
+
 // discovery is one Refresh's requests: the generic one, whose answers name
-// services, and one per tool service, whose answers describe its tool. The
-// reply subject of a tool's request is <base>.<index in names>, so that an
-// answer says which request it answers.
+// services, and one per tool service or namespace, whose answers describe
+// their tools. The reply subject of a service's request is <base>.<index in
+// asks>, so that an answer says which request it answers.
 type discovery struct {
 	r     *Registry
 	base  string
-	names []string
-	asked map[string]bool
+	asks  []ask
+	asked map[string]bool // by service
 	found map[string]*Tool
 }
 
+// discoveryBuffer holds the answers of a Refresh until they are read: two
+// or more per tool (the generic request's, its service's), a namespace's
+// tools having a service each.
+const discoveryBuffer = 1024
+
 // discover sends the requests of one Refresh and collects the answers until
 // they stop for DiscoveryQuiet, or DiscoveryWait passed.
-func (r *Registry) discover(ctx context.Context, known []string) (map[string]*Tool, error) {
+func (r *Registry) discover(ctx context.Context, names, namespaces []string) (map[string]*Tool, error) {
 	d := &discovery{r: r, base: r.nc.NewInbox(), asked: map[string]bool{}, found: map[string]*Tool{}}
-	ch := make(chan *nats.Msg, 256)
+	ch := make(chan *nats.Msg, discoveryBuffer)
 	sub, err := r.nc.ChanSubscribe(d.base+".*", ch)
 	if err != nil {
 		return nil, fmt.Errorf("remote: discovery: %w", err)
@@ -76,8 +99,13 @@ func (r *Registry) discover(ctx context.Context, known []string) (map[string]*To
 	if err := r.nc.PublishRequest(all, d.base+".all", nil); err != nil {
 		return nil, fmt.Errorf("remote: discovery: %w", err)
 	}
-	for _, name := range known {
-		if err := d.ask(name); err != nil {
+	for _, name := range names {
+		if err := d.askTool(name); err != nil {
+			return nil, err
+		}
+	}
+	for _, ns := range namespaces {
+		if err := d.askNamespace(ns); err != nil {
 			return nil, err
 		}
 	}
@@ -101,25 +129,40 @@ func (r *Registry) discover(ctx context.Context, known []string) (map[string]*To
 	}
 }
 
-// ask requests the info of the service of the tool named name, once.
-func (d *discovery) ask(name string) error {
-	if d.asked[name] || tools.ValidName(name) != nil || name == "cancel" {
+// askTool requests the info of the service of the tool named name, once.
+func (d *discovery) askTool(name string) error {
+	if tools.ValidName(name) != nil || name == "cancel" {
 		return nil
 	}
-	d.asked[name] = true
-	d.names = append(d.names, name)
-	subj, err := micro.ControlSubject(micro.InfoVerb, wire.ToolServicePrefix+name, "")
+	return d.ask(ask{service: wire.ToolServicePrefix + name, tool: name})
+}
+
+// askNamespace requests the info of the services of namespace ns, once.
+func (d *discovery) askNamespace(ns string) error {
+	if wire.ValidToolNamespace(ns) != nil {
+		return nil
+	}
+	return d.ask(ask{service: wire.ToolNamespaceService(ns), ns: ns})
+}
+
+func (d *discovery) ask(a ask) error {
+	if d.asked[a.service] {
+		return nil
+	}
+	d.asked[a.service] = true
+	subj, err := micro.ControlSubject(micro.InfoVerb, a.service, "")
 	if err != nil {
 		return nil // not a name a service can have: nothing to ask
 	}
-	if err := d.r.nc.PublishRequest(subj, d.base+"."+strconv.Itoa(len(d.names)-1), nil); err != nil {
-		return fmt.Errorf("remote: discovery of %s: %w", name, err)
+	d.asks = append(d.asks, a)
+	if err := d.r.nc.PublishRequest(subj, d.base+"."+strconv.Itoa(len(d.asks)-1), nil); err != nil {
+		return fmt.Errorf("remote: discovery of %s: %w", a.service, err)
 	}
 	return nil
 }
 
 // answer reads one reply: to the generic request, it asks the services it
-// names; to a tool's request, it keeps the tool.
+// names; to a service's request, it keeps the tools it describes.
 func (d *discovery) answer(m *nats.Msg) error {
 	var info micro.Info
 	if m.Header.Get("Status") != "" || json.Unmarshal(m.Data, &info) != nil || info.Type != micro.InfoResponseType {
@@ -127,36 +170,61 @@ func (d *discovery) answer(m *nats.Msg) error {
 	}
 	token := m.Subject[len(d.base)+1:]
 	if token == "all" {
-		name, ok := strings.CutPrefix(info.Name, wire.ToolServicePrefix)
-		if !ok {
-			return nil // not a tool service
+		if name, ok := strings.CutPrefix(info.Name, wire.ToolServicePrefix); ok {
+			d.r.warnForeign(info, func(subj string) bool { return subj == wire.ToolSubject(name) })
+			return d.askTool(name)
 		}
-		d.r.warnForeign(info, name)
-		return d.ask(name)
+		if ns, ok := wire.ToolNamespaceOfService(info.Name); ok {
+			d.r.warnForeign(info, func(subj string) bool { return wire.ToolOfNamespaceSubject(ns, subj) != "" })
+			return d.askNamespace(ns)
+		}
+		return nil // not a tool service
 	}
 	i, err := strconv.Atoi(token)
-	if err != nil || i < 0 || i >= len(d.names) {
+	if err != nil || i < 0 || i >= len(d.asks) {
 		return nil
 	}
-	name := d.names[i]
-	if info.Name != wire.ToolServicePrefix+name {
-		return nil // a reply to $SRV.INFO.tah-tool-<name> always names that service
+	a := d.asks[i]
+	if info.Name != a.service {
+		return nil // a reply to $SRV.INFO.<service> always names that service
 	}
-	if t, ok := d.r.toolOf(info, name); ok {
-		if old, ok := d.found[name]; !ok || t.instance < old.instance {
-			d.found[name] = t // all instances are equivalent: keep one, the same on every node
+	if a.ns == "" {
+		if t, ok := d.r.toolOf(info, a.tool); ok {
+			d.keep(t)
 		}
+		return nil
+	}
+	for _, t := range d.r.toolsOf(info, a.ns) {
+		d.keep(t)
 	}
 	return nil
 }
 
-// warnForeign logs the endpoints of the service of tool name that are on
-// another tool's subject: they are never taken.
-func (r *Registry) warnForeign(info micro.Info, name string) {
+// keep makes t the record of its tool, unless the one kept is better: a
+// tool's own service wins over a namespace's; otherwise all instances are
+// equivalent, and the one of the smallest instance id is kept, the same on
+// every node.
+func (d *discovery) keep(t *Tool) {
+	old, ok := d.found[t.name]
+	switch {
+	case !ok:
+	case (old.ns == "") != (t.ns == ""):
+		if t.ns != "" {
+			return
+		}
+	case t.instance >= old.instance:
+		return
+	}
+	d.found[t.name] = t
+}
+
+// warnForeign logs the endpoints of a tool service (or a namespace's) on
+// another tool's subject, which own does not accept: they are never taken.
+func (r *Registry) warnForeign(info micro.Info, own func(subject string) bool) {
 	for _, ep := range info.Endpoints {
-		if other := wire.ToolFromSubject(ep.Subject); other != "" && other != name {
+		if strings.HasPrefix(ep.Subject, wire.ToolPrefix) && !own(ep.Subject) {
 			r.cfg.Logger.Warn("remote tools: a service offers a tool it does not own; ignored",
-				"service", info.Name, "instance", info.ID, "tool", other, "owner", wire.ToolServicePrefix+other)
+				"service", info.Name, "instance", info.ID, "subject", ep.Subject)
 		}
 	}
 }
@@ -165,32 +233,53 @@ func (r *Registry) warnForeign(info micro.Info, name string) {
 // describes: its endpoint on tah.tool.<name>.
 func (r *Registry) toolOf(info micro.Info, name string) (*Tool, bool) {
 	for _, ep := range info.Endpoints {
-		if ep.Subject != wire.ToolSubject(name) {
-			continue
+		if ep.Subject == wire.ToolSubject(name) {
+			return r.record(info, ep, name, "")
 		}
-		t := &Tool{
-			reg:        r,
-			name:       name,
-			service:    info.Name,
-			instance:   info.ID,
-			desc:       ep.Metadata[wire.MetaToolDesc],
-			idempotent: ep.Metadata[wire.MetaToolIdempotent] == "true",
-			exclusive:  ep.Metadata[wire.MetaToolExclusive] == "true",
-		}
-		if t.desc == "" {
-			t.desc = info.Description
-		}
-		if s := ep.Metadata[wire.MetaToolSchema]; s != "" {
-			t.schema = json.RawMessage(s)
-		}
-		if _, err := tools.CompileSchema(tools.SchemaOf(t)); err != nil {
-			r.cfg.Logger.Warn("remote tools: endpoint left out: bad schema", "service", info.Name, "tool", name, "err", err)
-			return nil, false
-		}
-		if ms, err := strconv.ParseInt(ep.Metadata[wire.MetaToolTimeoutMS], 10, 64); err == nil && ms > 0 {
-			t.timeout = time.Duration(ms) * time.Millisecond
-		}
-		return t, true
 	}
 	return nil, false
+}
+
+// toolsOf are the tools that info, the answer of a service of namespace
+// ns, describes: its endpoints on tah.tool.<ns>.<tool>, as <ns>__<tool>.
+func (r *Registry) toolsOf(info micro.Info, ns string) []*Tool {
+	var out []*Tool
+	for _, ep := range info.Endpoints {
+		if tool := wire.ToolOfNamespaceSubject(ns, ep.Subject); tool != "" {
+			if t, ok := r.record(info, ep, ns+wire.ToolNamespaceSep+tool, ns); ok {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}
+
+// record is the tool named name of endpoint ep of info, unless its schema
+// is not valid.
+func (r *Registry) record(info micro.Info, ep micro.EndpointInfo, name, ns string) (*Tool, bool) {
+	t := &Tool{
+		reg:        r,
+		name:       name,
+		service:    info.Name,
+		instance:   info.ID,
+		subject:    ep.Subject,
+		ns:         ns,
+		desc:       ep.Metadata[wire.MetaToolDesc],
+		idempotent: ep.Metadata[wire.MetaToolIdempotent] == "true",
+		exclusive:  ep.Metadata[wire.MetaToolExclusive] == "true",
+	}
+	if t.desc == "" {
+		t.desc = info.Description
+	}
+	if s := ep.Metadata[wire.MetaToolSchema]; s != "" {
+		t.schema = json.RawMessage(s)
+	}
+	if _, err := tools.CompileSchema(tools.SchemaOf(t)); err != nil {
+		r.cfg.Logger.Warn("remote tools: endpoint left out: bad schema", "service", info.Name, "tool", name, "err", err)
+		return nil, false
+	}
+	if ms, err := strconv.ParseInt(ep.Metadata[wire.MetaToolTimeoutMS], 10, 64); err == nil && ms > 0 {
+		t.timeout = time.Duration(ms) * time.Millisecond
+	}
+	return t, true
 }

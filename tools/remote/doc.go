@@ -8,7 +8,10 @@
 // the service tah-tool-<name> describes in its answer to its own verb,
 // $SRV.INFO.tah-tool-<name>, which only a credential allowed to serve that
 // name receives (its metadata: description, schema, idempotent, exclusive,
-// timeout_ms). Discovery follows the services: it runs again on the
+// timeout_ms). The tools of a namespace (wire.ToolNamespaceGrant) are the
+// endpoints on tah.tool.<ns>.<tool> that the services tah-tools-<ns>
+// describe in their answers to $SRV.INFO.tah-tools-<ns>, as the tools
+// <ns>__<tool>. Discovery follows the services: it runs again on the
 // connection's reconnect, when a call finds no service, while a call waits
 // for one (WaitFor) or a tool is missing, and on an optional period. It
 // implements tools.Catalog, so tools.Merge lists remote tools beside local

@@ -73,7 +73,8 @@ func (r *Results) bind(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// Put stores s under ResultKey(s.Tool, s.Session, s.CallID).
+// Put stores s under wire.CallResultKey(s.Service, s.Tool, s.Session,
+// s.CallID): a namespace's service stores its calls under the namespace.
 func (r *Results) Put(ctx context.Context, s wire.StoredCall) error {
 	kv, err := r.bind(ctx)
 	if err != nil {
@@ -83,7 +84,7 @@ func (r *Results) Put(ctx context.Context, s wire.StoredCall) error {
 	if err != nil {
 		return err
 	}
-	if _, err := kv.Put(ctx, wire.ResultKey(s.Tool, s.Session, s.CallID), b); err != nil {
+	if _, err := kv.Put(ctx, wire.CallResultKey(s.Service, s.Tool, s.Session, s.CallID), b); err != nil {
 		return fmt.Errorf("remote: store call %s: %w", s.CallID, err)
 	}
 	return nil
@@ -92,23 +93,29 @@ func (r *Results) Put(ctx context.Context, s wire.StoredCall) error {
 // Get returns the call of tool stored for (session, callID), or an error
 // wrapping ErrNoResult when there is none (or no bucket yet).
 func (r *Results) Get(ctx context.Context, tool, session, callID string) (wire.StoredCall, error) {
+	return r.GetFor(ctx, "", tool, session, callID)
+}
+
+// GetFor is Get of a call that the service named service runs: the call of
+// a namespace's tool is stored under the namespace (wire.CallResultKey).
+func (r *Results) GetFor(ctx context.Context, service, tool, session, callID string) (wire.StoredCall, error) {
 	kv, err := r.bindToRead(ctx, callID)
 	if err != nil {
 		return wire.StoredCall{}, err
 	}
-	return get(ctx, kv, wire.ResultKey(tool, session, callID), callID)
+	return get(ctx, kv, wire.CallResultKey(service, tool, session, callID), callID)
 }
 
 // Find returns the call stored for (session, callID) whatever its tool (the
-// key's first token): for a node that takes over a session and knows the
-// call, not which tool's service stored it. It returns an error wrapping
-// ErrNoResult when there is none.
+// key's first token, or a namespace's first two): for a node that takes
+// over a session and knows the call, not which tool's service stored it.
+// It returns an error wrapping ErrNoResult when there is none.
 func (r *Results) Find(ctx context.Context, session, callID string) (wire.StoredCall, error) {
 	kv, err := r.bindToRead(ctx, callID)
 	if err != nil {
 		return wire.StoredCall{}, err
 	}
-	keys, err := kv.ListKeysFiltered(ctx, wire.ResultKeyFilter(session, callID))
+	keys, err := kv.ListKeysFiltered(ctx, wire.ResultKeyFilter(session, callID), wire.NamespaceResultKeyFilter(session, callID))
 	if err != nil {
 		return wire.StoredCall{}, fmt.Errorf("remote: find call %s: %w", callID, err)
 	}

@@ -17,12 +17,17 @@ import (
 
 // Tool is a tool offered by a service on NATS, as discovered by a Registry.
 type Tool struct {
-	reg        *Registry
-	name       string
-	desc       string
-	schema     json.RawMessage
-	service    string
-	instance   string
+	reg      *Registry
+	name     string
+	desc     string
+	schema   json.RawMessage
+	service  string
+	instance string
+	// subject is the endpoint's: tah.tool.<name>, or tah.tool.<ns>.<tool>
+	// for a tool its namespace serves.
+	subject string
+	// ns is the namespace whose service offers the tool, or "".
+	ns         string
 	idempotent bool
 	exclusive  bool
 	timeout    time.Duration
@@ -43,13 +48,14 @@ func (t *Tool) Exclusive() bool         { return t.exclusive }
 func (t *Tool) Timeout() time.Duration  { return t.timeout }
 
 // Runner is wire.RemoteRunner of the service that offers the tool:
-// "remote:tah-tool-<name>".
+// "remote:tah-tool-<name>", or "remote:tah-tools-<ns>" for a namespace's.
 func (t *Tool) Runner() string { return wire.RemoteRunner(t.service) }
 
 // Service is the name of the micro service that offers the tool.
 func (t *Tool) Service() string { return t.service }
 
-// Run calls the tool: it sends a Request to tah.tool.<name> (queue group
+// Run calls the tool: it sends a Request to its endpoint, tah.tool.<name> or
+// its namespace's tah.tool.<ns>.<tool> (queue group
 // tah-tools) with the call id, session and deadline from ctx (the Executor puts a
 // tools.CallInfo there) and waits for the reply. Meanwhile it probes the stored
 // call (Config.ProbeEvery): a result stored without a reply is taken, and a
@@ -63,7 +69,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 		info.ID = event.NewID("call_")
 	}
 	req := wire.ToolRequest{CallID: info.ID, Session: info.Session, Tool: t.name, Attempt: event.NewID("att_"), Input: input}
-	msg := nats.NewMsg(wire.ToolSubject(t.name))
+	msg := nats.NewMsg(t.subject)
 	msg.Header.Set(wire.HeaderCallID, info.ID)
 	if info.Session != "" {
 		msg.Header.Set(wire.HeaderSession, info.Session)
@@ -104,7 +110,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 		case m := <-replies:
 			return t.reply(m)
 		case <-probe:
-			s, err := r.results.Get(ctx, t.name, info.Session, info.ID)
+			s, err := r.results.GetFor(ctx, t.service, t.name, info.Session, info.ID)
 			if err != nil || !mine(s) {
 				continue // not claimed (yet), or an earlier attempt's record
 			}
@@ -119,7 +125,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 				return t.reply(m)
 			default:
 			}
-			if s2, err := r.results.Get(ctx, t.name, info.Session, info.ID); err == nil && mine(s2) && s2.State == wire.CallDone && s2.Result != nil {
+			if s2, err := r.results.GetFor(ctx, t.service, t.name, info.Session, info.ID); err == nil && mine(s2) && s2.State == wire.CallDone && s2.Result != nil {
 				return *s2.Result, nil
 			}
 			return interrupted(s), nil
@@ -136,7 +142,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 			default:
 			}
 			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 250*time.Millisecond)
-			s, err := r.results.Get(lctx, t.name, info.Session, info.ID)
+			s, err := r.results.GetFor(lctx, t.service, t.name, info.Session, info.ID)
 			cancel()
 			if err == nil && mine(s) && s.State == wire.CallDone && s.Result != nil {
 				return *s.Result, nil
@@ -153,7 +159,7 @@ func (t *Tool) reply(m *nats.Msg) (tools.Result, error) {
 	if m.Header.Get("Status") == "503" { // no responders: the call reached no one
 		t.reg.nudge()
 		return tools.Result{}, &tools.ToolError{Code: event.CodeToolUnavailable,
-			Err: fmt.Errorf("no runner serves tool %s right now (nothing listens on %s); the call did not run", t.name, wire.ToolSubject(t.name))}
+			Err: fmt.Errorf("no runner serves tool %s right now (nothing listens on %s); the call did not run", t.name, t.subject)}
 	}
 	if status := m.Header.Get(micro.ErrorCodeHeader); status != "" {
 		var res tools.Result

@@ -11,6 +11,12 @@
 // call's context at once. Run as many instances as you like: the queue group
 // spreads the calls.
 //
+// With Config.Namespace, the tools are a namespace's (wire.ToolNamespaceGrant:
+// the tools <ns>__<tool>, services tah-tools-<ns>, endpoints
+// tah.tool.<ns>.<tool>), served under a credential that grants the
+// namespace rather than naming each tool; Set changes the tools served
+// while the service runs (tools/mcp serves an MCP server's so).
+//
 // The smallest use:
 //
 //	nc, _ := nats.Connect(url)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -36,18 +38,25 @@ type Config struct {
 	Results remote.ResultsConfig
 	// Logger receives the service's records; nil means slog.Default().
 	Logger *slog.Logger
+	// Namespace, when set, serves the tools as namespace Namespace's
+	// (wire.ToolNamespaceGrant): each tool is named <Namespace>__<tool>,
+	// its micro service is tah-tools-<Namespace>, its endpoint
+	// tah.tool.<Namespace>.<tool>, and its calls are stored under the
+	// namespace; a tool credential that grants the namespace serves
+	// whatever tools Set adds later.
+	Namespace string
 }
 
 // Service offers tools on NATS: one micro service per tool, named
-// tah-tool-<name>, with one endpoint on tah.tool.<name> in queue group tah-tools.
+// tah-tool-<name>, with one endpoint on tah.tool.<name> in queue group tah-tools
+// (a namespace's: tah-tools-<ns>, with its endpoint on tah.tool.<ns>.<tool>).
 type Service struct {
 	nc      *nats.Conn
 	cfg     Config
-	exec    *tools.Executor
+	exec    atomic.Pointer[tools.Executor] // of the tools served now (Set)
 	results *remote.Results
 	log     *slog.Logger
 
-	svcs      []micro.Service
 	cancelSub *nats.Subscription
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -55,9 +64,18 @@ type Service struct {
 
 	mu       sync.Mutex
 	closing  bool
+	served   map[string]*served     // by tool name
 	inflight map[string][]*call     // by call token
 	early    map[string]earlyCancel // cancels of attempts not seen yet, by attempt
 	wg       sync.WaitGroup
+}
+
+// served is a tool's micro service, and what it says of the tool: a tool
+// that says something else is served anew (Set).
+type served struct {
+	svc  micro.Service
+	desc string
+	meta map[string]string
 }
 
 type call struct {
@@ -69,7 +87,8 @@ type call struct {
 
 // Start offers ts on nc until Close. It binds to (or creates) the results bucket
 // first, so it needs JetStream. It returns an error for tools with invalid or
-// duplicate names or schemas, or when NATS refuses.
+// duplicate names or schemas, tools outside Config.Namespace, no tools (a
+// namespace's service may start with none), or when NATS refuses.
 func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*Service, error) {
 	if cfg.Version == "" {
 		cfg.Version = "1.0.0"
@@ -84,9 +103,16 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 		cfg.Executor.Logger = cfg.Logger
 	}
 	cfg.Results.Create = true
-	reg, err := tools.NewRegistry(ts...)
+	if cfg.Namespace != "" {
+		if err := wire.ValidToolNamespace(cfg.Namespace); err != nil {
+			return nil, fmt.Errorf("toolservice: %w", err)
+		}
+	} else if len(ts) == 0 {
+		return nil, errors.New("toolservice: no tools to serve")
+	}
+	reg, err := newRegistry(cfg, ts)
 	if err != nil {
-		return nil, fmt.Errorf("toolservice: %w", err)
+		return nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -95,15 +121,22 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 	s := &Service{
 		nc:       nc,
 		cfg:      cfg,
-		exec:     tools.NewExecutor(reg, cfg.Executor),
 		results:  remote.NewResults(js, cfg.Results),
 		log:      cfg.Logger,
 		slots:    make(chan struct{}, cfg.MaxConcurrent),
+		served:   map[string]*served{},
 		inflight: map[string][]*call{},
 		early:    map[string]earlyCancel{},
 	}
 	// Bind now: a service that cannot store results must not take calls.
-	if _, err := s.results.Get(ctx, ts[0].Name(), "", "bind"); err != nil && !errors.Is(err, remote.ErrNoResult) {
+	// (A namespace's key: its credential may read no other.)
+	service, tool := "", ""
+	if cfg.Namespace != "" {
+		service, tool = wire.ToolNamespaceService(cfg.Namespace), cfg.Namespace+wire.ToolNamespaceSep+"bind"
+	} else {
+		tool = ts[0].Name()
+	}
+	if _, err := s.results.GetFor(ctx, service, tool, "", "bind"); err != nil && !errors.Is(err, remote.ErrNoResult) {
 		return nil, fmt.Errorf("toolservice: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -111,45 +144,135 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 		s.cancel()
 		return nil, fmt.Errorf("toolservice: subscribe to cancels: %w", err)
 	}
-	for _, name := range reg.Names() {
-		t, _ := reg.Tool(name)
-		if err := s.add(t); err != nil {
-			s.stop()
-			return nil, fmt.Errorf("toolservice: tool %s: %w", name, err)
-		}
-	}
-	// The subscriptions reach the server before Start returns: a call made
-	// right after it must not meet "no responders".
-	if err := nc.FlushTimeout(10 * time.Second); err != nil {
+	s.mu.Lock()
+	err = s.apply(reg)
+	s.mu.Unlock()
+	if err != nil {
 		s.stop()
-		return nil, fmt.Errorf("toolservice: %w", err)
+		s.cancel()
+		_ = s.cancelSub.Unsubscribe()
+		return nil, err
 	}
 	return s, nil
 }
 
-func (s *Service) add(t tools.Tool) error {
+// newRegistry checks ts as tools of one service: valid and distinct names
+// and schemas, in cfg.Namespace when it is set.
+func newRegistry(cfg Config, ts []tools.Tool) (*tools.Registry, error) {
+	reg, err := tools.NewRegistry(ts...)
+	if err != nil {
+		return nil, fmt.Errorf("toolservice: %w", err)
+	}
+	if cfg.Namespace != "" {
+		for _, t := range ts {
+			if ns, _, ok := wire.SplitToolName(t.Name()); !ok || ns != cfg.Namespace {
+				return nil, fmt.Errorf("toolservice: tool %s is not of the namespace %s (%s__<tool>): %w", t.Name(), cfg.Namespace, cfg.Namespace, tools.ErrInvalidName)
+			}
+		}
+	}
+	return reg, nil
+}
+
+// Set makes ts the tools served, checked as Start's: a tool not served yet
+// is added, a tool served that is not in ts is withdrawn (its calls in
+// flight finish), and a tool whose description or metadata (schema,
+// idempotent, ...) changed is served anew, the new service added before the
+// old one stops, so that its calls meet no gap. Unchanged tools keep their
+// services. A tool credential names each tool of a service without a
+// namespace: serve new tools with a namespace (Config.Namespace). When NATS
+// refuses, part of the change may be made: the error says so, and Close
+// still stops everything.
+func (s *Service) Set(ts ...tools.Tool) error {
+	if s.cfg.Namespace == "" && len(ts) == 0 {
+		return errors.New("toolservice: no tools to serve")
+	}
+	reg, err := newRegistry(s.cfg, ts)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return errors.New("toolservice: set: the service is closed")
+	}
+	return s.apply(reg)
+}
+
+// apply serves the tools of reg, and withdraws the others (see Set). It is
+// called with s.mu held.
+func (s *Service) apply(reg *tools.Registry) error {
+	// The new tools are what calls run from now on, whichever service took
+	// them (calls in flight keep the executor they started with).
+	s.exec.Store(tools.NewExecutor(reg, s.cfg.Executor))
+	var stale []micro.Service
+	for _, name := range reg.Names() {
+		t, _ := reg.Tool(name)
+		meta := remote.Metadata(t)
+		if old, ok := s.served[name]; ok {
+			if old.desc == t.Description() && maps.Equal(old.meta, meta) {
+				continue
+			}
+			stale = append(stale, old.svc)
+		}
+		svc, err := s.add(t, meta)
+		if err != nil {
+			return fmt.Errorf("toolservice: tool %s: %w", name, err)
+		}
+		s.served[name] = &served{svc: svc, desc: t.Description(), meta: meta}
+	}
+	for name, old := range s.served {
+		if _, ok := reg.Tool(name); !ok {
+			stale = append(stale, old.svc)
+			delete(s.served, name)
+		}
+	}
+	// The subscriptions reach the server before the new services stand for
+	// the old ones, and before Start returns: a call made right after must
+	// not meet "no responders".
+	if err := s.nc.FlushTimeout(10 * time.Second); err != nil {
+		return fmt.Errorf("toolservice: %w", err)
+	}
+	for _, svc := range stale {
+		if err := svc.Stop(); err != nil {
+			s.log.Warn("toolservice: stop", "service", svc.Info().Name, "err", err)
+		}
+	}
+	return nil
+}
+
+// add starts the micro service of t, whose endpoint metadata is meta.
+func (s *Service) add(t tools.Tool, meta map[string]string) (micro.Service, error) {
+	name, subject := wire.ToolServicePrefix+t.Name(), wire.ToolSubject(t.Name())
+	if ns, tool, ok := wire.SplitToolName(t.Name()); ok && ns == s.cfg.Namespace {
+		name, subject = wire.ToolNamespaceService(ns), wire.NamespaceToolSubject(ns, tool)
+	}
 	svc, err := micro.AddService(s.nc, micro.Config{
-		Name:        wire.ToolServicePrefix + t.Name(),
+		Name:        name,
 		Version:     s.cfg.Version,
 		Description: t.Description(),
 		Metadata:    map[string]string{wire.MetaToolProtocol: wire.ProtocolString},
 		QueueGroup:  wire.ToolQueueGroup,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	s.svcs = append(s.svcs, svc)
-	return svc.AddEndpoint(t.Name(), s.handler(t, svc),
-		micro.WithEndpointSubject(wire.ToolSubject(t.Name())),
+	if err := svc.AddEndpoint(t.Name(), s.handler(t, svc),
+		micro.WithEndpointSubject(subject),
 		micro.WithEndpointQueueGroup(wire.ToolQueueGroup),
-		micro.WithEndpointMetadata(remote.Metadata(t)))
+		micro.WithEndpointMetadata(meta)); err != nil {
+		_ = svc.Stop()
+		return nil, err
+	}
+	return svc, nil
 }
 
 // Info returns the micro info of each service, in tool name order.
 func (s *Service) Info() []micro.Info {
-	out := make([]micro.Info, 0, len(s.svcs))
-	for _, svc := range s.svcs {
-		out = append(out, svc.Info())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]micro.Info, 0, len(s.served))
+	for _, name := range slices.Sorted(maps.Keys(s.served)) {
+		out = append(out, s.served[name].svc.Info())
 	}
 	return out
 }
@@ -178,10 +301,13 @@ func (s *Service) Close(ctx context.Context) error {
 	return err
 }
 
+// stop stops every tool's micro service.
 func (s *Service) stop() {
-	for _, svc := range s.svcs {
-		if err := svc.Stop(); err != nil {
-			s.log.Warn("toolservice: stop", "service", svc.Info().Name, "err", err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sv := range s.served {
+		if err := sv.svc.Stop(); err != nil {
+			s.log.Warn("toolservice: stop", "service", sv.svc.Info().Name, "err", err)
 		}
 	}
 }
@@ -301,7 +427,7 @@ func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
 	}
 	s.store(stored)
 
-	res := s.exec.Execute(ctx, llm.ToolCall{ID: in.CallID, Name: t.Name(), Arguments: in.Input})
+	res := s.exec.Load().Execute(ctx, llm.ToolCall{ID: in.CallID, Name: t.Name(), Arguments: in.Input})
 	if res.Code == event.CodeCancelled && (c.timedOut.Load() || !in.Deadline.IsZero() && !time.Now().Before(in.Deadline)) {
 		res = tools.Failed(event.CodeTimeout, fmt.Sprintf("Error: the call to %s ran out of time (its deadline passed).", t.Name()))
 	}

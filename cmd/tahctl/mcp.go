@@ -21,10 +21,12 @@ import (
 
 const mcpHelp = `Serves the tools of the MCP servers in FILE (the {"mcpServers": {...}} file of
 Claude Desktop, Claude Code or Cursor) as TAH tool services named
-<server>__<tool>, until Ctrl-C. It needs a tool credential that names those
-tools: on the node's machine, tahctl creds add --role tool --tool fs__a,fs__b NAME,
-then tahctl mcp serve --creds NAME.creds FILE. A server that crashes is
-restarted; its tools are withdrawn while it is down.`
+<server>__<tool>, until Ctrl-C. It needs a tool credential that grants each
+server's tools, <server>__*: on the node's machine,
+tahctl creds add --role tool --tool 'fs__*,api__*' NAME, then
+tahctl mcp serve --creds NAME.creds FILE. Tools a server adds later are served
+with the same credential. A server that crashes is restarted; its tools are
+withdrawn while it is down.`
 
 // runMCP is `tahctl mcp serve FILE`.
 func runMCP(ctx context.Context, g *globals, args []string) error {
@@ -56,7 +58,7 @@ func runMCP(ctx context.Context, g *globals, args []string) error {
 		return errorf(exitFailed, "fix the servers above (their stderr is in the log), then run tahctl mcp serve again", "no MCP server offered a tool to serve")
 	}
 	ep := g.resolve()
-	if err := checkToolCreds(ep.creds, names); err != nil {
+	if err := checkToolCreds(ep.creds, cfg.ToolGrants()); err != nil {
 		return err
 	}
 	c, err := g.connect(ctx)
@@ -72,22 +74,25 @@ func runMCP(ctx context.Context, g *globals, args []string) error {
 }
 
 // checkToolCreds fails, saying which command makes the right one, when the
-// credential at path may not serve every tool of names.
-func checkToolCreds(path string, names []string) error {
-	var subs []string
-	for _, n := range names {
-		subs = append(subs, wire.ToolSubject(n))
+// credential at path does not grant every namespace of grants (<server>__*:
+// every tool of that server, wire.ToolNamespaceGrant).
+func checkToolCreds(path string, grants []string) error {
+	var pub, sub []string
+	for _, g := range grants {
+		ns, _ := wire.ToolNamespaceOfGrant(g)
+		pub = append(pub, wire.NamespaceResultSubjects(ns))
+		sub = append(sub, wire.NamespaceToolSubjects(ns), "$SRV.INFO."+wire.ToolNamespaceService(ns))
 	}
-	try := fmt.Sprintf("on the node's machine: tahctl creds add --role tool --tool %s mcp, then tahctl mcp serve --creds mcp.creds FILE", strings.Join(names, ","))
+	try := fmt.Sprintf("on the node's machine: tahctl creds add --role tool --tool '%s' mcp, then tahctl mcp serve --creds mcp.creds FILE", strings.Join(grants, ","))
 	if path == "" {
-		return usageError(try, "mcp serve needs a tool credential that names the tools it serves")
+		return usageError(try, "mcp serve needs a tool credential that grants the servers' tools")
 	}
-	denied, err := auth.Denied(path, nil, subs)
+	denied, err := auth.Denied(path, pub, sub)
 	if err != nil {
 		return usageError(try, "the credential %s: %v", path, err)
 	}
 	if len(denied) > 0 {
-		return usageError(try, "the credential %s may not serve these tools (%s)", path, strings.Join(denied, ", "))
+		return usageError(try, "the credential %s may not serve these servers' tools (%s)", path, strings.Join(denied, ", "))
 	}
 	return nil
 }

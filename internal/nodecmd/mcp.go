@@ -28,6 +28,11 @@ import (
 const (
 	mcpName      = "mcp"
 	mcpCredsFile = "mcp.creds"
+	// mcpCredsLarge is the size of a credential file near the embedded
+	// server's longest first line (16 KiB, the JWT in it): a connect that
+	// fails with one says so. Each server's namespace costs some 300 bytes
+	// (more with a long name).
+	mcpCredsLarge = 14 << 10
 )
 
 // mcpBridge is the MCP bridge as the node runs it (tools.mcp_config): the
@@ -86,7 +91,7 @@ func startMCP(ctx context.Context, cfg config.Config, natsURL string, store tool
 		b.Close()
 		return nil, errors.New("no MCP server offered a tool to serve (the log says why)")
 	}
-	creds, err := mcpCreds(cfg, names)
+	creds, err := mcpCreds(cfg, mc.ToolGrants())
 	if err != nil {
 		b.Close()
 		return nil, err
@@ -94,6 +99,10 @@ func startMCP(ctx context.Context, cfg config.Config, natsURL string, store tool
 	c, err := client.Connect(ctx, client.Options{URL: natsURL, CredsFile: creds, TLSCAFile: cfg.NATS.TLSCA, Name: "tah-node " + cfg.NodeID + " mcp"})
 	if err != nil {
 		b.Close()
+		if fi, serr := os.Stat(creds); serr == nil && fi.Size() > mcpCredsLarge {
+			return nil, fmt.Errorf("connect with %s, of %d bytes for %d servers (a NATS server takes a credential in its first protocol line, 16 KiB on an embedded one: configure fewer servers, or shorter names): %w",
+				creds, fi.Size(), len(mc.ToolGrants()), err)
+		}
 		return nil, fmt.Errorf("connect with %s: %w", creds, err)
 	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -106,26 +115,32 @@ func startMCP(ctx context.Context, cfg config.Config, natsURL string, store tool
 }
 
 // mcpCreds is the bridge's credential, <data>/mcp.creds, of the tool role
-// for names: issued afresh at every start for an embedded server (the
-// servers' tools may have changed); put there by the operator for an
-// external NATS, and checked.
-func mcpCreds(cfg config.Config, names []string) (string, error) {
+// with grants, the namespaces of the configured servers ("fs__*": every
+// tool of the server fs, whatever it lists, now or later; its size does not
+// grow with the tools): issued afresh at every start for an embedded server
+// (the servers may have changed); put there by the operator for an external
+// NATS, and checked.
+func mcpCreds(cfg config.Config, grants []string) (string, error) {
 	path := filepath.Join(cfg.DataDir, mcpCredsFile)
 	if cfg.NATS.URL != "" {
-		subs := make([]string, len(names))
-		for i, n := range names {
-			subs[i] = wire.ToolSubject(n)
-		}
+		try := fmt.Sprintf("tahctl creds nsc --role tool --tool '%s' %s prints the nsc command that makes it", strings.Join(grants, ","), mcpName)
 		if _, err := os.Stat(path); err != nil {
-			return "", fmt.Errorf("with an external NATS, put a credential of the tool role named %q for the tools %s at %s (docs/operations.md, \"MCP servers\")",
-				mcpName, strings.Join(names, ","), path)
+			return "", fmt.Errorf("with an external NATS, put a credential of the tool role named %q for the tools %s at %s: %s (docs/operations.md, \"MCP servers\")",
+				mcpName, strings.Join(grants, ","), path, try)
 		}
-		denied, err := auth.Denied(path, nil, subs)
+		var pub, sub []string
+		for _, g := range grants {
+			ns, _ := wire.ToolNamespaceOfGrant(g)
+			pub = append(pub, wire.NamespaceResultSubjects(ns))
+			sub = append(sub, wire.NamespaceToolSubjects(ns), "$SRV.INFO."+wire.ToolNamespaceService(ns))
+		}
+		denied, err := auth.Denied(path, pub, sub)
 		if err != nil {
 			return "", fmt.Errorf("its credential %s: %w", path, err)
 		}
 		if len(denied) > 0 {
-			return "", fmt.Errorf("its credential %s may not serve every tool (%s): issue one for the tools %s", path, strings.Join(denied, ", "), strings.Join(names, ","))
+			return "", fmt.Errorf("its credential %s may not serve every server's tools (%s): issue one for the tools %s: %s",
+				path, strings.Join(denied, ", "), strings.Join(grants, ","), try)
 		}
 		return path, nil
 	}
@@ -133,7 +148,7 @@ func mcpCreds(cfg config.Config, names []string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("its credential: %w", err)
 	}
-	u, err := auth.RoleUser(wire.RoleTool, mcpName, names)
+	u, err := auth.RoleUser(wire.RoleTool, mcpName, grants)
 	if err != nil {
 		return "", fmt.Errorf("its credential: %w", err)
 	}

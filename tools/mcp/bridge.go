@@ -75,6 +75,11 @@ type Bridge struct {
 	opts Options
 	log  *slog.Logger
 
+	// stderr bounds what the stdio servers' stderr puts in the log, at the
+	// rate of each server's bucket (kept across its restarts).
+	stderr  stderrLimits
+	buckets map[string]*tokenBucket
+
 	mu       sync.Mutex
 	first    map[string]*conn // Open's connections, until Serve takes them
 	problems []string
@@ -86,12 +91,21 @@ type Bridge struct {
 // A server that fails is in Problems and is tried again by Serve; so Open
 // fails only when ctx is done.
 func Open(ctx context.Context, cfg Config, opts Options) (*Bridge, error) {
+	return open(ctx, cfg, opts, defaultStderrLimits())
+}
+
+// open is Open with the limits of the servers' stderr.
+func open(ctx context.Context, cfg Config, opts Options, lim stderrLimits) (*Bridge, error) {
 	opts = opts.withDefaults()
-	b := &Bridge{cfg: cfg, opts: opts, log: opts.Logger, first: map[string]*conn{}, serving: map[string][]string{}}
+	b := &Bridge{cfg: cfg, opts: opts, log: opts.Logger, stderr: lim, buckets: map[string]*tokenBucket{},
+		first: map[string]*conn{}, serving: map[string][]string{}}
+	for _, name := range cfg.names() {
+		b.buckets[name] = newTokenBucket(lim)
+	}
 	var wg sync.WaitGroup
 	for _, name := range cfg.names() {
 		wg.Go(func() {
-			c, err := dial(ctx, name, cfg.Servers[name], opts)
+			c, err := b.dial(ctx, name)
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			if err != nil {
@@ -113,8 +127,14 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Bridge, error) {
 	return b, nil
 }
 
-// Names returns the TAH names of the tools Open listed, sorted: what a
-// tool credential for the bridge must name.
+// dial starts or reaches the server name (see dial).
+func (b *Bridge) dial(ctx context.Context, name string) (*conn, error) {
+	return dial(ctx, name, b.cfg.Servers[name], b.opts, b.stderr, b.buckets[name])
+}
+
+// Names returns the TAH names of the tools Open listed, sorted. (A tool
+// credential for the bridge names the servers, not their tools:
+// Config.ToolGrants.)
 func (b *Bridge) Names() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -145,16 +165,18 @@ func (b *Bridge) Close() {
 	b.first = map[string]*conn{}
 	b.mu.Unlock()
 	for _, c := range first {
-		_ = c.sess.Close()
+		c.close()
 	}
 }
 
-// Serve offers every server's tools on nc, one tool service per tool
-// (package toolservice), until ctx is done; then calls in flight have
-// Options.Grace to finish and the servers stop. Binary content is stored in
-// store (the artifacts of nc's object store, say); nil keeps
-// Options.Service's. A server that crashes or stops answering is restarted
-// with backoff; its tools are not served while it is down. Serve runs once.
+// Serve offers every server's tools on nc, as the tool services of the
+// namespace of the server's name (package toolservice,
+// Config.Namespace), until ctx is done; then calls in flight have
+// Options.Grace to finish and the servers stop. nc's credential must grant
+// those namespaces (Config.ToolGrants). Binary content is stored in store
+// (the artifacts of nc's object store, say); nil keeps Options.Service's. A
+// server that crashes or stops answering is restarted with backoff; its
+// tools are not served while it is down. Serve runs once.
 func (b *Bridge) Serve(ctx context.Context, nc *nats.Conn, store tools.ArtifactStore) {
 	b.mu.Lock()
 	first := b.first
@@ -178,7 +200,7 @@ func (b *Bridge) run(ctx context.Context, nc *nats.Conn, name string, c *conn) {
 	for ctx.Err() == nil {
 		if c == nil {
 			var err error
-			if c, err = dial(ctx, name, b.cfg.Servers[name], b.opts); err != nil {
+			if c, err = b.dial(ctx, name); err != nil {
 				log.Warn("mcp: the server did not start; trying again", "in", backoff, "err", err)
 				if !sleep(ctx, backoff) {
 					return
@@ -206,18 +228,51 @@ func (b *Bridge) run(ctx context.Context, nc *nats.Conn, name string, c *conn) {
 		backoff = min(2*backoff, b.opts.MaxBackoff)
 	}
 	if c != nil {
-		_ = c.sess.Close()
+		c.close()
 	}
 }
 
 // serveConn serves c's tools until its session ends or ctx is done, then
 // withdraws them and closes the session. When the server says its tools
-// changed, it lists them again and serves the new list.
+// changed, it lists them again and serves the new list in place: the tools
+// added are served, those removed withdrawn, the others stay served (no
+// restart: the credential grants the server's namespace, whatever its
+// tools). A list that fails, or NATS refusing, restarts the server.
 func (b *Bridge) serveConn(ctx context.Context, nc *nats.Conn, c *conn, log *slog.Logger) {
 	ended := make(chan struct{})
 	go func() { _ = c.sess.Wait(); c.down.Store(true); close(ended) }() // ends with the session, closed below
-	defer func() { _ = c.sess.Close(); <-ended }()
-	for b.serveTools(ctx, nc, c, ended, log) {
+	defer func() { c.close(); <-ended }()
+	cfg := b.opts.Service
+	cfg.Namespace = c.server
+	svc, err := toolservice.Start(ctx, nc, cfg, c.tools...)
+	if err != nil {
+		log.Error("mcp: cannot serve the server's tools on NATS", "err", err)
+		return
+	}
+	defer func() { // before the session closes: calls in flight finish
+		b.setServing(c.server, nil)
+		gctx, cancel := context.WithTimeout(context.Background(), b.opts.Grace)
+		defer cancel()
+		if err := svc.Close(gctx); err != nil {
+			log.Warn("mcp: stopping the tool services", "err", err)
+		}
+	}()
+	for {
+		if len(c.tools) == 0 {
+			log.Warn("mcp: the server offers no tool that can be served")
+			b.setServing(c.server, nil)
+		} else {
+			b.setServing(c.server, c.names())
+			log.Info("mcp: serving", "tools", c.names())
+		}
+		select {
+		case <-ended:
+			return
+		case <-ctx.Done():
+			return
+		case <-c.changed:
+		}
+		log.Info("mcp: the server's tools changed; listing them again")
 		lctx, cancel := context.WithTimeout(ctx, b.opts.ConnectTimeout)
 		err := c.list(lctx)
 		cancel()
@@ -228,40 +283,10 @@ func (b *Bridge) serveConn(ctx context.Context, nc *nats.Conn, c *conn, log *slo
 		for _, p := range c.problems {
 			log.Warn("mcp: " + p)
 		}
-	}
-}
-
-// serveTools serves c's tools until the session ends or ctx is done
-// (false), or until the server says its tools changed (true); then it
-// withdraws them, giving calls in flight Options.Grace.
-func (b *Bridge) serveTools(ctx context.Context, nc *nats.Conn, c *conn, ended <-chan struct{}, log *slog.Logger) (changed bool) {
-	if len(c.tools) == 0 {
-		log.Warn("mcp: the server offers no tool that can be served")
-	} else {
-		svc, err := toolservice.Start(ctx, nc, b.opts.Service, c.tools...)
-		if err != nil {
-			log.Error("mcp: cannot serve the server's tools on NATS", "err", err)
-			return false
+		if err := svc.Set(c.tools...); err != nil {
+			log.Error("mcp: cannot serve the server's changed tools on NATS; restarting it", "err", err)
+			return
 		}
-		defer func() {
-			gctx, cancel := context.WithTimeout(context.Background(), b.opts.Grace)
-			defer cancel()
-			if err := svc.Close(gctx); err != nil {
-				log.Warn("mcp: stopping the tool services", "err", err)
-			}
-		}()
-		b.setServing(c.server, c.names())
-		defer b.setServing(c.server, nil)
-		log.Info("mcp: serving", "tools", c.names())
-	}
-	select {
-	case <-ended:
-		return false
-	case <-ctx.Done():
-		return false
-	case <-c.changed:
-		log.Info("mcp: the server's tools changed; listing them again")
-		return true
 	}
 }
 

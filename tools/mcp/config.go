@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/tah-dev/tah/wire"
 )
 
 // Errors of LoadConfig and ParseConfig.
@@ -42,11 +43,6 @@ type ServerConfig struct {
 // stdio reports whether the server runs as a command.
 func (s ServerConfig) stdio() bool { return s.URL == "" }
 
-// serverName: letters, digits and '-', in words joined by single '_'. With no
-// "__" inside and no '_' at either end, the first "__" of a tool's name is the
-// one after its server: tools of two servers cannot collide.
-var serverName = regexp.MustCompile(`^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$`)
-
 // LoadConfig reads and checks the file at path.
 func LoadConfig(path string) (Config, error) {
 	b, err := os.ReadFile(path)
@@ -77,6 +73,18 @@ func ParseConfig(b []byte) (Config, error) {
 	return c, nil
 }
 
+// ToolGrants are what a tool credential that serves c's enabled servers
+// names: "<server>__*" for each, which grants every tool of the server's
+// namespace (wire.ToolNamespaceGrant), whatever tools it lists, now or
+// later. Sorted.
+func (c Config) ToolGrants() []string {
+	var out []string
+	for _, name := range c.names() {
+		out = append(out, wire.ToolNamespaceGrant(name))
+	}
+	return out
+}
+
 // names returns the enabled servers' names, sorted.
 func (c Config) names() []string {
 	var out []string
@@ -90,8 +98,12 @@ func (c Config) names() []string {
 }
 
 func (s ServerConfig) check(name string) error {
-	if !serverName.MatchString(name) || len(name) > maxNameLen-4 {
-		return fmt.Errorf("%w: server name %q: use letters, digits, '-' and single '_' (its tools are named <server>__<tool>)", ErrConfig, name)
+	// A server's name is the namespace of its tools: letters, digits and
+	// '-', in words joined by single '_'. With no "__" inside and no '_' at
+	// either end, the first "__" of a tool's name is the one after its
+	// server: tools of two servers cannot collide.
+	if wire.ValidToolNamespace(name) != nil || len(name) > maxNameLen-4 {
+		return fmt.Errorf("%w: server name %q: use letters, digits, '-' and single '_', not \"cancel\" (its tools are named <server>__<tool>)", ErrConfig, name)
 	}
 	switch strings.ToLower(s.Type) {
 	case "", "stdio", "http", "streamable-http", "streamablehttp":

@@ -27,6 +27,17 @@ type conn struct {
 	down     atomic.Bool
 	// changed receives the server's notifications/tools/list_changed.
 	changed chan struct{}
+	// stderr is a stdio server's: its run ends with the session (close).
+	stderr *logWriter
+}
+
+// close ends the session (a stdio server's process with it) and logs what
+// its stderr left.
+func (c *conn) close() {
+	_ = c.sess.Close()
+	if c.stderr != nil {
+		c.stderr.finish()
+	}
 }
 
 func (c *conn) isDown() bool { return c.down.Load() }
@@ -45,8 +56,9 @@ func (c *conn) names() []string {
 const keepAliveMisses = 2
 
 // dial starts (stdio) or reaches (HTTP) the server, initializes the session
-// and lists its tools, within opts.ConnectTimeout.
-func dial(ctx context.Context, name string, cfg ServerConfig, opts Options) (*conn, error) {
+// and lists its tools, within opts.ConnectTimeout. A stdio server's stderr
+// is logged within lim, at the server's rate.
+func dial(ctx context.Context, name string, cfg ServerConfig, opts Options, lim stderrLimits, rate *tokenBucket) (*conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
 	defer cancel()
 	changed := make(chan struct{}, 1)
@@ -58,31 +70,35 @@ func dial(ctx context.Context, name string, cfg ServerConfig, opts Options) (*co
 				default: // one is pending already
 				}
 			}})
-	sess, err := client.Connect(ctx, transport(name, cfg, opts), nil)
-	if err != nil {
-		return nil, fmt.Errorf("MCP server %s: connect: %w", name, err)
-	}
-	c := &conn{server: name, sess: sess, changed: changed}
-	if err := c.list(ctx); err != nil {
-		_ = sess.Close()
-		return nil, fmt.Errorf("MCP server %s: list its tools: %w", name, err)
-	}
-	return c, nil
-}
-
-func transport(name string, cfg ServerConfig, opts Options) sdk.Transport {
+	var stderr *logWriter
+	var t sdk.Transport
 	if cfg.stdio() {
 		cmd := exec.Command(cfg.Command, cfg.Args...)
 		cmd.Env = serverEnv(cfg.Env)
 		cmd.Dir = cfg.Cwd
-		cmd.Stderr = &logWriter{log: opts.Logger.With("mcp_server", name)}
-		return &sdk.CommandTransport{Command: cmd}
+		stderr = newLogWriter(opts.Logger.With("mcp_server", name), lim, rate)
+		cmd.Stderr = stderr
+		t = &sdk.CommandTransport{Command: cmd}
+	} else {
+		hc := http.DefaultClient
+		if len(cfg.Headers) > 0 {
+			hc = &http.Client{Transport: headerTransport{headers: cfg.Headers, next: http.DefaultTransport}}
+		}
+		t = &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc}
 	}
-	hc := http.DefaultClient
-	if len(cfg.Headers) > 0 {
-		hc = &http.Client{Transport: headerTransport{headers: cfg.Headers, next: http.DefaultTransport}}
+	sess, err := client.Connect(ctx, t, nil)
+	if err != nil {
+		if stderr != nil {
+			stderr.finish()
+		}
+		return nil, fmt.Errorf("MCP server %s: connect: %w", name, err)
 	}
-	return &sdk.StreamableClientTransport{Endpoint: cfg.URL, HTTPClient: hc}
+	c := &conn{server: name, sess: sess, changed: changed, stderr: stderr}
+	if err := c.list(ctx); err != nil {
+		c.close()
+		return nil, fmt.Errorf("MCP server %s: list its tools: %w", name, err)
+	}
+	return c, nil
 }
 
 // list reads the server's tools (every page) into c.tools, in the server's

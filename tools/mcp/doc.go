@@ -11,7 +11,12 @@
 // name over 64 characters, two tools of one name, or a malformed input
 // schema: that tool is skipped and the reason is in Problems), through
 // package toolservice: one micro service per tool, the result ledger, and a
-// cancel that reaches the server as notifications/cancelled.
+// cancel that reaches the server as notifications/cancelled. A server's
+// tools are its name's namespace (wire.ToolNamespaceGrant): services
+// tah-tools-<server>, endpoints tah.tool.<server>.<tool>, so that the
+// bridge's tool credential grants "<server>__*" for each server
+// (Config.ToolGrants), whatever tools the servers list, now or later, and
+// its size does not grow with them.
 //
 // Results keep the server's text and structured content; isError makes a
 // failed result (code tool_error); images, audio and binary resources are
@@ -20,9 +25,14 @@
 // answering its pings is restarted with backoff; its tools are withdrawn
 // while it is down, and a call in flight gets a failed result with code
 // interrupted (its outcome is unknown). When a server says its tools changed
-// (notifications/tools/list_changed), they are listed and served again. A stdio server inherits only the
+// (notifications/tools/list_changed), they are listed again and the new list
+// is served in place: tools added are served, removed ones withdrawn, the
+// others stay, without a restart. A stdio server inherits only the
 // variables a program needs to start (PATH, HOME, ...), never the node's
-// secrets, plus its own "env".
+// secrets, plus its own "env"; its stderr is logged a line a record, within
+// bounds (stderrLimits: a line's length, a rate per server, a total per run
+// of the server), and always read, so that a server that floods it neither
+// floods the log nor blocks.
 //
 // The smallest use:
 //

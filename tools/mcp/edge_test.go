@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -13,6 +14,42 @@ import (
 // edgeServerEnv, set to a directory, makes the test binary an MCP server on
 // stdio with tools for the edge cases; it leaves marks in that directory.
 const edgeServerEnv = "TAH_MCP_EDGE_SERVER"
+
+// floodServerEnv, set, makes the test binary an MCP server on stdio that
+// writes 20 MB to its stderr as it starts (runFloodServer).
+const floodServerEnv = "TAH_MCP_FLOOD_SERVER"
+
+// floodBytes is what the flood server writes to its stderr: half in lines
+// of 97 bytes, half in one line.
+const floodBytes = 20 << 20
+
+// runFloodServer serves the tools hello and flooded (which answers once
+// the whole flood is written) while it writes floodBytes to its stderr.
+func runFloodServer() {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		chunk := bytes.Repeat(append(bytes.Repeat([]byte("flood "), 16), '\n'), 1000)
+		for n := 0; n < floodBytes/2; n += len(chunk) {
+			_, _ = os.Stderr.Write(chunk)
+		}
+		long := bytes.Repeat([]byte("x"), 1<<20)
+		for range floodBytes / 2 / len(long) {
+			_, _ = os.Stderr.Write(long)
+		}
+		_, _ = os.Stderr.Write([]byte("\n"))
+	}()
+	s := sdk.NewServer(&sdk.Implementation{Name: "flood", Version: "1"}, nil)
+	obj := map[string]any{"type": "object"}
+	s.AddTool(&sdk.Tool{Name: "hello", InputSchema: obj}, func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		return text("hello"), nil
+	})
+	s.AddTool(&sdk.Tool{Name: "flooded", InputSchema: obj}, func(ctx context.Context, _ *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		<-done
+		return text("flooded"), nil
+	})
+	_ = s.Run(context.Background(), &sdk.StdioTransport{})
+}
 
 func text(s string) *sdk.CallToolResult {
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}}

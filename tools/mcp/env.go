@@ -1,11 +1,6 @@
 package mcp
 
-import (
-	"bytes"
-	"log/slog"
-	"os"
-	"sync"
-)
+import "os"
 
 // inheritedEnv names the variables a stdio server inherits from the
 // process that runs the bridge: what a program needs to start, never the
@@ -28,35 +23,4 @@ func serverEnv(extra map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
-}
-
-// logWriter turns what a stdio server writes on its stderr into log records,
-// a line each: servers print their banners and failures there.
-type logWriter struct {
-	log *slog.Logger
-	mu  sync.Mutex
-	buf []byte
-}
-
-// maxLine bounds a line kept waiting for its end.
-const maxLine = 4096
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, p...)
-	for {
-		i := bytes.IndexByte(w.buf, '\n')
-		if i < 0 {
-			if len(w.buf) > maxLine {
-				w.log.Info("mcp server stderr", "line", string(w.buf))
-				w.buf = w.buf[:0]
-			}
-			return len(p), nil
-		}
-		if line := bytes.TrimSpace(w.buf[:i]); len(line) > 0 {
-			w.log.Info("mcp server stderr", "line", string(line))
-		}
-		w.buf = w.buf[i+1:]
-	}
 }

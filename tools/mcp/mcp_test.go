@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +30,10 @@ var quiet = slog.New(slog.DiscardHandler)
 func TestMain(m *testing.M) {
 	if dir := os.Getenv(edgeServerEnv); dir != "" {
 		runEdgeServer(dir)
+		return
+	}
+	if os.Getenv(floodServerEnv) != "" {
+		runFloodServer()
 		return
 	}
 	os.Exit(m.Run())
@@ -90,9 +96,15 @@ func call(t *testing.T, nc *nats.Conn, name, id, input string) tools.Result {
 	return res
 }
 
+// request calls the tool <server>__<tool> on its server's namespace's
+// endpoint, tah.tool.<server>.<tool>.
 func request(nc *nats.Conn, name, id, input string) (tools.Result, error) {
 	body, _ := json.Marshal(wire.ToolRequest{CallID: id, Session: "s_test", Tool: name, Input: json.RawMessage(input)})
-	reply, err := nc.Request(wire.ToolSubject(name), body, 30*time.Second)
+	ns, tool, ok := wire.SplitToolName(name)
+	if !ok {
+		return tools.Result{}, fmt.Errorf("%s is no tool of an MCP server", name)
+	}
+	reply, err := nc.Request(wire.NamespaceToolSubject(ns, tool), body, 30*time.Second)
 	if err != nil {
 		return tools.Result{}, err
 	}
@@ -241,4 +253,60 @@ func TestEdgeCases(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
+}
+
+// counted is a log that counts its bytes, and whether a record said a
+// summary of lines not logged.
+type counted struct {
+	mu      sync.Mutex
+	n       int
+	summary bool
+}
+
+func (c *counted) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += len(p)
+	c.summary = c.summary || bytes.Contains(p, []byte("lines_not_logged="))
+	return len(p), nil
+}
+
+// TestStderrFlood: a server that writes 20 MB to its stderr costs the log
+// at most what one run of a server may log (4 MiB, docs/operations.md),
+// which says how many lines it left out, and its tools work meanwhile.
+func TestStderrFlood(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged counted
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv := bustest.Server(t)
+	b, err := mcp.Open(ctx, mcp.Config{Servers: map[string]mcp.ServerConfig{
+		"flood": {Command: exe, Env: map[string]string{floodServerEnv: "1"}},
+	}}, mcp.Options{Logger: slog.New(slog.NewTextHandler(&logged, nil)), KeepAlive: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { b.Serve(ctx, bustest.Connect(t, srv), nil); close(done) }() // stopped below
+	waitServing(t, b, "flood", true)
+	nc := bustest.Connect(t, srv)
+	if res := call(t, nc, "flood__flooded", "c1", `{}`); res.IsError || res.Output != "flooded" {
+		t.Fatalf("flooded: %+v", res)
+	}
+	if res := call(t, nc, "flood__hello", "c2", `{}`); res.IsError || res.Output != "hello" {
+		t.Fatalf("hello: %+v", res)
+	}
+	cancel()
+	<-done // the server's run is over: its stderr is all read
+	logged.mu.Lock()
+	defer logged.mu.Unlock()
+	if bound := 4<<20 + 64<<10; logged.n > bound {
+		t.Fatalf("the log has %d bytes of a %d-byte flood, over %d", logged.n, floodBytes, bound)
+	}
+	if !logged.summary {
+		t.Fatal("no record says how many lines were not logged")
+	}
 }

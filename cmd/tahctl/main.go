@@ -167,10 +167,15 @@ func (g *globals) flags(name, args, summary string) *flag.FlagSet {
 // ends the flags). --help prints the usage and returns errHelp.
 func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
+	// The flag package prints the whole usage on any error: a mistyped flag
+	// gets its one line and a hint instead, and --help the usage.
+	usage := fs.Usage
+	fs.Usage = func() {}
+	defer func() { fs.Usage = usage }()
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+			usage()
 			return nil, errHelp
 		}
 		if err != nil {

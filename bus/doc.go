@@ -38,7 +38,8 @@
 // Open creates or updates the shards of the event log (streams TAH_EVT_0 to
 // TAH_EVT_<n-1>), TAH_IN, one durable consumer per input partition, the KV
 // buckets tah_checkpoints, tah_tool_results and tah_nodes, and the object
-// store tah_artifacts. It is idempotent (nodes starting together race
+// store tah_artifacts (through artifacts.Ensure, the one set-up of that
+// bucket). It is idempotent (nodes starting together race
 // harmlessly; a step that times out on a forming cluster is retried) and
 // versioned: the streams carry the metadata tah.setup=wire.SetupVersion and
 // tah.protocol=wire.ProtocolVersion, the shards tah.shards (their count) and
@@ -184,6 +185,9 @@
 // Session ids are checked with event.ValidSessionID (ErrInvalidSessionID). A
 // record larger than the server's max payload is refused before it is sent,
 // with ErrPayloadTooLarge naming both sizes; MaxRecordSize is the largest body
-// always accepted. Large tool outputs go to the object store (PutArtifact) and
-// the event carries the event.ArtifactRef.
+// always accepted. Large tool outputs go to the object store (PutArtifact,
+// through tools/artifacts, the one artifact store; reads check the blob
+// against its reference) and the event carries the event.ArtifactRef.
+// Sessions keep their checkpoints through CheckpointStore: a snapshot of the
+// state and the segments of the history its window leaves out.
 package bus

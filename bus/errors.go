@@ -5,6 +5,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/tools/artifacts"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -44,9 +45,9 @@ var (
 	// cannot be understood. Such a message is terminated and reported on
 	// tah.sess.<sid>.err.
 	ErrMalformedInput = wire.ErrMalformedInput
-	// ErrArtifactCorrupt: an artifact whose size or SHA-256 differs from its
-	// reference.
-	ErrArtifactCorrupt = errors.New("artifact does not match its reference")
+	// ErrArtifactCorrupt is artifacts.ErrCorrupt: an artifact whose size or
+	// SHA-256 differs from its reference.
+	ErrArtifactCorrupt = artifacts.ErrCorrupt
 	// ErrClosed: the Bus is closed.
 	ErrClosed = errors.New("bus closed")
 )

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/tools/artifacts"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -153,40 +154,15 @@ func (b *Bus) ensureKV(ctx context.Context, cfg jetstream.KeyValueConfig) (jetst
 	return kv, nil
 }
 
-// ensureObjectStore is ensureKV for the object store tah_artifacts.
+// ensureObjectStore sets up the object store tah_artifacts with the Bus's
+// replicas, through the one set-up of that bucket (artifacts.Ensure).
 func (b *Bus) ensureObjectStore(ctx context.Context) (jetstream.ObjectStore, error) {
-	cfg := jetstream.ObjectStoreConfig{
-		Bucket: wire.ArtifactBucket, Description: "TAH artifacts and large tool outputs",
-		Storage: jetstream.FileStorage, Replicas: b.cfg.Replicas,
-	}
-	what := "object store " + wire.ArtifactBucket
-	store, err := b.js.ObjectStore(ctx, wire.ArtifactBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if b.cfg.NoSetup {
-			return nil, b.setupErr(what, err)
-		}
-		store, err = b.js.CreateObjectStore(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			store, err = b.js.ObjectStore(ctx, wire.ArtifactBucket)
-		}
-		if err == nil {
-			return store, nil
-		}
-	}
-	if err != nil {
-		return nil, b.setupErr(what, err)
-	}
-	st, err := store.Status(ctx)
-	if err != nil {
-		return nil, b.setupErr(what, err)
-	}
-	if st.Replicas() != cfg.Replicas {
-		if b.cfg.NoSetup {
-			return nil, fmt.Errorf("%s has replicas %d, want %d: start a TAH node of this version to update it: %w", what, st.Replicas(), cfg.Replicas, ErrIncompatibleSetup)
-		}
-		if store, err = b.js.UpdateObjectStore(ctx, cfg); err != nil {
-			return nil, b.setupErr(what, err)
-		}
+	store, err := artifacts.Ensure(ctx, b.js, artifacts.Setup{Replicas: b.cfg.Replicas, CheckOnly: b.cfg.NoSetup})
+	switch {
+	case errors.Is(err, artifacts.ErrSettings):
+		return nil, fmt.Errorf("%w: start a TAH node of this version to update it: %w", err, ErrIncompatibleSetup)
+	case err != nil:
+		return nil, b.setupErr("object store "+wire.ArtifactBucket, err)
 	}
 	return store, nil
 }

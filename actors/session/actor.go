@@ -2,14 +2,12 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
@@ -541,15 +539,14 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	defer cancel()
 	var st projection.State
 	from := uint64(1)
-	if kv := m.bus.Checkpoints(); kv != nil {
-		if e, err := kv.Get(ctx, sid); err == nil {
-			if jerr := json.Unmarshal(e.Value(), &st); jerr == nil && st.ID == sid {
-				from = st.LastSeq + 1
-			} else {
-				st = projection.State{}
-			}
-		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+	cps := m.bus.CheckpointStore()
+	if cps != nil {
+		snap, ok, err := cps.Snapshot(ctx, sid)
+		switch {
+		case err != nil:
 			m.cfg.logger().Warn("checkpoint not readable; replaying from the start", "session", sid, "err", err)
+		case ok:
+			st, from = snap, snap.LastSeq+1
 		}
 	}
 	evs, lastSeq, err := m.bus.Replay(ctx, sid, from)
@@ -557,7 +554,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 		return nil, fmt.Errorf("load session %s: %w", sid, err)
 	}
 	if needsWholeHistory(&st, evs) {
-		msgs, err := readHistory(ctx, m.bus.Checkpoints(), sid, st.Elided)
+		msgs, err := readHistory(ctx, cps, sid, st.Elided)
 		if err != nil {
 			return nil, fmt.Errorf("load session %s: %w", sid, err)
 		}
@@ -586,7 +583,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 		return nil, err
 	}
 	a := &AgentContext{Session: sid, Config: m.cfg, Provider: m.provider, Tools: m.tools,
-		state: &st, writer: w, deltas: deltas, segments: m.bus.Checkpoints(), log: m.cfg.logger(), now: time.Now}
+		state: &st, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now}
 	if err := a.Append(ctx, event.SessionClaimed, event.SessionClaimedData{Epoch: epoch, Node: m.cfg.Node, Config: m.cfg.eventConfig()}); err != nil {
 		return nil, fmt.Errorf("claim session %s: %w", sid, err)
 	}
@@ -634,23 +631,19 @@ const (
 // cannot send, kept in segments, and what the loop no longer reads of past
 // turns (history.go), so that the snapshot stays the size of a window.
 func (m *Manager) checkpoint(ctx context.Context, a *AgentContext) error {
-	kv := m.bus.Checkpoints()
-	if kv == nil {
+	cps := m.bus.CheckpointStore()
+	if cps == nil {
 		return nil
 	}
-	if err := elide(ctx, kv, a, m.bus.MaxRecordSize()); err != nil {
+	if err := elide(ctx, cps, a); err != nil {
 		return err
 	}
 	a.state.Slim()
-	snap, err := json.Marshal(a.state)
-	if err != nil {
-		return err
-	}
-	if _, err := kv.Put(ctx, a.Session, snap); err != nil {
+	if err := cps.PutSnapshot(ctx, a.Session, a.state); err != nil {
 		return err
 	}
 	return a.Append(ctx, event.CheckpointCreated, event.CheckpointCreatedData{ID: a.NewStepID("cp"), UpToSeq: a.state.LastSeq,
-		Bucket: kv.Bucket(), Key: a.Session, Events: a.state.Events})
+		Bucket: cps.Bucket(), Key: a.Session, Events: a.state.Events})
 }
 
 // projectionStatus is the session's status as the actor may read it: the state

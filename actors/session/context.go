@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -67,9 +66,9 @@ type AgentContext struct {
 	state  *projection.State
 	writer *bus.SessionWriter
 	deltas *bus.DeltaPublisher
-	// segments is the bucket of the checkpoints, where the history a
+	// segments is the store of the checkpoints, where the history a
 	// checkpoint's window leaves out is kept (history.go); nil without one.
-	segments jetstream.KeyValue
+	segments *bus.CheckpointStore
 	// hasher hashes the requests of the session's steps, each taking up
 	// the previous one's hash (event.RequestHasher).
 	hasher event.RequestHasher

@@ -2,12 +2,9 @@ package session
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -16,42 +13,24 @@ import (
 
 // A checkpoint is the session's state with a window of its history
 // (projection.Elided): the turns no request can send any more are stored
-// once, in segments of the checkpoint bucket, and the snapshot holds the
-// turns after them, the current turn's steps and the counters. Its size and
-// the time to decode it do not grow with the history, and neither does the
-// actor's memory. A segment's key names where it starts in the elided part
-// and how many messages it holds (segmentKey), so two writers of the same
-// session (a fenced one finishing late) write the same bytes under a key.
-// Segments are read back only when a compaction, or a request the window
-// cannot make (a larger budget), needs the whole history.
-
-// segmentKey is the key of the segment of session sid that holds n messages
-// from the from-th elided one.
-func segmentKey(sid string, from, n int) string {
-	return bus.CheckpointKey(sid, "h"+strconv.Itoa(from)+"-"+strconv.Itoa(n))
-}
+// once, in segments of the checkpoint bucket (bus.CheckpointStore), and the
+// snapshot holds the turns after them, the current turn's steps and the
+// counters. Its size and the time to decode it do not grow with the history,
+// and neither does the actor's memory. Segments are read back only when a
+// compaction, or a request the window cannot make (a larger budget), needs
+// the whole history.
 
 // elide leaves out of a's state the turns ElisionCut allows, after storing
-// them in kv as segments no larger than limit bytes each.
-func elide(ctx context.Context, kv jetstream.KeyValue, a *AgentContext, limit int) error {
+// them in cps as segments.
+func elide(ctx context.Context, cps *bus.CheckpointStore, a *AgentContext) error {
 	st := a.state
 	at, n := st.ElisionCut(st.Config.ContextChars)
 	if n == 0 {
 		return nil
 	}
-	from := st.Elided.Messages
-	var sizes []int
-	for msgs := st.Messages[at : at+n]; len(msgs) > 0; {
-		body, k, err := segment(msgs, limit)
-		if err != nil {
-			return err
-		}
-		if _, err := kv.Put(ctx, segmentKey(a.Session, from, k), body); err != nil {
-			return fmt.Errorf("store %d messages of the history: %w", k, err)
-		}
-		sizes = append(sizes, k)
-		from += k
-		msgs = msgs[k:]
+	sizes, err := cps.PutHistory(ctx, a.Session, st.Elided.Messages, st.Messages[at:at+n])
+	if err != nil {
+		return err
 	}
 	if _, err := st.Elide(at, n); err != nil {
 		return err
@@ -59,29 +38,6 @@ func elide(ctx context.Context, kv jetstream.KeyValue, a *AgentContext, limit in
 	st.Elided.Segments = append(st.Elided.Segments, sizes...)
 	return nil
 }
-
-// segment is the JSON of the longest prefix of msgs, one message at least,
-// whose JSON is at most limit bytes, and its length.
-func segment(msgs []llm.Message, limit int) ([]byte, int, error) {
-	n := len(msgs)
-	for {
-		body, err := json.Marshal(msgs[:n])
-		if err != nil {
-			return nil, 0, err
-		}
-		switch {
-		case len(body) <= limit:
-			return body, n, nil
-		case n == 1:
-			return nil, 0, fmt.Errorf("a message of %d bytes is over the %d bytes of a segment: %w", len(body), limit, errSegmentTooLarge)
-		}
-		n = max(1, n*limit/len(body)) // about what fits; try again
-	}
-}
-
-// errSegmentTooLarge: one message does not fit in a segment; the checkpoint
-// is not written and a resume replays the log from the previous one.
-var errSegmentTooLarge = errors.New("history segment too large")
 
 // wholeHistory gives a's state back the messages its window left out, read
 // from their segments. A compaction needs them, and a request the window
@@ -97,27 +53,13 @@ func (a *AgentContext) wholeHistory(ctx context.Context) error {
 	return a.state.Restore(msgs)
 }
 
-// readHistory reads the messages e says session sid's window left out, from
-// their segments in kv.
-func readHistory(ctx context.Context, kv jetstream.KeyValue, sid string, e projection.Elided) ([]llm.Message, error) {
-	if kv == nil {
+// readHistory reads the messages e says session sid's window left out,
+// from their segments in cps.
+func readHistory(ctx context.Context, cps *bus.CheckpointStore, sid string, e projection.Elided) ([]llm.Message, error) {
+	if cps == nil {
 		return nil, fmt.Errorf("session %s: %d messages of its history are in segments and no checkpoint bucket is open", sid, e.Messages)
 	}
-	msgs := make([]llm.Message, 0, e.Messages)
-	from := 0
-	for _, k := range e.Segments {
-		entry, err := kv.Get(ctx, segmentKey(sid, from, k))
-		if err != nil {
-			return nil, fmt.Errorf("read %d messages of the history from %d: %w", k, from, err)
-		}
-		var part []llm.Message
-		if err := json.Unmarshal(entry.Value(), &part); err != nil || len(part) != k {
-			return nil, fmt.Errorf("history segment %s holds not %d messages (%v): %w", entry.Key(), k, err, projection.ErrInconsistent)
-		}
-		msgs = append(msgs, part...)
-		from += k
-	}
-	return msgs, nil
+	return cps.History(ctx, sid, e)
 }
 
 // compactionView is projection.CompactionView of a's state, the whole

@@ -131,140 +131,195 @@ type sessionActor struct {
 	stopLoad context.CancelFunc
 }
 
+// Receive is the actor's mailbox: each message goes to the method that
+// deals with it. None blocks: the load and the work run in goroutines of
+// their own (load.go, work.go), which report back by message.
 func (s *sessionActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		s.load(ctx)
 	case *loaded:
-		s.loading = false
-		if msg.err != nil {
-			s.failAll(msg.err)
-			// A command delivered while the load failed is in the mailbox: the
-			// actor stays for it (and loads again for it), rather than drop it.
-			if s.m.retire(s.sid, ctx.Self(), false) {
-				ctx.Stop(ctx.Self())
-			} else {
-				s.armIdle(ctx)
-			}
-			return
-		}
-		s.a = msg.a
-		s.lastCP = s.a.state.Events
-		s.syncDeadline()
-		s.refuseBusy()
-		s.next(ctx)
+		s.onLoaded(ctx, msg)
 	case *Command:
 		s.m.received(s.sid)
-		if msg.Kind == wire.CommandCancel && s.a != nil {
-			if msg.Target != "" && !s.runs(msg.Target) {
-				s.withdraw(msg)
-				return
-			}
-			s.cancelWork(ctx, msg)
-			return
-		}
-		if msg.Kind == wire.CommandCompact && s.busy != nil && !s.ended.Load() {
-			msg.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: fmt.Errorf("compact %s: %w", s.sid, ErrBusy)})
-			return
-		}
-		// The redelivery of the input of the turn the work resumes (a
-		// taken-over turn is resumed before its input comes back) is no new
-		// run: it waits, and is recognised as done when the work ends.
-		redelivered := msg.InputID != "" && msg.InputID == s.resumedInput
-		if msg.Kind == wire.CommandRun && msg.IfIdle && !redelivered && ((s.busy != nil && !s.ended.Load()) || len(s.queue) > 0 || len(s.parked) > 0) {
-			if s.a != nil {
-				msg.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: fmt.Errorf("run %s: %w", s.sid, ErrBusy)})
-				return
-			}
-			// Queued behind commands while the session loads (a resume of
-			// its open turn, say): only its log tells whether this is that
-			// turn's input again; decided once loaded (refuseBusy).
-			msg.busyOnArrival = true
-		}
-		if s.a == nil && !s.loading {
-			s.load(ctx) // the last load failed
-		}
-		s.queue = append(s.queue, msg)
-		s.next(ctx)
+		s.onCommand(ctx, msg)
 	case *workDone:
-		s.busy, s.cancel = nil, nil
-		s.cancelTheWait()
-		s.answerCancels(msg.out.Outcome)
-		if msg.checkpointAt >= 0 {
-			s.lastCP = msg.checkpointAt
-		}
-		if msg.out.Fenced || errors.Is(msg.out.Err, bus.ErrOutcomeUnknown) {
-			// Another node owns the session now (or the log cannot tell): stop
-			// without acknowledging anything more; the owner carries on.
-			s.failAll(fmt.Errorf("session %s: %w", s.sid, bus.ErrFenced))
-			s.m.retire(s.sid, ctx.Self(), true)
-			ctx.Stop(ctx.Self())
-			return
-		}
-		if msg.lost {
-			// The state holds staged events the log does not: the commands
-			// waiting go back to be delivered again, to an actor that loads
-			// the session from its log.
-			s.m.cfg.logger().Warn("staged events not written; the session is loaded again", "session", s.sid, "err", msg.out.Err)
-			s.failAll(fmt.Errorf("session %s: %w", s.sid, ErrStopped))
-			s.m.retire(s.sid, ctx.Self(), true)
-			ctx.Stop(ctx.Self())
-			return
-		}
-		s.syncDeadline()
-		s.unpark()
-		s.next(ctx)
+		s.onWorkDone(ctx, msg)
 	case *claimedElsewhere:
-		if s.a == nil || msg.epoch <= s.a.writer.Epoch() {
-			return // our own claim, or an older one
-		}
-		// Another node took the session over: stop at once, cancelling the
-		// running LLM and tool calls; the work's input is not acknowledged.
-		s.m.cfg.logger().Info("session claimed by another node; stopping", "session", s.sid, "epoch", msg.epoch)
-		if s.cancel != nil {
-			s.cancel(bus.ErrFenced)
-		}
-		s.failAll(fmt.Errorf("session %s: %w", s.sid, bus.ErrFenced))
-		s.m.retire(s.sid, ctx.Self(), true)
-		ctx.Stop(ctx.Self())
+		s.onClaimedElsewhere(ctx, msg)
 	case *idleTick:
-		if msg.gen == s.idleGen && s.busy == nil && len(s.queue) == 0 && len(s.parked) == 0 && !s.loading {
-			if s.m.retire(s.sid, ctx.Self(), false) {
-				s.passivating = true
-				ctx.Stop(ctx.Self())
-			} else {
-				s.armIdle(ctx)
-			}
-		}
+		s.onIdleTick(ctx, msg)
 	case *actor.Stopping:
-		if s.stopLoad != nil {
-			s.stopLoad()
-		}
-		if s.timer != nil {
-			s.timer.Stop()
-		}
-		if s.cancel != nil {
-			s.cancel(ErrStopped)
-		}
-		if !s.passivating {
-			s.m.disarmDeadline(s.sid)
-		}
-		s.answerCancels(wire.Outcome{Session: s.sid, Status: projection.StatusRunning})
-		s.failAll(ErrStopped)
+		s.onStopping()
 	}
 }
 
-// load loads the session in a goroutine of its own, which reports loaded.
-func (s *sessionActor) load(ctx actor.Context) {
-	s.loading = true
-	lctx, cancel := context.WithCancel(s.m.ctx)
-	s.stopLoad = cancel
-	self := ctx.Self()
-	s.m.goTracked(func() {
-		defer cancel()
-		a, err := s.m.loadWithRetry(lctx, s.sid)
-		s.m.sys.Root.Send(self, &loaded{a: a, err: err})
-	})
+// onLoaded takes the session its load read and claimed, and starts on the
+// commands that waited for it; a load that failed fails them.
+func (s *sessionActor) onLoaded(ctx actor.Context, msg *loaded) {
+	s.loading = false
+	if msg.err != nil {
+		s.failAll(msg.err)
+		// A command delivered while the load failed is in the mailbox: the
+		// actor stays for it (and loads again for it), rather than drop it.
+		s.retire(ctx, false)
+		return
+	}
+	s.a = msg.a
+	s.lastCP = s.a.state.Events
+	s.syncDeadline()
+	s.refuseBusy()
+	s.next(ctx)
+}
+
+// onCommand takes a command from the mailbox: a cancel goes to the work at
+// once, a compact while work runs and an if_idle run that finds work ahead
+// of it are refused, and the rest wait in the queue for their turn (next).
+func (s *sessionActor) onCommand(ctx actor.Context, cmd *Command) {
+	switch {
+	case cmd.Kind == wire.CommandCancel && s.a != nil && cmd.Target != "" && !s.runs(cmd.Target):
+		s.withdraw(cmd)
+		return
+	case cmd.Kind == wire.CommandCancel && s.a != nil:
+		s.cancelWork(ctx, cmd)
+		return
+	case cmd.Kind == wire.CommandCompact && s.working():
+		s.refuse(cmd, fmt.Errorf("compact %s: %w", s.sid, ErrBusy))
+		return
+	}
+	// The redelivery of the input of the turn the work resumes (a
+	// taken-over turn is resumed before its input comes back) is no new
+	// run: it waits, and is recognised as done when the work ends.
+	redelivered := cmd.InputID != "" && cmd.InputID == s.resumedInput
+	if busyFor(cmd, s.working() || len(s.queue) > 0 || len(s.parked) > 0, redelivered) {
+		if s.a != nil {
+			s.refuse(cmd, fmt.Errorf("run %s: %w", s.sid, ErrBusy))
+			return
+		}
+		// Queued behind commands while the session loads (a resume of
+		// its open turn, say): only its log tells whether this is that
+		// turn's input again; decided once loaded (refuseBusy).
+		cmd.busyOnArrival = true
+	}
+	if s.a == nil && !s.loading {
+		s.load(ctx) // the last load failed
+	}
+	s.queue = append(s.queue, cmd)
+	s.next(ctx)
+}
+
+// onWorkDone takes the end of the work: the cancels that reached it are
+// answered, and the next command starts, unless the session is no longer
+// this actor's to run.
+func (s *sessionActor) onWorkDone(ctx actor.Context, msg *workDone) {
+	s.busy, s.cancel = nil, nil
+	s.cancelTheWait()
+	s.answerCancels(msg.out.Outcome)
+	if msg.checkpointAt >= 0 {
+		s.lastCP = msg.checkpointAt
+	}
+	switch {
+	case msg.out.Fenced || errors.Is(msg.out.Err, bus.ErrOutcomeUnknown):
+		// Another node owns the session now (or the log cannot tell): stop
+		// without acknowledging anything more; the owner carries on.
+		s.stop(ctx, fmt.Errorf("session %s: %w", s.sid, bus.ErrFenced))
+	case msg.lost:
+		// The state holds staged events the log does not: the commands
+		// waiting go back to be delivered again, to an actor that loads
+		// the session from its log.
+		s.m.cfg.logger().Warn("staged events not written; the session is loaded again", "session", s.sid, "err", msg.out.Err)
+		s.stop(ctx, fmt.Errorf("session %s: %w", s.sid, ErrStopped))
+	default:
+		s.syncDeadline()
+		s.unpark()
+		s.next(ctx)
+	}
+}
+
+// onClaimedElsewhere stops the actor when a node claimed its session with a
+// newer epoch than its own.
+func (s *sessionActor) onClaimedElsewhere(ctx actor.Context, msg *claimedElsewhere) {
+	if s.a == nil || msg.epoch <= s.a.writer.Epoch() {
+		return // our own claim, or an older one
+	}
+	// Another node took the session over: stop at once, cancelling the
+	// running LLM and tool calls; the work's input is not acknowledged.
+	s.m.cfg.logger().Info("session claimed by another node; stopping", "session", s.sid, "epoch", msg.epoch)
+	if s.cancel != nil {
+		s.cancel(bus.ErrFenced)
+	}
+	s.stop(ctx, fmt.Errorf("session %s: %w", s.sid, bus.ErrFenced))
+}
+
+// onIdleTick passivates the actor when nothing ran or waited since the
+// timer was armed.
+func (s *sessionActor) onIdleTick(ctx actor.Context, msg *idleTick) {
+	if msg.gen == s.idleGen && s.busy == nil && len(s.queue) == 0 && len(s.parked) == 0 && !s.loading {
+		s.retire(ctx, true)
+	}
+}
+
+// onStopping ends what the actor owns: its load, its timer, its work (which
+// records nothing more), and answers the commands still waiting.
+func (s *sessionActor) onStopping() {
+	if s.stopLoad != nil {
+		s.stopLoad()
+	}
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	if s.cancel != nil {
+		s.cancel(ErrStopped)
+	}
+	if !s.passivating {
+		s.m.disarmDeadline(s.sid)
+	}
+	s.answerCancels(wire.Outcome{Session: s.sid, Status: projection.StatusRunning})
+	s.failAll(ErrStopped)
+}
+
+// retire stops the actor unless a command is on its way to it, in which
+// case it waits for another idle timeout. passivating says it stops for
+// being idle: the session's approval deadline stays armed.
+func (s *sessionActor) retire(ctx actor.Context, passivating bool) {
+	if !s.m.retire(s.sid, ctx.Self(), false) {
+		s.armIdle(ctx)
+		return
+	}
+	s.passivating = passivating
+	ctx.Stop(ctx.Self())
+}
+
+// stop stops the actor at once, the commands waiting failed with err: the
+// session is not this actor's to run any more (another node owns it, or it
+// must be loaded again).
+func (s *sessionActor) stop(ctx actor.Context, err error) {
+	s.failAll(err)
+	s.m.retire(s.sid, ctx.Self(), true)
+	ctx.Stop(ctx.Self())
+}
+
+// working reports whether work runs and has not ended: a command that
+// follows an outcome is never refused as arriving during the work it
+// followed.
+func (s *sessionActor) working() bool { return s.busy != nil && !s.ended.Load() }
+
+// busyFor is the if_idle rule, in one place: cmd, if it is a run with
+// IfIdle, is refused with ErrBusy when work is ahead of it (ahead) that is
+// not its own input's (own). What is ahead and what is its own depend on
+// when it is asked: as it arrives, work that runs or waits in the queue,
+// and the redelivery of the input of the turn the work took up
+// (onCommand); once the session is loaded, for a run that arrived while it
+// loaded, what was ahead then, and an input its log saw (refuseBusy); as it
+// leaves the queue, a turn open in the log (waiting for approval, or left by
+// a previous owner), and that turn's input (next).
+func busyFor(cmd *Command, ahead, own bool) bool {
+	return cmd.Kind == wire.CommandRun && cmd.IfIdle && ahead && !own
+}
+
+// refuse answers cmd, which will not run, with err and the session's status.
+func (s *sessionActor) refuse(cmd *Command, err error) {
+	cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: projectionStatus(s)}, Err: err})
 }
 
 // refuseBusy refuses, once the session is loaded, the IfIdle runs that
@@ -274,8 +329,8 @@ func (s *sessionActor) load(ctx actor.Context) {
 func (s *sessionActor) refuseBusy() {
 	kept := s.queue[:0]
 	for _, cmd := range s.queue {
-		if cmd.busyOnArrival && !s.a.state.SawInput(cmd.InputID) {
-			cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: s.a.state.Status}, Err: fmt.Errorf("run %s: %w", s.sid, ErrBusy)})
+		if busyFor(cmd, cmd.busyOnArrival, s.a.state.SawInput(cmd.InputID)) {
+			s.refuse(cmd, fmt.Errorf("run %s: %w", s.sid, ErrBusy))
 			continue
 		}
 		kept = append(kept, cmd)
@@ -284,75 +339,43 @@ func (s *sessionActor) refuseBusy() {
 	s.queue = kept
 }
 
-// next starts the next queued command when nothing runs.
+// next starts the next queued command when nothing runs, answering on the
+// way those that need no work (settle).
 func (s *sessionActor) next(ctx actor.Context) {
-	if s.a == nil || s.busy != nil {
-		return
+	for s.a != nil && s.busy == nil {
+		if len(s.queue) == 0 {
+			s.armIdle(ctx)
+			return
+		}
+		cmd := s.queue[0]
+		s.queue = s.queue[1:]
+		if !s.settle(cmd) {
+			s.start(ctx, cmd)
+		}
 	}
-	if len(s.queue) == 0 {
-		s.armIdle(ctx)
-		return
-	}
-	cmd := s.queue[0]
-	s.queue = s.queue[1:]
-	// An if_idle run finds a turn open (waiting for approval, or left by a
-	// previous owner) that is not its own: refused, never queued behind it.
-	if cmd.Kind == wire.CommandRun && cmd.IfIdle && s.a.state.Status.Active() && s.a.state.LastInputID != cmd.InputID {
-		cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: s.a.state.Status},
-			Err: fmt.Errorf("run %s: session %s is %s: %w", cmd.InputID, s.sid, s.a.state.Status, ErrBusy)})
-		s.next(ctx)
-		return
-	}
-	if cmd.Kind == wire.CommandCancel && cmd.Target != "" && !s.runs(cmd.Target) {
+}
+
+// settle answers or parks cmd, taken from the queue while nothing runs,
+// when it needs no work of its own, and reports whether it did.
+func (s *sessionActor) settle(cmd *Command) bool {
+	st := s.a.state
+	switch {
+	case busyFor(cmd, st.Status.Active(), st.LastInputID == cmd.InputID):
+		// An if_idle run finds a turn open (waiting for approval, or left by a
+		// previous owner) that is not its own: refused, never queued behind it.
+		s.refuse(cmd, fmt.Errorf("run %s: session %s is %s: %w", cmd.InputID, s.sid, st.Status, ErrBusy))
+	case cmd.Kind == wire.CommandCancel && cmd.Target != "" && !s.runs(cmd.Target):
 		// Queued while the session loaded: its input's turn is not the one
 		// that waits for approval.
 		s.withdraw(cmd)
-		s.next(ctx)
-		return
-	}
-	if s.answerWhileWaiting(cmd) {
-		s.next(ctx)
-		return
-	}
-	if cmd.Kind == wire.CommandCompact && s.a.state.Status.Active() {
+	case s.answerWhileWaiting(cmd):
+	case cmd.Kind == wire.CommandCompact && st.Status.Active():
 		// A turn left running by a previous owner must be resumed first.
-		cmd.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Status: s.a.state.Status}, Err: fmt.Errorf("compact %s: %w (resume or cancel it first)", s.sid, ErrBusy)})
-		s.next(ctx)
-		return
+		s.refuse(cmd, fmt.Errorf("compact %s: %w (resume or cancel it first)", s.sid, ErrBusy))
+	default:
+		return false
 	}
-	s.resumedInput = ""
-	if s.a.state.Status.Active() {
-		s.resumedInput = s.a.state.LastInputID
-	}
-	s.busy = cmd
-	s.ended = new(atomic.Bool)
-	ended := s.ended
-	s.idleGen++
-	wctx, cancel := context.WithCancelCause(context.Background())
-	s.cancel = cancel
-	if cmd.Kind == wire.CommandCancel {
-		cancel(cancelled{reason: cancelReasonOf(cmd)}) // a cancel of a turn that waits for approval
-	}
-	a, self, every := s.a, ctx.Self(), s.m.cfg.checkpointEvery()
-	last := s.lastCP
-	s.m.goTracked(func() {
-		defer cancel(nil)
-		out := s.m.workLogged(wctx, a, cmd)
-		cp := -1
-		// A checkpoint after work that appended enough events since the last one,
-		// so that a resume replays only a short tail of the log.
-		if !out.Fenced && out.Err == nil && a.state.Events-last >= every {
-			if err := s.m.checkpoint(context.WithoutCancel(wctx), a); err != nil {
-				s.m.cfg.logger().Error("checkpoint not written: a resume of this session replays more of its log", "session", s.sid, "err", err)
-			} else {
-				cp = a.state.Events
-			}
-		}
-		// Done first: after a shutdown the actor is gone and would drop the message.
-		ended.Store(true)
-		cmd.Done(out)
-		s.m.sys.Root.Send(self, &workDone{out: out, checkpointAt: cp, lost: a.lost})
-	})
+	return true
 }
 
 // cancelWork cancels the running work with cmd's reason; cmd is answered
@@ -444,206 +467,6 @@ func (s *sessionActor) armIdle(ctx actor.Context) {
 		s.timer.Stop()
 	}
 	s.timer = time.AfterFunc(s.m.cfg.idle(), func() { sys.Root.Send(self, &idleTick{gen: gen}) })
-}
-
-// work runs one command to its end, in the work goroutine.
-func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outcome {
-	var err error
-	switch cmd.Kind {
-	case wire.CommandRun:
-		if !a.state.Status.Active() && a.state.SawInput(cmd.InputID) {
-			// A redelivery of an input whose turn has ended (perhaps before a
-			// newer input's turn: its node died and the newer one came first).
-			// Its caller may have missed the end: it gets the answer again.
-			out := a.outcome(nil)
-			if a.state.LastInputID == cmd.InputID && a.endStreamed != cmd.InputID {
-				m.watch(a, true)
-				a.unwatch(out)
-			}
-			return out
-		}
-		if a.state.Status.Active() && a.state.LastInputID != cmd.InputID && a.state.SawInput(cmd.InputID) {
-			// An input redelivered while a newer turn, left open by a dead node,
-			// waits for its own input: nothing of this one is left to do.
-			return a.outcome(nil)
-		}
-		if a.state.Status.Active() {
-			// A turn is open in the log: this is either the redelivery of the
-			// input that opened it (continue it) or a new input that arrived
-			// while the previous owner died mid-turn (finish that one first).
-			m.watch(a, true)
-			if err = PrepareResume(ctx, a); err == nil {
-				err = m.loop.Run(ctx, a)
-			}
-			if err != nil || a.state.Status.Active() || lastInputID(a.state) == cmd.InputID {
-				break
-			}
-			a.unwatch(a.outcome(nil))
-		}
-		if err = BeginTurn(ctx, a, cmd.Message, cmd.InputID, cmd.MaxSteps, cmd.Caller); err == nil {
-			m.watch(a, false)
-			err = m.loop.Run(ctx, a)
-		}
-	case wire.CommandResume:
-		if !a.state.Status.Active() {
-			return a.outcome(fmt.Errorf("session %s is %s: %w", a.Session, a.state.Status, ErrNothingToResume))
-		}
-		m.watch(a, true)
-		if err = PrepareResume(ctx, a); err == nil {
-			err = m.loop.Run(ctx, a)
-		}
-	case wire.CommandApprove, wire.CommandDeny:
-		if a.state.Status.Active() {
-			// Moved on from its approval wait, or taken over mid-turn.
-			m.watch(a, !a.state.AwaitingApproval)
-		}
-		err = m.decideAndRun(ctx, a, cmd)
-	case wire.CommandCancel:
-		// A cancel of a turn that waits for approval (ctx is cancelled): the
-		// loop answers its calls and records the cancel.
-		m.watch(a, false)
-		err = m.loop.Run(ctx, a)
-		out := a.outcome(err)
-		out.WasRunning = true
-		a.unwatch(out)
-		return out
-	case wire.CommandCompact:
-		var res *wire.CompactResult
-		if res, err = Compact(ctx, a); err == nil {
-			err = a.Flush(ctx)
-		}
-		out := a.outcome(err)
-		out.Compact = res
-		return out
-	default:
-		err = fmt.Errorf("unknown command %q", cmd.Kind)
-	}
-	if err == nil {
-		// Whatever the work staged and did not write with its last event.
-		err = a.Flush(ctx)
-	}
-	out := a.outcome(err)
-	a.unwatch(out)
-	return out
-}
-
-// lastInputID is the input id of the turn in progress or last ended.
-func lastInputID(st *projection.State) string { return st.LastInputID }
-
-// load rebuilds the session from its checkpoint and the tail of its log, then
-// claims it with a new epoch and the current configuration.
-func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
-	// One attempt: a stream without a leader (an election after a node died)
-	// fails it (bus.lastMsg asks in short tries), and loadWithRetry tries again.
-	ctx, cancel := context.WithTimeout(ctx, loadAttempt)
-	defer cancel()
-	var st projection.State
-	from := uint64(1)
-	cps := m.bus.CheckpointStore()
-	if cps != nil {
-		snap, ok, err := cps.Snapshot(ctx, sid)
-		switch {
-		case err != nil:
-			m.cfg.logger().Warn("checkpoint not readable; replaying from the start", "session", sid, "err", err)
-		case ok:
-			st, from = snap, snap.LastSeq+1
-		}
-	}
-	evs, lastSeq, err := m.bus.Replay(ctx, sid, from)
-	if err != nil {
-		return nil, fmt.Errorf("load session %s: %w", sid, err)
-	}
-	if needsWholeHistory(&st, evs) {
-		msgs, err := readHistory(ctx, cps, sid, st.Elided)
-		if err != nil {
-			return nil, fmt.Errorf("load session %s: %w", sid, err)
-		}
-		if err := st.Restore(msgs); err != nil {
-			return nil, fmt.Errorf("load session %s: %w", sid, err)
-		}
-	}
-	if fault := projection.FoldLog(&st, evs); fault != nil {
-		// Not this node's to run, ever (a corrupt log) or until it is
-		// upgraded (a newer schema): nothing is claimed or written.
-		return nil, fmt.Errorf("load session %s: %w", sid, fault)
-	}
-	if st.ID == "" {
-		return nil, fmt.Errorf("session %s: %w", sid, ErrUnknownSession)
-	}
-	if lastSeq < st.LastSeq {
-		lastSeq = st.LastSeq
-	}
-	epoch := st.Epoch + 1
-	w, err := m.bus.Writer(sid, epoch, lastSeq)
-	if err != nil {
-		return nil, err
-	}
-	deltas, err := m.bus.Deltas(sid, epoch)
-	if err != nil {
-		return nil, err
-	}
-	a := &AgentContext{Session: sid, Config: m.cfg, Provider: m.provider, Tools: m.tools,
-		state: &st, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now}
-	if err := a.Append(ctx, event.SessionClaimed, event.SessionClaimedData{Epoch: epoch, Node: m.cfg.Node, Config: m.cfg.eventConfig()}); err != nil {
-		return nil, fmt.Errorf("claim session %s: %w", sid, err)
-	}
-	return a, nil
-}
-
-// loadWithRetry loads sid, trying again when another writer appended between
-// the replay and the claim (a previous owner finishing its last append), or
-// when the log does not answer (a stream leader election after a node died),
-// for up to loadPatience. A load that still fails for a reason other than an
-// unknown session or a faulted log (a *projection.Fault, which no retry
-// cures) wraps ErrUnavailable.
-func (m *Manager) loadWithRetry(ctx context.Context, sid string) (*AgentContext, error) {
-	deadline := time.Now().Add(loadPatience)
-	var err error
-	for attempt := 0; ; attempt++ {
-		var a *AgentContext
-		a, err = m.load(ctx, sid)
-		switch {
-		case ctx.Err() != nil:
-			return nil, ErrStopped
-		case err == nil || errors.Is(err, ErrUnknownSession) || errors.As(err, new(*projection.Fault)):
-			return a, err
-		case time.Now().After(deadline) || (errors.Is(err, bus.ErrFenced) && attempt >= 4):
-			return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		m.cfg.logger().Info("session not loaded yet; trying again", "session", sid, "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, ErrStopped
-		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
-		}
-	}
-}
-
-// loadPatience bounds the retries of a load that meets an unavailable log;
-// loadAttempt bounds one attempt.
-const (
-	loadPatience = 30 * time.Second
-	loadAttempt  = 15 * time.Second
-)
-
-// checkpoint stores a snapshot of the state in the checkpoint bucket, then
-// records it in the log. The state first leaves out what the next requests
-// cannot send, kept in segments, and what the loop no longer reads of past
-// turns (history.go), so that the snapshot stays the size of a window.
-func (m *Manager) checkpoint(ctx context.Context, a *AgentContext) error {
-	cps := m.bus.CheckpointStore()
-	if cps == nil {
-		return nil
-	}
-	if err := elide(ctx, cps, a); err != nil {
-		return err
-	}
-	a.state.Slim()
-	if err := cps.PutSnapshot(ctx, a.Session, a.state); err != nil {
-		return err
-	}
-	return a.Append(ctx, event.CheckpointCreated, event.CheckpointCreatedData{ID: a.NewStepID("cp"), UpToSeq: a.state.LastSeq,
-		Bucket: cps.Bucket(), Key: a.Session, Events: a.state.Events})
 }
 
 // projectionStatus is the session's status as the actor may read it: the state

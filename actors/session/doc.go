@@ -7,7 +7,10 @@
 // segments: history.go) and the tail of its log, claims it with a new
 // epoch (session.claimed, carrying the current configuration, which wins over
 // the stored one), and runs each Command — run, resume, cancel, compact — in a
-// work goroutine it owns, so that its Receive never blocks. Every step is
+// work goroutine it owns, so that its Receive never blocks. The actor's
+// parts are in files of their own: the mailbox (actor.go: Receive hands
+// each message to a method, and the queue decides what runs next), the work
+// of a command (work.go) and the load and checkpoint (load.go). Every step is
 // appended, fenced, before the state moves on; a node that lost the session gets
 // bus.ErrFenced on its next append and stops without writing again.
 //

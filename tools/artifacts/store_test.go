@@ -17,14 +17,22 @@ import (
 	"github.com/tah-dev/tah/tools/artifacts"
 )
 
-func TestPutOpen(t *testing.T) {
+// jetStream is JetStream on a server of the test's own, and a context for
+// the test's calls.
+func jetStream(t *testing.T) (context.Context, jetstream.JetStream) {
+	t.Helper()
 	nc := bustest.Connect(t, bustest.Server(t))
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return ctx, js
+}
+
+func TestPutOpen(t *testing.T) {
+	ctx, js := jetStream(t)
 	store, err := artifacts.Open(ctx, js)
 	if err != nil {
 		t.Fatal(err)
@@ -63,13 +71,7 @@ func TestPutOpen(t *testing.T) {
 // node's API among them, never hand out a blob that is not the one an event
 // names); a reference without a digest is checked for its size only.
 func TestOpenVerifies(t *testing.T) {
-	nc := bustest.Connect(t, bustest.Server(t))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, js := jetStream(t)
 	store, err := artifacts.Open(ctx, js)
 	if err != nil {
 		t.Fatal(err)
@@ -119,13 +121,7 @@ func TestOpenVerifies(t *testing.T) {
 // replicas asked for, and Open (Replicas 0) leaves an existing bucket's
 // settings as they are; CheckOnly reports other replicas as ErrSettings.
 func TestEnsure(t *testing.T) {
-	nc := bustest.Connect(t, bustest.Server(t))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	ctx, js := jetStream(t)
 	if _, err := artifacts.Ensure(ctx, js, artifacts.Setup{Replicas: 1, CheckOnly: true}); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Fatalf("check of a missing bucket: %v", err)
 	}

@@ -129,7 +129,7 @@ func TestApproveOnTheNextNodeAfterACrash(t *testing.T) {
 		if o.Turn != 2 {
 			t.Fatalf("%+v", o)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(hangBound):
 		t.Fatal("the message sent while waiting never ran")
 	}
 	audited(t, b, "s1")

@@ -17,7 +17,7 @@ func outcomeOf(t *testing.T, ch <-chan Outcome, what string) Outcome {
 	select {
 	case o := <-ch:
 		return o
-	case <-time.After(30 * time.Second):
+	case <-time.After(hangBound):
 		t.Fatalf("%s: no outcome", what)
 		return Outcome{}
 	}
@@ -47,10 +47,14 @@ func TestACancelNamingAQueuedInputWithdrawsOnlyIt(t *testing.T) {
 	queued := run("and then this")
 	queuedOut := deliver(t, m, sid, queued)
 
+	// The reply carries the session's state as the actor knows it: running
+	// while the first turn's work still winds up after its outcome (its
+	// checkpoint), waiting_tool after; the log says which, below.
 	o := do(t, m, sid, cancelOf(queued.InputID))
-	if o.Err != nil || o.WasRunning || o.Status != projection.StatusWaitingTool {
+	if o.Err != nil || o.WasRunning || (o.Status != projection.StatusWaitingTool && o.Status != projection.StatusRunning) {
 		t.Fatalf("the cancel of the queued input: %+v", o)
 	}
+	waitWoundUp(t, m, sid)
 	w := outcomeOf(t, queuedOut, "the queued input")
 	if !errors.Is(w.Err, ErrWithdrawn) || w.Wire().FailureCode != wire.FailureWithdrawn {
 		t.Fatalf("the queued input: %+v", w)
@@ -131,4 +135,18 @@ func (h *held) Generate(ctx context.Context, _ llm.Request) (llm.Response, error
 	case <-ctx.Done():
 		return llm.Response{}, ctx.Err()
 	}
+}
+
+// waitWoundUp waits until the work of sid's turn that waits for approval has
+// wound up after its outcome (its checkpoint): a cancel naming no input is
+// answered with the session's own state, waiting_tool, once nothing runs.
+func waitWoundUp(t *testing.T, m *Manager, sid string) {
+	t.Helper()
+	for range 3000 {
+		if o := do(t, m, sid, cancelOf("in_none")); o.Status == projection.StatusWaitingTool {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s: the work of the turn that waits for approval never wound up", sid)
 }

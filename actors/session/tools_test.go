@@ -147,7 +147,7 @@ func TestResumeTakesStoredRemoteResults(t *testing.T) {
 		}
 		select {
 		case <-started:
-		case <-time.After(30 * time.Second):
+		case <-time.After(hangBound):
 			t.Fatalf("%s: the remote call never started", sid)
 		}
 	}

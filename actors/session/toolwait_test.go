@@ -215,7 +215,7 @@ func TestCancelDuringARemoteCall(t *testing.T) {
 	ch := deliver(t, m, "s1", run("go"))
 	select {
 	case <-held:
-	case <-time.After(30 * time.Second):
+	case <-time.After(hangBound):
 		t.Fatal("the remote call never started")
 	}
 	do(t, m, "s1", Command{Kind: wire.CommandCancel})
@@ -276,7 +276,7 @@ func TestResumeWaitsForTheService(t *testing.T) {
 	deliver(t, m1, "s1", run("go"))
 	select {
 	case <-held:
-	case <-time.After(30 * time.Second):
+	case <-time.After(hangBound):
 		t.Fatal("the remote call never started")
 	}
 	if err := m1.Close(context.Background()); err != nil {

@@ -44,6 +44,10 @@ type Bus struct {
 	mu      sync.Mutex
 	closed  bool
 	handles map[stopper]struct{}
+
+	// watch keeps the embedded server's JetStream store writable; nil with
+	// an external server.
+	watch *storeWatch
 }
 
 // stopper is anything Close must stop: a tail, a subscription, a consumer.
@@ -78,7 +82,8 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	}
 	url := cfg.URL
 	if cfg.Embedded() {
-		srv, err := startServer(ctx, cfg)
+		b.watch = newStoreWatch(cfg.Logger)
+		srv, err := startServer(ctx, cfg, b.watch)
 		if err != nil {
 			return nil, err
 		}
@@ -121,6 +126,9 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	if err := b.migrateLegacyLog(ctx); err != nil {
 		b.abort(ctx)
 		return nil, err
+	}
+	if b.watch != nil {
+		b.watch.start()
 	}
 	return b, nil
 }
@@ -179,6 +187,9 @@ func (b *Bus) Close(ctx context.Context) error {
 	}
 	b.handles = nil
 	b.mu.Unlock()
+	if b.watch != nil {
+		b.watch.close(ctx) // first: no JetStream restart while the server stops
+	}
 	for _, h := range hs {
 		h.stop()
 	}
@@ -242,6 +253,38 @@ func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
 // Server returns the embedded server, or nil when connected to an external one.
 func (b *Bus) Server() *server.Server { return b.srv }
+
+// StoreErr is why the embedded NATS server's JetStream store cannot write
+// (wrapping ErrStoreNotWritable), nil when it can, or when the server is not
+// embedded (an external server's storage is its operator's to watch). While
+// it is not nil, the Bus waits for the disk to take writes again and then
+// starts JetStream again by itself.
+func (b *Bus) StoreErr() error {
+	if b.watch == nil {
+		return nil
+	}
+	return b.watch.err()
+}
+
+// StoreRestarts counts the times JetStream was started again after its
+// store failed a write.
+func (b *Bus) StoreRestarts() int64 {
+	if b.watch == nil {
+		return 0
+	}
+	return b.watch.restarts.Load()
+}
+
+// Failed receives, once, the error of an embedded server whose JetStream
+// could not be started again after a write failure: the node cannot go on,
+// and its process should exit (a supervisor starts it again). A nil channel
+// (never ready) with an external server.
+func (b *Bus) Failed() <-chan error {
+	if b.watch == nil {
+		return nil
+	}
+	return b.watch.failed
+}
 
 // ClientURL is the URL other processes use to reach this NATS: the embedded
 // server's listen address, or the configured URL.

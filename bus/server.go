@@ -2,11 +2,13 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -74,7 +76,7 @@ func operatorMode(ctx context.Context, opts *server.Options, trust *auth.Trust, 
 // the trust material of cfg.DataDir (generated at first start, with the
 // node's and the local admin's credentials), and waits until it accepts
 // connections. The caller shuts it down with stopServer.
-func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
+func startServer(ctx context.Context, cfg Config, watch *storeWatch) (*server.Server, error) {
 	trust, err := auth.Ensure(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
@@ -119,9 +121,9 @@ func startServer(ctx context.Context, cfg Config) (*server.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
-	if cfg.Logger != nil {
-		srv.SetLogger(slogAdapter{cfg.Logger}, false, false)
-	}
+	// Always a logger: the watch reads the server's errors (storeWatch).
+	srv.SetLogger(slogAdapter{l: cfg.Logger, watch: watch}, false, false)
+	watch.srv, watch.dir = srv, storeDir
 	srv.Start()
 	wait := cfg.ReadyTimeout
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {
@@ -153,24 +155,231 @@ func stopServer(ctx context.Context, srv *server.Server) error {
 	}
 }
 
-// slogAdapter hands the server's log to a slog.Logger.
-type slogAdapter struct{ l *slog.Logger }
+// slogAdapter hands the server's log to a slog.Logger (none: nothing is
+// logged), and its errors to the store's watch.
+type slogAdapter struct {
+	l     *slog.Logger
+	watch *storeWatch
+}
 
-func (a slogAdapter) Noticef(format string, v ...any) {
-	a.l.Info(fmt.Sprintf(format, v...), "component", "nats")
+func (a slogAdapter) log(level slog.Level, format string, v []any, attrs ...any) {
+	if a.l == nil {
+		return
+	}
+	a.l.Log(context.Background(), level, fmt.Sprintf(format, v...), append([]any{"component", "nats"}, attrs...)...)
 }
-func (a slogAdapter) Warnf(format string, v ...any) {
-	a.l.Warn(fmt.Sprintf(format, v...), "component", "nats")
-}
+
+func (a slogAdapter) Noticef(format string, v ...any) { a.log(slog.LevelInfo, format, v) }
+func (a slogAdapter) Warnf(format string, v ...any)   { a.log(slog.LevelWarn, format, v) }
 func (a slogAdapter) Fatalf(format string, v ...any) {
-	a.l.Error(fmt.Sprintf(format, v...), "component", "nats", "fatal", true)
+	a.log(slog.LevelError, format, v, "fatal", true)
 }
 func (a slogAdapter) Errorf(format string, v ...any) {
-	a.l.Error(fmt.Sprintf(format, v...), "component", "nats")
+	a.log(slog.LevelError, format, v)
+	if a.watch != nil {
+		a.watch.noteError(fmt.Sprintf(format, v...))
+	}
 }
-func (a slogAdapter) Debugf(format string, v ...any) {
-	a.l.Debug(fmt.Sprintf(format, v...), "component", "nats")
-}
+func (a slogAdapter) Debugf(format string, v ...any) { a.log(slog.LevelDebug, format, v) }
 func (a slogAdapter) Tracef(format string, v ...any) {
-	a.l.Debug(fmt.Sprintf(format, v...), "component", "nats", "trace", true)
+	a.log(slog.LevelDebug, format, v, "trace", true)
+}
+
+// ErrStoreNotWritable: the embedded NATS server's JetStream store failed a
+// write (a full disk, an I/O error). NATS then refuses every write to the
+// stream that failed (or turns JetStream off) until JetStream starts again,
+// which the Bus does by itself once the disk takes writes again: StoreErr
+// says why meanwhile, and Failed tells when it could not.
+var ErrStoreNotWritable = errors.New("JetStream store not writable")
+
+// storeWatch keeps the embedded server's JetStream store writable. A write
+// that fails (ENOSPC, EIO) leaves the stream's file store refusing every
+// later write with that error, for good: the server has no way to clear it
+// but starting JetStream again, which reloads every stream from its files. A
+// clustered server turns JetStream off instead ("JetStream out of resources,
+// will be DISABLED"). Either is seen in the server's error log (and the
+// second in JetStreamEnabled): the watch then tries a write of its own in the
+// store's directory every interval, and once one succeeds (space came back)
+// shuts JetStream down and enables it again; not before its next look after
+// the failure, nor while the server is turning JetStream off by itself, so
+// that the two never race. Nothing acknowledged is lost: every stored
+// message is in the files JetStream reloads.
+type storeWatch struct {
+	srv   *server.Server
+	dir   string // the server's store directory (JetStream's is under it)
+	log   *slog.Logger
+	every time.Duration
+	kick  chan struct{}
+	stop  chan struct{}
+	done  chan struct{}
+	// failed receives the error of a JetStream that could not be started
+	// again (Bus.Failed).
+	failed   chan error
+	fault    atomic.Pointer[error]
+	restarts atomic.Int64
+}
+
+// storeWatchEvery is how often the watch looks at the server.
+const storeWatchEvery = time.Second
+
+// storeRestartTries is how many times in a row JetStream may fail to start
+// again before Failed says so.
+const storeRestartTries = 5
+
+// storeProbeSize is the size of the watch's write test: a write that small
+// succeeding says the disk has room again, not that it has enough.
+const storeProbeSize = 1 << 20
+
+func newStoreWatch(log *slog.Logger) *storeWatch {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &storeWatch{log: log, every: storeWatchEvery, kick: make(chan struct{}, 1), stop: make(chan struct{}),
+		done: make(chan struct{}), failed: make(chan error, 1)}
+}
+
+// writeFailures are the server's error messages of a write that failed (the
+// file store's and the stream's "critical write error", JetStream turned off
+// for want of space, the system's ENOSPC).
+var writeFailures = []string{"critical write error", "will be disabled", "no space left on device", "out of space"}
+
+// noteError looks at an error the server logs. It runs on the server's
+// goroutines, which may hold its locks: it only records and kicks.
+func (w *storeWatch) noteError(msg string) {
+	lower := strings.ToLower(msg)
+	for _, f := range writeFailures {
+		if strings.Contains(lower, f) {
+			w.setFault(fmt.Errorf("%w: %s", ErrStoreNotWritable, msg), false)
+			select {
+			case w.kick <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
+// setFault records why the store cannot write; the first reason stays,
+// unless replace.
+func (w *storeWatch) setFault(err error, replace bool) {
+	if replace {
+		w.fault.Store(&err)
+		return
+	}
+	w.fault.CompareAndSwap(nil, &err)
+}
+
+// err is why the store cannot write, nil when it can.
+func (w *storeWatch) err() error {
+	if err := w.fault.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+func (w *storeWatch) start() { go w.run() } // owned by the Bus: Close stops it
+
+// run looks at the server every interval (and at once on a noted error),
+// and starts JetStream again once the disk takes a write.
+func (w *storeWatch) run() {
+	defer close(w.done)
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	tries := 0
+	seen := false // the fault was there at the previous look already
+	for {
+		select {
+		case <-w.stop:
+			return
+		case <-w.kick:
+		case <-t.C:
+		}
+		if w.err() == nil {
+			seen = false
+			if w.srv.JetStreamEnabled() {
+				continue
+			}
+			w.setFault(fmt.Errorf("%w: the embedded NATS server turned JetStream off", ErrStoreNotWritable), false)
+		}
+		if !seen {
+			// The server reacts to the failure too (a clustered one turns
+			// JetStream off, which takes a moment): not before the next look.
+			seen = true
+			continue
+		}
+		if err := w.probe(); err != nil {
+			continue // no room yet: the fault stays what it was
+		}
+		select {
+		case <-w.stop: // Close shuts the server down: no restart now
+			return
+		default:
+		}
+		if !w.srv.JetStreamEnabled() && w.srv.JetStreamConfig() != nil {
+			continue // the server is turning JetStream off: let it finish
+		}
+		if err := w.restart(); err != nil {
+			tries++
+			w.log.Error("JetStream did not start again", "err", err, "try", tries)
+			if tries == storeRestartTries {
+				err = fmt.Errorf("%w: JetStream could not be started again after a write failure: %w", ErrStoreNotWritable, err)
+				w.setFault(err, true)
+				select {
+				case w.failed <- err:
+				default: // said already
+				}
+			}
+			continue
+		}
+		tries, seen = 0, false
+		w.restarts.Add(1)
+		w.log.Warn("JetStream store writable again: JetStream restarted", "after", w.err())
+		w.fault.Store(nil)
+	}
+}
+
+// probe writes, syncs and removes a file in the store's directory.
+func (w *storeWatch) probe() error {
+	f, err := os.CreateTemp(w.dir, ".tah-write-test-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(make([]byte, storeProbeSize))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// restart shuts JetStream down (keeping a cluster member's state) and enables
+// it again on the same store: every stream is reloaded from its files.
+func (w *storeWatch) restart() error {
+	w.log.Warn("JetStream store writable again: restarting JetStream", "store", w.dir, "after", w.err())
+	if w.srv.JetStreamEnabled() {
+		if err := w.srv.ShutdownJetStream(); err != nil {
+			return fmt.Errorf("shut JetStream down: %w", err)
+		}
+	}
+	if err := w.srv.EnableJetStream(&server.JetStreamConfig{StoreDir: w.dir}); err != nil {
+		return fmt.Errorf("enable JetStream: %w", err)
+	}
+	return nil
+}
+
+// close stops the watch, waiting for a restart in progress until ctx ends.
+func (w *storeWatch) close(ctx context.Context) {
+	select {
+	case <-w.stop:
+		return
+	default:
+		close(w.stop)
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	}
 }

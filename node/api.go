@@ -103,8 +103,10 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		gen := n.Store.Generation()
 		res, err := h(ctx, req)
 		if err != nil {
+			n.Projector.Rebuild(gen, err) // a damaged read model is rebuilt, not served
 			code := wire.APIErrInternal
 			var ae *apiError
 			switch {

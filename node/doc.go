@@ -37,4 +37,15 @@
 // actor at once. The log's
 // fencing makes all of it safe: a node that lost a session cannot write to it.
 // docs/operations.md says how to run one.
+//
+// # Faults of the disk
+//
+// Health (/healthz) says when the node cannot write: its embedded server's
+// JetStream store failed a write (a full disk: the bus starts JetStream again
+// once the disk takes writes, bus.Bus.StoreErr), or its read model fails its
+// batches. A read model found damaged, at start (the store's integrity
+// check) or by a read or write, is set aside and rebuilt from the log (the
+// projector's reset); one that cannot be written is refused at start. What
+// the node cannot get over by itself is sent on Failed, for the program to
+// stop it (tah-node exits, for a supervisor to start it again).
 package node

@@ -35,6 +35,8 @@ import (
 //	tah_sessions_active                        session actors alive on this node
 //	tah_read_model_position                    the last log sequence applied to the read model
 //	tah_read_model_problems_total              events stored but not folded into the read model
+//	tah_read_model_rebuilds_total              read models set aside (damaged, unwritable) and rebuilt from the log
+//	tah_jetstream_restarts_total               times the embedded server's JetStream was started again after a write failure
 //
 // plus the Go runtime's and the process's collectors.
 type Metrics struct {
@@ -124,6 +126,20 @@ func newMetrics(n *Node) *Metrics {
 					return 0
 				}
 				return float64(n.Projector.Problems())
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tah_read_model_rebuilds_total", Help: "Read models set aside (damaged, or no longer writable) and rebuilt from the log."},
+			func() float64 {
+				if n.Projector == nil {
+					return 0
+				}
+				return float64(n.Projector.Rebuilds())
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tah_jetstream_restarts_total", Help: "Times the embedded NATS server's JetStream was started again after its store failed a write (a full disk)."},
+			func() float64 {
+				if n.Bus == nil {
+					return 0
+				}
+				return float64(n.Bus.StoreRestarts())
 			}),
 	)
 	// The label values known in advance, so that a dashboard sees zeros rather
@@ -239,13 +255,25 @@ func (p *measuredStreamer) Stream(ctx context.Context, req llm.Request, onDelta 
 }
 
 // Health reports whether the node can serve: its NATS connection is up,
-// JetStream answers, and the read model is open. It is what /healthz checks.
+// JetStream answers, its embedded server's JetStream store can write
+// (bus.Bus.StoreErr: after a write failed, until the disk takes writes again
+// and JetStream has started again), and its read model follows the log
+// (Projector.Err: not while a batch fails, or while a damaged one is set
+// aside). It is what /healthz checks.
 func (n *Node) Health(ctx context.Context) error {
 	if n.Bus == nil {
 		return errors.New("not started")
 	}
 	if st := n.Bus.Conn().Status(); st != nats.CONNECTED {
 		return fmt.Errorf("NATS connection is %s", st)
+	}
+	if err := n.Bus.StoreErr(); err != nil {
+		return err
+	}
+	if n.Projector != nil {
+		if err := n.Projector.Err(); err != nil {
+			return err
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

@@ -96,6 +96,43 @@ type Node struct {
 	closers  []func(context.Context) error
 	// gateway serves the agent protocol (StartAgents); nil until then.
 	gateway atomic.Pointer[agents.Gateway]
+	// failed receives the first error the node cannot get over by itself
+	// (Failed).
+	failed chan error
+}
+
+// openStore opens the read model at path; a damaged one (store.ErrDamaged)
+// is set aside and a new one made, which the projector fills from the log.
+// One that cannot be written is refused with what to do about it.
+func openStore(ctx context.Context, path string, opts store.Options, log *slog.Logger) (*store.Store, error) {
+	s, err := store.OpenWith(ctx, path, opts)
+	if err == nil || !errors.Is(err, store.ErrDamaged) {
+		return s, err
+	}
+	aside, merr := store.MoveAside(path)
+	if merr != nil {
+		return nil, fmt.Errorf("%w (and it cannot be set aside: %w)", err, merr)
+	}
+	log.Warn("read model damaged: set aside, rebuilding it from the log", "damaged", aside, "err", err)
+	return store.OpenWith(ctx, path, opts)
+}
+
+// Failed receives, once, an error the node cannot get over by itself: its
+// read model cannot be used and no new one can be made in its place (a
+// person must fix its directory), or its embedded NATS server's JetStream
+// could not be started again after a write failure.
+// The node goes on as well as it can (its /healthz says why it is not
+// healthy); a program should Close it and exit with a failure, so that a
+// supervisor starts it again. tah-node does.
+func (n *Node) Failed() <-chan error { return n.failed }
+
+// fail hands err to Failed, unless an earlier error is there.
+func (n *Node) fail(err error) {
+	n.log.Error("the node cannot go on by itself", "err", err)
+	select {
+	case n.failed <- err:
+	default:
+	}
 }
 
 // Start brings a node up: bus, read model, projector, session actors and the
@@ -115,7 +152,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		}
 		opts.Session.Node = DefaultNodeID(dir)
 	}
-	n = &Node{opts: opts, log: log}
+	n = &Node{opts: opts, log: log, failed: make(chan error, 1)}
 	n.Metrics = newMetrics(n)
 	started := n // `return nil, err` clears n before this runs
 	defer func() {
@@ -133,6 +170,16 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.Bus.Close)
+	// A JetStream store that cannot be restarted stops the node.
+	busWatched, busFailed := make(chan struct{}), n.Bus.Failed()
+	go func() { // owned here: ends with the node
+		select {
+		case err := <-busFailed:
+			started.fail(err)
+		case <-busWatched:
+		}
+	}()
+	n.closers = append(n.closers, func(context.Context) error { close(busWatched); return nil })
 
 	path := opts.StorePath
 	if path == "" {
@@ -145,7 +192,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("node: read model directory: %w", err)
 	}
-	if n.Store, err = store.OpenWith(ctx, path, store.Options{Shards: n.Bus.Shards()}); err != nil {
+	if n.Store, err = openStore(ctx, path, store.Options{Shards: n.Bus.Shards()}, log); err != nil {
 		return nil, err
 	}
 	n.closers = append(n.closers, func(context.Context) error { return n.Store.Close() })
@@ -177,7 +224,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		n.Sessions.ClaimedElsewhere(sid, epoch)
 		streams.Claimed(sid, epoch)
 	}
-	if n.Projector, err = StartProjector(ctx, n.Bus, n.Store, log.With("component", "projector"), claimed); err != nil {
+	if n.Projector, err = startProjector(ctx, n.Bus, n.Store, log.With("component", "projector"), claimed, n.fail); err != nil {
 		return nil, err
 	}
 	n.closers = append(n.closers, func(context.Context) error { n.Projector.Close(); return nil })
@@ -264,10 +311,25 @@ func (n *Node) ID() string { return n.opts.Session.Node }
 // recording anything (they resume on the next owner), and after them their
 // tool runner; then the registry of tool services, the projector, the read
 // model and the bus, which flushes every acknowledged write.
+//
+// With a deadline, the bus keeps a third of the time: a part that overruns
+// its share (a session's append that cannot complete on a full disk waits
+// for its own deadline) must not leave the embedded server no time to shut
+// down; once the connection is closed, what still waited on it ends.
 func (n *Node) Close(ctx context.Context) error {
+	parts := ctx
+	if d, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		parts, cancel = context.WithDeadline(ctx, d.Add(-time.Until(d)/3))
+		defer cancel()
+	}
 	var errs []error
 	for i := len(n.closers) - 1; i >= 0; i-- {
-		if err := n.closers[i](ctx); err != nil {
+		cctx := parts
+		if i == 0 {
+			cctx = ctx // the bus, opened first
+		}
+		if err := n.closers[i](cctx); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,14 @@ import (
 // of the log from the position the store committed last for it, and applies
 // whole records in batches, each batch with the shards' new positions in one
 // transaction, so that every event is applied exactly once across restarts.
+//
+// A read model found damaged (a batch fails with store.IsDamaged, or a read
+// does: Rebuild), or whose file cannot be written any more (batches fail
+// with store.IsReadOnly or store.IsIOError, projectorResetAfter times in a
+// row), is set aside and the whole log folded again into a new one
+// (store.Reset); when no new one can be made, onFail is told (a tah-node
+// stops) while the projector keeps trying. Err says why the read model does
+// not follow the log, meanwhile.
 type Projector struct {
 	b   *bus.Bus
 	s   *store.Store
@@ -26,16 +35,28 @@ type Projector struct {
 	// onClaim is told of every session.claimed as soon as the tail delivers
 	// it, before it is applied.
 	onClaim func(sid string, epoch uint64)
+	// onFail is told, once, that the read model cannot go on by itself.
+	onFail func(error)
+	failed atomic.Bool
 
+	ch      chan record
+	rebuild chan uint64 // the store generation a read found damaged
+	stop    chan struct{}
+	ctx     context.Context // ends at Close: an Apply in progress stops
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu   sync.Mutex
 	tail *bus.Tail
-	ch   chan record
-	stop chan struct{}
-	wg   sync.WaitGroup
-
-	mu       sync.Mutex
+	quit chan struct{} // closed to stop the tail's hand-over to run
+	// told are, per shard, the last record whose claims were handed to
+	// onClaim: a rebuild folds the log again without telling them twice.
+	told     []uint64
 	applied  []uint64 // per shard, the position after the last committed batch
 	waiters  []waiter
 	problems atomic.Int64
+	rebuilds atomic.Int64
+	fault    atomic.Pointer[error]
 }
 
 // record is one record of the log, from shard shard.
@@ -54,44 +75,94 @@ type waiter struct {
 // split: a batch may pass it by one record's events).
 const projectorBatch = 512
 
+// projectorQueue is how many records the tail hands over ahead of the
+// batches (a variable for tests).
+var projectorQueue = 4 * projectorBatch
+
 // StartProjector starts tailing the log into s, whose positions must be of
 // b's shards (store.Options.Shards). onClaim, when not nil, is called with
 // every session.claimed the tail delivers (a node stops its own actor of a
 // session another node claimed).
 func StartProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.Logger, onClaim func(sid string, epoch uint64)) (*Projector, error) {
+	return startProjector(ctx, b, s, log, onClaim, nil)
+}
+
+// startProjector is StartProjector with onFail (see Projector).
+func startProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.Logger, onClaim func(sid string, epoch uint64), onFail func(error)) (*Projector, error) {
 	pos, err := s.Positions(ctx, store.DefaultConsumer)
 	if err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
 	}
-	p := &Projector{b: b, s: s, log: log, onClaim: onClaim, ch: make(chan record, 4*projectorBatch),
-		stop: make(chan struct{}), applied: pos}
+	p := &Projector{b: b, s: s, log: log, onClaim: onClaim, onFail: onFail, ch: make(chan record, projectorQueue),
+		rebuild: make(chan uint64, 1), stop: make(chan struct{}), applied: pos, told: slices.Clone(pos)}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if err := p.follow(ctx, pos); err != nil {
+		p.cancel()
+		return nil, fmt.Errorf("projector: %w", err)
+	}
+	p.wg.Add(1)
+	go p.run()
+	return p, nil
+}
+
+// follow starts a tail of every shard after pos.
+func (p *Projector) follow(ctx context.Context, pos []uint64) error {
 	from := make([]uint64, len(pos))
 	for k, seq := range pos {
 		from[k] = seq + 1
 	}
-	p.wg.Add(1)
-	go p.run()
-	tail, err := b.TailAll(ctx, from, func(k int, evs []event.Event) error {
-		p.claims(evs)
+	quit := make(chan struct{})
+	tail, err := p.b.TailAll(ctx, from, func(k int, evs []event.Event) error {
+		p.claims(k, evs)
 		select {
 		case p.ch <- record{k, evs}:
 			return nil
+		case <-quit: // a rebuild stops this tail
+			return bus.ErrClosed
 		case <-p.stop:
 			return bus.ErrClosed
 		}
 	})
 	if err != nil {
-		close(p.stop)
-		p.wg.Wait()
-		return nil, fmt.Errorf("projector: %w", err)
+		return err
 	}
-	p.tail = tail
-	return p, nil
+	p.mu.Lock()
+	p.tail, p.quit = tail, quit
+	p.mu.Unlock()
+	return nil
 }
 
-// claims hands the session.claimed events of a record to onClaim.
-func (p *Projector) claims(evs []event.Event) {
-	if p.onClaim == nil {
+// unfollow stops the tail, and drops what it handed over and was not applied.
+func (p *Projector) unfollow() {
+	p.mu.Lock()
+	tail, quit := p.tail, p.quit
+	p.tail, p.quit = nil, nil
+	p.mu.Unlock()
+	if tail == nil {
+		return
+	}
+	close(quit) // first: a hand-over waiting for run, which is here, gives up
+	tail.Stop()
+	for {
+		select {
+		case <-p.ch:
+		default:
+			return
+		}
+	}
+}
+
+// claims hands the session.claimed events of a record of shard k to onClaim,
+// unless a rebuild folds it again.
+func (p *Projector) claims(k int, evs []event.Event) {
+	if p.onClaim == nil || len(evs) == 0 {
+		return
+	}
+	p.mu.Lock()
+	told := evs[0].Seq <= p.told[k]
+	p.told[k] = max(p.told[k], evs[0].Seq)
+	p.mu.Unlock()
+	if told {
 		return
 	}
 	for _, e := range evs {
@@ -109,6 +180,8 @@ func (p *Projector) run() {
 		select {
 		case <-p.stop:
 			return
+		case gen := <-p.rebuild:
+			p.verify(gen)
 		case r := <-p.ch:
 			batch = append(batch[:0], r.evs...)
 			linger := time.NewTimer(projectorLinger)
@@ -135,12 +208,15 @@ func (p *Projector) run() {
 // one with the next few, and the read model stays a few milliseconds behind.
 const projectorLinger = 5 * time.Millisecond
 
-// apply commits one batch, retrying while the store is merely busy: an event is
-// never dropped, and the tail waits (its channel fills) until the store takes it.
+// apply commits one batch, retrying while the store merely fails (busy, a
+// full disk): an event is never dropped, and the tail waits (its channel
+// fills) until the store takes it. A damaged or unwritable file is set aside
+// and the read model rebuilt instead (reset).
 func (p *Projector) apply(batch []event.Event) {
 	for attempt := 0; ; attempt++ {
-		res, err := p.s.Apply(context.Background(), batch)
+		res, err := p.s.Apply(p.ctx, batch)
 		if err == nil {
+			p.fault.Store(nil)
 			for _, pr := range res.Problems {
 				p.problems.Add(1)
 				level := slog.LevelWarn
@@ -152,14 +228,152 @@ func (p *Projector) apply(batch []event.Event) {
 			p.advance(res.Positions)
 			return
 		}
-		p.log.Error("read model: batch not applied; retrying", "events", len(batch), "attempt", attempt, "err", err)
-		select {
-		case <-p.stop:
+		if p.stopped() {
 			return
-		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 5*time.Second)):
+		}
+		p.setFault(fmt.Errorf("read model: %w", err))
+		// A damaged file goes at once, one that cannot be written after a
+		// few tries; the batch goes with it (the new tail delivers it
+		// again). Anything else (busy, a full disk) passes: retry.
+		if store.IsDamaged(err) || (store.IsReadOnly(err) || store.IsIOError(err)) && attempt+1 >= projectorResetAfter {
+			p.reset(err)
+			return
+		}
+		p.log.Error("read model: batch not applied; retrying", "events", len(batch), "attempt", attempt, "err", err)
+		if !p.sleep(attempt) {
+			return
 		}
 	}
 }
+
+// projectorResetAfter is how many batches in a row may fail to write to the
+// read model's file (read-only, an I/O error) before it is set aside.
+const projectorResetAfter = 5
+
+// sleep waits before the next attempt, longer after each; false when the
+// projector stops meanwhile.
+func (p *Projector) sleep(attempt int) bool {
+	t := time.NewTimer(min(time.Duration(attempt+1)*100*time.Millisecond, 5*time.Second))
+	defer t.Stop()
+	select {
+	case <-p.stop:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (p *Projector) stopped() bool {
+	select {
+	case <-p.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Rebuild asks for the read model to be checked, and rebuilt when it is
+// damaged, because a read of store generation gen (store.Generation, taken
+// before the read) failed with err. Only damage asks (store.IsDamaged), and
+// only of the file still in place: the read of a file already set aside
+// asks nothing.
+func (p *Projector) Rebuild(gen uint64, err error) {
+	if !store.IsDamaged(err) || gen != p.s.Generation() {
+		return
+	}
+	select {
+	case p.rebuild <- gen:
+	default: // one is asked for already
+	}
+}
+
+// verify rebuilds the read model of generation gen if it is still in place
+// and fails its integrity check.
+func (p *Projector) verify(gen uint64) {
+	if gen != p.s.Generation() {
+		return
+	}
+	err := p.s.Check(p.ctx)
+	if err == nil || !store.IsDamaged(err) {
+		// A damage the check does not see (an index out of step with its
+		// table, which only integrity_check compares) shows up again on
+		// the next write, which rebuilds.
+		return
+	}
+	p.reset(err)
+}
+
+// reset sets the read model's file aside (damaged, or not writable) and
+// folds the whole log again into a new one, from its first record; the reads
+// wait for it as for any projector behind the log (WaitFor). When no new file
+// can be made (its directory is not writable either), onFail is told, and it
+// tries again until it succeeds or the projector stops.
+func (p *Projector) reset(cause error) {
+	p.rebuilds.Add(1)
+	p.setFault(fmt.Errorf("read model set aside, rebuilding it from the log: %w", cause))
+	p.unfollow()
+	for attempt := 0; ; attempt++ {
+		aside, err := p.s.Reset(p.ctx)
+		if err == nil {
+			p.log.Warn("read model set aside, rebuilding it from the log", "set_aside", aside, "why", cause)
+			break
+		}
+		if p.stopped() {
+			return
+		}
+		err = fmt.Errorf("the read model cannot be used (%v), and no new one can be made (%w): make %s and its directory writable "+
+			"by the node's user (ls -l; lsattr, chattr -i; a read-only mount), or delete it: it is rebuilt from the log", cause, err, p.s.Path())
+		p.setFault(err)
+		p.fail(err)
+		p.log.Error("read model: no new one can be made; retrying", "err", err, "attempt", attempt)
+		if !p.sleep(attempt) {
+			return
+		}
+	}
+	p.mu.Lock()
+	clear(p.applied)
+	pos := slices.Clone(p.applied)
+	p.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		err := p.follow(p.ctx, pos)
+		if err == nil {
+			// The new read model follows the log; the reads wait for it to
+			// catch up as for any projector behind (WaitFor).
+			p.fault.Store(nil)
+			return
+		}
+		if p.stopped() {
+			return
+		}
+		p.log.Error("read model: the log cannot be followed; retrying", "err", err, "attempt", attempt)
+		if !p.sleep(attempt) {
+			return
+		}
+	}
+}
+
+// setFault records why the read model does not follow the log (Err).
+func (p *Projector) setFault(err error) { p.fault.Store(&err) }
+
+// fail tells onFail, once.
+func (p *Projector) fail(err error) {
+	if p.onFail != nil && !p.failed.Swap(true) {
+		p.onFail(err)
+	}
+}
+
+// Err is why the read model does not follow the log now (its last batch
+// failed, it is damaged and being rebuilt), nil when it does.
+func (p *Projector) Err() error {
+	if err := p.fault.Load(); err != nil {
+		return *err
+	}
+	return nil
+}
+
+// Rebuilds counts the read models set aside (damaged, or no longer
+// writable) and rebuilt since start.
+func (p *Projector) Rebuilds() int64 { return p.rebuilds.Load() }
 
 // Positions is, for each shard of the log, the last stream sequence the read
 // model has applied.
@@ -224,15 +438,24 @@ func (p *Projector) advance(pos []uint64) {
 	p.waiters = kept
 }
 
-// Close stops the tail and waits for the batch in progress to commit.
+// Close stops the tail, and the batch in progress, which it cancels (its
+// transaction rolls back: the next start applies it again), so that a read
+// model that cannot be written, or waits on a lock, never holds a node's
+// stop up.
 func (p *Projector) Close() {
-	if p.tail != nil {
-		p.tail.Stop()
-	}
 	select {
 	case <-p.stop:
+		return
 	default:
-		close(p.stop)
+		close(p.stop) // first: a hand-over waiting for run gives up
 	}
+	p.cancel()
 	p.wg.Wait()
+	p.mu.Lock()
+	tail := p.tail
+	p.tail = nil
+	p.mu.Unlock()
+	if tail != nil {
+		tail.Stop()
+	}
 }

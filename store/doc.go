@@ -20,6 +20,12 @@
 // cost of a step does not grow with the length of the history. It keeps no
 // other copy of the log.
 //
+// Open checks the file's integrity (SQLite's quick_check) and that it can be
+// written: a damaged file fails with ErrDamaged, to be set aside (MoveAside)
+// and rebuilt; an unwritable one with ErrReadOnly, for a person to fix. An
+// open Store found damaged later starts over on a new file (Reset) while its
+// reads go on.
+//
 // The actors never use this package: their state comes from the log. Nothing
 // here knows about NATS.
 //

@@ -30,6 +30,16 @@ var (
 	ErrNewerSchema = errors.New("read model schema is newer than this build")
 	// ErrInvalidCursor: a ListOptions.Before that no ListSessions returned.
 	ErrInvalidCursor = errors.New("invalid list cursor")
+	// ErrDamaged: the database file is damaged: it is not a SQLite database,
+	// or its integrity check (at Open, and by Check) fails. The read model is
+	// a cache of the log: move the file aside (MoveAside, or Reset on an open
+	// Store) and the projector rebuilds it. IsDamaged also recognises
+	// SQLite's own errors of a damaged file.
+	ErrDamaged = errors.New("read model damaged")
+	// ErrReadOnly: the database file (or its directory) cannot be written:
+	// its permissions, an immutable attribute, a read-only mount. IsReadOnly
+	// also recognises SQLite's own errors of an unwritable file.
+	ErrReadOnly = errors.New("read model not writable")
 
 	// ErrNoSequence is a Problem: an event without a stream sequence cannot be
 	// placed in the log, so it is not applied.
@@ -95,16 +105,23 @@ func (o Options) withDefaults() Options {
 type Store struct {
 	path string
 	opts Options
-	w    *sql.DB // one connection: SQLite has one writer anyway, and the cache relies on it
-	r    *sql.DB // read pool, query_only
+	w    *sql.DB  // one connection: SQLite has one writer anyway, and the cache relies on it
+	r    *readers // read pool, query_only; Reset replaces its database
 
-	// mu serialises Apply and guards cache and the prepared statements' use.
+	// mu serialises Apply (and Reset) and guards w, cache and the prepared
+	// statements' use.
 	mu    sync.Mutex
 	cache *lru
 	stmts *stmts
 
 	closed atomic.Bool
-	stats  statsCounters
+	// broken is why the store cannot be used any more (a Reset that could
+	// not open a new file), nil while it can.
+	broken atomic.Pointer[error]
+	// generation counts the Resets: an error seen before one is not the
+	// new file's (Generation).
+	generation atomic.Uint64
+	stats      statsCounters
 
 	// For tests: the fold (projection.Apply in production), a hook after the
 	// i-th event of a batch inside its transaction (nil in production), and
@@ -116,7 +133,8 @@ type Store struct {
 
 // Open opens (creating it and its directory if needed) the read model at path
 // and brings its schema up to date. It fails with ErrNewerSchema when the file
-// was written by a newer version.
+// was written by a newer version, ErrDamaged when it is damaged (see Check),
+// ErrReadOnly when it cannot be written.
 func Open(ctx context.Context, path string) (*Store, error) {
 	return OpenWith(ctx, path, Options{})
 }
@@ -134,41 +152,79 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	s := &Store{path: abs, opts: opts.withDefaults(), applyFn: projection.Apply}
+	h, err := openFile(ctx, abs, s.opts)
+	if err != nil {
+		return nil, err
+	}
+	s.w, s.r, s.stmts = h.w, &readers{db: h.r}, h.stmts
+	s.cache = newLRU(s.opts.CacheSize)
+	return s, nil
+}
 
+// handles are an open database file's connections.
+type handles struct {
+	w, r  *sql.DB
+	stmts *stmts
+}
+
+// openFile opens the database at abs: its integrity checked, its schema
+// brought up to date, its writability tried, its statements prepared.
+func openFile(ctx context.Context, abs string, opts Options) (*handles, error) {
 	// WAL lets readers run beside the writer; synchronous=NORMAL is durable
 	// against a crash of the process and may lose the last commits on power loss,
 	// which is harmless here: the position is committed with the rows, so the
 	// projector simply consumes those events again. _txlock=immediate takes the
 	// write lock at BEGIN, so a transaction never fails half-way on a lock upgrade.
 	base := "file:" + escapePath(abs) + "?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
-	s.w, err = sql.Open("sqlite", base+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	w, err := sql.Open("sqlite", base+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", abs, err)
 	}
-	s.w.SetMaxOpenConns(1)
-	s.w.SetMaxIdleConns(1)
-	s.w.SetConnMaxLifetime(0)
-	if err := migrate(ctx, s.w); err != nil {
-		s.w.Close()
-		return nil, fmt.Errorf("store: %s: %w", abs, err)
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	h := &handles{w: w}
+	fail := func(err error) (*handles, error) {
+		h.close()
+		return nil, diagnose(abs, err)
 	}
-	s.r, err = sql.Open("sqlite", base+"&_query_only=1")
-	if err != nil {
-		s.w.Close()
-		return nil, fmt.Errorf("store: open %s: %w", abs, err)
+	// The check before anything writes: a migration must not build on a
+	// damaged file.
+	if err := check(ctx, w); err != nil {
+		return fail(err)
 	}
-	s.r.SetMaxOpenConns(s.opts.Readers)
-	s.r.SetMaxIdleConns(s.opts.Readers)
-	if err := s.r.PingContext(ctx); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("store: open %s: %w", abs, err)
+	if err := migrate(ctx, w); err != nil {
+		return fail(err)
 	}
-	if s.stmts, err = prepare(ctx, s.w); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("store: %s: %w", abs, err)
+	if err := tryWrite(ctx, w); err != nil {
+		return fail(err)
 	}
-	s.cache = newLRU(s.opts.CacheSize)
-	return s, nil
+	if h.r, err = sql.Open("sqlite", base+"&_query_only=1"); err != nil {
+		return fail(fmt.Errorf("open: %w", err))
+	}
+	h.r.SetMaxOpenConns(opts.Readers)
+	h.r.SetMaxIdleConns(opts.Readers)
+	if err := h.r.PingContext(ctx); err != nil {
+		return fail(fmt.Errorf("open: %w", err))
+	}
+	if h.stmts, err = prepare(ctx, w); err != nil {
+		return fail(err)
+	}
+	return h, nil
+}
+
+func (h *handles) close() error {
+	var errs []error
+	if h.stmts != nil {
+		errs = append(errs, h.stmts.close())
+	}
+	if h.r != nil {
+		errs = append(errs, h.r.Close())
+	}
+	if h.w != nil {
+		errs = append(errs, h.w.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // escapePath makes a file path safe inside a "file:" URI, whose query string
@@ -193,7 +249,7 @@ func (s *Store) Close() error {
 		errs = append(errs, s.stmts.close())
 	}
 	if s.r != nil {
-		errs = append(errs, s.r.Close())
+		errs = append(errs, s.r.close())
 	}
 	if s.w != nil {
 		// optimize keeps the planner's statistics fresh for the list indexes; cheap
@@ -208,6 +264,9 @@ func (s *Store) Close() error {
 func (s *Store) checkOpen() error {
 	if s.closed.Load() {
 		return ErrClosed
+	}
+	if err := s.broken.Load(); err != nil {
+		return *err
 	}
 	return nil
 }

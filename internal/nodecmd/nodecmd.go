@@ -28,12 +28,14 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/auth"
+	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/internal/buildinfo"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/providers"
 	"github.com/tah-dev/tah/node"
+	"github.com/tah-dev/tah/store"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/builtin"
 	"github.com/tah-dev/tah/tools/remote"
@@ -166,8 +168,9 @@ func argName(s config.Setting) string {
 }
 
 const usageTail = `
-Exit status: 0 after a clean stop (SIGINT or SIGTERM), 1 when the node cannot
-start or fails, 2 for bad flags or configuration.
+Exit status: 0 after a clean stop (SIGINT or SIGTERM, within 15 s in every
+state), 1 when the node cannot start, cannot go on (a read model it cannot
+write, say) or did not stop cleanly, 2 for bad flags or configuration.
 
 Files in the data directory: nats/ (the log), data.db (the read model),
 trust/ (the NATS operator's and accounts' keys, mode 0700), node.creds (the
@@ -195,8 +198,36 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return serve(ctx, stop, cfg, stdout, stderr)
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, stop, cfg, stdout, stderr) }() // owned here: waited for below, or left to the process's exit
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	// Stopping, whatever the node was doing: it gets StopBound.
+	bound := time.NewTimer(StopBound)
+	defer bound.Stop()
+	select {
+	case err := <-served:
+		return err
+	case <-bound.C:
+		return failed(fmt.Errorf("the node did not stop within %v of the signal", StopBound),
+			"nothing acknowledged is lost: the next start resumes the running turns from the log, as after a kill -9; the log above says what it was waiting for")
+	}
 }
+
+// StopBound is how long tah-node takes at most to exit after SIGINT or
+// SIGTERM, in every state (starting, serving, with a full disk or a stalled
+// read model): past it, Run returns with ExitFailed and what is still
+// stopping is abandoned with the process. A clean stop takes well under a
+// second; closeBound is what the node's own Close gets of it.
+const StopBound = 15 * time.Second
+
+// closeBound bounds node.Close at a stop: its parts that wait on NATS
+// (handing partitions over, draining the connection, the server's shutdown)
+// give up when it ends.
+const closeBound = 10 * time.Second
 
 type extraFlags struct {
 	configPath  string
@@ -403,7 +434,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 		}
 	}
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), closeBound)
 		defer cancel()
 		if cerr := n.Close(sctx); cerr != nil {
 			log.Error("shutdown", "err", cerr)
@@ -464,10 +495,26 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	banner(stdout, cfg, info, provider, n, root, credsNote, web, agentsLine)
 	bridge.banner(stdout)
 
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case ferr := <-n.Failed():
+		// The node logged why; it stops so that a supervisor starts it again.
+		return failed(fmt.Errorf("the node cannot go on: %w", ferr), failHint(ferr))
+	}
 	stop() // a second signal now ends the process at once
 	log.Info("stopping: running turns stop without acknowledging their input and resume at the next start", "node", cfg.NodeID)
 	return nil
+}
+
+// failHint says what to do about an error the node could not get over.
+func failHint(err error) string {
+	switch {
+	case store.IsReadOnly(err):
+		return "make the read model and its directory writable by the node's user (or delete it: it is rebuilt from the log), then start the node again"
+	case errors.Is(err, bus.ErrStoreNotWritable):
+		return "free space on the data directory's disk (or fix what fails its writes), then start the node again; nothing acknowledged was lost"
+	}
+	return "start the node again (a supervisor does: systemd Restart=on-failure); run with --log-level debug for details"
 }
 
 // banner tells a person at the terminal what runs and what to do next.
@@ -555,6 +602,8 @@ func probePort(host string, port int) error {
 func startHint(err error) string {
 	msg := err.Error()
 	switch {
+	case store.IsReadOnly(err):
+		return "make the read model and its directory writable by the node's user (ls -l; as root, lsattr and chattr -i; a read-only mount), or delete it: it is rebuilt from the log"
 	case strings.Contains(msg, "address already in use"):
 		return "choose another port with --nats-port (TAH_NATS_PORT), or --nats-port 0 for a free one"
 	case strings.Contains(msg, "incompatible"):

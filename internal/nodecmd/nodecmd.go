@@ -356,7 +356,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	if cfg.NodeID == "" {
 		cfg.NodeID = node.DefaultNodeID(dataDir)
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	if err := localnode.MakeDir(dataDir); err != nil {
 		return failed(fmt.Errorf("data directory %s: %w", dataDir, err), "choose another with --data-dir (TAH_DATA_DIR)")
 	}
 	unlock, err := lockDataDir(dataDir)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -15,8 +17,12 @@ import (
 )
 
 const credsHelp = `tahctl creds add --role ROLE [--tool NAME]... NAME issues a NATS credential of
-a role and writes it to NAME.creds (mode 0600), a file that tahctl --creds,
-the Go client, nats.js and nats --creds take as it is. tahctl creds ls lists
+a role and writes it to <data dir>/creds/NAME.creds (mode 0600; without a data
+directory, to the user's configuration directory: ~/.config/tah/creds on
+Linux; -o FILE writes it elsewhere), a file that tahctl --creds, the Go
+client, nats.js and nats --creds take as it is. It holds a secret key: it is
+written out of the working directory so that it never lands in a project's
+version control (the data directory ignores itself for git). tahctl creds ls lists
 the issued credentials; tahctl creds revoke NAME revokes every credential of
 that name, on every server of the cluster at once (no restart) and for good.
 The roles (docs/security.md says what each may do):
@@ -72,7 +78,7 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 	role := fset.String("role", "", "the credential's `ROLE`: client, observer, tool, admin, or agents (an agent protocol gateway's)")
 	var tools toolNames
 	fset.Var(&tools, "tool", "a tool `NAME` the credential serves (role tool)")
-	out := fset.String("o", "", "the `FILE` to write (default NAME.creds)")
+	out := fset.String("o", "", "the `FILE` to write (default: <data dir>/creds/NAME.creds, or the user's configuration directory's tah/creds/NAME.creds when there is no data directory)")
 	pos, err := parse(fset, args)
 	if err != nil {
 		return err
@@ -90,10 +96,12 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 	}
 	path := *out
 	if path == "" {
-		path = name + ".creds"
+		if path, err = credsFile(g.resolve().dataDir, name); err != nil {
+			return err
+		}
 	}
 	if fileExists(path) {
-		return usageError("choose another name, or -o FILE", "%s exists already", path)
+		return usageError("choose another name, or -o FILE", "%s exists already", shortPath(path))
 	}
 	t, err := credsTargetOf(ctx, g)
 	if err != nil {
@@ -118,13 +126,64 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintln(g.stderr, "no node runs: issued from the data directory; the node registers it at its next start")
 	}
 	if g.json {
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
 		return printJSON(g.stdout, struct {
 			wire.Credential
 			File string `json:"file"`
 		}{c, path})
 	}
-	fmt.Fprintf(g.stdout, "%s: %s credential %s (%s)\n", path, c.Role, name, c.PublicKey)
+	fmt.Fprintf(g.stdout, "%s: %s credential %s (%s)\n", shortPath(path), c.Role, name, c.PublicKey)
+	fmt.Fprintf(g.stderr, "  it holds a secret key (mode 0600): give it with --creds %s, and keep it out of version control\n", shortPath(path))
 	return nil
+}
+
+// credsDir is the directory of the credentials that tahctl creds add issues,
+// in the data directory (or, without one, in the user's configuration
+// directory's tah/).
+const credsDir = "creds"
+
+// credsFile is where tahctl creds add writes the credential name when -o does
+// not say: <dataDir>/creds/NAME.creds, or, when no data directory is known
+// (a machine that reaches a node with --server and --creds), the user's
+// configuration directory's tah/creds/NAME.creds. Never the working
+// directory: a credential is a secret, and the working directory is often a
+// project under version control, where a `git add -A` would commit it. The
+// directory is made as localnode.MakeDir makes it: mode 0700, with a
+// .gitignore that ignores all of it.
+func credsFile(dataDir, name string) (string, error) {
+	dir := ""
+	if dataDir != "" {
+		if err := localnode.MakeDir(dataDir); err != nil {
+			return "", errorf(exitFailed, "give the file to write with -o FILE", "the data directory %s: %v", dataDir, err)
+		}
+		dir = filepath.Join(dataDir, credsDir)
+	} else {
+		conf, err := os.UserConfigDir()
+		if err != nil {
+			return "", errorf(exitFailed, "give the file to write with -o FILE, or a data directory with --data-dir DIR",
+				"no data directory, and no configuration directory to write the credential into: %v", err)
+		}
+		dir = filepath.Join(conf, "tah", credsDir)
+	}
+	if err := localnode.MakeDir(dir); err != nil {
+		return "", errorf(exitFailed, "give the file to write with -o FILE", "the credentials' directory %s: %v", dir, err)
+	}
+	return filepath.Join(dir, name+".creds"), nil
+}
+
+// shortPath is path relative to the working directory when it is under it
+// (.tah/creds/alice.creds), else as it is: what a person types next.
+func shortPath(path string) string {
+	wd, err := os.Getwd()
+	if err != nil || !filepath.IsAbs(path) {
+		return path
+	}
+	if rel, err := filepath.Rel(wd, path); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return rel
+	}
+	return path
 }
 
 // issueLocally issues user with the data directory's trust material and

@@ -23,10 +23,10 @@ const mcpHelp = `Serves the tools of the MCP servers in FILE (the {"mcpServers":
 Claude Desktop, Claude Code or Cursor) as TAH tool services named
 <server>__<tool>, until Ctrl-C. It needs a tool credential that grants each
 server's tools, <server>__*: on the node's machine,
-tahctl creds add --role tool --tool 'fs__*,api__*' NAME, then
-tahctl mcp serve --creds NAME.creds FILE. Tools a server adds later are served
-with the same credential. A server that crashes is restarted; its tools are
-withdrawn while it is down.`
+tahctl creds add --role tool --tool 'fs__*,api__*' NAME (it writes
+.tah/creds/NAME.creds), then tahctl mcp serve --creds .tah/creds/NAME.creds
+FILE. Tools a server adds later are served with the same credential. A
+server that crashes is restarted; its tools are withdrawn while it is down.`
 
 // runMCP is `tahctl mcp serve FILE`.
 func runMCP(ctx context.Context, g *globals, args []string) error {
@@ -83,7 +83,7 @@ func checkToolCreds(path string, grants []string) error {
 		pub = append(pub, wire.NamespaceResultSubjects(ns))
 		sub = append(sub, wire.NamespaceToolSubjects(ns), "$SRV.INFO."+wire.ToolNamespaceService(ns))
 	}
-	try := fmt.Sprintf("on the node's machine: tahctl creds add --role tool --tool '%s' mcp, then tahctl mcp serve --creds mcp.creds FILE", strings.Join(grants, ","))
+	try := fmt.Sprintf("on the node's machine: tahctl creds add --role tool --tool '%s' mcp, then tahctl mcp serve --creds .tah/creds/mcp.creds FILE (creds add prints where it wrote it)", strings.Join(grants, ","))
 	if path == "" {
 		return usageError(try, "mcp serve needs a tool credential that grants the servers' tools")
 	}

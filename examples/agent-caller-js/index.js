@@ -28,9 +28,10 @@
 //   7. asks the instance's status endpoint (§8.7) and reports the liveness
 //      of the instances it heard from, per instance_id (§8.2).
 //
-// Run:
-//   NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=alice.creds \
-//     node index.js [flags] PROMPT [FOLLOW-UP ...]
+// Run, in the directory where tah-node runs (its data directory is .tah):
+//   tahctl creds add --role client alice    # writes .tah/creds/alice.creds
+//   NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=.tah/creds/alice.creds \
+//     node examples/agent-caller-js/index.js [flags] PROMPT [FOLLOW-UP ...]
 // Flags (each also from the environment):
 //   --server URL          NATS_URL (default nats://127.0.0.1:4222)
 //   --creds FILE          NATS_CREDS: a .creds file (a user JWT and its seed)

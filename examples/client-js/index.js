@@ -9,9 +9,11 @@
 // written (stdout) and each step as it is logged (stderr), and exits when the
 // turn ends: 0 when it completed, 1 when it failed, 5 when it was cancelled.
 //
-// Run:  NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=client.creds node index.js "your question"
-// (NATS_CREDS is a .creds file: one `tahctl creds add --role client NAME`
-// issued, or, on the node's machine, the node's .tah/admin.creds).
+// Run, in the directory where tah-node runs (its data directory is .tah):
+//   tahctl creds add --role client jsclient   # writes .tah/creds/jsclient.creds
+//   NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=.tah/creds/jsclient.creds node examples/client-js/index.js "your question"
+// (NATS_CREDS is a .creds file: the one `tahctl creds add --role client NAME`
+// wrote, wherever it printed, or the node's .tah/admin.creds.)
 
 "use strict";
 

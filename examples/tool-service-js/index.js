@@ -12,9 +12,11 @@
 // tah_tool_results under <session>.<call id> ("running", then "done" with the
 // result) BEFORE the reply; a message on tah.tool.cancel.<call id> cancels it.
 //
-// Run:  NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=tool.creds node index.js
-// (NATS_CREDS is a .creds file: one `tahctl creds add --role tool --tool NAME
-// NAME` issued, or, on the node's machine, the node's .tah/admin.creds).
+// Run, in the directory where tah-node runs (its data directory is .tah):
+//   tahctl creds add --role tool --tool shout,word_count,wait jstools   # writes .tah/creds/jstools.creds
+//   NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=.tah/creds/jstools.creds node examples/tool-service-js/index.js
+// (NATS_CREDS is a .creds file: the one `tahctl creds add --role tool --tool
+// NAME NAME` wrote, wherever it printed, or the node's .tah/admin.creds.)
 
 "use strict";
 

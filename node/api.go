@@ -383,7 +383,13 @@ func (n *Node) apiTools(ctx context.Context, _ wire.EmptyRequest) (wire.ToolsRep
 	if schemas == nil {
 		schemas = []llm.ToolSchema{}
 	}
-	return wire.ToolsReply{Tools: schemas}, nil
+	r := wire.ToolsReply{Tools: schemas}
+	for _, s := range schemas {
+		if n.opts.Approval.Needs(s.Name) {
+			r.Approval = append(r.Approval, s.Name)
+		}
+	}
+	return r, nil
 }
 
 func (n *Node) apiStatus(ctx context.Context, _ wire.EmptyRequest) (wire.StatusReply, error) {

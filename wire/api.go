@@ -246,6 +246,10 @@ type EmptyRequest struct{}
 // ToolsReply lists the tools the answering node offers to the model.
 type ToolsReply struct {
 	Tools []llm.ToolSchema `json:"tools"`
+	// Approval names the tools among Tools whose calls wait for a person's
+	// approval before they run, under the answering node's policy
+	// (tools.approval); absent when none does.
+	Approval []string `json:"approval,omitempty"`
 }
 
 // StatusReply is the answering node and every live node of the cluster.

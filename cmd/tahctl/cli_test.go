@@ -138,3 +138,33 @@ func TestDoesNotLinkTheNATSServer(t *testing.T) {
 		}
 	}
 }
+
+// TestExitCodesAreDocumented: every exit code's meaning in `tahctl help` and
+// in the README's table names what exits with it: 3 is a missing artifact,
+// step or credential too, not only a session.
+func TestExitCodesAreDocumented(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := ""
+	for _, l := range strings.Split(string(readme), "\n") {
+		if strings.HasPrefix(l, "| 3 |") {
+			row = l
+		}
+	}
+	help := ""
+	for _, l := range strings.Split(exitCodesHelp, "\n") {
+		if strings.HasPrefix(l, "  3 ") {
+			help = l
+		}
+	}
+	for _, what := range []string{"session", "artifact", "step", "credential"} {
+		if !strings.Contains(row, what) {
+			t.Errorf("the README's exit status 3 does not name a missing %s: %q", what, row)
+		}
+		if !strings.Contains(help, what) {
+			t.Errorf("tahctl help's exit status 3 does not name a missing %s: %q", what, help)
+		}
+	}
+}

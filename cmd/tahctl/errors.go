@@ -12,7 +12,7 @@ const (
 	exitOK          = 0 // done; for send and resume: the turn completed
 	exitFailed      = 1 // the turn failed, or the command could not be carried out
 	exitUsage       = 2 // bad usage or input: an unknown command or flag, an invalid id, an empty or oversized input
-	exitNotFound    = 3 // no such session
+	exitNotFound    = 3 // no such session, or no such artifact, step or credential
 	exitUnavailable = 4 // no node: nothing answers, the credentials were refused or may not do this, or the connection was lost
 	exitCancelled   = 5 // the turn was cancelled (by tahctl cancel, or another client)
 	// exitAwaitingApproval: the turn waits for a tool call's approval
@@ -25,7 +25,7 @@ const exitCodesHelp = `Exit status:
   0    done (send, resume: the turn completed)
   1    the turn failed, or the command could not be carried out
   2    bad usage or input: unknown command or flag, invalid session id, empty or oversized input
-  3    no such session
+  3    no such session, or no such artifact or step of it, or credential (creds revoke)
   4    no node: nothing answers, the credentials were refused or may not do this
        (permission denied), or the connection was lost
   5    the turn was cancelled

@@ -20,7 +20,13 @@ func (w *watch) onEvent(ev event.Event) {
 	case event.LLMStarted:
 		d, _ := event.DecodeAs[event.LLMStartedData](ev)
 		w.llmCalls++
-		if st := w.step(d.StepID); st.printed == "" {
+		st := w.step(d.StepID)
+		st.started = true
+		if st.held != "" { // its first text came before it
+			w.text(st.held)
+			st.printed, st.held = st.printed+st.held, ""
+		}
+		if st.printed == "" {
 			label := "waiting for the model"
 			if w.llmCalls > 1 {
 				label = fmt.Sprintf("waiting for the model (call %d)", w.llmCalls)
@@ -43,7 +49,7 @@ func (w *watch) onEvent(ev event.Event) {
 				w.text(c)
 			}
 		}
-		st.done = true
+		st.done, st.held = true, ""
 		w.usage = w.usage.Add(d.Response.Usage)
 		w.sp.stop()
 		if len(d.Response.ToolCalls) > 0 {

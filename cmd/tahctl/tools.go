@@ -11,7 +11,9 @@ import (
 
 // runTools is `tahctl tools`.
 func runTools(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("tools", "", "Lists the tools the node offers to the model: its own and those of tool services on NATS.")
+	fs := g.flags("tools", "", "Lists the tools the node offers to the model: its own and those of tool services on NATS.\n"+
+		"APPROVAL says which calls wait for a person's approval before they run (the node's\n"+
+		"tools.approval, --tools-approval): tahctl send asks on a terminal; tahctl approve decides.")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -36,10 +38,18 @@ func runTools(ctx context.Context, g *globals, args []string) error {
 		return nil
 	}
 	st := newStyle(g, g.stdout)
+	asks := map[string]bool{}
+	for _, name := range r.Approval {
+		asks[name] = true
+	}
 	var t table
-	t.add(cell{"TOOL", st.bold}, cell{"INPUT", st.bold}, cell{"DESCRIPTION", st.bold})
+	t.add(cell{"TOOL", st.bold}, cell{"APPROVAL", st.bold}, cell{"INPUT", st.bold}, cell{"DESCRIPTION", st.bold})
 	for _, tool := range r.Tools {
-		t.add(plain(tool.Name), plain(inputNames(tool.InputSchema)), plain(oneLine(tool.Description, 80)))
+		approval := plain("-")
+		if asks[tool.Name] {
+			approval = cell{"required", st.yellow}
+		}
+		t.add(plain(tool.Name), approval, plain(inputNames(tool.InputSchema)), plain(oneLine(tool.Description, 80)))
 	}
 	return t.write(g.stdout)
 }

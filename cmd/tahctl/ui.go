@@ -88,14 +88,25 @@ func (s *spinner) clear() {
 	}
 }
 
-// oneLine collapses whitespace and cuts s at n runes with an ellipsis.
+// oneLine collapses whitespace and cuts s at n runes with an ellipsis: at the
+// end of a word (after a space or a comma) when one ends in the last third,
+// so that a tool line is not cut mid-word.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	full := []rune(s)
+	r := full[:n-1]
+	if full[n-1] == ' ' { // it ends a word
+		return string(r) + "…"
+	}
+	for i := len(r) - 1; i >= len(r)*2/3 && i > 0; i-- {
+		if r[i] == ' ' || r[i] == ',' {
+			return strings.TrimRight(string(r[:i+1]), " ") + "…"
+		}
+	}
+	return string(r) + "…"
 }
 
 // compactJSON prints a JSON value on one line, cut at n runes.
@@ -121,13 +132,31 @@ func preview(out string, n int) string {
 	}
 	lines := strings.Split(out, "\n")
 	total := len(lines)
-	// A brief step's output ends with how long the whole is.
-	if m := briefMarker.FindStringSubmatch(lines[len(lines)-1]); m != nil {
+	// The line count is the whole output's: an output cut to a preview
+	// (its last line says so) is told as cut, never as its preview's lines
+	// (74 lines, for a 510-line file the model saw the start of).
+	what := ""
+	last := lines[len(lines)-1]
+	switch m := briefMarker.FindStringSubmatch(last); {
+	case m != nil: // a brief step's output ends with how long the whole is
 		total, _ = strconv.Atoi(m[1])
 		lines = lines[:len(lines)-1]
+	case cutMarker.MatchString(last):
+		m := cutMarker.FindStringSubmatch(last)
+		whole, _ := strconv.Atoi(m[1])
+		what = num(whole) + " characters, cut"
+	case linesMarker.MatchString(last):
+		m := linesMarker.FindStringSubmatch(last)
+		what = "lines " + m[1] + "–" + m[2] + " of more"
+	case strings.HasPrefix(last, "[truncated:"):
+		what = "cut"
 	}
-	if total == 1 {
+	if what != "" {
+		lines = lines[:len(lines)-1]
+	} else if total == 1 {
 		return oneLine(out, n)
+	} else {
+		what = fmt.Sprintf("%d lines", total)
 	}
 	var parts []string
 	size := 0
@@ -140,10 +169,18 @@ func preview(out string, n int) string {
 		}
 		parts = append(parts, l)
 	}
-	return oneLine(fmt.Sprintf("%d lines: %s", total, strings.Join(parts, ", ")), n+12)
+	return oneLine(what+": "+strings.Join(parts, ", "), n+12)
 }
 
-var briefMarker = regexp.MustCompile(`^\[… (\d+) lines, \d+ characters in all\]$`)
+var (
+	briefMarker = regexp.MustCompile(`^\[… (\d+) lines, \d+ characters in all\]$`)
+	// cutMarker ends an output cut to a preview for the model and the log
+	// (tools.Truncate): the number is the whole's length in characters.
+	cutMarker = regexp.MustCompile(`^\[\w+ truncated: showing the first \d+ of (\d+) characters`)
+	// linesMarker ends read_file's output of some lines of a longer file;
+	// other "[truncated: ..." ends are its other cuts.
+	linesMarker = regexp.MustCompile(`^\[truncated: showed lines (\d+) to (\d+);`)
+)
 
 // ms prints a duration in milliseconds for people.
 func ms(d int64) string {

@@ -58,6 +58,13 @@ type watch struct {
 type llmStep struct {
 	printed string
 	done    bool
+	// started: its llm.started was seen. Deltas and events come on two
+	// subscriptions, in no order between them: the text of a step whose
+	// llm.started has not come yet is held (in held) until it comes, so
+	// that it never lands before the lines of the events logged before
+	// that step (the tool calls it answers).
+	started bool
+	held    string
 }
 
 // watch prepares to show the work on session sid. Close it when done.
@@ -356,6 +363,10 @@ func (w *watch) onDelta(d client.Delta) {
 		w.sp.start("thinking: " + oneLine(d.Reasoning, 40))
 	}
 	if d.Text != "" {
+		if !st.started {
+			st.held += d.Text
+			return
+		}
 		w.text(d.Text)
 		st.printed += d.Text
 	}

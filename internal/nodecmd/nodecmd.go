@@ -123,7 +123,7 @@ func printUsage(w io.Writer, cfg *config.Config) {
 	for _, s := range cfg.Settings() {
 		sec := "General"
 		if k, _, ok := strings.Cut(s.Key, "."); ok {
-			sec = map[string]string{"nats": "NATS", "llm": "Model", "agent": "Agent", "tools": "Tools"}[k]
+			sec = map[string]string{"nats": "NATS", "llm": "Model", "agent": "Agent", "tools": "Tools", "agents": "Agent protocol"}[k]
 		} else if s.Key == "http" || strings.HasPrefix(s.Key, "log_") {
 			sec = "Observability"
 		}
@@ -144,12 +144,14 @@ func printUsage(w io.Writer, cfg *config.Config) {
 // argName is the placeholder of a flag's value in the help.
 func argName(s config.Setting) string {
 	switch {
+	case s.Value == "true" || s.Value == "false": // a boolean's value
+		return "[=BOOL]"
 	case strings.HasSuffix(s.Key, "port") || strings.HasSuffix(s.Key, "replicas") || strings.HasSuffix(s.Key, "partitions") || strings.HasSuffix(s.Key, "shards") ||
 		strings.HasSuffix(s.Key, "max_steps") || strings.HasSuffix(s.Key, "chars") || strings.HasSuffix(s.Key, "retries") ||
 		strings.HasSuffix(s.Key, "max_tokens") || strings.HasSuffix(s.Key, "max_concurrent") || strings.HasSuffix(s.Key, "bytes"):
 		return "N"
 	case strings.HasSuffix(s.Key, "timeout") || strings.HasSuffix(s.Key, "pace") || strings.HasSuffix(s.Key, "wait") ||
-		strings.HasSuffix(s.Key, "ttl") || strings.HasSuffix(s.Key, "every"):
+		strings.HasSuffix(s.Key, "ttl") || strings.HasSuffix(s.Key, "every") || strings.HasSuffix(s.Key, "heartbeat"):
 		return "DURATION"
 	case s.Key == "tools.write" || s.Key == "tools.remote" || s.Key == "nats.tls_verify_clients":
 		return "[=BOOL]"

@@ -1,0 +1,29 @@
+package nodecmd
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestHelpNamesEverySectionAndValue: every section of tah-node --help has a
+// heading (the agent protocol's was an empty ":"), and a boolean's or a
+// duration's value is shown as such, not as TEXT.
+func TestHelpNamesEverySectionAndValue(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := Run(context.Background(), []string{"--help"}, &out, &errb); ExitCode(err) != ExitOK {
+		t.Fatalf("--help: %v", err)
+	}
+	help := out.String()
+	for _, l := range strings.Split(help, "\n") {
+		if strings.TrimSpace(l) == ":" {
+			t.Errorf("a section without a heading:\n%s", help)
+		}
+	}
+	for _, want := range []string{"\nAgent protocol:\n", "--agents [=BOOL] ", "--tools-builtin [=BOOL] ", "--agents-heartbeat DURATION "} {
+		if !strings.Contains(help, want) {
+			t.Errorf("--help does not show %q:\n%s", want, help)
+		}
+	}
+}

@@ -6,6 +6,7 @@
 #   make test    every test (vet, staticcheck, unit, integration, race, end-to-end, the JS client, natscli, the UI in chromium, vulncheck), as CI runs it
 #   make build   bin/tah-node (the node) and bin/tahctl (the command line)
 #   make install tah-node and tahctl into GOBIN (default: go env GOPATH's bin) or PREFIX/bin
+#   make nats    bin/nats, the NATS CLI (natscli v0.5.0) of the README's nats commands; make test uses it
 #   make fuzz    the projection fuzz targets, FUZZTIME each (default 60s)
 #   make schema  regenerate docs/schema/ from the payload types (package event and wire)
 #   make bench   speed, scale and memory against the floor: docs/benchmarks.md (~3-5 min)
@@ -53,7 +54,7 @@ BUILDFLAGS ?= -buildvcs=auto
 .PHONY: help test unit lint vulncheck fuzz schema bench bench-deps tidy js-deps build install demo
 
 help: ## print the commands
-	@sed -n '3,15p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,/^#$$/p' Makefile | sed '$$d; s/^# \{0,1\}//'
 
 build: ## bin/tah-node and bin/tahctl
 	$(GO) build $(BUILDFLAGS) -o $(BIN)/tah-node ./cmd/node
@@ -70,7 +71,12 @@ install: ## tah-node and tahctl into GOBIN, or PREFIX/bin (make install PREFIX=/
 		*) echo "$(INSTALL_DIR) is not on your PATH: add it (export PATH=\"$(INSTALL_DIR):\$$PATH\")" ;; esac
 
 # Built once, when missing: go install of a module at a version, with the
-# toolchain this Makefile exports.
+# toolchain this Makefile exports. make nats is its name for people; make
+# test and make unit depend on the file itself.
+.PHONY: nats
+nats: $(NATSCLI) ## bin/nats, the NATS CLI (natscli $(NATSCLI_VERSION)), for the README's nats commands
+	@echo "$(NATSCLI): $$($(NATSCLI) --version 2>&1) (export PATH=\"$(CURDIR)/$(BIN):\$$PATH\" to run it as nats)"
+
 $(NATSCLI):
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 

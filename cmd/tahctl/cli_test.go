@@ -168,3 +168,22 @@ func TestExitCodesAreDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestShardOfTheProtocolsExample: tahctl shard computes the shard as
+// docs/protocol.md does (its example: shard 1 of 8), with --shards and no
+// node.
+func TestShardOfTheProtocolsExample(t *testing.T) {
+	g, out, _ := testGlobals(nil)
+	if err := run(context.Background(), g, []string{"shard", "s_4f2k9q1w7e3r5t6y8v0b", "--shards", "8"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "s_4f2k9q1w7e3r5t6y8v0b is in shard 1 of 8: stream TAH_EVT_1, subject tah.evt.1.s_4f2k9q1w7e3r5t6y8v0b\n" +
+		"follow it: nats sub tah.evt.1.s_4f2k9q1w7e3r5t6y8v0b --stream TAH_EVT_1 --all\n"
+	if out.String() != want {
+		t.Errorf("tahctl shard printed\n%s\nwant\n%s", out, want)
+	}
+	g, _, _ = testGlobals(nil)
+	if err := run(context.Background(), g, []string{"shard", "a.b", "--shards", "8"}); exitCode(err) != exitUsage {
+		t.Errorf("an invalid id: %v", err)
+	}
+}

@@ -43,6 +43,7 @@ func commands() []command {
 		{"list", "[--status S] [--limit N]", "list the sessions, most recently updated first", runList},
 		{"show", "ID [--request STEP]", "show a session and its steps as a timeline (or the request a step sent)", runShow},
 		{"events", "ID [--follow] [--from SEQ]", "print a session's events (--follow: and wait for more)", runEvents},
+		{"shard", "ID", "print where a session's events are in the log (its shard, stream and subject)", runShard},
 		{"fork", "ID [--turns N]", "copy a session's messages (its first N turns) into a new session", runFork},
 		{"compact", "ID", "summarise a session's turns so far into one message", runCompact},
 		{"artifacts", "ID", "list a session's artifacts: files its tools made, outputs too large for the log", runArtifacts},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rogpeppe/go-internal/testscript"
 
@@ -101,6 +103,8 @@ func TestScripts(t *testing.T) {
 			"tlsfiles":      cmdTLSFiles,
 			"shard":         cmdShard,
 			"inputs":        cmdInputs,
+			"waitsub":       cmdWaitSub,
+			"grab":          cmdGrab,
 		},
 	})
 }
@@ -114,7 +118,7 @@ func natscliBuilt(repo string) (bool, error) {
 		return true, nil
 	}
 	if os.Getenv("MAKELEVEL") != "" {
-		return false, fmt.Errorf("make runs the tests but bin/nats is missing (%v): its Makefile target should have built it", err)
+		return false, fmt.Errorf("make runs the tests but bin/nats is missing (%v): make nats (a prerequisite of make test and make unit) should have built it", err)
 	}
 	return false, nil
 }
@@ -217,6 +221,55 @@ func cmdShard(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: shard SID NAME")
 	}
 	ts.Setenv(args[1], strconv.Itoa(wire.Shard(args[0], wire.DefaultShards)))
+}
+
+// grab NAME REGEXP: sets $NAME to REGEXP's first group in the last
+// command's stdout (a shard tahctl printed, say).
+func cmdGrab(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 2 {
+		ts.Fatalf("usage: grab NAME REGEXP")
+	}
+	re, err := regexp.Compile(args[1])
+	ts.Check(err)
+	m := re.FindStringSubmatch(ts.ReadFile("stdout"))
+	if len(m) < 2 {
+		ts.Fatalf("no %q in stdout", args[1])
+	}
+	ts.Setenv(args[0], m[1])
+}
+
+// waitsub SUBJECT [DATADIR]: waits until something subscribes to SUBJECT
+// (a nats sub started in the background): it publishes a request there as
+// the node (node.creds) until the server no longer answers "no
+// responders". The flush after each publish is a round trip, after which
+// the server's no-responders status, if it sent one, has arrived: so the
+// absence of that status says for sure that a subscriber was there, and that
+// subscriber received exactly one message, the last probe ("waitsub probe").
+func cmdWaitSub(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 1 || len(args) > 2 {
+		ts.Fatalf("usage: waitsub SUBJECT [DATADIR]")
+	}
+	dir := dataDir(ts, args[1:])
+	info, err := localnode.ReadNodeInfo(dir)
+	ts.Check(err)
+	nc, err := nats.Connect(info.URL, nats.UserCredentials(filepath.Join(dir, localnode.NodeCredsFile)))
+	ts.Check(err)
+	defer nc.Close()
+	deadline := time.Now().Add(pollDeadline)
+	for time.Now().Before(deadline) {
+		inbox := nats.NewInbox()
+		sub, err := nc.SubscribeSync(inbox)
+		ts.Check(err)
+		ts.Check(nc.PublishRequest(args[0], inbox, []byte("waitsub probe")))
+		ts.Check(nc.Flush())
+		_, err = sub.NextMsg(10 * time.Millisecond)
+		ts.Check(sub.Unsubscribe())
+		if errors.Is(err, nats.ErrTimeout) {
+			return // no status came back: a subscriber took the probe
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	ts.Fatalf("nothing subscribed to %s within %v", args[0], pollDeadline)
 }
 
 // strangercreds FILE: writes to FILE an admin credential of another

@@ -47,10 +47,33 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// resume continues a turn a crash or a stop left unfinished.
+// resume continues a turn a crash or a stop left unfinished. A session
+// with no such turn is answered here, from its log, and no input is sent:
+// the node would load the session to find that out, and its load writes a
+// session.claimed (a refused click would change the log).
 func (h *Handler) resume(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("sid")
+	if st, ok := h.applies(w, r, sid, "resume", canResume); !ok {
+		if st != nil {
+			redirect(w, r, "/s/"+sid, flash{Err: fmt.Sprintf("resume: nothing to resume: the session is %s, no turn was left unfinished", st.Status), Code: wire.FailureNothingToResume})
+		}
+		return
+	}
 	h.startTurn(w, r, sid, func(ctx context.Context) (*client.Turn, error) { return h.c.Resume(ctx, sid) })
+}
+
+// applies reads session sid's log and reports whether action applies to
+// it now (can), so that a refusal writes nothing to the log. It returns
+// the state it read; on an error it has answered (st is nil).
+func (h *Handler) applies(w http.ResponseWriter, r *http.Request, sid, action string, can func(*projection.State) bool) (*projection.State, bool) {
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	t, err := load(ctx, h.c, sid)
+	if err != nil {
+		redirect(w, r, "/s/"+sid, errFlash(action, err))
+		return nil, false
+	}
+	return &t.state, can(&t.state)
 }
 
 // startTurn starts a turn and waits a moment for a refusal (a busy session,
@@ -100,8 +123,17 @@ func outcomeFlash(o wire.Outcome) flash {
 // cancel cancels the running turn (or compaction): the node answers once
 // the work it cancelled ended, with that work's outcome (WasRunning), or at
 // once with the session's state when it ran nothing.
+//
+// A session with no turn in progress is answered here, as for resume,
+// without an input.
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("sid")
+	if st, ok := h.applies(w, r, sid, "cancel", canCancel); !ok {
+		if st != nil {
+			redirect(w, r, "/s/"+sid, flash{OK: fmt.Sprintf("nothing to cancel: the session was not running (it is %s)", st.Status)})
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), commandTimeout)
 	defer cancel()
 	out, err := h.c.Cancel(ctx, sid, cancelReason)
@@ -117,9 +149,21 @@ func (h *Handler) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// compact summarises the session's turns so far.
+// compact summarises the session's turns so far. A session that has no
+// turn to summarise, or runs one, is answered here, as for resume, without
+// an input.
 func (h *Handler) compact(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("sid")
+	if st, ok := h.applies(w, r, sid, "compact", canCompact); !ok {
+		switch {
+		case st == nil:
+		case st.Status.Active():
+			redirect(w, r, "/s/"+sid, flash{Err: "compact: a turn is in progress: compact once it ends", Code: wire.FailureBusy})
+		default:
+			redirect(w, r, "/s/"+sid, flash{OK: "nothing to compact: no turn since the last summary"})
+		}
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), commandTimeout)
 	defer cancel()
 	res, err := h.c.Compact(ctx, sid)

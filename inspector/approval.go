@@ -1,6 +1,7 @@
 package inspector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -15,11 +16,12 @@ import (
 const decidedBy = "inspector"
 
 // approve runs a call that waits for approval (the form's call), with the
-// form's arguments instead of the model's when given, and follows the turn
-// on as a send does.
+// form's arguments instead of the model's when they differ (the form shows
+// the model's, pretty-printed, to edit), and follows the turn on as a send
+// does.
 func (h *Handler) approve(w http.ResponseWriter, r *http.Request) {
 	d := decisionOf(r)
-	if args := strings.TrimSpace(r.PostFormValue("arguments")); args != "" {
+	if args := strings.TrimSpace(r.PostFormValue("arguments")); args != "" && !sameJSON(args, r.PostFormValue("model_arguments")) {
 		d.Arguments = json.RawMessage(args)
 	}
 	h.decide(w, r, d, func(ctx context.Context, sid string) (*client.Turn, error) { return h.c.Approve(ctx, sid, d) })
@@ -49,4 +51,15 @@ func decisionOf(r *http.Request) wire.Decision {
 		d.Calls = []string{call}
 	}
 	return d
+}
+
+// sameJSON reports whether a and b are the same JSON but for the spaces
+// between tokens: the model's arguments, pretty-printed on the form and
+// posted back unedited, are no edit (the log would say they were).
+func sameJSON(a, b string) bool {
+	var ca, cb bytes.Buffer
+	if json.Compact(&ca, []byte(a)) != nil || json.Compact(&cb, []byte(b)) != nil {
+		return false
+	}
+	return bytes.Equal(ca.Bytes(), cb.Bytes())
 }

@@ -1,13 +1,28 @@
 // Package inspector is the step inspector: the web UI that tah-node serves
-// on its HTTP port (/, beside /metrics). It lists sessions (live, filtered by
-// status, searched by title or id, a page at a time), shows a session's turns
-// and, inside each, its steps as a timeline (thinking, LLM, tool: status,
-// duration, tokens, the model's text, tool input and output, errors with
-// their codes, trims where they happened, compactions as steps marked so,
-// each turn's own tokens, the exact request of an LLM step on demand, the
-// artifacts to download), streams a running turn's tokens and new steps as
-// they are logged, and acts: a new session or its next turn, cancel, resume,
-// fork at a turn, compact (a refusal said with its failure code).
+// on its HTTP port (/, beside /metrics). It lists sessions (live, those
+// awaiting a person's approval marked, filtered by status, searched by
+// title, id, last answer or the words of their messages, a page at a
+// time), shows a session's turns and, inside each, its steps as a timeline
+// (thinking, LLM, tool: status, start and duration as a waterfall bar
+// across the turn, model, provider and node, tokens, the model's answer
+// rendered from Markdown, tool input and output, errors with their codes,
+// trims where they happened, compactions as steps marked so with the
+// summary they wrote, who approved or denied a call and when, each turn's
+// own tokens, the exact request of an LLM step on demand, the artifacts to
+// download), the session's log event by event (filtered by type), streams
+// a running turn's tokens and new steps as they are logged, and acts: a new
+// session or its next turn, approve (the arguments pretty-printed, to
+// edit) or deny, cancel, resume, fork at a turn, compact. An action that
+// cannot apply is disabled, and refused here from the log without an input
+// (a node refuses it only after loading the session, which writes a
+// session.claimed); a node's refusal is said with its failure code.
+//
+// What a page cannot show: the first tokens of an answer that streamed
+// before the page opened (deltas are not stored, and no node keeps a
+// step's text before llm.completed: the step says so, and the whole answer
+// shows when it completes); the provider of a step whose node is gone (the
+// log does not record providers: they come from tah.api.status); costs
+// (the log records tokens, not prices).
 //
 // It is a client like any other: everything goes through package client
 // over a connection of its own with a credential of the client role (the
@@ -23,7 +38,14 @@
 // stylesheet and one small script, embedded with go:embed, and Server-Sent
 // Events for live updates. A fresh clone's go build needs nothing else: no
 // JavaScript build step, no npm package, no CDN, nothing fetched at run
-// time; every page works without the script (it only keeps pages live). A
+// time; every page works without the script (it only keeps pages live).
+// Answers are Markdown made HTML by github.com/yuin/goldmark (CommonMark and
+// GitHub's tables, lists of tasks, strikethrough and bare links), with its
+// default of rendering no raw HTML and no javascript: link: a maintained,
+// widely used parser that passes the CommonMark suite, where one of our own
+// would be a second place for an HTML injection to hide. The waterfall bars
+// are SVG rectangles placed by their attributes, since the
+// Content-Security-Policy allows no inline style. A
 // live update is a turn's block rendered again by the same templates as the
 // page, so that the page and its updates cannot disagree; the script
 // replaces it and keeps open what the reader opened. The list stays live by

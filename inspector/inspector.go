@@ -1,7 +1,9 @@
 package inspector
 
 import (
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"html/template"
 	"io/fs"
@@ -80,6 +82,7 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("POST /new", h.newSession)
 	h.mux.HandleFunc("GET /s/{sid}", h.session)
 	h.mux.HandleFunc("GET /s/{sid}/live", h.live)
+	h.mux.HandleFunc("GET /s/{sid}/events", h.events)
 	h.mux.HandleFunc("GET /s/{sid}/request/{step}", h.request)
 	h.mux.HandleFunc("GET /s/{sid}/artifacts/{art}", h.artifact)
 	h.mux.HandleFunc("POST /s/{sid}/send", h.send)
@@ -107,10 +110,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // cached lets the browser keep the embedded files for an hour: they change
-// only with the binary.
+// only with the binary, and the pages link them with assetVersion, so that
+// a newer binary's are fetched at once.
 func cached(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		next.ServeHTTP(w, r)
 	})
 }
+
+// assetVersion is a digest of the embedded static files, in their links
+// (?v=): a browser's cached copy of an older binary's is not used.
+var assetVersion = func() string {
+	h := sha256.New()
+	_ = fs.WalkDir(assets, "assets/static", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := assets.ReadFile(path)
+			h.Write([]byte(path))
+			h.Write(b)
+		}
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil))[:12]
+}()

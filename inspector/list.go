@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/projection"
@@ -20,6 +21,12 @@ const pageSize = 50
 // wire.ListMax and keeps the matches.
 const searchLimit = 20_000
 
+// contentLimit is how many sessions a search reads the messages of
+// (tah.api.messages, one request each, newest first), when their title,
+// id, last answer and last error do not match: the API has no search, and
+// reading every session's history for a search would cost far more.
+const contentLimit = 100
+
 // listView is the list page: a page of sessions, its filters, and the
 // cursor of the next page.
 type listView struct {
@@ -29,7 +36,13 @@ type listView struct {
 	Next     string
 	// Scanned is set after a search that stopped at searchLimit sessions.
 	Scanned int
-	Flash   flash
+	// Snippets are where a search found its words in a session, by id (none
+	// for a match of the title or id); ContentRead counts the sessions whose
+	// messages it read, ContentSkipped those it did not (past
+	// contentLimit).
+	Snippets                    map[string]string
+	ContentRead, ContentSkipped int
+	Flash                       flash
 	// Live is where the first page fetches its rows again to stay live
 	// (empty on later pages and searches).
 	Live string
@@ -88,8 +101,10 @@ func (h *Handler) listPage(r *http.Request) (listView, error) {
 	return v, nil
 }
 
-// search finds a session by its id (one get), or by a part of its title
-// (reading the list, newest first, until a page of matches).
+// search finds a session by its id (one get), or by a part of its title,
+// its last answer or error, or the messages of its history (reading the
+// list, newest first, until a page of matches; the messages of the first
+// contentLimit sessions whose row does not match).
 func (h *Handler) search(ctx context.Context, v listView, status projection.Status) (listView, error) {
 	if wire.ValidSessionID(v.Q) == nil {
 		s, err := h.c.Get(ctx, v.Q)
@@ -110,8 +125,14 @@ func (h *Handler) search(ctx context.Context, v listView, status projection.Stat
 			return v, err
 		}
 		for _, s := range rep.Sessions {
-			if strings.Contains(strings.ToLower(s.Title), want) || strings.Contains(s.ID, want) {
+			if snippet, ok := h.found(ctx, &v, s, want); ok {
 				v.Sessions = append(v.Sessions, s)
+				if snippet != "" {
+					if v.Snippets == nil {
+						v.Snippets = map[string]string{}
+					}
+					v.Snippets[s.ID] = snippet
+				}
 			}
 		}
 		scanned += len(rep.Sessions)
@@ -124,4 +145,70 @@ func (h *Handler) search(ctx context.Context, v listView, status projection.Stat
 		}
 		before = rep.Next
 	}
+}
+
+// found reports whether session s holds want (lower case) and where, as a
+// snippet (empty for its title or id): its row first, then, for the first
+// contentLimit sessions of a search, its messages.
+func (h *Handler) found(ctx context.Context, v *listView, s wire.SessionSummary, want string) (string, bool) {
+	if strings.Contains(strings.ToLower(s.Title), want) || strings.Contains(s.ID, want) {
+		return "", true
+	}
+	for _, f := range []struct{ name, text string }{{"last answer", s.LastOutput}, {"last error", s.LastError}} {
+		if sn, ok := snippet(f.text, want); ok {
+			return f.name + ": " + sn, true
+		}
+	}
+	if v.ContentRead >= contentLimit {
+		v.ContentSkipped++
+		return "", false
+	}
+	v.ContentRead++
+	rep, err := h.c.Messages(ctx, s.ID)
+	if err != nil {
+		h.log.Debug("inspector: search: messages", "session", s.ID, "err", err)
+		return "", false
+	}
+	for _, m := range rep.Messages {
+		if sn, ok := snippet(m.Content, want); ok {
+			return string(m.Role) + ": " + sn, true
+		}
+		for _, c := range m.ToolCalls {
+			if sn, ok := snippet(c.Name+" "+string(c.Arguments), want); ok {
+				return "tool call: " + sn, true
+			}
+		}
+	}
+	return "", false
+}
+
+// snippetAround is how much of a text a snippet shows around a match.
+const snippetAround = 60
+
+// snippet is the part of text around want (lower case), on one line, when
+// text holds it.
+func snippet(text, want string) (string, bool) {
+	lower := strings.ToLower(text)
+	i := strings.Index(lower, want)
+	if i < 0 {
+		return "", false
+	}
+	if len(lower) != len(text) { // a case change changed the length: show it lowered
+		text = lower
+	}
+	from, to := max(0, i-snippetAround), min(len(text), i+len(want)+snippetAround)
+	for from > 0 && !utf8.RuneStart(text[from]) {
+		from--
+	}
+	for to < len(text) && !utf8.RuneStart(text[to]) {
+		to++
+	}
+	s := strings.Join(strings.Fields(text[from:to]), " ")
+	if from > 0 {
+		s = "…" + s
+	}
+	if to < len(text) {
+		s += "…"
+	}
+	return s, true
 }

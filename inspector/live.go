@@ -18,30 +18,42 @@ import (
 // that proxies keep an idle stream open.
 const keepAlive = 15 * time.Second
 
+// deltaBuffer is how many deltas wait for the stream while it reads the log
+// (they are subscribed to first): a fuller channel drops them.
+const deltaBuffer = 2048
+
 // live streams a session's changes to its page as Server-Sent Events, from
 // the log sequence the page was rendered at (?from=): "block" (a turn or
-// notes rendered again, {"key","html"}), "head" (the session's header) and
-// "delta" (a token delta, {"step","text"}). The log is followed with an
-// ordered consumer (client.Follow); deltas are core NATS messages, those of
-// an older epoch dropped. It ends when the browser goes away.
+// notes rendered again, {"key","html"}), "head" (the session's header, its
+// sequence, whether calls await approval, and which actions apply:
+// {"html","seq","awaiting","can"}) and "delta" (a token delta,
+// {"step","text"}). The log is followed with an ordered consumer
+// (client.Follow); deltas are core NATS messages, those of an older epoch
+// dropped. It ends when the browser goes away.
 func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("sid")
 	from, _ := strconv.ParseUint(r.URL.Query().Get("from"), 10, 64)
 	ctx := r.Context()
-	lctx, cancel := context.WithTimeout(ctx, readTimeout)
-	t, err := load(lctx, h.c, sid)
-	cancel()
-	if err != nil {
-		http.Error(w, err.Error(), statusOf(err))
-		return
-	}
-	deltas := make(chan *nats.Msg, 256)
+	// The deltas first, then the log: a step that starts after the read
+	// has all its deltas here; one that streams during it is marked.
+	deltas := make(chan *nats.Msg, deltaBuffer)
 	sub, err := h.c.Conn().ChanSubscribe(wire.DeltaSubject(sid), deltas)
 	if err != nil {
 		http.Error(w, "deltas: "+err.Error(), http.StatusBadGateway)
 		return
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	lctx, cancel := context.WithTimeout(ctx, readTimeout)
+	t, err := load(lctx, h.c, sid)
+	if err == nil {
+		t.markInFlight()
+		t.providers = h.providers(lctx)
+	}
+	cancel()
+	if err != nil {
+		http.Error(w, err.Error(), statusOf(err))
+		return
+	}
 	f, err := h.c.Follow(ctx, sid, t.state.LastSeq+1)
 	if err != nil {
 		http.Error(w, err.Error(), statusOf(err))
@@ -87,8 +99,8 @@ func (s *stream) run(ctx context.Context, events <-chan event.Event, deltas <-ch
 			if !ok {
 				return
 			}
-			s.fold(e)
-			s.drain(events)
+			s.fold(ctx, e)
+			s.drain(ctx, events)
 			err = s.flush()
 		case m := <-deltas:
 			err = s.delta(m)
@@ -104,21 +116,26 @@ func (s *stream) run(ctx context.Context, events <-chan event.Event, deltas <-ch
 	}
 }
 
-func (s *stream) fold(e event.Event) {
+func (s *stream) fold(ctx context.Context, e event.Event) {
 	if b := s.t.add(e); b != nil {
 		s.dirty[b] = true
+	}
+	if n := s.t.state.Node; e.Type == event.SessionClaimed && n != "" {
+		if _, known := s.t.providers[n]; !known {
+			s.t.providers = s.h.providers(ctx) // a node that started since
+		}
 	}
 }
 
 // drain folds the events already waiting.
-func (s *stream) drain(events <-chan event.Event) {
+func (s *stream) drain(ctx context.Context, events <-chan event.Event) {
 	for {
 		select {
 		case e, ok := <-events:
 			if !ok {
 				return
 			}
-			s.fold(e)
+			s.fold(ctx, e)
 		default:
 			return
 		}
@@ -144,7 +161,9 @@ func (s *stream) flush() error {
 	if err != nil {
 		return err
 	}
-	return s.send("head", map[string]any{"html": html, "seq": s.t.state.LastSeq})
+	st := &s.t.state
+	return s.send("head", map[string]any{"html": html, "seq": st.LastSeq, "awaiting": st.AwaitingApproval,
+		"can": map[string]bool{"cancel": canCancel(st), "resume": canResume(st), "compact": canCompact(st)}})
 }
 
 // delta forwards a token delta, unless an older owner sent it.

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/tah-dev/tah/llm"
-	"github.com/tah-dev/tah/projection"
 )
 
 // page is what every template gets: its title, the CSRF token of its forms, whether a
@@ -48,17 +48,32 @@ func (h *Handler) fragment(name string, data any) (string, error) {
 	return b.String(), nil
 }
 
-// foldAt is how long a text may be before it is folded under its first
-// lines.
-const foldAt = 600
+// foldAt is how long a text (a tool's output) may be before it is folded
+// under its first lines; foldAnswerAt the same for an answer, which is
+// what a reader came for.
+const (
+	foldAt       = 600
+	foldAnswerAt = 4000
+)
 
 // funcs are the templates' helpers.
 var funcs = template.FuncMap{
-	"ago":      ago,
-	"ms":       func(d int64) string { return (time.Duration(d) * time.Millisecond).String() },
-	"tokens":   func(u llm.Usage) string { return fmt.Sprintf("%d in / %d out", u.InputTokens, u.OutputTokens) },
-	"total":    func(u llm.Usage) int { return u.InputTokens + u.OutputTokens },
-	"long":     func(s string) bool { return len(s) > foldAt || strings.Count(s, "\n") > 12 },
+	"ago":       ago,
+	"ms":        func(d int64) string { return (time.Duration(d) * time.Millisecond).String() },
+	"tokens":    func(u llm.Usage) string { return num(u.InputTokens) + " in / " + num(u.OutputTokens) + " out" },
+	"total":     func(u llm.Usage) string { return num(u.InputTokens + u.OutputTokens) },
+	"num":       num,
+	"hasSuffix": strings.HasSuffix,
+	"md":        markdown,
+	"clock":     func(t time.Time) string { return t.UTC().Format("15:04:05.000") },
+	"stamp":     func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000 UTC") },
+	"offset":    offset,
+	"dur":       func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+	"long":      func(s string) bool { return len(s) > foldAt || strings.Count(s, "\n") > 12 },
+	"longAnswer": func(s string) bool {
+		return len(s) > foldAnswerAt || strings.Count(s, "\n") > 60
+	},
+	"lines":    func(s string) int { return min(max(strings.Count(s, "\n")+1, 2), 20) },
 	"head":     head,
 	"pretty":   pretty,
 	"calls":    func(r *llm.Response) []llm.ToolCall { return r.ToolCalls },
@@ -66,17 +81,45 @@ var funcs = template.FuncMap{
 	"plural":   func(n int, one, many string) string { return map[bool]string{true: one, false: many}[n == 1] },
 	"statuses": statuses,
 	"stepOf": func(sid string, it itemView) stepView {
-		return stepView{Session: sid, Step: it.Step, Artifacts: it.Artifacts}
+		return stepView{Session: sid, itemView: it}
 	},
-	"size": size,
+	"size":    size,
+	"version": func() string { return assetVersion },
 }
 
-// stepView is a step, its session and its artifacts, for the step
+// stepView is a step as its block shows it, and its session, for the step
 // template's links.
 type stepView struct {
-	Session   string
-	Step      *projection.Step
-	Artifacts []projection.Artifact
+	Session string
+	itemView
+}
+
+// num writes n with a comma between thousands, for people: 12,345.
+func num(n int) string {
+	s := strconv.Itoa(n)
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	if neg {
+		b.WriteByte('-')
+	}
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// offset is a step's start after its turn's, for the waterfall: +1.25s.
+func offset(d time.Duration) string {
+	if d < time.Second {
+		return "+" + d.Round(time.Millisecond).String()
+	}
+	return "+" + d.Round(10*time.Millisecond).String()
 }
 
 // size says how large n bytes are, for people.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
@@ -20,6 +21,35 @@ type sessionView struct {
 	Flash     flash
 }
 
+// CanCancel reports whether Cancel turn applies: a turn is in progress.
+func (v sessionView) CanCancel() bool { return canCancel(v.State) }
+
+// CanResume reports whether Resume applies: a turn was left unfinished (the
+// node resumes only an active session; one running on a node now is
+// refused as busy, without a write).
+func (v sessionView) CanResume() bool { return canResume(v.State) }
+
+// CanCompact reports whether Compact applies: no turn runs, and a turn
+// since the last summary is there to compact.
+func (v sessionView) CanCompact() bool { return canCompact(v.State) }
+
+func canCancel(s *projection.State) bool { return s.Status.Active() }
+func canResume(s *projection.State) bool { return s.Status.Active() }
+
+// canCompact is projection.PlanCompaction's test of a manual compaction (a
+// user message since the last summary) without building its transcript.
+func canCompact(s *projection.State) bool {
+	if s.Status.Active() || s.Fault != nil {
+		return false
+	}
+	for i := len(s.Messages) - 1; i >= 0 && !projection.IsSummary(s.Messages[i]); i-- {
+		if s.Messages[i].Role == llm.RoleUser {
+			return true
+		}
+	}
+	return false
+}
+
 // blockView is a block with its steps as the state has them now.
 type blockView struct {
 	*block
@@ -28,13 +58,28 @@ type blockView struct {
 	// Tokens is the turn's usage: its end's, or so far for the running turn;
 	// nil for notes, or a turn that ended without one (a crash).
 	Tokens *llm.Usage
+	// Span is the time its waterfall covers (waterfall.go).
+	Span time.Duration
 }
 
 type itemView struct {
 	Step *projection.Step // nil for a note
 	Note string
+	// At is when the note was logged; Summary the summary of a compaction
+	// noted without a step.
+	At      time.Time
+	Summary string
 	// Artifacts are those the step produced, to download.
 	Artifacts []projection.Artifact
+	// Bar is the step's place in its block's waterfall.
+	Bar bar
+	// LLM steps: Model answered (or was asked, before an answer), on Node,
+	// whose provider is Provider (empty when that node is not alive now);
+	// Summary, for a compaction, is what it wrote; InFlight is set when the
+	// step streamed before the page was read (its first tokens are not on
+	// the page).
+	Model, Node, Provider string
+	InFlight              bool
 }
 
 // view resolves b's steps in t's state (copies: the state goes on changing
@@ -50,15 +95,45 @@ func (t *timeline) view(b *block) blockView {
 	}
 	for _, it := range b.Items {
 		if it.StepID == "" {
-			v.Items = append(v.Items, itemView{Note: it.Note})
+			v.Items = append(v.Items, itemView{Note: it.Note, At: it.At, Summary: it.Summary})
 			continue
 		}
 		if st := t.state.Step(it.StepID); st != nil {
 			c := *st
-			v.Items = append(v.Items, itemView{Step: &c, Artifacts: t.artifactsOf(st.ID)})
+			iv := itemView{Step: &c, Artifacts: t.artifactsOf(st.ID)}
+			if c.Type == projection.StepLLM {
+				iv.Model, iv.Node = modelOf(&c), t.stepNodes[c.ID]
+				iv.Provider = t.providers[iv.Node]
+				iv.Summary = t.summaries[c.ID]
+				iv.InFlight = t.inFlight[c.ID] && !c.Status.Done()
+			}
+			v.Items = append(v.Items, iv)
 		}
 	}
+	waterfall(&v, v.Items, time.Now())
 	return v
+}
+
+// Runs names what ran an LLM step: its model and provider, those known.
+func (v itemView) Runs() string {
+	switch {
+	case v.Model == "" || v.Model == v.Provider: // the mock names its model after itself
+		return v.Provider
+	case v.Provider == "":
+		return v.Model
+	}
+	return v.Model + " · " + v.Provider
+}
+
+// modelOf is the model that answered an LLM step, or the one it asked.
+func modelOf(st *projection.Step) string {
+	if st.Response != nil && st.Response.Model != "" {
+		return st.Response.Model
+	}
+	if st.RequestRef != nil {
+		return st.RequestRef.Model
+	}
+	return ""
 }
 
 // artifactsOf are the artifacts step id produced.
@@ -100,9 +175,36 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 		h.failPage(w, r, err)
 		return
 	}
+	t.markInFlight()
+	t.providers = h.providers(ctx)
 	v := t.sessionView(sid)
 	v.Flash = flashOf(r)
 	h.render(w, r, http.StatusOK, "session.html", sid, v)
+}
+
+// statusTimeout bounds the status read that names the nodes' providers: a
+// page is shown without them rather than late.
+const statusTimeout = 3 * time.Second
+
+// providers are the LLM providers of the nodes alive now, by node id
+// (tah.api.status: the answering node's and tah_nodes'); nil when the
+// status cannot be read: steps then show their node without a provider.
+// A node that is gone has no entry: the log does not record providers.
+func (h *Handler) providers(ctx context.Context) map[string]string {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	st, err := h.c.Status(ctx)
+	if err != nil {
+		h.log.Debug("inspector: status for the providers", "err", err)
+		return nil
+	}
+	m := map[string]string{st.Node: st.Provider}
+	for _, n := range st.Nodes {
+		if n.Provider != "" {
+			m[n.Node] = n.Provider
+		}
+	}
+	return m
 }
 
 // request shows the exact request an LLM step sent, rebuilt from the log

@@ -2,6 +2,8 @@ package inspector
 
 import (
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -19,6 +21,22 @@ type timeline struct {
 	// foldErr is the first event the fold refused: shown on the page, the
 	// rest still displayed as far as it goes.
 	foldErr error
+	// summaries are the summaries compactions wrote, by the compaction's
+	// step id; summary is the last summary.added, until the
+	// context.compacted of its record takes it.
+	summaries map[string]string
+	summary   string
+	// stepNodes is the node that owned the session when each LLM step
+	// started (its last session.claimed): the provider that answered is
+	// that node's.
+	stepNodes map[string]string
+	// inFlight are the LLM steps that were streaming when the timeline was
+	// read from the log (markInFlight): their first tokens went out before
+	// this reader subscribed to the deltas, and no node keeps them.
+	inFlight map[string]bool
+	// providers are the LLM providers of the nodes alive when the page was
+	// read (tah.api.status), by node id; nil when the status was not read.
+	providers map[string]string
 }
 
 // block is one turn (Turn > 0) or the notes between two turns (Turn 0).
@@ -39,6 +57,9 @@ type block struct {
 	Items []item
 	// Changed is the sequence of the last event that changed the block.
 	Changed uint64
+	// StartedAt is its turn.started's time (a block of notes: its first
+	// note's); EndedAt its end's, zero while the turn runs.
+	StartedAt, EndedAt time.Time
 }
 
 // item is a step (by id, displayed as the state has it now) or a note.
@@ -46,6 +67,11 @@ type item struct {
 	StepID string
 	Note   string
 	Seq    uint64
+	// At is when the note's event was written.
+	At time.Time
+	// Summary is the summary a compaction logged without a step of its own
+	// (a log written before compactions were steps) wrote.
+	Summary string
 }
 
 // add folds e and places it; it returns the block it changed (nil when none
@@ -72,33 +98,85 @@ func (t *timeline) place(e event.Event) *block {
 	}
 	switch d := p.(type) {
 	case *event.TurnStartedData:
-		b := &block{Key: fmt.Sprintf("turn-%d", d.Turn), Turn: d.Turn, Input: d.Message.Content, Status: projection.StatusRunning}
+		b := &block{Key: fmt.Sprintf("turn-%d", d.Turn), Turn: d.Turn, Input: d.Message.Content, Status: projection.StatusRunning, StartedAt: e.Time}
 		t.blocks = append(t.blocks, b)
 		return b
 	case *event.LLMStartedData:
+		if t.stepNodes == nil {
+			t.stepNodes = map[string]string{}
+		}
+		t.stepNodes[d.StepID] = t.state.Node
 		return t.addItem(item{StepID: d.StepID, Seq: e.Seq})
 	case *event.ToolStartedData:
 		return t.addItem(item{StepID: d.StepID, Seq: e.Seq})
 	case *event.ThinkingData:
 		return t.addItem(item{StepID: d.StepID, Seq: e.Seq})
 	case *event.AgentFinishedData:
-		b := t.end(projection.StatusCompleted, "", "")
+		b := t.end(projection.StatusCompleted, "", "", e.Time)
 		if u, ok := d.TurnUsage(); ok && b != nil {
 			b.Usage = u
 		}
 		return b
 	case *event.AgentFailedData:
-		return t.end(projection.StatusFailed, d.Error, d.Code)
+		return t.end(projection.StatusFailed, d.Error, d.Code, e.Time)
 	case *event.AgentCancelledData:
-		return t.end(projection.StatusCancelled, d.Reason, event.CodeCancelled)
+		return t.end(projection.StatusCancelled, d.Reason, event.CodeCancelled, e.Time)
 	case *event.SessionForkedData:
-		return t.addItem(item{Note: forkNote(d), Seq: e.Seq})
+		return t.addItem(item{Note: forkNote(d), Seq: e.Seq, At: e.Time})
+	case *event.SummaryAddedData:
+		t.summary = d.Content
+		return nil
 	case *event.ContextCompactedData:
-		return t.compaction(d.StepID, fmt.Sprintf("context compacted: %d turn(s) summarised in %d characters%s", d.Turns, d.Chars, auto(d.Auto)), e.Seq)
+		summary := t.summary
+		t.summary = ""
+		return t.compaction(d.StepID, fmt.Sprintf("context compacted: %s turn(s) summarised in %s characters%s", num(d.Turns), num(d.Chars), auto(d.Auto)), summary, e)
 	case *event.ContextCompactFailedData:
-		return t.compaction(d.StepID, fmt.Sprintf("compaction failed%s: %s", auto(d.Auto), d.Error), e.Seq)
+		return t.compaction(d.StepID, fmt.Sprintf("compaction failed%s: %s", auto(d.Auto), d.Error), "", e)
+	case *event.ToolApprovalRequestedData:
+		names := make([]string, len(d.Calls))
+		for i, c := range d.Calls {
+			names[i] = c.Name
+		}
+		note := strings.Join(names, ", ") + " waits for a person's approval"
+		if !d.Deadline.IsZero() {
+			note += " (denied at " + d.Deadline.UTC().Format(time.DateTime) + " UTC unless decided)"
+		}
+		return t.addItem(item{Note: note, Seq: e.Seq, At: e.Time})
+	case *event.ToolApprovedData:
+		note := t.callName(d.CallID) + " approved" + by(d.By)
+		if len(d.Arguments) > 0 {
+			note += ", with arguments edited"
+		}
+		if d.Note != "" {
+			note += ": " + d.Note
+		}
+		return t.addItem(item{Note: note, Seq: e.Seq, At: e.Time})
+	case *event.ToolDeniedData:
+		note := t.callName(d.CallID) + " denied" + by(d.By)
+		if d.Expired {
+			note += ": nobody decided before the deadline"
+		} else if d.Note != "" {
+			note += ": " + d.Note
+		}
+		return t.addItem(item{Note: note, Seq: e.Seq, At: e.Time})
 	}
 	return t.stepOf(e)
+}
+
+// callName is the tool a call of the session calls.
+func (t *timeline) callName(callID string) string {
+	if rec := t.state.ToolCall(callID); rec != nil {
+		return rec.Name
+	}
+	return "call " + callID
+}
+
+// by says who decided, as the decision's input said.
+func by(who string) string {
+	if who == "" {
+		return ""
+	}
+	return " by " + who
 }
 
 // placed are the events that open a block or add an item to one: the only
@@ -106,7 +184,8 @@ func (t *timeline) place(e event.Event) *block {
 var placed = map[event.Type]bool{
 	event.SessionForked: true, event.TurnStarted: true, event.LLMStarted: true, event.ToolStarted: true, event.Thinking: true,
 	event.AgentFinished: true, event.AgentFailed: true, event.AgentCancelled: true,
-	event.ContextCompacted: true, event.ContextCompactFailed: true,
+	event.SummaryAdded: true, event.ContextCompacted: true, event.ContextCompactFailed: true,
+	event.ToolApprovalRequested: true, event.ToolApproved: true, event.ToolDenied: true,
 }
 
 // stepOf is the block of the step an event (llm.completed, tool.finished,
@@ -152,10 +231,20 @@ func (t *timeline) addItem(it item) *block {
 // compaction places a compaction: its model call, an LLM step marked as
 // compaction (none in a log written before they were steps), then its note,
 // in the turn it ran in (automatic) or between turns (a compact command).
-func (t *timeline) compaction(stepID, note string, seq uint64) *block {
-	its := []item{{Note: note, Seq: seq}}
+// The summary it wrote goes with its step, or with its note in an older
+// log.
+func (t *timeline) compaction(stepID, note, summary string, e event.Event) *block {
+	its := []item{{Note: note, Seq: e.Seq, At: e.Time}}
 	if stepID != "" {
-		its = append([]item{{StepID: stepID, Seq: seq}}, its...)
+		its = append([]item{{StepID: stepID, Seq: e.Seq}}, its...)
+		if summary != "" {
+			if t.summaries == nil {
+				t.summaries = map[string]string{}
+			}
+			t.summaries[stepID] = summary
+		}
+	} else {
+		its[0].Summary = summary
 	}
 	return t.addItems(true, its...)
 }
@@ -165,7 +254,7 @@ func (t *timeline) compaction(stepID, note string, seq uint64) *block {
 func (t *timeline) addItems(between bool, its ...item) *block {
 	b := t.current()
 	if b == nil || (b.Turn > 0 && b.Ended && between) {
-		b = &block{Key: fmt.Sprintf("notes-%d", its[0].Seq)}
+		b = &block{Key: fmt.Sprintf("notes-%d", its[0].Seq), StartedAt: its[0].At}
 		t.blocks = append(t.blocks, b)
 	}
 	b.Items = append(b.Items, its...)
@@ -173,11 +262,24 @@ func (t *timeline) addItems(between bool, its ...item) *block {
 }
 
 // end closes the open turn with its outcome.
-func (t *timeline) end(status projection.Status, msg, code string) *block {
+func (t *timeline) end(status projection.Status, msg, code string, at time.Time) *block {
 	b := t.current()
 	if b == nil || b.Turn == 0 {
 		return nil
 	}
-	b.Ended, b.Status, b.Error, b.Code, b.Usage = true, status, msg, code, t.state.TurnUsage
+	b.Ended, b.Status, b.Error, b.Code, b.Usage, b.EndedAt = true, status, msg, code, t.state.TurnUsage, at
 	return b
+}
+
+// markInFlight notes the LLM steps that stream an answer now, at the end of
+// the log read: the reader missed their first tokens (deltas are not
+// stored, and no node keeps a step's text before llm.completed), so that
+// their page says so rather than show an answer without its beginning.
+func (t *timeline) markInFlight() {
+	t.inFlight = map[string]bool{}
+	for _, st := range t.state.Steps {
+		if st.Type == projection.StepLLM && !st.Status.Done() && !st.Compaction {
+			t.inFlight[st.ID] = true
+		}
+	}
 }

@@ -44,9 +44,21 @@ function liveSession() {
     });
   });
   src.addEventListener("head", (ev) => {
-    const { html, seq } = JSON.parse(ev.data);
+    const { html, seq, can, awaiting } = JSON.parse(ev.data);
+    // Calls came to await approval, or were decided elsewhere: the page
+    // is read again, for the approval card and its forms.
+    if (awaiting !== undefined && awaiting !== !!document.querySelector(".approval")) {
+      src.close();
+      location.reload();
+      return;
+    }
     head.innerHTML = html;
     head.dataset.seq = seq;
+    // The actions that apply now: a button that cannot is disabled (the
+    // server refuses it too, without touching the log).
+    document.querySelectorAll("button[data-can]").forEach((b) => {
+      if (can && b.dataset.can in can) b.disabled = !can[b.dataset.can];
+    });
   });
   src.addEventListener("delta", (ev) => {
     const { step, text } = JSON.parse(ev.data);

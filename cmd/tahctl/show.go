@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 
 	"github.com/tah-dev/tah/event"
@@ -149,7 +150,11 @@ func stepDetail(st style, step projection.Step) (tokens, detail string) {
 	case step.Type == projection.StepTool:
 		detail = step.Tool + " " + compactJSON(step.Input, 50)
 		if step.Status.Done() {
-			detail += " → " + preview(step.Output, 50)
+			if outputCut(step) {
+				detail += " → " + cutPreview(step.Output, 50)
+			} else {
+				detail += " → " + preview(step.Output, 50)
+			}
 		}
 		if step.Artifact != nil {
 			detail += fmt.Sprintf(" [full output: %s, %s bytes]", step.Artifact.Object, num(int(step.Artifact.Size)))
@@ -199,4 +204,16 @@ func showFault(w io.Writer, st style, sid string, f *projection.Fault) {
 	}
 	fmt.Fprintf(w, "  %s log corrupt at seq %d: %s [%s]\n", st.red("Failed:"), f.Seq, f.Reason, f.Code)
 	fmt.Fprintf(w, "  %s\n", st.dim("It takes no input. `tahctl fork "+sid+" [--turns N]` starts a new session from the turns before it."))
+}
+
+// outputCut reports whether the output a step shows is the start of a whole
+// kept as its artifact (tools.ArtifactName(call, "output.txt")), cut again
+// for a brief reply: its line count would be the kept start's, not the
+// whole's (74 lines, for a 510-line file).
+func outputCut(step projection.Step) bool {
+	if step.Artifact == nil || path.Base(step.Artifact.Object) != "output.txt" {
+		return false
+	}
+	out := strings.TrimRight(step.Output, "\n")
+	return briefMarker.MatchString(out[strings.LastIndex(out, "\n")+1:])
 }

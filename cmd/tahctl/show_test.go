@@ -42,3 +42,21 @@ func TestShowMarksCompactionsAndTrims(t *testing.T) {
 		t.Errorf("kind %q", stepKind(trimmed))
 	}
 }
+
+// show tells a tool output that the log keeps only the start of as cut, not
+// by the line count of that start (74 lines, for a 510-line file).
+func TestShowTellsACutOutputAsCut(t *testing.T) {
+	brief := "# TAH\n\nline\nline\n[… 74 lines, 4230 characters in all]"
+	cut := projection.Step{Type: projection.StepTool, Tool: "read_file", Status: projection.StepCompleted, Output: brief,
+		Artifact: &event.ArtifactRef{Object: "calls/s_1/c1/output.txt", Size: 36828}}
+	_, detail := stepDetail(style{}, cut)
+	if strings.Contains(detail, "74 lines") || !strings.Contains(detail, "→ cut: # TAH, line") || !strings.Contains(detail, "36,828 bytes") {
+		t.Errorf("a cut output: %q", detail)
+	}
+	// An output kept whole, with an artifact the tool made: as it is.
+	made := projection.Step{Type: projection.StepTool, Tool: "write_file", Status: projection.StepCompleted, Output: brief,
+		Artifact: &event.ArtifactRef{Object: "calls/s_1/c2/notes/plan.md", Size: 36828}}
+	if _, detail := stepDetail(style{}, made); !strings.Contains(detail, "74 lines: # TAH") {
+		t.Errorf("an output kept whole: %q", detail)
+	}
+}

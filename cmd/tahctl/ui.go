@@ -125,7 +125,14 @@ func compactJSON(b json.RawMessage, n int) string {
 
 // preview describes a tool's output in about n runes: a one-line output as it
 // is, a longer one as its line count and its first non-empty lines.
-func preview(out string, n int) string {
+func preview(out string, n int) string { return previewOf(out, n, false) }
+
+// cutPreview is preview of an output that the log keeps only the start of,
+// the whole being an artifact: its first lines, said to be cut, and no line
+// count (the count would be the kept start's).
+func cutPreview(out string, n int) string { return previewOf(out, n, true) }
+
+func previewOf(out string, n int, cut bool) string {
 	out = strings.TrimRight(out, "\n")
 	if strings.TrimSpace(out) == "" {
 		return "(no output)"
@@ -151,7 +158,12 @@ func preview(out string, n int) string {
 	case strings.HasPrefix(last, "[truncated:"):
 		what = "cut"
 	}
-	if what != "" {
+	if cut && what == "" {
+		what = "cut"
+		if briefMarker.MatchString(last) {
+			lines = lines[:len(lines)-1]
+		}
+	} else if what != "" {
 		lines = lines[:len(lines)-1]
 	} else if total == 1 {
 		return oneLine(out, n)

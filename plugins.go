@@ -3,11 +3,11 @@ package tah
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools"
 )
@@ -45,10 +45,7 @@ func Storage(o StorageOptions) Plugin {
 			return fmt.Errorf("storage driver %q is not supported: use \"sqlite\"", o.Driver)
 		}
 		if o.Path != "" {
-			r.storePath = o.Path
-			if r.busCfg.URL == "" && !r.dataDirSet {
-				r.busCfg.DataDir = filepath.Dir(o.Path)
-			}
+			r.storePath = o.Path // the log beside it, unless NATS says otherwise
 		}
 		return nil
 	}}
@@ -113,13 +110,14 @@ func Tools(ts ...tools.Tool) Plugin {
 // "always" or "never", and an optional timeout that denies.
 type ApprovalPolicy = session.ApprovalPolicy
 
-// Approval sets which tool calls wait for approval; without it none does.
+// Approval sets which tool calls wait for approval; without it, those of
+// the settings (tah-node's default: write_file).
 func Approval(p ApprovalPolicy) Plugin {
 	return plugin{"approval", func(r *Runtime) error {
 		if err := p.Validate(); err != nil {
 			return err
 		}
-		r.approval = p
+		r.approval = &p
 		return nil
 	}}
 }
@@ -148,10 +146,7 @@ func Agent(o AgentOptions) Plugin {
 		if o.ContextChars < 0 {
 			return errors.New("agent: ContextChars is negative")
 		}
-		r.sessionCfg.SystemPrompt = o.SystemPrompt
-		r.sessionCfg.MaxSteps = o.MaxSteps
-		r.sessionCfg.ContextChars = o.ContextChars
-		r.sessionCfg.IdleTimeout = o.IdleTimeout
+		r.agent = &o
 		return nil
 	}}
 }
@@ -164,8 +159,22 @@ func NATS(c bus.Config) Plugin {
 		if err := c.Validate(); err != nil {
 			return err
 		}
-		r.busCfg = c
-		r.dataDirSet = true
+		r.busCfg = &c
+		return nil
+	}}
+}
+
+// Settings sets the whole node as tah-node's settings say (package config:
+// what a JSON file, TAH_* variables and tah-node's flags set), so that the
+// node is the one tah-node would make of them (node.Configure). The other
+// plugins, used after or before it, override their parts. Settings are
+// checked at Start.
+func Settings(cfg config.Config) Plugin {
+	return plugin{"settings", func(r *Runtime) error {
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		r.settings = cfg
 		return nil
 	}}
 }

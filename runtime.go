@@ -13,6 +13,7 @@ import (
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/providers"
@@ -46,18 +47,21 @@ var (
 // a node, and services (SessionKey) are got from it. A Runtime made by Connect
 // uses a node that runs elsewhere instead.
 type Runtime struct {
-	mu         sync.Mutex
-	plugins    []Plugin
-	started    bool
-	busCfg     bus.Config
-	dataDirSet bool
-	storePath  string
-	llmCfg     *llm.Config
-	provider   llm.Provider
-	registry   *tools.Registry
-	sessionCfg session.Config
-	approval   session.ApprovalPolicy
-	logger     *slog.Logger
+	mu      sync.Mutex
+	plugins []Plugin
+	started bool
+	// settings are the node's, as tah-node reads them (node.Configure):
+	// tah-node's defaults, without built-in tools, unless Settings says
+	// otherwise. The plugins below override them.
+	settings  config.Config
+	busCfg    *bus.Config // NATS
+	storePath string
+	llmCfg    *llm.Config
+	provider  llm.Provider
+	registry  *tools.Registry
+	agent     *AgentOptions
+	approval  *session.ApprovalPolicy
+	logger    *slog.Logger
 
 	node     *node.Node // nil when connected to a node elsewhere
 	client   *client.Client
@@ -67,10 +71,20 @@ type Runtime struct {
 	nodeInfo string
 }
 
-// New returns a Runtime with the defaults: an embedded NATS server with its data
-// in .tah, the mock provider in demo mode, no tools, maxSteps 20.
+// New returns a Runtime with tah-node's defaults (config.Default), but for
+// the built-in tools, which the program offers with Tools: an embedded NATS
+// server with its data in .tah, the mock provider in demo mode, maxSteps
+// 20, the tools of the tool services on NATS, write_file waiting for
+// approval, the agent protocol gateway.
 func New() *Runtime {
-	return &Runtime{busCfg: bus.Default()}
+	return &Runtime{settings: goDefaults()}
+}
+
+// goDefaults are the settings of New.
+func goDefaults() config.Config {
+	cfg := config.Default()
+	cfg.Tools.Builtin = false
+	return cfg
 }
 
 // Use adds a plugin; its settings are checked at Start. Use returns r so that
@@ -105,25 +119,9 @@ func (r *Runtime) Start(ctx context.Context) error {
 			return fmt.Errorf("tah: plugin %s: %w", p.Name(), err)
 		}
 	}
-	provider := r.provider
-	if provider == nil {
-		cfg := llm.DefaultConfig()
-		if r.llmCfg != nil {
-			cfg = *r.llmCfg
-		}
-		p, err := providers.New(cfg)
-		if err != nil {
-			return fmt.Errorf("tah: plugin llm: %w", err)
-		}
-		provider = p
-	}
-	logger := r.logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	opts := node.Options{Bus: r.busCfg, StorePath: r.storePath, Session: r.sessionCfg, Provider: provider, Logger: logger, Approval: r.approval}
-	if r.registry != nil {
-		opts.Tools = r.registry
+	opts, err := r.options()
+	if err != nil {
+		return err
 	}
 	n, err := node.Start(ctx, opts)
 	if err != nil {
@@ -134,8 +132,8 @@ func (r *Runtime) Start(ctx context.Context) error {
 		_ = n.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("tah: start: %w", err)
 	}
-	if r.busCfg.Embedded() {
-		if r.nodeInfo, err = writeNodeInfo(n, r.busCfg.DataDir, r.busCfg.TLS.CAFile); err != nil {
+	if opts.Bus.Embedded() {
+		if r.nodeInfo, err = writeNodeInfo(n, opts.Bus.DataDir, opts.Bus.TLS.CAFile); err != nil {
 			c.Close()
 			_ = n.Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("tah: start: %w", err)
@@ -145,6 +143,54 @@ func (r *Runtime) Start(ctx context.Context) error {
 	r.sessions = &SessionService{rt: r}
 	r.started = true
 	return nil
+}
+
+// options are the node's: the settings assembled as tah-node's are
+// (node.Configure), with the plugins' settings over them.
+func (r *Runtime) options() (node.Options, error) {
+	cfg := r.settings
+	if r.storePath != "" && r.busCfg == nil {
+		cfg.DataDir = filepath.Dir(r.storePath) // the log beside the read model
+	}
+	opts, err := node.Configure(cfg)
+	if err != nil {
+		return opts, fmt.Errorf("tah: settings: %w", err)
+	}
+	opts.StorePath = r.storePath
+	if r.busCfg != nil {
+		opts.Bus = *r.busCfg
+		if opts.Agents != nil {
+			opts.Agents.DataDir, opts.Agents.External, opts.Agents.TLSCA = opts.Bus.DataDir, !opts.Bus.Embedded(), opts.Bus.TLS.CAFile
+		}
+	}
+	switch {
+	case r.provider != nil:
+		opts.Provider = r.provider
+	case r.llmCfg != nil:
+		p, err := providers.New(*r.llmCfg)
+		if err != nil {
+			return opts, fmt.Errorf("tah: plugin llm: %w", err)
+		}
+		opts.Provider = p
+	}
+	if r.registry != nil {
+		if cfg.Tools.Builtin {
+			opts.Tools = tools.Merge(opts.Tools, r.registry)
+		} else {
+			opts.Tools = r.registry
+		}
+	}
+	if a := r.agent; a != nil {
+		opts.Session.SystemPrompt, opts.Session.MaxSteps, opts.Session.ContextChars, opts.Session.IdleTimeout = a.SystemPrompt, a.MaxSteps, a.ContextChars, a.IdleTimeout
+	}
+	if r.approval != nil {
+		opts.Approval = *r.approval
+	}
+	opts.Logger = r.logger
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return opts, nil
 }
 
 // writeNodeInfo writes <dataDir>/node.json, as tah-node does, so that tahctl
@@ -170,11 +216,9 @@ func writeNodeInfo(n *node.Node, dataDir, tlsCA string) (string, error) {
 	return dir, nil
 }
 
-// startAPI serves n's API and returns a client over n's own connection.
-func startAPI(ctx context.Context, n *node.Node) (*client.Client, error) {
-	if err := n.StartAPI(ctx); err != nil {
-		return nil, err
-	}
+// startAPI returns a client over n's own connection, to n's API (which
+// node.Start serves: Options.API).
+func startAPI(_ context.Context, n *node.Node) (*client.Client, error) {
 	return client.New(n.Bus.Conn(), client.Options{})
 }
 

@@ -132,7 +132,7 @@ func (s *agentScenario) Setup(ctx context.Context, env Env) error {
 		return err
 	}
 	if s.st.node().Gateway() == nil {
-		return errors.New("the node runs no agent gateway: nodecmd.StartAgents logged why in the harness's log (-log FILE)")
+		return errors.New("the node runs no agent gateway: node.Start logged why in the harness's log (-log FILE)")
 	}
 	cfg := s.st.c.Config(0)
 	s.owner = cfg.Agents.Owner

@@ -4,13 +4,99 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/tah-dev/tah/agents"
+	"github.com/tah-dev/tah/auth"
+	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
+
+// agentsName is the name of the agent gateway's credential (and its file,
+// <data>/agents.creds).
+const agentsName = "agents"
+
+// GatewayConfig is the agent gateway as Start brings it up (Options.Agents):
+// on a connection of its own, with a credential of the agents role.
+type GatewayConfig struct {
+	Owner     string
+	Heartbeat time.Duration
+	// DataDir holds the credential, <DataDir>/agents.creds: issued there
+	// from the embedded server's trust material, or put there by the
+	// operator when External.
+	DataDir  string
+	External bool
+	// TLSCA is the CA the connection verifies the server against.
+	TLSCA string
+}
+
+// startGateway serves the node's sessions as agents (Options.Agents). A
+// gateway that cannot start leaves the node running: the error is logged
+// and kept (GatewayErr).
+func (n *Node) startGateway(ctx context.Context, gc GatewayConfig) {
+	nc, err := n.connectGateway(gc)
+	if err == nil {
+		err = n.StartAgents(ctx, AgentsOptions{Conn: nc, Owner: gc.Owner, Heartbeat: gc.Heartbeat})
+		if err != nil {
+			nc.Close()
+		} else {
+			// After the gateway, closed before it (closers run in reverse).
+			n.closers = append(n.closers, func(context.Context) error { nc.Close(); return nil })
+		}
+	}
+	if err != nil {
+		n.gatewayErr = err
+		n.log.Warn("the agent protocol is off", "err", err)
+		return
+	}
+	prompt := wire.AgentSubject(wire.AgentVerbPrompt, gc.Owner, wire.AgentController)
+	n.log.Info("sessions served as agents", "prompt", prompt, "discover", "$SRV.INFO."+wire.AgentsService)
+}
+
+// GatewayErr is why the gateway of Options.Agents did not start; nil when
+// it runs, or when none was asked for.
+func (n *Node) GatewayErr() error { return n.gatewayErr }
+
+func (n *Node) connectGateway(gc GatewayConfig) (*nats.Conn, error) {
+	path := filepath.Join(gc.DataDir, agentsName+".creds")
+	if !gc.External {
+		t, err := auth.Load(gc.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("its credential: %w", err)
+		}
+		if err := t.EnsureCreds(path, wire.RoleAgents, agentsName); err != nil {
+			return nil, fmt.Errorf("its credential: %w", err)
+		}
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("with an external NATS, put a credential of the agents role named %q at %s (docs/agent-protocol.md, \"Running it\")", agentsName, path)
+	}
+	opts := append([]nats.Option{nats.UserCredentials(path), nats.Name("tah-node " + n.ID() + " agents"),
+		nats.CustomInboxPrefix(wire.CredentialInbox(agentsName)), nats.MaxReconnects(-1)},
+		natsx.TLSOptions(gc.TLSCA, "", "")...)
+	url := LocalURL(n.Bus.ClientURL())
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect with %s: %w", path, err)
+	}
+	return nc, nil
+}
+
+// LocalURL is url (or host:port) with an unspecified host (0.0.0.0, ::), on
+// which a server listens on every interface, replaced by 127.0.0.1: where a
+// local client connects.
+func LocalURL(url string) string {
+	for _, host := range []string{"0.0.0.0", "[::]"} {
+		if i := strings.Index(url, host+":"); i >= 0 {
+			return url[:i] + "127.0.0.1" + url[i+len(host):]
+		}
+	}
+	return url
+}
 
 // AgentsOptions configure the node's agent protocol gateway (StartAgents).
 type AgentsOptions struct {

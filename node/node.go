@@ -60,6 +60,13 @@ type Options struct {
 	// while its turn works before a "working" chunk; 0 means
 	// agents.DefaultKeepAlive.
 	AgentKeepAlive time.Duration
+	// API, when set, makes Start serve the request/reply API (StartAPI).
+	API bool
+	// Agents, when set, makes Start serve the sessions as agents of the
+	// Synadia Agent Protocol (package agents) on a connection of the
+	// gateway's own. A gateway that cannot start leaves the node running
+	// (GatewayErr says why).
+	Agents *GatewayConfig
 	// Logger receives the node's structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -96,6 +103,8 @@ type Node struct {
 	closers  []func(context.Context) error
 	// gateway serves the agent protocol (StartAgents); nil until then.
 	gateway atomic.Pointer[agents.Gateway]
+	// gatewayErr is why Options.Agents did not start (GatewayErr).
+	gatewayErr error
 	// failed receives the first error the node cannot get over by itself
 	// (Failed).
 	failed chan error
@@ -242,6 +251,14 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.cluster.close)
+	if opts.API {
+		if err := n.StartAPI(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Agents != nil {
+		n.startGateway(ctx, *opts.Agents)
+	}
 	log.Info("node started", "nats", n.Bus.ClientURL(), "read_model", path, "provider", opts.Provider.Name())
 	return n, nil
 }
@@ -250,6 +267,9 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 // tools of the tool services when opts.RemoteTools is set (their registry
 // opened here, closed with the node), whose stored results a resume finds.
 func (n *Node) toolConfig(opts Options) (session.ToolConfig, error) {
+	if opts.ToolOptions.Logger == nil {
+		opts.ToolOptions.Logger = n.log.With("component", "tools")
+	}
 	tc := session.ToolConfig{Catalog: opts.Tools, Options: opts.ToolOptions, MaxConcurrent: opts.MaxConcurrentTools,
 		Observe: n.Metrics.toolCall, Approval: opts.Approval}
 	if f, ok := opts.Tools.(session.ResultFinder); ok {

@@ -11,12 +11,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/tah-dev/tah/config"
-	"github.com/tah-dev/tah/internal/nodecmd"
-	"github.com/tah-dev/tah/llm/providers"
 	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/tahtest/natstest"
-	"github.com/tah-dev/tah/tools"
-	"github.com/tah-dev/tah/tools/builtin"
 )
 
 // inProcess is an InProcess member: a node of this process.
@@ -32,8 +28,6 @@ type inProcess struct {
 	mu   sync.Mutex
 	node *node.Node
 	dead *node.Node // killed, to be closed before the next start
-	// closeAgents closes the agent gateway's connection.
-	closeAgents func()
 }
 
 var _ natstest.Member = (*inProcess)(nil)
@@ -42,25 +36,18 @@ func newInProcess(tb natstest.TB, o Options, i int, cfg config.Config) *inProces
 	return &inProcess{i: i, cfg: cfg, edit: o.EditNode, log: Logger(tb, cfg.NodeID), natsLog: logger(tb, cfg.NodeID, slog.LevelWarn)}
 }
 
-// nodeOptions are the node options of cfg, as tah-node would make them: the
-// mock model, the built-in tools on the tools root.
+// nodeOptions are the node options of cfg, as tah-node makes them
+// (node.Configure): the model, the built-in and remote tools, the approval
+// policy, the API and the agent gateway.
 func (m *inProcess) nodeOptions() (node.Options, error) {
-	cfg := m.cfg
-	provider, err := providers.New(cfg.LLMConfig())
+	o, err := node.Configure(m.cfg)
 	if err != nil {
 		return node.Options{}, err
 	}
-	reg, err := tools.NewRegistry(builtin.Tools(cfg.BuiltinTools())...)
-	if err != nil {
-		return node.Options{}, err
-	}
-	b := cfg.BusConfig()
-	b.Name = "tahtest " + cfg.NodeID
-	b.ReadyTimeout = time.Minute // a cluster forms slowly under -race on two cores
-	b.Logger = m.natsLog
-	o := node.Options{Bus: b, Session: cfg.SessionConfig(), Provider: provider, Tools: reg,
-		ToolOptions: tools.Options{Timeout: time.Duration(cfg.Tools.Timeout)}, MaxConcurrentTools: cfg.Tools.MaxConcurrent,
-		MaxInputBytes: cfg.Agent.MaxInputBytes, Approval: cfg.ApprovalPolicy(), Logger: m.log}
+	o.Bus.Name = "tahtest " + m.cfg.NodeID
+	o.Bus.ReadyTimeout = time.Minute // a cluster forms slowly under -race on two cores
+	o.Bus.Logger = m.natsLog
+	o.Logger = m.log
 	if m.edit != nil {
 		m.edit(m.i, &o)
 	}
@@ -76,20 +63,13 @@ func (m *inProcess) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// With the API and the agent gateway, as tah-node serves them.
 	n, err := node.Start(ctx, o)
 	if err != nil {
 		return err
 	}
-	// The API, as tah-node serves it: clients (package client) create
-	// sessions and read logs through it.
-	if err := n.StartAPI(ctx); err != nil {
-		_ = n.Close(ctx)
-		return err
-	}
-	// And the agent protocol gateway, on its own credential.
-	closeAgents, _ := nodecmd.StartAgents(ctx, m.cfg, n, n.Bus.ClientURL(), m.log)
 	m.mu.Lock()
-	m.node, m.closeAgents = n, closeAgents
+	m.node = n
 	m.mu.Unlock()
 	return nil
 }
@@ -110,13 +90,15 @@ func (m *inProcess) closeDead(ctx context.Context) {
 // or the end of the test.
 func (m *inProcess) Kill() error {
 	m.mu.Lock()
-	n, closeAgents := m.node, m.closeAgents
-	m.node, m.dead, m.closeAgents = nil, n, nil
+	n := m.node
+	m.node, m.dead = nil, n
 	m.mu.Unlock()
-	if closeAgents != nil {
-		closeAgents()
-	}
 	if n != nil {
+		// Its gateway goes with it, as with the process: its connection
+		// would find another server of the cluster.
+		if g := n.Gateway(); g != nil {
+			g.Close()
+		}
 		n.Bus.Server().Shutdown()
 		n.Bus.Server().WaitForShutdown()
 	}
@@ -125,15 +107,13 @@ func (m *inProcess) Kill() error {
 
 func (m *inProcess) Stop(ctx context.Context) error {
 	m.mu.Lock()
-	n, closeAgents := m.node, m.closeAgents
-	m.node, m.closeAgents = nil, nil
+	n := m.node
+	m.node = nil
 	m.mu.Unlock()
 	if n == nil {
 		return nil
 	}
-	err := n.Close(ctx)
-	closeAgents()
-	return err
+	return n.Close(ctx)
 }
 
 func (m *inProcess) Close(ctx context.Context) {

@@ -33,12 +33,8 @@ import (
 	"github.com/tah-dev/tah/internal/buildinfo"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
-	"github.com/tah-dev/tah/llm/providers"
 	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/store"
-	"github.com/tah-dev/tah/tools"
-	"github.com/tah-dev/tah/tools/builtin"
-	"github.com/tah-dev/tah/tools/remote"
 )
 
 // Exit codes of tah-node.
@@ -389,47 +385,25 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 		defer httpLn.Close()
 	}
 
-	provider, err := providers.New(cfg.LLMConfig())
-	if err != nil {
-		return usageErr(fmt.Errorf("the model provider: %w", err), "fix the llm settings (tah-node --help lists them)")
-	}
 	root, err := filepath.Abs(cfg.Tools.Root)
 	if err != nil {
 		return usageErr(fmt.Errorf("%s: %w", config.Describe("tools.root"), err), "")
 	}
-	reg, err := tools.NewRegistry()
+	cfg.Tools.Root = root
+	opts, err := node.Configure(cfg)
 	if err != nil {
-		return failed(err, "")
+		return usageErr(err, "fix the llm settings (tah-node --help lists them)")
 	}
-	if cfg.Tools.Builtin {
-		tc := cfg.BuiltinTools() // the data directory is absolute by now
-		tc.Root = root
-		if err := reg.Add(builtin.Tools(tc)...); err != nil {
-			return failed(err, "")
-		}
-	}
-	opts := node.Options{
-		Bus:                cfg.BusConfig(),
-		Session:            cfg.SessionConfig(),
-		Provider:           provider,
-		Tools:              reg,
-		ToolOptions:        tools.Options{Timeout: time.Duration(cfg.Tools.Timeout), Logger: log.With("component", "tools")},
-		MaxConcurrentTools: cfg.Tools.MaxConcurrent,
-		Approval:           cfg.ApprovalPolicy(),
-		MaxInputBytes:      cfg.Agent.MaxInputBytes,
-		Logger:             log,
-	}
+	opts.Logger = log
 	opts.Bus.Name = "tah-node " + cfg.NodeID
 	// The embedded server's notices (its banner, each start step) are debug
 	// records here; its warnings and errors stay what they are.
 	opts.Bus.Logger = slog.New(demoted{log.Handler()})
-	if cfg.Tools.Remote {
-		opts.RemoteTools = &remote.Config{RefreshEvery: time.Duration(cfg.Tools.RefreshEvery), ServiceWait: time.Duration(cfg.Tools.ServiceWait)}
-	}
 	n, err := node.Start(ctx, opts)
 	if err != nil {
 		return failed(fmt.Errorf("the node did not start: %w", err), startHint(err))
 	}
+	provider := opts.Provider
 	if embedded {
 		for _, f := range []string{auth.NodeCredsPath(dataDir), auth.AdminCredsPath(dataDir), filepath.Join(dataDir, auth.TrustDir)} {
 			checkMode(log, f)
@@ -445,13 +419,9 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 			}
 		}
 	}()
-	if err := n.StartAPI(ctx); err != nil {
-		return failed(err, "")
-	}
 	bridge := nodeMCP(ctx, cfg, n, log)
 	defer bridge.close()
-	closeAgents, agentsLine := StartAgents(ctx, cfg, n, localURL(n.Bus.ClientURL()), log)
-	defer closeAgents()
+	testHookStarted(n)
 
 	var srv *http.Server
 	var web *ui
@@ -494,7 +464,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 
 	log.Info("ready", "node", cfg.NodeID, "nats", info.URL, "http", httpAddr, "data_dir", dataDir,
 		"provider", provider.Name(), "tools_root", root)
-	banner(stdout, cfg, info, provider, n, root, credsNote, web, agentsLine)
+	banner(stdout, cfg, info, provider, n, root, credsNote, web, agentsLine(cfg, n))
 	bridge.banner(stdout)
 
 	select {
@@ -507,6 +477,9 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	log.Info("stopping: running turns stop without acknowledging their input and resume at the next start", "node", cfg.NodeID)
 	return nil
 }
+
+// testHookStarted sees the node once it runs (a test of the assembly).
+var testHookStarted = func(*node.Node) {}
 
 // failHint says what to do about an error the node could not get over.
 func failHint(err error) string {
@@ -564,17 +537,8 @@ func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provi
 	fmt.Fprintf(w, "Try: tahctl send \"分析这个项目的目录结构\"   (Ctrl-C here stops the node)\n")
 }
 
-// localURL is url (or host:port) with an unspecified host (0.0.0.0, ::), on
-// which a server listens on every interface, replaced by 127.0.0.1: where a
-// local client connects.
-func localURL(url string) string {
-	for _, host := range []string{"0.0.0.0", "[::]"} {
-		if i := strings.Index(url, host+":"); i >= 0 {
-			return url[:i] + "127.0.0.1" + url[i+len(host):]
-		}
-	}
-	return url
-}
+// localURL is node.LocalURL: where a local client connects.
+func localURL(url string) string { return node.LocalURL(url) }
 
 // absPath is path made absolute, for a client that runs elsewhere; empty
 // stays empty.

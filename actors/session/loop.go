@@ -92,6 +92,12 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 			return nil // the loop records the cancel
 		}
 	}
+	// A tool the last request offered, whose service has not reconnected
+	// to a node that just started, is waited for (toolwait.go).
+	awaitOffered(ctx, a)
+	if ctx.Err() != nil {
+		return nil // the loop records the cancel
+	}
 	next, err := a.nextRequest(ctx, a.Tools.Schemas())
 	if err != nil {
 		return fmt.Errorf("session %s: the request cannot be recorded: %w", a.Session, err)

@@ -14,13 +14,71 @@ import (
 
 // ServiceWaiter waits for the service of a remote tool that is absent
 // (tools/remote.Registry is one): a call to a tool the model was offered
-// waits for it rather than failing as unknown.
+// waits for it rather than failing as unknown. A waiter that also says which
+// absent tools it still expects (serviceExpecter, as the registry does
+// after a node starts) makes a step wait, before it asks the model, for the
+// tools the session's last request offered (awaitOffered).
 type ServiceWaiter interface {
 	// ServiceWait is the longest a call waits for its tool's service.
 	ServiceWait() time.Duration
 	// WaitFor returns nil once a service of the tool named name is there,
 	// or ctx's error.
 	WaitFor(ctx context.Context, name string) error
+}
+
+// serviceExpecter is a ServiceWaiter that also knows the absent tools whose
+// services a node that just started still expects
+// (tools/remote.Registry.Expected).
+type serviceExpecter interface {
+	// Expected reports whether a service of the tool named name, not
+	// listed, may still be on its way, and until when to wait for it.
+	Expected(name string) (until time.Time, ok bool)
+}
+
+// awaitOffered is the wait of an LLM step, before it builds its request,
+// for the tools the session's last request offered that the node does not
+// list but expects: a node that restarted before a tool service reconnected
+// waits for the service (up to when the waiter still expects it) rather
+// than drop the tool from the request, so that the model is offered the
+// tools it was, and its calls of them run. It returns when each such tool
+// is back or no longer expected, or ctx is done.
+func awaitOffered(ctx context.Context, a *AgentContext) {
+	e, ok := a.Tools.waiter.(serviceExpecter)
+	if !ok {
+		return
+	}
+	for _, name := range lastOffered(a.State()) {
+		if _, listed := a.Tools.catalog.Tool(name); listed {
+			continue
+		}
+		until, ok := e.Expected(name)
+		if !ok {
+			continue
+		}
+		a.log.Info("a step waits for the tool service of a tool the session's last request offered",
+			"session", a.Session, "tool", name, "until", until)
+		wctx, cancel := context.WithDeadline(ctx, until)
+		err := a.Tools.waiter.WaitFor(wctx, name)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			a.log.Warn("a tool service did not come back: the step does not offer its tool", "session", a.Session, "tool", name)
+		}
+	}
+}
+
+// lastOffered names the tools that the session's last request offered: its
+// last LLM step's, compactions aside (they offer none).
+func lastOffered(st *projection.State) []string {
+	for i := len(st.Steps) - 1; i >= 0; i-- {
+		s := st.Steps[i]
+		if s.Type == projection.StepLLM && !s.Compaction && s.RequestRef != nil {
+			return s.RequestRef.Tools
+		}
+	}
+	return nil
 }
 
 // runCalls executes calls, whose tool.started (at steps ids) is in the log.

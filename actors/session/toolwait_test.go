@@ -301,3 +301,117 @@ func TestResumeWaitsForTheService(t *testing.T) {
 	}
 	audited(t, b, "s1")
 }
+
+// observedWaiter is a registry whose waits say when they start.
+type observedWaiter struct {
+	*remote.Registry
+	waits chan string
+}
+
+func (o observedWaiter) WaitFor(ctx context.Context, name string) error {
+	select {
+	case o.waits <- name:
+	default:
+	}
+	return o.Registry.WaitFor(ctx, name)
+}
+
+// restartedBeforeService is session s1 of a node that restarted before its
+// tool service reconnected: its last request offered shout, which a first
+// node served, and the second node's registry, with the service gone, does
+// not list it. Its manager runs p; the waiter tells when a wait starts.
+func restartedBeforeService(t *testing.T, p llm.Provider) (*bus.Bus, *Manager, observedWaiter) {
+	t.Helper()
+	b := openBus(t)
+	svc := startService(t, b, toolservice.Config{}, shoutTool)
+	reg1 := waitingRegistry(t, b, time.Minute, "shout")
+	if _, err := Create(context.Background(), b, "s1", Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m1 := startManager(t, b, mock.Scripted(mock.CallTool("shout", `{"a":1}`), mock.Say("first")), Config{},
+		ToolConfig{Catalog: reg1, Finder: reg1, Options: tools.Options{Logger: quiet}})
+	if o := do(t, m1, "s1", run("go")); o.Status != projection.StatusCompleted || o.Content != "first" {
+		t.Fatalf("%+v", o)
+	}
+	if err := m1.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	reg2 := waitingRegistry(t, b, time.Minute)
+	w := observedWaiter{Registry: reg2, waits: make(chan string, 1)}
+	m2 := startManager(t, b, p, Config{}, ToolConfig{Catalog: reg2, Finder: reg2, Waiter: w, Options: tools.Options{Logger: quiet}})
+	return b, m2, w
+}
+
+// waitStarted returns once w's wait for shout started; a turn that ends
+// first (ch) fails the test.
+func waitStarted(t *testing.T, b *bus.Bus, w observedWaiter, ch <-chan Outcome) {
+	t.Helper()
+	select {
+	case name := <-w.waits:
+		if name != "shout" {
+			t.Fatalf("the step waits for %q", name)
+		}
+	case o := <-ch:
+		t.Fatalf("the turn ended without waiting for shout: %+v\n%s", o, mustJSON(events[event.ToolFinishedData](t, b, "s1", event.ToolFinished)))
+	case <-time.After(hangBound):
+		t.Fatal("the step never waited for shout")
+	}
+}
+
+// A node that restarted before a tool service reconnected (a registry that
+// has not listed it yet): the next step of a session whose last request
+// offered the tool waits for the service before it asks the model, offers
+// the tool again, and the model's call of it runs, never unknown_tool; the
+// discovery is driven by the wait (no periodic refresh).
+func TestStepWaitsForAToolTheLastRequestOffered(t *testing.T) {
+	p := mock.Scripted(mock.CallTool("shout", `{"a":2}`), mock.Say("second"))
+	b, m, w := restartedBeforeService(t, p)
+	ch := deliver(t, m, "s1", run("again"))
+	waitStarted(t, b, w, ch)
+	if calls := p.Calls(); len(calls) != 0 {
+		t.Fatalf("the model was asked before the service was back: %s", mustJSON(calls))
+	}
+	startService(t, b, toolservice.Config{}, shoutTool)
+	var o Outcome
+	select {
+	case o = <-ch:
+	case <-time.After(hangBound):
+		t.Fatal("no outcome")
+	}
+	if o.Status != projection.StatusCompleted || o.Content != "second" {
+		t.Fatalf("%+v", o)
+	}
+	if calls := p.Calls(); len(calls) == 0 || len(calls[0].Tools) != 1 || calls[0].Tools[0].Name != "shout" {
+		t.Fatalf("the request after the restart does not offer shout: %s", mustJSON(calls))
+	}
+	fin := events[event.ToolFinishedData](t, b, "s1", event.ToolFinished)
+	if len(fin) != 2 || fin[1].Code != "" || fin[1].Output != `{"A":2}` {
+		t.Fatalf("tool.finished: %+v", fin)
+	}
+	audited(t, b, "s1")
+}
+
+// A cancel ends a step's wait for a tool service at once: the turn is
+// cancelled, and the model was never asked.
+func TestCancelInterruptsTheStepsWait(t *testing.T) {
+	p := mock.Scripted()
+	b, m, w := restartedBeforeService(t, p)
+	ch := deliver(t, m, "s1", run("again"))
+	waitStarted(t, b, w, ch)
+	do(t, m, "s1", Command{Kind: wire.CommandCancel})
+	select {
+	case o := <-ch:
+		if o.Status != projection.StatusCancelled {
+			t.Fatalf("%+v", o)
+		}
+	case <-time.After(hangBound):
+		t.Fatal("no outcome")
+	}
+	if calls := p.Calls(); len(calls) != 0 {
+		t.Fatalf("the model was asked: %s", mustJSON(calls))
+	}
+	audited(t, b, "s1")
+}

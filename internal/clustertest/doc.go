@@ -28,6 +28,13 @@
 //     call of an offered tool is answered unknown_tool or
 //     tool_unavailable, none runs twice, every turn ends once and every
 //     started call has its result (discovery driven by events alone).
+//   - TestIndependentToolServiceAfterNodeCrashes: the same with a tool
+//     service written from docs/protocol.md alone (nats.go's micro
+//     package), which reconnects only after the restarted node is up and
+//     has looked for it: the sessions whose last request offered its tool
+//     wait for it, whether a call was running or their next turn came
+//     first, and no call ends unknown_tool or tool_unavailable or runs
+//     twice.
 //   - TestAgentStreamSurvivesKill: an agent protocol caller, connected to a
 //     node that survives, prompts a session whose owner is killed with
 //     SIGKILL mid-answer: its stream goes on with "restarted", the whole
@@ -35,8 +42,8 @@
 //
 // They assert what the logs say (projection.Audit of each session's log),
 // never timings: every wait is a poll with a generous bound. A failing test
-// prints the nodes' logs. They are skipped in -short mode and take about two
-// minutes and a half.
+// prints the nodes' logs. They are skipped in -short mode and take about three
+// minutes.
 //
 // Run: go test -count=1 ./internal/clustertest/ (and with -race). Set
 // TAHTEST_KEEP=1 to keep the nodes' data directories and logs.

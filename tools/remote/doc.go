@@ -16,7 +16,11 @@
 // for one (WaitFor) or a tool is missing, and on an optional period. It
 // implements tools.Catalog, so tools.Merge lists remote tools beside local
 // ones. A call that reaches no runner fails with code tool_unavailable (it did
-// not run): a caller may WaitFor the service and call again. Calling a
+// not run): a caller may WaitFor the service and call again. For
+// ServiceWait after it opens, a registry expects the tools it has not listed
+// yet (Expected): the services that were connected to a node that restarted
+// reconnect on their own, some after it started, and a session whose last
+// request offered such a tool waits for it before its next request. Calling a
 // remote tool sends the call id, session and deadline; cancelling it publishes on
 // tah.tool.cancel.<call token>. Services store every call in the KV bucket
 // tah_tool_results before they reply, so a caller that lost the reply, or a node

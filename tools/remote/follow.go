@@ -81,6 +81,7 @@ func (r *Registry) settle(round uint64, found map[string]*Tool) {
 			r.cfg.Logger.Info("remote tools: a tool service is here", "tool", name, "service", t.service, "instance", t.instance)
 		}
 		delete(r.gone, name)
+		r.seen[name] = true
 	}
 	r.tools = found
 	r.fresh = max(r.fresh, round)
@@ -91,6 +92,26 @@ func (r *Registry) settle(round uint64, found map[string]*Tool) {
 // ServiceWait is the longest a call waits for its tool's absent service
 // (Config.ServiceWait).
 func (r *Registry) ServiceWait() time.Duration { return r.cfg.ServiceWait }
+
+// Expected reports whether a service of the tool named name may still be on
+// its way, and until when a caller may wait for it: the registry does not
+// list the tool and has not listed it since it opened, less than
+// ServiceWait ago. The tool services that were connected to a node's
+// embedded server reconnect on their own when the node restarts, and may do
+// so after it started (nats.go waits two seconds between attempts by
+// default): a session whose last request offered such a tool waits for it
+// (WaitFor, until the time returned) rather than dropping it from its next
+// request. A tool the registry listed and lost is not expected: it is
+// missing (see Registry), and a call of it waits as any call does.
+func (r *Registry) Expected(name string) (until time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until = r.opened.Add(r.cfg.ServiceWait)
+	if _, listed := r.tools[name]; listed || r.seen[name] || !time.Now().Before(until) {
+		return time.Time{}, false
+	}
+	return until, true
+}
 
 // WaitFor returns nil once a discovery that started after the call finds a
 // service of the tool named name, or ctx's error. While it waits the registry

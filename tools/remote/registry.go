@@ -103,6 +103,11 @@ type Registry struct {
 	gone map[string]time.Time
 	// wanted counts the calls that wait for each tool (WaitFor).
 	wanted map[string]int
+	// opened is when Open made the registry, and seen the tools it has
+	// listed since: until ServiceWait after opened, a tool never seen is
+	// one whose service may still be reconnecting (Expected).
+	opened time.Time
+	seen   map[string]bool
 	// started numbers the refreshes as they start; fresh is the number of
 	// the last one that ended, and changed is closed (and replaced) then.
 	started, fresh uint64
@@ -124,7 +129,8 @@ func Open(nc *nats.Conn, cfg Config) (*Registry, error) {
 	}
 	cfg = cfg.withDefaults()
 	r := &Registry{nc: nc, cfg: cfg, results: NewResults(js, cfg.Results), tools: map[string]*Tool{},
-		gone: map[string]time.Time{}, wanted: map[string]int{}, changed: make(chan struct{}), kick: make(chan struct{}, 1)}
+		gone: map[string]time.Time{}, wanted: map[string]int{}, opened: time.Now(), seen: map[string]bool{},
+		changed: make(chan struct{}), kick: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Add(1)

@@ -364,3 +364,52 @@ func TestFollowsRestart(t *testing.T) {
 		t.Fatalf("wait for a service that is gone: %v", err)
 	}
 }
+
+// TestExpectedAfterStart: a registry that just opened expects the tools it
+// has not listed yet (their services may still be reconnecting to a node
+// that restarted), until ServiceWait after it opened; a tool it listed is
+// no longer expected, even once its service is gone.
+func TestExpectedAfterStart(t *testing.T) {
+	ctx := testCtx(t)
+	srv := bustest.Server(t)
+	before := time.Now()
+	reg := openRegistry(t, srv) // ServiceWait: the default
+	after := time.Now()
+	until, ok := reg.Expected("shout")
+	if !ok || until.Before(before.Add(remote.DefaultServiceWait)) || until.After(after.Add(remote.DefaultServiceWait)) {
+		t.Fatalf("a tool not listed yet: expected %v until %v (opened between %v and %v)", ok, until, before, after)
+	}
+	svc, err := toolservice.Start(ctx, bustest.Connect(t, srv), toolservice.Config{Logger: quiet}, goTools(nil)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.WaitFor(ctx, "shout"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := reg.Expected("shout"); ok {
+		t.Fatal("a listed tool is expected")
+	}
+	if err := svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 30*time.Second, "shout gone", func() bool {
+		if err := reg.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		_, ok := reg.Tool("shout")
+		return !ok
+	})
+	if _, ok := reg.Expected("shout"); ok {
+		t.Fatal("a tool that was listed and went away is expected: it is missing, and its calls wait as any call does")
+	}
+
+	// After ServiceWait, nothing is expected any more.
+	short, err := remote.Open(bustest.Connect(t, srv), remote.Config{ServiceWait: time.Nanosecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = short.Close(context.Background()) })
+	if _, ok := short.Expected("shout"); ok {
+		t.Fatal("a tool is expected after ServiceWait")
+	}
+}

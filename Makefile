@@ -1,8 +1,8 @@
 # TAH — durable LLM agent sessions on NATS.
 #
 # Commands a newcomer needs:
-#   make demo    build, start a node on a fresh data directory, run the example, show it, stop
-#   make ui      the web UI on the demo's data (the node prints its address; Ctrl-C stops it)
+#   make demo    build (the first time takes minutes: it says so), then the example end to end on a fresh data directory of its own (DEMO_LANG=zh: in Chinese)
+#   make ui      the web UI on the last demo's data, on a free port (the node prints its address; Ctrl-C stops it)
 #   make test    every test (vet, staticcheck, unit, integration, race, end-to-end, the JS client, natscli, the UI in chromium, vulncheck), as CI runs it
 #   make build   bin/tah-node (the node) and bin/tahctl (the command line)
 #   make install tah-node and tahctl into GOBIN (default: go env GOPATH's bin) or PREFIX/bin
@@ -36,8 +36,14 @@ MCP_SERVERS := tools/mcp/testdata/npm
 MCP_STAMP   := $(MCP_SERVERS)/node_modules/.package-lock.json
 PEER       := bench/peer/langgraph
 PEER_STAMP := $(PEER)/node_modules/.package-lock.json
-DEMO_DIR   ?= $(or $(TMPDIR),/tmp)/tah-demo
-UI_HTTP    ?= 127.0.0.1:9464
+# The demo's data directory: empty, a new one of mktemp's under TMPDIR each
+# time (scripts/demo.sh records it in bin/.demo-dir for make ui). A DEMO_DIR
+# given must be empty, missing or a previous demo's.
+DEMO_DIR   ?=
+# The example's language: en or zh; empty, the locale's (zh_* is Chinese).
+DEMO_LANG  ?=
+# make ui's web UI: a free port by default, beside a tah-node on 9464.
+UI_HTTP    ?= 127.0.0.1:0
 # The NATS CLI, for the testscript that drives a node with it (natscli.txtar).
 # Built from its module at this exact version, outside go.mod: TAH does not
 # import it.
@@ -80,13 +86,15 @@ nats: $(NATSCLI) ## bin/nats, the NATS CLI (natscli $(NATSCLI_VERSION)), for the
 $(NATSCLI):
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 
-demo: build ## the specification's example, end to end, on a fresh data directory
-	@BIN=$(BIN) DEMO_DIR=$(DEMO_DIR) bash scripts/demo.sh
+# scripts/demo.sh builds tah-node and tahctl itself, saying what takes time
+# (the toolchain's download, the first compilation) and how long it took.
+demo: ## the specification's example, end to end, on a fresh data directory
+	@BIN=$(BIN) GO=$(GO) BUILDFLAGS='$(BUILDFLAGS)' DEMO_DIR='$(DEMO_DIR)' DEMO_LANG='$(DEMO_LANG)' bash scripts/demo.sh
 
 .PHONY: ui browser
 
-ui: build ## the web UI (package inspector) on the demo's data, at UI_HTTP, until Ctrl-C
-	$(BIN)/tah-node --data-dir $(DEMO_DIR)/.tah --nats-port 0 --http $(UI_HTTP) --tools-root .
+ui: ## the web UI (package inspector) on the last demo's data, at UI_HTTP (a free port), until Ctrl-C
+	@BIN=$(BIN) GO=$(GO) BUILDFLAGS='$(BUILDFLAGS)' DEMO_DIR='$(DEMO_DIR)' DEMO_LANG='$(DEMO_LANG)' UI_HTTP='$(UI_HTTP)' bash scripts/demo.sh ui
 
 browser: ## Debian's chromium (and a CJK font for its screenshots) for the UI's browser tests, when missing
 	@command -v chromium >/dev/null 2>&1 || { \

@@ -88,7 +88,7 @@ func printUsage(w io.Writer) {
 	}
 	fmt.Fprint(w, usageGlobals)
 	fmt.Fprint(w, exitCodesHelp)
-	fmt.Fprint(w, "\nExamples:\n  tahctl send \"分析这个项目的目录结构\"\n  tahctl send -s s_4f2k9q1w7e3r5t6y8v0b \"and now the tests\"\n  tahctl show s_4f2k9q1w7e3r5t6y8v0b\n  tahctl events s_4f2k9q1w7e3r5t6y8v0b --follow --json\n")
+	fmt.Fprint(w, "\nExamples:\n  tahctl send \"Analyse this project's directory structure\"\n  tahctl send -s s_4f2k9q1w7e3r5t6y8v0b \"and now the tests\"\n  tahctl show s_4f2k9q1w7e3r5t6y8v0b\n  tahctl events s_4f2k9q1w7e3r5t6y8v0b --follow --json\n")
 }
 
 // run is tahctl: the global flags, then the command.

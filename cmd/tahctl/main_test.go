@@ -286,13 +286,14 @@ func cmdStrangerCreds(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o600))
 }
 
-// httpget PATH FILE: GETs PATH from the node's HTTP address (node.json) into
-// FILE; it fails unless the status is 200 (! httpget: unless it is not).
+// httpget PATH FILE [DATADIR]: GETs PATH from the node's HTTP address
+// (node.json) into FILE; it fails unless the status is 200 (! httpget:
+// unless it is not).
 func cmdHTTPGet(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) != 2 {
-		ts.Fatalf("usage: httpget PATH FILE")
+	if len(args) != 2 && len(args) != 3 {
+		ts.Fatalf("usage: httpget PATH FILE [DATADIR]")
 	}
-	info, err := localnode.ReadNodeInfo(dataDir(ts, nil))
+	info, err := localnode.ReadNodeInfo(dataDir(ts, args[2:]))
 	ts.Check(err)
 	resp, err := http.Get("http://" + info.HTTP + args[0])
 	ts.Check(err)

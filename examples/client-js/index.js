@@ -94,7 +94,7 @@ function describe(ev) {
 }
 
 async function main() {
-  const text = process.argv.slice(2).join(" ") || "分析这个项目的目录结构";
+  const text = process.argv.slice(2).join(" ") || "Analyse this project's directory structure";
   const nc = await connect({
     servers: process.env.NATS_URL || "nats://127.0.0.1:4222",
     ...credentials(),

@@ -166,7 +166,10 @@ func (s *sessionActor) onLoaded(ctx actor.Context, msg *loaded) {
 		return
 	}
 	s.a = msg.a
-	s.lastCP = s.a.state.Events
+	// Counted from the checkpoint the load read, not from the load: a
+	// session loaded again and again (its owner changes, it passivates
+	// between short turns) still gets one every CheckpointEvery events.
+	s.lastCP = s.a.checkpointed
 	s.syncDeadline()
 	s.refuseBusy()
 	s.next(ctx)

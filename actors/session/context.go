@@ -75,6 +75,9 @@ type AgentContext struct {
 	log    *slog.Logger
 	now    func() time.Time
 	steps  int // ids handed out in this epoch
+	// checkpointed is the event count of the checkpoint the load read (0
+	// without one): the next checkpoint is counted from it.
+	checkpointed int
 	// staged are events folded into state and not written yet: the next
 	// Append writes them, in one record with its own event.
 	staged []event.Event

@@ -40,6 +40,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	defer cancel()
 	var st projection.State
 	from := uint64(1)
+	checkpointed := 0 // the events the checkpoint read holds: none without one
 	cps := m.bus.CheckpointStore()
 	if cps != nil {
 		snap, ok, err := cps.Snapshot(ctx, sid)
@@ -47,7 +48,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 		case err != nil:
 			m.cfg.logger().Warn("checkpoint not readable; replaying from the start", "session", sid, "err", err)
 		case ok:
-			st, from = snap, snap.LastSeq+1
+			st, from, checkpointed = snap, snap.LastSeq+1, snap.Events
 		}
 	}
 	evs, lastSeq, err := m.bus.Replay(ctx, sid, from)
@@ -84,7 +85,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 		return nil, err
 	}
 	a := &AgentContext{Session: sid, Config: m.cfg, Provider: m.provider, Tools: m.tools,
-		state: &st, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now}
+		state: &st, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed}
 	if err := a.Append(ctx, event.SessionClaimed, event.SessionClaimedData{Epoch: epoch, Node: m.cfg.Node, Config: m.cfg.eventConfig()}); err != nil {
 		return nil, fmt.Errorf("claim session %s: %w", sid, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/tools"
 )
 
@@ -171,7 +172,7 @@ func NATS(c bus.Config) Plugin {
 // checked at Start.
 func Settings(cfg config.Config) Plugin {
 	return plugin{"settings", func(r *Runtime) error {
-		if err := cfg.Validate(); err != nil {
+		if err := node.Check(cfg); err != nil {
 			return err
 		}
 		r.settings = cfg

@@ -6,18 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/tah-dev/tah/actors/session"
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/llm"
-	"github.com/tah-dev/tah/tools/builtin"
-	"github.com/tah-dev/tah/tools/mcp"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -200,12 +195,6 @@ type Tools struct {
 	ApprovalTimeout Duration `json:"approval_timeout,omitempty"`
 }
 
-// ApprovalPolicy is the approval policy of tool calls (tools.approval and
-// tools.approval_timeout).
-func (c Config) ApprovalPolicy() session.ApprovalPolicy {
-	return session.ApprovalPolicy{Rules: c.Tools.Approval, Timeout: time.Duration(c.Tools.ApprovalTimeout)}
-}
-
 // Default is a node that needs no configuration at all: data in .tah, the
 // embedded server on 127.0.0.1:4222, the mock provider in demo mode, tools
 // rooted at the working directory.
@@ -216,10 +205,13 @@ func Default() Config {
 		NATS:    NATS{Host: "127.0.0.1", Port: 4222, Sync: "always", Partitions: 16},
 		LLM: LLM{Provider: l.Provider, RequestTimeout: Duration(l.RequestTimeout), MaxRetries: l.MaxRetries,
 			MockPace: Duration(l.MockPace)},
-		Agent: Agent{MaxSteps: session.DefaultMaxSteps, IdleTimeout: Duration(5 * time.Minute)},
+		// MaxSteps and write_file's "always" are session.DefaultMaxSteps and
+		// session.ApprovalAlways, written out: config imports none of the
+		// parts it configures (a test of package node checks they agree).
+		Agent: Agent{MaxSteps: 20, IdleTimeout: Duration(5 * time.Minute)},
 		Tools: Tools{Builtin: true, Root: ".", MaxConcurrent: 8, Timeout: Duration(2 * time.Minute), Remote: true,
 			ServiceWait: Duration(30 * time.Second), RefreshEvery: Duration(30 * time.Second),
-			Approval: map[string]string{"write_file": session.ApprovalAlways}},
+			Approval: map[string]string{"write_file": "always"}},
 		Agents:    Agents{Enabled: true, Owner: "tah", Heartbeat: Duration(30 * time.Second)},
 		HTTP:      "127.0.0.1:9464",
 		LogLevel:  "info",
@@ -373,8 +365,10 @@ func (c *Config) EnvHelp() string {
 	return b.String()
 }
 
-// Validate reports every setting that cannot work, each named, joined in one
-// error wrapping ErrInvalid.
+// Validate reports every setting whose own form cannot work, each named,
+// joined in one error wrapping ErrInvalid. What only the parts can check
+// (the deny globs, the approval policy, the MCP servers' file, the bus) is
+// node.Check's, which runs Validate first.
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
@@ -415,9 +409,6 @@ func (c Config) Validate() error {
 	if c.Tools.Write && !c.Tools.Builtin {
 		bad("tools.write", "needs tools.builtin: write_file is a built-in tool")
 	}
-	if err := builtin.ValidatePatterns(c.Tools.Deny); err != nil {
-		bad("tools.deny", "%v (use globs such as *.pem or config/prod)", err)
-	}
 	if c.Tools.MaxConcurrent < 1 {
 		bad("tools.max_concurrent", "%d (use 1 or more)", c.Tools.MaxConcurrent)
 	}
@@ -427,20 +418,10 @@ func (c Config) Validate() error {
 	if c.Tools.ServiceWait <= 0 {
 		bad("tools.service_wait", "must be positive, such as 30s")
 	}
-	if err := c.ApprovalPolicy().Validate(); err != nil {
-		bad("tools.approval", "%v", err)
-	}
 	if c.Tools.RefreshEvery < 0 {
 		bad("tools.refresh_every", "must be 0 (events only) or positive, such as 30s")
 	}
-	if c.Tools.MCPConfig != "" {
-		if _, err := mcp.LoadConfig(c.Tools.MCPConfig); err != nil {
-			bad("tools.mcp_config", "%v", err)
-		} else if !c.Tools.Remote {
-			bad("tools.mcp_config", "needs tools.remote: the node calls MCP tools as tool services")
-		}
-	}
-	if _, err := c.syncInterval(); err != nil {
+	if _, err := c.NATS.SyncInterval(); err != nil {
 		bad("nats.sync", "%v", err)
 	}
 	if c.Agent.MaxSteps < -1 {
@@ -487,11 +468,6 @@ func (c Config) Validate() error {
 	if err := c.LLMConfig().Validate(); err != nil {
 		errs = append(errs, describeAll(err)...)
 	}
-	if len(errs) == 0 { // the bus repeats some of the checks above
-		if err := c.BusConfig().Validate(); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	return errors.Join(errs...)
 }
 
@@ -527,13 +503,15 @@ type described struct {
 func (d *described) Error() string { return d.msg }
 func (d *described) Unwrap() error { return d.err }
 
-func (c Config) syncInterval() (time.Duration, error) {
-	if c.NATS.Sync == "" || c.NATS.Sync == "always" {
+// SyncInterval is the embedded server's fsync interval that nats.sync says:
+// 0 for "always" (or empty), a positive duration otherwise.
+func (n NATS) SyncInterval() (time.Duration, error) {
+	if n.Sync == "" || n.Sync == "always" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(c.NATS.Sync)
+	d, err := time.ParseDuration(n.Sync)
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q (use \"always\" or a duration such as \"2m\")", c.NATS.Sync)
+		return 0, fmt.Errorf("%q (use \"always\" or a duration such as \"2m\")", n.Sync)
 	}
 	return d, nil
 }
@@ -545,74 +523,6 @@ func (c Config) LLMConfig() llm.Config {
 	l.RequestTimeout, l.MaxRetries, l.MaxTokens = time.Duration(c.LLM.RequestTimeout), c.LLM.MaxRetries, c.LLM.MaxTokens
 	l.MockScript, l.MockPace = c.LLM.MockScript, time.Duration(c.LLM.MockPace)
 	return l
-}
-
-// BusConfig is the NATS configuration.
-func (c Config) BusConfig() bus.Config {
-	b := bus.Default()
-	b.URL, b.DataDir, b.Host, b.Port = c.NATS.URL, c.DataDir, c.NATS.Host, c.NATS.Port
-	if b.Port == 0 {
-		b.Port = -1 // the server reads 0 as its default port; here it means a free one
-	}
-	b.SyncInterval, _ = c.syncInterval()
-	b.CredsFile = c.NATS.Creds
-	b.TLS = bus.TLSConfig{CertFile: c.NATS.TLSCert, KeyFile: c.NATS.TLSKey, CAFile: c.NATS.TLSCA, VerifyClients: c.NATS.TLSVerifyClients}
-	b.ServerName = c.NATS.ServerName
-	b.Cluster = bus.ClusterConfig{Name: c.NATS.ClusterName, Host: c.NATS.ClusterHost, Port: c.NATS.ClusterPort, Routes: c.NATS.Routes}
-	switch {
-	case c.NATS.Replicas > 0:
-		b.Replicas = c.NATS.Replicas
-	case c.NATS.URL == "" && c.NATS.ClusterName != "" && c.otherServers() >= 2:
-		b.Replicas = 3 // JetStream R3 once there are three
-	}
-	if c.NATS.Partitions > 0 {
-		b.Partitions = c.NATS.Partitions
-	}
-	b.Shards = c.NATS.Shards
-	if c.NATS.InputAckWait > 0 {
-		b.InputAckWait = time.Duration(c.NATS.InputAckWait)
-	}
-	if c.NATS.NodeTTL > 0 {
-		// A partition's pin outlives its silent node as long as the node's
-		// presence does: both say "dead" at the same time.
-		b.NodeTTL = time.Duration(c.NATS.NodeTTL)
-		b.InputPinnedTTL = max(b.NodeTTL, 3*time.Second)
-	}
-	return b
-}
-
-// otherServers counts the distinct servers the embedded server's routes name,
-// leaving out its own cluster port (the same route list on every node is
-// common).
-func (c Config) otherServers() int {
-	seen := map[string]bool{}
-	for _, r := range c.NATS.Routes {
-		u, err := url.Parse(strings.TrimSpace(r))
-		if err != nil || u.Host == "" {
-			continue
-		}
-		host, port := u.Hostname(), u.Port()
-		ip := net.ParseIP(host)
-		local := host == c.NATS.ClusterHost || host == c.NATS.Host || host == "localhost" || ip != nil && ip.IsLoopback()
-		if port == strconv.Itoa(c.NATS.ClusterPort) && local {
-			continue // this server itself
-		}
-		seen[u.Host] = true
-	}
-	return len(seen)
-}
-
-// SessionConfig is the loop configuration.
-func (c Config) SessionConfig() session.Config {
-	return session.Config{SystemPrompt: c.Agent.SystemPrompt, MaxSteps: c.Agent.MaxSteps, ContextChars: c.Agent.ContextChars,
-		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout), Node: c.NodeID}
-}
-
-// BuiltinTools is the configuration of the built-in tools: confined to the tools
-// root, refusing the data directory and the deny list inside it.
-func (c Config) BuiltinTools() builtin.Config {
-	return builtin.Config{Root: c.Tools.Root, Write: c.Tools.Write,
-		Protect: builtin.Protect{DataDir: c.DataDir, Deny: c.Tools.Deny}}
 }
 
 // flag.Value adapters

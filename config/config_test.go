@@ -4,12 +4,11 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tah-dev/tah/bus"
 )
 
 func TestDefaultIsValid(t *testing.T) {
@@ -19,9 +18,6 @@ func TestDefaultIsValid(t *testing.T) {
 	}
 	if c.DataDir != ".tah" || c.NATS.Port != 4222 || c.LLM.Provider != "mock" || c.Tools.Root != "." {
 		t.Fatalf("%+v", c)
-	}
-	if b := c.BusConfig(); b.SyncInterval != 0 || b.DataDir != ".tah" {
-		t.Fatalf("default fsync must be on every write: %+v", b)
 	}
 }
 
@@ -84,49 +80,19 @@ func TestErrorsNameTheSetting(t *testing.T) {
 	}
 }
 
-// Replicas 0 means R3 once the embedded server is routed to two or more
-// others, R1 otherwise; an explicit value wins.
-func TestReplicasFollowTheCluster(t *testing.T) {
-	three := []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6223", "nats-route://127.0.0.1:6224"}
-	for _, c := range []struct {
-		name    string
-		edit    func(*Config)
-		replica int
-	}{
-		{"alone", func(*Config) {}, 1},
-		{"two others", func(c *Config) { c.NATS.ClusterName, c.NATS.ClusterPort, c.NATS.Routes = "tah", 6222, three[1:] }, 3},
-		{"all three, itself included", func(c *Config) { c.NATS.ClusterName, c.NATS.ClusterPort, c.NATS.Routes = "tah", 6222, three }, 3},
-		{"one other", func(c *Config) { c.NATS.ClusterName, c.NATS.ClusterPort, c.NATS.Routes = "tah", 6222, three[:2] }, 1},
-		{"explicit", func(c *Config) {
-			c.NATS.ClusterName, c.NATS.ClusterPort, c.NATS.Routes, c.NATS.Replicas = "tah", 6222, three[1:], 1
-		}, 1},
-		{"external", func(c *Config) { c.NATS.URL = "nats://10.0.0.1:4222" }, 1},
-	} {
-		cfg := Default()
-		c.edit(&cfg)
-		if got := cfg.BusConfig().Replicas; got != c.replica {
-			t.Errorf("%s: replicas %d, want %d", c.name, got, c.replica)
+// TestImportsNoPartItConfigures: config is a leaf under the parts (the
+// settings and their form); turning them into the parts' configurations is
+// package node's (node.Configure), so that config links no NATS server.
+func TestImportsNoPartItConfigures(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if strings.HasPrefix(pkg, "github.com/nats-io/nats-server") || strings.HasPrefix(pkg, "github.com/tah-dev/tah/bus") ||
+			strings.HasPrefix(pkg, "github.com/tah-dev/tah/actors") || strings.HasPrefix(pkg, "github.com/tah-dev/tah/tools") ||
+			pkg == "github.com/tah-dev/tah/node" {
+			t.Errorf("config imports %s", pkg)
 		}
-	}
-}
-
-// The TLS settings reach the bus, from the environment as from flags.
-func TestTLSSettings(t *testing.T) {
-	c := Default()
-	env := map[string]string{"TAH_NATS_TLS_CERT": "c.pem", "TAH_NATS_TLS_KEY": "k.pem", "TAH_NATS_TLS_CA": "ca.pem", "TAH_NATS_TLS_VERIFY_CLIENTS": "true"}
-	if err := c.Load("", func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
-		t.Fatal(err)
-	}
-	want := bus.TLSConfig{CertFile: "c.pem", KeyFile: "k.pem", CAFile: "ca.pem", VerifyClients: true}
-	if got := c.BusConfig().TLS; got != want {
-		t.Fatalf("bus TLS = %+v, want %+v", got, want)
-	}
-	fs := flag.NewFlagSet("node", flag.ContinueOnError)
-	c.RegisterFlags(fs)
-	if err := fs.Parse([]string{"--nats-tls-ca", "other.pem"}); err != nil {
-		t.Fatal(err)
-	}
-	if c.NATS.TLSCA != "other.pem" {
-		t.Fatalf("--nats-tls-ca: %q", c.NATS.TLSCA)
 	}
 }

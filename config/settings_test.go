@@ -36,9 +36,7 @@ func TestValidateNodeSettings(t *testing.T) {
 		"tool timeout":      {func(c *Config) { c.Tools.Timeout = 0 }, "tools.timeout"},
 		"service wait":      {func(c *Config) { c.Tools.ServiceWait = 0 }, "tools.service_wait"},
 		"refresh":           {func(c *Config) { c.Tools.RefreshEvery = -1 }, "tools.refresh_every"},
-		"deny glob":         {func(c *Config) { c.Tools.Deny = []string{"*.pem", "[a-"} }, `tools.deny (--tools-deny, TAH_TOOLS_DENY): pattern "[a-"`},
 		"host":              {func(c *Config) { c.NATS.Host = "" }, "nats.host"},
-		"mcp file":          {func(c *Config) { c.Tools.MCPConfig = "/no/such.json" }, "tools.mcp_config (--mcp-config, TAH_MCP_CONFIG)"},
 		"write no builtins": {func(c *Config) { c.Tools.Builtin, c.Tools.Write = false, true }, "tools.write (--tools-write, TAH_TOOLS_WRITE): needs tools.builtin"},
 	} {
 		c := Default()
@@ -51,56 +49,6 @@ func TestValidateNodeSettings(t *testing.T) {
 	c.HTTP = "" // off
 	if err := c.Validate(); err != nil {
 		t.Errorf("http off: %v", err)
-	}
-}
-
-func TestPortZeroPicksAFreePort(t *testing.T) {
-	c := Default()
-	c.NATS.Port = 0
-	if err := c.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	if p := c.BusConfig().Port; p != -1 {
-		t.Errorf("bus port = %d, want -1 (the embedded server reads 0 as 4222)", p)
-	}
-	c.NATS.InputAckWait = Duration(42e9)
-	if w := c.BusConfig().InputAckWait; w.Seconds() != 42 {
-		t.Errorf("input ack wait = %v", w)
-	}
-	c.NodeID = "n1"
-	if n := c.SessionConfig().Node; n != "n1" {
-		t.Errorf("session node = %q", n)
-	}
-}
-
-// The deny list is read from the file, the environment and a flag, and reaches
-// the built-in tools with the data directory.
-func TestToolsDeny(t *testing.T) {
-	file := filepath.Join(t.TempDir(), "tah.json")
-	if err := os.WriteFile(file, []byte(`{"tools":{"deny":["*.pem","config/prod"]}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := Default()
-	if err := c.Load(file, func(string) (string, bool) { return "", false }); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(c.Tools.Deny, ","); got != "*.pem,config/prod" {
-		t.Errorf("from the file: %q", got)
-	}
-	if err := c.Load("", func(k string) (string, bool) { return "*.key, secrets", k == "TAH_TOOLS_DENY" }); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(c.Tools.Deny, ","); got != "*.key,secrets" {
-		t.Errorf("from the environment: %q", got)
-	}
-	fs := flag.NewFlagSet("x", flag.ContinueOnError)
-	c.RegisterFlags(fs)
-	if err := fs.Parse([]string{"--tools-deny", "*.env", "--data-dir", "/var/lib/tah"}); err != nil {
-		t.Fatal(err)
-	}
-	b := c.BuiltinTools()
-	if strings.Join(b.Protect.Deny, ",") != "*.env" || b.Protect.DataDir != "/var/lib/tah" || b.Root != "." {
-		t.Errorf("the tools' configuration: %+v", b)
 	}
 }
 

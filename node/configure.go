@@ -23,7 +23,7 @@ import (
 // agent gateway (agents.enabled). A caller may edit the Options before
 // Start (a logger, a bus name, a provider of its own).
 //
-// cfg is expected to be valid (config.Config.Validate); the errors of
+// cfg is expected to be valid (Check); the errors of
 // Configure are those of the parts (the model provider's, the tools
 // root's), each naming its setting.
 func Configure(cfg config.Config) (Options, error) {
@@ -36,7 +36,7 @@ func Configure(cfg config.Config) (Options, error) {
 		return Options{}, err
 	}
 	if cfg.Tools.Builtin {
-		tc := cfg.BuiltinTools()
+		tc := builtinTools(cfg)
 		if tc.Root, err = filepath.Abs(tc.Root); err != nil {
 			return Options{}, fmt.Errorf("%s: %w", config.Describe("tools.root"), err)
 		}
@@ -48,13 +48,13 @@ func Configure(cfg config.Config) (Options, error) {
 		}
 	}
 	opts := Options{
-		Bus:                cfg.BusConfig(),
-		Session:            cfg.SessionConfig(),
+		Bus:                BusConfig(cfg),
+		Session:            sessionConfig(cfg),
 		Provider:           provider,
 		Tools:              reg,
 		ToolOptions:        tools.Options{Timeout: time.Duration(cfg.Tools.Timeout)},
 		MaxConcurrentTools: cfg.Tools.MaxConcurrent,
-		Approval:           cfg.ApprovalPolicy(),
+		Approval:           approvalPolicy(cfg),
 		MaxInputBytes:      cfg.Agent.MaxInputBytes,
 		API:                true,
 	}

@@ -49,7 +49,7 @@ func Start(tb TB, opts Options) *Cluster {
 	bin := ""
 	for i := range opts.Nodes {
 		cfg := opts.config(l, i, c.root)
-		if err := cfg.Validate(); err != nil {
+		if err := node.Check(cfg); err != nil {
 			tb.Fatalf("tahtest: member %d's configuration: %v", i, err)
 		}
 		c.cfgs = append(c.cfgs, cfg)
@@ -106,7 +106,7 @@ func (c *Cluster) Bus() *bus.Bus { return c.bus }
 // openBus opens the client bus, retrying while the cluster settles.
 func (c *Cluster) openBus() {
 	c.tb.Helper()
-	bc := c.cfgs[0].BusConfig()
+	bc := node.BusConfig(c.cfgs[0])
 	bc.URL, bc.NoSetup, bc.Name, bc.CredsFile = c.URLs(), true, "tahtest client", c.Layout().Creds
 	err := natstest.Poll(time.Minute, 500*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

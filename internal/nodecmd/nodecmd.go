@@ -271,7 +271,7 @@ func parse(args []string, stdout io.Writer) (config.Config, extraFlags, error) {
 	if fs.NArg() > 0 {
 		return cfg, extra, usageErr(fmt.Errorf("unexpected argument %q: tah-node takes flags only", fs.Arg(0)), "tah-node --help")
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := node.Check(cfg); err != nil {
 		return cfg, extra, usageErr(fmt.Errorf("the configuration cannot work:\n%w", err), "fix the settings named above (tah-node --help lists them)")
 	}
 	return cfg, extra, nil

@@ -106,11 +106,9 @@ test: browser
 test: export TAH_BROWSER := required
 
 test: lint js-deps $(NATSCLI) ## vet, staticcheck, every test with the race detector, then known vulnerabilities
-	@# vulncheck after the tests, not beside them: its first run on a machine
-	@# builds its tools and index for minutes, and the cluster tests must not
-	@# share the two cores with it.
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
-	@GO=$(GO) bash scripts/vulncheck.sh
+	@# scripts/test.sh: the tests with the race detector, the slowest packages'
+	@# times, then vulncheck even when a test failed (both reported).
+	@GO=$(GO) PKGS='$(PKGS)' bash scripts/test.sh
 
 unit: js-deps $(NATSCLI) ## fast tests without the race detector
 	$(GO) test -count=1 $(PKGS)

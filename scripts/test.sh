@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# make test's tests and vulnerability check, with what each does and how long.
+#
+# Every package's tests run with the race detector (go test's own output, as
+# it comes, so that a hang shows where it is); then the slowest packages are
+# listed with their times; then the vulnerability check runs even when a test
+# failed, so that one run reports both. The exit status is 0 only when both
+# passed. make test runs lint, the JS packages, the nats CLI and the browser
+# before this script.
+#
+# Run it through make, which exports the toolchain that go.mod names.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+PKGS=${PKGS:-./...}
+log=$(mktemp "${TMPDIR:-/tmp}/tah-test.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
+clock() { date +%s; }
+took() { local s=$(($(clock) - $1)); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
+
+start=$(clock)
+echo "== go test -race: every package (about 10 minutes on 2 quiet cores; the cluster and tahctl packages take longest)"
+"$GO" test -race -count=1 -timeout 15m "$PKGS" 2>&1 | tee "$log"
+tests=${PIPESTATUS[0]}
+echo "== go test -race took $(took "$start"); the slowest packages:"
+awk '$1 == "ok" || $1 == "FAIL" { if ($3 ~ /s$/) { t = $3; sub(/s$/, "", t); printf "%9.1fs  %s %s\n", t, $1, $2 } }' "$log" |
+	sort -rn | head -8
+
+# After the tests, not beside them: its first run on a machine builds its
+# tools and index for minutes, and the cluster tests must not share the two
+# cores with it.
+vstart=$(clock)
+echo "== vulncheck (the first run on a machine builds its index: a few minutes)"
+GO="$GO" bash scripts/vulncheck.sh
+vuln=$?
+echo "== vulncheck took $(took "$vstart")"
+
+if [ "$tests" -ne 0 ] || [ "$vuln" -ne 0 ]; then
+	echo "make test: FAILED: tests $([ "$tests" -eq 0 ] && echo passed || echo "failed (exit $tests)"), vulncheck $([ "$vuln" -eq 0 ] && echo passed || echo "failed (exit $vuln)"); total $(took "$start")"
+	exit 1
+fi
+echo "make test: tests and vulncheck passed in $(took "$start")"

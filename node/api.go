@@ -385,7 +385,8 @@ func (n *Node) apiTools(ctx context.Context, _ wire.EmptyRequest) (wire.ToolsRep
 	}
 	r := wire.ToolsReply{Tools: schemas}
 	for _, s := range schemas {
-		if n.opts.Approval.Needs(s.Name) {
+		tool, _ := n.tools.Tool(s.Name)
+		if n.opts.Approval.NeedsTool(s.Name, tool) {
 			r.Approval = append(r.Approval, s.Name)
 		}
 	}

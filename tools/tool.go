@@ -60,6 +60,21 @@ type RemoteTool interface {
 	Runner() string
 }
 
+// ApprovalTool is the optional ability of a tool that asks for a person's
+// approval of its calls by default: a tool of an MCP server that does not say
+// it is read-only, say. The approval policy's rules, when one names the tool
+// (by name or glob), decide instead.
+type ApprovalTool interface {
+	Tool
+	AsksApproval() bool
+}
+
+// AsksApproval reports whether t asks for approval of its calls by default.
+func AsksApproval(t Tool) bool {
+	a, ok := t.(ApprovalTool)
+	return ok && a.AsksApproval()
+}
+
 // IsIdempotent reports whether t declares itself idempotent.
 func IsIdempotent(t Tool) bool {
 	i, ok := t.(IdempotentTool)

@@ -63,6 +63,10 @@ const (
 	MetaToolIdempotent = "idempotent" // "true" or "false"
 	MetaToolExclusive  = "exclusive"  // "true" or "false"
 	MetaToolTimeoutMS  = "timeout_ms" // the tool's own time limit in milliseconds
+	// MetaToolApproval is "always" when the tool's calls wait for a person's
+	// approval unless the node's approval policy names the tool (an MCP
+	// tool that is not read-only); absent otherwise.
+	MetaToolApproval = "approval"
 )
 
 // Durations of the contract.

@@ -10,6 +10,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -19,7 +20,9 @@ type ApprovalPolicy struct {
 	// Rules map a tool name, or a glob of names (path.Match: "fs__*" is every
 	// tool of the MCP server fs), to ApprovalAlways or ApprovalNever. An
 	// exact name wins over globs, and the longest matching glob over
-	// shorter ones. A tool no rule names needs no approval.
+	// shorter ones. A tool no rule names needs approval when it asks for it
+	// (tools.AsksApproval: an MCP tool that is not read-only), and none
+	// otherwise.
 	Rules map[string]string
 	// Timeout, when positive, denies the calls still undecided this long
 	// after they were asked for; 0 waits for ever.
@@ -49,18 +52,36 @@ func (p ApprovalPolicy) Validate() error {
 	return nil
 }
 
-// Needs reports whether a call of the tool named name waits for approval.
+// Needs reports whether a call of the tool named name waits for approval,
+// by the rules alone.
 func (p ApprovalPolicy) Needs(name string) bool {
-	if v, ok := p.Rules[name]; ok {
-		return v == ApprovalAlways
+	needs, _ := p.rule(name)
+	return needs
+}
+
+// NeedsTool reports whether a call of the tool named name, t (nil when
+// unknown), waits for approval: a rule that names the tool decides, else
+// what the tool asks (tools.AsksApproval).
+func (p ApprovalPolicy) NeedsTool(name string, t tools.Tool) bool {
+	if needs, ok := p.rule(name); ok {
+		return needs
 	}
-	best, needs := -1, false
+	return t != nil && tools.AsksApproval(t)
+}
+
+// rule is what the rules say of name: whether it needs approval, and
+// whether any rule names it.
+func (p ApprovalPolicy) rule(name string) (needs, named bool) {
+	if v, ok := p.Rules[name]; ok {
+		return v == ApprovalAlways, true
+	}
+	best := -1
 	for pat, v := range p.Rules {
 		if ok, _ := path.Match(pat, name); ok && len(pat) > best {
 			best, needs = len(pat), v == ApprovalAlways
 		}
 	}
-	return needs
+	return needs, best >= 0
 }
 
 // requestApproval asks for approval of the calls among pending that the
@@ -72,7 +93,7 @@ func requestApproval(ctx context.Context, a *AgentContext, pending []llm.ToolCal
 	st := a.State()
 	var ask []llm.ToolCall
 	for _, c := range pending {
-		if rec := st.ToolCall(c.ID); rec != nil && rec.Approval == "" && a.Tools.approval.Needs(c.Name) {
+		if rec := st.ToolCall(c.ID); rec != nil && rec.Approval == "" && a.Tools.NeedsApproval(c.Name) {
 			ask = append(ask, c)
 		}
 	}

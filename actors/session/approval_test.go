@@ -9,6 +9,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -162,5 +163,38 @@ func TestApprovalPolicy(t *testing.T) {
 	}
 	if err := (ApprovalPolicy{Rules: map[string]string{"x": "sometimes"}}).Validate(); err == nil {
 		t.Fatal("a rule of sometimes is valid")
+	}
+}
+
+// asking is a tool that asks for approval of its calls by default, as an
+// MCP tool that does not say it is read-only does (fs__write_file, say).
+type asking struct{ tools.Tool }
+
+func (asking) AsksApproval() bool { return true }
+
+func TestToolThatAsksWaitsForApprovalByDefault(t *testing.T) {
+	b := openBus(t)
+	tt := &testTools{}
+	echo := asking{tools.Func(tools.Spec{Name: "echo"}, tt.run("echo"))}
+	// No rule names echo: its own ask decides.
+	tc := ToolConfig{Catalog: tools.MustRegistry(echo), Options: tools.Options{Logger: quiet},
+		Approval: ApprovalPolicy{Rules: map[string]string{"write_file": ApprovalAlways}}}
+	m := startManager(t, b, mock.Scripted(mock.CallTool("echo", `{}`), mock.Say("done")), Config{}, tc)
+	call := waitForApproval(t, m, "s1")
+	if tt.ran() != 0 {
+		t.Fatal("the call ran before its approval")
+	}
+	if o := do(t, m, "s1", decision(wire.CommandApprove, wire.Decision{Calls: []string{call}})); o.Err != nil || o.Status != projection.StatusCompleted || tt.ran() != 1 {
+		t.Fatalf("%+v", o)
+	}
+	// A rule that names the tool, by name or glob, decides instead.
+	for rules, want := range map[string]bool{"echo": false, "ec*": false, "*": false} {
+		p := ApprovalPolicy{Rules: map[string]string{rules: ApprovalNever}}
+		if p.NeedsTool("echo", echo) != want {
+			t.Errorf("rule %s=never: the call waits", rules)
+		}
+	}
+	if !(ApprovalPolicy{}).NeedsTool("echo", echo) || (ApprovalPolicy{}).NeedsTool("echo", nil) {
+		t.Error("without rules, only a tool that asks waits")
 	}
 }

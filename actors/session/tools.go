@@ -99,6 +99,13 @@ func (t *Tools) Idempotent(name string) bool {
 	return ok && tools.IsIdempotent(tool)
 }
 
+// NeedsApproval reports whether a call of the named tool waits for a
+// person's approval: by the policy's rules, or else by what the tool asks.
+func (t *Tools) NeedsApproval(name string) bool {
+	tool, _ := t.catalog.Tool(name)
+	return t.approval.NeedsTool(name, tool)
+}
+
 // Runner names where a call of the named tool runs, for tool.started:
 // wire.ToolRunnerLocal or wire.RemoteRunner of its tool service.
 func (t *Tools) Runner(name string) string { return tools.RunnerIn(t.catalog, name) }

@@ -78,7 +78,10 @@ func startMCP(ctx context.Context, cfg config.Config, natsURL string, store tool
 		return nil, err
 	}
 	log = log.With("component", "mcp")
+	// The built-in tools' protections hold for the MCP servers' tools too:
+	// no call names the data directory, a credential file or a denied path.
 	b, err := mcp.Open(ctx, mc, mcp.Options{Logger: log, Version: wire.ProtocolString,
+		Protect: mcp.Protect{Root: cfg.Tools.Root, DataDir: cfg.DataDir, Deny: cfg.Tools.Deny},
 		Service: toolservice.Config{Executor: tools.Options{Timeout: time.Duration(cfg.Tools.Timeout)}}})
 	if err != nil {
 		return nil, err

@@ -33,6 +33,9 @@ type Options struct {
 	MinBackoff, MaxBackoff time.Duration
 	// Grace is how long calls in flight may finish when the bridge stops (10s).
 	Grace time.Duration
+	// Protect names the paths no call may name in its arguments, besides
+	// the credential files every bridge refuses (see Protect).
+	Protect Protect
 	// Service configures the tool services (executor timeout, artifact store,
 	// result bucket); its Logger defaults to Logger.
 	Service toolservice.Config

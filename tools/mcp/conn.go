@@ -27,6 +27,8 @@ type conn struct {
 	down     atomic.Bool
 	// changed receives the server's notifications/tools/list_changed.
 	changed chan struct{}
+	// guard refuses the calls that name protected paths (Options.Protect).
+	guard *guard
 	// stderr is a stdio server's: its run ends with the session (close).
 	stderr *logWriter
 }
@@ -93,7 +95,7 @@ func dial(ctx context.Context, name string, cfg ServerConfig, opts Options, lim 
 		}
 		return nil, fmt.Errorf("MCP server %s: connect: %w", name, err)
 	}
-	c := &conn{server: name, sess: sess, changed: changed, stderr: stderr}
+	c := &conn{server: name, sess: sess, changed: changed, stderr: stderr, guard: opts.Protect.guard(cfg.Cwd)}
 	if err := c.list(ctx); err != nil {
 		c.close()
 		return nil, fmt.Errorf("MCP server %s: list its tools: %w", name, err)
@@ -129,7 +131,8 @@ func (c *conn) list(ctx context.Context) error {
 		}
 		seen[name] = t.Name
 		idem := t.Annotations != nil && (t.Annotations.ReadOnlyHint || t.Annotations.IdempotentHint)
-		c.tools = append(c.tools, &tool{name: name, remote: t.Name, desc: t.Description, schema: schema, idempotent: idem, conn: c})
+		asks := t.Annotations == nil || !t.Annotations.ReadOnlyHint
+		c.tools = append(c.tools, &tool{name: name, remote: t.Name, desc: t.Description, schema: schema, idempotent: idem, asks: asks, conn: c})
 	}
 	slices.SortFunc(c.tools, func(a, b tahtools.Tool) int { return cmp.Compare(a.Name(), b.Name()) })
 	return nil

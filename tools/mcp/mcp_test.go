@@ -32,6 +32,10 @@ func TestMain(m *testing.M) {
 		runEdgeServer(dir)
 		return
 	}
+	if dir := os.Getenv(fsServerEnv); dir != "" {
+		runFSServer(dir)
+		return
+	}
 	if os.Getenv(floodServerEnv) != "" {
 		runFloodServer()
 		return

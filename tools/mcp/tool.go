@@ -19,10 +19,16 @@ type tool struct {
 	name, remote, desc string
 	schema             json.RawMessage
 	idempotent         bool
-	conn               *conn
+	// asks: the server does not say the tool is read-only, so its calls
+	// wait for approval unless the node's policy names the tool.
+	asks bool
+	conn *conn
 }
 
-var _ tools.IdempotentTool = (*tool)(nil)
+var (
+	_ tools.IdempotentTool = (*tool)(nil)
+	_ tools.ApprovalTool   = (*tool)(nil)
+)
 
 func (t *tool) Name() string            { return t.name }
 func (t *tool) Description() string     { return t.desc }
@@ -32,12 +38,23 @@ func (t *tool) Schema() json.RawMessage { return t.schema }
 // again when a node resumes a call it lost.
 func (t *tool) Idempotent() bool { return t.idempotent }
 
-// Run calls the tool on the server. A cancel of ctx reaches the server as
+// AsksApproval is true unless the server's annotations say the tool is
+// read-only (readOnlyHint): a tool that may write or delete waits for a
+// person's approval by default, as the built-in write_file does.
+func (t *tool) AsksApproval() bool { return t.asks }
+
+// Run calls the tool on the server, unless a string argument names a path
+// that tools may not use (Protect): that call is refused and never reaches
+// the server. A cancel of ctx reaches the server as
 // notifications/cancelled (the SDK sends it).
 func (t *tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, error) {
 	if t.conn.isDown() {
 		return tools.Failed(event.CodeToolUnavailable, fmt.Sprintf(
 			"Error: the MCP server %s is down and being restarted; %s did not run. Try again shortly.", t.conn.server, t.name)), nil
+	}
+	if s, ok := t.conn.guard.refused(input); ok {
+		return tools.Failed(event.CodeToolError, fmt.Sprintf(
+			"Error: %s did not run: its argument %q names a path that tools may not use (TAH's data directory or a credential file).", t.name, s)), nil
 	}
 	res, err := t.conn.sess.CallTool(ctx, &sdk.CallToolParams{Name: t.remote, Arguments: input})
 	if err == nil {

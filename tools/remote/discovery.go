@@ -267,6 +267,7 @@ func (r *Registry) record(info micro.Info, ep micro.EndpointInfo, name, ns strin
 		desc:       ep.Metadata[wire.MetaToolDesc],
 		idempotent: ep.Metadata[wire.MetaToolIdempotent] == "true",
 		exclusive:  ep.Metadata[wire.MetaToolExclusive] == "true",
+		approval:   ep.Metadata[wire.MetaToolApproval] == "always",
 	}
 	if t.desc == "" {
 		t.desc = info.Description

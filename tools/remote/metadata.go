@@ -15,6 +15,9 @@ func Metadata(t tools.Tool) map[string]string {
 		wire.MetaToolIdempotent: strconv.FormatBool(tools.IsIdempotent(t)),
 		wire.MetaToolExclusive:  strconv.FormatBool(tools.IsExclusive(t)),
 	}
+	if tools.AsksApproval(t) {
+		m[wire.MetaToolApproval] = "always"
+	}
 	if d := tools.TimeoutOf(t, 0); d > 0 {
 		m[wire.MetaToolTimeoutMS] = strconv.FormatInt(d.Milliseconds(), 10)
 	}

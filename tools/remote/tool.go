@@ -30,7 +30,9 @@ type Tool struct {
 	ns         string
 	idempotent bool
 	exclusive  bool
-	timeout    time.Duration
+	// approval: the service asks for approval of the tool's calls by default.
+	approval bool
+	timeout  time.Duration
 }
 
 var (
@@ -38,6 +40,7 @@ var (
 	_ tools.ExclusiveTool  = (*Tool)(nil)
 	_ tools.TimeoutTool    = (*Tool)(nil)
 	_ tools.RemoteTool     = (*Tool)(nil)
+	_ tools.ApprovalTool   = (*Tool)(nil)
 )
 
 func (t *Tool) Name() string            { return t.name }
@@ -46,6 +49,7 @@ func (t *Tool) Schema() json.RawMessage { return t.schema }
 func (t *Tool) Idempotent() bool        { return t.idempotent }
 func (t *Tool) Exclusive() bool         { return t.exclusive }
 func (t *Tool) Timeout() time.Duration  { return t.timeout }
+func (t *Tool) AsksApproval() bool      { return t.approval }
 
 // Runner is wire.RemoteRunner of the service that offers the tool:
 // "remote:tah-tool-<name>", or "remote:tah-tools-<ns>" for a namespace's.

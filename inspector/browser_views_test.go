@@ -118,11 +118,16 @@ func TestBrowserViews(t *testing.T) {
 	do("cancel", chromedp.Click("#cancel"))
 	wait("it is cancelled", `document.querySelector("#turn-4 h2 .badge")?.textContent === "cancelled" && !document.querySelector("#turn-4 .missed")`)
 
-	// A click in the page's own script: the live header it is in may be
-	// replaced between a lookup and a click of the browser's.
-	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`(document.querySelector("#events-link").click(), true)`)); err != nil {
-		t.Fatalf("the header's event count: %v", err)
-	}
+	// A click in the page's own script, once the link is there: the live
+	// header it is in is replaced as the session changes (the cancel above),
+	// and may be missing for a moment, between a lookup and a click of the
+	// browser's.
+	wait("the header's event count, clicked", `(() => {
+		const a = document.querySelector("#events-link");
+		if (!a) return false;
+		a.click();
+		return true
+	})()`)
 	do("the event log", chromedp.WaitVisible("#events"))
 	wait("every event", `document.querySelectorAll("#events tr[data-type]").length > 20 && !!document.querySelector('#events tr[data-type="tool.approved"]')`)
 	do("filtered by type", chromedp.SetValue("#type", "llm.completed"), chromedp.Submit("#type"))

@@ -25,7 +25,7 @@ type denials struct {
 
 // publishDenied reads the subject out of the server's error, as nats.go
 // words it: `nats: permissions violation: Permissions Violation for
-// Publish to "tah.sess.s_1.in"`.
+// Publish to "<subject>"`.
 var publishDenied = regexp.MustCompile(`(?i)permissions violation for publish to "([^"]+)"`)
 
 // handle is the connection's error handler.

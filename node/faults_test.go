@@ -18,6 +18,7 @@ import (
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/internal/testfs"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/store"
@@ -408,14 +409,7 @@ func TestReadOnlyReadModelIsRefused(t *testing.T) {
 	f.sessions(1)
 	f.stop()
 	path := filepath.Join(dir, "data.db")
-	if os.Geteuid() == 0 {
-		if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
-			t.Skipf("as root only an immutable file is read-only, and chattr +i failed: %v %s", err, out)
-		}
-		t.Cleanup(func() { _ = exec.Command("chattr", "-i", path).Run() })
-	} else if err := os.Chmod(path, 0o444); err != nil {
-		t.Fatal(err)
-	}
+	testfs.ReadOnly(t, path)
 	cfg := bus.Default()
 	cfg.DataDir, cfg.Port, cfg.Partitions = dir, -1, 2
 	n, err := Start(context.Background(), Options{Bus: cfg, Provider: mock.Scripted(mock.Say("fine").Always()),

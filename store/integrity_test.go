@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/testfs"
 )
 
 // manySessions is a log of 30 sessions interleaved: a database of a few
@@ -53,22 +53,6 @@ func damage(t testing.TB, path string) {
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// readOnly makes the file at path unwritable for this process: chmod for a
-// user, the immutable attribute for root (whom permission bits do not stop).
-func readOnly(t testing.TB, path string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if err := os.Chmod(path, 0o444); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if out, err := exec.Command("chattr", "+i", path).CombinedOutput(); err != nil {
-		t.Skipf("as root only an immutable file is read-only, and chattr +i %s failed: %v %s", path, err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("chattr", "-i", path).Run() })
 }
 
 // A file damaged in its middle opens no more: Open runs SQLite's integrity
@@ -127,7 +111,7 @@ func TestOpenRefusesAReadOnlyFile(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	readOnly(t, path)
+	testfs.ReadOnly(t, path)
 	s, err = Open(ctx, path)
 	if err == nil {
 		s.Close()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/internal/localnode"
+	"github.com/tah-dev/tah/internal/testfs"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -162,14 +163,7 @@ func TestReadOnlyReadModelIsRefusedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dataDir, "data.db")
-	if os.Geteuid() == 0 {
-		if out, err := exec.Command("chattr", "+i", db).CombinedOutput(); err != nil {
-			t.Skipf("as root only an immutable file is read-only, and chattr +i failed: %v %s", err, out)
-		}
-		t.Cleanup(func() { _ = exec.Command("chattr", "-i", db).Run() })
-	} else if err := os.Chmod(db, 0o444); err != nil {
-		t.Fatal(err)
-	}
+	testfs.ReadOnly(t, db)
 	args := []string{"--data-dir", dataDir, "--tools-root", filepath.Dir(dataDir), "--nats-port", "0", "--http", "", "--tools-remote=false"}
 	var stdout, stderr bytes.Buffer
 	ran := make(chan error, 1)

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tah-dev/tah/cmd/node/nodecmd"
 	"github.com/tah-dev/tah/internal/localnode"
-	"github.com/tah-dev/tah/internal/nodecmd"
 )
 
 // node is a tah-node run in-process (nodecmd.Run: the embedded NATS server

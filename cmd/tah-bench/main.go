@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/bench"
-	"github.com/tah-dev/tah/internal/nodecmd"
+	"github.com/tah-dev/tah/cmd/node/nodecmd"
 )
 
 func main() {

@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/tah-dev/tah/auth"
+	"github.com/tah-dev/tah/cmd/node/nodecmd"
 	"github.com/tah-dev/tah/internal/localnode"
-	"github.com/tah-dev/tah/internal/nodecmd"
 	"github.com/tah-dev/tah/wire"
 )
 

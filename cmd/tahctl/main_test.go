@@ -22,8 +22,8 @@ import (
 
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/cmd/node/nodecmd"
 	"github.com/tah-dev/tah/internal/localnode"
-	"github.com/tah-dev/tah/internal/nodecmd"
 	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/cmd/node/nodecmd"
 	"github.com/tah-dev/tah/internal/localnode"
-	"github.com/tah-dev/tah/internal/nodecmd"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/llmtest"
 	"github.com/tah-dev/tah/projection"

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tah-dev/tah/internal/upgrade/upgradetest"
+	"github.com/tah-dev/tah/tahtest/upgradetest"
 )
 
 // TestUpgradeCluster: `tahctl upgrade-cluster`, run in a new node's data

@@ -18,9 +18,9 @@ import (
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/upgrade"
-	"github.com/tah-dev/tah/internal/upgrade/upgradetest"
 	"github.com/tah-dev/tah/tahtest"
 	"github.com/tah-dev/tah/tahtest/natstest"
+	"github.com/tah-dev/tah/tahtest/upgradetest"
 	"github.com/tah-dev/tah/wire"
 )
 

@@ -27,13 +27,13 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		return
 	}
 	if kind == wire.CommandCancel {
-		err := n.Sessions.Deliver(m.Session, &session.Command{Kind: kind, Reason: m.Reason, Target: m.Input.InputID, Done: func(o session.Outcome) {
+		err := n.sessions.Deliver(m.Session, &session.Command{Kind: kind, Reason: m.Reason, Target: m.Input.InputID, Done: func(o session.Outcome) {
 			n.reply(m, o)
 		}})
 		n.finish(m, err)
 		return
 	}
-	switch n.inflight.add(m, 2*n.Bus.Config().InputAckWait) {
+	switch n.inflight.add(m, 2*n.bus.Config().InputAckWait) {
 	case inputRunning:
 		// Its work runs here already (the server redelivered it because a
 		// keep-alive was lost, in a consumer leader election say): the running
@@ -52,45 +52,63 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	}
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision,
 		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle, Done: func(o session.Outcome) {
-			var fault *projection.Fault
-			errors.As(o.Err, &fault)
-			newer := fault != nil && fault.Code == projection.FaultNeedsNewerNode
-			ended := !o.Fenced && !errors.Is(o.Err, session.ErrStopped) && !errors.Is(o.Err, bus.ErrOutcomeUnknown) &&
-				!errors.Is(o.Err, session.ErrUnavailable) && !newer
-			m := n.inflight.done(m.Seq, ended)
+			v := settle(o)
+			m := n.inflight.done(m.Seq, v.putBack == 0)
 			switch {
-			case o.Fenced || errors.Is(o.Err, session.ErrStopped) || errors.Is(o.Err, bus.ErrOutcomeUnknown):
-				// Not ours to finish: the next owner gets the input again.
-				_ = m.Nak(context.Background(), time.Second)
-				return
-			case errors.Is(o.Err, session.ErrUnavailable):
-				// The log did not answer for a while: try again later, lose nothing.
-				n.log.Warn("input put back: the session's log is unavailable", "session", m.Session, "input", m.ID, "err", o.Err)
-				_ = m.Nak(context.Background(), 2*time.Second)
-				return
-			case newer:
-				// Not corruption: a node that reads the newer log runs it (during
-				// a rolling upgrade, this one once upgraded, or the next owner).
-				n.log.Warn("input put back: the session's log needs a newer node", "session", m.Session, "input", m.ID, "err", o.Err)
-				_ = m.Nak(context.Background(), newerNodeRetry)
-				return
-			case fault != nil:
-				n.refuse(m, wire.CodeCorruptLog, o.Err)
-				return
-			case errors.Is(o.Err, session.ErrUnknownSession):
-				n.refuse(m, wire.CodeUnknownSession, o.Err)
-				return
-			default:
-				if o.Err == nil && kind != wire.CommandCompact { // a turn that waits for approval is no end yet
-					n.Metrics.turnEnded(o.Status, time.Since(start))
+			case v.putBack > 0:
+				if v.why != "" {
+					n.log.Warn("input put back: "+v.why, "session", m.Session, "input", m.ID, "err", o.Err)
 				}
-				n.ack(m)
+				_ = m.Nak(context.Background(), v.putBack)
+				return
+			case v.refuse != "":
+				n.refuse(m, v.refuse, o.Err)
+				return
 			}
+			if o.Err == nil && kind != wire.CommandCompact { // a turn that waits for approval is no end yet
+				n.Metrics.turnEnded(o.Status, time.Since(start))
+			}
+			n.ack(m)
 			n.reply(m, o)
 		}}
-	if err := n.Sessions.Deliver(m.Session, cmd); err != nil {
+	if err := n.sessions.Deliver(m.Session, cmd); err != nil {
 		n.finish(n.inflight.done(m.Seq, false), err)
 	}
+}
+
+// verdict is what becomes of an input whose work has ended, decided once
+// from the work's outcome (settle).
+type verdict struct {
+	// putBack, when set, leaves the input to its next delivery after this
+	// delay: the work is not this node's to finish.
+	putBack time.Duration
+	why     string // why it is put back, for the log ("" when routine)
+	refuse  string // a refusal code (wire.Code*) that ends the input
+}
+
+// settle decides what becomes of an input from its work's outcome: put back
+// (fenced, stopped, outcome unknown: the next owner gets it again; the log
+// unavailable or needing a newer node: later), refused (a corrupt log, an
+// unknown session), or else acknowledged and answered.
+func settle(o session.Outcome) verdict {
+	var fault *projection.Fault
+	errors.As(o.Err, &fault)
+	switch {
+	case o.Fenced || errors.Is(o.Err, session.ErrStopped) || errors.Is(o.Err, bus.ErrOutcomeUnknown):
+		return verdict{putBack: time.Second}
+	case errors.Is(o.Err, session.ErrUnavailable):
+		// The log did not answer for a while: try again later, lose nothing.
+		return verdict{putBack: 2 * time.Second, why: "the session's log is unavailable"}
+	case fault != nil && fault.Code == projection.FaultNeedsNewerNode:
+		// Not corruption: a node that reads the newer log runs it (during a
+		// rolling upgrade, this one once upgraded, or the next owner).
+		return verdict{putBack: newerNodeRetry, why: "the session's log needs a newer node"}
+	case fault != nil:
+		return verdict{refuse: wire.CodeCorruptLog}
+	case errors.Is(o.Err, session.ErrUnknownSession):
+		return verdict{refuse: wire.CodeUnknownSession}
+	}
+	return verdict{}
 }
 
 // inflight tracks the inputs whose work runs on this node, by stream
@@ -159,7 +177,7 @@ func (f *inflight) done(seq uint64, ended bool) *bus.InputMsg {
 // input's ack wait: an ack lost in a consumer leader election (a node died)
 // would have the input delivered again, and its outcome published twice.
 func (n *Node) ack(m *bus.InputMsg) {
-	deadline := time.Now().Add(n.Bus.Config().InputAckWait)
+	deadline := time.Now().Add(n.bus.Config().InputAckWait)
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		err := m.Ack(ctx)
@@ -211,7 +229,7 @@ func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 		// The turn's stream (package agents) said the rest; a run that could
 		// not be carried out ends the stream with why.
 		if out := o.Wire(); out.Failure != "" {
-			_ = natsx.PublishAgentError(n.Bus.Conn(), m.ReplyTo, wire.AgentStatusOf(out.FailureCode),
+			_ = natsx.PublishAgentError(n.bus.Conn(), m.ReplyTo, wire.AgentStatusOf(out.FailureCode),
 				wire.AgentError{Error: out.FailureCode, Message: out.Failure, Session: m.Session})
 		}
 		return
@@ -222,7 +240,7 @@ func (n *Node) reply(m *bus.InputMsg, o session.Outcome) {
 	if err != nil {
 		return
 	}
-	if err := n.Bus.Conn().Publish(m.ReplyTo, body); err != nil {
+	if err := n.bus.Conn().Publish(m.ReplyTo, body); err != nil {
 		n.log.Debug("outcome not published", "session", m.Session, "err", err)
 	}
 }

@@ -209,7 +209,7 @@ func writeNodeInfo(n *node.Node, dataDir, tlsCA string) (string, error) {
 			return "", err
 		}
 	}
-	info := localnode.NodeInfo{Node: n.ID(), PID: os.Getpid(), URL: n.Bus.ClientURL(), TLSCA: tlsCA, Started: time.Now().UTC()}
+	info := localnode.NodeInfo{Node: n.ID(), PID: os.Getpid(), URL: n.Bus().ClientURL(), TLSCA: tlsCA, Started: time.Now().UTC()}
 	if err := localnode.WriteNodeInfo(dir, info); err != nil {
 		return "", fmt.Errorf("node.json: %w", err)
 	}
@@ -219,7 +219,7 @@ func writeNodeInfo(n *node.Node, dataDir, tlsCA string) (string, error) {
 // startAPI returns a client over n's own connection, to n's API (which
 // node.Start serves: Options.API).
 func startAPI(_ context.Context, n *node.Node) (*client.Client, error) {
-	return client.New(n.Bus.Conn(), client.Options{})
+	return client.New(n.Bus().Conn(), client.Options{})
 }
 
 // Credential says who a connected Runtime is to NATS, and whom it trusts.

@@ -16,7 +16,9 @@ import (
 
 	"github.com/tah-dev/tah"
 	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/node"
@@ -111,7 +113,7 @@ func TestRuntimeToolLoopStepsAndEvents(t *testing.T) {
 	}
 	// The read model catches up with the log and lists the session.
 	n := rt.Node()
-	if err := n.Projector.WaitFor(ctx, s.ID(), st.LastSeq); err != nil {
+	if err := n.WaitReadModel(ctx, s.ID(), st.LastSeq); err != nil {
 		t.Fatal(err)
 	}
 	var list []tah.SessionSummary
@@ -459,17 +461,22 @@ func TestRuntimeReadModelRebuild(t *testing.T) {
 	dump := func(rt *tah.Runtime) string {
 		n := rt.Node()
 		for _, id := range ids {
-			last, _ := n.Bus.LastSeq(ctx, id)
-			n.Projector.WaitFor(ctx, id, last)
+			last, _ := n.Bus().LastSeq(ctx, id)
+			n.WaitReadModel(ctx, id, last)
 		}
+		cl, err := client.Connect(ctx, client.Options{URL: n.Bus().ClientURL(), CredsFile: localnode.AdminCredsPath(e.dir)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
 		var b strings.Builder
 		for _, id := range ids {
-			row, err := n.Store.GetSession(ctx, id)
+			row, err := cl.Get(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			msgs, _ := n.Store.Messages(ctx, id)
-			steps, _ := n.Store.Steps(ctx, id)
+			msgs, _ := cl.Messages(ctx, id)
+			steps, _ := cl.Steps(ctx, wire.StepsRequest{Session: id})
 			j, _ := json.Marshal([]any{row, msgs, steps})
 			b.Write(j)
 		}
@@ -492,7 +499,7 @@ func TestRuntimePassivationLosesNothing(t *testing.T) {
 	rt := env{dir: t.TempDir(), provider: p, agent: tah.AgentOptions{IdleTimeout: 20 * time.Millisecond}}.start(t)
 	s, _ := tah.Get(rt, tah.SessionKey).Create(ctx)
 	s.Run(ctx, "first")
-	waitFor(t, "passivation", func() bool { return rt.Node().Sessions.Active() == 0 })
+	waitFor(t, "passivation", func() bool { return rt.Node().ActiveSessions() == 0 })
 	r, err := s.Run(ctx, "second")
 	if err != nil || r.Turn != 2 || r.Content != "two" {
 		t.Fatalf("%+v %v", r, err)
@@ -518,13 +525,13 @@ func TestConnectToARemoteNode(t *testing.T) {
 	if err := n.StartAPI(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tah.Connect(ctx, n.Bus.ClientURL()); !errors.Is(err, tah.ErrAuth) {
+	if _, err := tah.Connect(ctx, n.Bus().ClientURL()); !errors.Is(err, tah.ErrAuth) {
 		t.Fatalf("no credential: %v", err)
 	}
 	if _, err := tah.Connect(ctx, "nats://127.0.0.1:1"); !errors.Is(err, tah.ErrNoServer) {
 		t.Fatalf("nothing there: %v", err)
 	}
-	rt, err := tah.Connect(ctx, n.Bus.ClientURL(), tah.CredsFile(filepath.Join(cfg.DataDir, "admin.creds")))
+	rt, err := tah.Connect(ctx, n.Bus().ClientURL(), tah.CredsFile(filepath.Join(cfg.DataDir, "admin.creds")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +581,7 @@ func TestConnectToARemoteNode(t *testing.T) {
 	if _, err := sessions.Create(ctx); !errors.Is(err, tah.ErrNotStarted) {
 		t.Fatalf("after close: %v", err)
 	}
-	if n.Bus.Conn().IsClosed() {
+	if n.Bus().Conn().IsClosed() {
 		t.Fatal("closing the connected runtime stopped the node")
 	}
 }
@@ -592,7 +599,7 @@ func TestEmbeddedServerIsProtectedAndFound(t *testing.T) {
 		t.Fatal(err)
 	}
 	var info struct{ URL string }
-	if err := json.Unmarshal(b, &info); err != nil || info.URL != rt.Node().Bus.ClientURL() {
+	if err := json.Unmarshal(b, &info); err != nil || info.URL != rt.Node().Bus().ClientURL() {
 		t.Fatalf("node.json %s: %v", b, err)
 	}
 	if _, err := tah.Connect(ctx, info.URL); !errors.Is(err, tah.ErrAuth) {

@@ -32,10 +32,10 @@ func TestConnectOverTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	admin := tah.CredsFile(localnode.AdminCredsPath(cfg.DataDir))
-	if _, err := tah.Connect(ctx, n.Bus.ClientURL(), admin); !errors.Is(err, tah.ErrTLS) {
+	if _, err := tah.Connect(ctx, n.Bus().ClientURL(), admin); !errors.Is(err, tah.ErrTLS) {
 		t.Fatalf("without the CA: %v, want ErrTLS", err)
 	}
-	rt, err := tah.Connect(ctx, n.Bus.ClientURL(), admin, tah.TLSCA(files.CAFile))
+	rt, err := tah.Connect(ctx, n.Bus().ClientURL(), admin, tah.TLSCA(files.CAFile))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func TestSnapshotReadsOnlyTheTail(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var froms []uint64
-	sub, err := rt.Node().Bus.Conn().Subscribe(wire.APISubject(wire.EndpointEvents), func(m *nats.Msg) {
+	sub, err := rt.Node().Bus().Conn().Subscribe(wire.APISubject(wire.EndpointEvents), func(m *nats.Msg) {
 		var req wire.EventsRequest
 		_ = json.Unmarshal(m.Data, &req)
 		mu.Lock()
@@ -117,7 +117,7 @@ func TestSnapshotReadsOnlyTheTail(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
-	if err := rt.Node().Bus.Conn().Flush(); err != nil {
+	if err := rt.Node().Bus().Conn().Flush(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Run(ctx, "one"); err != nil {

@@ -56,7 +56,7 @@ func caller(t *testing.T, c *tahtest.Cluster, i int, role wire.Role, name string
 	if err := trust.EnsureCreds(path, role, name); err != nil {
 		t.Fatal(err)
 	}
-	nc, err := nats.Connect(c.Node(i).Bus.ClientURL(), nats.UserCredentials(path), nats.CustomInboxPrefix(wire.CredentialInbox(name)))
+	nc, err := nats.Connect(c.Node(i).Bus().ClientURL(), nats.UserCredentials(path), nats.CustomInboxPrefix(wire.CredentialInbox(name)))
 	if err != nil {
 		t.Fatal(err)
 	}

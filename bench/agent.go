@@ -171,7 +171,7 @@ func (s *agentScenario) connectCaller(dataDir string) (*nats.Conn, error) {
 	if err := trust.EnsureCreds(path, wire.RoleClient, agentCaller); err != nil {
 		return nil, fmt.Errorf("the caller's credential: %w", err)
 	}
-	nc, err := nats.Connect(s.st.node().Bus.ClientURL(), nats.UserCredentials(path), nats.Name("tah-bench agent caller"),
+	nc, err := nats.Connect(s.st.node().Bus().ClientURL(), nats.UserCredentials(path), nats.Name("tah-bench agent caller"),
 		nats.CustomInboxPrefix(wire.CredentialInbox(agentCaller)))
 	if err != nil {
 		return nil, fmt.Errorf("the caller's connection with %s: %w", path, err)

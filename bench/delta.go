@@ -156,7 +156,7 @@ func (s *deltaScenario) Run(ctx context.Context, rep *Report) error {
 func (s *deltaScenario) floor() ([]time.Time, error) {
 	tokens := s.tokens()
 	sent := make([]time.Time, s.want())
-	nc := s.st.node().Bus.Conn()
+	nc := s.st.node().Bus().Conn()
 	for i := range sent {
 		body, _ := json.Marshal(wire.Delta{StepID: "llm1.1", Delta: llm.Delta{Text: tokens[i%deltaPerStep]}})
 		m := &nats.Msg{Subject: wire.DeltaSubject(deltaSession), Data: body, Header: nats.Header{

@@ -246,12 +246,12 @@ func (s *loadScenario) readModelLag(ctx context.Context, res *LoadResult) error 
 	if err != nil {
 		return err
 	}
-	for k, pos := range s.st.node().Projector.Positions() {
+	for k, pos := range s.st.node().ReadModelPositions() {
 		if last.lastSeqs[k] > pos {
 			res.ReadModelBehind += int(last.lastSeqs[k] - pos)
 		}
 	}
-	if err := s.st.node().Projector.WaitForLog(ctx, last.lastSeqs); err != nil {
+	if err := s.st.node().WaitReadModelLog(ctx, last.lastSeqs); err != nil {
 		return fmt.Errorf("the read model catching up: %w", err)
 	}
 	res.ReadModelCatchUp = time.Since(t0)
@@ -354,7 +354,7 @@ func (s *loadScenario) lastTurns(ctx context.Context, n int, from []uint64) ([]t
 		}
 		// Short turns share a checkpoint (session.Config.CheckpointEvery): the
 		// floor puts one only for a session that has one.
-		e, err := s.st.node().Bus.Checkpoints().Get(ctx, sid)
+		e, err := s.st.node().Bus().Checkpoints().Get(ctx, sid)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
@@ -373,7 +373,7 @@ func (s *loadScenario) lastTurns(ctx context.Context, n int, from []uint64) ([]t
 // to stop).
 func loadFloor(ctx context.Context, st *stack, turns []turnEvents, prefix string, last bool) (time.Duration, int, error) {
 	resume := st.pauseProjector(ctx)
-	b := st.node().Bus
+	b := st.node().Bus()
 	kv := b.Checkpoints()
 	writes := 0
 	for _, t := range turns {

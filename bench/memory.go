@@ -97,13 +97,13 @@ func (s *memoryScenario) Run(ctx context.Context, rep *Report) error {
 	if err := s.build(ctx, res, own); err != nil {
 		return err
 	}
-	sessions := s.st.node().Sessions
-	res.Active = sessions.Active()
+	nd := s.st.node()
+	res.Active = nd.ActiveSessions()
 	res.ActiveRSS, res.ActiveHeap, res.GoroutinesActive = memNow()
 
 	t := time.Now()
 	err = natstest.Poll(s.idle+passivateWithin, 500*time.Millisecond, func() error {
-		if a := sessions.Active(); a > 0 {
+		if a := nd.ActiveSessions(); a > 0 {
 			return fmt.Errorf("%d session actors still active %v after their idle timeout", a, passivateWithin)
 		}
 		return nil
@@ -158,7 +158,7 @@ func (s *memoryScenario) build(ctx context.Context, res *MemoryResult, own map[s
 
 // consumers are the names of the consumers of the log's shards.
 func (s *memoryScenario) consumers(ctx context.Context) (map[string]bool, error) {
-	b := s.st.node().Bus
+	b := s.st.node().Bus()
 	out := map[string]bool{}
 	for k := range b.Shards() {
 		st, err := b.JetStream().Stream(ctx, wire.EventShardStream(k))

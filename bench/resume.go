@@ -223,7 +223,7 @@ func (s *resumeScenario) buildRounds(ctx context.Context, env Env) error {
 // appendTemplate appends the template turn's events to session sid, as its
 // owner would.
 func (s *resumeScenario) appendTemplate(ctx context.Context, sid string) error {
-	b := s.st.node().Bus
+	b := s.st.node().Bus()
 	last, err := b.LastSeq(ctx, sid)
 	if err != nil {
 		return err
@@ -247,7 +247,7 @@ func (s *resumeScenario) topUp(ctx context.Context) error {
 	for i, l := range s.cfg.ResumeLengths {
 		sid := s.sids[i]
 		for {
-			n, err := eventCount(ctx, s.st.node().Bus, sid)
+			n, err := eventCount(ctx, s.st.node().Bus(), sid)
 			if err != nil {
 				return err
 			}
@@ -296,7 +296,7 @@ func (s *resumeScenario) Run(ctx context.Context, rep *Report) error {
 			i := (k + r) % len(s.sids) // a different order each time
 			sid := s.sids[i]
 			if r == 0 {
-				if err := describe(ctx, s.st.node().Bus, sid, &res.Lengths[i]); err != nil {
+				if err := describe(ctx, s.st.node().Bus(), sid, &res.Lengths[i]); err != nil {
 					return err
 				}
 			}
@@ -342,7 +342,7 @@ func (s *resumeScenario) freshNode(ctx context.Context, res *ResumeResult) error
 		return err
 	}
 	res.StreamEvents = info.records
-	if err := s.st.node().Projector.WaitForLog(ctx, info.lastSeqs); err != nil {
+	if err := s.st.node().WaitReadModelLog(ctx, info.lastSeqs); err != nil {
 		return err
 	}
 	_, _, err = s.st.run(ctx, resumeWarm, input(resumeWarm, 0))

@@ -82,7 +82,7 @@ func (s *scaleScenario) Run(ctx context.Context, rep *Report) error {
 		res.StepRecords = append(res.StepRecords, recordName(r))
 		res.RecordBytes += recordBytes(r) / len(step)
 	}
-	res.Shards = s.st.node().Bus.Shards()
+	res.Shards = s.st.node().Bus().Shards()
 	if res.One, err = s.appendAll(ctx, step); err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func (s *scaleScenario) appendAll(ctx context.Context, step [][]event.Event) (Sc
 	}
 	buses := make([]*bus.Bus, c.Size())
 	for i := range buses {
-		buses[i] = c.Node(i).Bus
+		buses[i] = c.Node(i).Bus()
 	}
 	shards := make([]string, buses[0].Shards())
 	for k := range shards {

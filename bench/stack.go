@@ -121,14 +121,11 @@ func (s *stack) run(ctx context.Context, sid, text string) (*turn, outcome, erro
 // function that starts it again (it picks up where it stopped), and with
 // wait waits until it has caught up with the log.
 func (s *stack) pauseProjector(ctx context.Context) (resume func(wait bool) error) {
-	n := s.node()
-	n.Projector.Close()
+	start := s.node().PauseReadModel()
 	return func(wait bool) error {
-		p, err := node.StartProjector(ctx, n.Bus, n.Store, discard, n.Sessions.ClaimedElsewhere)
-		if err != nil {
+		if err := start(ctx); err != nil {
 			return err
 		}
-		n.Projector = p // node.Close closes this one
 		if !wait {
 			return nil
 		}
@@ -142,7 +139,7 @@ func (s *stack) waitReadModel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.node().Projector.WaitForLog(ctx, last.lastSeqs)
+	return s.node().WaitReadModelLog(ctx, last.lastSeqs)
 }
 
 // logInfo is what the log's shards hold.
@@ -153,7 +150,7 @@ type logInfo struct {
 
 // logState reads every shard of the log.
 func (s *stack) logState(ctx context.Context) (logInfo, error) {
-	b := s.node().Bus
+	b := s.node().Bus()
 	out := logInfo{lastSeqs: make([]uint64, b.Shards())}
 	for k := range b.Shards() {
 		info, err := b.JetStream().Stream(ctx, wire.EventShardStream(k))

@@ -194,11 +194,11 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 			return m, err
 		}
 	}
-	last, err := st.node().Bus.LastSeq(ctx, m.sid)
+	last, err := st.node().Bus().LastSeq(ctx, m.sid)
 	if err != nil {
 		return m, err
 	}
-	if err := st.node().Projector.WaitFor(ctx, m.sid, last); err != nil {
+	if err := st.node().WaitReadModel(ctx, m.sid, last); err != nil {
 		return m, err
 	}
 	m.caught = time.Now()
@@ -256,7 +256,7 @@ func (s *stepScenario) floorOf(ctx context.Context, i int, m stepTurn) (stepFloo
 			single = append(single, []event.Event{e})
 		}
 	}
-	b := s.st.node().Bus
+	b := s.st.node().Bus()
 	resume := s.st.pauseProjector(ctx)
 	fsid := fmt.Sprintf("f_step%03d", i)
 	var err error

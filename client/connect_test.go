@@ -28,14 +28,14 @@ func TestConnectErrors(t *testing.T) {
 	n := startNode(t, mock.Scripted())
 	other := startNode(t, mock.Scripted()) // another operator's credential
 	for _, opts := range []client.Options{
-		{URL: n.Bus.ClientURL(), CredsFile: creds(other)},
-		{URL: n.Bus.ClientURL()},
+		{URL: n.Bus().ClientURL(), CredsFile: creds(other)},
+		{URL: n.Bus().ClientURL()},
 	} {
 		if _, err := client.Connect(ctx, opts); !errors.Is(err, client.ErrAuth) || errors.Is(err, client.ErrNoServer) {
 			t.Errorf("%+v: %v", opts, err)
 		}
 	}
-	if _, err := client.Connect(ctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: filepath.Join(t.TempDir(), "none.creds")}); err == nil ||
+	if _, err := client.Connect(ctx, client.Options{URL: n.Bus().ClientURL(), CredsFile: filepath.Join(t.TempDir(), "none.creds")}); err == nil ||
 		errors.Is(err, client.ErrNoServer) || errors.Is(err, client.ErrAuth) {
 		t.Errorf("a credentials file that is not there: %v", err)
 	}
@@ -49,7 +49,7 @@ func TestConnectErrors(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := client.Connect(cctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: creds(n)}); !errors.Is(err, context.Canceled) {
+	if _, err := client.Connect(cctx, client.Options{URL: n.Bus().ClientURL(), CredsFile: creds(n)}); !errors.Is(err, context.Canceled) {
 		t.Errorf("a cancelled connect: %v", err)
 	}
 }
@@ -58,7 +58,7 @@ func TestConnectErrors(t *testing.T) {
 // in-process connection works as one over TCP, and leaves it open.
 func TestNewOverAnEmbeddedNodesConnection(t *testing.T) {
 	n := startNode(t, mock.Scripted(mock.Say("inside")))
-	c, err := client.New(n.Bus.Conn(), client.Options{})
+	c, err := client.New(n.Bus().Conn(), client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestNewOverAnEmbeddedNodesConnection(t *testing.T) {
 		t.Fatalf("%+v", o)
 	}
 	c.Close()
-	if n.Bus.Conn().IsClosed() {
+	if n.Bus().Conn().IsClosed() {
 		t.Fatal("Close closed the node's connection")
 	}
 }
@@ -121,8 +121,8 @@ func TestAnOutcomeAloneCostsNoConsumer(t *testing.T) {
 	consumers := func() int {
 		t.Helper()
 		sum := 0
-		for k := range n.Bus.Shards() {
-			s, err := n.Bus.JetStream().Stream(ctx, wire.EventShardStream(k))
+		for k := range n.Bus().Shards() {
+			s, err := n.Bus().JetStream().Stream(ctx, wire.EventShardStream(k))
 			if err != nil {
 				t.Fatal(err)
 			}

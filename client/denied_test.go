@@ -33,7 +33,7 @@ func TestRefusedPublishesFailAtOnce(t *testing.T) {
 	}
 	// The deadlines are long enough that only the violation can end the
 	// calls in time for ctx.
-	obs, err := client.Connect(ctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: path, RequestTimeout: 2 * time.Minute})
+	obs, err := client.Connect(ctx, client.Options{URL: n.Bus().ClientURL(), CredsFile: path, RequestTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func startNode(t *testing.T, p llm.Provider, edit ...func(*bus.Config)) *node.No
 // credential, closed at the end of the test.
 func connect(t *testing.T, n *node.Node) *client.Client {
 	t.Helper()
-	c, err := client.Connect(ctxT(t), client.Options{URL: n.Bus.ClientURL(), CredsFile: creds(n)})
+	c, err := client.Connect(ctxT(t), client.Options{URL: n.Bus().ClientURL(), CredsFile: creds(n)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,4 +139,4 @@ func run(t *testing.T, c *client.Client, sid, text string) wire.Outcome {
 }
 
 // creds is the admin credential of n's data directory.
-func creds(n *node.Node) string { return localnode.AdminCredsPath(n.Bus.Config().DataDir) }
+func creds(n *node.Node) string { return localnode.AdminCredsPath(n.Bus().Config().DataDir) }

@@ -18,7 +18,7 @@ func TestTLS(t *testing.T) {
 	n := startNode(t, mock.Scripted(mock.Say("over TLS")), func(c *bus.Config) {
 		c.TLS = bus.TLSConfig{CertFile: files.CertFile, KeyFile: files.KeyFile}
 	})
-	url := n.Bus.ClientURL()
+	url := n.Bus().ClientURL()
 	if !strings.HasPrefix(url, "tls://") {
 		t.Fatalf("ClientURL = %s, want tls://", url)
 	}

@@ -78,7 +78,7 @@ func (n *Node) connectGateway(gc GatewayConfig) (*nats.Conn, error) {
 	opts := append([]nats.Option{nats.UserCredentials(path), nats.Name("tah-node " + n.ID() + " agents"),
 		nats.CustomInboxPrefix(wire.CredentialInbox(agentsName)), nats.MaxReconnects(-1)},
 		natsx.TLSOptions(gc.TLSCA, "", "")...)
-	url := LocalURL(n.Bus.ClientURL())
+	url := LocalURL(n.bus.ClientURL())
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect with %s: %w", path, err)
@@ -115,7 +115,7 @@ type AgentsOptions struct {
 // or without a gateway.
 func (n *Node) StartAgents(ctx context.Context, opts AgentsOptions) error {
 	g, err := agents.Start(ctx, agents.Options{Conn: opts.Conn, Host: agentHost{n}, Owner: opts.Owner, Heartbeat: opts.Heartbeat,
-		MaxConcurrent: opts.MaxConcurrent, Node: n.ID(), Logger: n.log.With("component", "agents")}, n.Sessions.ActiveSessions())
+		MaxConcurrent: opts.MaxConcurrent, Node: n.ID(), Logger: n.log.With("component", "agents")}, n.sessions.ActiveSessions())
 	if err != nil {
 		return err
 	}
@@ -161,8 +161,8 @@ func (h agentHost) CheckSession(ctx context.Context, sid string) error {
 }
 
 func (h agentHost) PublishInput(ctx context.Context, sid string, in wire.Input) (string, error) {
-	return h.n.Bus.PublishInput(ctx, sid, in)
+	return h.n.bus.PublishInput(ctx, sid, in)
 }
 
 func (h agentHost) MaxInputBytes() int            { return h.n.maxInputBytes() }
-func (h agentHost) SessionActive(sid string) bool { return h.n.Sessions.IsActive(sid) }
+func (h agentHost) SessionActive(sid string) bool { return h.n.sessions.IsActive(sid) }

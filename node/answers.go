@@ -22,7 +22,7 @@ const answerBy = "agent protocol caller"
 // consumer every node pulls from: an answer survives the death of the node
 // that was to take it. An answer is acknowledged once its input is stored.
 func (n *Node) startAnswers(ctx context.Context) error {
-	s := n.Bus.Answers()
+	s := n.bus.Answers()
 	if s == nil {
 		return nil
 	}
@@ -59,7 +59,7 @@ func (n *Node) takeAnswer(m jetstream.Msg) {
 	in.ID = "answer:" + strconv.FormatUint(md.Sequence.Stream, 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := n.Bus.PublishInput(ctx, sid, in); err != nil {
+	if _, err := n.bus.PublishInput(ctx, sid, in); err != nil {
 		n.log.Warn("answer to a query not stored yet; it is taken again", "session", sid, "call", callID, "err", err)
 		_ = m.NakWithDelay(2 * time.Second)
 		return

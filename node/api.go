@@ -23,10 +23,10 @@ import (
 // request, compact, cancel, resume, tools, status), and, when the node embeds
 // its NATS server, the credentials API (tah.api.creds.*: creds.go).
 func (n *Node) StartAPI(ctx context.Context) error {
-	svc, err := micro.AddService(n.Bus.Conn(), micro.Config{
+	svc, err := micro.AddService(n.bus.Conn(), micro.Config{
 		Name: wire.APIService, Version: wire.APIVersion, QueueGroup: wire.APIQueueGroup,
 		Description: "TAH durable agent sessions: the request/reply API (docs/protocol.md)",
-		Metadata:    map[string]string{"node": n.opts.Session.Node, "nats": n.Bus.ClientURL(), "provider": n.opts.Provider.Name()},
+		Metadata:    map[string]string{"node": n.opts.Session.Node, "nats": n.bus.ClientURL(), "provider": n.opts.Provider.Name()},
 	})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
@@ -63,7 +63,7 @@ func (n *Node) StartAPI(ctx context.Context) error {
 	n.closers = append(n.closers, func(context.Context) error { return svc.Stop() })
 	// The endpoints reach the server before StartAPI returns: a request made
 	// right after it must not meet "no responders".
-	if err := n.Bus.Conn().FlushTimeout(10 * time.Second); err != nil {
+	if err := n.bus.Conn().FlushTimeout(10 * time.Second); err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
 	return nil
@@ -103,10 +103,10 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		gen := n.Store.Generation()
+		gen := n.store.Generation()
 		res, err := h(ctx, req)
 		if err != nil {
-			n.Projector.Rebuild(gen, err) // a damaged read model is rebuilt, not served
+			n.projector().Rebuild(gen, err) // a damaged read model is rebuilt, not served
 			code := wire.APIErrInternal
 			var ae *apiError
 			switch {
@@ -140,7 +140,7 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 
 // replyLimit is the largest body of an API reply: the connection's max
 // payload, less room for the headers.
-func (n *Node) replyLimit() int { return int(n.Bus.Conn().MaxPayload()) - 4096 }
+func (n *Node) replyLimit() int { return int(n.bus.Conn().MaxPayload()) - 4096 }
 
 // askForLess says how to get a reply that was too large in parts.
 func askForLess(endpoint string) string {
@@ -157,11 +157,11 @@ func (n *Node) needSession(ctx context.Context, id string) error {
 	if err := event.ValidSessionID(id); err != nil {
 		return err
 	}
-	if _, err := n.Store.GetSession(ctx, id); err == nil {
+	if _, err := n.store.GetSession(ctx, id); err == nil {
 		return nil
 	}
 	// Not in the read model (yet): the log decides.
-	evs, _, err := n.Bus.Replay(ctx, id, 1)
+	evs, _, err := n.bus.Replay(ctx, id, 1)
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (n *Node) apiCreate(ctx context.Context, req wire.CreateRequest) (wire.Crea
 	if err := wire.CheckLabels(req.Labels); err != nil {
 		return wire.CreateReply{}, &apiError{wire.APIErrBadRequest, fmt.Errorf("%w (limits: docs/protocol.md, tah.api.create)", err)}
 	}
-	ev, err := session.Create(ctx, n.Bus, sid, n.opts.Session, req.Labels)
+	ev, err := session.Create(ctx, n.bus, sid, n.opts.Session, req.Labels)
 	if err != nil {
 		return wire.CreateReply{}, err
 	}
@@ -192,20 +192,20 @@ func (n *Node) apiGet(ctx context.Context, req wire.SessionRequest) (wire.Sessio
 	if err := n.needSession(ctx, req.Session); err != nil {
 		return wire.SessionSummary{}, err
 	}
-	row, err := n.Store.GetSession(ctx, req.Session)
+	row, err := n.store.GetSession(ctx, req.Session)
 	if err == nil || !errors.Is(err, store.ErrNotFound) {
 		return row, err
 	}
-	if err := n.Projector.WaitFor(ctx, req.Session, n.lastSeq(ctx, req.Session)); err != nil {
+	if err := n.projector().WaitFor(ctx, req.Session, n.lastSeq(ctx, req.Session)); err != nil {
 		return wire.SessionSummary{}, err
 	}
-	return n.Store.GetSession(ctx, req.Session)
+	return n.store.GetSession(ctx, req.Session)
 }
 
 // lastSeq is the sequence of session sid's last record, 0 when it cannot be
 // read (the read model is then used as it is).
 func (n *Node) lastSeq(ctx context.Context, sid string) uint64 {
-	last, err := n.Bus.LastSeq(ctx, sid)
+	last, err := n.bus.LastSeq(ctx, sid)
 	if err != nil {
 		return 0
 	}
@@ -219,7 +219,7 @@ func (n *Node) apiList(ctx context.Context, req wire.ListRequest) (wire.ListRepl
 	}
 	// A page is cut to what one reply holds, so that no session, however
 	// large its row, makes the listing fail for everyone (Next goes on).
-	page, err := n.Store.ListSessions(ctx, store.ListOptions{Status: req.Status, Limit: limit, Offset: req.Offset, Before: req.Before,
+	page, err := n.store.ListSessions(ctx, store.ListOptions{Status: req.Status, Limit: limit, Offset: req.Offset, Before: req.Before,
 		MaxBytes: n.replyLimit()})
 	if err != nil {
 		return wire.ListReply{}, err
@@ -244,12 +244,12 @@ func (n *Node) apiFork(ctx context.Context, req wire.ForkRequest) (wire.ForkRepl
 		if err := n.readModel(ctx, req.Session); err != nil {
 			return wire.ForkReply{}, err
 		}
-		if row, err := n.Store.GetSession(ctx, req.Session); err == nil && turns > row.Turn {
+		if row, err := n.store.GetSession(ctx, req.Session); err == nil && turns > row.Turn {
 			return wire.ForkReply{}, badRequest("session %s has %d turn(s): turns may be 0 to %d (leave it out to keep them all)", req.Session, row.Turn, row.Turn)
 		}
 	}
 	sid := event.NewSessionID()
-	ev, err := session.Fork(ctx, n.Bus, req.Session, sid, turns, n.opts.Session)
+	ev, err := session.Fork(ctx, n.bus, req.Session, sid, turns, n.opts.Session)
 	if err != nil {
 		return wire.ForkReply{}, err
 	}
@@ -261,14 +261,14 @@ func (n *Node) readModel(ctx context.Context, sid string) error {
 	if err := n.needSession(ctx, sid); err != nil {
 		return err
 	}
-	return n.Projector.WaitFor(ctx, sid, n.lastSeq(ctx, sid))
+	return n.projector().WaitFor(ctx, sid, n.lastSeq(ctx, sid))
 }
 
 func (n *Node) apiMessages(ctx context.Context, req wire.SessionRequest) (wire.MessagesReply, error) {
 	if err := n.readModel(ctx, req.Session); err != nil {
 		return wire.MessagesReply{}, err
 	}
-	msgs, err := n.Store.Messages(ctx, req.Session)
+	msgs, err := n.store.Messages(ctx, req.Session)
 	return wire.MessagesReply{Session: req.Session, Messages: msgs}, err
 }
 
@@ -279,7 +279,7 @@ func (n *Node) apiSteps(ctx context.Context, req wire.StepsRequest) (wire.StepsR
 	if err := n.readModel(ctx, req.Session); err != nil {
 		return wire.StepsReply{}, err
 	}
-	steps, err := n.Store.Steps(ctx, req.Session)
+	steps, err := n.store.Steps(ctx, req.Session)
 	if err == nil && req.Brief {
 		for i := range steps {
 			if out := steps[i].Output; len(out) > briefOutput {
@@ -298,7 +298,7 @@ func (n *Node) apiEvents(ctx context.Context, req wire.EventsRequest) (wire.Even
 	if err := n.needSession(ctx, req.Session); err != nil {
 		return wire.EventsReply{}, err
 	}
-	evs, last, err := n.Bus.Replay(ctx, req.Session, req.FromSeq)
+	evs, last, err := n.bus.Replay(ctx, req.Session, req.FromSeq)
 	if err != nil {
 		return wire.EventsReply{}, err
 	}
@@ -325,7 +325,7 @@ func (n *Node) apiRequest(ctx context.Context, req wire.StepRef) (wire.RequestRe
 	if req.StepID == "" {
 		return wire.RequestReply{}, badRequest("no step given: set \"step_id\" to the id of an LLM step (tahctl show --json %s lists them)", req.Session)
 	}
-	evs, _, err := n.Bus.Replay(ctx, req.Session, 1)
+	evs, _, err := n.bus.Replay(ctx, req.Session, 1)
 	if err != nil {
 		return wire.RequestReply{}, err
 	}
@@ -359,7 +359,7 @@ func (n *Node) apiCommand(cmd wire.Command) func(context.Context, wire.CommandRe
 				return wire.CommandReply{}, badRequest("%v", err)
 			}
 		}
-		id, err := n.Bus.PublishInput(ctx, req.Session, in)
+		id, err := n.bus.PublishInput(ctx, req.Session, in)
 		if err != nil {
 			return wire.CommandReply{}, err
 		}
@@ -396,22 +396,22 @@ func (n *Node) apiTools(ctx context.Context, _ wire.EmptyRequest) (wire.ToolsRep
 func (n *Node) apiStatus(ctx context.Context, _ wire.EmptyRequest) (wire.StatusReply, error) {
 	r := wire.StatusReply{
 		Node:            n.opts.Session.Node,
-		NATS:            n.Bus.ClientURL(),
-		Partitions:      n.Bus.Config().Partitions,
-		ActiveSessions:  n.Sessions.Active(),
-		LogShards:       n.Bus.Shards(),
-		ReadModelAt:     n.Projector.Positions(),
-		ReadModelPath:   n.Store.Path(),
+		NATS:            n.bus.ClientURL(),
+		Partitions:      n.bus.Config().Partitions,
+		ActiveSessions:  n.sessions.Active(),
+		LogShards:       n.bus.Shards(),
+		ReadModelAt:     n.projector().Positions(),
+		ReadModelPath:   n.store.Path(),
 		Provider:        n.opts.Provider.Name(),
 		APIVersion:      wire.APIVersion,
 		MaxInputBytes:   n.maxInputBytes(),
-		ProblemsSkipped: n.Projector.Problems(),
+		ProblemsSkipped: n.projector().Problems(),
 		Nodes:           []wire.NodeRecord{},
 	}
 	// Bounded: while NATS elects a new leader for the bucket, the rest of the
 	// reply is still worth having.
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	nodes, err := n.Bus.ListNodes(lctx)
+	nodes, err := n.bus.ListNodes(lctx)
 	cancel()
 	if err != nil {
 		r.NodesError = err.Error()

@@ -31,7 +31,7 @@ func TestApprovalSurvivesTheOwnersDeathAndComesThroughAnotherNode(t *testing.T) 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	connect := func(i int) *client.Client {
-		cl, err := client.Connect(ctx, client.Options{URL: c.Node(i).Bus.ClientURL(), CredsFile: localnode.AdminCredsPath(c.Config(i).DataDir)})
+		cl, err := client.Connect(ctx, client.Options{URL: c.Node(i).Bus().ClientURL(), CredsFile: localnode.AdminCredsPath(c.Config(i).DataDir)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ func (n *Node) apiArtifacts(ctx context.Context, req wire.SessionRequest) (wire.
 	if err := n.readModel(ctx, req.Session); err != nil {
 		return wire.ArtifactsReply{}, err
 	}
-	arts, err := n.Store.Artifacts(ctx, req.Session)
+	arts, err := n.store.Artifacts(ctx, req.Session)
 	return wire.ArtifactsReply{Session: req.Session, Artifacts: arts}, err
 }
 
@@ -37,7 +37,7 @@ func (n *Node) apiArtifact(ctx context.Context, req wire.ArtifactRequest) (wire.
 	if err := n.readModel(ctx, req.Session); err != nil {
 		return wire.ArtifactReply{}, err
 	}
-	arts, err := n.Store.Artifacts(ctx, req.Session)
+	arts, err := n.store.Artifacts(ctx, req.Session)
 	if err != nil {
 		return wire.ArtifactReply{}, err
 	}
@@ -52,7 +52,7 @@ func (n *Node) apiArtifact(ctx context.Context, req wire.ArtifactRequest) (wire.
 	if limit == 0 {
 		limit = wire.ArtifactChunkMax
 	}
-	limit = min(limit, wire.ArtifactPieceMax(n.Bus.Conn().MaxPayload()))
+	limit = min(limit, wire.ArtifactPieceMax(n.bus.Conn().MaxPayload()))
 	data, eof, err := n.readArtifact(ctx, art, req.Offset, limit)
 	if err != nil {
 		return wire.ArtifactReply{}, err
@@ -80,7 +80,7 @@ func findArtifact(arts []projection.Artifact, key string) (projection.Artifact, 
 // bus.ErrArtifactCorrupt once read to its end; one no longer in the store is
 // APIErrNotFound.
 func (n *Node) readArtifact(ctx context.Context, art projection.Artifact, offset int64, limit int) ([]byte, bool, error) {
-	r, err := n.Bus.OpenArtifact(ctx, art.Ref)
+	r, err := n.bus.OpenArtifact(ctx, art.Ref)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, false, &apiError{wire.APIErrNotFound, fmt.Errorf("artifact %s (%s) is no longer in the object store %s: %w", art.ID, art.Ref.Object, art.Ref.Bucket, err)}
 	}

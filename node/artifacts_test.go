@@ -79,10 +79,10 @@ func TestArtifactsListAndFetch(t *testing.T) {
 		t.Fatalf("an offset past the end: %v", err)
 	}
 	// A blob that differs from its record is refused, not served.
-	if err := n.Bus.Artifacts().Delete(ctx, art.Ref.Object); err != nil {
+	if err := n.bus.Artifacts().Delete(ctx, art.Ref.Object); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Bus.PutArtifactBytes(ctx, art.Ref.Object, []byte("something else")); err != nil {
+	if _, err := n.bus.PutArtifactBytes(ctx, art.Ref.Object, []byte("something else")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.FetchArtifact(ctx, s.Session, art.ID, &bytes.Buffer{}); err == nil {

@@ -69,13 +69,13 @@ type membership struct {
 // the node's presence, takes its share of the partitions and keeps all of that
 // up to date until close.
 func startMembership(ctx context.Context, n *Node) (*membership, error) {
-	cfg := n.Bus.Config()
+	cfg := n.bus.Config()
 	now := time.Now()
 	m := &membership{n: n, log: n.log.With("component", "cluster"), ttl: cfg.NodeTTL,
 		every: max(cfg.NodeTTL/5, 50*time.Millisecond), parts: cfg.Partitions,
 		started: now, kick: make(chan struct{}, 1), seen: map[string]time.Time{},
 		echo: now, storedOK: now}
-	recs, err := n.Bus.ListNodes(ctx)
+	recs, err := n.bus.ListNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +88,7 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 			m.seen[r.Node] = now
 		}
 	}
-	nc := n.Bus.Conn()
+	nc := n.bus.Conn()
 	if m.presence, err = nc.Subscribe(wire.NodeSubjects, m.heard); err != nil {
 		return nil, fmt.Errorf("node: listening to the cluster's nodes: %w", err)
 	}
@@ -260,8 +260,8 @@ func (m *membership) record(leaving bool) wire.NodeRecord {
 	fenced := m.fenced
 	m.mu.Unlock()
 	return wire.NodeRecord{Node: m.n.ID(), Started: m.started, Heartbeat: time.Now().UTC(),
-		Partitions: m.n.inputs.Partitions(), ActiveSessions: m.n.Sessions.Active(),
-		NATS: m.n.Bus.ClientURL(), Provider: m.n.opts.Provider.Name(), Fenced: fenced, Leaving: leaving}
+		Partitions: m.n.inputs.Partitions(), ActiveSessions: m.n.sessions.Active(),
+		NATS: m.n.bus.ClientURL(), Provider: m.n.opts.Provider.Name(), Fenced: fenced, Leaving: leaving}
 }
 
 // publish sends the node's presence on core NATS: what the others go by.
@@ -270,11 +270,11 @@ func (m *membership) publish(leaving bool) error {
 	if err != nil {
 		return err
 	}
-	if err := m.n.Bus.Conn().Publish(wire.NodeSubject(m.n.ID()), body); err != nil {
+	if err := m.n.bus.Conn().Publish(wire.NodeSubject(m.n.ID()), body); err != nil {
 		return fmt.Errorf("node presence: %w", err)
 	}
 	if leaving {
-		return m.n.Bus.Conn().FlushTimeout(m.every)
+		return m.n.bus.Conn().FlushTimeout(m.every)
 	}
 	return nil
 }
@@ -283,7 +283,7 @@ func (m *membership) publish(leaving bool) error {
 // starting. It may fail for a while (a leader election) without consequence,
 // except as a sign of being cut off (see outOfTouch).
 func (m *membership) store(ctx context.Context) error {
-	if err := m.n.Bus.PutNode(ctx, m.record(false)); err != nil {
+	if err := m.n.bus.PutNode(ctx, m.record(false)); err != nil {
 		m.log.Debug("presence not stored in tah_nodes", "err", err)
 		return err
 	}
@@ -359,7 +359,7 @@ func (m *membership) resumeOpenTurns(ctx context.Context, partitions []int) {
 	for _, status := range []projection.Status{projection.StatusRunning, projection.StatusWaitingTool} {
 		opts := store.ListOptions{Status: status, Limit: store.MaxListLimit}
 		for {
-			page, err := m.n.Store.ListSessions(ctx, opts)
+			page, err := m.n.store.ListSessions(ctx, opts)
 			if err != nil {
 				m.log.Warn("open turns not resumed: their inputs will bring them back", "err", err)
 				return
@@ -369,7 +369,7 @@ func (m *membership) resumeOpenTurns(ctx context.Context, partitions []int) {
 					continue
 				}
 				sid := row.ID
-				err := m.n.Sessions.Deliver(sid, &session.Command{Kind: wire.CommandResume, Done: func(o session.Outcome) {
+				err := m.n.sessions.Deliver(sid, &session.Command{Kind: wire.CommandResume, Done: func(o session.Outcome) {
 					if o.Err != nil && !errors.Is(o.Err, session.ErrNothingToResume) {
 						m.log.Info("open turn not resumed: its input will bring it back", "session", sid, "err", o.Err)
 					}
@@ -401,7 +401,7 @@ func (m *membership) handOver(ctx context.Context, partitions []int) {
 	ctx, cancel := context.WithTimeout(ctx, m.ttl)
 	defer cancel()
 	err := n.inputs.Remove(ctx, partitions, func() {
-		stopped := n.Sessions.StopWhere(ctx, func(sid string) bool {
+		stopped := n.sessions.StopWhere(ctx, func(sid string) bool {
 			return slices.Contains(partitions, wire.Partition(sid, m.parts))
 		})
 		if stopped > 0 {
@@ -430,7 +430,7 @@ func (m *membership) close(ctx context.Context) error {
 	// Bounded: a cluster that lost its quorum cannot take the delete, and the
 	// entry then simply ages out.
 	dctx, cancel := context.WithTimeout(ctx, m.ttl)
-	err := m.n.Bus.DeleteNode(dctx, m.n.ID())
+	err := m.n.bus.DeleteNode(dctx, m.n.ID())
 	cancel()
 	m.handOver(ctx, m.n.inputs.Partitions())
 	return err

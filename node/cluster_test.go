@@ -194,7 +194,7 @@ func TestClusterSpreadsAndRebalancesOnJoin(t *testing.T) {
 	bustest.Eventually(t, 30*time.Second, "the turn in flight on n2", func() bool { return c.models[2].calls.Load() > before })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := c.Node(0).Bus.PublishInput(ctx, sid, wire.Input{Command: wire.CommandCancel, Reason: "enough"}); err != nil {
+	if _, err := c.Node(0).Bus().PublishInput(ctx, sid, wire.Input{Command: wire.CommandCancel, Reason: "enough"}); err != nil {
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 30*time.Second, "the turn cancelled", func() bool { return c.Audit(sid).InputEnded("in_" + sid) })
@@ -246,10 +246,10 @@ func TestClusterCutOffNodeIsFenced(t *testing.T) {
 	}
 	bustest.Eventually(t, 30*time.Second, "n2's turns in flight", func() bool { return c.models[2].calls.Load() >= 3 })
 	cut := c.Node(2)
-	cut.Bus.Conn().Close() // its server runs on: the cluster and the client bus do not notice
+	cut.Bus().Conn().Close() // its server runs on: the cluster and the client bus do not notice
 	c.finished(inputs)
 	bustest.Eventually(t, 30*time.Second, "the cut-off node stopped its sessions", func() bool {
-		return cut.Sessions.Active() == 0 && c.models[2].cancelled.Load() >= 3
+		return cut.ActiveSessions() == 0 && c.models[2].cancelled.Load() >= 3
 	})
 	c.balanced("n0", "n1")
 	for _, sid := range sids {
@@ -329,7 +329,7 @@ func TestNodeIDInUseIsRefused(t *testing.T) {
 	}
 	defer first.Close(context.Background())
 	ext := bus.Default()
-	ext.URL, ext.CredsFile = first.Bus.ClientURL(), localnode.NodeCredsPath(cfg.DataDir)
+	ext.URL, ext.CredsFile = first.Bus().ClientURL(), localnode.NodeCredsPath(cfg.DataDir)
 	if _, err := start(ext, t.TempDir()); !errors.Is(err, node.ErrNodeIDInUse) || !strings.Contains(err.Error(), "--node-id") {
 		t.Fatalf("err = %v, want ErrNodeIDInUse saying what to do", err)
 	}

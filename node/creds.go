@@ -41,10 +41,10 @@ type credsAPI struct {
 // merges the account's revocations of the data directory, the registry and
 // the server, so that none is rolled back.
 func (n *Node) addCredsEndpoints(ctx context.Context, svc micro.Service) error {
-	if n.Bus.Server() == nil {
+	if n.bus.Server() == nil {
 		return nil
 	}
-	trust, err := auth.Load(n.Bus.Config().DataDir)
+	trust, err := auth.Load(n.bus.Config().DataDir)
 	if err != nil {
 		return fmt.Errorf("credentials API: %w", err)
 	}
@@ -53,13 +53,13 @@ func (n *Node) addCredsEndpoints(ctx context.Context, svc micro.Service) error {
 	// bucket and elects its leader (slow on a loaded machine), within the
 	// time a node has to get ready.
 	setupCtx, cancel := context.WithCancel(ctx)
-	if ready := n.Bus.Config().ReadyTimeout; ready > 0 {
+	if ready := n.bus.Config().ReadyTimeout; ready > 0 {
 		setupCtx, cancel = context.WithTimeout(ctx, ready)
 	}
 	defer cancel()
 	err = natsx.Retry(setupCtx, credsSetupTry, func(ctx context.Context) error {
 		if a.kv == nil {
-			kv, err := n.Bus.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: wire.CredsBucket,
+			kv, err := n.bus.EnsureKV(ctx, jetstream.KeyValueConfig{Bucket: wire.CredsBucket,
 				Description: "TAH issued credentials by public key, and the account's JWT (docs/protocol.md)"})
 			if err != nil {
 				return err
@@ -267,7 +267,7 @@ func (a *credsAPI) registryJWT(ctx context.Context) (string, uint64, error) {
 // serverJWT is the account JWT the node's server holds ("" when it cannot
 // be read: the merge goes on without it).
 func (a *credsAPI) serverJWT() string {
-	token, err := a.n.Bus.Server().AccountResolver().Fetch(a.trust.Account())
+	token, err := a.n.bus.Server().AccountResolver().Fetch(a.trust.Account())
 	if err != nil {
 		return ""
 	}
@@ -277,7 +277,7 @@ func (a *credsAPI) serverJWT() string {
 // push hands the trust's account JWT to the node's server, which passes it
 // on to the cluster's other servers.
 func (a *credsAPI) push(ctx context.Context) error {
-	srv := a.n.Bus.Server()
+	srv := a.n.bus.Server()
 	// In process: no TLS, which a tls:// URL would demand.
 	url := strings.Replace(srv.ClientURL(), "tls://", "nats://", 1)
 	if err := a.trust.Push(ctx, url, nats.InProcessServer(srv)); err != nil {

@@ -50,7 +50,7 @@ func (h *hostile) writeCreds(name string, b []byte) string {
 func (h *hostile) wiretap() func() [][]byte {
 	var mu sync.Mutex
 	var bodies [][]byte
-	sub, err := h.n.Bus.Conn().Subscribe(wire.CredsAPIPrefix+">", func(m *nats.Msg) {
+	sub, err := h.n.bus.Conn().Subscribe(wire.CredsAPIPrefix+">", func(m *nats.Msg) {
 		mu.Lock()
 		defer mu.Unlock()
 		bodies = append(bodies, m.Data)
@@ -59,7 +59,7 @@ func (h *hostile) wiretap() func() [][]byte {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := h.n.Bus.Conn().Flush(); err != nil {
+	if err := h.n.bus.Conn().Flush(); err != nil {
 		h.t.Fatal(err)
 	}
 	return func() [][]byte {
@@ -112,7 +112,7 @@ func TestCredsFromAnotherMachine(t *testing.T) {
 	if err != nil || len(revoked) != 1 || revoked[0].PublicKey != c.PublicKey {
 		t.Fatalf("revoke: %+v %v", revoked, err)
 	}
-	if _, err := client.Connect(h.ctx, client.Options{URL: h.n.Bus.ClientURL(), CredsFile: h.writeCreds("bob2", creds)}); !errors.Is(err, client.ErrAuth) {
+	if _, err := client.Connect(h.ctx, client.Options{URL: h.n.bus.ClientURL(), CredsFile: h.writeCreds("bob2", creds)}); !errors.Is(err, client.ErrAuth) {
 		t.Fatalf("a revoked credential connects: %v", err)
 	}
 	if list, err := admin.ListCreds(h.ctx); err != nil || len(list) != 1 || !list[0].Revoked {
@@ -232,7 +232,7 @@ func TestCredsIssuedWhileNoNodeRan(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := startWithAPI(ctx, t, dir)
-	admin, err := client.Connect(ctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: auth.AdminCredsPath(dir)})
+	admin, err := client.Connect(ctx, client.Options{URL: n.bus.ClientURL(), CredsFile: auth.AdminCredsPath(dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestCredsStaleTrustAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := client.Connect(ctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: auth.AdminCredsPath(dir)})
+	admin, err := client.Connect(ctx, client.Options{URL: n.bus.ClientURL(), CredsFile: auth.AdminCredsPath(dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,7 +278,7 @@ func TestCredsStaleTrustAtStart(t *testing.T) {
 	if err := os.WriteFile(path, creds, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.Connect(ctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: path}); !errors.Is(err, client.ErrAuth) {
+	if _, err := client.Connect(ctx, client.Options{URL: n.bus.ClientURL(), CredsFile: path}); !errors.Is(err, client.ErrAuth) {
 		t.Fatalf("a revoked credential connects after a start with a stale trust/tah.jwt: %v", err)
 	}
 	trust, err := auth.Load(dir)

@@ -60,7 +60,7 @@ func startFaultNodeAt(t *testing.T, dir, storePath string, log *slog.Logger) *fa
 	if err := n.StartAPI(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if f.c, err = client.Connect(ctx, client.Options{URL: n.Bus.ClientURL(), CredsFile: auth.AdminCredsPath(dir), RequestTimeout: 5 * time.Second}); err != nil {
+	if f.c, err = client.Connect(ctx, client.Options{URL: n.bus.ClientURL(), CredsFile: auth.AdminCredsPath(dir), RequestTimeout: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -169,7 +169,7 @@ func TestFullDiskIsReportedAndOutlived(t *testing.T) {
 	// The node writes all the time (its presence, every second); inputs make
 	// it write more.
 	err := natstest.Poll(time.Minute, 100*time.Millisecond, func() error {
-		if err := f.n.Bus.StoreErr(); err != nil {
+		if err := f.n.bus.StoreErr(); err != nil {
 			return nil
 		}
 		_, _ = f.turn(sid, time.Second)
@@ -198,7 +198,7 @@ func TestFullDiskIsReportedAndOutlived(t *testing.T) {
 	if err != nil {
 		t.Fatalf("after space came back: %v", err)
 	}
-	if f.n.Bus.StoreRestarts() < 1 {
+	if f.n.bus.StoreRestarts() < 1 {
 		t.Errorf("healthy again without a JetStream restart")
 	}
 	f.completes(sid)
@@ -216,7 +216,7 @@ func TestStalledReadModelDoesNotHoldUpClose(t *testing.T) {
 	sid := f.create()
 	f.completes(sid)
 
-	lock, err := sql.Open("sqlite", "file:"+f.n.Store.Path()+"?_pragma=busy_timeout(30000)&_txlock=immediate")
+	lock, err := sql.Open("sqlite", "file:"+f.n.store.Path()+"?_pragma=busy_timeout(30000)&_txlock=immediate")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +227,7 @@ func TestStalledReadModelDoesNotHoldUpClose(t *testing.T) {
 	}
 	defer tx.Rollback()
 
-	p := f.n.Projector
+	p := f.n.projector()
 	err = natstest.Poll(time.Minute, 10*time.Millisecond, func() error {
 		if len(p.ch) == cap(p.ch) {
 			return nil
@@ -263,11 +263,11 @@ func (f *faultNode) sessions(n int) []string {
 		sids = append(sids, sid)
 	}
 	for _, sid := range sids {
-		last, err := f.n.Bus.LastSeq(f.ctx, sid)
+		last, err := f.n.bus.LastSeq(f.ctx, sid)
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		if err := f.n.Projector.WaitFor(f.ctx, sid, last); err != nil {
+		if err := f.n.projector().WaitFor(f.ctx, sid, last); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -394,8 +394,8 @@ func TestDamagedReadModelIsRebuiltWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reads after the damage: %v", err)
 	}
-	if f.n.Projector.Rebuilds() != 1 || len(damagedFiles(t, dir)) != 1 {
-		t.Fatalf("%d rebuilds, %v set aside; want 1", f.n.Projector.Rebuilds(), damagedFiles(t, dir))
+	if f.n.projector().Rebuilds() != 1 || len(damagedFiles(t, dir)) != 1 {
+		t.Fatalf("%d rebuilds, %v set aside; want 1", f.n.projector().Rebuilds(), damagedFiles(t, dir))
 	}
 	f.shows(sids)
 	f.completes(sids[0])

@@ -82,7 +82,7 @@ func (h *hostile) create(sids ...string) {
 // credential can: the log's permissions do not stop this writer.
 func (h *hostile) publishRecord(sid string, body []byte) uint64 {
 	h.t.Helper()
-	b := h.c.Node(0).Bus
+	b := h.c.Node(0).Bus()
 	js, err := jetstream.New(b.Conn())
 	if err != nil {
 		h.t.Fatal(err)
@@ -127,7 +127,7 @@ func TestALogCannotBrickTheNode(t *testing.T) {
 
 	badSeq := h.publishRecord("s_bad", []byte(`{"v":2,"session":"s_bad","events":[{"type":"turn.started","data":`))
 	newerSeq := h.publishRecord("s_newer", []byte(`{"v":99,"session":"s_newer","time":"2026-12-01T00:00:00Z","events":[{"type":"x","data":{}}]}`))
-	b := h.c.Node(0).Bus
+	b := h.c.Node(0).Bus()
 	last, err := b.LastSeq(ctxFor(t), "s_forged")
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func TestHostileInputsAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := wire.ShardSubject(h.c.Node(0).Bus.ShardOf("s_in"), "s_in")
+	target := wire.ShardSubject(h.c.Node(0).Bus().ShardOf("s_in"), "s_in")
 	m := nats.NewMsg(wire.InputSubject("s_in"))
 	m.Data = []byte(`{"id":"in_hostile","input":"hi"}`)
 	m.Header.Set(wire.HeaderCommand, string(wire.CommandRun))
@@ -248,7 +248,7 @@ func TestHostileAPIReplySubject(t *testing.T) {
 	h := startHostile(t)
 	h.create("s_api")
 	h.completes("s_api")
-	target := wire.ShardSubject(h.c.Node(0).Bus.ShardOf("s_api"), "s_api")
+	target := wire.ShardSubject(h.c.Node(0).Bus().ShardOf("s_api"), "s_api")
 	for _, ep := range []string{wire.EndpointStatus, wire.EndpointGet, wire.EndpointList} {
 		if err := h.nc.PublishRequest(wire.APISubject(ep), target, []byte(`{"session":"s_api"}`)); err != nil {
 			t.Fatal(err)

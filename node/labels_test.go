@@ -65,7 +65,7 @@ func TestListSurvivesOversizedLabels(t *testing.T) {
 	huge := []string{"s_huge1", "s_huge2", "s_huge3"}
 	for _, sid := range huge {
 		labels := map[string]string{"team": "big", "blob": strings.Repeat("x", 3<<20)}
-		if _, err := session.Create(ctxFor(t), h.c.Node(0).Bus, sid, session.Config{}, labels); err != nil {
+		if _, err := session.Create(ctxFor(t), h.c.Node(0).Bus(), sid, session.Config{}, labels); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -83,10 +83,10 @@ func newMetrics(n *Node) *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_sessions_active", Help: "Session actors alive on this node."},
 			func() float64 {
-				if n.Sessions == nil {
+				if n.sessions == nil {
 					return 0
 				}
-				return float64(n.Sessions.Active())
+				return float64(n.sessions.Active())
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_partitions_owned", Help: "Input partitions this node pulls: its share of the sessions."},
 			func() float64 {
@@ -111,35 +111,35 @@ func newMetrics(n *Node) *Metrics {
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_read_model_position", Help: "The last log sequences applied to the read model, summed over the log's shards: the records applied."},
 			func() float64 {
-				if n.Projector == nil {
+				if n.projector() == nil {
 					return 0
 				}
 				var sum uint64
-				for _, seq := range n.Projector.Positions() {
+				for _, seq := range n.projector().Positions() {
 					sum += seq
 				}
 				return float64(sum)
 			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tah_read_model_problems_total", Help: "Events stored but not folded into the read model."},
 			func() float64 {
-				if n.Projector == nil {
+				if n.projector() == nil {
 					return 0
 				}
-				return float64(n.Projector.Problems())
+				return float64(n.projector().Problems())
 			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tah_read_model_rebuilds_total", Help: "Read models set aside (damaged, or no longer writable) and rebuilt from the log."},
 			func() float64 {
-				if n.Projector == nil {
+				if n.projector() == nil {
 					return 0
 				}
-				return float64(n.Projector.Rebuilds())
+				return float64(n.projector().Rebuilds())
 			}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tah_jetstream_restarts_total", Help: "Times the embedded NATS server's JetStream was started again after its store failed a write (a full disk)."},
 			func() float64 {
-				if n.Bus == nil {
+				if n.bus == nil {
 					return 0
 				}
-				return float64(n.Bus.StoreRestarts())
+				return float64(n.bus.StoreRestarts())
 			}),
 	)
 	// The label values known in advance, so that a dashboard sees zeros rather
@@ -261,23 +261,23 @@ func (p *measuredStreamer) Stream(ctx context.Context, req llm.Request, onDelta 
 // (Projector.Err: not while a batch fails, or while a damaged one is set
 // aside). It is what /healthz checks.
 func (n *Node) Health(ctx context.Context) error {
-	if n.Bus == nil {
+	if n.bus == nil {
 		return errors.New("not started")
 	}
-	if st := n.Bus.Conn().Status(); st != nats.CONNECTED {
+	if st := n.bus.Conn().Status(); st != nats.CONNECTED {
 		return fmt.Errorf("NATS connection is %s", st)
 	}
-	if err := n.Bus.StoreErr(); err != nil {
+	if err := n.bus.StoreErr(); err != nil {
 		return err
 	}
-	if n.Projector != nil {
-		if err := n.Projector.Err(); err != nil {
+	if n.projector() != nil {
+		if err := n.projector().Err(); err != nil {
 			return err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if _, err := n.Bus.JetStream().AccountInfo(ctx); err != nil {
+	if _, err := n.bus.JetStream().AccountInfo(ctx); err != nil {
 		return fmt.Errorf("JetStream: %w", err)
 	}
 	return nil
@@ -287,14 +287,14 @@ func (n *Node) Health(ctx context.Context) error {
 // passes, 503 and {"status":"unavailable","error":...} when it does not.
 func (n *Node) HealthHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body := map[string]any{"status": "ok", "node": n.opts.Session.Node, "nats": n.Bus.ClientURL()}
+		body := map[string]any{"status": "ok", "node": n.opts.Session.Node, "nats": n.bus.ClientURL()}
 		code := http.StatusOK
 		if err := n.Health(r.Context()); err != nil {
 			body["status"], body["error"] = "unavailable", err.Error()
 			code = http.StatusServiceUnavailable
 		}
-		if n.Projector != nil {
-			body["read_model_positions"] = n.Projector.Positions()
+		if n.projector() != nil {
+			body["read_model_positions"] = n.projector().Positions()
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)

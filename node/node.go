@@ -87,12 +87,13 @@ func (n *Node) maxInputBytes() int {
 // its projector, the session actors (which own the tool runner) and the input
 // consumers.
 type Node struct {
-	opts      Options
-	log       *slog.Logger
-	Bus       *bus.Bus
-	Store     *store.Store
-	Projector *Projector
-	Sessions  *session.Manager
+	opts     Options
+	log      *slog.Logger
+	bus      *bus.Bus
+	store    *store.Store
+	proj     atomic.Pointer[Projector] // swapped by PauseReadModel
+	onClaim  func(sid string, epoch uint64)
+	sessions *session.Manager
 	// Metrics are the node's Prometheus metrics (serve Metrics.Handler).
 	Metrics  *Metrics
 	inputs   *bus.InputConsumer
@@ -175,12 +176,12 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if bcfg.Logger == nil {
 		bcfg.Logger = log.With("component", "nats")
 	}
-	if n.Bus, err = bus.Open(ctx, bcfg); err != nil {
+	if n.bus, err = bus.Open(ctx, bcfg); err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, n.Bus.Close)
+	n.closers = append(n.closers, n.bus.Close)
 	// A JetStream store that cannot be restarted stops the node.
-	busWatched, busFailed := make(chan struct{}), n.Bus.Failed()
+	busWatched, busFailed := make(chan struct{}), n.bus.Failed()
 	go func() { // owned here: ends with the node
 		select {
 		case err := <-busFailed:
@@ -201,16 +202,16 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("node: read model directory: %w", err)
 	}
-	if n.Store, err = openStore(ctx, path, store.Options{Shards: n.Bus.Shards()}, log); err != nil {
+	if n.store, err = openStore(ctx, path, store.Options{Shards: n.bus.Shards()}, log); err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, func(context.Context) error { return n.Store.Close() })
+	n.closers = append(n.closers, func(context.Context) error { return n.store.Close() })
 
 	scfg := opts.Session
 	if scfg.Logger == nil {
 		scfg.Logger = log.With("component", "session")
 	}
-	streams := agents.NewStreams(n.Bus.Conn(), opts.AgentKeepAlive, log.With("component", "agents"))
+	streams := agents.NewStreams(n.bus.Conn(), opts.AgentKeepAlive, log.With("component", "agents"))
 	n.closers = append(n.closers, func(context.Context) error { streams.Close(); return nil })
 	scfg.Watch = func(sid string, c *event.Caller, restarted bool, st *projection.State) session.Watcher {
 		if w := streams.Watch(sid, c, restarted, st); w != nil {
@@ -223,22 +224,25 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if n.Sessions, err = session.NewManager(scfg, n.Bus, measured(opts.Provider, n.Metrics), tc, opts.Loop); err != nil {
+	if n.sessions, err = session.NewManager(scfg, n.bus, measured(opts.Provider, n.Metrics), tc, opts.Loop); err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, n.Sessions.Close)
+	n.closers = append(n.closers, n.sessions.Close)
 	// The projector sees every record first: it tells this node's actors of
 	// the claims of other nodes.
 	claimed := func(sid string, epoch uint64) {
-		n.Sessions.ClaimedElsewhere(sid, epoch)
+		n.sessions.ClaimedElsewhere(sid, epoch)
 		streams.Claimed(sid, epoch)
 	}
-	if n.Projector, err = startProjector(ctx, n.Bus, n.Store, log.With("component", "projector"), claimed, n.fail); err != nil {
+	n.onClaim = claimed
+	proj, err := startProjector(ctx, n.bus, n.store, log.With("component", "projector"), claimed, n.fail)
+	if err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, func(context.Context) error { n.Projector.Close(); return nil })
+	n.proj.Store(proj)
+	n.closers = append(n.closers, func(context.Context) error { n.projector().Close(); return nil })
 
-	if n.inputs, err = n.Bus.NewInputConsumer(n.handleInput); err != nil {
+	if n.inputs, err = n.bus.NewInputConsumer(n.handleInput); err != nil {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.inputs.Close)
@@ -259,7 +263,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if opts.Agents != nil {
 		n.startGateway(ctx, *opts.Agents)
 	}
-	log.Info("node started", "nats", n.Bus.ClientURL(), "read_model", path, "provider", opts.Provider.Name())
+	log.Info("node started", "nats", n.bus.ClientURL(), "read_model", path, "provider", opts.Provider.Name())
 	return n, nil
 }
 
@@ -275,9 +279,9 @@ func (n *Node) toolConfig(opts Options) (session.ToolConfig, error) {
 	if f, ok := opts.Tools.(session.ResultFinder); ok {
 		tc.Finder = f
 	}
-	if tc.Options.Artifacts == nil && n.Bus.Artifacts() != nil {
+	if tc.Options.Artifacts == nil && n.bus.Artifacts() != nil {
 		// Long outputs are cut to a preview; the whole goes to tah_artifacts.
-		tc.Options.Artifacts = artifacts.New(n.Bus.Artifacts())
+		tc.Options.Artifacts = artifacts.New(n.bus.Artifacts())
 	}
 	if opts.RemoteTools != nil {
 		rcfg := *opts.RemoteTools
@@ -285,7 +289,7 @@ func (n *Node) toolConfig(opts Options) (session.ToolConfig, error) {
 			rcfg.Logger = n.log.With("component", "remote-tools")
 		}
 		var err error
-		if n.remote, err = remote.Open(n.Bus.Conn(), rcfg); err != nil {
+		if n.remote, err = remote.Open(n.bus.Conn(), rcfg); err != nil {
 			return tc, err
 		}
 		n.closers = append(n.closers, n.remote.Close)
@@ -356,3 +360,51 @@ func (n *Node) Close(ctx context.Context) error {
 	n.closers = nil
 	return errors.Join(errs...)
 }
+
+// Bus is the node's handle on NATS. Programs drive a node through package
+// client; the bench measures its floors (one fenced append) on this handle,
+// and tests reach the log through it.
+func (n *Node) Bus() *bus.Bus { return n.bus }
+
+// ActiveSessions is how many session actors are in memory on this node.
+func (n *Node) ActiveSessions() int { return n.sessions.Active() }
+
+// projector is the running read model projector.
+func (n *Node) projector() *Projector { return n.proj.Load() }
+
+// ReadModelPositions are, per shard of the log, the position after the last
+// record the read model applied.
+func (n *Node) ReadModelPositions() []uint64 { return n.projector().Positions() }
+
+// WaitReadModel waits until the read model has applied session sid's
+// records up to seq (the shard's sequence of its last record).
+func (n *Node) WaitReadModel(ctx context.Context, sid string, seq uint64) error {
+	return n.projector().WaitFor(ctx, sid, seq)
+}
+
+// WaitReadModelLog waits until the read model has applied each shard of the
+// log up to last[k].
+func (n *Node) WaitReadModelLog(ctx context.Context, last []uint64) error {
+	return n.projector().WaitForLog(ctx, last)
+}
+
+// PauseReadModel stops the read model's projector, so that a measurement
+// of the log's own floors does not share the machine with it, and returns
+// the function that starts it again from where it stopped. Only a program
+// that measures needs it; the node serves reads from the paused model
+// meanwhile, as it stands.
+func (n *Node) PauseReadModel() (resume func(ctx context.Context) error) {
+	n.projector().Close()
+	return func(ctx context.Context) error {
+		p, err := startProjector(ctx, n.bus, n.store, n.log.With("component", "projector"), n.onClaim, n.fail)
+		if err != nil {
+			return err
+		}
+		n.proj.Store(p) // Close closes this one
+		return nil
+	}
+}
+
+// ReadModel is this node's SQLite read model, for tests that check what one
+// node of a cluster holds; programs read it through the API.
+func (n *Node) ReadModel() *store.Store { return n.store }

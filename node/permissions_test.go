@@ -87,7 +87,7 @@ func (h *hostile) issue(role wire.Role, name string, tools ...string) string {
 // client is the Go client with creds.
 func (h *hostile) client(creds string) *client.Client {
 	h.t.Helper()
-	c, err := client.Connect(h.ctx, client.Options{URL: h.n.Bus.ClientURL(), CredsFile: creds, RequestTimeout: 5 * time.Second})
+	c, err := client.Connect(h.ctx, client.Options{URL: h.n.bus.ClientURL(), CredsFile: creds, RequestTimeout: 5 * time.Second})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ type attacker struct {
 func (h *hostile) attacker(creds, name string) *attacker {
 	h.t.Helper()
 	a := &attacker{violations: make(chan error, 64)}
-	nc, err := nats.Connect(h.n.Bus.ClientURL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(wire.CredentialInbox(name)),
+	nc, err := nats.Connect(h.n.bus.ClientURL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(wire.CredentialInbox(name)),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { a.violations <- err }))
 	if err != nil {
 		h.t.Fatal(err)
@@ -148,7 +148,7 @@ func (h *hostile) refused(a *attacker, what string) {
 // that the attacks changed nothing.
 func (h *hostile) snapshot() map[string]uint64 {
 	h.t.Helper()
-	js := h.n.Bus.JetStream()
+	js := h.n.bus.JetStream()
 	out := map[string]uint64{}
 	for name := range js.StreamNames(h.ctx).Name() {
 		s, err := js.Stream(h.ctx, name)
@@ -182,7 +182,7 @@ func TestHostileClient(t *testing.T) {
 	h := newHostile(t)
 	creds := h.issue(wire.RoleClient, "mallory")
 	a := h.attacker(creds, "mallory")
-	shard := wire.EventShardStream(h.n.Bus.ShardOf(h.sid))
+	shard := wire.EventShardStream(h.n.bus.ShardOf(h.sid))
 	before := h.snapshot()
 	for _, stream := range []string{shard, wire.InputStream, "KV_" + wire.CheckpointBucket, "OBJ_" + wire.ArtifactBucket} {
 		for _, op := range []string{"PURGE", "DELETE"} {
@@ -191,7 +191,7 @@ func TestHostileClient(t *testing.T) {
 		}
 	}
 	for what, subj := range map[string]string{
-		"a forged record in the log":      wire.ShardSubject(h.n.Bus.ShardOf(h.sid), h.sid),
+		"a forged record in the log":      wire.ShardSubject(h.n.bus.ShardOf(h.sid), h.sid),
 		"node presence":                   wire.NodeSubject("mallory"),
 		"node presence in its bucket":     "$KV." + wire.NodeBucket + ".mallory",
 		"a forged checkpoint":             "$KV." + wire.CheckpointBucket + "." + h.sid,
@@ -257,7 +257,7 @@ func TestHostileObserver(t *testing.T) {
 		_ = a.nc.Publish(subj, []byte(`{}`))
 		h.refused(a, what)
 	}
-	h.unchanged(before, wire.InputStream, wire.EventShardStream(h.n.Bus.ShardOf(h.sid)))
+	h.unchanged(before, wire.InputStream, wire.EventShardStream(h.n.bus.ShardOf(h.sid)))
 }
 
 // TestHostileTool: a tool credential serves and stores the results of the
@@ -296,7 +296,7 @@ func TestHostileTool(t *testing.T) {
 	if err := a.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	reply, err := h.n.Bus.Conn().Request(wire.ToolSubject("shout"), nil, 10*time.Second)
+	reply, err := h.n.bus.Conn().Request(wire.ToolSubject("shout"), nil, 10*time.Second)
 	if err != nil || string(reply.Data) != "HI" {
 		t.Fatalf("the node's call of the tool: %v", err)
 	}
@@ -324,10 +324,10 @@ func TestRevokedCredentialIsRefused(t *testing.T) {
 	if _, err := trust.Revoke(h.ctx, []string{pub}); err != nil {
 		t.Fatal(err)
 	}
-	if err := trust.Push(h.ctx, h.n.Bus.ClientURL()); err != nil {
+	if err := trust.Push(h.ctx, h.n.bus.ClientURL()); err != nil {
 		t.Fatal(err)
 	}
-	_, err = client.Connect(h.ctx, client.Options{URL: h.n.Bus.ClientURL(), CredsFile: creds})
+	_, err = client.Connect(h.ctx, client.Options{URL: h.n.bus.ClientURL(), CredsFile: creds})
 	if !errors.Is(err, client.ErrAuth) {
 		t.Fatalf("a revoked credential connects: %v", err)
 	}

@@ -79,14 +79,6 @@ const projectorBatch = 512
 // batches (a variable for tests).
 var projectorQueue = 4 * projectorBatch
 
-// StartProjector starts tailing the log into s, whose positions must be of
-// b's shards (store.Options.Shards). onClaim, when not nil, is called with
-// every session.claimed the tail delivers (a node stops its own actor of a
-// session another node claimed).
-func StartProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.Logger, onClaim func(sid string, epoch uint64)) (*Projector, error) {
-	return startProjector(ctx, b, s, log, onClaim, nil)
-}
-
 // startProjector is StartProjector with onFail (see Projector).
 func startProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.Logger, onClaim func(sid string, epoch uint64), onFail func(error)) (*Projector, error) {
 	pos, err := s.Positions(ctx, store.DefaultConsumer)

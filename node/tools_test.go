@@ -46,7 +46,7 @@ func TestNodeRunsLocalAndRemoteTools(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = n.Close(context.Background()) })
 
-	nc, err := nats.Connect(n.Bus.ClientURL(), nats.UserCredentials(localnode.NodeCredsPath(cfg.DataDir)))
+	nc, err := nats.Connect(n.bus.ClientURL(), nats.UserCredentials(localnode.NodeCredsPath(cfg.DataDir)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +65,11 @@ func TestNodeRunsLocalAndRemoteTools(t *testing.T) {
 		return ok
 	})
 
-	if _, err := session.Create(ctx, n.Bus, "s1", session.Config{}, nil); err != nil {
+	if _, err := session.Create(ctx, n.bus, "s1", session.Config{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan session.Outcome, 1)
-	if err := n.Sessions.Deliver("s1", &session.Command{Kind: wire.CommandRun, InputID: "in_1", Message: llm.User("go"),
+	if err := n.sessions.Deliver("s1", &session.Command{Kind: wire.CommandRun, InputID: "in_1", Message: llm.User("go"),
 		Done: func(o session.Outcome) { done <- o }}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestNodeRunsLocalAndRemoteTools(t *testing.T) {
 		t.Fatal("the turn did not end")
 	}
 
-	evs, _, err := n.Bus.Replay(ctx, "s1", 1)
+	evs, _, err := n.bus.Replay(ctx, "s1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

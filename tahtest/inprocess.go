@@ -99,8 +99,8 @@ func (m *inProcess) Kill() error {
 		if g := n.Gateway(); g != nil {
 			g.Close()
 		}
-		n.Bus.Server().Shutdown()
-		n.Bus.Server().WaitForShutdown()
+		n.Bus().Server().Shutdown()
+		n.Bus().Server().WaitForShutdown()
 	}
 	return nil
 }
@@ -131,7 +131,7 @@ func (m *inProcess) Node() *node.Node {
 
 func (m *inProcess) Server() *server.Server {
 	if n := m.Node(); n != nil {
-		return n.Bus.Server()
+		return n.Bus().Server()
 	}
 	return nil
 }

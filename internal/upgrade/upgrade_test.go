@@ -137,7 +137,7 @@ func TestCopyIntoACluster(t *testing.T) {
 		}
 		for i := range c.Size() {
 			err := natstest.Poll(time.Minute, 100*time.Millisecond, func() error {
-				_, err := c.Node(i).Store.GetSession(ctxT(t), sid)
+				_, err := c.Node(i).ReadModel().GetSession(ctxT(t), sid)
 				return err
 			})
 			if err != nil {

@@ -52,10 +52,10 @@ func nodeMCP(ctx context.Context, cfg config.Config, n *node.Node, log *slog.Log
 		return nil
 	}
 	var store tools.ArtifactStore
-	if obs := n.Bus.Artifacts(); obs != nil {
+	if obs := n.Bus().Artifacts(); obs != nil {
 		store = artifacts.New(obs)
 	}
-	m, err := startMCP(ctx, cfg, localURL(n.Bus.ClientURL()), store, log)
+	m, err := startMCP(ctx, cfg, localURL(n.Bus().ClientURL()), store, log)
 	if err != nil {
 		log.Error("the MCP servers' tools are not served", "config", cfg.Tools.MCPConfig, "err", err)
 	}

@@ -430,7 +430,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", n.Metrics.Handler())
 		mux.Handle("/healthz", n.HealthHandler())
-		web = startUI(ctx, cfg, localURL(n.Bus.ClientURL()), log)
+		web = startUI(ctx, cfg, localURL(n.Bus().ClientURL()), log)
 		defer web.close()
 		mux.Handle("/", web.handler)
 		// The UI's live streams end with uiCtx, before the server's shutdown
@@ -455,7 +455,7 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 		}()
 	}
 
-	info := localnode.NodeInfo{Node: cfg.NodeID, PID: os.Getpid(), URL: localURL(n.Bus.ClientURL()), HTTP: localURL(httpAddr),
+	info := localnode.NodeInfo{Node: cfg.NodeID, PID: os.Getpid(), URL: localURL(n.Bus().ClientURL()), HTTP: localURL(httpAddr),
 		TLSCA: absPath(cfg.NATS.TLSCA), Started: time.Now().UTC()}
 	if err := localnode.WriteNodeInfo(dataDir, info); err != nil {
 		return failed(fmt.Errorf("node.json: %w", err), "")

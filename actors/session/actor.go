@@ -88,6 +88,9 @@ type (
 		checkpointAt int
 		// lost: events the work staged were not written (AgentContext.lost).
 		lost bool
+		// a is the session's context after the work: the one it started
+		// with, or the one its claim loaded again.
+		a *AgentContext
 	}
 	idleTick struct{ gen int }
 	// claimedElsewhere tells the actor that a node claimed its session with
@@ -102,9 +105,12 @@ type sessionActor struct {
 	m   *Manager
 	sid string
 
-	a       *AgentContext // nil until loaded
-	loading bool
-	queue   []*Command
+	a *AgentContext // nil until loaded
+	// claiming is set while work started on a context not claimed yet runs
+	// (it claims before its first write; s.a.claimed is the work's then).
+	claiming bool
+	loading  bool
+	queue    []*Command
 	// parked are the runs and compacts that arrived while the turn waits
 	// for approval: they wait behind it, as behind any turn.
 	parked []*Command
@@ -215,7 +221,8 @@ func (s *sessionActor) onCommand(ctx actor.Context, cmd *Command) {
 // answered, and the next command starts, unless the session is no longer
 // this actor's to run.
 func (s *sessionActor) onWorkDone(ctx actor.Context, msg *workDone) {
-	s.busy, s.cancel = nil, nil
+	s.busy, s.cancel, s.claiming = nil, nil, false
+	s.a = msg.a
 	s.cancelTheWait()
 	s.answerCancels(msg.out.Outcome)
 	if msg.checkpointAt >= 0 {
@@ -240,9 +247,18 @@ func (s *sessionActor) onWorkDone(ctx actor.Context, msg *workDone) {
 }
 
 // onClaimedElsewhere stops the actor when a node claimed its session with a
-// newer epoch than its own.
+// newer epoch than its own. A session loaded and not claimed yet holds the
+// epoch it would claim: a claim of that epoch is another node's.
 func (s *sessionActor) onClaimedElsewhere(ctx actor.Context, msg *claimedElsewhere) {
-	if s.a == nil || msg.epoch <= s.a.writer.Epoch() {
+	switch {
+	case s.a == nil:
+		return
+	case s.claiming:
+		// The work claims the session, perhaps at a newer epoch than s.a's
+		// (after loading again): if this claim is not its own, its appends
+		// are fenced and it ends so.
+		return
+	case s.a.claimed && msg.epoch <= s.a.writer.Epoch(), !s.a.claimed && msg.epoch < s.a.writer.Epoch():
 		return // our own claim, or an older one
 	}
 	// Another node took the session over: stop at once, cancelling the

@@ -81,6 +81,9 @@ type AgentContext struct {
 	// staged are events folded into state and not written yet: the next
 	// Append writes them, in one record with its own event.
 	staged []event.Event
+	// claimed is set once this node claimed the session (Manager.claim):
+	// before that, the context answers from the log and writes nothing.
+	claimed bool
 	// lost is set when staged events could not be written: the state holds
 	// events the log does not, and the actor must load the session again.
 	lost bool

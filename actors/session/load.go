@@ -14,7 +14,8 @@ import (
 )
 
 // The load and the checkpoint of a session: what an actor starts from (its
-// checkpoint and the tail of its log, then its claim) and what it leaves
+// checkpoint and the tail of its log, then its claim before its first
+// write) and what it leaves
 // for the next load (a checkpoint after work that appended enough events),
 // both through the bus's CheckpointStore.
 
@@ -31,8 +32,11 @@ func (s *sessionActor) load(ctx actor.Context) {
 	})
 }
 
-// load rebuilds the session from its checkpoint and the tail of its log, then
-// claims it with a new epoch and the current configuration.
+// load rebuilds the session from its checkpoint and the tail of its log, with
+// a writer for the next epoch. It writes nothing: the session is claimed
+// (claim) only when a command needs to write, so that a command answered from
+// the log (a resume or a cancel with nothing to do, a run whose input has
+// ended) leaves the log as it was.
 func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	// One attempt: a stream without a leader (an election after a node died)
 	// fails it (bus.lastMsg asks in short tries), and loadWithRetry tries again.
@@ -84,26 +88,60 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &AgentContext{Session: sid, Config: m.cfg, Provider: m.provider, Tools: m.tools,
-		state: &st, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed}
-	if err := a.Append(ctx, event.SessionClaimed, event.SessionClaimedData{Epoch: epoch, Node: m.cfg.Node, Config: m.cfg.eventConfig()}); err != nil {
-		return nil, fmt.Errorf("claim session %s: %w", sid, err)
-	}
-	return a, nil
+	return &AgentContext{Session: sid, Config: m.cfg, Provider: m.provider, Tools: m.tools,
+		state: &st, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed}, nil
 }
 
-// loadWithRetry loads sid, trying again when another writer appended between
-// the replay and the claim (a previous owner finishing its last append), or
-// when the log does not answer (a stream leader election after a node died),
-// for up to loadPatience. A load that still fails for a reason other than an
-// unknown session or a faulted log (a *projection.Fault, which no retry
-// cures) wraps ErrUnavailable.
+// claim claims a loaded session for this node: session.claimed with the
+// writer's epoch and the current configuration, fenced on the log a's load
+// read (another writer's append since fails it with bus.ErrFenced).
+func (m *Manager) claim(ctx context.Context, a *AgentContext) error {
+	ctx, cancel := context.WithTimeout(ctx, loadAttempt)
+	defer cancel()
+	prevNode, prevEpoch := a.state.Node, a.state.Epoch // the claim before this one
+	if err := a.Append(ctx, event.SessionClaimed, event.SessionClaimedData{Epoch: a.writer.Epoch(), Node: m.cfg.Node, Config: m.cfg.eventConfig()}); err != nil {
+		return fmt.Errorf("claim session %s: %w", a.Session, err)
+	}
+	a.claimed = true
+	if m.cfg.Claimed != nil {
+		m.cfg.Claimed(a.Session, a.writer.Epoch(), prevNode, prevEpoch)
+	}
+	return nil
+}
+
+// loadWithRetry loads sid (load), trying again when the log does not answer
+// (a stream leader election after a node died), for up to loadPatience. A
+// load that still fails for a reason other than an unknown session or a
+// faulted log (a *projection.Fault, which no retry cures) wraps
+// ErrUnavailable.
 func (m *Manager) loadWithRetry(ctx context.Context, sid string) (*AgentContext, error) {
+	return m.retryLoad(ctx, sid, nil, false)
+}
+
+// acquire claims loaded (claim), loading the session again and retrying when
+// another writer appended since its load (a previous owner finishing its
+// last append) or the log does not answer, as loadWithRetry does. It
+// returns the claimed context: loaded itself, or one loaded again.
+func (m *Manager) acquire(ctx context.Context, loaded *AgentContext) (*AgentContext, error) {
+	return m.retryLoad(ctx, loaded.Session, loaded, true)
+}
+
+// retryLoad loads sid (starting from loaded when it is not nil) and, with
+// claim, claims it; see loadWithRetry and acquire.
+func (m *Manager) retryLoad(ctx context.Context, sid string, loaded *AgentContext, claim bool) (*AgentContext, error) {
 	deadline := time.Now().Add(loadPatience)
 	var err error
 	for attempt := 0; ; attempt++ {
-		var a *AgentContext
-		a, err = m.load(ctx, sid)
+		a := loaded
+		loaded = nil
+		if a == nil {
+			a, err = m.load(ctx, sid)
+		}
+		if err == nil && claim {
+			if err = m.claim(ctx, a); err != nil {
+				a = nil
+			}
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil, ErrStopped

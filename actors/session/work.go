@@ -2,11 +2,14 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -23,7 +26,7 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 	if s.a.state.Status.Active() {
 		s.resumedInput = s.a.state.LastInputID
 	}
-	s.busy = cmd
+	s.busy, s.claiming = cmd, !s.a.claimed
 	s.ended = new(atomic.Bool)
 	ended := s.ended
 	s.idleGen++
@@ -35,13 +38,43 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 	a, self, last := s.a, ctx.Self(), s.lastCP
 	s.m.goTracked(func() {
 		defer cancel(nil)
-		out := s.m.workLogged(wctx, a, cmd)
+		out, a := s.m.workClaimed(wctx, a, cmd)
 		cp := s.m.checkpointAfter(wctx, a, out, last)
 		// Done first: after a shutdown the actor is gone and would drop the message.
 		ended.Store(true)
 		cmd.Done(out)
-		s.m.sys.Root.Send(self, &workDone{out: out, checkpointAt: cp, lost: a.lost})
+		s.m.sys.Root.Send(self, &workDone{out: out, checkpointAt: cp, lost: a.lost, a: a})
 	})
+}
+
+// workClaimed runs cmd, claiming the session first (acquire) unless cmd is
+// answered from the log alone (answeredFromLog), so that such a command
+// writes nothing. It returns the outcome and the context the work ended
+// with (one loaded again when the claim met another writer's append).
+func (m *Manager) workClaimed(ctx context.Context, a *AgentContext, cmd *Command) (Outcome, *AgentContext) {
+	if !a.claimed && !answeredFromLog(a, cmd) {
+		// Not cut short by a cancel: a cancelled run still records its end.
+		claimed, err := m.acquire(context.WithoutCancel(ctx), a)
+		if err != nil {
+			return Outcome{Outcome: wire.Outcome{Session: a.Session, Status: a.state.Status, Fenced: errors.Is(err, bus.ErrFenced)}, Err: err}, a
+		}
+		a = claimed
+	}
+	return m.workLogged(ctx, a, cmd), a
+}
+
+// answeredFromLog reports whether cmd needs no write: a resume of a session
+// with no unfinished turn, or the redelivery of a run whose input the log
+// saw (runAgain).
+func answeredFromLog(a *AgentContext, cmd *Command) bool {
+	switch cmd.Kind {
+	case wire.CommandResume:
+		return !a.state.Status.Active()
+	case wire.CommandRun:
+		_, again := redelivered(a.state, cmd)
+		return again
+	}
+	return false
 }
 
 // work runs one command to its end, in the work goroutine.
@@ -99,24 +132,32 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 // runAgain answers a run whose input the log saw before, and reports
 // whether it did: nothing of it is left to do.
 func (m *Manager) runAgain(a *AgentContext, cmd *Command) (Outcome, bool) {
-	st := a.state
+	ended, again := redelivered(a.state, cmd)
+	if !again {
+		return Outcome{}, false
+	}
+	out := a.outcome(nil)
+	if ended && a.state.LastInputID == cmd.InputID && a.endStreamed != cmd.InputID {
+		m.watch(a, true)
+		a.unwatch(out)
+	}
+	return out, true
+}
+
+// redelivered reports whether run cmd is the redelivery of an input st
+// saw, with nothing of it left to do (again), and whether its turn ended:
+// an input whose turn has ended (perhaps before a newer input's turn: its
+// node died and the newer one came first), whose caller may have missed
+// the end and gets the answer again; or one redelivered while a newer turn,
+// left open by a dead node, waits for its own input.
+func redelivered(st *projection.State, cmd *Command) (ended, again bool) {
 	switch {
 	case !st.Status.Active() && st.SawInput(cmd.InputID):
-		// A redelivery of an input whose turn has ended (perhaps before a
-		// newer input's turn: its node died and the newer one came first).
-		// Its caller may have missed the end: it gets the answer again.
-		out := a.outcome(nil)
-		if st.LastInputID == cmd.InputID && a.endStreamed != cmd.InputID {
-			m.watch(a, true)
-			a.unwatch(out)
-		}
-		return out, true
+		return true, true
 	case st.Status.Active() && st.LastInputID != cmd.InputID && st.SawInput(cmd.InputID):
-		// An input redelivered while a newer turn, left open by a dead node,
-		// waits for its own input: nothing of this one is left to do.
-		return a.outcome(nil), true
+		return false, true
 	}
-	return Outcome{}, false
+	return false, false
 }
 
 // run carries out a run: its turn, begun and run by the loop. A turn open in

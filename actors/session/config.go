@@ -39,6 +39,14 @@ type Config struct {
 	// when it stops (false), from any goroutine, in order per session; it
 	// must not block. A session whose actor stopped costs nothing.
 	Active func(sid string, active bool)
+	// Claimed, when set, is told once this node's claim of session sid
+	// (session.claimed with epoch) is in the log, with the node and the
+	// epoch of the claim before it, as the replayed log has them ("" and 0
+	// for none): the node tells that previous owner at once, so that its
+	// actor, now stale, stops without waiting for a failed append. It runs
+	// in the goroutine that claims (the first work after a load) and must
+	// not block.
+	Claimed func(sid string, epoch uint64, prevNode string, prevEpoch uint64)
 }
 
 // DefaultMaxSteps is the specification's default maxSteps.

@@ -19,7 +19,11 @@
 //     kept in the *llm.ProviderError;
 //   - headers (and so API keys) are never logged, and every error is redacted
 //     (llm.Redact with the Client's Secrets, the API key) before it is returned or
-//     logged: some servers repeat the request's Authorization in their errors.
+//     logged: some servers repeat the request's Authorization in their errors;
+//   - a provider's own HTTP client (Settings.Client) has a transport of its own
+//     that keeps as many idle connections to the provider as a node has calls
+//     under way (NewTransport), so that calls reuse connections rather than
+//     dial (and handshake TLS) anew.
 //
 // The smallest use, inside a provider:
 //

@@ -3,6 +3,7 @@ package httpx
 import (
 	"context"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -70,11 +71,49 @@ func (s Settings) Key(env string) (key string, ok bool) {
 	return key, key != ""
 }
 
-// Client returns the HTTP client to use: HTTPClient, or one with no overall timeout
-// (the per-attempt timeout is the Client's, so that it also bounds a streamed body).
+// Client returns the HTTP client to use: HTTPClient, or one of its own with a
+// transport of its own (NewTransport) and no overall timeout (the per-attempt
+// timeout is the Client's, so that it also bounds a streamed body). A provider
+// calls it once: its calls share that transport's connections.
 func (s Settings) Client() *http.Client {
 	if s.HTTPClient != nil {
 		return s.HTTPClient
 	}
-	return &http.Client{}
+	return &http.Client{Transport: NewTransport()}
+}
+
+// IdleConnsPerHost is how many idle connections to its server a provider's
+// transport keeps: a node's LLM calls under way at once, at most, so that the
+// connections of a busy moment serve the next one instead of being closed and
+// dialed again (net/http's default keeps 2 per host: under load nearly every
+// call dialed anew, with a TLS handshake against a real provider, and left a
+// socket in TIME_WAIT). It is a ceiling, not an allocation: a connection is
+// kept only if that many calls were once under way, and is closed after
+// IdleConnTimeout unused.
+const IdleConnsPerHost = 1024
+
+// NewTransport returns the transport of a provider's own client: the default
+// transport's behaviour (proxies from the environment, HTTP/2 where the server
+// offers it over TLS, dial and TLS handshake timeouts, idle connections closed
+// after 90 s) with room for IdleConnsPerHost idle connections to the provider.
+// The connections under way are not limited (MaxConnsPerHost 0): a limit would
+// queue the calls of a busy node in the transport, out of sight of its
+// cancellations and timeouts; a provider's own limit answers 429, which Do
+// retries. No response header timeout either: a complete (non-streamed) answer
+// sends its headers only once the model has written it all, which the
+// per-attempt timeout bounds.
+func NewTransport() *http.Transport {
+	return &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{
+			Timeout:   30 * time.Second,
+			KeepAlive: 30 * time.Second,
+		}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          IdleConnsPerHost,
+		MaxIdleConnsPerHost:   IdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
 }

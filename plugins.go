@@ -153,8 +153,9 @@ func Agent(o AgentOptions) Plugin {
 }
 
 // NATS sets how the runtime reaches NATS: an embedded server (the default: data
-// under .tah, listening on 127.0.0.1:4222) or an external server or cluster
-// (Config.URL). Start from bus.Default().
+// under .tah, listening on a free port of 127.0.0.1) or an external server or
+// cluster (Config.URL). Start from bus.Default() (port 4222; 0 picks a free
+// one).
 func NATS(c bus.Config) Plugin {
 	return plugin{"nats", func(r *Runtime) error {
 		if err := c.Validate(); err != nil {

@@ -41,6 +41,10 @@ var (
 	// ErrTLS: the TLS handshake with the NATS server failed: its certificate
 	// is not signed by the CA Connect trusts (give it with TLSCA).
 	ErrTLS = client.ErrTLS
+	// ErrDataDirInUse: Start found the data directory in use by another
+	// node (a tah-node, or another program's runtime); the error names the
+	// process.
+	ErrDataDirInUse = errors.New("tah: data directory in use")
 )
 
 // Runtime is the specification's Runtime: plugins configure it, Start brings up
@@ -56,6 +60,7 @@ type Runtime struct {
 	settings  config.Config
 	busCfg    *bus.Config // NATS
 	storePath string
+	unlock    func() // the data directory's lock, while started
 	llmCfg    *llm.Config
 	provider  llm.Provider
 	registry  *tools.Registry
@@ -72,8 +77,9 @@ type Runtime struct {
 }
 
 // New returns a Runtime with tah-node's defaults (config.Default), but for
-// the built-in tools, which the program offers with Tools: an embedded NATS
-// server with its data in .tah, the mock provider in demo mode, maxSteps
+// the built-in tools, which the program offers with Tools, and the port: an
+// embedded NATS server on a free port (tahctl finds it through
+// .tah/node.json) with its data in .tah, locked while it runs, the mock provider in demo mode, maxSteps
 // 20, the tools of the tool services on NATS, write_file waiting for
 // approval, the agent protocol gateway.
 func New() *Runtime {
@@ -84,6 +90,9 @@ func New() *Runtime {
 func goDefaults() config.Config {
 	cfg := config.Default()
 	cfg.Tools.Builtin = false
+	// A free port, so that a program runs beside a tah-node on 4222 (and
+	// beside itself); tahctl finds it through <data dir>/node.json.
+	cfg.NATS.Port = 0
 	return cfg
 }
 
@@ -123,19 +132,27 @@ func (r *Runtime) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if opts.Bus.Embedded() {
+		if r.unlock, err = lockDataDir(opts.Bus.DataDir); err != nil {
+			return err
+		}
+	}
 	n, err := node.Start(ctx, opts)
 	if err != nil {
+		r.release()
 		return fmt.Errorf("tah: start: %w", err)
 	}
 	c, err := startAPI(ctx, n)
 	if err != nil {
 		_ = n.Close(context.WithoutCancel(ctx))
+		r.release()
 		return fmt.Errorf("tah: start: %w", err)
 	}
 	if opts.Bus.Embedded() {
 		if r.nodeInfo, err = writeNodeInfo(n, opts.Bus.DataDir, opts.Bus.TLS.CAFile); err != nil {
 			c.Close()
 			_ = n.Close(context.WithoutCancel(ctx))
+			r.release()
 			return fmt.Errorf("tah: start: %w", err)
 		}
 	}
@@ -270,7 +287,34 @@ func (r *Runtime) Close(ctx context.Context) error {
 	if r.nodeInfo != "" {
 		localnode.RemoveNodeInfo(r.nodeInfo, os.Getpid())
 	}
-	return r.node.Close(ctx)
+	err := r.node.Close(ctx)
+	r.release()
+	return err
+}
+
+// lockDataDir locks dir as tah-node does, so that a runtime and a tah-node
+// (or two runtimes) never share one store.
+func lockDataDir(dir string) (unlock func(), err error) {
+	if err := localnode.MakeDir(dir); err != nil {
+		return nil, fmt.Errorf("tah: data directory %s: %w", dir, err)
+	}
+	unlock, err = localnode.Lock(dir)
+	var inUse *localnode.InUseError
+	switch {
+	case errors.As(err, &inUse):
+		return nil, fmt.Errorf("%w: %w: stop it, or give this runtime a directory of its own (tah.NATS with DataDir, or tah.Storage's Path)", ErrDataDirInUse, err)
+	case err != nil:
+		return nil, fmt.Errorf("tah: %w", err)
+	}
+	return unlock, nil
+}
+
+// release unlocks the data directory, if Start locked it.
+func (r *Runtime) release() {
+	if r.unlock != nil {
+		r.unlock()
+		r.unlock = nil
+	}
 }
 
 // Node is the running node, for what the Go API does not cover (nil before

@@ -26,7 +26,8 @@ type Config struct {
 	// DataDir/nats). Required when embedding.
 	DataDir string `json:"data_dir,omitempty"`
 	// Host and Port the embedded server listens on for other processes.
-	// Port -1 picks a free port (for tests).
+	// Port 0 picks a free port, as tah-node's --nats-port 0 does (-1 too,
+	// the NATS server's own spelling); ClientURL says which.
 	Host string `json:"host,omitempty"`
 	Port int    `json:"port,omitempty"`
 	// ServerName names the embedded server; it must be unique in a cluster.

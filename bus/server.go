@@ -85,10 +85,14 @@ func startServer(ctx context.Context, cfg Config, watch *storeWatch) (*server.Se
 	if err := adoptGlobalAccount(cfg, storeDir, trust.Account()); err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
+	port := cfg.Port
+	if port == 0 {
+		port = -1 // the server reads 0 as its default port (4222); here it means a free one
+	}
 	opts := &server.Options{
 		ServerName:   cfg.ServerName,
 		Host:         cfg.Host,
-		Port:         cfg.Port,
+		Port:         port,
 		JetStream:    true,
 		StoreDir:     storeDir,
 		SyncAlways:   cfg.SyncInterval == 0,

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package nodecmd
+package localnode
 
-// lockDataDir does nothing where flock is not available.
-func lockDataDir(dir string) (unlock func(), err error) { return func() {}, nil }
+// Lock does nothing where flock is not available.
+func Lock(dir string) (unlock func(), err error) { return func() {}, nil }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package nodecmd
+package localnode
 
 import (
 	"errors"
@@ -12,26 +12,24 @@ import (
 	"syscall"
 )
 
-// lockDataDir takes an exclusive lock on <dir>/node.lock for as long as the
-// node runs: two nodes on one data directory would corrupt each other's store.
-func lockDataDir(dir string) (unlock func(), err error) {
-	path := filepath.Join(dir, "node.lock")
+// Lock takes an exclusive lock on <dir>/node.lock for as long as a node
+// runs on dir (tah-node, or a program's embedded node): two nodes on one
+// data directory would corrupt each other's store. A directory locked by
+// another process fails with an *InUseError.
+func Lock(dir string) (unlock func(), err error) {
+	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, failed(fmt.Errorf("lock %s: %w", path, err), "")
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		b, _ := os.ReadFile(path)
 		f.Close()
-		who := "another tah-node"
-		if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
-			who = fmt.Sprintf("another tah-node (pid %d)", pid)
-		}
 		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, failed(fmt.Errorf("%s already uses the data directory %s", who, dir),
-				"stop it, or give this node its own directory with --data-dir (TAH_DATA_DIR)")
+			pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+			return nil, &InUseError{Dir: dir, PID: pid}
 		}
-		return nil, failed(fmt.Errorf("lock %s: %w", path, err), "")
+		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)

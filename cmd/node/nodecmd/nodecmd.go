@@ -357,9 +357,13 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	if err := localnode.MakeDir(dataDir); err != nil {
 		return failed(fmt.Errorf("data directory %s: %w", dataDir, err), "choose another with --data-dir (TAH_DATA_DIR)")
 	}
-	unlock, err := lockDataDir(dataDir)
-	if err != nil {
-		return err
+	unlock, err := localnode.Lock(dataDir)
+	var inUse *localnode.InUseError
+	switch {
+	case errors.As(err, &inUse):
+		return failed(err, "stop it, or give this node its own directory with --data-dir (TAH_DATA_DIR)")
+	case err != nil:
+		return failed(err, "")
 	}
 	defer unlock()
 

@@ -538,7 +538,7 @@ func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provi
 	}
 	fmt.Fprintf(w, "  agents   %s\n", agents)
 	fmt.Fprintf(w, "  data     %s\n", cfg.DataDir)
-	fmt.Fprintf(w, "Try: tahctl send \"分析这个项目的目录结构\"   (Ctrl-C here stops the node)\n")
+	fmt.Fprintf(w, "Try: tahctl send \"Analyse this project's directory structure\"   (Ctrl-C here stops the node)\n")
 }
 
 // localURL is node.LocalURL: where a local client connects.

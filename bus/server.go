@@ -105,6 +105,9 @@ func startServer(ctx context.Context, cfg Config, watch *storeWatch) (*server.Se
 		// client's turn follows the log with a consumer of its own, so a
 		// thousand turns at once would be refused.
 		JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: -1},
+		// A server of a cluster is tagged with its name, so that TAH can
+		// place a stream on it (placement.go).
+		Tags: serverTags(cfg),
 	}
 	if err := operatorMode(ctx, opts, trust, filepath.Join(storeDir, resolverDir)); err != nil {
 		return nil, fmt.Errorf("embedded NATS server: %w", err)

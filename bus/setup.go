@@ -31,7 +31,11 @@ func (b *Bus) setupWithRetry(ctx context.Context) error {
 		actx, acancel := context.WithTimeout(ctx, setupAttempt)
 		err := b.setup(actx)
 		acancel()
-		if err == nil || errors.Is(err, ErrIncompatibleSetup) || errors.Is(err, ErrNotSetUp) || ctx.Err() != nil || !settingUp(err) {
+		if err == nil {
+			b.startPlacer() // an embedded cluster's streams are spread over its servers (placement.go)
+			return nil
+		}
+		if errors.Is(err, ErrIncompatibleSetup) || errors.Is(err, ErrNotSetUp) || ctx.Err() != nil || !settingUp(err) {
 			return err
 		}
 		if b.cfg.Logger != nil {
@@ -327,6 +331,11 @@ func (b *Bus) ensureStream(ctx context.Context, want jetstream.StreamConfig) (je
 			return nil, fmt.Errorf("stream %s holds %d inputs routed to %s partitions; changing to %s partitions now would strand them: let the nodes finish them with partitions %s, then restart with %s: %w",
 				want.Name, info.State.Msgs, hp, want.Metadata[wire.MetaPartitions], hp, want.Metadata[wire.MetaPartitions], ErrIncompatibleSetup)
 		}
+	}
+	// Keep the placement the streams were given (placement.go, or an
+	// operator's): TAH's setup does not say where a stream lives.
+	if want.Placement == nil {
+		want.Placement = have.Placement
 	}
 	// Keep metadata that the server or an operator added.
 	md := maps.Clone(have.Metadata)

@@ -1,0 +1,371 @@
+package bus
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/wire"
+)
+
+// Placement of the streams over the servers of an embedded cluster.
+//
+// nats-server places a new stream on the servers with the most free storage,
+// and the first node of a cluster creates every stream before the others have
+// joined: at R1 all of them ended on one server, which then stored every
+// node's records (issue 28). So each embedded server of a cluster carries the
+// tag serverTagPrefix+its name, and the Bus whose server is the JetStream meta
+// leader (one decider, whose view of the servers is the meta layer's own)
+// spreads the streams that carry the load, the log's shards and TAH_IN:
+//
+//   - at R1, by moving streams from the server holding the most to the one
+//     holding the fewest, until no server holds more than one stream over
+//     another: a move is a placement naming the target's tag, which
+//     JetStream carries out itself (it copies the stream, its consumers
+//     included, and drops the old copy once the new one has caught up);
+//   - at R3, where every server of three holds every stream, by balancing the
+//     streams' leaders (which take the writes) with leader stepdowns naming a
+//     preferred server.
+//
+// Streams on a server that is offline are left where they are (at R1 their
+// data is there). Against an external NATS cluster TAH places nothing: its
+// operator does (docs/operations.md).
+const (
+	// serverTagPrefix + a server's name is the tag of an embedded server of
+	// a cluster.
+	serverTagPrefix = "tah:server:"
+	// placeEvery is how often the placer looks at the cluster. A look that
+	// finds the same servers as the last balanced one reads nothing over
+	// the network.
+	placeEvery = 2 * time.Second
+	// placeAttempt bounds one pass (its stream infos, updates, stepdowns).
+	placeAttempt = 10 * time.Second
+	// placeTries is how many passes that acted may follow each other before
+	// the placer takes the servers as balanced as they can be (a leader that
+	// will not move): it looks again when the servers change.
+	placeTries = 5
+)
+
+// serverTags are the tags of the embedded server of cfg: its name's, in a
+// cluster.
+func serverTags(cfg Config) jwt.TagList {
+	if cfg.Cluster.Name == "" || cfg.ServerName == "" {
+		return nil
+	}
+	var tags jwt.TagList
+	tags.Add(serverTagPrefix + cfg.ServerName) // Add lowercases, as the server matches
+	return tags
+}
+
+// placesStreams reports whether this Bus places the streams: its embedded
+// server is one of a cluster, tagged, and the Bus sets the streams up.
+func (b *Bus) placesStreams() bool {
+	return b.srv != nil && len(serverTags(b.cfg)) > 0 && !b.cfg.NoSetup
+}
+
+// SpreadStreams asks the Bus to look at once at how the log's shards and
+// TAH_IN are spread over the cluster's servers (the membership code calls it
+// when the nodes change); the Bus also looks every few seconds by itself. It
+// returns at once, and does nothing unless the Bus embeds a server of a
+// cluster.
+func (b *Bus) SpreadStreams() {
+	if p := b.findPlacer(); p != nil {
+		select {
+		case p.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// findPlacer returns the Bus's placer, nil when it has none (it is one of
+// the things Close stops).
+func (b *Bus) findPlacer() *placer {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for h := range b.handles {
+		if p, ok := h.(*placer); ok {
+			return p
+		}
+	}
+	return nil
+}
+
+// startPlacer starts the placer of an embedded cluster's Bus, once; Close
+// stops it.
+func (b *Bus) startPlacer() {
+	if !b.placesStreams() {
+		return
+	}
+	if b.findPlacer() != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &placer{b: b, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	if err := b.track(p); err != nil {
+		cancel() // closed already
+		return
+	}
+	go p.run(ctx) // owned by the Bus: Close stops it (stop)
+}
+
+// placer keeps the streams spread (see serverTagPrefix).
+type placer struct {
+	b      *Bus
+	kick   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+
+	// Owned by run.
+	settled string // the servers the streams were last left balanced over
+	tries   int    // passes in a row that acted
+}
+
+func (p *placer) stop() {
+	p.once.Do(p.cancel)
+	<-p.done
+}
+
+func (p *placer) run(ctx context.Context) {
+	defer close(p.done)
+	t := time.NewTicker(placeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.kick:
+		case <-t.C:
+		}
+		if p.b.nc.IsClosed() {
+			return // an Open that failed after setup: nothing to place with
+		}
+		p.pass(ctx)
+	}
+}
+
+// pass balances the streams if this Bus's server is the meta leader and the
+// servers changed since they were last balanced.
+func (p *placer) pass(ctx context.Context) {
+	srv := p.b.srv
+	if !srv.JetStreamIsLeader() {
+		// Another server's Bus decides; should this one lead later, it looks.
+		p.settled, p.tries = "", 0
+		return
+	}
+	servers := srv.JetStreamClusterPeers() // online, with JetStream
+	slices.Sort(servers)
+	key := strings.Join(servers, ",")
+	if key == p.settled {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, placeAttempt)
+	acted, busy, err := p.b.spread(pctx, servers)
+	cancel()
+	log := p.b.cfg.Logger
+	switch {
+	case err != nil:
+		p.tries++
+		if log != nil {
+			log.Warn("spreading the streams over the servers", "servers", servers, "err", err)
+		}
+	case acted:
+		p.tries++
+	case busy:
+		// Moves or elections under way: look again.
+	default:
+		p.settled, p.tries = key, 0
+		return
+	}
+	if p.tries >= placeTries {
+		if log != nil {
+			log.Warn("the streams stay as they are: balancing did not settle", "servers", servers, "passes", p.tries)
+		}
+		p.settled, p.tries = key, 0
+	}
+}
+
+// placedStreams are the streams whose placement matters for load: the log's
+// shards and TAH_IN.
+func (b *Bus) placedStreams() []string {
+	names := make([]string, 0, len(b.shards)+1)
+	for k := range b.shards {
+		names = append(names, wire.EventShardStream(k))
+	}
+	return append(names, wire.InputStream)
+}
+
+// spread moves streams (R1) or their leaders (R3) so that no server of
+// servers holds more than one over another. acted says it asked for moves
+// or stepdowns, busy that streams are moving or electing a leader (it then
+// leaves them alone until they settle).
+func (b *Bus) spread(ctx context.Context, servers []string) (acted, busy bool, err error) {
+	if len(servers) < 2 {
+		return false, false, nil
+	}
+	var spots []spot
+	configs := map[string]jetstream.StreamConfig{}
+	for _, name := range b.placedStreams() {
+		s, err := b.js.Stream(ctx, name)
+		if err != nil {
+			return false, false, fmt.Errorf("stream %s: %w", name, err)
+		}
+		info := s.CachedInfo()
+		ci := info.Cluster
+		if ci == nil {
+			return false, false, nil // not clustered
+		}
+		configs[name] = info.Config
+		if ci.Desired != nil || ci.Leader == "" {
+			busy = true // moving, scaling or electing
+			continue
+		}
+		if want := taggedServer(info.Config.Placement); info.Config.Replicas <= 1 && want != "" && !strings.EqualFold(want, ci.Leader) {
+			busy = true // a move asked for and not begun yet
+			continue
+		}
+		sp := spot{stream: name, at: ci.Leader}
+		if info.Config.Replicas > 1 {
+			sp.peers = []string{ci.Leader}
+			for _, r := range ci.Replicas {
+				if r.Current && !r.Offline {
+					sp.peers = append(sp.peers, r.Name)
+				}
+			}
+		}
+		spots = append(spots, sp)
+	}
+	if busy {
+		return false, true, nil
+	}
+	moves := plan(servers, spots)
+	var errs []error
+	for _, m := range moves {
+		cfg := configs[m.stream]
+		if cfg.Replicas > 1 {
+			err = b.stepDown(ctx, m.stream, m.to)
+		} else {
+			err = b.moveStream(ctx, cfg, m.to)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s from %s to %s: %w", m.stream, m.from, m.to, err))
+		} else if b.cfg.Logger != nil {
+			what := "stream moved"
+			if cfg.Replicas > 1 {
+				what = "stream leader moved"
+			}
+			b.cfg.Logger.Info(what, "stream", m.stream, "from", m.from, "to", m.to)
+		}
+	}
+	return len(moves) > 0, false, errors.Join(errs...)
+}
+
+// moveStream asks JetStream to move the stream of cfg (its present
+// configuration) to the server to: a placement naming to's tag.
+func (b *Bus) moveStream(ctx context.Context, cfg jetstream.StreamConfig, to string) error {
+	cfg.Placement = &jetstream.Placement{Cluster: b.cfg.Cluster.Name, Tags: []string{serverTagPrefix + to}}
+	_, err := b.js.UpdateStream(ctx, cfg)
+	return err
+}
+
+// taggedServer is the server a placement names by its tag, or "".
+func taggedServer(p *jetstream.Placement) string {
+	if p == nil {
+		return ""
+	}
+	for _, t := range p.Tags {
+		if name, ok := strings.CutPrefix(t, serverTagPrefix); ok {
+			return name
+		}
+	}
+	return ""
+}
+
+// stepDown asks the leader of stream to hand its leadership to the server to
+// ($JS.API.STREAM.LEADER.STEPDOWN with a preferred placement).
+func (b *Bus) stepDown(ctx context.Context, stream, to string) error {
+	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": to}})
+	msg, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, body)
+	if err != nil {
+		return err
+	}
+	var resp struct {
+		Success bool `json:"success"`
+		Error   *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return fmt.Errorf("stepdown answer: %w", err)
+	}
+	if resp.Error != nil {
+		return errors.New(resp.Error.Description)
+	}
+	return nil
+}
+
+// spot is where a stream is (R1) or who leads it (R3), and the servers it
+// may go to (nil: any).
+type spot struct {
+	stream string
+	at     string
+	peers  []string
+}
+
+type move struct{ stream, from, to string }
+
+// plan chooses the moves that leave no server of servers holding more than
+// one spot over another, moving a spot only to a server among its peers:
+// each from a server holding the most to one holding the fewest, as few as
+// that takes. Spots on servers not in servers (offline) stay and count for
+// none. It is deterministic: ties go by name.
+func plan(servers []string, spots []spot) []move {
+	held := map[string][]int{}
+	for _, s := range servers {
+		held[s] = nil
+	}
+	for i, sp := range spots {
+		if _, ok := held[sp.at]; ok {
+			held[sp.at] = append(held[sp.at], i)
+		}
+	}
+	var moves []move
+	moved := map[int]bool{} // a stream moves once: a second move would meet the first under way
+	for range spots {
+		order := slices.Clone(servers)
+		slices.SortStableFunc(order, func(a, c string) int { return cmp.Compare(len(held[a]), len(held[c])) })
+		done := false
+		for fi := len(order) - 1; fi > 0 && !done; fi-- {
+			from := order[fi]
+			for _, to := range order[:fi] {
+				if len(held[from])-len(held[to]) <= 1 {
+					break
+				}
+				for j, i := range held[from] {
+					if sp := spots[i]; !moved[i] && (sp.peers == nil || slices.Contains(sp.peers, to)) {
+						held[from] = slices.Delete(held[from], j, j+1)
+						held[to] = append(held[to], i)
+						moves = append(moves, move{stream: sp.stream, from: from, to: to})
+						moved[i], done = true, true
+						break
+					}
+				}
+				if done {
+					break
+				}
+			}
+		}
+		if !done {
+			break
+		}
+	}
+	return moves
+}

@@ -383,7 +383,7 @@ func (n *Node) apiTools(ctx context.Context, _ wire.EmptyRequest) (wire.ToolsRep
 	if schemas == nil {
 		schemas = []llm.ToolSchema{}
 	}
-	r := wire.ToolsReply{Tools: schemas}
+	r := wire.ToolsReply{Tools: schemas, MCPServers: n.MCPServers()}
 	for _, s := range schemas {
 		tool, _ := n.tools.Tool(s.Name)
 		if n.opts.Approval.NeedsTool(s.Name, tool) {

@@ -19,9 +19,11 @@ import (
 // tah) all start their nodes from it, so that the same settings make the
 // same node: the model provider, the built-in tools on the tools root
 // (made absolute, the data directory refused in it), the tools of the tool
-// services on NATS (tools.remote), the approval policy, the API and the
-// agent gateway (agents.enabled). A caller may edit the Options before
-// Start (a logger, a bus name, a provider of its own).
+// services on NATS (tools.remote), the MCP servers' tools served as such
+// services (tools.mcp_config, started in the background: MCPConfig), the
+// approval policy, the API and the agent gateway (agents.enabled). A
+// caller may edit the Options before Start (a logger, a bus name, a
+// provider of its own).
 //
 // cfg is expected to be valid (Check); the errors of
 // Configure are those of the parts (the model provider's, the tools
@@ -60,6 +62,10 @@ func Configure(cfg config.Config) (Options, error) {
 	}
 	if cfg.Tools.Remote {
 		opts.RemoteTools = &remote.Config{RefreshEvery: time.Duration(cfg.Tools.RefreshEvery), ServiceWait: time.Duration(cfg.Tools.ServiceWait)}
+	}
+	if opts.MCP, err = mcpConfig(cfg.Tools.MCPConfig, cfg.DataDir, cfg.Tools.Root, cfg.Tools.Deny, time.Duration(cfg.Tools.Timeout),
+		cfg.NATS.URL != "", cfg.NATS.TLSCA); err != nil {
+		return Options{}, fmt.Errorf("%s: %w", config.Describe("tools.mcp_config"), err)
 	}
 	if cfg.Agents.Enabled {
 		opts.Agents = &GatewayConfig{Owner: cfg.Agents.Owner, Heartbeat: time.Duration(cfg.Agents.Heartbeat),

@@ -67,6 +67,9 @@ type Options struct {
 	// gateway's own. A gateway that cannot start leaves the node running
 	// (GatewayErr says why).
 	Agents *GatewayConfig
+	// MCP, when set, makes Start serve the tools of MCP servers as tool
+	// services, the servers started in the background (MCPConfig).
+	MCP *MCPConfig
 	// Logger receives the node's structured logs; nil means slog.Default().
 	Logger *slog.Logger
 }
@@ -106,6 +109,10 @@ type Node struct {
 	gateway atomic.Pointer[agents.Gateway]
 	// gatewayErr is why Options.Agents did not start (GatewayErr).
 	gatewayErr error
+	// mcp is the bridge of Options.MCP (nil without), mcpErr why it does
+	// not run (MCPErr).
+	mcp    *mcpPart
+	mcpErr error
 	// failed receives the first error the node cannot get over by itself
 	// (Failed).
 	failed chan error
@@ -224,6 +231,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	opts.Loop = n.startMCP(ctx, opts.MCP, opts.Loop) // in the background (mcp.go)
 	if n.sessions, err = session.NewManager(scfg, n.bus, measured(opts.Provider, n.Metrics), tc, opts.Loop); err != nil {
 		return nil, err
 	}

@@ -250,6 +250,27 @@ type ToolsReply struct {
 	// approval before they run, under the answering node's policy
 	// (tools.approval); absent when none does.
 	Approval []string `json:"approval,omitempty"`
+	// MCPServers are the answering node's MCP servers (tools.mcp_config)
+	// and where each stands, sorted by name; absent without any. A server
+	// "connecting" has not been served since the node started (its tools are
+	// not in Tools yet: a turn that begins meanwhile waits for it, within
+	// tools.service_wait of the node's start).
+	MCPServers []MCPServer `json:"mcp_servers,omitempty"`
+}
+
+// MCPServer is one MCP server of a node (ToolsReply.MCPServers).
+type MCPServer struct {
+	Name string `json:"name"`
+	// State is "connecting" (not served since the node started: its first
+	// start, or the retries of one that failed), "serving" or "restarting"
+	// (it stopped after it was served; its tools are withdrawn meanwhile).
+	State string `json:"state"`
+	// Tools are the tools served now.
+	Tools []string `json:"tools,omitempty"`
+	// Failures counts the failed attempts to start it in a row, and Error
+	// is the last one's error.
+	Failures int    `json:"failures,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // StatusReply is the answering node and every live node of the cluster.

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"maps"
 	"slices"
@@ -22,7 +23,11 @@ type Options struct {
 	// Version is what the bridge tells the servers it is (default "dev").
 	Version string
 	// ConnectTimeout bounds starting a server and listing its tools (30s).
-	ConnectTimeout time.Duration
+	// An attempt that runs out of it is tried again with twice the time, up
+	// to MaxConnectTimeout (5m): a server whose first start is slow (npx
+	// fetching its package on a cold cache) is given the time it takes
+	// rather than killed at the same point every time.
+	ConnectTimeout, MaxConnectTimeout time.Duration
 	// KeepAlive pings each server on this period; a server that misses two
 	// pings in a row is restarted (15s; negative: no pings, only a stdio
 	// server's exit is seen).
@@ -31,6 +36,10 @@ type Options struct {
 	// from MinBackoff (500ms) up to MaxBackoff (30s) while a server keeps
 	// failing, and starts over once it ran longer than MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
+	// FailLogEvery is how often a server that keeps failing to start is
+	// logged as a warning (1m): its first failure is, and then one a
+	// period, with the count of attempts; the others are debug records.
+	FailLogEvery time.Duration
 	// Grace is how long calls in flight may finish when the bridge stops (10s).
 	Grace time.Duration
 	// Protect names the paths no call may name in its arguments, besides
@@ -50,6 +59,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = 30 * time.Second
+	}
+	if o.MaxConnectTimeout < o.ConnectTimeout {
+		o.MaxConnectTimeout = max(5*time.Minute, o.ConnectTimeout)
+	}
+	if o.FailLogEvery <= 0 {
+		o.FailLogEvery = time.Minute
 	}
 	switch {
 	case o.KeepAlive == 0:
@@ -86,29 +101,71 @@ type Bridge struct {
 	mu       sync.Mutex
 	first    map[string]*conn // Open's connections, until Serve takes them
 	problems []string
-	names    []string            // Open's tools
-	serving  map[string][]string // by server: the tools served now
+	names    []string // Open's tools
+	// states are the servers' (States), and changed is closed (and
+	// replaced) when one changes.
+	states  map[string]ServerState
+	changed chan struct{}
 }
 
-// Open starts (or reaches) every enabled server of cfg and lists its tools.
-// A server that fails is in Problems and is tried again by Serve; so Open
-// fails only when ctx is done.
+// The states of a server (ServerState.State).
+const (
+	// StateConnecting: the server has not been served since the bridge
+	// started: its first start, or the retries of a start that failed.
+	StateConnecting = "connecting"
+	// StateServing: its tools are served.
+	StateServing = "serving"
+	// StateRestarting: it was served and stopped (it exited, or stopped
+	// answering); it is being started again, its tools withdrawn meanwhile.
+	StateRestarting = "restarting"
+)
+
+// ServerState is what the bridge does with one server (Bridge.States).
+type ServerState struct {
+	// State is StateConnecting, StateServing or StateRestarting.
+	State string `json:"state"`
+	// Tools are the TAH names of the tools served now (StateServing).
+	Tools []string `json:"tools,omitempty"`
+	// Failures counts the attempts to start it that failed in a row, and
+	// Err is the last one's error; both are cleared once it is served.
+	Failures int    `json:"failures,omitempty"`
+	Err      string `json:"error,omitempty"`
+}
+
+// New returns a bridge of cfg's enabled servers that has started none yet:
+// Serve starts them, each in the background, with retries (see Serve), so
+// that a server slow to start holds nothing up. States says where each
+// stands.
+func New(cfg Config, opts Options) *Bridge {
+	return newBridge(cfg, opts, defaultStderrLimits())
+}
+
+func newBridge(cfg Config, opts Options, lim stderrLimits) *Bridge {
+	opts = opts.withDefaults()
+	b := &Bridge{cfg: cfg, opts: opts, log: opts.Logger, stderr: lim, buckets: map[string]*tokenBucket{},
+		first: map[string]*conn{}, states: map[string]ServerState{}, changed: make(chan struct{})}
+	for _, name := range cfg.names() {
+		b.buckets[name] = newTokenBucket(lim)
+		b.states[name] = ServerState{State: StateConnecting}
+	}
+	return b
+}
+
+// Open starts (or reaches) every enabled server of cfg and lists its tools,
+// each within Options.ConnectTimeout, before it returns (New does not
+// wait). A server that fails is in Problems and is tried again by Serve; so
+// Open fails only when ctx is done.
 func Open(ctx context.Context, cfg Config, opts Options) (*Bridge, error) {
 	return open(ctx, cfg, opts, defaultStderrLimits())
 }
 
 // open is Open with the limits of the servers' stderr.
 func open(ctx context.Context, cfg Config, opts Options, lim stderrLimits) (*Bridge, error) {
-	opts = opts.withDefaults()
-	b := &Bridge{cfg: cfg, opts: opts, log: opts.Logger, stderr: lim, buckets: map[string]*tokenBucket{},
-		first: map[string]*conn{}, serving: map[string][]string{}}
-	for _, name := range cfg.names() {
-		b.buckets[name] = newTokenBucket(lim)
-	}
+	b := newBridge(cfg, opts, lim)
 	var wg sync.WaitGroup
 	for _, name := range cfg.names() {
 		wg.Go(func() {
-			c, err := b.dial(ctx, name)
+			c, err := b.dial(ctx, name, b.opts.ConnectTimeout)
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			if err != nil {
@@ -130,14 +187,19 @@ func open(ctx context.Context, cfg Config, opts Options, lim stderrLimits) (*Bri
 	return b, nil
 }
 
-// dial starts or reaches the server name (see dial).
-func (b *Bridge) dial(ctx context.Context, name string) (*conn, error) {
-	return dial(ctx, name, b.cfg.Servers[name], b.opts, b.stderr, b.buckets[name])
+// dial starts or reaches the server name within timeout (see dial).
+func (b *Bridge) dial(ctx context.Context, name string, timeout time.Duration) (*conn, error) {
+	opts := b.opts
+	opts.ConnectTimeout = timeout
+	return dial(ctx, name, b.cfg.Servers[name], opts, b.stderr, b.buckets[name])
 }
 
-// Names returns the TAH names of the tools Open listed, sorted. (A tool
-// credential for the bridge names the servers, not their tools:
-// Config.ToolGrants.)
+// Servers names the enabled servers of the bridge's configuration, sorted.
+func (b *Bridge) Servers() []string { return b.cfg.names() }
+
+// Names returns the TAH names of the tools Open listed, sorted (none after
+// New). (A tool credential for the bridge names the servers, not their
+// tools: Config.ToolGrants.)
 func (b *Bridge) Names() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -153,12 +215,38 @@ func (b *Bridge) Problems() []string {
 	return slices.Clone(b.problems)
 }
 
-// Serving returns the tools served now, by server; a server that is down
-// (restarting) is absent.
+// Serving returns the tools served now, by server; a server that is not
+// served (connecting, restarting) is absent.
 func (b *Bridge) Serving() map[string][]string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return maps.Clone(b.serving)
+	out := map[string][]string{}
+	for name, st := range b.states {
+		if st.State == StateServing {
+			out[name] = st.Tools
+		}
+	}
+	return out
+}
+
+// States returns where each enabled server stands, by name, and a channel
+// closed at the next change of any of them: a caller waits on it for a
+// server to be served, without polling.
+func (b *Bridge) States() (map[string]ServerState, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.states), b.changed
+}
+
+// setState changes server's state with edit, and tells the waiters.
+func (b *Bridge) setState(server string, edit func(*ServerState)) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.states[server]
+	edit(&st)
+	b.states[server] = st
+	close(b.changed)
+	b.changed = make(chan struct{})
 }
 
 // Close stops the servers Open started when Serve never ran.
@@ -177,9 +265,12 @@ func (b *Bridge) Close() {
 // Config.Namespace), until ctx is done; then calls in flight have
 // Options.Grace to finish and the servers stop. nc's credential must grant
 // those namespaces (Config.ToolGrants). Binary content is stored in store
-// (the artifacts of nc's object store, say); nil keeps Options.Service's. A
-// server that crashes or stops answering is restarted with backoff; its
-// tools are not served while it is down. Serve runs once.
+// (the artifacts of nc's object store, say); nil keeps Options.Service's.
+// A server that Open did not start (or, after New, every server) is
+// started here, in the background; one that fails to start, crashes or
+// stops answering is started again with backoff (Options.MinBackoff to
+// MaxBackoff), for as long as Serve runs: its tools are not served while
+// it is down. Serve runs once.
 func (b *Bridge) Serve(ctx context.Context, nc *nats.Conn, store tools.ArtifactStore) {
 	b.mu.Lock()
 	first := b.first
@@ -196,15 +287,28 @@ func (b *Bridge) Serve(ctx context.Context, nc *nats.Conn, store tools.ArtifactS
 }
 
 // run keeps one server served until ctx is done: c is its first connection,
-// nil when Open could not make one.
+// nil when Open could not make one (or did not try). A start that fails is
+// tried again after a backoff that doubles up to MaxBackoff, as is the start
+// of a server that stopped; a start that ran out of its connect timeout has
+// twice the time the next attempt (up to MaxConnectTimeout). Failures are
+// logged as warnings once in FailLogEvery (see failLog).
 func (b *Bridge) run(ctx context.Context, nc *nats.Conn, name string, c *conn) {
 	log := b.log.With("mcp_server", name)
-	backoff := b.opts.MinBackoff
+	backoff, timeout := b.opts.MinBackoff, b.opts.ConnectTimeout
+	var fails failLog
 	for ctx.Err() == nil {
 		if c == nil {
 			var err error
-			if c, err = b.dial(ctx, name); err != nil {
-				log.Warn("mcp: the server did not start; trying again", "in", backoff, "err", err)
+			if c, err = b.dial(ctx, name, timeout); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				n := 0
+				b.setState(name, func(st *ServerState) { st.Failures++; st.Err = err.Error(); n = st.Failures })
+				if errors.Is(err, context.DeadlineExceeded) && timeout < b.opts.MaxConnectTimeout {
+					timeout = min(2*timeout, b.opts.MaxConnectTimeout)
+				}
+				fails.failed(log, b.opts.FailLogEvery, n, backoff, timeout, err)
 				if !sleep(ctx, backoff) {
 					return
 				}
@@ -215,6 +319,11 @@ func (b *Bridge) run(ctx context.Context, nc *nats.Conn, name string, c *conn) {
 				log.Warn("mcp: " + p)
 			}
 		}
+		if n := fails.attempts; n > 0 {
+			log.Info("mcp: the server started", "after_failed_attempts", n)
+		}
+		fails = failLog{}
+		timeout = b.opts.ConnectTimeout
 		started := time.Now()
 		b.serveConn(ctx, nc, c, log)
 		c = nil
@@ -233,6 +342,25 @@ func (b *Bridge) run(ctx context.Context, nc *nats.Conn, name string, c *conn) {
 	if c != nil {
 		c.close()
 	}
+}
+
+// failLog says that a server's start failed without flooding the log: the
+// first failure in a row is a warning, then one a period (with how many
+// attempts failed meanwhile); the others are debug records.
+type failLog struct {
+	attempts int
+	warned   time.Time
+}
+
+func (f *failLog) failed(log *slog.Logger, every time.Duration, failures int, retryIn, timeout time.Duration, err error) {
+	f.attempts++
+	if f.attempts > 1 && time.Since(f.warned) < every {
+		log.Debug("mcp: the server did not start; trying again", "failed_attempts", failures, "in", retryIn, "connect_timeout", timeout, "err", err)
+		return
+	}
+	f.warned = time.Now()
+	log.Warn("mcp: the server did not start; trying again (next warning in "+every.String()+" if it still fails)",
+		"failed_attempts", failures, "in", retryIn, "connect_timeout", timeout, "err", err)
 }
 
 // serveConn serves c's tools until its session ends or ctx is done, then
@@ -263,7 +391,7 @@ func (b *Bridge) serveConn(ctx context.Context, nc *nats.Conn, c *conn, log *slo
 	for {
 		if len(c.tools) == 0 {
 			log.Warn("mcp: the server offers no tool that can be served")
-			b.setServing(c.server, nil)
+			b.setServing(c.server, []string{})
 		} else {
 			b.setServing(c.server, c.names())
 			log.Info("mcp: serving", "tools", c.names())
@@ -293,14 +421,16 @@ func (b *Bridge) serveConn(ctx context.Context, nc *nats.Conn, c *conn, log *slo
 	}
 }
 
+// setServing says that server's tools are served (names), or no longer
+// (nil: its session ended; it is started again unless the bridge stops).
 func (b *Bridge) setServing(server string, names []string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if names == nil {
-		delete(b.serving, server)
-	} else {
-		b.serving[server] = names
-	}
+	b.setState(server, func(st *ServerState) {
+		if names == nil {
+			*st = ServerState{State: StateRestarting}
+			return
+		}
+		*st = ServerState{State: StateServing, Tools: names}
+	})
 }
 
 // sleep waits d, or less when ctx is done; it reports whether ctx is not.

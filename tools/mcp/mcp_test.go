@@ -314,3 +314,76 @@ func TestStderrFlood(t *testing.T) {
 		t.Fatal("no record says how many lines were not logged")
 	}
 }
+
+// attrs is a log that keeps its records' attributes.
+type attrs struct {
+	mu   sync.Mutex
+	recs []map[string]any
+}
+
+func (a *attrs) Enabled(context.Context, slog.Level) bool { return true }
+func (a *attrs) Handle(_ context.Context, r slog.Record) error {
+	m := map[string]any{"msg": r.Message, "level": r.Level}
+	r.Attrs(func(at slog.Attr) bool { m[at.Key] = at.Value.Any(); return true })
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recs = append(a.recs, m)
+	return nil
+}
+func (a *attrs) WithAttrs([]slog.Attr) slog.Handler { return a }
+func (a *attrs) WithGroup(string) slog.Handler      { return a }
+
+// TestSlowServerIsGivenTime: New starts nothing and Serve holds nothing up;
+// a server that does not answer in its connect timeout (a cold `npx -y`)
+// is started again with twice the time each attempt, up to
+// MaxConnectTimeout, rather than killed at the same point every time; it
+// stays "connecting" with its failures counted, and only its first failure
+// is a warning.
+func TestSlowServerIsGivenTime(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	srv := bustest.Server(t)
+	nc := bustest.Connect(t, srv)
+	log := &attrs{}
+	b := mcp.New(mcp.Config{Servers: map[string]mcp.ServerConfig{"mute": {Command: "sh", Args: []string{"-c", "cat >/dev/null"}}}},
+		mcp.Options{Logger: slog.New(log), KeepAlive: -1, ConnectTimeout: 20 * time.Millisecond, MaxConnectTimeout: 80 * time.Millisecond,
+			MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond})
+	states, changed := b.States()
+	if st := states["mute"]; st.State != mcp.StateConnecting || st.Failures != 0 {
+		t.Fatalf("before Serve: %+v", st)
+	}
+	done := make(chan struct{})
+	go func() { b.Serve(ctx, nc, nil); close(done) }() // stopped below
+	defer func() { cancel(); <-done }()
+	deadline := time.After(time.Minute)
+	for states["mute"].Failures < 4 {
+		select {
+		case <-changed:
+			states, changed = b.States()
+		case <-deadline:
+			t.Fatalf("states: %+v", states)
+		}
+	}
+	if st := states["mute"]; st.State != mcp.StateConnecting || !strings.Contains(st.Err, "deadline exceeded") {
+		t.Fatalf("after 4 attempts: %+v", st)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	var timeouts []time.Duration
+	warnings := 0
+	for _, r := range log.recs {
+		if strings.Contains(r["msg"].(string), "did not start") {
+			if d, ok := r["connect_timeout"].(time.Duration); ok {
+				timeouts = append(timeouts, d)
+			}
+			if r["level"] == slog.LevelWarn {
+				warnings++
+			}
+		}
+	}
+	if want := []time.Duration{40 * time.Millisecond, 80 * time.Millisecond, 80 * time.Millisecond}; len(timeouts) < 3 || !slices.Equal(timeouts[:3], want) {
+		t.Fatalf("the next attempts' connect timeouts: %v, want %v (20ms doubling up to 80ms)", timeouts, want)
+	}
+	if warnings != 1 {
+		t.Fatalf("%d warnings for %d failed attempts, want 1", warnings, len(timeouts))
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,11 +20,14 @@ import (
 
 // TestOneAssembly: from the same settings, tah-node, the cluster harness's
 // in-process node and the Go API make the same node (node.Configure): the
-// same tools offered, the agent gateway up, the same approval policy.
+// same tools offered (an MCP server's among them, tools.mcp_config), the
+// agent gateway up, the same approval policy.
 func TestOneAssembly(t *testing.T) {
 	root := t.TempDir()
+	servers := mcpFile(t)
 	settings := func(cfg *config.Config) {
 		cfg.Tools.Root = root
+		cfg.Tools.MCPConfig = servers
 		cfg.Tools.Write = true // write_file, which waits for approval by default
 		cfg.Tools.Approval = map[string]string{"write_file": "always", "read_file": "never"}
 	}
@@ -32,7 +36,14 @@ func TestOneAssembly(t *testing.T) {
 		gateway  bool
 		approval tah.ApprovalPolicy
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	describe := func(n *node.Node) made {
+		// The MCP servers start in the background: their tools are offered
+		// once they are up.
+		if err := n.WaitMCP(ctx); err != nil {
+			t.Errorf("the MCP server: %v", err)
+		}
 		var names []string
 		for _, s := range n.ToolSchemas() {
 			names = append(names, s.Name)
@@ -40,8 +51,6 @@ func TestOneAssembly(t *testing.T) {
 		slices.Sort(names)
 		return made{names, n.Gateway() != nil, n.ApprovalPolicy()}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 
 	// tah-node, from a configuration file.
 	cfg := config.Default()
@@ -57,7 +66,8 @@ func TestOneAssembly(t *testing.T) {
 	t.Cleanup(func() { testHookStarted = func(*node.Node) {} })
 	nodeCtx, stopNode := context.WithCancel(ctx)
 	ran := make(chan error, 1)
-	go func() { ran <- Run(nodeCtx, []string{"--config", file}, io.Discard, io.Discard) }() // owned here: ends with stopNode
+	var out strings.Builder
+	go func() { ran <- Run(nodeCtx, []string{"--config", file}, &out, io.Discard) }() // owned here: ends with stopNode
 	var fromNode made
 	select {
 	case fromNode = <-seen:
@@ -86,8 +96,12 @@ func TestOneAssembly(t *testing.T) {
 	defer r.Close(context.Background())
 	fromAPI := describe(r.Node())
 
-	if !fromNode.gateway || len(fromNode.tools) != 3 || fromNode.approval.Rules["write_file"] != "always" {
+	if !fromNode.gateway || !slices.Equal(fromNode.tools, []string{"good__hello", "list_files", "read_file", "write_file"}) ||
+		fromNode.approval.Rules["write_file"] != "always" {
 		t.Fatalf("tah-node made %+v", fromNode)
+	}
+	if !strings.Contains(out.String(), "  mcp      good: good__hello\n") {
+		t.Errorf("tah-node's banner:\n%s", out.String())
 	}
 	for name, got := range map[string]made{"tahtest": fromHarness, "the Go API": fromAPI} {
 		if !reflect.DeepEqual(got, fromNode) {

@@ -423,8 +423,6 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 			}
 		}
 	}()
-	bridge := nodeMCP(ctx, cfg, n, log)
-	defer bridge.close()
 	testHookStarted(n)
 
 	var srv *http.Server
@@ -469,7 +467,6 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 	log.Info("ready", "node", cfg.NodeID, "nats", info.URL, "http", httpAddr, "data_dir", dataDir,
 		"provider", provider.Name(), "tools_root", root)
 	banner(stdout, cfg, info, provider, n, root, credsNote, web, agentsLine(cfg, n))
-	bridge.banner(stdout)
 
 	select {
 	case <-ctx.Done():
@@ -537,6 +534,7 @@ func banner(w io.Writer, cfg config.Config, info localnode.NodeInfo, p llm.Provi
 		fmt.Fprintf(w, "  tools    none built in (--tools-builtin=false): the tool services' on NATS only\n")
 	}
 	fmt.Fprintf(w, "  agents   %s\n", agents)
+	mcpBanner(w, n.MCPServers(), n.MCPErr())
 	fmt.Fprintf(w, "  data     %s\n", cfg.DataDir)
 	fmt.Fprintf(w, "Try: tahctl send \"Analyse this project's directory structure\"   (Ctrl-C here stops the node)\n")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/tah-dev/tah/wire"
@@ -35,6 +36,7 @@ func runTools(ctx context.Context, g *globals, args []string) error {
 	}
 	if len(r.Tools) == 0 {
 		fmt.Fprintln(g.stdout, "the node offers no tools")
+		mcpServers(g.stdout, r.MCPServers)
 		return nil
 	}
 	st := newStyle(g, g.stdout)
@@ -51,7 +53,30 @@ func runTools(ctx context.Context, g *globals, args []string) error {
 		}
 		t.add(plain(tool.Name), approval, plain(inputNames(tool.InputSchema)), plain(oneLine(tool.Description, 80)))
 	}
-	return t.write(g.stdout)
+	if err := t.write(g.stdout); err != nil {
+		return err
+	}
+	mcpServers(g.stdout, r.MCPServers)
+	return nil
+}
+
+// mcpServers says where the node's MCP servers that are not served stand:
+// one still connecting (its tools are listed once it is up; a turn begun
+// meanwhile waits for it a while) or restarting.
+func mcpServers(w io.Writer, servers []wire.MCPServer) {
+	for _, s := range servers {
+		if s.State == "serving" {
+			continue
+		}
+		line := fmt.Sprintf("MCP server %s: %s", s.Name, s.State)
+		if s.Failures > 0 {
+			line += fmt.Sprintf(" (%d failed attempts, retrying: %s)", s.Failures, oneLine(s.Error, 100))
+		}
+		if s.State == "connecting" {
+			line += "; its tools are listed once it is up"
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 // inputNames lists the properties of a tool's input schema, required ones first.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +49,10 @@ func (c *Client) call(ctx context.Context, endpoint string, req, rep any) error 
 		var err error
 		m, err = c.nc.RequestWithContext(ctx, subj, body)
 		if errors.Is(err, nats.ErrNoResponders) {
+			if slices.Contains(wire.ReadModelEndpoints(), endpoint) && c.nodeAnswers(ctx) {
+				// Nodes run, but only workers: none serves the reads.
+				return fmt.Errorf("%s: %w", subj, ErrNoReadModel)
+			}
 			// Nobody serves the API: no TAH node, not a moment's election.
 			return fmt.Errorf("NATS answers at %s, but nothing serves %s: %w", c.URL(), subj, ErrNoNode)
 		}
@@ -63,7 +68,7 @@ func (c *Client) call(ctx context.Context, endpoint string, req, rep any) error 
 	})
 	switch {
 	case err == nil:
-	case errors.Is(err, ErrNoNode), errors.Is(err, context.Canceled), errors.Is(err, ErrPermissionDenied):
+	case errors.Is(err, ErrNoNode), errors.Is(err, ErrNoReadModel), errors.Is(err, context.Canceled), errors.Is(err, ErrPermissionDenied):
 		return err
 	case natsx.Temporary(err):
 		return fmt.Errorf("%s: no answer within %v: %w", subj, c.opts.RequestTimeout, ErrUnavailable)
@@ -77,4 +82,12 @@ func (c *Client) call(ctx context.Context, endpoint string, req, rep any) error 
 		return fmt.Errorf("%s: the reply is not a %T (%v): is the node of another version?", subj, rep, err)
 	}
 	return nil
+}
+
+// nodeAnswers reports whether a TAH node answers tah.api.status, which
+// every node serves: a read that nobody serves, while one does, means that
+// every node is a worker (ErrNoReadModel).
+func (c *Client) nodeAnswers(ctx context.Context) bool {
+	m, err := c.nc.RequestWithContext(ctx, wire.APISubject(wire.EndpointStatus), []byte("{}"))
+	return err == nil && m.Header.Get(wire.HeaderServiceErrorCode) == ""
 }

@@ -33,6 +33,11 @@ var (
 	// ErrNoNode: NATS answers, but no TAH node does: nobody serves the API
 	// (tah.api.*), or TAH's streams are not there. Start a node.
 	ErrNoNode = errors.New("no TAH node serves the API")
+	// ErrNoReadModel is wire.ErrNoReadModel: TAH nodes run, but every one is
+	// a worker (read_model=false), so none serves the reads that answer
+	// from the read model (list, get, steps, messages, artifacts). Start a
+	// node with read_model=true, the default.
+	ErrNoReadModel = wire.ErrNoReadModel
 	// ErrUnavailable: TAH did not answer in time, even after the tries that a
 	// temporary unavailability deserves (a busy node, a stream electing a
 	// leader for longer than usual).

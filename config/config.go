@@ -51,10 +51,16 @@ type Config struct {
 	// NodeID names the node in session.claimed and in status; empty: the host
 	// name and a short hash of the data directory (node.DefaultNodeID).
 	NodeID string `json:"node_id,omitempty"`
-	NATS   NATS   `json:"nats"`
-	LLM    LLM    `json:"llm"`
-	Agent  Agent  `json:"agent"`
-	Tools  Tools  `json:"tools"`
+	// ReadModel makes the node keep the SQLite read model (data.db), fed by
+	// every shard of the log, and serve the API's reads from it (list, get,
+	// steps, messages, artifacts). false makes a worker: it runs sessions and
+	// serves everything else, with no work proportional to the whole
+	// cluster's traffic; the reads go to the nodes that hold a read model.
+	ReadModel bool  `json:"read_model"`
+	NATS      NATS  `json:"nats"`
+	LLM       LLM   `json:"llm"`
+	Agent     Agent `json:"agent"`
+	Tools     Tools `json:"tools"`
 	// Agents serves the sessions as agents of the Synadia Agent Protocol.
 	Agents Agents `json:"agents"`
 	// HTTP is the address of /metrics, /healthz and the web UI; empty turns
@@ -201,8 +207,9 @@ type Tools struct {
 func Default() Config {
 	l := llm.DefaultConfig()
 	return Config{
-		DataDir: ".tah",
-		NATS:    NATS{Host: "127.0.0.1", Port: 4222, Sync: "always", Partitions: 16},
+		DataDir:   ".tah",
+		ReadModel: true,
+		NATS:      NATS{Host: "127.0.0.1", Port: 4222, Sync: "always", Partitions: 16},
 		LLM: LLM{Provider: l.Provider, RequestTimeout: Duration(l.RequestTimeout), MaxRetries: l.MaxRetries,
 			MockPace: Duration(l.MockPace)},
 		// MaxSteps and write_file's "always" are session.DefaultMaxSteps and
@@ -242,6 +249,7 @@ func (c *Config) env() []setting {
 	return []setting{
 		{"TAH_DATA_DIR", "data-dir", "data_dir", "directory of the log, the read model and the credentials", strVar(&c.DataDir)},
 		{"TAH_NODE_ID", "node-id", "node_id", "name of this node in the log and in status (default: the host name and a short hash of the data directory, such as myhost-1a2b3c: the same across restarts)", strVar(&c.NodeID)},
+		{"TAH_READ_MODEL", "read-model", "read_model", "keep the SQLite read model and serve the API's reads (list, get, steps, messages, artifacts); false: a worker node that only runs sessions (docs/operations.md, Read model and workers)", boolVar(&c.ReadModel)},
 		{"TAH_NATS_URL", "nats-url", "nats.url", "URL of an external NATS server or cluster (empty: embed one)", strVar(&c.NATS.URL)},
 		{"TAH_NATS_HOST", "nats-host", "nats.host", "host the embedded NATS server listens on", strVar(&c.NATS.Host)},
 		{"TAH_NATS_PORT", "nats-port", "nats.port", "port the embedded NATS server listens on (0: a free port)", intVar(&c.NATS.Port)},

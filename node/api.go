@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +23,11 @@ import (
 // endpoints under tah.api. (create, get, list, fork, messages, steps, events,
 // request, compact, cancel, resume, tools, status), and, when the node embeds
 // its NATS server, the credentials API (tah.api.creds.*: creds.go).
+//
+// A worker (Options.Worker) does not serve the endpoints that answer from
+// the read model (wire.ReadModelEndpoints): each micro endpoint is a queue
+// subscription of its own, so their requests go to the nodes that hold a
+// read model only, and none to a node that has nothing to answer them with.
 func (n *Node) StartAPI(ctx context.Context) error {
 	svc, err := micro.AddService(n.bus.Conn(), micro.Config{
 		Name: wire.APIService, Version: wire.APIVersion, QueueGroup: wire.APIQueueGroup,
@@ -51,6 +57,9 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		wire.EndpointArtifacts: endpoint(n, wire.EndpointArtifacts, n.apiArtifacts),
 		wire.EndpointArtifact:  endpoint(n, wire.EndpointArtifact, n.apiArtifact),
 	} {
+		if n.store == nil && slices.Contains(wire.ReadModelEndpoints(), name) {
+			continue
+		}
 		if err := g.AddEndpoint(name, h); err != nil {
 			svc.Stop()
 			return fmt.Errorf("api endpoint %s: %w", name, err)
@@ -103,10 +112,15 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		gen := n.store.Generation()
+		var gen uint64
+		if n.store != nil {
+			gen = n.store.Generation()
+		}
 		res, err := h(ctx, req)
 		if err != nil {
-			n.projector().Rebuild(gen, err) // a damaged read model is rebuilt, not served
+			if p := n.projector(); p != nil {
+				p.Rebuild(gen, err) // a damaged read model is rebuilt, not served
+			}
 			code := wire.APIErrInternal
 			var ae *apiError
 			switch {
@@ -157,10 +171,12 @@ func (n *Node) needSession(ctx context.Context, id string) error {
 	if err := event.ValidSessionID(id); err != nil {
 		return err
 	}
-	if _, err := n.store.GetSession(ctx, id); err == nil {
-		return nil
+	if n.store != nil {
+		if _, err := n.store.GetSession(ctx, id); err == nil {
+			return nil
+		}
 	}
-	// Not in the read model (yet): the log decides.
+	// Not in the read model (yet), or no read model here: the log decides.
 	evs, _, err := n.bus.Replay(ctx, id, 1)
 	if err != nil {
 		return err
@@ -241,11 +257,12 @@ func (n *Node) apiFork(ctx context.Context, req wire.ForkRequest) (wire.ForkRepl
 		}
 		turns = *req.Turns
 		// More turns than the session has would silently copy them all.
-		if err := n.readModel(ctx, req.Session); err != nil {
+		have, err := n.sessionTurns(ctx, req.Session)
+		if err != nil {
 			return wire.ForkReply{}, err
 		}
-		if row, err := n.store.GetSession(ctx, req.Session); err == nil && turns > row.Turn {
-			return wire.ForkReply{}, badRequest("session %s has %d turn(s): turns may be 0 to %d (leave it out to keep them all)", req.Session, row.Turn, row.Turn)
+		if have >= 0 && turns > have {
+			return wire.ForkReply{}, badRequest("session %s has %d turn(s): turns may be 0 to %d (leave it out to keep them all)", req.Session, have, have)
 		}
 	}
 	sid := event.NewSessionID()
@@ -254,6 +271,31 @@ func (n *Node) apiFork(ctx context.Context, req wire.ForkRequest) (wire.ForkRepl
 		return wire.ForkReply{}, err
 	}
 	return wire.ForkReply{Session: sid, ForkedFrom: req.Session, Seq: ev.Seq}, nil
+}
+
+// sessionTurns is the number of turns of session sid: from the read model
+// once it has caught up with the log, or, on a worker, from the fold of the
+// session's log (a fork reads it whole anyway); -1 when it cannot be told.
+func (n *Node) sessionTurns(ctx context.Context, sid string) (int, error) {
+	if n.store == nil {
+		evs, _, err := n.bus.Replay(ctx, sid, 1)
+		if err != nil {
+			return 0, err
+		}
+		var st projection.State
+		if projection.FoldLog(&st, evs) != nil {
+			return -1, nil // the fork says what is wrong with the log
+		}
+		return st.Turn, nil
+	}
+	if err := n.readModel(ctx, sid); err != nil {
+		return 0, err
+	}
+	row, err := n.store.GetSession(ctx, sid)
+	if err != nil {
+		return -1, nil
+	}
+	return row.Turn, nil
 }
 
 // readModel answers from the read model once it has caught up with the log.
@@ -395,18 +437,20 @@ func (n *Node) apiTools(ctx context.Context, _ wire.EmptyRequest) (wire.ToolsRep
 
 func (n *Node) apiStatus(ctx context.Context, _ wire.EmptyRequest) (wire.StatusReply, error) {
 	r := wire.StatusReply{
-		Node:            n.opts.Session.Node,
-		NATS:            n.bus.ClientURL(),
-		Partitions:      n.bus.Config().Partitions,
-		ActiveSessions:  n.sessions.Active(),
-		LogShards:       n.bus.Shards(),
-		ReadModelAt:     n.projector().Positions(),
-		ReadModelPath:   n.store.Path(),
-		Provider:        n.opts.Provider.Name(),
-		APIVersion:      wire.APIVersion,
-		MaxInputBytes:   n.maxInputBytes(),
-		ProblemsSkipped: n.projector().Problems(),
-		Nodes:           []wire.NodeRecord{},
+		Node:           n.opts.Session.Node,
+		NATS:           n.bus.ClientURL(),
+		Partitions:     n.bus.Config().Partitions,
+		ActiveSessions: n.sessions.Active(),
+		LogShards:      n.bus.Shards(),
+		Provider:       n.opts.Provider.Name(),
+		APIVersion:     wire.APIVersion,
+		MaxInputBytes:  n.maxInputBytes(),
+		Nodes:          []wire.NodeRecord{},
+	}
+	if p := n.projector(); p != nil {
+		r.ReadModelAt, r.ReadModelPath, r.ProblemsSkipped = p.Positions(), n.store.Path(), p.Problems()
+	} else {
+		r.Worker = n.store == nil
 	}
 	// Bounded: while NATS elects a new leader for the bucket, the rest of the
 	// reply is still worth having.

@@ -59,6 +59,7 @@ func Configure(cfg config.Config) (Options, error) {
 		Approval:           approvalPolicy(cfg),
 		MaxInputBytes:      cfg.Agent.MaxInputBytes,
 		API:                true,
+		Worker:             !cfg.ReadModel,
 	}
 	if cfg.Tools.Remote {
 		opts.RemoteTools = &remote.Config{RefreshEvery: time.Duration(cfg.Tools.RefreshEvery), ServiceWait: time.Duration(cfg.Tools.ServiceWait)}

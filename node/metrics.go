@@ -33,7 +33,8 @@ import (
 //	tah_tool_duration_seconds{tool,outcome}    one tool call; outcome ok, error, cancelled
 //	tah_errors_total{kind}                     llm, tool, turn, input
 //	tah_sessions_active                        session actors alive on this node
-//	tah_read_model_position                    the last log sequence applied to the read model
+//	tah_claim_notices_total{direction}         claim notices sent to a session's previous owner, and received
+//	tah_read_model_position                    the last log sequence applied to the read model (0 on a worker)
 //	tah_read_model_problems_total              events stored but not folded into the read model
 //	tah_read_model_rebuilds_total              read models set aside (damaged, unwritable) and rebuilt from the log
 //	tah_jetstream_restarts_total               times the embedded server's JetStream was started again after a write failure
@@ -50,6 +51,7 @@ type Metrics struct {
 	tokens        *prometheus.CounterVec
 	toolDuration  *prometheus.HistogramVec
 	errors        *prometheus.CounterVec
+	claimNotices  *prometheus.CounterVec
 }
 
 func newMetrics(n *Node) *Metrics {
@@ -77,9 +79,12 @@ func newMetrics(n *Node) *Metrics {
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tah_errors_total",
 			Help: "Failures on this node: llm (a failed call), tool (a failed result), turn (a failed turn), input (a refused input)."},
 			[]string{"kind"}),
+		claimNotices: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tah_claim_notices_total",
+			Help: "Claim notices (wire.ClaimNotice): sent to the previous owner of a session this node claimed, and received from a node that claimed one of this node's."},
+			[]string{"direction"}),
 	}
 	m.reg.MustRegister(m.turns, m.turnDuration, m.inputs, m.inputsRefused, m.steps, m.llmDuration, m.tokens,
-		m.toolDuration, m.errors,
+		m.toolDuration, m.errors, m.claimNotices,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_sessions_active", Help: "Session actors alive on this node."},
 			func() float64 {
@@ -295,6 +300,8 @@ func (n *Node) HealthHandler() http.Handler {
 		}
 		if n.projector() != nil {
 			body["read_model_positions"] = n.projector().Positions()
+		} else if n.opts.Worker {
+			body["worker"] = true // no read model here, by design
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)

@@ -32,6 +32,14 @@ type Options struct {
 	// StorePath is the SQLite read model's file; empty means
 	// <Bus.DataDir>/data.db.
 	StorePath string
+	// Worker makes a worker node (the setting read_model=false): it opens
+	// no read model and runs no projector, so that it does no work
+	// proportional to the whole cluster's traffic, and it does not serve
+	// the API's reads (wire.ReadModelEndpoints), which the nodes that hold
+	// a read model answer. It runs sessions and serves everything else as
+	// any node does. The zero value holds a read model, as every node did
+	// before workers.
+	Worker bool
 	// Session is the loop configuration every session runs with.
 	Session session.Config
 	// Provider answers the LLM calls. Required.
@@ -87,14 +95,14 @@ func (n *Node) maxInputBytes() int {
 }
 
 // Node is one TAH node: the bus (and its embedded server), the read model and
-// its projector, the session actors (which own the tool runner) and the input
-// consumers.
+// its projector (not on a worker: Options.Worker), the session actors (which
+// own the tool runner) and the input consumers.
 type Node struct {
 	opts     Options
 	log      *slog.Logger
 	bus      *bus.Bus
-	store    *store.Store
-	proj     atomic.Pointer[Projector] // swapped by PauseReadModel
+	store    *store.Store              // nil on a worker
+	proj     atomic.Pointer[Projector] // swapped by PauseReadModel; nil on a worker
 	onClaim  func(sid string, epoch uint64)
 	sessions *session.Manager
 	// Metrics are the node's Prometheus metrics (serve Metrics.Handler).
@@ -152,8 +160,10 @@ func (n *Node) fail(err error) {
 	}
 }
 
-// Start brings a node up: bus, read model, projector, session actors and the
-// input consumers, in that order. On error everything started is stopped.
+// Start brings a node up: bus, read model, session actors, the claim
+// notices, projector and the input consumers, in that order (a worker opens
+// no read model and runs no projector). On error everything started is
+// stopped.
 func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if opts.Provider == nil {
 		return nil, errors.New("node: no LLM provider configured")
@@ -198,21 +208,24 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}()
 	n.closers = append(n.closers, func(context.Context) error { close(busWatched); return nil })
 
-	path := opts.StorePath
-	if path == "" {
-		dir := bcfg.DataDir
-		if dir == "" {
-			dir = ".tah"
+	path := ""
+	if !opts.Worker {
+		path = opts.StorePath
+		if path == "" {
+			dir := bcfg.DataDir
+			if dir == "" {
+				dir = ".tah"
+			}
+			path = filepath.Join(dir, "data.db")
 		}
-		path = filepath.Join(dir, "data.db")
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("node: read model directory: %w", err)
+		}
+		if n.store, err = openStore(ctx, path, store.Options{Shards: n.bus.Shards()}, log); err != nil {
+			return nil, err
+		}
+		n.closers = append(n.closers, func(context.Context) error { return n.store.Close() })
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("node: read model directory: %w", err)
-	}
-	if n.store, err = openStore(ctx, path, store.Options{Shards: n.bus.Shards()}, log); err != nil {
-		return nil, err
-	}
-	n.closers = append(n.closers, func(context.Context) error { return n.store.Close() })
 
 	scfg := opts.Session
 	if scfg.Logger == nil {
@@ -227,6 +240,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil // not a typed nil: the session sees no watcher
 	}
 	scfg.Active = n.sessionActive
+	scfg.Claimed = n.tellPrevious
 	tc, err := n.toolConfig(opts)
 	if err != nil {
 		return nil, err
@@ -236,19 +250,25 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		return nil, err
 	}
 	n.closers = append(n.closers, n.sessions.Close)
-	// The projector sees every record first: it tells this node's actors of
-	// the claims of other nodes.
+	// The claims of other nodes stop this node's stale actors: the claimer
+	// tells the previous owner directly (claims.go), and the projector, on
+	// a node that holds a read model, sees every record first as well.
 	claimed := func(sid string, epoch uint64) {
 		n.sessions.ClaimedElsewhere(sid, epoch)
 		streams.Claimed(sid, epoch)
 	}
 	n.onClaim = claimed
-	proj, err := startProjector(ctx, n.bus, n.store, log.With("component", "projector"), claimed, n.fail)
-	if err != nil {
+	if err := n.hearClaims(); err != nil {
 		return nil, err
 	}
-	n.proj.Store(proj)
-	n.closers = append(n.closers, func(context.Context) error { n.projector().Close(); return nil })
+	if n.store != nil {
+		proj, err := startProjector(ctx, n.bus, n.store, log.With("component", "projector"), claimed, n.fail)
+		if err != nil {
+			return nil, err
+		}
+		n.proj.Store(proj)
+		n.closers = append(n.closers, func(context.Context) error { n.projector().Close(); return nil })
+	}
 
 	if n.inputs, err = n.bus.NewInputConsumer(n.handleInput); err != nil {
 		return nil, err
@@ -271,7 +291,11 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if opts.Agents != nil {
 		n.startGateway(ctx, *opts.Agents)
 	}
-	log.Info("node started", "nats", n.bus.ClientURL(), "read_model", path, "provider", opts.Provider.Name())
+	if opts.Worker {
+		log.Info("node started, a worker: no read model here", "nats", n.bus.ClientURL(), "provider", opts.Provider.Name())
+	} else {
+		log.Info("node started", "nats", n.bus.ClientURL(), "read_model", path, "provider", opts.Provider.Name())
+	}
 	return n, nil
 }
 
@@ -377,22 +401,42 @@ func (n *Node) Bus() *bus.Bus { return n.bus }
 // ActiveSessions is how many session actors are in memory on this node.
 func (n *Node) ActiveSessions() int { return n.sessions.Active() }
 
-// projector is the running read model projector.
+// projector is the running read model projector; nil on a worker.
 func (n *Node) projector() *Projector { return n.proj.Load() }
 
+// ErrNoReadModel is returned by the read model's waits of a worker
+// (Options.Worker), which holds none.
+var ErrNoReadModel = errors.New("this node holds no read model (a worker: read_model=false)")
+
+// HasReadModel reports whether the node holds a read model (it is not a
+// worker).
+func (n *Node) HasReadModel() bool { return n.store != nil }
+
 // ReadModelPositions are, per shard of the log, the position after the last
-// record the read model applied.
-func (n *Node) ReadModelPositions() []uint64 { return n.projector().Positions() }
+// record the read model applied; nil on a worker.
+func (n *Node) ReadModelPositions() []uint64 {
+	if n.store == nil {
+		return nil
+	}
+	return n.projector().Positions()
+}
 
 // WaitReadModel waits until the read model has applied session sid's
-// records up to seq (the shard's sequence of its last record).
+// records up to seq (the shard's sequence of its last record). A worker
+// fails it with ErrNoReadModel.
 func (n *Node) WaitReadModel(ctx context.Context, sid string, seq uint64) error {
+	if n.store == nil {
+		return ErrNoReadModel
+	}
 	return n.projector().WaitFor(ctx, sid, seq)
 }
 
 // WaitReadModelLog waits until the read model has applied each shard of the
-// log up to last[k].
+// log up to last[k]. A worker fails it with ErrNoReadModel.
 func (n *Node) WaitReadModelLog(ctx context.Context, last []uint64) error {
+	if n.store == nil {
+		return ErrNoReadModel
+	}
 	return n.projector().WaitForLog(ctx, last)
 }
 
@@ -400,8 +444,12 @@ func (n *Node) WaitReadModelLog(ctx context.Context, last []uint64) error {
 // of the log's own floors does not share the machine with it, and returns
 // the function that starts it again from where it stopped. Only a program
 // that measures needs it; the node serves reads from the paused model
-// meanwhile, as it stands.
+// meanwhile, as it stands. On a worker there is nothing to pause: resume
+// does nothing.
 func (n *Node) PauseReadModel() (resume func(ctx context.Context) error) {
+	if n.store == nil {
+		return func(context.Context) error { return nil }
+	}
 	n.projector().Close()
 	return func(ctx context.Context) error {
 		p, err := startProjector(ctx, n.bus, n.store, n.log.With("component", "projector"), n.onClaim, n.fail)
@@ -414,5 +462,6 @@ func (n *Node) PauseReadModel() (resume func(ctx context.Context) error) {
 }
 
 // ReadModel is this node's SQLite read model, for tests that check what one
-// node of a cluster holds; programs read it through the API.
+// node of a cluster holds; programs read it through the API. nil on a
+// worker.
 func (n *Node) ReadModel() *store.Store { return n.store }

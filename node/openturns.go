@@ -2,8 +2,13 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/projection"
@@ -17,12 +22,16 @@ import (
 // dead node kept them alive until it died); a resume now continues the turn
 // at once, and the input, when it comes, is recognised as done. A resume that
 // finds nothing open (the read model was behind) does nothing.
+//
+// A worker, which holds no read model, asks the cluster's (tah.api.list
+// over its own connection, which only the nodes that hold one answer); with
+// none to ask, it resumes nothing, and the inputs bring the turns back.
 func (m *membership) resumeOpenTurns(ctx context.Context, partitions []int) {
 	resumed := 0
 	for _, status := range []projection.Status{projection.StatusRunning, projection.StatusWaitingTool} {
-		opts := store.ListOptions{Status: status, Limit: store.MaxListLimit}
+		before := ""
 		for {
-			page, err := m.n.store.ListSessions(ctx, opts)
+			page, err := m.openTurns(ctx, status, before)
 			if err != nil {
 				m.log.Warn("open turns not resumed: their inputs will bring them back", "err", err)
 				return
@@ -44,10 +53,54 @@ func (m *membership) resumeOpenTurns(ctx context.Context, partitions []int) {
 			if page.Next == "" {
 				break
 			}
-			opts.Before = page.Next
+			before = page.Next
 		}
 	}
 	if resumed > 0 {
 		m.log.Info("resuming the open turns of the partitions taken over", "sessions", resumed, "partitions", partitions)
 	}
 }
+
+// openTurns is a page of the sessions in status, from before (a page's
+// Next; "" for the first): from this node's read model, or, on a worker,
+// from the cluster's.
+func (m *membership) openTurns(ctx context.Context, status projection.Status, before string) (wire.ListReply, error) {
+	if m.n.store != nil {
+		page, err := m.n.store.ListSessions(ctx, store.ListOptions{Status: status, Limit: store.MaxListLimit, Before: before})
+		return wire.ListReply{Sessions: page.Sessions, Next: page.Next}, err
+	}
+	return m.n.listCluster(ctx, wire.ListRequest{Status: status, Limit: wire.ListMax, Before: before})
+}
+
+// listCluster asks the cluster's read model for a page of sessions
+// (tah.api.list, which only the nodes that hold a read model serve), within
+// openTurnsWait; wire.ErrNoReadModel when none holds one.
+func (n *Node) listCluster(ctx context.Context, req wire.ListRequest) (wire.ListReply, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return wire.ListReply{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, openTurnsWait)
+	defer cancel()
+	subj := wire.APISubject(wire.EndpointList)
+	msg, err := n.bus.Conn().RequestWithContext(ctx, subj, body)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return wire.ListReply{}, fmt.Errorf("%s: %w", subj, wire.ErrNoReadModel)
+	case err != nil:
+		return wire.ListReply{}, fmt.Errorf("%s: %w", subj, err)
+	}
+	if code := msg.Header.Get(wire.HeaderServiceErrorCode); code != "" {
+		return wire.ListReply{}, fmt.Errorf("%s: %s %s", subj, code, msg.Header.Get(wire.HeaderServiceError))
+	}
+	var rep wire.ListReply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil {
+		return wire.ListReply{}, fmt.Errorf("%s: the reply is not a list: %w", subj, err)
+	}
+	return rep, nil
+}
+
+// openTurnsWait bounds a worker's request for a page of open turns: the
+// read model's node may be the one that died, and its queue subscription
+// lingers until its server notices; the inputs bring the turns back anyway.
+const openTurnsWait = 5 * time.Second

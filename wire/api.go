@@ -286,11 +286,18 @@ type StatusReply struct {
 	// Shard(sid, log_shards).
 	LogShards int `json:"log_shards"`
 	// ReadModelAt is, for each shard of the log in order, the last stream
-	// sequence the node's read model applied.
+	// sequence the node's read model applied; empty, as ReadModelPath, on
+	// a worker (Worker).
 	ReadModelAt   []uint64 `json:"read_model_at"`
 	ReadModelPath string   `json:"read_model_path"`
-	Provider      string   `json:"provider"`
-	APIVersion    string   `json:"api_version"`
+	// Worker is set when the answering node holds no read model
+	// (read_model=false): it runs sessions and serves every endpoint but
+	// ReadModelEndpoints, which go to the nodes that hold one. Absent from
+	// a node that holds one, and from a node that predates the field (every
+	// such node holds one).
+	Worker     bool   `json:"worker,omitempty"`
+	Provider   string `json:"provider"`
+	APIVersion string `json:"api_version"`
 	// MaxInputBytes is the largest user message of a run the answering node
 	// takes (agent.max_input_bytes, a setting every node shares): a larger
 	// one is refused with input_too_large, so a client can refuse it before
@@ -337,6 +344,15 @@ func Endpoints() []Endpoint {
 		{EndpointArtifacts, SessionRequest{}, ArtifactsReply{}},
 		{EndpointArtifact, ArtifactRequest{}, ArtifactReply{}},
 	}
+}
+
+// ReadModelEndpoints are the endpoints that answer from a node's read model:
+// only the nodes that hold one (read_model, the default) serve them, and a
+// request to one of them that no node answers means that no node holds a
+// read model (ErrNoReadModel), not that no node runs. The others the log,
+// the buckets or the node itself answer, on every node.
+func ReadModelEndpoints() []string {
+	return []string{EndpointGet, EndpointList, EndpointMessages, EndpointSteps, EndpointArtifacts, EndpointArtifact}
 }
 
 // CredsAPIPrefix starts the subjects of the endpoints that issue, list and

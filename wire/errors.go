@@ -15,4 +15,9 @@ var (
 	// Refusal of code CodeReplySubject on tah.sess.<sid>.err only, and
 	// publishes nothing on that subject.
 	ErrReplySubject = errors.New("reply subject refused")
+	// ErrNoReadModel: a request to one of ReadModelEndpoints that no node
+	// answers while nodes do run: every node is a worker (read_model=false),
+	// and none holds the read model those endpoints answer from. Start a
+	// node with read_model=true (the default), or set it on one.
+	ErrNoReadModel = errors.New("no node holds the read model (read_model=false everywhere)")
 )

@@ -31,3 +31,21 @@ type NodeRecord struct {
 	// at once.
 	Leaving bool `json:"leaving,omitempty"`
 }
+
+// ClaimNotice is the body of a message on ClaimNoticeSubject(node): the node
+// that claimed a session (session.claimed, fenced) tells the node whose claim
+// was the last before its own, so that an actor of the session still alive
+// there, now stale, stops at once (its LLM and tool calls cancelled) without
+// waiting for an append of its own to fail. Only nodes publish and receive
+// it. A notice that is lost costs nothing but that wait: the stale actor's
+// appends are fenced, and a node that holds a read model hears the claim
+// from the log as well.
+type ClaimNotice struct {
+	// Session is the session claimed.
+	Session string `json:"session"`
+	// Epoch is the epoch of the new claim: an actor of the session with an
+	// older epoch is stale.
+	Epoch uint64 `json:"epoch"`
+	// Node is the node that claimed it.
+	Node string `json:"node,omitempty"`
+}

@@ -263,7 +263,7 @@ func NodeNeeds(node string) (publish, subscribe []string) {
 	const sid = "s_00000000000000000000"
 	publish = []string{
 		ShardSubject(0, sid), PartitionSubject(0, sid), InputSubject(sid), ErrorSubject(sid), DeltaSubject(sid),
-		NodeSubject(node), ToolSubject("read_file"), ToolCancelSubject("call_1"),
+		NodeSubject(node), ClaimNoticeSubject("other"), ToolSubject("read_file"), ToolCancelSubject("call_1"),
 		"$KV." + CheckpointBucket + "." + sid, "$KV." + NodeBucket + "." + node, "$KV." + ToolResultBucket + "." + ResultKey("read_file", sid, "call_1"),
 		"$O." + ArtifactBucket + ".C.x",
 		jsAPI + "INFO", jsAPI + "STREAM.CREATE." + EventShardStream(0), jsAPI + "STREAM.UPDATE." + InputStream,
@@ -272,7 +272,7 @@ func NodeNeeds(node string) (publish, subscribe []string) {
 		"_INBOX.x", CredentialInbox("alice") + ".x", "$SRV.INFO",
 	}
 	subscribe = []string{
-		APISubject(EndpointCreate), DeltaSubjects, ErrorSubjects, NodeSubjects, ToolCancelSubjects,
+		APISubject(EndpointCreate), DeltaSubjects, ErrorSubjects, NodeSubjects, ClaimNoticeSubject(node), ToolCancelSubjects,
 		"_INBOX.x", "$SRV.PING", "$SRV.INFO." + APIService,
 	}
 	return publish, subscribe

@@ -21,6 +21,7 @@ func Schemas() []Schema {
 		{"outcome.json", "Outcome (body of the message on an input's Tah-Reply-To subject, and of a refusal on tah.sess.<sid>.err)", Outcome{}},
 		{"delta.json", "Token delta (body of a message on tah.sess.<sid>.delta)", Delta{}},
 		{"node.json", "Node presence (body of a message on tah.nodes.<node>, and a tah_nodes entry)", NodeRecord{}},
+		{"node.claimed.json", "Claim notice (body of a message on tah.nodes.<node>.claimed, from the node that claimed a session to its previous owner)", ClaimNotice{}},
 		{"tool.request.json", "Tool request (body of a request to tah.tool.<name>)", ToolRequest{}},
 		{"tool.result.json", "Tool result (body of a tool service's reply, and a stored call's result)", ToolResult{}},
 		{"tool.cancel.json", "Tool cancel (body of a message on tah.tool.cancel.<call token>)", ToolCancel{}},

@@ -96,6 +96,14 @@ func ErrorSubject(sid string) string { return "tah.sess." + sid + ".err" }
 // NodeRecord): tah.nodes.<node>.
 func NodeSubject(node string) string { return "tah.nodes." + node }
 
+// ClaimNoticeSubject is the core NATS subject on which node hears that
+// another node claimed a session it may still hold (ClaimNotice):
+// tah.nodes.<node>.claimed. It is under the presence's tah.nodes.>, which
+// only nodes may publish and no other role may subscribe to, and the
+// presence filter NodeSubjects (one token after tah.nodes.) does not match
+// it.
+func ClaimNoticeSubject(node string) string { return "tah.nodes." + node + ".claimed" }
+
 // APISubject is the subject of an API endpoint: tah.api.<endpoint>.
 func APISubject(endpoint string) string { return APIPrefix + endpoint }
 

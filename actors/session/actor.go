@@ -96,6 +96,13 @@ type (
 	// claimedElsewhere tells the actor that a node claimed its session with
 	// epoch: if that is newer than its own, it is a stale owner.
 	claimedElsewhere struct{ epoch uint64 }
+	// claimedHere tells the actor that its work claimed the session with
+	// epoch (gen: the work's workGen), so that the claims of other nodes
+	// reach it again while the work runs on.
+	claimedHere struct {
+		epoch uint64
+		gen   int
+	}
 )
 
 // sessionActor owns one session: it is the only writer of its log. Work runs in
@@ -107,10 +114,16 @@ type sessionActor struct {
 
 	a *AgentContext // nil until loaded
 	// claiming is set while work started on a context not claimed yet runs
-	// (it claims before its first write; s.a.claimed is the work's then).
-	claiming bool
-	loading  bool
-	queue    []*Command
+	// and has not claimed it (it claims before its first write; s.a.claimed
+	// is the work's then). claimedAt is the epoch the running work claimed
+	// (claimedHere), which may be newer than s.a's after a load again; and
+	// elsewhere the newest claim of another node heard while it claimed.
+	claiming  bool
+	claimedAt uint64
+	elsewhere uint64
+	workGen   int // counts the works started
+	loading   bool
+	queue     []*Command
 	// parked are the runs and compacts that arrived while the turn waits
 	// for approval: they wait behind it, as behind any turn.
 	parked []*Command
@@ -153,6 +166,8 @@ func (s *sessionActor) Receive(ctx actor.Context) {
 		s.onWorkDone(ctx, msg)
 	case *claimedElsewhere:
 		s.onClaimedElsewhere(ctx, msg)
+	case *claimedHere:
+		s.onClaimedHere(ctx, msg)
 	case *idleTick:
 		s.onIdleTick(ctx, msg)
 	case *actor.Stopping:
@@ -221,7 +236,7 @@ func (s *sessionActor) onCommand(ctx actor.Context, cmd *Command) {
 // answered, and the next command starts, unless the session is no longer
 // this actor's to run.
 func (s *sessionActor) onWorkDone(ctx actor.Context, msg *workDone) {
-	s.busy, s.cancel, s.claiming = nil, nil, false
+	s.busy, s.cancel, s.claiming, s.claimedAt, s.elsewhere = nil, nil, false, 0, 0
 	s.a = msg.a
 	s.cancelTheWait()
 	s.answerCancels(msg.out.Outcome)
@@ -255,15 +270,35 @@ func (s *sessionActor) onClaimedElsewhere(ctx actor.Context, msg *claimedElsewhe
 		return
 	case s.claiming:
 		// The work claims the session, perhaps at a newer epoch than s.a's
-		// (after loading again): if this claim is not its own, its appends
-		// are fenced and it ends so.
+		// (after loading again): whether this claim is another node's is
+		// told once the work's own is in (onClaimedHere).
+		s.elsewhere = max(s.elsewhere, msg.epoch)
 		return
-	case s.a.claimed && msg.epoch <= s.a.writer.Epoch(), !s.a.claimed && msg.epoch < s.a.writer.Epoch():
+	case s.claimedAt > 0 && msg.epoch <= s.claimedAt:
+		return // the running work's own claim, or an older one
+	case s.claimedAt == 0 && (s.a.claimed && msg.epoch <= s.a.writer.Epoch() || !s.a.claimed && msg.epoch < s.a.writer.Epoch()):
 		return // our own claim, or an older one
 	}
+	s.stopClaimed(ctx, msg.epoch)
+}
+
+// onClaimedHere records the epoch the running work claimed, and stops the
+// actor if another node's newer claim was heard meanwhile.
+func (s *sessionActor) onClaimedHere(ctx actor.Context, msg *claimedHere) {
+	if !s.claiming || msg.gen != s.workGen {
+		return // a work that has ended
+	}
+	s.claiming, s.claimedAt = false, msg.epoch
+	if s.elsewhere > msg.epoch {
+		s.stopClaimed(ctx, s.elsewhere)
+	}
+}
+
+// stopClaimed stops the actor of a session another node claimed with epoch.
+func (s *sessionActor) stopClaimed(ctx actor.Context, epoch uint64) {
 	// Another node took the session over: stop at once, cancelling the
 	// running LLM and tool calls; the work's input is not acknowledged.
-	s.m.cfg.logger().Info("session claimed by another node; stopping", "session", s.sid, "epoch", msg.epoch)
+	s.m.cfg.logger().Info("session claimed by another node; stopping", "session", s.sid, "epoch", epoch)
 	if s.cancel != nil {
 		s.cancel(bus.ErrFenced)
 	}

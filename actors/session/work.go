@@ -35,10 +35,11 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 	if cmd.Kind == wire.CommandCancel {
 		cancel(cancelled{reason: cancelReasonOf(cmd)}) // a cancel of a turn that waits for approval
 	}
-	a, self, last := s.a, ctx.Self(), s.lastCP
+	s.workGen++
+	a, self, last, gen := s.a, ctx.Self(), s.lastCP, s.workGen
 	s.m.goTracked(func() {
 		defer cancel(nil)
-		out, a := s.m.workClaimed(wctx, a, cmd)
+		out, a := s.m.workClaimed(wctx, a, cmd, func(epoch uint64) { s.m.sys.Root.Send(self, &claimedHere{epoch: epoch, gen: gen}) })
 		cp := s.m.checkpointAfter(wctx, a, out, last)
 		// Done first: after a shutdown the actor is gone and would drop the message.
 		ended.Store(true)
@@ -51,14 +52,17 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 // answered from the log alone (answeredFromLog), so that such a command
 // writes nothing. It returns the outcome and the context the work ended
 // with (one loaded again when the claim met another writer's append).
-func (m *Manager) workClaimed(ctx context.Context, a *AgentContext, cmd *Command) (Outcome, *AgentContext) {
+// claimed is told the epoch of the claim once it is in the log, so that the
+// actor hears other nodes' claims again while the work runs on.
+func (m *Manager) workClaimed(ctx context.Context, a *AgentContext, cmd *Command, claimed func(epoch uint64)) (Outcome, *AgentContext) {
 	if !a.claimed && !answeredFromLog(a, cmd) {
 		// Not cut short by a cancel: a cancelled run still records its end.
-		claimed, err := m.acquire(context.WithoutCancel(ctx), a)
+		claimedCtx, err := m.acquire(context.WithoutCancel(ctx), a)
 		if err != nil {
 			return Outcome{Outcome: wire.Outcome{Session: a.Session, Status: a.state.Status, Fenced: errors.Is(err, bus.ErrFenced)}, Err: err}, a
 		}
-		a = claimed
+		a = claimedCtx
+		claimed(a.writer.Epoch())
 	}
 	return m.workLogged(ctx, a, cmd), a
 }

@@ -235,6 +235,9 @@ func (c *conn) failed(endpoint string, err error) error {
 		return errorf(exitFailed, "see the node's log", "%s failed (%s): %s", subj, ae.Code, ae.Message)
 	case errors.Is(err, client.ErrPermissionDenied):
 		return c.denied("call "+subj, err)
+	case errors.Is(err, client.ErrNoReadModel):
+		return errorf(exitUnavailable, "start a node that holds the read model: read_model=true, the default (TAH_READ_MODEL, --read-model; docs/operations.md, Read model and workers)",
+			"%v", err)
 	case errors.Is(err, client.ErrNoNode):
 		return errorf(exitUnavailable, "start a node with `tah-node`; `tahctl status` checks",
 			"NATS answers at %s, but no TAH node serves the API (%s)", c.ep.url, subj)

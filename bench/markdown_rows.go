@@ -103,9 +103,9 @@ func (r *Report) stepAnalysis(w func(string, ...any)) {
 	w("A tool step in the middle of row 2's turn writes %s events in %s records (%s). `llm.started` holds the request by reference: its record alone is %s to %s over the %d steps of the turn, flat while the history grows. One record of the whole step's events is %s; a record of one event %s on average.\n\n",
 		trimFloat(s.EventsPerStep), trimFloat(s.RecordsPerStep), joinOr(s.StepRecords, "none"), fbytes(s.LLMStartedBytesMin), fbytes(s.LLMStartedBytesMax), s.ToolSteps, fbytes(s.StepRecordBytesMean), fbytes(s.EventBytesMean))
 	for _, x := range r.Step {
-		w("- %s: a step took %s; one append of the step's record %s, its %s records as written %s (%s× the one append), a record of one event %s. TAH's own time per step (less its writes and the mock) is %s; from one LLM call to the next, %s against %s of writes in between. The process spent %s of CPU per step. The read model had applied the turn %s after its outcome. The end of a turn (agent.finished, the checkpoint of %s) cost %s, its start (`client.Run` to the first LLM call) %s.\n",
+		w("- %s: a step took %s; one append of the step's record %s, its %s records as written %s (%s× the one append), a record of one event %s. TAH's own time per step (less its writes and the mock) is %s; from one LLM call to the next, %s against %s of writes in between. The process spent %s of CPU per step%s. The read model had applied the turn %s after its outcome. The end of a turn (agent.finished, the checkpoint of %s) cost %s, its start (`client.Run` to the first LLM call) %s.\n",
 			x.Durability, fdur(x.PerStep), fdur(x.StepRecordP50), trimFloat(x.RecordsPerStep), fdur(x.StepAppendsP50), trimFloat(round2(float64(x.StepAppendsP50)/float64(max(x.StepRecordP50, 1)))),
-			fdur(x.OneEventP50), fdur(x.Overhead), fdur(x.StepGapP50), fdur(x.StepGapFloorP50), fdur(x.CPUPerStep),
+			fdur(x.OneEventP50), fdur(x.Overhead), fdur(x.StepGapP50), fdur(x.StepGapFloorP50), fdur(x.CPUPerStep), allocsPerStep(x),
 			fdur((x.CaughtUpPerStep-x.PerStep)*time.Duration(x.LLMCalls)), fbytes(x.CheckpointBytes), fdur(x.TurnEnd), fdur(x.TurnStart))
 	}
 	w("\nWith fsync always a step cannot cost less than its two fsynced writes, and the floor here is one: the ratio's least is about %s× (two appends over one) before TAH's own time is counted. With fsync every 2 minutes the appends are cheap and the CPU is what a step costs: the process's CPU per step counts the node (the loop's fold and encode, the projector's SQLite transaction), the embedded server's work for every append and delivery, and the client's share.\n\n",
@@ -154,4 +154,13 @@ func (r *Report) scaleAnalysis(w func(string, ...any)) {
 			s.Durability, fnum(s.One.PerSec), s.One.CPUCores, fnum(s.Three.PerSec), s.Three.CPUCores, leadersOf(s.Three.ShardLeaders), trimFloat(round2(s.Ratio)))
 	}
 	w("\nThe three nodes run in this process, on the machine's %d cores and one disk, and each append is replicated to three servers (R3) where one node stores it once: on one machine the ratio measures the cost of replication against the parallelism of the shards' leaders, not the write capacity three machines would add. What scales is that each shard has its own Raft leader, spread over the servers.\n\n", r.Machine.CPUs)
+}
+
+// allocsPerStep is what row 2's process allocated per step, as the end of
+// a sentence about its CPU ("" from a report that did not measure it).
+func allocsPerStep(s *StepResult) string {
+	if s.AllocsPerStep <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" and allocated %s objects (%s) per step", fnum(s.AllocsPerStep), fbytes(int(s.AllocBytesPerStep+0.5)))
 }

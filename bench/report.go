@@ -228,6 +228,10 @@ func (r *Report) stepRows() []row {
 		}
 		out = append(out, row{"2", "CPU (user + system) of the whole process per step: loop, projector, embedded server, client", s.Durability,
 			fdur(s.CPUPerStep), "", "", tgt, verdict})
+		if s.AllocsPerStep > 0 {
+			out = append(out, row{"2", "heap allocations of the whole process per step (objects · bytes), same span", s.Durability,
+				fnum(s.AllocsPerStep) + " · " + fbytes(int(s.AllocBytesPerStep+0.5)), "", "", "", ""})
+		}
 		out = append(out, row{"2", "from one LLM call to the next, middle of the turn (p50)", s.Durability,
 			fdur(s.StepGapP50), fdur(s.StepGapFloorP50) + " (the records in between)", fratio(s.StepGapRatioP50), "", ""})
 	}

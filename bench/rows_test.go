@@ -31,7 +31,8 @@ func TestRows(t *testing.T) {
 	// A tool step writes two records of four events (the previous tool's
 	// result with the llm.started, the answer with the tool's start).
 	if s := rep.Step[0]; s.PerStep <= 0 || s.FloorAppendPerStep <= 0 || s.ClientRun <= 0 || s.EventsPerStep != 4 || s.RecordsPerStep != 2 ||
-		s.StepRecordP50 <= 0 || s.OneEventP50 <= 0 || s.StepRecordBytesMean <= s.EventBytesMean || s.CPUPerStep <= 0 || s.TurnEnd <= 0 {
+		s.StepRecordP50 <= 0 || s.OneEventP50 <= 0 || s.StepRecordBytesMean <= s.EventBytesMean || s.CPUPerStep <= 0 || s.TurnEnd <= 0 ||
+		s.AllocsPerStep <= 0 || s.AllocBytesPerStep < s.AllocsPerStep {
 		t.Errorf("row 2: %+v", s)
 	}
 	if l := rep.Load[0]; l.Steps != 8 || l.StepsPerSec <= 0 || l.FloorWall <= 0 || l.RecordsPerTurn == 0 || l.EventsPerTurn <= l.RecordsPerTurn ||

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"time"
@@ -39,6 +40,13 @@ type StepResult struct {
 	// from client.Run until the read model had applied the turn, over its
 	// LLM calls: median of the turns.
 	CPUPerStep time.Duration `json:"cpu_per_step_ns"`
+	// AllocsPerStep and AllocBytesPerStep are the heap allocations (objects
+	// and bytes, runtime/metrics) of this whole process over the same span,
+	// over its LLM calls: median of the turns. What is allocated is also
+	// copied into and collected again, so they are the step's copying work
+	// as much as its garbage.
+	AllocsPerStep     float64 `json:"allocs_per_step"`
+	AllocBytesPerStep float64 `json:"alloc_bytes_per_step"`
 	// StepGapP50 is the median time from one LLM call to the next (the
 	// middle of the turn), and StepGapFloorP50 the median of the records
 	// appended between two calls, appended again as they were written.
@@ -152,8 +160,10 @@ type stepTurn struct {
 	// sent is when client.Run was called, stored when it returned, done
 	// when the outcome came, caught when the read model had the turn.
 	sent, stored, done, caught time.Time
-	// cpu is the process's CPU time from client.Run to caught.
-	cpu   time.Duration
+	// cpu is the process's CPU time from client.Run to caught, allocs
+	// what it allocated meanwhile.
+	cpu    time.Duration
+	allocs heapAllocs
 	calls []call
 	all   []event.Event // the session's log
 	start int           // the index of the turn's turn.started in all
@@ -183,7 +193,7 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 	if s.cfg.PhaseProfile != "" && i == s.cfg.StepTurns {
 		stopProfile = profilePhase(fmt.Sprintf("%s.row2-%s", s.cfg.PhaseProfile, s.sync))
 	}
-	cpu0 := cpuTime()
+	cpu0, allocs0 := cpuTime(), readHeapAllocs()
 	t, o, err := st.run(ctx, m.sid, input(m.sid, s.cfg.Steps))
 	if err != nil {
 		return m, err
@@ -203,6 +213,7 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 	}
 	m.caught = time.Now()
 	m.cpu = cpuTime() - cpu0
+	m.allocs = readHeapAllocs().sub(allocs0)
 	if stopProfile != nil {
 		stopProfile()
 	}
@@ -306,4 +317,32 @@ func durabilityName(d time.Duration) string {
 		return "fsync always"
 	}
 	return "fsync every " + strings.TrimSuffix(d.String(), "0s")
+}
+
+// heapAllocs is what the process allocated on the heap so far (cumulative
+// counts of runtime/metrics: they never go down, and need no stop of the
+// world, unlike runtime.ReadMemStats).
+type heapAllocs struct{ objects, bytes uint64 }
+
+// heapAllocMetrics are the metrics readHeapAllocs reads.
+var heapAllocMetrics = []string{"/gc/heap/allocs:objects", "/gc/heap/allocs:bytes"}
+
+func readHeapAllocs() heapAllocs {
+	s := make([]metrics.Sample, len(heapAllocMetrics))
+	for i, name := range heapAllocMetrics {
+		s[i].Name = name
+	}
+	metrics.Read(s)
+	var h heapAllocs
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		h.objects = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		h.bytes = s[1].Value.Uint64()
+	}
+	return h
+}
+
+func (h heapAllocs) sub(o heapAllocs) heapAllocs {
+	return heapAllocs{objects: h.objects - o.objects, bytes: h.bytes - o.bytes}
 }

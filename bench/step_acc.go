@@ -14,7 +14,7 @@ type stepAcc struct {
 	perStep, provider, caughtUp, floorStep, kvPuts []time.Duration
 	clientRun, cpu                                 []time.Duration
 	gaps, gapFloors, early, late, starts, ends     sample
-	gapRatios                                      []float64
+	gapRatios, allocs, allocBytes                  []float64
 	stepRecs, oneEvent, applies, stepAppends       sample
 	eventBytes, nEvents, stepBytes                 int
 	nSteps, stepEvents, stepRecords                int
@@ -31,6 +31,8 @@ func (a *stepAcc) add(m stepTurn, f stepFloor) {
 	a.perStep = append(a.perStep, m.done.Sub(m.sent)/llmCalls)
 	a.caughtUp = append(a.caughtUp, m.caught.Sub(m.sent)/llmCalls)
 	a.cpu = append(a.cpu, m.cpu/llmCalls)
+	a.allocs = append(a.allocs, float64(m.allocs.objects)/float64(llmCalls))
+	a.allocBytes = append(a.allocBytes, float64(m.allocs.bytes)/float64(llmCalls))
 	a.floorStep = append(a.floorStep, (f.appends.sum()+f.kvPut)/llmCalls)
 	a.kvPuts = append(a.kvPuts, f.kvPut)
 	a.clientRun = append(a.clientRun, m.stored.Sub(m.sent))
@@ -110,6 +112,7 @@ func (a *stepAcc) result() *StepResult {
 	res.ProviderPerStep = medianDur(a.provider)
 	res.CaughtUpPerStep = medianDur(a.caughtUp)
 	res.CPUPerStep = medianDur(a.cpu)
+	res.AllocsPerStep, res.AllocBytesPerStep = median(a.allocs), median(a.allocBytes)
 	res.FloorAppendPerStep = medianDur(a.floorStep)
 	res.KVPut = medianDur(a.kvPuts)
 	res.ClientRun = medianDur(a.clientRun)

@@ -164,9 +164,9 @@ type stepTurn struct {
 	// what it allocated meanwhile.
 	cpu    time.Duration
 	allocs heapAllocs
-	calls []call
-	all   []event.Event // the session's log
-	start int           // the index of the turn's turn.started in all
+	calls  []call
+	all    []event.Event // the session's log
+	start  int           // the index of the turn's turn.started in all
 }
 
 func (m stepTurn) events() []event.Event { return m.all[m.start:] }

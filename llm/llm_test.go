@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 )
@@ -69,12 +70,49 @@ func TestCheckPairing(t *testing.T) {
 		{"orphan result", []Message{User("u"), ToolResult(a, "", false)}, false},
 		{"result after a gap", []Message{User("u"), Assistant("", a), User("v"), ToolResult(a, "", false)}, false},
 		{"duplicate result", []Message{User("u"), Assistant("", a), ToolResult(a, "", false), ToolResult(a, "", false)}, false},
+		{"a call twice, answered once", []Message{User("u"), Assistant("", a, a), ToolResult(a, "", false)}, true},
+		{"a call twice, answered twice", []Message{User("u"), Assistant("", a, a), ToolResult(a, "", false), ToolResult(a, "", false)}, false},
+		{"many calls", manyCalls(40, 40), true},
+		{"many calls, one unanswered", manyCalls(40, 39), false},
 	}
 	for _, tc := range cases {
 		err := CheckPairing(tc.msgs)
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrUnpaired)) {
 			t.Errorf("%s: %v", tc.name, err)
 		}
+	}
+}
+
+// manyCalls is a turn of one assistant message of n calls and results
+// for the first answered of them, in reverse order.
+func manyCalls(n, answered int) []Message {
+	calls := make([]ToolCall, n)
+	for i := range calls {
+		calls[i] = ToolCall{ID: fmt.Sprintf("c%d", i), Name: "t"}
+	}
+	msgs := []Message{User("u"), Assistant("", calls...)}
+	for i := answered - 1; i >= 0; i-- {
+		msgs = append(msgs, ToolResult(calls[i], "ok", false))
+	}
+	return msgs
+}
+
+// CheckPairing runs over every message of every request (the providers'
+// and the mock's check), so a history that pairs costs no allocation: it
+// was a map per assistant message.
+func TestCheckPairingAllocatesNothing(t *testing.T) {
+	var msgs []Message
+	for i := range 100 {
+		a, b := ToolCall{ID: fmt.Sprintf("a%d", i), Name: "t"}, ToolCall{ID: fmt.Sprintf("b%d", i), Name: "t"}
+		msgs = append(msgs, User("u"), Assistant("", a, b), ToolResult(b, "ok", false), ToolResult(a, "ok", false), Assistant("x"))
+		msgs = append(msgs, manyCalls(12, 12)...) // a batch of parallel calls
+	}
+	if n := testing.AllocsPerRun(10, func() {
+		if err := CheckPairing(msgs); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations for %d messages", n, len(msgs))
 	}
 }
 

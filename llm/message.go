@@ -2,6 +2,7 @@ package llm
 
 import (
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // Role says who a message is from.
@@ -100,9 +101,9 @@ func CloneMessages(msgs []Message) []Message {
 // the name and arguments of each tool call. Budgets are in characters (runes), not
 // tokens, so that they need no tokenizer and are the same for every provider.
 func (m Message) Chars() int {
-	n := runeCount(m.Content)
+	n := utf8.RuneCountInString(m.Content)
 	for _, c := range m.ToolCalls {
-		n += runeCount(c.Name) + runeCount(string(c.Arguments))
+		n += utf8.RuneCountInString(c.Name) + utf8.RuneCount(c.Arguments)
 	}
 	return n
 }
@@ -112,14 +113,6 @@ func TotalChars(msgs []Message) int {
 	n := 0
 	for _, m := range msgs {
 		n += m.Chars()
-	}
-	return n
-}
-
-func runeCount(s string) int {
-	n := 0
-	for range s {
-		n++
 	}
 	return n
 }

@@ -51,8 +51,19 @@ type Config struct {
 	PeerTurns int    // row 8: measured turns
 	PeerDir   string // row 8: the peer's directory (bench/peer/langgraph, from the repository's root)
 
-	ScaleSessions int // row 9: concurrent writers, one session each
-	ScaleSteps    int // row 9: steps each session appends (a step's records each)
+	// Row 9: ScaleSessions run turns back to back, each a tool step and a
+	// final step, against a model that answers over HTTP after ScaleDelay,
+	// for ScaleDuration (after a ramp), on clusters of tah-node processes of
+	// ScaleQuota CPUs each (a cgroup), under bus.Config.SyncInterval
+	// ScaleSync; ScaleCurve are the node counts of the curve at
+	// ScaleCurveQuota (none: no curve).
+	ScaleSessions   int
+	ScaleDelay      time.Duration
+	ScaleDuration   time.Duration
+	ScaleQuota      float64
+	ScaleSync       time.Duration
+	ScaleCurve      []int
+	ScaleCurveQuota float64
 
 	DeltaTokens int           // row 5
 	DeltaPace   time.Duration // row 5: pause between two tokens
@@ -118,7 +129,8 @@ func Default() Config {
 		MemSessions:      10000,
 		FailoverSessions: 12, FailoverKill: KillProcess,
 		PeerSteps: 20, PeerTurns: 5, PeerDir: filepath.Join("bench", "peer", "langgraph"),
-		ScaleSessions: 1000, ScaleSteps: 10,
+		ScaleSessions: 300, ScaleDelay: 50 * time.Millisecond, ScaleDuration: 20 * time.Second, ScaleQuota: 0.5,
+		ScaleSync: 2 * time.Minute, ScaleCurve: []int{1, 2, 3, 5}, ScaleCurveQuota: 0.25,
 		UISessions: 10000, UISteps: 1000,
 		AgentPrompts: 20,
 	}
@@ -134,7 +146,7 @@ func (c Config) QuickSizes() Config {
 	c.MemSessions = 500
 	c.FailoverSessions = 4
 	c.PeerTurns = 2
-	c.ScaleSteps = 3
+	c.ScaleSessions, c.ScaleDuration, c.ScaleCurve = 60, 5*time.Second, nil
 	c.UISessions, c.UISteps = 500, 200
 	c.AgentPrompts = 5
 	return c
@@ -175,12 +187,19 @@ func (c Config) Validate() error {
 		return bad("-agent-prompts: %d is not at least 1", c.AgentPrompts)
 	case c.MemSessions < 1:
 		return bad("row 6 needs sessions")
-	case c.ScaleSessions < 1 || c.ScaleSteps < 1:
-		return bad("row 9 needs sessions and steps, not %d and %d", c.ScaleSessions, c.ScaleSteps)
+	case c.ScaleSessions < 1 || c.ScaleDelay <= 0 || c.ScaleDuration <= 0 || c.ScaleSync < 0:
+		return bad("row 9 needs sessions, an LLM delay and a duration above 0, not %d, %v and %v", c.ScaleSessions, c.ScaleDelay, c.ScaleDuration)
+	case c.ScaleQuota <= 0 || (len(c.ScaleCurve) > 0 && c.ScaleCurveQuota <= 0):
+		return bad("row 9's quotas must be above 0 CPUs, not %v and %v", c.ScaleQuota, c.ScaleCurveQuota)
 	case c.FailoverSessions < 1:
 		return bad("-failover-sessions: %d is not at least 1", c.FailoverSessions)
 	case c.FailoverKill != KillShutdown && c.FailoverKill != KillProcess:
 		return bad("-failover-kill: %q is not %s or %s", c.FailoverKill, KillShutdown, KillProcess)
+	}
+	for _, n := range c.ScaleCurve {
+		if n < 1 {
+			return bad("-scale-curve: %d is not a number of nodes", n)
+		}
 	}
 	for _, l := range c.ResumeLengths {
 		if l < 10 {

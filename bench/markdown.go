@@ -23,7 +23,7 @@ func (r *Report) markdown(table string) string {
 	w("TAH's overhead must stay close to the durable writes it cannot avoid. These machines are noisy (here, the latency of one fsync varied by a factor of two between runs), so every figure stands beside a **floor measured in the same run, on the same node**, and the targets are ratios. The raw data is in [benchmarks.json](benchmarks.json).\n\n")
 
 	w("## Machine\n\n| CPUs | CPU (/proc/cpuinfo) | memory | kernel | Go | load average at start / end |\n|---|---|---|---|---|---|\n| %d | %s | %s | %s | %s | %s / %s |\n\n", m.CPUs, m.CPU, m.MemTotal, m.Kernel, m.Go, m.LoadAvgStart, m.LoadAvgEnd)
-	w("Rows 1–6, 8, 10 and 11 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject and the session's input errors: a `Turn` asked only for its outcome follows no log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node. Rows 7 and 9 run three nodes.\n\n")
+	w("Rows 1–6, 8, 10 and 11 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject and the session's input errors: a `Turn` asked only for its outcome follows no log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node. Row 7 runs three nodes, row 9 clusters of tah-node processes.\n\n")
 
 	s := r.Sizes
 	w("## Sizes of this run\n\n")
@@ -42,7 +42,7 @@ func (r *Report) markdown(table string) string {
 		w("| 7 | three nodes of the harness, R3 (each with its embedded server, joined by routes), `bus.Default()`'s failover timings; the node killed is a tah-node process of its own (`-failover-kill process`, the default) or a node in this process (`-failover-kill shutdown`), the others run in this process; %d sessions of the killed node with a turn in flight (their inputs sent spread over one keep-alive period), and %d of its idle sessions (one finished turn there) sent an input right after the kill |\n", s.FailoverSessions, s.FailoverSessions)
 	}
 	w("| 8 | turns of %d tool steps, %d measured after a warm-up, TAH and LangGraph.js one after the other |\n", s.PeerSteps, s.PeerTurns)
-	w("| 9 | %s sessions at once (the issue's size%s), %d steps each; one node, then three (R3) |\n", fnum(float64(s.ScaleSessions)), scaledNote(s.ScaleSessions, 1000), s.ScaleSteps)
+	r.scaleSizes(w)
 	if s.UISessions > 0 {
 		w("| 10 | %s sessions (the issue's size%s), one of them of %s steps (the issue's size%s: turns of 99 tool steps and an answer) |\n", fnum(float64(s.UISessions)), scaledNote(s.UISessions, 10000), fnum(float64(s.UISteps)), scaledNote(s.UISteps, 1000))
 	}

@@ -58,9 +58,7 @@ func (r *Report) targets(w func(string, ...any)) {
 	w("- **Rows 5 and 6** have no target; they are reported.\n")
 	r.failoverTarget(w)
 	w("- **Row 8, at least %s× less time a step than LangGraph.js without fsync per write**: see its row; with fsync per write the disk sets the floor and row 2's ratio is the target.\n", trimFloat(targetPeerTimes))
-	for _, s := range r.Scale {
-		w("- **Row 9, the sharded log scales (%s)**: no number is set; 3 nodes made %s appends/s against 1 node's %s: %s×.\n", s.Durability, fnum(s.Three.PerSec), fnum(s.One.PerSec), trimFloat(round2(s.Ratio)))
-	}
+	r.scaleTarget(w)
 	if u := r.UI; u != nil {
 		w("- **Row 10, the UI's first render at most %s**: the list %s, the %s-step session's page %s: %s.\n", fdur(targetUIRender), fdur(u.List), fnum(float64(u.Steps)), fdur(u.Session),
 			metOr(u.List <= targetUIRender && u.Session <= targetUIRender, "missed"))
@@ -83,11 +81,11 @@ func (r *Report) methods(w func(string, ...any)) {
 	w("6. **Memory.** `VmRSS` from `/proc/self/status` and the Go heap in use, each after a garbage collection that returns freed memory to the system: with the node up and no session, after every session has had one turn (all actors alive), and after every actor has passivated. The provider here keeps nothing. The node's embedded server runs in the process, so its share of each session is counted.\n")
 	w("7. **Failover.** Three nodes of the cluster harness (`tahtest`), each with its embedded server, every stream and bucket R3, `bus.Default()`'s failover timings, fsync always. The victim is a tah-node process of its own sent SIGKILL (or with `-failover-kill shutdown` a node in this process whose embedded server is shut down at once). Sessions are created on the victim's partitions; half take a turn there and stay idle, the other half start a turn whose LLM call the victim's model holds. Once every such turn's log shows its LLM call open, the victim is killed; each idle session is then sent an input. The times are from the kill to each session's first LLM call on a survivor. Every session's log is then audited (`projection.Audit`), and the survivors' presence followed until it lists every partition once, for 2 × NodeTTL (at most %s after the kill).\n", fdur(presenceWindow))
 	w("8. **The peer.** The same agent as row 2's, turns of %d tool steps with a model that answers at once and a tool that returns \"ok\", run by TAH (one node as in row 2, driven through `client`; the time per step is a turn's divided by its tool steps; median of %d turns after a warm-up) and by LangGraph.js 1.x with its SQLite checkpointer (`bench/peer/langgraph/agent.mjs`, the checkpointer writing after every node), in the same run: TAH with fsync on every write against SQLite `synchronous=FULL`, TAH with fsync every 2 minutes against `synchronous=NORMAL`.\n", r.Sizes.PeerSteps, r.Sizes.PeerTurns)
-	w("9. **Scaling the log.** A real turn on one node gives the records of one tool step; then %s sessions append them, %d steps each, all at once (one writer per session), first on one node (every shard on its server), then on three nodes of the harness in this process (R3, the sessions spread over the shards by `wire.Shard` and over the nodes: session *i* appends through node *i* mod 3's connection). Appends/s is the records over the wall time; the ratio is three nodes' over one's.\n", fnum(float64(r.Sizes.ScaleSessions)), r.Sizes.ScaleSteps)
+	r.scaleMethod(w)
 	w("10. **The UI's first render.** One node (fsync every 2 minutes, to build fast) with the sessions created through the API and one session given real turns (the model calls the noop tool 99 times a turn, then answers) until it has its steps; the read model is let to catch up. The step inspector's handler (package `inspector`, over the bench's client) serves on loopback; a plain HTTP client gets the list's first page and the long session's page %d times each, and each time is from the request to the page's last byte: the API's reads, the fold of the session's whole log (`tah.api.events`, `projection.Apply`) and the templates. A browser's own layout is not counted.\n", uiRenders)
 	w("11. **A turn over the agent protocol.** One node (fsync always, the default) with its agent gateway started as tah-node starts it (`node.Options.Agents`, on a connection of its own with a credential of the `agents` role), and a caller of the protocol on another connection: plain nats.go, a credential of role `client` issued from the node's trust material, its own inbox prefix (`_INBOX_%s.`). Each prompt is a JSON envelope published with a reply subject the caller subscribed to just before; the times run from that subscription to the `ack` status chunk, to the first `response` chunk and to the terminator (the empty message). The controller's prompts (`agents.prompt.tah.<owner>.new`) each create a session; an instance's (`agents.prompt.tah.<owner>.<sid>`) continue one session. The same turns go through TAH's own client, the bench's (its own connection): `client.Create` then `client.Run` for a new session, `client.Run` for the continued one, both `WithDeltas` (the client's counterpart of a response stream), timed from the first call to the first delta and to the outcome. The four paths take turns, round after round, so that the machine's drifts fall on each alike. The model streams one text answer of %d tokens (no tool: a turn is one LLM step), the first %s after its call began and then one every %s; the floors are its own times in each path's turns as the probe saw them: from the call's start to its first token (for the first chunk), and to its end (for the terminator).\n\n",
 		agentCaller, agentTokens, fdur(agentFirstToken), fdur(agentPace))
-	w("Rows 1–3 and 9 run under both durability settings: `fsync always` is `bus.Config.SyncInterval` 0, the default (every write is on disk before its acknowledgement); `fsync every 2m` is the NATS server's own default.\n\n")
+	w("Rows 1–3 run under both durability settings: `fsync always` is `bus.Config.SyncInterval` 0, the default (every write is on disk before its acknowledgement); `fsync every 2m` is the NATS server's own default.\n\n")
 }
 
 // stepAnalysis explains rows 1 and 2.
@@ -141,19 +139,6 @@ func loadBound(l *LoadResult, cpus int) string {
 		return "the model bounded it"
 	}
 	return "neither the CPU nor the disk was saturated: the time went to waits between the writes (the added latency)"
-}
-
-// scaleAnalysis explains row 9.
-func (r *Report) scaleAnalysis(w func(string, ...any)) {
-	if len(r.Scale) == 0 {
-		return
-	}
-	w("### Three nodes against one\n\n")
-	for _, s := range r.Scale {
-		w("- %s: one node %s appends/s (%.2f cores busy), three nodes %s appends/s (%.2f cores busy; shard leaders %s): %s×.\n",
-			s.Durability, fnum(s.One.PerSec), s.One.CPUCores, fnum(s.Three.PerSec), s.Three.CPUCores, leadersOf(s.Three.ShardLeaders), trimFloat(round2(s.Ratio)))
-	}
-	w("\nThe three nodes run in this process, on the machine's %d cores and one disk, and each append is replicated to three servers (R3) where one node stores it once: on one machine the ratio measures the cost of replication against the parallelism of the shards' leaders, not the write capacity three machines would add. What scales is that each shard has its own Raft leader, spread over the servers.\n\n", r.Machine.CPUs)
 }
 
 // allocsPerStep is what row 2's process allocated per step, as the end of

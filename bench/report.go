@@ -27,7 +27,7 @@ type Report struct {
 	SQLiteRowRate float64         `json:"sqlite_row_per_s"`
 	Failover      *FailoverResult `json:"failover,omitempty"`
 	Peer          *PeerResult     `json:"peer,omitempty"`
-	Scale         []*ScaleResult  `json:"scale,omitempty"`
+	Scale         *ScaleResult    `json:"scale,omitempty"`
 	UI            *UIResult       `json:"ui,omitempty"`
 	Agent         *AgentResult    `json:"agent,omitempty"`
 	Took          time.Duration   `json:"took_ns"`
@@ -53,7 +53,9 @@ type Sizes struct {
 	PeerSteps        int           `json:"peer_steps"`
 	PeerTurns        int           `json:"peer_turns"`
 	ScaleSessions    int           `json:"scale_sessions"`
-	ScaleSteps       int           `json:"scale_steps"`
+	ScaleDuration    time.Duration `json:"scale_duration_ns,omitempty"`
+	ScaleQuota       float64       `json:"scale_quota_cpus,omitempty"`
+	ScaleCurveQuota  float64       `json:"scale_curve_quota_cpus,omitempty"`
 	UISessions       int           `json:"ui_sessions,omitempty"`
 	UISteps          int           `json:"ui_steps,omitempty"`
 	AgentPrompts     int           `json:"agent_prompts,omitempty"`
@@ -117,7 +119,8 @@ func newReport(c Config) *Report {
 		LoadSessions: c.LoadSessions, LoadSteps: c.LoadSteps, LoadTurns: c.LoadTurns, LoadDelay: c.LoadDelay,
 		ResumeEvents: c.ResumeLengths, ResumeOthers: c.ResumeOthers, ResumeBudget: c.ResumeBudget, ResumeRepeats: c.ResumeRepeats,
 		DeltaTokens: c.DeltaTokens, DeltaPace: c.DeltaPace, MemSessions: c.MemSessions, FailoverSessions: c.FailoverSessions,
-		PeerSteps: c.PeerSteps, PeerTurns: c.PeerTurns, ScaleSessions: c.ScaleSessions, ScaleSteps: c.ScaleSteps,
+		PeerSteps: c.PeerSteps, PeerTurns: c.PeerTurns, ScaleSessions: c.ScaleSessions, ScaleDuration: c.ScaleDuration,
+		ScaleQuota: c.ScaleQuota, ScaleCurveQuota: c.ScaleCurveQuota,
 		UISessions: c.UISessions, UISteps: c.UISteps, AgentPrompts: c.AgentPrompts}}
 }
 
@@ -256,17 +259,6 @@ func (r *Report) loadRows() []row {
 		out = append(out, row{"3", "read model behind the log when the last turn ended: records, time to catch up", l.Durability,
 			fmt.Sprintf("%s records, %s", fnum(float64(l.ReadModelBehind)), fdur(l.ReadModelCatchUp)), "", "", "≤ " + fdur(targetReadModelLag),
 			metOr(l.ReadModelCatchUp <= targetReadModelLag, "missed by "+fdur(l.ReadModelCatchUp-targetReadModelLag))})
-	}
-	return out
-}
-
-// scaleRows are row 9: the same appends on three nodes against one.
-func (r *Report) scaleRows() []row {
-	var out []row
-	for _, s := range r.Scale {
-		out = append(out, row{"9", fmt.Sprintf("appends/s, %s sessions at once, %d steps of %d records each (%s mean), %d shards: 3 nodes (R3) against 1",
-			fnum(float64(s.Sessions)), s.Steps, len(s.StepRecords), fbytes(s.RecordBytes), s.Shards), s.Durability,
-			fnum(s.Three.PerSec) + "/s", "1 node: " + fnum(s.One.PerSec) + "/s", fratio(s.Ratio), "", ""})
 	}
 	return out
 }

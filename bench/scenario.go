@@ -68,8 +68,8 @@ func Scenarios(c Config) []Scenario {
 		}
 	}
 	if c.runs("9") {
-		for _, d := range c.Durability {
-			out = append(out, &scaleScenario{cfg: c, sync: d})
+		for _, sp := range scaleSpecs(c) {
+			out = append(out, &scaleScenario{cfg: c, spec: sp})
 		}
 	}
 	if c.runs("10") {

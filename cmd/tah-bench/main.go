@@ -107,12 +107,12 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	fs.SetOutput(stderr)
 	c := bench.Default()
 	var o options
-	var rows, lengths, syncs, lead string
+	var rows, lengths, syncs, lead, curve string
 	var quick bool
 	fs.StringVar(&o.out, "out", "docs", "write benchmarks.md and benchmarks.json to this directory (empty: stdout only)")
 	fs.StringVar(&c.Tmp, "tmp", "", "parent directory of the temporary stores (default: the system's)")
 	fs.StringVar(&rows, "rows", strings.Join(c.Rows, ","), "the rows to run")
-	fs.StringVar(&syncs, "durability", "0,2m", "rows 1-3, 8 and 9: the bus.Config.SyncInterval settings to run (0: fsync every write)")
+	fs.StringVar(&syncs, "durability", "0,2m", "rows 1-3 and 8: the bus.Config.SyncInterval settings to run (0: fsync every write)")
 	fs.BoolVar(&quick, "quick", false, "small sizes for a smoke run (they replace the size flags)")
 	fs.IntVar(&c.Steps, "steps", c.Steps, "row 2: tool steps in the measured turn")
 	fs.IntVar(&c.StepTurns, "step-turns", c.StepTurns, "row 2: measured turns (the median is reported)")
@@ -133,14 +133,19 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	fs.IntVar(&c.FailoverSessions, "failover-sessions", c.FailoverSessions, "row 7: sessions of the killed node with a turn in flight (and as many idle ones sent an input after the kill)")
 	fs.StringVar(&c.FailoverKill, "failover-kill", c.FailoverKill, "row 7: how the node is killed: process (a tah-node process of its own, SIGKILL) or shutdown (an in-process node, its embedded server shut down at once)")
 	fs.StringVar(&lead, "failover-lead", "", "row 7, diagnostic: streams (comma-separated, e.g. TAH_EVT_0,TAH_IN) whose leadership moves to the node to kill before the kill")
-	fs.IntVar(&c.ScaleSessions, "scale-sessions", c.ScaleSessions, "row 9: sessions appending at once, on one node then on three")
-	fs.IntVar(&c.ScaleSteps, "scale-steps", c.ScaleSteps, "row 9: steps each session appends (a tool step's records each)")
+	fs.IntVar(&c.ScaleSessions, "scale-sessions", c.ScaleSessions, "row 9: sessions running turns back to back on each cluster")
+	fs.DurationVar(&c.ScaleDuration, "scale-duration", c.ScaleDuration, "row 9: the measured window of each cluster (after a ramp)")
+	fs.DurationVar(&c.ScaleDelay, "scale-llm-delay", c.ScaleDelay, "row 9: how long the model (over HTTP) takes to answer")
+	fs.Float64Var(&c.ScaleQuota, "scale-quota", c.ScaleQuota, "row 9: each node's CPU quota in CPUs (a cgroup v1 cpu controller; needs root)")
+	fs.DurationVar(&c.ScaleSync, "scale-durability", c.ScaleSync, "row 9: the nodes' bus.Config.SyncInterval (0: fsync every write; they share one disk)")
+	fs.StringVar(&curve, "scale-curve", "1,2,3,5", "row 9: node counts of the curve at -scale-curve-quota (empty: no curve)")
+	fs.Float64Var(&c.ScaleCurveQuota, "scale-curve-quota", c.ScaleCurveQuota, "row 9: each node's CPU quota in the curve")
 	fs.IntVar(&c.AgentPrompts, "agent-prompts", c.AgentPrompts, "row 11: measured turns of each path (a new session over the agent protocol, one session continued over it, the same two through client.Run)")
 	fs.StringVar(&c.Log, "log", "", "diagnostic: write the harness's log of every row (with row 7's nodes') to this file")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.StringVar(&o.render, "render", "", "measure nothing: write benchmarks.md (to -out) again from this benchmarks.json")
 	fs.StringVar(&o.deltaSubscriber, bench.DeltaSubscriberFlag, "", "internal: run as row 5's delta subscriber: URL,session,count")
-	fs.BoolVar(&o.node, bench.NodeFlag, false, "internal: run as row 7's victim, a tah-node with the arguments after --")
+	fs.BoolVar(&o.node, bench.NodeFlag, false, "internal: run as a tah-node (row 7's victim, row 9's nodes) with the arguments after --")
 	if err := fs.Parse(args); err != nil {
 		return c, o, err
 	}
@@ -151,6 +156,9 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	}
 	if c.Durability, err = parseList(syncs, "a sync interval (0 or a duration like 2m)", time.ParseDuration); err != nil {
 		return c, o, fmt.Errorf("-durability: %w", err)
+	}
+	if c.ScaleCurve, err = parseList(curve, "a number of nodes", strconv.Atoi); err != nil {
+		return c, o, fmt.Errorf("-scale-curve: %w", err)
 	}
 	if quick {
 		c = c.QuickSizes()

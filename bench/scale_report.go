@@ -1,0 +1,195 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// base is the one-node run a run of row 9 is compared with: the one of the
+// same quota (nil when there is none).
+func (s *ScaleResult) base(r *ScaleRun) *ScaleRun {
+	for _, b := range append(append([]*ScaleRun{}, s.Runs...), s.Curve...) {
+		if b.Nodes == 1 && b.Quota == r.Quota {
+			return b
+		}
+	}
+	return nil
+}
+
+// ratio is r's steps/s over its one-node base's (0 without one).
+func (s *ScaleResult) ratio(r *ScaleRun) float64 {
+	b := s.base(r)
+	if b == nil || b.StepsPerSec <= 0 {
+		return 0
+	}
+	return r.StepsPerSec / b.StepsPerSec
+}
+
+// target is the ratio a run of row 9 must reach (0: none): three nodes in
+// the recommended layout (one read-model node, the others workers).
+func (r *ScaleRun) target() float64 {
+	if r.Nodes != 3 || r.ReadModels != 1 {
+		return 0
+	}
+	if r.Replicas >= 3 {
+		return targetScaleR3
+	}
+	return targetScaleR1
+}
+
+// layout names a run's nodes' roles.
+func (r *ScaleRun) layout() string {
+	switch {
+	case r.Nodes == 1:
+		return "1 node"
+	case r.ReadModels == 1:
+		return fmt.Sprintf("%d nodes, 1 read model + %d workers", r.Nodes, r.Nodes-1)
+	case r.ReadModels == r.Nodes:
+		return fmt.Sprintf("%d nodes, all with read models", r.Nodes)
+	}
+	return fmt.Sprintf("%d nodes, %d read models", r.Nodes, r.ReadModels)
+}
+
+// cpuPerStep lists each node's CPU per cluster step.
+func (r *ScaleRun) cpuPerStep() string {
+	var out []string
+	for _, nd := range r.NodeStats {
+		out = append(out, nd.ID+" "+fdur(nd.CPUPerStep))
+	}
+	return strings.Join(out, " · ")
+}
+
+// lag lists each read model's lag at the window's end.
+func (r *ScaleRun) lag() string {
+	var out []string
+	for _, nd := range r.NodeStats {
+		if !nd.ReadModel {
+			continue
+		}
+		up := "caught up in " + fdur(nd.CatchUp)
+		if nd.CatchUp < 0 {
+			up = "not caught up within " + fdur(scaleCatchUpWithin)
+		}
+		out = append(out, fmt.Sprintf("%s %s records behind, %s", nd.ID, fnum(float64(nd.Behind)), up))
+	}
+	return strings.Join(out, "; ")
+}
+
+// scaleRows are row 9: a line per cluster, and the curve.
+func (r *Report) scaleRows() []row {
+	s := r.Scale
+	const what = "steps/s of a model-bound load on tah-node processes in CPU quotas"
+	switch {
+	case s == nil:
+		return nil
+	case s.NotRun != "":
+		return []row{{"9", what, "", "not run: " + s.NotRun, "", "", "", ""}}
+	}
+	var out []row
+	for _, x := range s.Runs {
+		tgt, verdict := "", ""
+		ratio := s.ratio(x)
+		if t := x.target(); t > 0 {
+			tgt = fmt.Sprintf("≥ %s× one node", trimFloat(t))
+			verdict = metOr(ratio >= t, fmt.Sprintf("missed: %s×", trimFloat(round2(ratio))))
+		}
+		if x.Failed > 0 {
+			verdict += fmt.Sprintf("; %d turns failed", x.Failed)
+		}
+		out = append(out, row{"9", fmt.Sprintf("steps/s, %s sessions (a tool step a turn), model answers in %s over HTTP; %s, %s CPU each (cgroups); CPU per cluster step: %s",
+			fnum(float64(s.Sessions)), fdur(s.LLMDelay), x.layout(), trimFloat(x.Quota), x.cpuPerStep()),
+			fmt.Sprintf("R%d; %s", x.Replicas, s.Durability), fnum(x.StepsPerSec) + "/s", "model-bound " + fnum(x.ModelBound) + "/s",
+			fratio(ratio) + " one node", tgt, verdict})
+	}
+	if len(s.Curve) > 0 {
+		var ns, rates, ratios []string
+		for _, x := range s.Curve {
+			ns = append(ns, fmt.Sprint(x.Nodes))
+			rates = append(rates, fnum(x.StepsPerSec))
+			ratios = append(ratios, trimFloat(round2(s.ratio(x)))+"×")
+		}
+		out = append(out, row{"9", fmt.Sprintf("the curve: steps/s on %s nodes of %s CPU each (1 read model + workers)", strings.Join(ns, " → "), trimFloat(s.Curve[0].Quota)),
+			"R1; " + s.Durability, strings.Join(rates, " → ") + "/s", "", strings.Join(ratios, " → "), "", ""})
+	}
+	return out
+}
+
+// scaleDelay is row 9's model delay (the default when the row did not run).
+func (r *Report) scaleDelay() time.Duration {
+	if r.Scale != nil && r.Scale.LLMDelay > 0 {
+		return r.Scale.LLMDelay
+	}
+	return Default().ScaleDelay
+}
+
+// scaleSizes is row 9's line of the sizes.
+func (r *Report) scaleSizes(w func(string, ...any)) {
+	z := r.Sizes
+	w("| 9 | %s sessions, turns back to back for %s after a ramp, each a tool step (`%s`) and a final step; the model answers in %s over HTTP; each node a tah-node process in a cgroup of %s CPU; 1 node, then 3 at R1 and at R3 (one read model + workers, and all with read models)",
+		fnum(float64(z.ScaleSessions)), fdur(z.ScaleDuration), scaleTool, fdur(r.scaleDelay()), trimFloat(z.ScaleQuota))
+	if s := r.Scale; s != nil && len(s.Curve) > 0 {
+		w("; the curve at %s CPU a node", trimFloat(z.ScaleCurveQuota))
+	}
+	w(" |\n")
+}
+
+// scaleTarget is row 9's line of the targets.
+func (r *Report) scaleTarget(w func(string, ...any)) {
+	s := r.Scale
+	if s == nil {
+		return
+	}
+	if s.NotRun != "" {
+		w("- **Row 9, 3 nodes at least %s× one at R1 and %s× at R3**: not run here (%s).\n", trimFloat(targetScaleR1), trimFloat(targetScaleR3), s.NotRun)
+		return
+	}
+	for _, x := range s.Runs {
+		if t := x.target(); t > 0 {
+			ratio := s.ratio(x)
+			w("- **Row 9, 3 nodes (one read model + workers) at least %s× one node at R%d**: %s steps/s against %s: %s×, %s.\n", trimFloat(t), x.Replicas,
+				fnum(x.StepsPerSec), fnum(s.base(x).StepsPerSec), trimFloat(round2(ratio)), metOr(ratio >= t, "**missed**"))
+		}
+	}
+}
+
+// scaleMethod says how row 9 is measured.
+func (r *Report) scaleMethod(w func(string, ...any)) {
+	w("9. **Nodes that add capacity.** Each node is a tah-node process of its own (this program again, `-tah-node`, as row 7's victim), confined to the same CPU quota by a cgroup v1 `cpu` controller (`cpu.cfs_quota_us` over a %s period; the node's command writes its pid to the cgroup's `cgroup.procs` before it execs the node), as if each were a small machine of its own; they share this machine's one disk, hence fsync every 2 minutes (with fsync always every node would wait on the same disk). Where no cgroup v1 `cpu` controller can be written (not root, a cgroup v2-only host) the row is skipped and says why. The model is an OpenAI-compatible server in this process (`llm/llmtest`'s encoding, streamed or not), answering every call after %s: a call of `%s` on the harness's small project when the conversation does not end with a tool's result, else a short answer. The sessions run in this process too, outside the quotas, through package `client`, one connection to each node's server (session *i* on node *i* mod *n*'s): each creates its session and takes a warm-up turn; once the partitions are shared and the streams spread (`bus` places the shards and `TAH_IN` over the servers at R1, their leaders at R3), every session runs turns back to back, and after a ramp the window is measured. Steps/s is the model's answered calls in the window over its length; the *model-bound* rate is every session waiting only for its model. A node's CPU is its process's user + system time (`/proc/<pid>/stat`) over the window, and its CPU per cluster step that over every step the cluster took. The placement is each stream's server (R1) or leader (R3) at the window's end; a read model's lag is the records of the log (each shard's last sequence) its `data.db` had not applied at the window's end (its `positions` table, read from this process) and how long it then took to apply them. Three nodes run in the recommended layout (`read_model=false` on all but n0: one read model and workers, docs/operations.md) and, for comparison, each with its read model. The machine is shared (its load average is above): the figures are indicative.\n",
+		fdur(cfsPeriod), fdur(r.scaleDelay()), scaleTool)
+}
+
+// scaleAnalysis explains row 9: each run's nodes, their CPU, the streams
+// they hold and their read models' lag.
+func (r *Report) scaleAnalysis(w func(string, ...any)) {
+	s := r.Scale
+	if s == nil || s.NotRun != "" {
+		return
+	}
+	w("### Nodes in CPU quotas: what each adds\n\n")
+	for _, x := range append(append([]*ScaleRun{}, s.Runs...), s.Curve...) {
+		w("- %s, R%d, %s CPU each: %s steps/s (%s× one node; %s turns, %d failed), %s of CPU per cluster step over all nodes", x.layout(), x.Replicas, trimFloat(x.Quota),
+			fnum(x.StepsPerSec), trimFloat(round2(s.ratio(x))), fnum(float64(x.Turns)), x.Failed, fdur(x.CPUPerStep))
+		w(" (the clients and the model, outside the quotas, %.2f CPU busy; load average %s)", x.ClientCPUs, x.LoadAvg)
+		var nodes []string
+		for _, nd := range x.NodeStats {
+			role := "worker"
+			if nd.ReadModel {
+				role = "read model"
+			}
+			nodes = append(nodes, fmt.Sprintf("%s (%s) %s a step, %.2f CPU busy, throttled %s", nd.ID, role, fdur(nd.CPUPerStep), nd.Busy, fdur(nd.Throttled)))
+		}
+		w(": %s. Streams (held at R1, led at R3): %s", strings.Join(nodes, "; "), placementOf(x))
+		if !x.Balanced {
+			w(" (not spread when the window began)")
+		}
+		if l := x.lag(); l != "" {
+			w(". Read models: %s", l)
+		}
+		if x.FirstFailure != "" {
+			w(". First failed turn: %s", x.FirstFailure)
+		}
+		w(".\n")
+	}
+	w("\n")
+}

@@ -281,8 +281,7 @@ func apply(s *State, e event.Event, payload any) error {
 		if insideToolBlock(s.Messages, at) {
 			return fmt.Errorf("summary at %d would separate tool calls from their results: %w", at, ErrInconsistent)
 		}
-		msg := llm.System(d.Content)
-		s.Messages = append(s.Messages[:at], append([]llm.Message{msg}, s.Messages[at:]...)...)
+		s.insertMessage(at, llm.System(d.Content))
 		s.Summaries++
 
 	case *event.CheckpointCreatedData:
@@ -337,11 +336,27 @@ func (s *State) finishTool(e event.Event, d *event.ToolFinishedData) error {
 		name = rec.Name
 	}
 	msg := llm.Message{Role: llm.RoleTool, ToolCallID: d.CallID, Name: name, Content: d.Output, IsError: d.IsError}
-	s.Messages = append(s.Messages[:at], append([]llm.Message{msg}, s.Messages[at:]...)...)
+	s.insertMessage(at, msg)
 	if s.Status == StatusWaitingTool && !s.toolRunning() {
 		s.Status = StatusRunning
 	}
 	return nil
+}
+
+// insertMessage puts m at index at of s.Messages. Before the end, it makes
+// a new array instead of moving the messages after at in place: once a
+// message is in s.Messages, nothing writes its place again, so that a
+// request may send the history without copying it, and its size may be
+// counted once (State.prepare).
+func (s *State) insertMessage(at int, m llm.Message) {
+	if at == len(s.Messages) {
+		s.Messages = append(s.Messages, m)
+		return
+	}
+	msgs := make([]llm.Message, 0, len(s.Messages)+1+len(s.Messages)/4)
+	msgs = append(msgs, s.Messages[:at]...)
+	msgs = append(msgs, m)
+	s.Messages = append(msgs, s.Messages[at:]...)
 }
 
 // resultIndex is where the result of callID goes: after the assistant message that
@@ -405,14 +420,30 @@ func (s *State) endStep(st *Step, e event.Event, durationMS int64) {
 }
 
 // toolRunning reports whether a tool step of the current turn is still open;
-// only the current turn's steps can be, so the scan stops at the turn's start.
+// only the current turn's steps can be, so the scan stops at the turn's start,
+// or at the steps known to have ended (doneBefore), so that a tool result
+// costs the same however many steps the turn has made.
 func (s *State) toolRunning() bool {
-	for i := len(s.Steps) - 1; i >= 0 && s.Steps[i].Turn == s.Turn; i-- {
+	for i := len(s.Steps) - 1; i >= s.doneBefore() && s.Steps[i].Turn == s.Turn; i-- {
 		if s.Steps[i].Type == StepTool && !s.Steps[i].Status.Done() {
 			return true
 		}
 	}
 	return false
+}
+
+// doneBefore is an index of Steps before which every step has ended: it
+// moves on over the steps that have ended since it was last asked (a step
+// that has ended never opens again), from the start when Steps were
+// replaced.
+func (s *State) doneBefore() int {
+	if s.done > len(s.Steps) {
+		s.done = 0
+	}
+	for s.done < len(s.Steps) && s.Steps[s.done].Status.Done() {
+		s.done++
+	}
+	return s.done
 }
 
 // failOpenSteps ends the steps a failed or cancelled turn left open. Their tool

@@ -58,20 +58,33 @@ func ProjectContext(msgs []llm.Message, budget int) ([]llm.Message, event.TrimRe
 // 2) is known well enough. Then the copy and the report are those of the
 // whole history, as the rules run on it in the same order.
 func projectContext(msgs []llm.Message, gap Elided, budget int) (out []llm.Message, report event.TrimReport, ok bool) {
-	total := llm.TotalChars(msgs) + gap.Chars
+	return projectHistory(msgs, llm.TotalChars(msgs), false, gap, budget)
+}
+
+// projectHistory is projectContext of msgs, whose size (llm.TotalChars) is
+// chars. frozen says that nothing will ever write msgs' elements again (a
+// State's history: see State.prepare): then a history that is sent whole is
+// returned as it is, capped so that an append to it cannot write there
+// either, instead of copied; each step of a long turn copied its whole
+// history for nothing.
+func projectHistory(msgs []llm.Message, chars int, frozen bool, gap Elided, budget int) (out []llm.Message, report event.TrimReport, ok bool) {
+	total := chars + gap.Chars
 	report = event.TrimReport{Budget: budget, BeforeChars: total, AfterChars: total}
 	elided := gap.Messages > 0
 	if elided && (budget <= 0 || total-gap.Saved <= budget) {
 		return nil, report, false // what is sent keeps some of the gap
+	}
+	if budget <= 0 || total <= budget {
+		if frozen {
+			return msgs[:len(msgs):len(msgs)], report, true
+		}
+		return slices.Clone(msgs), report, true
 	}
 	// A shallow copy: the rules replace a message's content, never what it
 	// refers to, so the copy may share tool calls with msgs (and no more
 	// than an O(n) move each step, where a deep copy was most of a step's
 	// CPU in a long turn).
 	out = slices.Clone(msgs)
-	if budget <= 0 || total <= budget {
-		return out, report, true
-	}
 	pre := preambleEnd(out)
 	turns := Turns(out)
 	if len(turns) == 0 {

@@ -208,6 +208,15 @@ type State struct {
 	// when missing (after a JSON round trip) and kept up to date by Apply, so
 	// that folding a step costs the same however long the session is.
 	stepIndex map[string]int
+	// chars is the size of Messages so far (messageChars), derived like
+	// stepIndex.
+	chars charsMemo
+	// stampFrom is the first step that was open at the last Stamp: the
+	// steps before it are stamped. Derived like stepIndex; Slim resets it.
+	stampFrom int
+	// done: every step before it has ended (doneBefore). Derived like
+	// stepIndex; Slim resets it.
+	done int
 }
 
 // TurnText is the text the model wrote in the current (or last) turn, its

@@ -49,27 +49,64 @@ func (s *State) HistoryLen() int { return len(s.Messages) + s.Elided.Messages }
 // the whole history after the newest summary (ApplySummary), the elided part
 // counted in.
 func (s *State) HistoryChars() int {
-	if s.Elided.Messages == 0 || newestSummary(s.Messages) >= s.Elided.At {
+	k := newestSummary(s.Messages)
+	switch {
+	case k >= 0 && (s.Elided.Messages == 0 || k >= s.Elided.At):
 		return llm.TotalChars(ApplySummary(s.Messages))
+	case s.Elided.Messages == 0:
+		return s.messageChars() // ApplySummary sends them as they are
 	}
-	return llm.TotalChars(s.Messages) + s.Elided.Chars
+	return s.messageChars() + s.Elided.Chars
 }
 
 // prepare is Prepare of the session's whole history. With a window, ok is
 // false when the request would send some of what the window left out.
+//
+// Without a summary, the work does not grow with the history (but for a
+// scan for summaries): the history's size is taken up from the last step's
+// (messageChars), and a history sent whole is not copied, since Apply
+// never writes a message of s.Messages again once it is there (it appends,
+// and inserts into a new array: insertMessage).
 func (s *State) prepare(budget int) (out []llm.Message, report event.TrimReport, ok bool) {
 	e := s.Elided
 	k := newestSummary(s.Messages)
 	switch {
-	case e.Messages == 0 || k >= e.At:
+	case k >= 0 && (e.Messages == 0 || k >= e.At):
 		// ApplySummary sends nothing before the newest summary: the window
 		// starts before it.
 		out, report = Prepare(s.Messages, budget)
 		return out, report, true
+	case e.Messages == 0:
+		return projectHistory(s.Messages, s.messageChars(), true, Elided{}, budget)
 	case k >= 0 || e.Summaries > 0:
 		return nil, event.TrimReport{}, false
 	}
-	return projectContext(s.Messages, e, budget)
+	return projectHistory(s.Messages, s.messageChars(), true, e, budget)
+}
+
+// charsMemo is llm.TotalChars of the first n messages of the array that
+// base begins: State.messageChars takes it up from there.
+type charsMemo struct {
+	base     *llm.Message
+	n, total int
+}
+
+// messageChars is llm.TotalChars(s.Messages), counting only the messages
+// appended since it last counted. Apply writes no message of s.Messages
+// again once it is there, and a change other than an append (an insert, a
+// new system prompt, a window) makes a new array: the same array with at
+// least as many messages holds those counted, unchanged.
+func (s *State) messageChars() int {
+	if len(s.Messages) == 0 {
+		return 0
+	}
+	m := &s.chars
+	if m.base != &s.Messages[0] || m.n > len(s.Messages) {
+		*m = charsMemo{base: &s.Messages[0]}
+	}
+	m.total += llm.TotalChars(s.Messages[m.n:])
+	m.n = len(s.Messages)
+	return m.total
 }
 
 // CompactionView is what a compaction plans on (PlanCompaction) and what to
@@ -234,6 +271,6 @@ func (s *State) Slim() {
 			calls = append(calls, c)
 		}
 	}
-	s.Steps, s.ToolCalls, s.stepIndex = steps, calls, nil
+	s.Steps, s.ToolCalls, s.stepIndex, s.stampFrom, s.done = steps, calls, nil, 0, 0
 	s.Artifacts, s.Checkpoints = []Artifact{}, []Checkpoint{}
 }

@@ -84,14 +84,18 @@ func (s *Store) Apply(ctx context.Context, events []event.Event) (ApplyResult, e
 		return ApplyResult{}, fmt.Errorf("store: apply: %w", err)
 	}
 	b := &batch{s: s, ctx: ctx, tx: tx, touched: make(map[string]*entry)}
-	if b.from, err = s.positions(ctx, tx, s.opts.Consumer); err != nil {
-		return ApplyResult{}, fmt.Errorf("store: apply: %w", err)
+	if s.pos == nil {
+		if s.pos, err = s.positions(ctx, tx, s.opts.Consumer); err != nil {
+			tx.Rollback()
+			return ApplyResult{}, fmt.Errorf("store: apply: %w", err)
+		}
 	}
-	b.to = slices.Clone(b.from)
+	b.from, b.to = s.pos, slices.Clone(s.pos)
 	committed := false
 	defer func() {
 		if !committed { // an error, or a panic on its way up
 			tx.Rollback()
+			s.pos = nil // read them again: the commit may have failed after it wrote them
 			// The in-memory states of the batch's sessions are ahead of the rows
 			// now: forget them, the next use reloads them from what was committed.
 			for _, e := range b.order {
@@ -106,6 +110,7 @@ func (s *Store) Apply(ctx context.Context, events []event.Event) (ApplyResult, e
 		return ApplyResult{}, fmt.Errorf("store: apply: commit: %w", err)
 	}
 	committed = true
+	s.pos = slices.Clone(b.to) // b.to is the caller's too (ApplyResult.Positions)
 	for _, e := range b.order {
 		s.cache.put(e)
 	}
@@ -124,7 +129,11 @@ type batch struct {
 	// from are the shards' positions before the batch, to those after it.
 	from, to []uint64
 
-	stepRows, callRows, snapshots, hits, misses, refolded int
+	stepRows, callRows, snapshots, hits, misses, refolded, tailRows int
+
+	// tail are the events folded whose rows of the table tail are not
+	// written yet (writeTail).
+	tail []event.Event
 
 	txStmts map[*sql.Stmt]*sql.Stmt
 }
@@ -154,6 +163,20 @@ func (b *batch) run(events []event.Event) error {
 				return err
 			}
 		}
+	}
+	// A session whose snapshot this batch writes needs no tail rows of
+	// the events the snapshot holds: the snapshot prunes them at once.
+	var snapshotted map[string]bool
+	for _, e := range b.order {
+		if b.snapshotNow(e) {
+			if snapshotted == nil {
+				snapshotted = make(map[string]bool)
+			}
+			snapshotted[e.id] = true
+		}
+	}
+	if err := b.writeTail(snapshotted); err != nil {
+		return err
 	}
 	for _, e := range b.order {
 		if e.dirty {
@@ -217,14 +240,7 @@ func (b *batch) event(e event.Event) error {
 	if owner != nil {
 		b.fault(ent, projection.EventFault(e, owner))
 	}
-	var data any
-	if e.Data != nil {
-		data = string(e.Data)
-	}
-	if _, err := b.stmt(b.s.stmts.insertTail).ExecContext(b.ctx, e.Session, int64(e.Seq), e.Index, string(e.Type),
-		formatTime(e.Time), int64(e.Epoch), data); err != nil {
-		return fmt.Errorf("event %d.%d: %w", e.Seq, e.Index, err)
-	}
+	b.tail = append(b.tail, e)
 	ent.msgFrom = min(ent.msgFrom, bd.msg)
 	ent.stepFrom = min(ent.stepFrom, bd.step)
 	ent.callFrom = min(ent.callFrom, bd.call)
@@ -287,6 +303,9 @@ func (s *Store) safeApply(st *projection.State, e event.Event) (err error) {
 // included: the transaction sees them). The shadows still describe the rows, so marking
 // everything as possibly changed makes flush write exactly the differences.
 func (b *batch) rebuild(ent *entry) error {
+	if err := b.writeTail(nil); err != nil {
+		return err
+	}
 	st, _, n, err := b.s.loadState(b.ctx, b.tx, ent.id)
 	if err != nil {
 		return err
@@ -405,11 +424,54 @@ func (b *batch) writeSession(e *entry) error {
 	return err
 }
 
-// writeSnapshot stores the state when one is due, or when the session's log
-// was faulted by this batch: the event that faulted it is in no tail, so only
-// the snapshot keeps the fault.
+// tailChunk is how many rows of the table tail one statement inserts
+// (stmts.insertTailChunk): a statement a row was a third of a step's.
+const tailChunk = 16
+
+// writeTail inserts the tail rows of the events folded so far, but for
+// those of the sessions in skip (whose snapshot the batch writes), tailChunk
+// rows a statement.
+func (b *batch) writeTail(skip map[string]bool) error {
+	rows := b.tail[:0]
+	for _, e := range b.tail {
+		if !skip[e.Session] {
+			rows = append(rows, e)
+		}
+	}
+	b.tail = b.tail[:0]
+	args := make([]any, 0, tailColumns*min(len(rows), tailChunk))
+	for len(rows) > 0 {
+		st, n := b.s.stmts.insertTail, 1
+		if len(rows) >= tailChunk {
+			st, n = b.s.stmts.insertTailChunk, tailChunk
+		}
+		args = args[:0]
+		for _, e := range rows[:n] {
+			var data any
+			if e.Data != nil {
+				data = string(e.Data)
+			}
+			args = append(args, e.Session, int64(e.Seq), e.Index, string(e.Type), formatTime(e.Time), int64(e.Epoch), data)
+		}
+		if _, err := b.stmt(st).ExecContext(b.ctx, args...); err != nil {
+			return fmt.Errorf("tail of events %d.%d to %d.%d: %w", rows[0].Seq, rows[0].Index, rows[n-1].Seq, rows[n-1].Index, err)
+		}
+		b.tailRows += n
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// snapshotNow reports whether flush writes e's snapshot: it is due, or the
+// session's log was faulted by this batch (the event that faulted it is in
+// no tail, so only the snapshot keeps the fault).
+func (b *batch) snapshotNow(e *entry) bool {
+	return e.dirty && e.st.ID != "" && (b.s.snapshotDue(e) || e.newFault)
+}
+
+// writeSnapshot stores the state when snapshotNow says so.
 func (b *batch) writeSnapshot(e *entry) error {
-	if !b.s.snapshotDue(e) && !e.newFault {
+	if !b.snapshotNow(e) {
 		return nil
 	}
 	e.newFault = false
@@ -663,6 +725,7 @@ func (b *batch) count() {
 	c.stepRows.Add(int64(b.stepRows))
 	c.toolCallRows.Add(int64(b.callRows))
 	c.snapshots.Add(int64(b.snapshots))
+	c.tailRows.Add(int64(b.tailRows))
 	c.cacheHits.Add(int64(b.hits))
 	c.cacheMisses.Add(int64(b.misses))
 	c.refolded.Add(int64(b.refolded))

@@ -194,7 +194,7 @@ func (s *Store) Reset(ctx context.Context) (aside string, err error) {
 	old := &handles{w: s.w, r: s.r.db, stmts: s.stmts}
 	s.stmts = nil
 	_ = old.close() // a damaged file may fail its last checkpoint
-	s.cache = newLRU(s.opts.CacheSize)
+	s.cache, s.pos = newLRU(s.opts.CacheSize), nil
 	s.generation.Add(1)
 	broken := func(err error) (string, error) {
 		s.broken.Store(&err)

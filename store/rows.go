@@ -117,7 +117,8 @@ func formatTime(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.Format(time.RFC3339Nano)
+	var buf [len(time.RFC3339Nano) + 10]byte // room for a zone of ±hh:mm
+	return string(t.AppendFormat(buf[:0], time.RFC3339Nano))
 }
 
 func parseTime(s string) time.Time {

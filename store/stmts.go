@@ -5,12 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // stmts are the writer's statements, prepared once at Open: Apply runs them
 // thousands of times per second and parsing SQL would dominate.
 type stmts struct {
-	insertTail, pruneTail, upsertRejection                   *sql.Stmt
+	insertTail, insertTailChunk, pruneTail, upsertRejection  *sql.Stmt
 	upsertSession, upsertSnapshot, deleteLabels, insertLabel *sql.Stmt
 	upsertMessage, deleteMessages                            *sql.Stmt
 	upsertStep, deleteSteps, upsertCall, deleteCalls         *sql.Stmt
@@ -25,7 +26,8 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		dst **sql.Stmt
 		sql string
 	}{
-		{&s.insertTail, `INSERT INTO tail (session_id, seq, idx, type, time, epoch, data) VALUES (?, ?, ?, ?, ?, ?, ?)`},
+		{&s.insertTail, `INSERT INTO tail (session_id, seq, idx, type, time, epoch, data) VALUES ` + tailValues(1)},
+		{&s.insertTailChunk, `INSERT INTO tail (session_id, seq, idx, type, time, epoch, data) VALUES ` + tailValues(tailChunk)},
 		{&s.pruneTail, `DELETE FROM tail WHERE session_id = ? AND seq <= ?`},
 		{&s.upsertRejection, `INSERT INTO rejections (session_id, count, last_error) VALUES (?, 1, ?)
 			ON CONFLICT (session_id) DO UPDATE SET count = rejections.count + 1, last_error = excluded.last_error`},
@@ -111,4 +113,13 @@ func firstLine(s string) string {
 		}
 	}
 	return s
+}
+
+// tailColumns is how many values a row of the table tail takes.
+const tailColumns = 7
+
+// tailValues is the VALUES list of n rows of the table tail.
+func tailValues(n int) string {
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", tailColumns), ", ") + ")"
+	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }

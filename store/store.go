@@ -113,6 +113,10 @@ type Store struct {
 	mu    sync.Mutex
 	cache *lru
 	stmts *stmts
+	// pos are the positions of opts.Consumer as committed, nil until read:
+	// only Apply writes them, so a batch starts from them instead of
+	// reading them again (a query in every batch).
+	pos []uint64
 
 	closed atomic.Bool
 	// broken is why the store cannot be used any more (a Reset that could
@@ -283,8 +287,11 @@ type Stats struct {
 	StepRows     int64
 	ToolCallRows int64
 	Snapshots    int64 // state snapshots written
-	CacheHits    int64
-	CacheMisses  int64
+	// TailRows counts the events written to the tail (those a snapshot
+	// written in the same batch holds are not).
+	TailRows    int64
+	CacheHits   int64
+	CacheMisses int64
 	// Refolded counts events folded again to load a state missing from the cache
 	// (the tail after its snapshot).
 	Refolded int64
@@ -293,7 +300,7 @@ type Stats struct {
 type statsCounters struct {
 	batches, applied, skipped, rejected            atomic.Int64
 	messageRows, stepRows, toolCallRows, snapshots atomic.Int64
-	cacheHits, cacheMisses, refolded               atomic.Int64
+	cacheHits, cacheMisses, refolded, tailRows     atomic.Int64
 }
 
 // Stats returns the counters.
@@ -303,6 +310,6 @@ func (s *Store) Stats() Stats {
 		Batches: c.batches.Load(), Applied: c.applied.Load(), Skipped: c.skipped.Load(), Rejected: c.rejected.Load(),
 		MessageRows: c.messageRows.Load(), StepRows: c.stepRows.Load(), ToolCallRows: c.toolCallRows.Load(),
 		Snapshots: c.snapshots.Load(), CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(),
-		Refolded: c.refolded.Load(),
+		Refolded: c.refolded.Load(), TailRows: c.tailRows.Load(),
 	}
 }

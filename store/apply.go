@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -476,10 +477,15 @@ func (b *batch) writeSnapshot(e *entry) error {
 	}
 	e.newFault = false
 	st := &e.st
-	raw, err := json.Marshal(st)
-	if err != nil {
+	// Encoded into the store's buffer (Apply holds s.mu), which keeps the
+	// size of the largest snapshot: json.Marshal grew a new one by doubling
+	// for every snapshot, twice its size in garbage.
+	buf := &b.s.snapBuf
+	buf.Reset()
+	if err := json.NewEncoder(buf).Encode(st); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
+	raw := bytes.TrimSuffix(buf.Bytes(), []byte("\n")) // Encode's newline: the value is Marshal's
 	if _, err := b.stmt(b.s.stmts.upsertSnapshot).ExecContext(b.ctx, st.ID, int64(st.LastSeq), string(raw)); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}

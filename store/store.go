@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -117,6 +118,8 @@ type Store struct {
 	// only Apply writes them, so a batch starts from them instead of
 	// reading them again (a query in every batch).
 	pos []uint64
+	// snapBuf is where Apply encodes snapshots.
+	snapBuf bytes.Buffer
 
 	closed atomic.Bool
 	// broken is why the store cannot be used any more (a Reset that could

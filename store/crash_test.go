@@ -85,6 +85,42 @@ func TestFailureMidBatchRollsBack(t *testing.T) {
 	}
 }
 
+// TestCancelMidBatch: a context done in the middle of a batch (a node
+// shutting down) stops it before the next event, rolls it back, and a
+// redelivery gives the result of a store never cancelled. The batch's
+// statements do not watch the context themselves (Apply checks it between
+// events), so this is what keeps a cancel from committing.
+func TestCancelMidBatch(t *testing.T) {
+	t.Parallel()
+	evs := crashStream(t)
+	want, _ := reference(t, evs)
+	s := openTest(t, Options{})
+	apply(t, s, evs[:crashBatch], crashBatch)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.afterEvent = func(j int) error {
+		if j == 2 {
+			cancel()
+		}
+		return nil
+	}
+	if _, err := s.Apply(ctx, evs[crashBatch:2*crashBatch]); !errors.Is(err, context.Canceled) {
+		t.Fatalf("apply cancelled mid-batch: %v", err)
+	}
+	s.afterEvent = nil
+	if _, err := s.Apply(ctx, evs[crashBatch:]); !errors.Is(err, context.Canceled) {
+		t.Fatalf("apply with a done context: %v", err)
+	}
+	pos, err := s.Positions(context.Background(), DefaultConsumer)
+	if err != nil || pos[0] != uint64(crashBatch) {
+		t.Fatalf("position after the cancelled batch: %v %v", pos, err)
+	}
+	apply(t, s, evs, crashBatch)
+	if got := dump(t, s.Path()); got != want {
+		t.Fatalf("after the cancel:\n%s\nwant:\n%s", got, want)
+	}
+	checkEquivalent(t, s, evs)
+}
+
 // TestCrashedProcess kills a process in the middle of a batch's transaction
 // (os.Exit: no rollback, no close), then reopens its database and delivers the
 // stream again.

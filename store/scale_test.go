@@ -272,7 +272,9 @@ func BenchmarkApplyStep(b *testing.B) {
 //	go test -run NONE -bench ApplyTurn -benchmem ./store
 func BenchmarkApplyTurn(b *testing.B) {
 	const steps, perBatch = 200, 7
-	ctx := context.Background()
+	// A context that can be done, as the projector's.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	s := openTest(b, Options{})
 	s.verify = false
 	var turns [][]event.Event

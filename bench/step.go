@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -191,7 +194,10 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 	s.p.take(m.sid)
 	var stopProfile func()
 	if s.cfg.PhaseProfile != "" && i == s.cfg.StepTurns {
-		stopProfile = profilePhase(fmt.Sprintf("%s.row2-%s", s.cfg.PhaseProfile, s.sync))
+		path := fmt.Sprintf("%s.row2-%s", s.cfg.PhaseProfile, s.sync)
+		stopAllocs := allocsPhase(path + ".allocs") // its first write out of the CPU profile
+		stopCPU := profilePhase(path)
+		stopProfile = func() { stopCPU(); stopAllocs() }
 	}
 	cpu0, allocs0 := cpuTime(), readHeapAllocs()
 	t, o, err := st.run(ctx, m.sid, input(m.sid, s.cfg.Steps))
@@ -345,4 +351,27 @@ func readHeapAllocs() heapAllocs {
 
 func (h heapAllocs) sub(o heapAllocs) heapAllocs {
 	return heapAllocs{objects: h.objects - o.objects, bytes: h.bytes - o.bytes}
+}
+
+// allocsPhase writes the heap profile of what the process allocates until
+// stop to path (go tool pprof -sample_index=alloc_space -base path.0 path),
+// sampling every 4 KB allocated meanwhile, where the runtime's default
+// (512 KB) would catch a few dozen samples of a turn. A diagnostic: a
+// profile that cannot be written is not.
+func allocsPhase(path string) (stop func()) {
+	rate := runtime.MemProfileRate
+	runtime.MemProfileRate = 4096
+	write := func(p string) {
+		if f, err := os.Create(p); err == nil {
+			pprof.Lookup("allocs").WriteTo(f, 0)
+			f.Close()
+		}
+	}
+	runtime.GC() // the heap profile is of the last completed cycle
+	write(path + ".0")
+	return func() {
+		runtime.GC()
+		write(path)
+		runtime.MemProfileRate = rate
+	}
 }

@@ -72,6 +72,32 @@ func operatorMode(ctx context.Context, opts *server.Options, trust *auth.Trust, 
 	return nil
 }
 
+// loadAccount loads the TAH account (account, whose JWT operatorMode put in
+// the resolver) into srv before it starts, so that the account is there,
+// whole, before any route or client asks for it.
+//
+// nats-server otherwise loads an account from its resolver on first use. At
+// a restart JetStream loads it from its store directory before the routes
+// start; but when a cluster first forms no server holds a stream yet, and
+// the first use races: the node's own connection fetches the account,
+// builds and registers it, while a route bringing another node's
+// subscriptions finds no account and registers an empty placeholder (no
+// JWT, no signing keys), which it marks expired only afterwards, so that
+// the next lookup loads it. When the route's mark lands on the account the
+// node's connection has just loaded into that placeholder (a loaded machine
+// descheduled the route between its two steps), the connection is checked
+// against an expired account: "Account JWT has expired", logged as
+// "authentication error", the in-process pipe closed, and a forming cluster
+// refuses its own node (issue 28); the account may stay expired for later
+// connections until its JWT changes. A lookup between the route's two
+// steps finds the empty account itself, whose signing keys are none.
+func loadAccount(srv *server.Server, account string) error {
+	if _, err := srv.LookupAccount(account); err != nil {
+		return fmt.Errorf("load the TAH account %s from the resolver: %w", account, err)
+	}
+	return nil
+}
+
 // startServer starts the embedded nats-server of cfg in operator mode, with
 // the trust material of cfg.DataDir (generated at first start, with the
 // node's and the local admin's credentials), and waits until it accepts
@@ -131,6 +157,10 @@ func startServer(ctx context.Context, cfg Config, watch *storeWatch) (*server.Se
 	// Always a logger: the watch reads the server's errors (storeWatch).
 	srv.SetLogger(slogAdapter{l: cfg.Logger, watch: watch}, false, false)
 	watch.srv, watch.dir = srv, storeDir
+	if err := loadAccount(srv, trust.Account()); err != nil {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded NATS server: %w", err)
+	}
 	srv.Start()
 	wait := cfg.ReadyTimeout
 	if d, ok := ctx.Deadline(); ok && time.Until(d) < wait {

@@ -96,3 +96,36 @@ func TestMessageCharsFollowsTheHistory(t *testing.T) {
 	b.turn(7, "more")
 	check("after the restore")
 }
+
+// The tools' digest is taken again only when the tools change, and a
+// change made in place to the caller's schemas is seen: the state keeps
+// its own copy of what it hashed.
+func TestToolsDigestFollowsTheTools(t *testing.T) {
+	b := newLog(t, "s1", event.Config{})
+	b.turn(1, "go")
+	tools := []llm.ToolSchema{{Name: "read", Description: "reads", InputSchema: []byte(`{"type":"object"}`)}}
+	check := func(what string) {
+		t.Helper()
+		next, err := NextRequest(&b.st, tools, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := event.ToolsDigest(tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Ref.ToolsDigest != want {
+			t.Fatalf("%s: digest %s, want %s", what, next.Ref.ToolsDigest, want)
+		}
+	}
+	check("first")
+	check("same tools")
+	tools[0].InputSchema[2] = 'T' // {"Type":"object"}, in place
+	check("schema changed in place")
+	tools[0].Description = "reads a file"
+	check("description changed")
+	tools = append(tools, llm.ToolSchema{Name: "write"})
+	check("a tool added")
+	tools = nil
+	check("no tools")
+}

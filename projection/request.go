@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -58,7 +59,7 @@ func (r StepRequest) Started(stepID string) event.LLMStartedData {
 // h, when not nil, hashes the request: one hasher per session takes each
 // step's hash up where the previous step's left it (event.RequestHasher).
 func NextRequest(st *State, tools []llm.ToolSchema, h *event.RequestHasher) (StepRequest, error) {
-	digest, err := event.ToolsDigest(tools)
+	digest, err := st.toolsDigest(tools)
 	if err != nil {
 		return StepRequest{}, err
 	}
@@ -168,4 +169,49 @@ func rebuild(history []llm.Message, d event.LLMStartedData, offered map[string][
 		return Rebuilt{}, err
 	}
 	return Rebuilt{Request: req, SHA256: ref.RequestSHA256, Verified: sum == ref.RequestSHA256}, nil
+}
+
+// toolsMemo is the digest of the tools a state's last request offered, with
+// a copy of them.
+type toolsMemo struct {
+	tools  []llm.ToolSchema
+	digest string
+	ok     bool
+}
+
+// toolsDigest is event.ToolsDigest(tools), encoded and hashed again only
+// when the tools differ from those of the last request: a session offers
+// the same tools step after step, and their encoding and hash were the
+// biggest part of a request's work after its history's.
+func (s *State) toolsDigest(tools []llm.ToolSchema) (string, error) {
+	m := &s.tools
+	if m.ok && sameTools(m.tools, tools) {
+		return m.digest, nil
+	}
+	d, err := event.ToolsDigest(tools)
+	if err != nil {
+		return "", err
+	}
+	// A copy: the caller may change its schemas in place later.
+	kept := make([]llm.ToolSchema, len(tools))
+	for i, t := range tools {
+		t.InputSchema = bytes.Clone(t.InputSchema)
+		kept[i] = t
+	}
+	*m = toolsMemo{tools: kept, digest: d, ok: true}
+	return d, nil
+}
+
+// sameTools reports whether a and b encode alike.
+func sameTools(a, b []llm.ToolSchema) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Description != b[i].Description ||
+			!bytes.Equal(a[i].InputSchema, b[i].InputSchema) || (a[i].InputSchema == nil) != (b[i].InputSchema == nil) {
+			return false
+		}
+	}
+	return true
 }

@@ -217,6 +217,9 @@ type State struct {
 	// done: every step before it has ended (doneBefore). Derived like
 	// stepIndex; Slim resets it.
 	done int
+	// tools is the digest of the tools last offered (toolsDigest), derived
+	// like stepIndex.
+	tools toolsMemo
 }
 
 // TurnText is the text the model wrote in the current (or last) turn, its

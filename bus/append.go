@@ -24,13 +24,18 @@ import (
 // with the new owner.
 //
 // A SessionWriter keeps one append in flight at a time (R3 streams reject
-// pipelined fenced appends); writers of different sessions run in parallel.
-// It is safe for concurrent use; concurrent Appends are serialised.
+// pipelined fenced appends); writers of different sessions run in parallel,
+// and those of one shard share its fsyncs: appends that arrive while another
+// is in flight on the shard go together as one atomic batch (batch.go), each
+// record keeping its own fence and message id. It is safe for concurrent use;
+// concurrent Appends are serialised.
 type SessionWriter struct {
 	b     *Bus
 	sid   string
 	epoch uint64
-	// stream and subject are the session's shard and subject in it.
+	// shard, stream and subject are the session's shard, its stream and the
+	// session's subject in it.
+	shard   int
 	stream  string
 	subject string
 	// idPrefix is "<sid>:<epoch>:<nonce>:"; the message id of a record is the
@@ -51,7 +56,7 @@ func (b *Bus) Writer(sid string, epoch, lastSeq uint64) (*SessionWriter, error) 
 	}
 	k := b.ShardOf(sid)
 	return &SessionWriter{
-		b: b, sid: sid, epoch: epoch, last: lastSeq,
+		b: b, sid: sid, epoch: epoch, last: lastSeq, shard: k,
 		stream: wire.EventShardStream(k), subject: wire.ShardSubject(k, sid),
 		idPrefix: sid + ":" + strconv.FormatUint(epoch, 10) + ":" + event.NewID("") + ":",
 	}, nil
@@ -101,7 +106,7 @@ func (w *SessionWriter) Append(ctx context.Context, evs ...event.Event) ([]uint6
 	if err != nil {
 		return nil, err
 	}
-	seq, err := w.appendOne(ctx, m, w.positionID)
+	seq, err := w.commit(ctx, m)
 	if err != nil {
 		if errors.Is(err, ErrFenced) || errors.Is(err, ErrOutcomeUnknown) {
 			w.broken = err
@@ -195,9 +200,18 @@ func (w *SessionWriter) setHeaders(m *nats.Msg, last uint64, idFor func(uint64) 
 // resolving lost acknowledgements by reading the log back, and returns the
 // sequence it landed at. Every id idFor gives must start with w.idPrefix.
 func (w *SessionWriter) appendOne(ctx context.Context, m *nats.Msg, idFor func(uint64) string) (uint64, error) {
+	return w.appendAfter(ctx, m, idFor, false)
+}
+
+// appendAfter is appendOne after an earlier attempt of the same message (the
+// same id, after the same w.last) whose outcome is unknown when sent is true:
+// an atomic batch whose answer was lost. It then reads the log back before
+// anything else, as after a lost acknowledgement, even when ctx has ended.
+func (w *SessionWriter) appendAfter(ctx context.Context, m *nats.Msg, idFor func(uint64) string, sent bool) (uint64, error) {
 	w.setHeaders(m, w.last, idFor)
 	id := m.Header.Get(wire.HeaderMsgID)
-	uncertain := false // an attempt was sent and its outcome is not known
+	uncertain := sent // an attempt was sent and its outcome is not known
+	readBack := sent  // read the log before publishing again
 	backoff := 20 * time.Millisecond
 	wait := func() error {
 		select {
@@ -210,70 +224,73 @@ func (w *SessionWriter) appendOne(ctx context.Context, m *nats.Msg, idFor func(u
 	}
 	unknown := func(err error) error { return fmt.Errorf("%w: %v", ErrOutcomeUnknown, err) }
 	for {
-		if err := ctx.Err(); err != nil {
-			if uncertain {
-				return 0, unknown(err)
-			}
-			return 0, err
-		}
-		actx, cancel := context.WithTimeout(ctx, w.b.cfg.AppendTimeout)
-		ack, err := w.b.publish(actx, m)
-		cancel()
-		if err == nil {
-			// A duplicate ack (R3 answering a retry of a landed message) carries
-			// the sequence of the original, which has our id.
-			return ack.Sequence, nil
-		}
-		var apiErr *jetstream.APIError
-		switch {
-		case errors.As(err, &apiErr):
-			switch {
-			case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
-				if !uncertain {
-					if seq, lastID, ok := w.ownLast(ctx); ok {
-						if lastID == id {
-							// An earlier attempt of this very message landed.
-							return seq, nil
-						}
-						// The message after ours is ours again: a retry of our
-						// previous append that the stream stored a second time
-						// (possible around a leader change). No other writer is
-						// involved; go on after it. Readers drop the duplicate.
-						w.last = seq
-						w.setHeaders(m, w.last, idFor)
-						id = m.Header.Get(wire.HeaderMsgID)
-						continue
-					}
-					return 0, fmt.Errorf("%w (expected last sequence %d: %v)", ErrFenced, w.last, apiErr)
-				}
-				// R1 answers a retry of a message that landed with "wrong last
-				// sequence": the log says whether the last message is ours.
-			case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
-				return 0, fmt.Errorf("%w: %v", ErrPayloadTooLarge, apiErr)
-			case apiErr.Code == 503:
-				// JetStream answered that it cannot take the message now (a
-				// leader election): nothing was stored by this attempt.
-				if err := wait(); err != nil {
-					if uncertain {
-						return 0, unknown(err)
-					}
-					return 0, err
-				}
-				continue
-			default:
+		if !readBack {
+			if err := ctx.Err(); err != nil {
 				if uncertain {
 					return 0, unknown(err)
 				}
 				return 0, err
 			}
-		case errors.Is(err, nats.ErrMaxPayload):
-			return 0, fmt.Errorf("%w: %v", ErrPayloadTooLarge, err)
-		case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubject):
-			if uncertain {
-				return 0, unknown(err)
+			actx, cancel := context.WithTimeout(ctx, w.b.cfg.AppendTimeout)
+			ack, err := w.b.publish(actx, m)
+			cancel()
+			if err == nil {
+				// A duplicate ack (R3 answering a retry of a landed message) carries
+				// the sequence of the original, which has our id.
+				return ack.Sequence, nil
 			}
-			return 0, err
+			var apiErr *jetstream.APIError
+			switch {
+			case errors.As(err, &apiErr):
+				switch {
+				case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+					if !uncertain {
+						if seq, lastID, ok := w.ownLast(ctx); ok {
+							if lastID == id {
+								// An earlier attempt of this very message landed.
+								return seq, nil
+							}
+							// The message after ours is ours again: a retry of our
+							// previous append that the stream stored a second time
+							// (possible around a leader change). No other writer is
+							// involved; go on after it. Readers drop the duplicate.
+							w.last = seq
+							w.setHeaders(m, w.last, idFor)
+							id = m.Header.Get(wire.HeaderMsgID)
+							continue
+						}
+						return 0, fmt.Errorf("%w (expected last sequence %d: %v)", ErrFenced, w.last, apiErr)
+					}
+					// R1 answers a retry of a message that landed with "wrong last
+					// sequence": the log says whether the last message is ours.
+				case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+					return 0, fmt.Errorf("%w: %v", ErrPayloadTooLarge, apiErr)
+				case apiErr.Code == 503:
+					// JetStream answered that it cannot take the message now (a
+					// leader election): nothing was stored by this attempt.
+					if err := wait(); err != nil {
+						if uncertain {
+							return 0, unknown(err)
+						}
+						return 0, err
+					}
+					continue
+				default:
+					if uncertain {
+						return 0, unknown(err)
+					}
+					return 0, err
+				}
+			case errors.Is(err, nats.ErrMaxPayload):
+				return 0, fmt.Errorf("%w: %v", ErrPayloadTooLarge, err)
+			case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrBadSubject):
+				if uncertain {
+					return 0, unknown(err)
+				}
+				return 0, err
+			}
 		}
+		readBack = false
 		// The ack was lost (timeout, no responders, a reconnect, the context
 		// ended), or a retry was refused: the log tells whether it landed.
 		uncertain = true

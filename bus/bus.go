@@ -35,6 +35,10 @@ type Bus struct {
 	nodes       jetstream.KeyValue
 	artifacts   jetstream.ObjectStore
 
+	// commits[k] groups the appends to shard k into atomic batches, nil
+	// where they go one by one (batch.go).
+	commits []*committer
+
 	// publish sends one record and waits for its ack. Tests replace it to
 	// lose acknowledgements.
 	publish func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error)

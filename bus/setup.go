@@ -208,12 +208,14 @@ func (b *Bus) ensureLog(ctx context.Context) error {
 		n = wire.DefaultShards
 	}
 	shards := make([]jetstream.Stream, n)
+	commits := make([]*committer, n)
 	for k := range n {
 		if shards[k], err = b.ensureStream(ctx, b.shardStreamConfig(k, n)); err != nil {
 			return err
 		}
+		commits[k] = newCommitter(b, shards[k].CachedInfo().Config)
 	}
-	b.shards = shards
+	b.shards, b.commits = shards, commits
 	return nil
 }
 
@@ -253,7 +255,12 @@ func (b *Bus) shardStreamConfig(k, n int) jetstream.StreamConfig {
 		Replicas:          b.cfg.Replicas,
 		Duplicates:        wire.DuplicateWindow,
 		AllowDirect:       true,
-		Metadata:          b.metadata(wire.MetaShards, strconv.Itoa(n)),
+		// Atomic batches group the appends of sessions that arrive together
+		// into one fsync (batch.go). Set where the server has them (2.12+);
+		// a node that only checks the setup (NoSetup) asks for nothing more
+		// than the log has.
+		AllowAtomicPublish: !b.cfg.NoSetup && b.atomicPublishSupported(),
+		Metadata:           b.metadata(wire.MetaShards, strconv.Itoa(n)),
 	}
 }
 
@@ -369,6 +376,9 @@ func streamDiffs(have, want jetstream.StreamConfig) []string {
 	}
 	if have.AllowDirect != want.AllowDirect {
 		add("allow_direct", have.AllowDirect, want.AllowDirect)
+	}
+	if want.AllowAtomicPublish && !have.AllowAtomicPublish {
+		add("allow_atomic", have.AllowAtomicPublish, want.AllowAtomicPublish)
 	}
 	if have.MaxMsgsPerSubject != want.MaxMsgsPerSubject && want.MaxMsgsPerSubject != 0 {
 		add("max_msgs_per_subject", have.MaxMsgsPerSubject, want.MaxMsgsPerSubject)

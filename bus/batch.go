@@ -131,8 +131,9 @@ func newCommitter(b *Bus, cfg jetstream.StreamConfig) *committer {
 	return &committer{b: b, stream: cfg.Name, request: b.nc.RequestMsgWithContext}
 }
 
-// commit appends m for w: alone when nothing is in flight on the shard (or
-// there is no committer), or as a member of the next batch. It returns the
+// commit appends m for w: alone (when the shard has no committer, the record
+// is too large for a batch, or the committer lets it go alone now, at once or
+// after a wait in its queue), or as a member of a batch. It returns the
 // record's sequence, with appendOne's errors.
 func (w *SessionWriter) commit(ctx context.Context, m *nats.Msg) (uint64, error) {
 	c := w.b.committerOf(w.shard)

@@ -355,12 +355,13 @@ func (h heapAllocs) sub(o heapAllocs) heapAllocs {
 
 // allocsPhase writes the heap profile of what the process allocates until
 // stop to path (go tool pprof -sample_index=alloc_space -base path.0 path),
-// sampling every 4 KB allocated meanwhile, where the runtime's default
-// (512 KB) would catch a few dozen samples of a turn. A diagnostic: a
+// sampling every 32 KB allocated meanwhile, where the runtime's default
+// (512 KB) would catch a few dozen samples of a turn (and a sample a few
+// KB would add its own stacks to the turn's CPU profile). A diagnostic: a
 // profile that cannot be written is not.
 func allocsPhase(path string) (stop func()) {
 	rate := runtime.MemProfileRate
-	runtime.MemProfileRate = 4096
+	runtime.MemProfileRate = 32 << 10
 	write := func(p string) {
 		if f, err := os.Create(p); err == nil {
 			pprof.Lookup("allocs").WriteTo(f, 0)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
@@ -103,7 +102,11 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		}
 		opts = append(opts, clientTLS(cfg.TLS)...)
 	}
-	nc, err := connect(ctx, url, opts, cfg)
+	// One attempt: the embedded server was found ready by startServer and
+	// holds the TAH account already (loadAccount), so its refusal is the
+	// credential's (revoked, a broken trust material) and fails at once; an
+	// external server that is not up yet is waited for (RetryOnFailedConnect).
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		b.shutdownServer(ctx)
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
@@ -317,34 +320,3 @@ func (b *Bus) Shards() int { return len(b.shards) }
 
 // ShardOf is the shard of the event log that holds session sid's records.
 func (b *Bus) ShardOf(sid string) int { return wire.Shard(sid, len(b.shards)) }
-
-// connect opens the node's connection. To its own embedded server it tries
-// again, within cfg.ReadyTimeout: a server of a cluster that is forming on a
-// loaded machine has been seen to refuse the node's valid credential for
-// seconds ("authentication error", the in-process pipe closed) while the
-// servers exchange their accounts. Only such a refusal is tried again (a
-// credential file that cannot be read fails at once), and one that lasts
-// (a broken trust material) still fails, at the end of that time.
-func connect(ctx context.Context, url string, opts []nats.Option, cfg Config) (*nats.Conn, error) {
-	deadline := time.Now().Add(cfg.ReadyTimeout)
-	for {
-		nc, err := nats.Connect(url, opts...)
-		if err == nil || !cfg.Embedded() || !refusedAtConnect(err) || time.Now().After(deadline) {
-			return nc, err
-		}
-		if cfg.Logger != nil {
-			cfg.Logger.Warn("connecting to the embedded NATS server: retrying", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-}
-
-// refusedAtConnect reports whether err is the server turning the connection
-// away: an authorization error, or the in-process pipe it closed first.
-func refusedAtConnect(err error) bool {
-	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, io.ErrClosedPipe)
-}

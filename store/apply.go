@@ -546,7 +546,7 @@ func (b *batch) writeMessages(e *entry) error {
 	if i == len(old) && i == len(cur) {
 		return nil
 	}
-	ins := b.stmt(b.s.stmts.upsertMessage)
+	rows := b.rows(b.s.stmts.upsertMessages)
 	write := func(j int) error {
 		m := &cur[j]
 		var calls any
@@ -557,10 +557,9 @@ func (b *batch) writeMessages(e *entry) error {
 			}
 			calls = string(raw)
 		}
-		_, err := ins.ExecContext(b.ctx, e.id, j, string(m.Role), m.Content, calls, m.ToolCallID, m.Name,
-			m.IsError, projection.IsSummary(*m))
 		b.res.MessageRows++
-		return err
+		return rows.add(e.id, j, string(m.Role), m.Content, calls, m.ToolCallID, m.Name,
+			m.IsError, projection.IsSummary(*m))
 	}
 	if len(old) == len(cur) {
 		// Changed in place (a new system prompt): only the rows that differ.
@@ -582,6 +581,9 @@ func (b *batch) writeMessages(e *entry) error {
 				return err
 			}
 		}
+	}
+	if err := rows.flush(); err != nil {
+		return err
 	}
 	e.msgs = append(e.msgs[:i], cur[i:]...)
 	return nil
@@ -605,7 +607,7 @@ func (b *batch) writeSteps(e *entry) error {
 			}
 		}
 	}
-	up := b.stmt(b.s.stmts.upsertStep)
+	rows := b.rows(b.s.stmts.upsertSteps)
 	for j := from; j < len(cur); j++ {
 		fresh := j >= len(old)
 		if !fresh && stepEqual(&old[j], &cur[j]) {
@@ -636,7 +638,7 @@ func (b *batch) writeSteps(e *entry) error {
 		if s.Response != nil {
 			in, out = s.Response.Usage.InputTokens, s.Response.Usage.OutputTokens
 		}
-		if _, err := up.ExecContext(b.ctx, e.id, j, s.ID, string(s.Type), s.Turn, string(s.Status),
+		if err := rows.add(e.id, j, s.ID, string(s.Type), s.Turn, string(s.Status),
 			s.Tool, s.CallID, input, s.Output, s.Idempotent, art, ref, resp, trim, s.Content,
 			s.Error, s.Code, int64(s.StartSeq), int64(s.EndSeq), unixNano(s.StartedAt), unixNano(s.EndedAt),
 			s.DurationMS, in, out, s.Compaction); err != nil {
@@ -648,6 +650,9 @@ func (b *batch) writeSteps(e *entry) error {
 		} else {
 			old[j] = *s
 		}
+	}
+	if err := rows.flush(); err != nil {
+		return err
 	}
 	e.steps = old
 	return nil
@@ -671,7 +676,7 @@ func (b *batch) writeCalls(e *entry) error {
 			}
 		}
 	}
-	up := b.stmt(b.s.stmts.upsertCall)
+	rows := b.rows(b.s.stmts.upsertCalls)
 	for j := from; j < len(cur); j++ {
 		fresh := j >= len(old)
 		if !fresh && callEqual(&old[j], &cur[j]) {
@@ -682,7 +687,7 @@ func (b *batch) writeCalls(e *entry) error {
 		if len(c.Arguments) > 0 {
 			args = string(c.Arguments)
 		}
-		if _, err := up.ExecContext(b.ctx, e.id, j, c.CallID, c.Name, args, c.Turn, c.StepID,
+		if err := rows.add(e.id, j, c.CallID, c.Name, args, c.Turn, c.StepID,
 			string(c.Status), c.IsError, c.Code, c.HasResult); err != nil {
 			return err
 		}
@@ -692,6 +697,9 @@ func (b *batch) writeCalls(e *entry) error {
 		} else {
 			old[j] = *c
 		}
+	}
+	if err := rows.flush(); err != nil {
+		return err
 	}
 	e.calls = old
 	return nil
@@ -764,4 +772,45 @@ func jsonOrNil[T any](v *T) (any, error) {
 		return nil, err
 	}
 	return string(raw), nil
+}
+
+// rowWriter gathers the rows of one upsert and writes them rowChunk at a
+// time, the rest in one statement at the end: a statement a row spent
+// more in the driver than SQLite spent on the row. The rows of one writer
+// have distinct keys (an upsert of several rows cannot change one row
+// twice).
+type rowWriter struct {
+	b     *batch
+	byN   []*sql.Stmt // the upsert of n rows at index n
+	width int         // values a row, known at the first row
+	args  []any
+}
+
+// rows is a writer of the rows of the upserts byN (stmts.upsertSteps...),
+// bound to the batch's transaction when used.
+func (b *batch) rows(byN []*sql.Stmt) *rowWriter {
+	return &rowWriter{b: b, byN: byN}
+}
+
+// add adds a row, and writes rowChunk of them once it has them.
+func (w *rowWriter) add(row ...any) error {
+	if w.width == 0 {
+		w.width = len(row)
+		w.args = make([]any, 0, rowChunk*w.width)
+	}
+	w.args = append(w.args, row...)
+	if len(w.args) < rowChunk*w.width {
+		return nil
+	}
+	return w.flush()
+}
+
+// flush writes the rows not written yet.
+func (w *rowWriter) flush() error {
+	if len(w.args) == 0 {
+		return nil
+	}
+	_, err := w.b.stmt(w.byN[len(w.args)/w.width]).ExecContext(w.b.ctx, w.args...)
+	w.args = w.args[:0]
+	return err
 }

@@ -13,11 +13,12 @@ import (
 type stmts struct {
 	insertTail, insertTailChunk, pruneTail, upsertRejection  *sql.Stmt
 	upsertSession, upsertSnapshot, deleteLabels, insertLabel *sql.Stmt
-	upsertMessage, deleteMessages                            *sql.Stmt
-	upsertStep, deleteSteps, upsertCall, deleteCalls         *sql.Stmt
-	upsertArtifact, deleteArtifacts                          *sql.Stmt
-	upsertCheckpoint, deleteCheckpoints, upsertPosition      *sql.Stmt
-	all                                                      []*sql.Stmt
+	deleteMessages, deleteSteps, deleteCalls                 *sql.Stmt
+	// The upserts of n rows at once (rowsOf), at index n, 1 to rowChunk.
+	upsertMessages, upsertSteps, upsertCalls            []*sql.Stmt
+	upsertArtifact, deleteArtifacts                     *sql.Stmt
+	upsertCheckpoint, deleteCheckpoints, upsertPosition *sql.Stmt
+	all                                                 []*sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
@@ -49,33 +50,8 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 			ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, state = excluded.state`},
 		{&s.deleteLabels, `DELETE FROM session_labels WHERE session_id = ?`},
 		{&s.insertLabel, `INSERT INTO session_labels (session_id, key, value) VALUES (?, ?, ?)`},
-		{&s.upsertMessage, `INSERT INTO messages (session_id, idx, role, content, tool_calls, tool_call_id, name, is_error, summary)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (session_id, idx) DO UPDATE SET role = excluded.role, content = excluded.content,
-				tool_calls = excluded.tool_calls, tool_call_id = excluded.tool_call_id, name = excluded.name,
-				is_error = excluded.is_error, summary = excluded.summary`},
 		{&s.deleteMessages, `DELETE FROM messages WHERE session_id = ? AND idx >= ?`},
-		{&s.upsertStep, `INSERT INTO steps (session_id, idx, step_id, type, turn, status, tool, call_id, input, output,
-				idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
-				started_at, ended_at, duration_ms, tokens_in, tokens_out, compaction)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (session_id, idx) DO UPDATE SET step_id = excluded.step_id, type = excluded.type,
-				turn = excluded.turn, status = excluded.status, tool = excluded.tool, call_id = excluded.call_id,
-				input = excluded.input, output = excluded.output, idempotent = excluded.idempotent,
-				artifact = excluded.artifact, request_ref = excluded.request_ref,
-				response = excluded.response, trim = excluded.trim, content = excluded.content,
-				error = excluded.error, code = excluded.code, start_seq = excluded.start_seq,
-				end_seq = excluded.end_seq, started_at = excluded.started_at, ended_at = excluded.ended_at,
-				duration_ms = excluded.duration_ms, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
-				compaction = excluded.compaction`},
 		{&s.deleteSteps, `DELETE FROM steps WHERE session_id = ? AND idx >= ?`},
-		{&s.upsertCall, `INSERT INTO tool_calls (session_id, idx, call_id, name, arguments, turn, step_id, status,
-				is_error, code, has_result)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (session_id, idx) DO UPDATE SET call_id = excluded.call_id, name = excluded.name,
-				arguments = excluded.arguments, turn = excluded.turn, step_id = excluded.step_id,
-				status = excluded.status, is_error = excluded.is_error, code = excluded.code,
-				has_result = excluded.has_result`},
 		{&s.deleteCalls, `DELETE FROM tool_calls WHERE session_id = ? AND idx >= ?`},
 		{&s.upsertArtifact, `INSERT OR REPLACE INTO artifacts (session_id, idx, id, name, step_id, call_id, content_type,
 				bucket, object, size, sha256, seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
@@ -93,6 +69,25 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		}
 		*p.dst = st
 		s.all = append(s.all, st)
+	}
+	for _, p := range []struct {
+		dst *[]*sql.Stmt
+		sql string
+	}{
+		{&s.upsertMessages, messageUpsert},
+		{&s.upsertSteps, stepUpsert},
+		{&s.upsertCalls, callUpsert},
+	} {
+		*p.dst = make([]*sql.Stmt, rowChunk+1)
+		for n := 1; n <= rowChunk; n++ {
+			st, err := db.PrepareContext(ctx, rowsOf(p.sql, n))
+			if err != nil {
+				s.close()
+				return nil, fmt.Errorf("prepare %q for %d rows: %w", firstLine(p.sql), n, err)
+			}
+			(*p.dst)[n] = st
+			s.all = append(s.all, st)
+		}
 	}
 	return s, nil
 }
@@ -122,4 +117,46 @@ const tailColumns = 7
 func tailValues(n int) string {
 	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", tailColumns), ", ") + ")"
 	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
+// The upserts of the rows Apply rewrites most (their VALUES hold one row;
+// rowsOf makes them take several).
+const (
+	messageUpsert = `INSERT INTO messages (session_id, idx, role, content, tool_calls, tool_call_id, name, is_error, summary)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, idx) DO UPDATE SET role = excluded.role, content = excluded.content,
+				tool_calls = excluded.tool_calls, tool_call_id = excluded.tool_call_id, name = excluded.name,
+				is_error = excluded.is_error, summary = excluded.summary`
+	stepUpsert = `INSERT INTO steps (session_id, idx, step_id, type, turn, status, tool, call_id, input, output,
+				idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
+				started_at, ended_at, duration_ms, tokens_in, tokens_out, compaction)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, idx) DO UPDATE SET step_id = excluded.step_id, type = excluded.type,
+				turn = excluded.turn, status = excluded.status, tool = excluded.tool, call_id = excluded.call_id,
+				input = excluded.input, output = excluded.output, idempotent = excluded.idempotent,
+				artifact = excluded.artifact, request_ref = excluded.request_ref,
+				response = excluded.response, trim = excluded.trim, content = excluded.content,
+				error = excluded.error, code = excluded.code, start_seq = excluded.start_seq,
+				end_seq = excluded.end_seq, started_at = excluded.started_at, ended_at = excluded.ended_at,
+				duration_ms = excluded.duration_ms, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
+				compaction = excluded.compaction`
+	callUpsert = `INSERT INTO tool_calls (session_id, idx, call_id, name, arguments, turn, step_id, status,
+				is_error, code, has_result)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id, idx) DO UPDATE SET call_id = excluded.call_id, name = excluded.name,
+				arguments = excluded.arguments, turn = excluded.turn, step_id = excluded.step_id,
+				status = excluded.status, is_error = excluded.is_error, code = excluded.code,
+				has_result = excluded.has_result`
+)
+
+// rowChunk is how many rows the statements of rowsOf write at once: a
+// statement a row cost more in the driver than the row cost SQLite.
+const rowChunk = 8
+
+// rowsOf is sql, an INSERT of one row whose VALUES is its first
+// parenthesised list, inserting n rows.
+func rowsOf(sql string, n int) string {
+	i := strings.Index(sql, "VALUES (") + len("VALUES ")
+	j := i + strings.Index(sql[i:], ")") + 1
+	return sql[:i] + strings.TrimSuffix(strings.Repeat(sql[i:j]+", ", n), ", ") + sql[j:]
 }

@@ -31,6 +31,9 @@ type ScaleResult struct {
 	Sync       time.Duration `json:"sync_interval_ns"`
 	Sessions   int           `json:"sessions"`
 	LLMDelay   time.Duration `json:"llm_delay_ns"`
+	// CatchUpWithin bounds the wait for a read model to apply what the log
+	// held at the window's end.
+	CatchUpWithin time.Duration `json:"catch_up_within_ns"`
 	// Runs are the comparison: one node, then three at R1 and at R3, each
 	// in the recommended layout (one read-model node, the others workers)
 	// and with every node holding a read model; Curve the same load on 1,
@@ -62,7 +65,11 @@ type ScaleRun struct {
 	FirstFailure string `json:"first_failure,omitempty"`
 	// CPUPerStep is every node's CPU in the window over the cluster's steps.
 	CPUPerStep time.Duration `json:"cpu_per_step_ns"`
-	NodeStats  []ScaleNode   `json:"node_stats"`
+	// CPUBound is the steps/s the nodes would make if each had its whole
+	// quota and spent it at CPUPerStep: on a shared machine a node may get
+	// less than its quota (ScaleNode.Busy says how much it got).
+	CPUBound  float64     `json:"cpu_bound_per_s"`
+	NodeStats []ScaleNode `json:"node_stats"`
 	// Placement is, for each of the streams that carry the load (the log's
 	// shards and TAH_IN), the node whose server holds it (R1) or leads it
 	// (R3) at the end; Balanced whether they were spread (no server more
@@ -93,8 +100,9 @@ type ScaleNode struct {
 	// at the end.
 	Streams []string `json:"streams,omitempty"`
 	// Behind is, for a read-model node, how many records of the log it had
-	// still to apply when the measurement ended; CatchUp how long it then
-	// took to apply them (-1: not within scaleCatchUpWithin).
+	// still to apply when the window ended; CatchUp how long after the
+	// window's end it had applied them, the load going on (-1: not within
+	// scaleCatchUpWithin): how stale its reads were.
 	Behind  int64         `json:"read_model_behind_records,omitempty"`
 	CatchUp time.Duration `json:"read_model_catch_up_ns,omitempty"`
 }
@@ -106,7 +114,7 @@ const (
 	scaleSettleWithin = time.Minute
 	// scaleCatchUpWithin bounds the wait for a read model to apply what the
 	// log held when the measurement ended.
-	scaleCatchUpWithin = time.Minute
+	scaleCatchUpWithin = 30 * time.Second
 	// scaleDrainWithin bounds the wait for the turns in flight when the
 	// load stops.
 	scaleDrainWithin = 2 * time.Minute
@@ -265,7 +273,8 @@ func (s *scaleScenario) Teardown(context.Context) error {
 // result is the report's row 9, made by its first scenario.
 func (s *scaleScenario) result(rep *Report) *ScaleResult {
 	if rep.Scale == nil {
-		rep.Scale = &ScaleResult{Durability: durabilityName(s.cfg.ScaleSync), Sync: s.cfg.ScaleSync, Sessions: s.cfg.ScaleSessions, LLMDelay: s.cfg.ScaleDelay}
+		rep.Scale = &ScaleResult{Durability: durabilityName(s.cfg.ScaleSync), Sync: s.cfg.ScaleSync, Sessions: s.cfg.ScaleSessions, LLMDelay: s.cfg.ScaleDelay,
+			CatchUpWithin: scaleCatchUpWithin}
 	}
 	return rep.Scale
 }
@@ -375,7 +384,15 @@ func (s *scaleScenario) measure(ctx context.Context, run *ScaleRun) error {
 	}
 	snap1, steps1, turns1, cpu1, t1 := s.snap(pids), s.model.answered.Load(), turns.Load(), cpuTime(), time.Now()
 	run.LoadAvg = loadAvg()
+	// The read models' lag, the load going on: how far behind the log's end
+	// at t1 each was, and how long until it had applied that much.
 	behind, last, lagErr := s.readModelsBehind(ctx)
+	var caught map[int]time.Duration
+	if lagErr == nil {
+		caught = s.catchUp(ctx, t1, last, behind)
+	} else {
+		s.env.Note("the read models' lag: %v", lagErr)
+	}
 	run.Placement = s.placement()
 	close(stop)
 	drained := make(chan struct{})
@@ -399,7 +416,8 @@ func (s *scaleScenario) measure(ctx context.Context, run *ScaleRun) error {
 	}
 	var total time.Duration
 	for i := range s.spec.nodes {
-		nd := ScaleNode{ID: s.c.ID(i), ReadModel: s.spec.readModel(i), CPU: snap1[i].cpu - snap0[i].cpu, Throttled: snap1[i].throttled - snap0[i].throttled}
+		nd := ScaleNode{ID: s.c.ID(i), ReadModel: s.spec.readModel(i), CPU: snap1[i].cpu - snap0[i].cpu, Throttled: snap1[i].throttled - snap0[i].throttled,
+			Behind: behind[i], CatchUp: caught[i]}
 		total += nd.CPU
 		if run.Steps > 0 {
 			nd.CPUPerStep = nd.CPU / time.Duration(run.Steps)
@@ -415,12 +433,8 @@ func (s *scaleScenario) measure(ctx context.Context, run *ScaleRun) error {
 	}
 	if run.Steps > 0 {
 		run.CPUPerStep = total / time.Duration(run.Steps)
+		run.CPUBound = float64(run.Nodes) * run.Quota / run.CPUPerStep.Seconds()
 	}
-	if lagErr != nil {
-		s.env.Note("the read models' lag: %v", lagErr)
-		return nil
-	}
-	s.catchUp(ctx, run, behind, last)
 	return nil
 }
 
@@ -591,18 +605,13 @@ func behindOf(last, pos []uint64) int64 {
 	return n
 }
 
-// catchUp waits for each read model to apply what the log held at the
-// window's end, and records how far behind it was and how long it took.
-func (s *scaleScenario) catchUp(ctx context.Context, run *ScaleRun, behind map[int]int64, last []uint64) {
-	t0 := time.Now()
-	for i := range run.NodeStats {
-		b, ok := behind[i]
-		if !ok {
-			continue
-		}
-		nd := &run.NodeStats[i]
-		nd.Behind = b
-		err := natstest.Poll(scaleCatchUpWithin-time.Since(t0), 100*time.Millisecond, func() error {
+// catchUp waits, the load going on, for each read model to apply what the
+// log held at t1 (last), and returns how long after t1 each had (-1: not
+// within scaleCatchUpWithin).
+func (s *scaleScenario) catchUp(ctx context.Context, t1 time.Time, last []uint64, behind map[int]int64) map[int]time.Duration {
+	out := map[int]time.Duration{}
+	for i := range behind {
+		err := natstest.Poll(scaleCatchUpWithin-time.Since(t1), 50*time.Millisecond, func() error {
 			pos, err := readModelPositions(ctx, s.c.Config(i).DataDir, len(last))
 			if err != nil {
 				return err
@@ -612,12 +621,13 @@ func (s *scaleScenario) catchUp(ctx context.Context, run *ScaleRun, behind map[i
 			}
 			return nil
 		})
-		nd.CatchUp = time.Since(t0)
+		out[i] = time.Since(t1)
 		if err != nil {
-			nd.CatchUp = -1
-			s.env.Note("%s's read model did not catch up within %v: %v", nd.ID, scaleCatchUpWithin, err)
+			out[i] = -1
+			s.env.Note("%s's read model did not catch up within %v: %v", s.c.ID(i), scaleCatchUpWithin, err)
 		}
 	}
+	return out
 }
 
 // placementOf lists a run's placement, node by node: "n0 TAH_EVT_0 TAH_IN;

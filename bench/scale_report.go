@@ -26,6 +26,15 @@ func (s *ScaleResult) ratio(r *ScaleRun) float64 {
 	return r.StepsPerSec / b.StepsPerSec
 }
 
+// cpuRatio is r's CPU-bound rate over its one-node base's (0 without one).
+func (s *ScaleResult) cpuRatio(r *ScaleRun) float64 {
+	b := s.base(r)
+	if b == nil || b.CPUBound <= 0 {
+		return 0
+	}
+	return r.CPUBound / b.CPUBound
+}
+
 // target is the ratio a run of row 9 must reach (0: none): three nodes in
 // the recommended layout (one read-model node, the others workers).
 func (r *ScaleRun) target() float64 {
@@ -61,15 +70,15 @@ func (r *ScaleRun) cpuPerStep() string {
 }
 
 // lag lists each read model's lag at the window's end.
-func (r *ScaleRun) lag() string {
+func (r *ScaleRun) lag(within time.Duration) string {
 	var out []string
 	for _, nd := range r.NodeStats {
 		if !nd.ReadModel {
 			continue
 		}
-		up := "caught up in " + fdur(nd.CatchUp)
+		up := "applied them " + fdur(nd.CatchUp) + " later, the load going on"
 		if nd.CatchUp < 0 {
-			up = "not caught up within " + fdur(scaleCatchUpWithin)
+			up = "had not applied them " + fdur(within) + " later, the load going on"
 		}
 		out = append(out, fmt.Sprintf("%s %s records behind, %s", nd.ID, fnum(float64(nd.Behind)), up))
 	}
@@ -99,7 +108,8 @@ func (r *Report) scaleRows() []row {
 		}
 		out = append(out, row{"9", fmt.Sprintf("steps/s, %s sessions (a tool step a turn), model answers in %s over HTTP; %s, %s CPU each (cgroups); CPU per cluster step: %s",
 			fnum(float64(s.Sessions)), fdur(s.LLMDelay), x.layout(), trimFloat(x.Quota), x.cpuPerStep()),
-			fmt.Sprintf("R%d; %s", x.Replicas, s.Durability), fnum(x.StepsPerSec) + "/s", "model-bound " + fnum(x.ModelBound) + "/s",
+			fmt.Sprintf("R%d; %s", x.Replicas, s.Durability), fnum(x.StepsPerSec) + "/s",
+			fmt.Sprintf("model-bound %s/s; CPU-bound %s/s (quotas ÷ CPU per step: %s× one node's)", fnum(x.ModelBound), fnum(x.CPUBound), trimFloat(round2(s.cpuRatio(x)))),
 			fratio(ratio) + " one node", tgt, verdict})
 	}
 	if len(s.Curve) > 0 {
@@ -155,7 +165,7 @@ func (r *Report) scaleTarget(w func(string, ...any)) {
 
 // scaleMethod says how row 9 is measured.
 func (r *Report) scaleMethod(w func(string, ...any)) {
-	w("9. **Nodes that add capacity.** Each node is a tah-node process of its own (this program again, `-tah-node`, as row 7's victim), confined to the same CPU quota by a cgroup v1 `cpu` controller (`cpu.cfs_quota_us` over a %s period; the node's command writes its pid to the cgroup's `cgroup.procs` before it execs the node), as if each were a small machine of its own; they share this machine's one disk, hence fsync every 2 minutes (with fsync always every node would wait on the same disk). Where no cgroup v1 `cpu` controller can be written (not root, a cgroup v2-only host) the row is skipped and says why. The model is an OpenAI-compatible server in this process (`llm/llmtest`'s encoding, streamed or not), answering every call after %s: a call of `%s` on the harness's small project when the conversation does not end with a tool's result, else a short answer. The sessions run in this process too, outside the quotas, through package `client`, one connection to each node's server (session *i* on node *i* mod *n*'s): each creates its session and takes a warm-up turn; once the partitions are shared and the streams spread (`bus` places the shards and `TAH_IN` over the servers at R1, their leaders at R3), every session runs turns back to back, and after a ramp the window is measured. Steps/s is the model's answered calls in the window over its length; the *model-bound* rate is every session waiting only for its model. A node's CPU is its process's user + system time (`/proc/<pid>/stat`) over the window, and its CPU per cluster step that over every step the cluster took. The placement is each stream's server (R1) or leader (R3) at the window's end; a read model's lag is the records of the log (each shard's last sequence) its `data.db` had not applied at the window's end (its `positions` table, read from this process) and how long it then took to apply them. Three nodes run in the recommended layout (`read_model=false` on all but n0: one read model and workers, docs/operations.md) and, for comparison, each with its read model. The machine is shared (its load average is above): the figures are indicative.\n",
+	w("9. **Nodes that add capacity.** Each node is a tah-node process of its own (this program again, `-tah-node`, as row 7's victim), confined to the same CPU quota by a cgroup v1 `cpu` controller (`cpu.cfs_quota_us` over a %s period; the node's command writes its pid to the cgroup's `cgroup.procs` before it execs the node), as if each were a small machine of its own; they share this machine's one disk, hence fsync every 2 minutes (with fsync always every node would wait on the same disk). Where no cgroup v1 `cpu` controller can be written (not root, a cgroup v2-only host) the row is skipped and says why. The model is an OpenAI-compatible server in this process (`llm/llmtest`'s encoding, streamed or not), answering every call after %s: a call of `%s` on the harness's small project when the conversation does not end with a tool's result, else a short answer. The sessions run in this process too, outside the quotas, through package `client`, one connection to each node's server (session *i* on node *i* mod *n*'s): each creates its session and takes a warm-up turn; once the partitions are shared and the streams spread (`bus` places the shards and `TAH_IN` over the servers at R1, their leaders at R3), every session runs turns back to back, and after a ramp the window is measured. Steps/s is the model's answered calls in the window over its length; the *model-bound* rate is every session waiting only for its model. A node's CPU is its process's user + system time (`/proc/<pid>/stat`) over the window, and its CPU per cluster step that over every step the cluster took. The placement is each stream's server (R1) or leader (R3) at the window's end; a read model's lag is the records of the log (each shard's last sequence) its `data.db` had not applied at the window's end (its `positions` table, read from this process) and how long it then took to apply them. Three nodes run in the recommended layout (`read_model=false` on all but n0: one read model and workers, docs/operations.md) and, for comparison, each with its read model; at R3 as at R1 the ratio is over the one node (a single server holds one replica). The *CPU-bound* rate is the nodes' quotas over the cluster's CPU per step: what the nodes would make if each got its whole quota, which a node on a shared machine may not (each node's CPU busy is in the analysis). The machine is shared with other work (its load average is in each run's line): the figures are indicative.\n",
 		fdur(cfsPeriod), fdur(r.scaleDelay()), scaleTool)
 }
 
@@ -170,20 +180,20 @@ func (r *Report) scaleAnalysis(w func(string, ...any)) {
 	for _, x := range append(append([]*ScaleRun{}, s.Runs...), s.Curve...) {
 		w("- %s, R%d, %s CPU each: %s steps/s (%s× one node; %s turns, %d failed), %s of CPU per cluster step over all nodes", x.layout(), x.Replicas, trimFloat(x.Quota),
 			fnum(x.StepsPerSec), trimFloat(round2(s.ratio(x))), fnum(float64(x.Turns)), x.Failed, fdur(x.CPUPerStep))
-		w(" (the clients and the model, outside the quotas, %.2f CPU busy; load average %s)", x.ClientCPUs, x.LoadAvg)
+		w(" (CPU-bound %s/s, %s× one node's; the clients and the model, outside the quotas, %.2f CPU busy; load average %s)", fnum(x.CPUBound), trimFloat(round2(s.cpuRatio(x))), x.ClientCPUs, x.LoadAvg)
 		var nodes []string
 		for _, nd := range x.NodeStats {
 			role := "worker"
 			if nd.ReadModel {
 				role = "read model"
 			}
-			nodes = append(nodes, fmt.Sprintf("%s (%s) %s a step, %.2f CPU busy, throttled %s", nd.ID, role, fdur(nd.CPUPerStep), nd.Busy, fdur(nd.Throttled)))
+			nodes = append(nodes, fmt.Sprintf("%s (%s) %s a step, %.2f of its %s CPU busy, throttled %s", nd.ID, role, fdur(nd.CPUPerStep), nd.Busy, trimFloat(x.Quota), fdur(nd.Throttled)))
 		}
 		w(": %s. Streams (held at R1, led at R3): %s", strings.Join(nodes, "; "), placementOf(x))
 		if !x.Balanced {
 			w(" (not spread when the window began)")
 		}
-		if l := x.lag(); l != "" {
+		if l := x.lag(s.CatchUpWithin); l != "" {
 			w(". Read models: %s", l)
 		}
 		if x.FirstFailure != "" {
@@ -191,5 +201,5 @@ func (r *Report) scaleAnalysis(w func(string, ...any)) {
 		}
 		w(".\n")
 	}
-	w("\n")
+	w("\nA node's CPU per cluster step is its CPU over every step taken anywhere in the cluster: a worker's falls as nodes are added, while a read-model node keeps paying for every step it projects. When the nodes' CPU busy stays below their quota the machine, not the quota, bounded the run (the bench's clients and model and any other work share its %d cores), and the CPU-bound rate is the better guide to what separate machines would make.\n\n", r.Machine.CPUs)
 }

@@ -311,6 +311,9 @@ func BenchmarkApplyTurn(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(processCPU()-cpu0)/float64(b.N*steps), "cpu-ns/step")
+	st := s.Stats()
+	rows := st.MessageRows + st.StepRows + st.ToolCallRows + st.TailRows
+	b.ReportMetric(float64(rows)/float64(b.N*steps), "rows/step")
 }
 
 // processCPU is the CPU time (user + system) of the process so far: on a

@@ -84,14 +84,15 @@ func TestRunScenario(t *testing.T) {
 }
 
 // The rows asked for give their scenarios, in order, one per durability
-// setting for rows 1-3, 8 and 9.
+// setting for rows 1-3 and 8, one per cluster for row 9 (its five and the
+// curve's four).
 func TestScenarios(t *testing.T) {
 	c := Default()
 	var names []string
 	for _, sc := range Scenarios(c) {
 		names = append(names, sc.Name())
 	}
-	if len(names) != 1+2+2+4+2+2+1+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 11") {
+	if len(names) != 1+2+2+4+2+9+1+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 11") {
 		t.Fatalf("scenarios %v", names)
 	}
 	c.Rows, c.Durability = []string{"3"}, []time.Duration{time.Minute}

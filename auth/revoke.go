@@ -44,7 +44,8 @@ func (t *Trust) Revoke(ctx context.Context, pubs []string, others ...string) (st
 
 // Merge returns the TAH account's JWT that holds the revocations of the
 // trust's own and of others (see Revoke): the newest of them when it holds
-// them all, else a new one signed after all of them. The trust keeps it.
+// them all (and imports the disconnect advisories: see events.go), else a
+// new one signed after all of them. The trust keeps it.
 func (t *Trust) Merge(ctx context.Context, others ...string) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -52,7 +53,7 @@ func (t *Trust) Merge(ctx context.Context, others ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if maps.Equal(m.revocations, m.newest.Revocations) {
+	if maps.Equal(m.revocations, m.newest.Revocations) && hasDisconnectImport(m.newest, t.SystemAccount()) {
 		return m.newestJWT, t.keep(m.newestJWT)
 	}
 	return t.sign(ctx, m)
@@ -105,6 +106,7 @@ func (t *Trust) sign(ctx context.Context, m merge) (string, error) {
 	}
 	ac := m.newest
 	ac.Revocations = m.revocations
+	t.withDisconnectImport(ac)
 	token, err := ac.Encode(t.operator)
 	if err != nil {
 		return "", fmt.Errorf("sign the account's revocations: %w", err)

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -78,6 +79,9 @@ func Ensure(dataDir string) (*Trust, error) {
 		return nil, err
 	}
 	if err := t.ensureLocalCreds(); err != nil {
+		return nil, err
+	}
+	if err := t.ensureSystemExport(context.Background()); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -196,6 +200,7 @@ func writeNew(dir string) error {
 	}
 	sc := jwt.NewAccountClaims(sysPub)
 	sc.Name = SystemName
+	sc.Exports.Add(disconnectExport())
 	sysJWT, err := sc.Encode(operator)
 	if err != nil {
 		return err
@@ -203,6 +208,7 @@ func writeNew(dir string) error {
 	ac := jwt.NewAccountClaims(accPub)
 	ac.Name = AccountName
 	ac.SigningKeys.Add(signerPub)
+	ac.Imports.Add(disconnectImport(accPub, sysPub))
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{
 		MemoryStorage: jwt.NoLimit, DiskStorage: jwt.NoLimit, Streams: jwt.NoLimit, Consumer: jwt.NoLimit, MaxAckPending: jwt.NoLimit,
 	}

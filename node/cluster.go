@@ -19,8 +19,11 @@ import (
 // membership is a node's part in the cluster, with no coordinator but NATS:
 //
 //   - presence: the node publishes its bus.NodeRecord on core NATS every
-//     NodeTTL/5 and listens to the others'; a node not heard of for NodeTTL
-//     is dead. Core NATS, not JetStream: a stream leader election stalls
+//     NodeTTL/5 (and at once when its partitions change or its connection
+//     moves to another server) and listens to the others'; a node not heard
+//     of for NodeTTL is dead, and so is one whose connection the NATS
+//     servers saw go, at once (presence.go: a kill -9 need not wait for the
+//     silence). Core NATS, not JetStream: a stream leader election stalls
 //     JetStream writes for seconds and must not look like nodes dying. The
 //     record is also kept in tah_nodes (for status, and for nodes starting);
 //     writes there may fail without consequence;
@@ -58,6 +61,17 @@ type membership struct {
 	fenced   bool
 	closed   bool
 	twin     time.Time // when another node with this node's id was last heard
+	// What the servers say of the other nodes' connections (presence.go):
+	// each one's last presence, those whose connection went (until they
+	// come back on another or their grace passes), those taken for dead on
+	// that (until heard on another connection), and the dead ones'
+	// partitions, to unpin when taken.
+	last       map[string]wire.NodeRecord
+	prev       map[string]connRef // the connection before the last one
+	suspects   map[string]suspicion
+	gone       map[string]connRef
+	orphans    map[int]time.Time
+	advisories *nats.Subscription
 	// fences counts the times the node fenced itself (a metric).
 	fences atomic.Int64
 }
@@ -71,7 +85,8 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 	m := &membership{n: n, log: n.log.With("component", "cluster"), ttl: cfg.NodeTTL,
 		every: max(cfg.NodeTTL/5, 50*time.Millisecond), parts: cfg.Partitions,
 		started: now, kick: make(chan struct{}, 1), seen: map[string]time.Time{},
-		echo: now, storedOK: now}
+		echo: now, storedOK: now, last: map[string]wire.NodeRecord{}, prev: map[string]connRef{}, suspects: map[string]suspicion{},
+		gone: map[string]connRef{}, orphans: map[int]time.Time{}}
 	recs, err := n.bus.ListNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -83,6 +98,7 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 			namesake = true
 		case !r.Leaving:
 			m.seen[r.Node] = now
+			m.last[r.Node] = r
 		}
 	}
 	nc := n.bus.Conn()
@@ -108,6 +124,7 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 	m.wg.Add(2)
 	go m.pulse(wctx)
 	go m.run(wctx)
+	m.startWatch(wctx)
 	return m, nil
 }
 
@@ -154,10 +171,14 @@ func (m *membership) heard(msg *nats.Msg) {
 	case r.Leaving:
 		_, changed = m.seen[r.Node]
 		delete(m.seen, r.Node)
+		m.forget(r.Node)
 	default:
 		at, known := m.seen[r.Node]
 		changed = !known || time.Since(at) > m.ttl
 		m.seen[r.Node] = time.Now()
+		if m.heardConn(r) {
+			changed = true
+		}
 	}
 	m.mu.Unlock()
 	if changed {
@@ -205,10 +226,12 @@ func (m *membership) pulse(ctx context.Context) {
 }
 
 // run keeps the node's share of the partitions and its entry in tah_nodes up
-// to date; it may wait on JetStream.
+// to date; it may wait on JetStream. It looks again every presence period,
+// at least every retryEvery: a partition it could not pull (a consumer's
+// leader election) is tried again soon whatever the node TTL.
 func (m *membership) run(ctx context.Context) {
 	defer m.wg.Done()
-	t := time.NewTicker(m.every)
+	t := time.NewTicker(min(m.every, retryEvery))
 	defer t.Stop()
 	for {
 		select {
@@ -216,13 +239,27 @@ func (m *membership) run(ctx context.Context) {
 			return
 		case <-m.kick:
 		case <-t.C:
-			sctx, cancel := context.WithTimeout(ctx, m.every*2)
+			sctx, cancel := context.WithTimeout(ctx, m.opTimeout())
 			_ = m.store(sctx)
 			cancel()
 		}
 		m.rebalance(ctx, true)
 	}
 }
+
+// Bounds of the membership's waits on JetStream, whatever the node TTL.
+const (
+	// retryEvery: see run.
+	retryEvery = time.Second
+	// maxOpWait: see opTimeout.
+	maxOpWait = 5 * time.Second
+)
+
+// opTimeout bounds one JetStream operation of the membership (pulling a
+// partition, storing the presence, unpinning): two presence periods, at most
+// maxOpWait, so that a long node TTL does not hold the membership on one
+// stream leader election for as long.
+func (m *membership) opTimeout() time.Duration { return min(m.every*2, maxOpWait) }
 
 // poke asks run to look at the share of partitions now.
 func (m *membership) poke() {
@@ -256,9 +293,12 @@ func (m *membership) record(leaving bool) wire.NodeRecord {
 	m.mu.Lock()
 	fenced := m.fenced
 	m.mu.Unlock()
+	nc := m.n.bus.Conn()
+	cid, _ := nc.GetClientID() // 0 while disconnected
 	return wire.NodeRecord{Node: m.n.ID(), Started: m.started, Heartbeat: time.Now().UTC(),
 		Partitions: m.n.inputs.Partitions(), ActiveSessions: m.n.sessions.Active(),
-		NATS: m.n.bus.ClientURL(), Provider: m.n.opts.Provider.Name(), Fenced: fenced, Leaving: leaving}
+		NATS: m.n.bus.ClientURL(), NATSServer: nc.ConnectedServerName(), NATSServerID: nc.ConnectedServerId(), NATSClientID: cid,
+		Provider: m.n.opts.Provider.Name(), Fenced: fenced, Leaving: leaving}
 }
 
 // publish sends the node's presence on core NATS: what the others go by.
@@ -271,7 +311,7 @@ func (m *membership) publish(leaving bool) error {
 		return fmt.Errorf("node presence: %w", err)
 	}
 	if leaving {
-		return m.n.bus.Conn().FlushTimeout(m.every)
+		return m.n.bus.Conn().FlushTimeout(min(m.every, maxOpWait))
 	}
 	return nil
 }
@@ -290,13 +330,17 @@ func (m *membership) store(ctx context.Context) error {
 	return nil
 }
 
-// live returns the nodes heard of within the TTL, this one included unless it
+// live returns the nodes heard of within the TTL and not taken for dead on
+// what the servers saw of their connections, this one included unless it
 // is fenced.
 func (m *membership) live() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
 	for id, at := range m.seen {
+		if _, dead := m.gone[id]; dead {
+			continue
+		}
 		if id != m.n.ID() && time.Since(at) <= m.ttl {
 			out = append(out, id)
 		}
@@ -328,7 +372,7 @@ func (m *membership) rebalance(ctx context.Context, resume bool) {
 		if slices.Contains(have, p) {
 			continue
 		}
-		actx, cancel := context.WithTimeout(ctx, m.every*2)
+		actx, cancel := context.WithTimeout(ctx, m.opTimeout())
 		err := m.n.inputs.Add(actx, p)
 		cancel()
 		if err != nil {
@@ -337,8 +381,17 @@ func (m *membership) rebalance(ctx context.Context, resume bool) {
 		}
 		added = append(added, p)
 	}
+	m.unpinOrphans(ctx, m.takeOrphans(added))
 	if len(drop) > 0 || len(added) > 0 {
 		m.log.Info("partitions changed", "pulling", m.n.inputs.Partitions(), "added", added, "handed_over", drop)
+		// Said at once, not at the next heartbeat: status and the others
+		// see the share as it is.
+		if err := m.publish(false); err != nil {
+			m.log.Debug("presence not published", "err", err)
+		}
+		sctx, cancel := context.WithTimeout(ctx, m.opTimeout())
+		_ = m.store(sctx)
+		cancel()
 	}
 	if resume && len(added) > 0 {
 		m.resumeOpenTurns(ctx, added)
@@ -354,7 +407,7 @@ func (m *membership) handOver(ctx context.Context, partitions []int) {
 	n := m.n
 	// Bounded: with NATS out of reach the unpins cannot succeed, and the pins
 	// expire by themselves.
-	ctx, cancel := context.WithTimeout(ctx, m.ttl)
+	ctx, cancel := context.WithTimeout(ctx, m.giveUp())
 	defer cancel()
 	err := n.inputs.Remove(ctx, partitions, func() {
 		stopped := n.sessions.StopWhere(ctx, func(sid string) bool {
@@ -369,6 +422,14 @@ func (m *membership) handOver(ctx context.Context, partitions []int) {
 	}
 }
 
+// giveUp bounds what a node does on NATS while handing over or leaving:
+// the node TTL, at most leaveWithin (a long TTL must not hold a node that is
+// cut off for as long when it closes).
+func (m *membership) giveUp() time.Duration { return min(m.ttl, leaveWithin) }
+
+// leaveWithin: see giveUp.
+const leaveWithin = 10 * time.Second
+
 // close leaves the cluster gracefully: it says so first, so that the others
 // start pulling this node's partitions at once, then hands them over.
 func (m *membership) close(ctx context.Context) error {
@@ -381,11 +442,12 @@ func (m *membership) close(ctx context.Context) error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	m.stopWatch()
 	_ = m.presence.Unsubscribe()
 	_ = m.publish(true)
 	// Bounded: a cluster that lost its quorum cannot take the delete, and the
 	// entry then simply ages out.
-	dctx, cancel := context.WithTimeout(ctx, m.ttl)
+	dctx, cancel := context.WithTimeout(ctx, m.giveUp())
 	err := m.n.bus.DeleteNode(dctx, m.n.ID())
 	cancel()
 	m.handOver(ctx, m.n.inputs.Partitions())

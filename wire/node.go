@@ -21,6 +21,17 @@ type NodeRecord struct {
 	// NATS is the client URL of the node's embedded server, or of the external
 	// server it uses.
 	NATS string `json:"nats,omitempty"`
+	// NATSServer and NATSServerID name the NATS server the node's presence
+	// connection is on (its embedded server, or one of an external cluster),
+	// and NATSClientID is that connection's client id there: the others match
+	// a server's disconnect advisory (DisconnectAdvisories), or the loss of
+	// their routes to that server, to the node by them. A node that
+	// reconnects to another server publishes its presence with the new ones
+	// at once. Empty before the node's first connection is up, and in the
+	// records of nodes older than these fields.
+	NATSServer   string `json:"nats_server,omitempty"`
+	NATSServerID string `json:"nats_server_id,omitempty"`
+	NATSClientID uint64 `json:"nats_client_id,omitempty"`
 	// Provider names the node's LLM provider.
 	Provider string `json:"provider,omitempty"`
 	// Fenced is set while the node has lost touch with NATS for longer than the

@@ -1,0 +1,432 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/tah-dev/tah/wire"
+)
+
+// A node killed (kill -9, a crash) is taken for dead from what the NATS
+// servers saw, without waiting for NodeTTL of silence:
+//
+//   - a server's disconnect advisory (wire.DisconnectAdvisories) for the
+//     connection the node's last presence names (its server id and client
+//     id there), closed because its peer went away (EOF, or a read or write
+//     error: the process is gone, or closed its connection). A server that closed the
+//     connection itself (a slow consumer, a stale connection, its own
+//     shutdown) says nothing of the node: that is left to the silence, so
+//     that a node that is only slow does not lose its sessions;
+//   - with an embedded server, the loss of its routes to the server the
+//     node's presence names (a node killed takes its embedded server with
+//     it, whose clients no surviving server sees close), when that server's
+//     client port then refuses connections: a process that is only paused
+//     or starved keeps its listening socket and is left to the silence.
+//
+// Either way the node is taken for dead only if it is not heard from on
+// another connection within a grace (a node whose server went away
+// reconnects to another one of the cluster and publishes its presence at
+// once: that must not move its partitions). The silence timeout stays for
+// partitions of the network, which close no connection.
+
+// Timings of the watch.
+const (
+	// watchEvery is how often the routes are looked at and the suspicions
+	// settled.
+	watchEvery = 100 * time.Millisecond
+	// probeTimeout bounds the dial of a lost server's client port.
+	probeTimeout = 500 * time.Millisecond
+)
+
+// Closed states of a server's disconnect advisory that mean the peer went
+// away (nats-server's ClientClosed, ReadError and WriteError: EOF, or a read
+// or write that failed other than by timing out, a reset or a broken pipe).
+// A write that timed out is a slow consumer's (SlowConsumerWriteDeadline):
+// not among them.
+var peerGone = map[string]bool{"Client Closed": true, "Read Error": true, "Write Error": true}
+
+// connRef is a NATS connection: its server's id and its client id there.
+type connRef struct {
+	server string
+	client uint64
+}
+
+func connOf(r wire.NodeRecord) connRef {
+	return connRef{server: r.NATSServerID, client: r.NATSClientID}
+}
+
+func (c connRef) valid() bool { return c.server != "" && c.client != 0 }
+
+// suspicion is a node whose connection a server saw go, until it is heard
+// from on another one or the grace passes.
+type suspicion struct {
+	conn  connRef
+	since time.Time
+	why   string
+	// probe, for the loss of the routes to the node's server, is the
+	// address of that server's client port: the node is dead only if it
+	// refuses connections.
+	probe string
+}
+
+// grace is how long a node whose connection went has to come back on
+// another one.
+func (m *membership) grace() time.Duration {
+	return min(max(m.every/2, 250*time.Millisecond), time.Second)
+}
+
+// startWatch subscribes to the disconnect advisories, publishes the node's
+// presence at once when its connection moves to another server, and starts
+// the watch of the routes and suspicions (owned by m.wg, stopped by m.cancel).
+func (m *membership) startWatch(ctx context.Context) {
+	nc := m.n.bus.Conn()
+	sub, err := nc.Subscribe(wire.DisconnectAdvisories, m.disconnected)
+	if err != nil {
+		// An external NATS that does not let the node read them: the
+		// silence timeout alone takes dead nodes out.
+		m.log.Warn("the NATS servers' disconnect advisories are not followed: a dead node is taken for dead after the node TTL", "err", err)
+	}
+	m.mu.Lock()
+	m.advisories = sub
+	m.mu.Unlock()
+	nc.SetReconnectHandler(func(*nats.Conn) {
+		m.mu.Lock()
+		closed := m.closed
+		m.mu.Unlock()
+		if closed {
+			return
+		}
+		// The others wait a grace for it before they take it for dead.
+		if err := m.publish(false); err != nil {
+			m.log.Debug("presence not published after a reconnect", "err", err)
+		}
+	})
+	m.wg.Add(1)
+	go m.watch(ctx)
+}
+
+// stopWatch undoes startWatch's subscription and handler (the goroutine
+// ends with m's context).
+func (m *membership) stopWatch() {
+	m.n.bus.Conn().SetReconnectHandler(nil)
+	m.mu.Lock()
+	sub := m.advisories
+	m.mu.Unlock()
+	if sub != nil {
+		_ = sub.Unsubscribe()
+	}
+}
+
+// disconnectAdvisory is what the node reads of a server's
+// io.nats.server.advisory.v1.client_disconnect.
+type disconnectAdvisory struct {
+	Server struct {
+		Name string `json:"name"`
+		ID   string `json:"id"`
+	} `json:"server"`
+	Client struct {
+		ID uint64 `json:"id"`
+	} `json:"client"`
+	Reason string `json:"reason"`
+}
+
+// disconnected suspects the node whose presence connection a server saw
+// close, if its peer went away.
+func (m *membership) disconnected(msg *nats.Msg) {
+	var a disconnectAdvisory
+	if json.Unmarshal(msg.Data, &a) != nil {
+		return
+	}
+	c := connRef{server: a.Server.ID, client: a.Client.ID}
+	if !c.valid() {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, r := range m.last {
+		if connOf(r) != c {
+			continue
+		}
+		if !peerGone[a.Reason] {
+			m.log.Info("a node's connection was closed by its NATS server: the node is left to its silence", "node", id,
+				"nats_server", a.Server.Name, "reason", a.Reason)
+			return
+		}
+		if _, ok := m.suspects[id]; ok {
+			return
+		}
+		if _, ok := m.gone[id]; ok {
+			return
+		}
+		m.suspects[id] = suspicion{conn: c, since: time.Now(),
+			why: fmt.Sprintf("its connection to NATS server %s closed (%s)", a.Server.Name, a.Reason)}
+		return
+	}
+	for id, was := range m.prev {
+		if was == c {
+			// Its presence on the new connection came first.
+			m.log.Info("a node's earlier connection closed: it is on another already", "node", id, "nats_server", a.Server.Name)
+			return
+		}
+	}
+}
+
+// watch looks at the routes and settles the suspicions every watchEvery.
+func (m *membership) watch(ctx context.Context) {
+	defer m.wg.Done()
+	t := time.NewTicker(watchEvery)
+	defer t.Stop()
+	routes := m.routes(nil)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		routes = m.routes(routes)
+		m.settle(ctx)
+	}
+}
+
+// routes reads the embedded server's routes (nil without one): remote
+// server id -> its address. The servers that were in was and are no longer
+// make suspects of the nodes whose presence names them; those back clear
+// the suspicions their loss raised.
+func (m *membership) routes(was map[string]string) map[string]string {
+	srv := m.n.bus.Server()
+	if srv == nil {
+		return nil
+	}
+	rz, err := srv.Routez(&server.RoutezOptions{})
+	if err != nil {
+		return was // shutting down
+	}
+	now := make(map[string]string, len(rz.Routes))
+	for _, r := range rz.Routes {
+		now[r.RemoteID] = r.IP
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, s := range m.suspects {
+		if s.probe != "" {
+			if _, back := now[s.conn.server]; back {
+				m.log.Info("the routes to a node's NATS server are back: not taking it for dead", "node", id)
+				delete(m.suspects, id)
+			}
+		}
+	}
+	for sid, ip := range was {
+		if _, ok := now[sid]; ok {
+			continue
+		}
+		for id, r := range m.last {
+			if r.NATSServerID != sid || !connOf(r).valid() {
+				continue
+			}
+			if _, ok := m.suspects[id]; ok {
+				continue
+			}
+			if _, ok := m.gone[id]; ok {
+				continue
+			}
+			m.suspects[id] = suspicion{conn: connOf(r), since: time.Now(), probe: probeAddr(r.NATS, ip),
+				why: fmt.Sprintf("the routes to its NATS server %s were lost and its client port refuses connections", r.NATSServer)}
+		}
+	}
+	return now
+}
+
+// probeAddr is the address of a server's client port: the host of its
+// route (the client URL's may be 0.0.0.0) and the port of its client URL.
+func probeAddr(clientURL, routeIP string) string {
+	u, err := url.Parse(clientURL)
+	if err != nil || u.Port() == "" {
+		return ""
+	}
+	host := u.Hostname()
+	if routeIP != "" {
+		host = routeIP
+	}
+	return net.JoinHostPort(host, u.Port())
+}
+
+// settle takes the suspects whose grace has passed for dead (a lost server's
+// after its client port refused a connection), and forgets the dead that the
+// silence has taken out since.
+func (m *membership) settle(ctx context.Context) {
+	grace := m.grace()
+	m.mu.Lock()
+	due := map[string]suspicion{}
+	for id, s := range m.suspects {
+		if time.Since(s.since) >= grace {
+			due[id] = s
+			delete(m.suspects, id)
+		}
+	}
+	for id := range m.gone {
+		if time.Since(m.seen[id]) > m.ttl {
+			delete(m.gone, id)
+		}
+	}
+	for p, at := range m.orphans {
+		if time.Since(at) > m.ttl {
+			delete(m.orphans, p)
+		}
+	}
+	m.mu.Unlock()
+	var dead []string
+	for id, s := range due {
+		if s.probe != "" {
+			if err := probe(ctx, s.probe); err != nil {
+				m.log.Info("the routes to a node's NATS server were lost, but it may still run: the node is left to its silence",
+					"node", id, "probe", s.probe, "err", err)
+				continue
+			}
+		}
+		if m.declare(id, s) {
+			dead = append(dead, id)
+		}
+	}
+	if len(dead) == 0 {
+		return
+	}
+	m.poke()
+	// Its entry in tah_nodes would stay until it expires (NodeTTL): status
+	// shows the cluster as it is. (A node taken for dead wrongly writes it
+	// again with its next presence.)
+	for _, id := range dead {
+		dctx, cancel := context.WithTimeout(ctx, m.opTimeout())
+		if err := m.n.bus.DeleteNode(dctx, id); err != nil {
+			m.log.Debug("a dead node's entry not deleted from tah_nodes (it expires)", "node", id, "err", err)
+		}
+		cancel()
+	}
+}
+
+// errListening: a probed server's client port still accepts connections.
+var errListening = errors.New("its client port accepts connections")
+
+// probe returns nil if nothing listens at addr any more (the connection is
+// refused), else why it cannot say so.
+func probe(ctx context.Context, addr string) error {
+	d := net.Dialer{Timeout: probeTimeout}
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err == nil {
+		_ = c.Close()
+		return errListening
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return nil
+	}
+	return err
+}
+
+// declare takes node id for dead on s, unless it was heard from on another
+// connection meanwhile; its partitions are unpinned when taken.
+func (m *membership) declare(id string, s suspicion) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.last[id]
+	if !ok || connOf(r) != s.conn {
+		return false // left, or back on another connection
+	}
+	now := time.Now()
+	m.gone[id] = s.conn
+	for _, p := range r.Partitions {
+		m.orphans[p] = now
+	}
+	m.log.Warn("taking a node for dead without waiting for its silence: its partitions move now", "node", id, "why", s.why,
+		"after", now.Sub(s.since).Round(time.Millisecond), "partitions", r.Partitions)
+	return true
+}
+
+// heardConn updates what m knows of node r.Node's connection from its
+// presence r (not this node's, not a leaving one), and reports whether a
+// node taken for dead is back (on another connection). m.mu is held.
+func (m *membership) heardConn(r wire.NodeRecord) (back bool) {
+	c := connOf(r)
+	if s, ok := m.suspects[r.Node]; ok && c != s.conn {
+		m.log.Info("a node whose connection went is back on another: not taking it for dead", "node", r.Node,
+			"nats_server", r.NATSServer, "after", time.Since(s.since).Round(time.Millisecond))
+		delete(m.suspects, r.Node)
+	}
+	if dead, ok := m.gone[r.Node]; ok {
+		if c == dead {
+			return false // a presence sent before it died, late
+		}
+		m.log.Info("a node taken for dead is back", "node", r.Node, "nats_server", r.NATSServer)
+		delete(m.gone, r.Node)
+		back = true
+	}
+	if was, ok := m.last[r.Node]; ok && connOf(was) != c && connOf(was).valid() {
+		m.prev[r.Node] = connOf(was)
+	}
+	m.last[r.Node] = r
+	return back
+}
+
+// forget drops what m knows of node id's connection (it left). m.mu is
+// held.
+func (m *membership) forget(id string) {
+	delete(m.last, id)
+	delete(m.prev, id)
+	delete(m.suspects, id)
+	delete(m.gone, id)
+}
+
+// takeOrphans returns, of the partitions just added, those of nodes taken
+// for dead, with when.
+func (m *membership) takeOrphans(added []int) map[int]time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[int]time.Time{}
+	for _, p := range added {
+		if at, ok := m.orphans[p]; ok {
+			out[p] = at
+			delete(m.orphans, p)
+		}
+	}
+	return out
+}
+
+// unpinOrphans releases the partitions of nodes taken for dead that the
+// server still has pinned to them (pinned before the death), so that this
+// node's pulls get them now rather than InputPinnedTTL after the dead node's
+// last pull. A pin given since is another node's: it stays.
+func (m *membership) unpinOrphans(ctx context.Context, orphans map[int]time.Time) {
+	if len(orphans) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.opTimeout())
+	defer cancel()
+	st, err := m.n.bus.JetStream().Stream(ctx, wire.InputStream)
+	if err != nil {
+		m.log.Debug("partitions of a dead node not unpinned (they move when their pins expire)", "err", err)
+		return
+	}
+	for p, at := range orphans {
+		name := wire.PartitionConsumer(p)
+		cons, err := st.Consumer(ctx, name)
+		if err != nil {
+			m.log.Debug("partition of a dead node not unpinned", "partition", p, "err", err)
+			continue
+		}
+		for _, g := range cons.CachedInfo().PriorityGroups {
+			if g.Group != wire.InputGroup || g.PinnedClientID == "" || !g.PinnedTS.Before(at) {
+				continue
+			}
+			if err := st.UnpinConsumer(ctx, name, wire.InputGroup); err != nil {
+				m.log.Debug("partition of a dead node not unpinned", "partition", p, "err", err)
+			}
+		}
+	}
+}

@@ -383,6 +383,9 @@ func (m *membership) rebalance(ctx context.Context, resume bool) {
 	}
 	m.unpinOrphans(ctx, m.takeOrphans(added))
 	if len(drop) > 0 || len(added) > 0 {
+		// The cluster changed: the meta leader's bus spreads the streams over
+		// the servers now, not at its next look (a no-op elsewhere).
+		m.n.bus.SpreadStreams()
 		m.log.Info("partitions changed", "pulling", m.n.inputs.Partitions(), "added", added, "handed_over", drop)
 		// Said at once, not at the next heartbeat: status and the others
 		// see the share as it is.

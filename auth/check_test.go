@@ -25,7 +25,8 @@ func TestMissingForNode(t *testing.T) {
 	if err != nil || !slices.Contains(missing, "publish tah.evt.0.s_00000000000000000000") || !slices.Contains(missing, "subscribe tah.api.create") {
 		t.Fatalf("an admin's credential misses %v (%v)", missing, err)
 	}
-	// As an operator's nsc might make it: everything but the presence.
+	// As an operator's nsc might make it: everything but the nodes'
+	// subjects (the presence, and the claim notices to another node).
 	issued, err := tr.Issue(auth.User{Name: "node", Permissions: jwt.Permissions{Pub: jwt.Permission{Deny: []string{"tah.nodes.>"}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +35,7 @@ func TestMissingForNode(t *testing.T) {
 	if err := os.WriteFile(path, issued.Creds, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if missing, err := auth.MissingForNode(path, "n1"); err != nil || strings.Join(missing, ";") != "publish "+wire.NodeSubject("n1") {
+	if missing, err := auth.MissingForNode(path, "n1"); err != nil || strings.Join(missing, ";") != "publish "+wire.NodeSubject("n1")+";publish "+wire.ClaimNoticeSubject("other") {
 		t.Fatalf("missing %v (%v)", missing, err)
 	}
 	if _, err := auth.MissingForNode(filepath.Join(dir, "none.creds"), "n1"); err == nil {

@@ -1,0 +1,24 @@
+// Package telemetry traces TAH's turns on OpenTelemetry: the tracer provider
+// and its OTLP exporter (set up from the node's configuration and the standard
+// OTEL_* environment variables), the GenAI semantic conventions' names, and
+// W3C trace context carried in NATS headers and recorded in the log.
+//
+// Conventions: the GenAI semantic conventions (gen_ai.*), experimental, as the
+// OpenTelemetry Go module's semconv v1.41.0 carries them (the last core
+// release that holds them; they have since moved to the
+// open-telemetry/semantic-conventions-genai repository, which has made no
+// release yet, and the Go project asks instrumentations to keep using these
+// constants until it does). TAH's own attributes are under "tah.".
+//
+// Off by default, at no cost: with tracing off, Tracer is OpenTelemetry's
+// no-op tracer and nothing is exported. On when the configuration says so or
+// when OTEL_TRACES_EXPORTER is "otlp" (the SDK's own variable); the exporter
+// then follows OTEL_EXPORTER_OTLP_PROTOCOL ("http/protobuf", the default, or
+// "grpc") and the OTEL_EXPORTER_OTLP_* endpoint, header, timeout and TLS
+// variables, read by the official exporters themselves.
+//
+// Message content (prompts, answers, tool arguments and results) is never
+// recorded unless CaptureContent is set, as the conventions require:
+// OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true or the
+// configuration's capture_content.
+package telemetry

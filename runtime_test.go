@@ -54,8 +54,11 @@ func (e env) start(t *testing.T) *tah.Runtime {
 	return rt
 }
 
+// ctxT is a test's context: its deadline only catches a hang (a test that
+// restarts runtimes several times takes minutes on a machine busy with
+// other work, so it is long).
 func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
@@ -144,7 +147,7 @@ func TestRuntimeMaxStepsAndUnlimited(t *testing.T) {
 	p := mock.Scripted(mock.CallTool("count", `{}`).Repeat(25), mock.Say("finally"))
 	e := env{dir: t.TempDir(), provider: p, tools: []tools.Tool{tool}, agent: tah.AgentOptions{MaxSteps: 3}}
 	rt := e.start(t)
-	s, _ := tah.Get(rt, tah.SessionKey).Create(ctx)
+	s := create(t, ctx, rt)
 	res, err := s.Run(ctx, "go")
 	if err != nil || res.State != tah.StateFailed || res.Code != event.CodeMaxSteps {
 		t.Fatalf("%+v %v", res, err)
@@ -153,7 +156,7 @@ func TestRuntimeMaxStepsAndUnlimited(t *testing.T) {
 	// Reopened with unlimited steps, the next turn runs until the model stops.
 	e.agent.MaxSteps = tah.Unlimited
 	rt = e.start(t)
-	s, _ = tah.Get(rt, tah.SessionKey).Get(ctx, s.ID())
+	s = get(t, ctx, rt, s.ID())
 	res, err = s.Run(ctx, "go on")
 	if err != nil || res.State != tah.StateCompleted || res.Steps != 23 {
 		t.Fatalf("%+v %v", res, err)
@@ -169,7 +172,7 @@ func TestRuntimeCancelThenRunAgain(t *testing.T) {
 		mock.Say("done"),
 	)
 	rt := env{dir: t.TempDir(), provider: p, tools: []tools.Tool{tool}}.start(t)
-	s, _ := tah.Get(rt, tah.SessionKey).Create(ctx)
+	s := create(t, ctx, rt)
 
 	// Cancel during the LLM call.
 	done := make(chan tah.RunResult, 1)
@@ -244,7 +247,7 @@ func TestRuntimeCrashAtEveryStepAndResume(t *testing.T) {
 	// The uncrashed run: 4 LLM calls and 3 tool calls.
 	ref := env{dir: t.TempDir(), provider: &stepper{}, tools: []tools.Tool{&counter{name: "count", idem: true}}}
 	rt := ref.start(t)
-	s, _ := tah.Get(rt, tah.SessionKey).Create(ctx)
+	s := create(t, ctx, rt)
 	want, err := s.Run(ctx, "count to three")
 	if err != nil || want.State != tah.StateCompleted {
 		t.Fatalf("%+v %v", want, err)
@@ -265,13 +268,14 @@ func TestRuntimeCrashAtEveryStepAndResume(t *testing.T) {
 	}
 	for _, b := range bs {
 		t.Run(fmt.Sprintf("llm%d_tool%d", b.llm, b.tool), func(t *testing.T) {
+			ctx := ctxT(t) // each restart its own deadline
 			dir := t.TempDir()
 			hit := make(chan struct{}, 1)
 			model := &stepper{hang: b.llm, hit: hit}
 			tool := &counter{name: "count", idem: true, hit: hit, block: func(n int64) bool { return n == b.tool }}
 			e := env{dir: dir, provider: model, tools: []tools.Tool{tool}}
 			rt := e.start(t)
-			s, _ := tah.Get(rt, tah.SessionKey).Create(ctx)
+			s := create(t, ctx, rt)
 			go s.Run(ctx, "count to three")
 			<-hit
 			rt.Close(ctx) // abrupt: nothing more is recorded
@@ -330,7 +334,7 @@ func transcript(msgs []llm.Message) string {
 func TestRuntimeResumeWithNothingToResume(t *testing.T) {
 	ctx := ctxT(t)
 	rt := env{dir: t.TempDir(), provider: mock.Scripted(mock.Say("hi"))}.start(t)
-	s, _ := tah.Get(rt, tah.SessionKey).Create(ctx)
+	s := create(t, ctx, rt)
 	s.Run(ctx, "hello")
 	if _, err := s.Resume(ctx); !errors.Is(err, tah.ErrNothingToResume) {
 		t.Fatalf("resume: %v", err)
@@ -348,7 +352,7 @@ func TestRuntimeCompaction(t *testing.T) {
 	)
 	e := env{dir: t.TempDir(), provider: p, agent: tah.AgentOptions{ContextChars: 200}}
 	rt := e.start(t)
-	s, _ := tah.Get(rt, tah.SessionKey).Create(ctx)
+	s := create(t, ctx, rt)
 	s.Run(ctx, "one")
 	s.Run(ctx, "two") // over budget: auto compaction fails, trimming takes over
 	snap, _ := s.Snapshot(ctx)
@@ -428,12 +432,12 @@ func TestRuntimeReopenWithNewConfig(t *testing.T) {
 	p := mock.Scripted(mock.Say("ok").Always())
 	e := env{dir: t.TempDir(), provider: p, agent: tah.AgentOptions{SystemPrompt: "old", MaxSteps: 5}}
 	rt := e.start(t)
-	s, _ := tah.Get(rt, tah.SessionKey).Create(ctx)
+	s := create(t, ctx, rt)
 	s.Run(ctx, "hi")
 	rt.Close(ctx)
 	e.agent = tah.AgentOptions{SystemPrompt: "new", MaxSteps: 7}
 	rt = e.start(t)
-	s, _ = tah.Get(rt, tah.SessionKey).Get(ctx, s.ID())
+	s = get(t, ctx, rt, s.ID())
 	s.Run(ctx, "again")
 	snap, _ := s.Snapshot(ctx)
 	if snap.Messages[0].Content != "new" || snap.Config.MaxSteps != 7 {
@@ -497,7 +501,7 @@ func TestRuntimePassivationLosesNothing(t *testing.T) {
 	ctx := ctxT(t)
 	p := mock.Scripted(mock.Say("one"), mock.Say("two"))
 	rt := env{dir: t.TempDir(), provider: p, agent: tah.AgentOptions{IdleTimeout: 20 * time.Millisecond}}.start(t)
-	s, _ := tah.Get(rt, tah.SessionKey).Create(ctx)
+	s := create(t, ctx, rt)
 	s.Run(ctx, "first")
 	waitFor(t, "passivation", func() bool { return rt.Node().ActiveSessions() == 0 })
 	r, err := s.Run(ctx, "second")
@@ -623,4 +627,24 @@ func TestEmbeddedServerIsProtectedAndFound(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "node.json")); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("node.json after Close: %v", err)
 	}
+}
+
+// create makes a session, failing t with the reason when it cannot.
+func create(t *testing.T, ctx context.Context, rt *tah.Runtime) *tah.Session {
+	t.Helper()
+	s, err := tah.Get(rt, tah.SessionKey).Create(ctx)
+	if err != nil {
+		t.Fatalf("create a session: %v", err)
+	}
+	return s
+}
+
+// get opens session sid, failing t with the reason when it cannot.
+func get(t *testing.T, ctx context.Context, rt *tah.Runtime, sid string) *tah.Session {
+	t.Helper()
+	s, err := tah.Get(rt, tah.SessionKey).Get(ctx, sid)
+	if err != nil {
+		t.Fatalf("open session %s: %v", sid, err)
+	}
+	return s
 }

@@ -122,14 +122,33 @@ func TestFailoverReport(t *testing.T) {
 		t.Fatalf("round trip: %+v", back.Failover)
 	}
 	rows := back.failoverRows()
-	if len(rows) != 2 || rows[0].tah != "7 s / 12 s" || !strings.HasPrefix(rows[0].verdict, "missed by 2 s") || !strings.Contains(rows[0].verdict, "fenced") {
+	if len(rows) != 2 || rows[0].tah != "7 s / 12 s" || !strings.HasPrefix(rows[0].verdict, "missed: p50 7 s, max 12 s") || !strings.Contains(rows[0].verdict, "fenced") {
 		t.Fatalf("rows %+v", rows)
 	}
 	if f.boundRunning() != 8*time.Second || f.boundIdle() != 6*time.Second {
 		t.Fatalf("bounds %v %v", f.boundRunning(), f.boundIdle())
 	}
 	md := back.markdown(back.Table())
-	for _, want := range []string{"Row 7, a dead node's sessions", "**missed** by 2 s", "fenced themselves"} {
+	for _, want := range []string{"Row 7, a dead node's sessions", "missed: p50 7 s, max 12 s", "fenced themselves"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+
+	// The cut-off case goes beside the kill, with its signal and whether the
+	// continued victim was fenced.
+	cut := *f
+	cut.Kill, cut.SurvivorFences, cut.Signal, cut.ReadTimeouts = KillStop, nil, signalSilence, 3
+	cut.Signals = []FoSignal{{Node: "node0", What: "partitions changed: added [1]", After: 5 * time.Second}}
+	cut.Stopped, cut.VictimFenced, cut.VictimRefused = 40*time.Second, 30*time.Millisecond, 2
+	back.FailoverCut = &cut
+	rows = back.failoverRows()
+	if len(rows) != 4 || !strings.Contains(rows[2].measure, "cut off (SIGSTOP") || !strings.Contains(rows[2].verdict, "signal: silence (NodeTTL)") ||
+		!strings.Contains(rows[2].verdict, "fenced itself 30 ms later, 0 writes (2 appends refused)") {
+		t.Fatalf("rows with the cut-off case %+v", rows)
+	}
+	md = back.markdown(back.Table())
+	for _, want := range []string{"Row 7, an owner cut off (no FIN)", "timed out 3 times", "node0 at 5 s: partitions changed"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("markdown lacks %q", want)
 		}

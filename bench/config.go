@@ -15,6 +15,9 @@ var ErrInvalidConfig = errors.New("invalid bench config")
 const (
 	KillShutdown = "shutdown" // an in-process member: its embedded server shut down at once
 	KillProcess  = "process"  // a process member (this program as tah-node): SIGKILL
+	// KillStop is row 7's cut-off case (Config.FailoverCutOff), not a
+	// -failover-kill: a process member sent SIGSTOP, its sockets left open.
+	KillStop = "stop"
 )
 
 // The rows there are, in the order they run.
@@ -64,6 +67,9 @@ type Config struct {
 	ScaleSync       time.Duration
 	ScaleCurve      []int
 	ScaleCurveQuota float64
+	// ScaleFloor are the server counts of row 9's floor at R3: the NATS
+	// servers alone in the same quotas (none: no floor).
+	ScaleFloor []int
 
 	DeltaTokens int           // row 5
 	DeltaPace   time.Duration // row 5: pause between two tokens
@@ -85,6 +91,11 @@ type Config struct {
 	FailoverSessions int
 	// FailoverKill is KillProcess or KillShutdown.
 	FailoverKill string
+	// FailoverCutOff also runs row 7's cut-off case: the victim, a process
+	// member, is sent SIGSTOP instead of SIGKILL (its sockets stay open, the
+	// others see only silence), and SIGCONT once the survivors have taken
+	// everything over.
+	FailoverCutOff bool
 	// FailoverLead, a diagnostic: streams whose leadership moves to the node
 	// to kill before the kill.
 	FailoverLead []string
@@ -127,10 +138,10 @@ func Default() Config {
 		ResumeLengths: []int{100, 1000, 10000, 100000}, ResumeOthers: 1000, ResumeBudget: 4000, ResumeRepeats: 5,
 		DeltaTokens: 2000, DeltaPace: time.Millisecond,
 		MemSessions:      10000,
-		FailoverSessions: 12, FailoverKill: KillProcess,
+		FailoverSessions: 12, FailoverKill: KillProcess, FailoverCutOff: true,
 		PeerSteps: 20, PeerTurns: 5, PeerDir: filepath.Join("bench", "peer", "langgraph"),
 		ScaleSessions: 300, ScaleDelay: 50 * time.Millisecond, ScaleDuration: 20 * time.Second, ScaleQuota: 0.5,
-		ScaleSync: 2 * time.Minute, ScaleCurve: []int{1, 2, 3, 5}, ScaleCurveQuota: 0.25,
+		ScaleSync: 2 * time.Minute, ScaleCurve: []int{1, 2, 3, 5}, ScaleCurveQuota: 0.25, ScaleFloor: []int{3, 5},
 		UISessions: 10000, UISteps: 1000,
 		AgentPrompts: 20,
 	}
@@ -195,6 +206,11 @@ func (c Config) Validate() error {
 		return bad("-failover-sessions: %d is not at least 1", c.FailoverSessions)
 	case c.FailoverKill != KillShutdown && c.FailoverKill != KillProcess:
 		return bad("-failover-kill: %q is not %s or %s", c.FailoverKill, KillShutdown, KillProcess)
+	}
+	for _, n := range c.ScaleFloor {
+		if n < 3 {
+			return bad("-scale-floor: %d servers cannot hold 3 replicas", n)
+		}
 	}
 	for _, n := range c.ScaleCurve {
 		if n < 1 {

@@ -29,8 +29,10 @@ type FailoverResult struct {
 	InputAckWait   time.Duration `json:"input_ack_wait_ns"`
 
 	// Kill is how the victim was killed: KillShutdown (an in-process member:
-	// its embedded server shut down at once) or KillProcess (a process
-	// member: SIGKILL).
+	// its embedded server shut down at once), KillProcess (a process
+	// member: SIGKILL) or KillStop (the cut-off case: a process member sent
+	// SIGSTOP, its sockets left open, until the survivors took everything
+	// over; then SIGCONT).
 	Kill             string `json:"kill"`
 	Victim           string `json:"victim"`
 	VictimPartitions []int  `json:"victim_partitions"`
@@ -88,6 +90,33 @@ type FailoverResult struct {
 	// "out of touch with NATS" warning): a node that takes itself for cut
 	// off stops all its sessions.
 	SurvivorFences []FenceAt `json:"survivor_fences,omitempty"`
+	// Signals are what the survivors' logs said of the victim after the
+	// kill: taken for dead on what the NATS servers saw (a disconnect
+	// advisory, its routes lost and its port refusing), a suspicion left to
+	// the silence, and when each took partitions over. Signal sums up which
+	// signal fired: one of the NATS servers' (its why) or, when no survivor
+	// took the victim for dead before its silence, signalSilence.
+	Signals []FoSignal `json:"signals,omitempty"`
+	Signal  string     `json:"signal,omitempty"`
+	// ReadTimeouts counts the survivors' reads of a session's checkpoint or
+	// log that waited out their deadline after the kill (session loads; a
+	// direct get that a silent server, still routed to, never answered).
+	ReadTimeouts int `json:"read_timeouts,omitempty"`
+
+	// The cut-off case (KillStop). Stopped is how long the victim was
+	// stopped; VictimFenced from its SIGCONT to its "out of touch with
+	// NATS" warning (it stops all its sessions), -1 when not seen within
+	// cutFenceWithin; VictimWrites the events of the victim's epochs written
+	// to the sessions' logs after its SIGCONT (0: fenced); VictimLog its
+	// warnings and errors after the SIGCONT (the first few).
+	Stopped      time.Duration `json:"stopped_ns,omitempty"`
+	VictimFenced time.Duration `json:"victim_fenced_ns,omitempty"`
+	VictimWrites int           `json:"victim_writes,omitempty"`
+	// VictimRefused counts the victim's appends refused after its SIGCONT
+	// (its log's "fenced" errors): what it tried to write and could not.
+	VictimRefused int      `json:"victim_refused,omitempty"`
+	VictimLog     []string `json:"victim_log,omitempty"`
+
 	// Problems are the correctness checks that failed: an input that did not
 	// start exactly one turn, a turn that did not finish, a stale write.
 	Problems []string      `json:"problems,omitempty"`
@@ -107,6 +136,13 @@ func (f *FailoverResult) boundIdle() time.Duration {
 // node's last keep-alive (or, if later, once the survivors pull).
 func (f *FailoverResult) boundRunning() time.Duration {
 	return max(f.InputAckWait, f.boundIdle())
+}
+
+// FoSignal is a survivor's log line about the victim's death, After the kill.
+type FoSignal struct {
+	Node  string        `json:"node"`
+	What  string        `json:"what"`
+	After time.Duration `json:"after_ns"`
 }
 
 // FenceAt is a node fencing itself, some time after the kill.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tah-dev/tah/bus"
@@ -34,8 +35,13 @@ const (
 )
 
 // foHold is how long the victim's model holds the calls of the turns in
-// flight: until it dies.
-const foHold = time.Hour
+// flight: until it dies. In the cut-off case it is cutHold: the calls
+// return while the victim is stopped, so that once continued it has their
+// answers to write at once, as a paused owner would (and must not).
+const (
+	foHold  = time.Hour
+	cutHold = 20 * time.Second
+)
 
 // failoverScenario is row 7: three nodes of the harness (tahtest); the
 // sessions of one, some with a turn in flight and some idle; that node
@@ -56,6 +62,13 @@ type failoverScenario struct {
 	begin  time.Time
 	script string // the victim process's mock script file
 
+	// cut runs the cut-off case (KillStop): the victim is sent SIGSTOP, not
+	// SIGKILL. victim is its process (the command's last run).
+	cut    bool
+	victim atomic.Pointer[exec.Cmd]
+	// held is when every turn in flight had its LLM call open on the victim.
+	held time.Time
+
 	running, idle []string
 	// inputs are each session's inputs, in order.
 	inputs map[string][]string
@@ -64,16 +77,35 @@ type failoverScenario struct {
 }
 
 func (s *failoverScenario) Name() string {
+	if s.cut {
+		return fmt.Sprintf("row 7: failover, three nodes (R3), one cut off (SIGSTOP: no FIN) with %d turns in flight on it", s.cfg.FailoverSessions)
+	}
 	return fmt.Sprintf("row 7: failover, three nodes (R3), kill -9 of one with %d turns in flight on it", s.cfg.FailoverSessions)
+}
+
+// kill is how the victim is killed: the cut-off case always stops a process.
+func (s *failoverScenario) kill() string {
+	if s.cut {
+		return KillStop
+	}
+	return s.cfg.FailoverKill
+}
+
+// hold is how long the victim's model holds the turns in flight.
+func (s *failoverScenario) hold() time.Duration {
+	if s.cut {
+		return cutHold
+	}
+	return foHold
 }
 
 func (s *failoverScenario) victimID() string { return s.c.ID(foVictim) }
 
 // failoverScript is the victim's model: it holds the calls of the turns in
-// flight until it dies, and answers the others at once.
-func failoverScript() *mock.Script {
+// flight for hold (until it dies), and answers the others at once.
+func failoverScript(hold time.Duration) *mock.Script {
 	return mock.NewScript(
-		mock.Say("done").OnPrompt(runPrefix).After(foHold).Always(),
+		mock.Say("done").OnPrompt(runPrefix).After(hold).Always(),
 		mock.Say("done").Always())
 }
 
@@ -84,7 +116,7 @@ func (s *failoverScenario) Setup(ctx context.Context, env Env) error {
 	s.env, s.begin = env, time.Now()
 	s.rec, s.fences = &foCalls{calls: map[string][]foCall{}}, &foFences{}
 	def := bus.Default()
-	s.res = &FailoverResult{Durability: durabilityName(0), Kill: s.cfg.FailoverKill, Nodes: foSize, Partitions: def.Partitions,
+	s.res = &FailoverResult{Durability: durabilityName(0), Kill: s.kill(), Nodes: foSize, Partitions: def.Partitions,
 		NodeTTL: def.NodeTTL, InputPinnedTTL: def.InputPinnedTTL, InputAckWait: def.InputAckWait,
 		Running: s.cfg.FailoverSessions, Idle: s.cfg.FailoverSessions, TakenBy: map[string]int{}}
 	opts, err := s.options()
@@ -120,7 +152,7 @@ func (s *failoverScenario) Setup(ctx context.Context, env Env) error {
 // this program as tah-node, or in this process), the survivors a model that
 // answers at once and records its calls.
 func (s *failoverScenario) options() (tahtest.Options, error) {
-	victimModel, err := mock.New(failoverScript())
+	victimModel, err := mock.New(failoverScript(s.hold()))
 	if err != nil {
 		return tahtest.Options{}, err
 	}
@@ -133,16 +165,18 @@ func (s *failoverScenario) options() (tahtest.Options, error) {
 		}
 		o.Provider = &survivorModel{node: id, rec: s.rec}
 	}}
-	if s.cfg.FailoverKill != KillProcess {
+	if s.kill() == KillShutdown {
 		return opts, nil
 	}
-	if s.script, err = writeScript(s.cfg.Tmp, failoverScript()); err != nil {
+	if s.script, err = writeScript(s.cfg.Tmp, failoverScript(s.hold())); err != nil {
 		return opts, err
 	}
 	opts.Modes = map[int]tahtest.Mode{foVictim: tahtest.Process}
 	opts.Command = func(_ int, args []string) *exec.Cmd {
 		args = append(slices.Clone(args), "--llm-mock-script="+s.script, "--log-level=info")
-		return exec.Command(s.cfg.Executable, append([]string{"-" + NodeFlag, "--"}, args...)...)
+		cmd := exec.Command(s.cfg.Executable, append([]string{"-" + NodeFlag, "--"}, args...)...)
+		s.victim.Store(cmd)
+		return cmd
 	}
 	return opts, nil
 }
@@ -168,7 +202,10 @@ func (s *failoverScenario) Teardown(context.Context) error {
 	if s.cl != nil {
 		s.cl.Close()
 	}
-	if s.c != nil && s.cfg.Log != "" && s.cfg.FailoverKill == KillProcess {
+	if s.c != nil && s.cut {
+		s.c.Kill(foVictim) // stopped or not: SIGKILL ends it either way
+	}
+	if s.c != nil && s.cfg.Log != "" && s.kill() != KillShutdown {
 		s.env.TB.Logf("===== the log of %s, the victim's process =====\n%s", s.victimID(), s.c.LogTail(foVictim, 1<<30))
 	}
 	if s.script != "" {

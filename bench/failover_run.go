@@ -89,11 +89,17 @@ func (s *failoverScenario) Run(ctx context.Context, rep *Report) error {
 	time.Sleep(s.res.NodeTTL / 5 * 3 / 2) // a presence of every node heard
 
 	t0 := time.Now()
-	s.c.Kill(foVictim)
+	if s.cut {
+		if err := s.stop(); err != nil {
+			return err
+		}
+	} else {
+		s.c.Kill(foVictim)
+	}
 	s.res.KillTook = time.Since(t0)
 	s.res.HeartbeatAge = pr.killedAt(t0)
 	s.env.Note("killed %s (%s; %d turns in flight, %d idle sessions) after %s; its server led the meta group: %v, %d of %d streams %v, %d of %d consumers",
-		s.victimID(), s.cfg.FailoverKill, len(s.running), len(s.idle), fdur(time.Since(s.begin).Round(time.Millisecond)), s.res.VictimMetaLeader,
+		s.victimID(), s.kill(), len(s.running), len(s.idle), fdur(time.Since(s.begin).Round(time.Millisecond)), s.res.VictimMetaLeader,
 		s.res.VictimStreamsLed, s.res.Streams, s.res.VictimStreams, s.res.VictimConsLed, s.res.Consumers)
 	published := s.sendAfterKill(ctx, t0)
 	s.moved(ctx, t0)
@@ -116,8 +122,16 @@ func (s *failoverScenario) Run(ctx context.Context, rep *Report) error {
 			s.res.SurvivorFences = append(s.res.SurvivorFences, f)
 		}
 	}
+	s.signals(t0)
+	if s.cut {
+		s.resume(ctx, t0)
+	}
 	s.notes()
 	s.res.Took = time.Since(s.begin)
+	if s.cut {
+		rep.FailoverCut = s.res
+		return nil
+	}
 	rep.Failover = s.res
 	return nil
 }
@@ -163,6 +177,7 @@ func (s *failoverScenario) startRunning(ctx context.Context) error {
 		}
 		return nil
 	})
+	s.held = time.Now()
 	return err
 }
 

@@ -153,9 +153,8 @@ func (r *Report) failoverTarget(w func(string, ...any)) {
 		w("- **Row 7 (failover)**: not measured in this run.\n")
 		return
 	}
-	w("- **Row 7, a dead node's sessions going on elsewhere within %s** (the cluster issue, with the default timings): the slowest of the %d turns in flight on the killed node made its next LLM call on a survivor %s after the kill (p50 %s): %s.",
-		fdur(targetFailover), f.Running, fdur(f.RunningMax), fdur(f.RunningP50),
-		metOr(f.RunningMax <= targetFailover, fmt.Sprintf("**missed** by %s", fdur(f.RunningMax-targetFailover))))
+	w("- **Row 7, a dead node's sessions going on elsewhere within %s at p50 and %s at most** (the scale issue's and the cluster issue's, with the default timings): the slowest of the %d turns in flight on the killed node made its next LLM call on a survivor %s after the kill (p50 %s): %s.",
+		fdur(targetFailoverP50), fdur(targetFailover), f.Running, fdur(f.RunningMax), fdur(f.RunningP50), f.verdict())
 	if f.Kill == KillShutdown {
 		w(" The kill here is the shutdown of the node's embedded server in this process, which hands the server's Raft leaderships over before it goes; a real kill -9 does not, and in diagnostic runs the slowest turn then went on after up to 9.99 s: met, by a hair (see *Failover* under *Why*).")
 	}
@@ -163,6 +162,7 @@ func (r *Report) failoverTarget(w func(string, ...any)) {
 		w(" **%d correctness checks failed** (listed under *Why*).", len(f.Problems))
 	}
 	w("\n")
+	r.failoverCutTarget(w)
 }
 
 // failoverAnalysis explains row 7's times, and what else the run showed.
@@ -173,7 +173,7 @@ func (r *Report) failoverAnalysis(w func(string, ...any)) {
 	}
 	keep := f.InputAckWait / 3
 	w("### Failover: the dead node's silence, then NATS's leader elections\n\n")
-	w("The other nodes learn of a kill only from a silence: every node publishes its presence on core NATS every NodeTTL/5 (%s), and the others take it for dead once they have not heard it for NodeTTL (%s), which they check every NodeTTL/5. A survivor had last heard the victim %s before the kill, so they could take over from %s after it. They then pull its partitions; the server moves a partition to them once its pin on the dead node has expired, InputPinnedTTL (%s) after the dead node's last pull (it pulled again every %s, so the pins expire about when the survivors notice), and once the partition's consumer has a leader. ",
+	w("The other nodes take a killed node for dead on what the NATS servers saw (node/presence.go: a server's disconnect advisory for its connection, or the loss of the routes to its embedded server whose port then refuses connections; the signal of this run is below), and otherwise from a silence: every node publishes its presence on core NATS every NodeTTL/5 (%s), and the others take it for dead once they have not heard it for NodeTTL (%s), which they check every NodeTTL/5. A survivor had last heard the victim %s before the kill, so the silence alone would take it over from %s after it. They then pull its partitions; the server moves a partition to them once its pin on the dead node has expired, InputPinnedTTL (%s) after the dead node's last pull (it pulled again every %s, so the pins expire about when the survivors notice), and once the partition's consumer has a leader. ",
 		fdur(f.NodeTTL/5), fdur(f.NodeTTL), fdur(f.HeartbeatAge), fdur(max(f.NodeTTL-f.HeartbeatAge, 0)), fdur(f.InputPinnedTTL), fdur(max(f.InputPinnedTTL/3, time.Second)))
 	w("An input sent after the kill to one of the dead node's idle sessions waits for just that: its first LLM call came %s after the kill at p50, %s at most (the inputs' publishes, which `client.Run` tries again while `TAH_IN` has no leader, were acknowledged within %s of the kill).\n\n",
 		fdur(f.IdleP50), fdur(f.IdleMax), fdur(f.PublishMax))
@@ -203,6 +203,15 @@ func (r *Report) failoverAnalysis(w func(string, ...any)) {
 	if len(f.Problems) > 0 {
 		w("**Correctness checks that failed in this run:**\n\n")
 		for _, p := range f.Problems {
+			w("- %s\n", p)
+		}
+		w("\n")
+	}
+	w("Signal in this run: %s (what the survivors' logs said: %s). The survivors' loads of a session timed out %d times after the kill (a session's checkpoint or records read while its shard had no leader).\n\n", f.Signal, signalsText(f.Signals), f.ReadTimeouts)
+	r.failoverCutAnalysis(w)
+	if c := r.FailoverCut; c != nil && len(c.Problems) > 0 {
+		w("**Correctness checks that failed in the cut-off case:**\n\n")
+		for _, p := range c.Problems {
 			w("- %s\n", p)
 		}
 		w("\n")

@@ -84,7 +84,8 @@ func TestRunScenario(t *testing.T) {
 }
 
 // The rows asked for give their scenarios, in order, one per durability
-// setting for rows 1-3 and 8, one per cluster for row 9 (its five and the
+// setting for rows 1-3 and 8, two for row 7 (the kill and the cut-off
+// case), one per cluster for row 9 (its five, the floor's two and the
 // curve's four).
 func TestScenarios(t *testing.T) {
 	c := Default()
@@ -92,7 +93,7 @@ func TestScenarios(t *testing.T) {
 	for _, sc := range Scenarios(c) {
 		names = append(names, sc.Name())
 	}
-	if len(names) != 1+2+2+4+2+9+1+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 11") {
+	if len(names) != 1+2+2+5+2+11+1+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 11") {
 		t.Fatalf("scenarios %v", names)
 	}
 	c.Rows, c.Durability = []string{"3"}, []time.Duration{time.Minute}
@@ -116,6 +117,7 @@ func TestConfigValidate(t *testing.T) {
 		func(c *Config) { c.ScaleDuration = 0 },
 		func(c *Config) { c.ScaleQuota = 0 },
 		func(c *Config) { c.ScaleCurve = []int{1, 0} },
+		func(c *Config) { c.ScaleFloor = []int{3, 2} },
 		func(c *Config) { c.Durability = nil },
 		func(c *Config) { c.Durability = []time.Duration{-time.Second} },
 		func(c *Config) { c.ResumeLengths = []int{5} },

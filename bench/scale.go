@@ -40,12 +40,17 @@ type ScaleResult struct {
 	// 2, 3, 5... nodes at a smaller quota (R1, the recommended layout).
 	Runs  []*ScaleRun `json:"runs"`
 	Curve []*ScaleRun `json:"curve,omitempty"`
+	// Floor is what the NATS servers alone allow at R3 in the same quotas
+	// (Config.ScaleFloor; scale_floor.go): a run per server count.
+	Floor []*ScaleRun `json:"floor,omitempty"`
 }
 
 // ScaleRun is one cluster's measurement.
 type ScaleRun struct {
 	Nodes    int `json:"nodes"`
 	Replicas int `json:"replicas"`
+	// Floor marks a run of the floor: the NATS servers alone.
+	Floor bool `json:"floor,omitempty"`
 	// ReadModels is how many of the nodes hold a read model (the others are
 	// workers, read_model=false).
 	ReadModels int     `json:"read_models"`
@@ -76,6 +81,9 @@ type ScaleRun struct {
 	// than one over another) when the measurement began.
 	Placement map[string]string `json:"placement"`
 	Balanced  bool              `json:"balanced_at_start"`
+	// FloorRecords, in a run of the floor, are the records of the turn its
+	// writers append (two steps a turn).
+	FloorRecords []FloorRecord `json:"floor_records,omitempty"`
 	// Setup is how long the cluster took to start, settle and warm up.
 	Setup time.Duration `json:"setup_ns"`
 	// ClientCPUs is this process's CPUs busy in the window (the sessions'
@@ -83,6 +91,13 @@ type ScaleRun struct {
 	// load average at the window's end: the machine is shared.
 	ClientCPUs float64 `json:"client_cpus_busy"`
 	LoadAvg    string  `json:"loadavg"`
+}
+
+// FloorRecord is one record of the floor's turn: its events' types and its
+// body's size.
+type FloorRecord struct {
+	Events string `json:"events"`
+	Bytes  int    `json:"bytes"`
 }
 
 // ScaleNode is one node of a run.
@@ -134,18 +149,27 @@ type scaleSpec struct {
 	allReadModels bool
 	quota         float64
 	curve         bool
+	// floor measures the NATS servers alone (scale_floor.go): every node a
+	// worker, no session but a probe's.
+	floor bool
 }
 
-func (p scaleSpec) readModel(i int) bool { return p.allReadModels || i == 0 }
+func (p scaleSpec) readModel(i int) bool { return !p.floor && (p.allReadModels || i == 0) }
 
 func (p scaleSpec) readModels() int {
-	if p.allReadModels {
+	switch {
+	case p.floor:
+		return 0
+	case p.allReadModels:
 		return p.nodes
 	}
 	return 1
 }
 
 func (p scaleSpec) String() string {
+	if p.floor {
+		return fmt.Sprintf("the floor: %d NATS servers alone (tah-node workers running no session), R%d, %s CPU each", p.nodes, p.replicas, trimFloat(p.quota))
+	}
 	layout := "read model on n0, the others workers"
 	switch {
 	case p.nodes == 1:
@@ -165,6 +189,9 @@ func scaleSpecs(c Config) []scaleSpec {
 	out := []scaleSpec{{nodes: 1, replicas: 1, quota: q}}
 	for _, r := range []int{1, 3} {
 		out = append(out, scaleSpec{nodes: 3, replicas: r, quota: q}, scaleSpec{nodes: 3, replicas: r, allReadModels: true, quota: q})
+	}
+	for _, n := range c.ScaleFloor {
+		out = append(out, scaleSpec{nodes: n, replicas: 3, quota: q, floor: true})
 	}
 	for _, n := range c.ScaleCurve {
 		out = append(out, scaleSpec{nodes: n, replicas: 1, quota: c.ScaleCurveQuota, curve: true})
@@ -289,6 +316,9 @@ func (s *scaleScenario) Run(ctx context.Context, rep *Report) error {
 		res.NotRun = s.notRun
 		return nil
 	}
+	if s.spec.floor {
+		return s.runFloor(ctx, res)
+	}
 	n := s.cfg.ScaleSessions
 	if err := parallel(ctx, n, 32, func(i int) error {
 		cctx, cancel := context.WithTimeout(ctx, clientTimeout)
@@ -320,6 +350,24 @@ func (s *scaleScenario) Run(ctx context.Context, rep *Report) error {
 	}
 	s.env.Note("%s steps/s (%d steps in %s), %d failed turns, CPU per step %s; placement %v", fnum(run.StepsPerSec), run.Steps, fdur(run.Window),
 		run.Failed, fdur(run.CPUPerStep), run.Placement)
+	return nil
+}
+
+// runFloor measures the floor (scale_floor.go) once the streams' leaders
+// are spread.
+func (s *scaleScenario) runFloor(ctx context.Context, res *ScaleResult) error {
+	run := &ScaleRun{Nodes: s.spec.nodes, Replicas: s.spec.replicas, Quota: s.spec.quota, Floor: true}
+	run.Balanced = s.waitSpread() == nil
+	if !run.Balanced {
+		s.env.Note("the streams' leaders were not spread within %v: %v", scaleSettleWithin, s.placement())
+	}
+	run.Setup = time.Since(s.begin)
+	if err := s.measureFloor(ctx, run); err != nil {
+		return err
+	}
+	res.Floor = append(res.Floor, run)
+	s.env.Note("the floor: %s steps/s (%d steps in %s; records %v), %d failed appends, the servers' CPU per step %s (%s); leaders %v; this process %.2f CPUs",
+		fnum(run.StepsPerSec), run.Steps, fdur(run.Window), run.FloorRecords, run.Failed, fdur(run.CPUPerStep), run.cpuPerStep(), run.Placement, run.ClientCPUs)
 	return nil
 }
 

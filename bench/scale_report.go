@@ -50,6 +50,8 @@ func (r *ScaleRun) target() float64 {
 // layout names a run's nodes' roles.
 func (r *ScaleRun) layout() string {
 	switch {
+	case r.Floor:
+		return fmt.Sprintf("the floor, %d NATS servers alone", r.Nodes)
 	case r.Nodes == 1:
 		return "1 node"
 	case r.ReadModels == 1:
@@ -112,6 +114,7 @@ func (r *Report) scaleRows() []row {
 			fmt.Sprintf("model-bound %s/s; CPU-bound %s/s (quotas ÷ CPU per step: %s× one node's)", fnum(x.ModelBound), fnum(x.CPUBound), trimFloat(round2(s.cpuRatio(x)))),
 			fratio(ratio) + " one node", tgt, verdict})
 	}
+	out = append(out, r.scaleFloorRows()...)
 	if len(s.Curve) > 0 {
 		var ns, rates, ratios []string
 		for _, x := range s.Curve {
@@ -157,8 +160,13 @@ func (r *Report) scaleTarget(w func(string, ...any)) {
 	for _, x := range s.Runs {
 		if t := x.target(); t > 0 {
 			ratio := s.ratio(x)
-			w("- **Row 9, 3 nodes (one read model + workers) at least %s× one node at R%d**: %s steps/s against %s: %s×, %s.\n", trimFloat(t), x.Replicas,
+			w("- **Row 9, 3 nodes (one read model + workers) at least %s× one node at R%d**: %s steps/s against %s: %s×, %s.", trimFloat(t), x.Replicas,
 				fnum(x.StepsPerSec), fnum(s.base(x).StepsPerSec), trimFloat(round2(ratio)), metOr(ratio >= t, "**missed**"))
+			if f := s.floorOf(x); f != nil {
+				w(" The NATS servers alone, in the same quotas at R3, allow %s steps/s: %s× one node, and TAH made %s%% of it.",
+					fnum(f.StepsPerSec), trimFloat(round2(s.ratio(f))), trimFloat(round1(100*x.StepsPerSec/f.StepsPerSec)))
+			}
+			w("\n")
 		}
 	}
 }
@@ -177,9 +185,13 @@ func (r *Report) scaleAnalysis(w func(string, ...any)) {
 		return
 	}
 	w("### Nodes in CPU quotas: what each adds\n\n")
-	for _, x := range append(append([]*ScaleRun{}, s.Runs...), s.Curve...) {
-		w("- %s, R%d, %s CPU each: %s steps/s (%s× one node; %s turns, %d failed), %s of CPU per cluster step over all nodes", x.layout(), x.Replicas, trimFloat(x.Quota),
-			fnum(x.StepsPerSec), trimFloat(round2(s.ratio(x))), fnum(float64(x.Turns)), x.Failed, fdur(x.CPUPerStep))
+	for _, x := range append(append(append([]*ScaleRun{}, s.Runs...), s.Floor...), s.Curve...) {
+		what := fmt.Sprintf("%s turns, %d failed", fnum(float64(x.Turns)), x.Failed)
+		if x.Floor {
+			what = fmt.Sprintf("%d appends failed", x.Failed)
+		}
+		w("- %s, R%d, %s CPU each: %s steps/s (%s× one node; %s), %s of CPU per cluster step over all nodes", x.layout(), x.Replicas, trimFloat(x.Quota),
+			fnum(x.StepsPerSec), trimFloat(round2(s.ratio(x))), what, fdur(x.CPUPerStep))
 		w(" (CPU-bound %s/s, %s× one node's; the clients and the model, outside the quotas, %.2f CPU busy; load average %s)", fnum(x.CPUBound), trimFloat(round2(s.cpuRatio(x))), x.ClientCPUs, x.LoadAvg)
 		var nodes []string
 		for _, nd := range x.NodeStats {
@@ -201,5 +213,135 @@ func (r *Report) scaleAnalysis(w func(string, ...any)) {
 		}
 		w(".\n")
 	}
+	r.scaleFloorAnalysis(w)
 	w("\nA node's CPU per cluster step is its CPU over every step taken anywhere in the cluster: a worker's falls as nodes are added, while a read-model node keeps paying for every step it projects. When the nodes' CPU busy stays below their quota the machine, not the quota, bounded the run (the bench's clients and model and any other work share its %d cores), and the CPU-bound rate is the better guide to what separate machines would make.\n\n", r.Machine.CPUs)
+}
+
+// floorOf is the floor run of as many servers as run r has nodes, for a
+// run at R3 (nil when there is none).
+func (s *ScaleResult) floorOf(r *ScaleRun) *ScaleRun {
+	if r.Replicas < 3 {
+		return nil
+	}
+	for _, f := range s.Floor {
+		if f.Nodes == r.Nodes && f.Quota == r.Quota {
+			return f
+		}
+	}
+	return nil
+}
+
+// floorRecords lists the floor's turn: each record's events and size.
+func (r *ScaleRun) floorRecords() string {
+	var out []string
+	for _, x := range r.FloorRecords {
+		out = append(out, fmt.Sprintf("%s %s B", x.Events, fnum(float64(x.Bytes))))
+	}
+	return strings.Join(out, ", ")
+}
+
+// scaleFloorRows are row 9's floor: a line per server count, with TAH's
+// rate at R3 on as many nodes as a share of it.
+func (r *Report) scaleFloorRows() []row {
+	s := r.Scale
+	var out []row
+	for _, f := range s.Floor {
+		var tah []string
+		for _, x := range s.Runs {
+			if s.floorOf(x) == f {
+				tah = append(tah, fmt.Sprintf("TAH (%s) %s/s, %s%% of it", x.layout(), fnum(x.StepsPerSec), trimFloat(round1(100*x.StepsPerSec/f.StepsPerSec))))
+			}
+		}
+		verdict := ""
+		if ratio := s.ratio(f); f.Nodes == 3 && ratio > 0 && ratio < targetScaleR3 {
+			verdict = fmt.Sprintf("the floor is %s× one node: ≥ %s× at R3 is beyond what 3 servers allow", trimFloat(round2(ratio)), trimFloat(targetScaleR3))
+		}
+		if f.Failed > 0 {
+			verdict = strings.TrimPrefix(verdict+fmt.Sprintf("; %d appends failed", f.Failed), "; ")
+		}
+		out = append(out, row{"9", fmt.Sprintf("the floor: steps/s the NATS servers alone allow at R3, %d tah-node servers running no session (no read model), %s CPU each (cgroups); a turn's records (%s) appended back to back by %s writers outside the quotas, two steps a turn; the servers' CPU per step: %s (CPU-bound %s/s)",
+			f.Nodes, trimFloat(f.Quota), f.floorRecords(), fnum(float64(s.Sessions)), f.cpuPerStep(), fnum(f.CPUBound)),
+			"R3; " + s.Durability, fnum(f.StepsPerSec) + "/s", joinOr(tah, "TAH not run on as many nodes at R3"),
+			fratio(s.ratio(f)) + " one node", "", verdict})
+	}
+	return out
+}
+
+// scaleFloorAnalysis says what the floor shows: whether the R3 target is
+// within what the servers allow, TAH's share of it, and whether more
+// servers than replicas add to it.
+func (r *Report) scaleFloorAnalysis(w func(string, ...any)) {
+	s := r.Scale
+	var three, more *ScaleRun
+	for _, f := range s.Floor {
+		switch {
+		case f.Nodes == 3 && three == nil:
+			three = f
+		case f.Nodes > 3 && more == nil:
+			more = f
+		}
+	}
+	if three == nil {
+		return
+	}
+	w("\n**The floor at R3.** At R3 every server stores every record and takes part in the Raft group of every stream, so that work grows with the cluster's traffic, not with a node's share of it. The floor measures it alone: the same tah-node processes in the same quotas, every one a worker running no session (their embedded servers are what the quotas hold), and this process appending a turn of the row's records (%s), each by one fenced append as a node makes it, from %s writers spread over the servers. ",
+		three.floorRecords(), fnum(float64(s.Sessions)))
+	ratio := s.ratio(three)
+	w("Three servers allowed %s steps/s, %s× one node's rate at R1, the servers spending %s of CPU a step between them (%s busy of their %s CPU each: %s; CPU-bound %s/s, %s× one node's). ",
+		fnum(three.StepsPerSec), trimFloat(round2(ratio)), fdur(three.CPUPerStep), busyOf(three), trimFloat(three.Quota), three.cpuPerStep(), fnum(three.CPUBound), trimFloat(round2(s.cpuRatio(three))))
+	if maxBusy(three) < 0.9*three.Quota {
+		w("The servers did not reach their quotas: the machine (load average %s) bounded the measure, which is then a lower bound of the floor, and the CPU-bound rate is what the quotas would allow. ", three.LoadAvg)
+	}
+	switch {
+	case ratio <= 0:
+	case ratio < targetScaleR3:
+		w("**The floor is below the target**: NATS alone at R3 on three servers in these quotas cannot make %s× one node, whatever TAH does on top; the target the floor allows is at most %s×. ", trimFloat(targetScaleR3), trimFloat(round2(ratio)))
+	default:
+		w("The floor is above the target (%s×): the servers' own work at R3 does not make it impossible; what keeps TAH below it is its own work on top. ", trimFloat(targetScaleR3))
+	}
+	for _, x := range s.Runs {
+		if s.floorOf(x) == three {
+			w("TAH on three nodes at R3 (%s) made %s%% of the floor. ", x.layout(), trimFloat(round1(100*x.StepsPerSec/three.StepsPerSec)))
+		}
+	}
+	w("The floor leaves out the rest of what the servers do for TAH at R3 (the inputs in `TAH_IN` and their acknowledgements, each a Raft entry of an R3 consumer, the checkpoints, the read model's reads), so the true floor is lower. ")
+	if more != nil {
+		scales := "storage scales with more servers than replicas (each server holds 3 of every %d replicas)"
+		if more.CPUBound < three.CPUBound*1.2 {
+			scales = "storage did not scale here, although each server holds 3 of every %d replicas"
+		}
+		w("With %d servers (more than the replicas), the busiest server's CPU per step went from %s to %s and the CPU-bound floor from %s to %s steps/s (%s×): "+scales+". Measured, the floor was %s steps/s (%s× three servers'), the servers %s busy of their %s CPU: ",
+			more.Nodes, fdur(maxNodeCPU(three)), fdur(maxNodeCPU(more)), fnum(three.CPUBound), fnum(more.CPUBound), trimFloat(round2(more.CPUBound/three.CPUBound)), more.Nodes,
+			fnum(more.StepsPerSec), trimFloat(round2(more.StepsPerSec/three.StepsPerSec)), busyOf(more), trimFloat(more.Quota))
+		w("their quotas sum to %s CPUs on this machine's %d cores, shared with this process and other work (load average %s), so the machine, not the quotas, bounds what is measured there.",
+			trimFloat(float64(more.Nodes)*more.Quota), r.Machine.CPUs, more.LoadAvg)
+	}
+	w("\n")
+}
+
+// busyOf lists a run's nodes' CPUs busy.
+func busyOf(r *ScaleRun) string {
+	var out []string
+	for _, nd := range r.NodeStats {
+		out = append(out, fmt.Sprintf("%.2f", nd.Busy))
+	}
+	return strings.Join(out, " · ")
+}
+
+// maxNodeCPU is the CPU per step of a run's busiest node.
+func maxNodeCPU(r *ScaleRun) time.Duration {
+	var m time.Duration
+	for _, nd := range r.NodeStats {
+		m = max(m, nd.CPUPerStep)
+	}
+	return m
+}
+
+// maxBusy is the CPUs busy of a run's busiest node.
+func maxBusy(r *ScaleRun) float64 {
+	var m float64
+	for _, nd := range r.NodeStats {
+		m = max(m, nd.Busy)
+	}
+	return m
 }

@@ -61,6 +61,9 @@ func Scenarios(c Config) []Scenario {
 	}
 	if c.runs("7") {
 		out = append(out, &failoverScenario{cfg: c})
+		if c.FailoverCutOff {
+			out = append(out, &failoverScenario{cfg: c, cut: true})
+		}
 	}
 	if c.runs("8") {
 		for _, d := range c.Durability {

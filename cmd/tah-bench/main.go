@@ -107,7 +107,7 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	fs.SetOutput(stderr)
 	c := bench.Default()
 	var o options
-	var rows, lengths, syncs, lead, curve string
+	var rows, lengths, syncs, lead, curve, floor string
 	var quick bool
 	fs.StringVar(&o.out, "out", "docs", "write benchmarks.md and benchmarks.json to this directory (empty: stdout only)")
 	fs.StringVar(&c.Tmp, "tmp", "", "parent directory of the temporary stores (default: the system's)")
@@ -132,6 +132,7 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	fs.StringVar(&c.MemProfile, "memprofile", "", "row 6: write a heap profile after passivation to this file")
 	fs.IntVar(&c.FailoverSessions, "failover-sessions", c.FailoverSessions, "row 7: sessions of the killed node with a turn in flight (and as many idle ones sent an input after the kill)")
 	fs.StringVar(&c.FailoverKill, "failover-kill", c.FailoverKill, "row 7: how the node is killed: process (a tah-node process of its own, SIGKILL) or shutdown (an in-process node, its embedded server shut down at once)")
+	fs.BoolVar(&c.FailoverCutOff, "failover-cutoff", c.FailoverCutOff, "row 7: also the cut-off case: the victim process sent SIGSTOP (no FIN: the others see only silence), then SIGCONT once the others took over")
 	fs.StringVar(&lead, "failover-lead", "", "row 7, diagnostic: streams (comma-separated, e.g. TAH_EVT_0,TAH_IN) whose leadership moves to the node to kill before the kill")
 	fs.IntVar(&c.ScaleSessions, "scale-sessions", c.ScaleSessions, "row 9: sessions running turns back to back on each cluster")
 	fs.DurationVar(&c.ScaleDuration, "scale-duration", c.ScaleDuration, "row 9: the measured window of each cluster (after a ramp)")
@@ -139,6 +140,7 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	fs.Float64Var(&c.ScaleQuota, "scale-quota", c.ScaleQuota, "row 9: each node's CPU quota in CPUs (a cgroup v1 cpu controller; needs root)")
 	fs.DurationVar(&c.ScaleSync, "scale-durability", c.ScaleSync, "row 9: the nodes' bus.Config.SyncInterval (0: fsync every write; they share one disk)")
 	fs.StringVar(&curve, "scale-curve", "1,2,3,5", "row 9: node counts of the curve at -scale-curve-quota (empty: no curve)")
+	fs.StringVar(&floor, "scale-floor", "3,5", "row 9: server counts of the floor at R3, the NATS servers alone in the same quotas (empty: no floor)")
 	fs.Float64Var(&c.ScaleCurveQuota, "scale-curve-quota", c.ScaleCurveQuota, "row 9: each node's CPU quota in the curve")
 	fs.IntVar(&c.AgentPrompts, "agent-prompts", c.AgentPrompts, "row 11: measured turns of each path (a new session over the agent protocol, one session continued over it, the same two through client.Run)")
 	fs.StringVar(&c.Log, "log", "", "diagnostic: write the harness's log of every row (with row 7's nodes') to this file")
@@ -159,6 +161,9 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	}
 	if c.ScaleCurve, err = parseList(curve, "a number of nodes", strconv.Atoi); err != nil {
 		return c, o, fmt.Errorf("-scale-curve: %w", err)
+	}
+	if c.ScaleFloor, err = parseList(floor, "a number of servers", strconv.Atoi); err != nil {
+		return c, o, fmt.Errorf("-scale-floor: %w", err)
 	}
 	if quick {
 		c = c.QuickSizes()

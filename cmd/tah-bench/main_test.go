@@ -17,13 +17,13 @@ import (
 
 func TestParse(t *testing.T) {
 	var stderr bytes.Buffer
-	c, o, err := parse([]string{"-rows", "2, 7", "-durability", "0,1m", "-resume-events", "100,500", "-failover-lead", "TAH_EVT,TAH_IN", "-scale-sessions", "50", "-scale-curve", "1,3", "-scale-quota", "0.4", "-agent-prompts", "7", "-out", ""}, &stderr)
+	c, o, err := parse([]string{"-rows", "2, 7", "-durability", "0,1m", "-resume-events", "100,500", "-failover-lead", "TAH_EVT,TAH_IN", "-scale-sessions", "50", "-scale-curve", "1,3", "-scale-quota", "0.4", "-scale-floor", "3", "-failover-cutoff=false", "-agent-prompts", "7", "-out", ""}, &stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(c.Rows, []string{"2", "7"}) || !slices.Equal(c.Durability, []time.Duration{0, time.Minute}) ||
 		!slices.Equal(c.ResumeLengths, []int{100, 500}) || !slices.Equal(c.FailoverLead, []string{"TAH_EVT", "TAH_IN"}) || c.ScaleSessions != 50 ||
-		!slices.Equal(c.ScaleCurve, []int{1, 3}) || c.ScaleQuota != 0.4 || c.AgentPrompts != 7 || o.out != "" {
+		!slices.Equal(c.ScaleCurve, []int{1, 3}) || c.ScaleQuota != 0.4 || !slices.Equal(c.ScaleFloor, []int{3}) || c.FailoverCutOff || c.AgentPrompts != 7 || o.out != "" {
 		t.Fatalf("config %+v, options %+v", c, o)
 	}
 	if err := c.Validate(); err != nil {
@@ -33,7 +33,7 @@ func TestParse(t *testing.T) {
 	if err != nil || !q.Quick || q.LoadSessions != bench.Default().QuickSizes().LoadSessions {
 		t.Fatalf("quick: %+v, %v", q, err)
 	}
-	for _, bad := range [][]string{{"-durability", "soon"}, {"-resume-events", "many"}, {"-scale-curve", "1,x"}, {"-nope"}} {
+	for _, bad := range [][]string{{"-durability", "soon"}, {"-resume-events", "many"}, {"-scale-curve", "1,x"}, {"-scale-floor", "x"}, {"-nope"}} {
 		if _, _, err := parse(bad, &stderr); err == nil {
 			t.Errorf("%v: no error", bad)
 		}

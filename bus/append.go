@@ -174,7 +174,7 @@ func (w *SessionWriter) complete(ev *event.Event) error {
 	case ev.Epoch != w.epoch:
 		return fmt.Errorf("event %s has epoch %d, the writer %d: %w", ev.Type, ev.Epoch, w.epoch, ErrInvalidEvent)
 	}
-	if event.Payload(ev.Type) == nil {
+	if !event.Known(ev.Type) {
 		return fmt.Errorf("event type %q: %w: %w", ev.Type, ErrInvalidEvent, event.ErrUnknownType)
 	}
 	if len(ev.Data) == 0 || ev.Data[0] != '{' {

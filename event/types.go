@@ -119,6 +119,13 @@ func Types() []Type {
 	}
 }
 
+// Known reports whether t is an event type of this version: Payload(t) is
+// not nil, without making a payload.
+func Known(t Type) bool {
+	_, ok := payloads[t]
+	return ok
+}
+
 // Payload returns a new zero payload of type t (a pointer), or nil for an unknown type.
 func Payload(t Type) any {
 	if mk, ok := payloads[t]; ok {

@@ -29,13 +29,33 @@ var (
 // report the event and go on with the next one. s may share slices with earlier
 // copies of itself: take a snapshot with State.Clone.
 func Apply(s *State, e event.Event) error {
+	return applyEvent(s, e, nil, false)
+}
+
+// ApplyTyped is Apply of an event whose writer still holds its payload p
+// (the value event.New made e of): it folds what e.Typed(p) gives, p itself
+// unless decoding e.Data would not give p back, so that the result is
+// Apply's, byte for byte, without decoding what was just encoded. The state
+// may keep parts of p (its slices, maps and pointers): p must not change
+// afterwards. A session's owner folds each event it writes with it.
+func ApplyTyped(s *State, e event.Event, p any) error {
+	return applyEvent(s, e, p, true)
+}
+
+func applyEvent(s *State, e event.Event, p any, typed bool) error {
 	if e.Seq != 0 && !(event.Event{Seq: s.LastSeq, Index: s.LastIndex}).Before(e) {
 		return fmt.Errorf("event %d.%d %q after %d.%d: %w", e.Seq, e.Index, e.Type, s.LastSeq, s.LastIndex, ErrOutOfOrder)
 	}
 	if s.ID != "" && e.Session != s.ID {
 		return fmt.Errorf("event %d %q of session %q folded into %q: %w", e.Seq, e.Type, e.Session, s.ID, ErrWrongSession)
 	}
-	payload, err := e.Decode()
+	var payload any
+	var err error
+	if typed {
+		payload, err = e.Typed(p)
+	} else {
+		payload, err = e.Decode()
+	}
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,8 @@ type logBuilder struct {
 	st    State
 	tools []llm.ToolSchema
 	sent  map[string]llm.Request
+	// hasher hashes the requests step after step, as the loop's does.
+	hasher event.RequestHasher
 }
 
 var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -60,9 +62,12 @@ func (b *logBuilder) turn(n int, text string) *logBuilder {
 func (b *logBuilder) llm(content string, calls ...llm.ToolCall) *logBuilder {
 	b.t.Helper()
 	id := b.nextStep()
-	next, err := NextRequest(&b.st, b.tools, nil)
+	next, err := NextRequest(&b.st, b.tools, &b.hasher)
 	if err != nil {
 		b.t.Fatal(err)
+	}
+	if sum, err := event.RequestSHA256(next.Request); err != nil || sum != next.Ref.RequestSHA256 {
+		b.t.Fatalf("step %s: the hasher gives %s, RequestSHA256 %s %v", id, next.Ref.RequestSHA256, sum, err)
 	}
 	if next.Offer != nil {
 		b.add(event.ToolsOffered, *next.Offer)

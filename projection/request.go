@@ -76,7 +76,14 @@ func NextRequest(st *State, tools []llm.ToolSchema, h *event.RequestHasher) (Ste
 	if h == nil {
 		h = new(event.RequestHasher)
 	}
-	if ref.RequestSHA256, err = h.Sum(req); err != nil {
+	if len(sent) > 0 && len(st.Messages) > 0 && &sent[0] == &st.Messages[0] {
+		// The history sent as it is: Apply never writes a message of it again
+		// (insertMessage), so the hasher need not compare those it hashed.
+		ref.RequestSHA256, err = h.SumGrown(req)
+	} else {
+		ref.RequestSHA256, err = h.Sum(req)
+	}
+	if err != nil {
 		return StepRequest{}, err
 	}
 	out := StepRequest{Request: req, Ref: ref, Trim: report, Turn: st.Turn}

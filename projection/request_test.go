@@ -353,3 +353,48 @@ func genSession(t testing.TB, data []byte) *logBuilder {
 	}
 	return b
 }
+
+// TestNextRequestLongTurn: in a turn of many tool steps, whose history is
+// sent whole (the hasher takes up the last step's hash without comparing
+// the history: event.RequestHasher.SumGrown) or trimmed to a budget, each
+// step's recorded hash is RequestSHA256 of the request it sent (the
+// builder checks it) and the last steps' requests rebuild from the log.
+func TestNextRequestLongTurn(t *testing.T) {
+	for _, budget := range []int{0, 2000} {
+		b := newLog(t, "s_long", event.Config{SystemPrompt: "sys", ContextChars: budget})
+		b.tools = []llm.ToolSchema{toolA}
+		b.turn(1, "go")
+		for i := range 300 {
+			c := call(fmt.Sprintf("c%d", i), "a", fmt.Sprintf(`{"n":%d}`, i))
+			b.llm("", c).tool(c, strings.Repeat("out ", i%7))
+			if i%50 == 0 {
+				b.st = b.st.Clone() // a checkpoint: a new array
+			}
+		}
+		b.llm("done").finish(1, "done")
+		if n := checkRebuildsFrom(t, b.events, max(0, len(b.events)-12), b.sent); n == 0 {
+			t.Fatal("no step rebuilt")
+		}
+	}
+}
+
+// checkRebuildsFrom is checkRebuilds of the LLM steps from evs[from] on.
+func checkRebuildsFrom(t testing.TB, evs []event.Event, from int, sent map[string]llm.Request) int {
+	t.Helper()
+	n := 0
+	for _, e := range evs[from:] {
+		if e.Type != event.LLMStarted {
+			continue
+		}
+		d, err := event.DecodeAs[event.LLMStartedData](e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := RebuildRequest(evs, d.StepID)
+		if err != nil || !r.Verified || r.SHA256 != d.RequestSHA256 || jsonBytes(t, r.Request) != jsonBytes(t, sent[d.StepID]) {
+			t.Fatalf("step %s: verified %v, %v", d.StepID, r.Verified, err)
+		}
+		n++
+	}
+	return n
+}

@@ -113,7 +113,7 @@ func (a *AgentContext) State() *projection.State { return a.state }
 // An event that refers to an artifact is followed, in the same record, by
 // its artifact.created (artifactsOf).
 func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) error {
-	own, err := a.withArtifacts(typ, payload)
+	own, payloads, err := a.withArtifacts(typ, payload)
 	if err != nil {
 		return err
 	}
@@ -121,8 +121,8 @@ func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) 
 	if err != nil {
 		return err
 	}
-	for _, ev := range evs[len(evs)-len(own):] { // with their sequences
-		if err := projection.Apply(a.state, ev); err != nil {
+	for i, ev := range evs[len(evs)-len(own):] { // with their sequences
+		if err := projection.ApplyTyped(a.state, ev, payloads[i]); err != nil {
 			// The loop wrote something the fold refuses: a bug of TAH. The event is in
 			// the log and every reader will report it the same way.
 			a.log.Error("event appended but not folded", "session", a.Session, "type", ev.Type, "err", err)
@@ -135,23 +135,24 @@ func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) 
 }
 
 // withArtifacts is the event of typ and payload, and the artifact.created
-// of each artifact it refers to. A failure it records is logged
-// (logFailure).
-func (a *AgentContext) withArtifacts(typ event.Type, payload any) ([]event.Event, error) {
+// of each artifact it refers to, with the payload of each (folded with
+// projection.ApplyTyped: what was just encoded is not decoded again). A
+// failure it records is logged (logFailure).
+func (a *AgentContext) withArtifacts(typ event.Type, payload any) ([]event.Event, []any, error) {
 	ev, err := a.newEvent(typ, payload)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	a.logFailure(payload)
-	evs := []event.Event{ev}
+	evs, payloads := []event.Event{ev}, []any{payload}
 	for _, art := range a.artifactsOf(payload) {
 		ev, err := a.newEvent(event.ArtifactCreated, art)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		evs = append(evs, ev)
+		evs, payloads = append(evs, ev), append(payloads, art)
 	}
-	return evs, nil
+	return evs, payloads, nil
 }
 
 // Stage adds an event to the session without writing it yet: it is folded
@@ -163,12 +164,12 @@ func (a *AgentContext) withArtifacts(typ event.Type, payload any) ([]event.Event
 // first LLM step). A crash before that write loses the staged events with
 // the state: the next owner resumes from the log, as if they never happened.
 func (a *AgentContext) Stage(typ event.Type, payload any) error {
-	evs, err := a.withArtifacts(typ, payload)
+	evs, payloads, err := a.withArtifacts(typ, payload)
 	if err != nil {
 		return err
 	}
-	for _, ev := range evs {
-		if err := projection.Apply(a.state, ev); err != nil {
+	for i, ev := range evs {
+		if err := projection.ApplyTyped(a.state, ev, payloads[i]); err != nil {
 			return fmt.Errorf("session %s: staged %s not folded: %w", a.Session, ev.Type, err)
 		}
 		a.staged = append(a.staged, ev)

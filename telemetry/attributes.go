@@ -56,3 +56,6 @@ var (
 	KeyToolResult    = semconv.GenAIToolCallResultKey
 	KeyErrorType     = semconv.ErrorTypeKey
 )
+
+// SchemaURL is the semantic conventions' schema TAH's spans follow.
+const SchemaURL = semconv.SchemaURL

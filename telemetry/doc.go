@@ -1,7 +1,8 @@
-// Package telemetry traces TAH's turns on OpenTelemetry: the tracer provider
-// and its OTLP exporter (set up from the node's configuration and the standard
-// OTEL_* environment variables), the GenAI semantic conventions' names, and
-// W3C trace context carried in NATS headers and recorded in the log.
+// Package telemetry traces TAH's turns on OpenTelemetry: a node's Tracing
+// (its tracer, no-op when off), the GenAI semantic conventions' names, and
+// W3C trace context carried in NATS headers and recorded in the log. It
+// depends on OpenTelemetry's API alone, so that a tool service may import it;
+// telemetry/otlp sets up the SDK and its OTLP exporter.
 //
 // Conventions: the GenAI semantic conventions (gen_ai.*), experimental, as the
 // OpenTelemetry Go module's semconv v1.41.0 carries them (the last core
@@ -11,11 +12,7 @@
 // constants until it does). TAH's own attributes are under "tah.".
 //
 // Off by default, at no cost: with tracing off, Tracer is OpenTelemetry's
-// no-op tracer and nothing is exported. On when the configuration says so or
-// when OTEL_TRACES_EXPORTER is "otlp" (the SDK's own variable); the exporter
-// then follows OTEL_EXPORTER_OTLP_PROTOCOL ("http/protobuf", the default, or
-// "grpc") and the OTEL_EXPORTER_OTLP_* endpoint, header, timeout and TLS
-// variables, read by the official exporters themselves.
+// no-op tracer and nothing is exported.
 //
 // Message content (prompts, answers, tool arguments and results) is never
 // recorded unless CaptureContent is set, as the conventions require:

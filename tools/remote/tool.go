@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
@@ -78,6 +79,9 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 	if info.Session != "" {
 		msg.Header.Set(wire.HeaderSession, info.Session)
 	}
+	// The caller's span (the node's execute_tool) goes with the call, so
+	// that a service in any language continues the trace (W3C headers).
+	telemetry.Inject(ctx, msg.Header)
 	if d, ok := ctx.Deadline(); ok {
 		req.Deadline = d.UTC()
 		msg.Header.Set(wire.HeaderDeadline, req.Deadline.Format(time.RFC3339Nano))

@@ -16,9 +16,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/remote"
 	"github.com/tah-dev/tah/wire"
@@ -45,6 +49,11 @@ type Config struct {
 	// namespace; a tool credential that grants the namespace serves
 	// whatever tools Set adds later.
 	Namespace string
+	// TracerProvider makes the span of each call ("execute_tool <name>", a
+	// server span, the child of the caller's span when the request carries
+	// W3C trace context in its headers); nil: OpenTelemetry's global
+	// provider, which records nothing unless the program set one up.
+	TracerProvider trace.TracerProvider
 }
 
 // Service offers tools on NATS: one micro service per tool, named
@@ -363,6 +372,15 @@ const (
 	storeRetryFor   = 2 * time.Minute
 )
 
+// tracer makes the calls' spans.
+func (s *Service) tracer() trace.Tracer {
+	tp := s.cfg.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(telemetry.InstrumentationName, trace.WithSchemaURL(telemetry.SchemaURL))
+}
+
 func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
 	var in wire.ToolRequest
 	if err := json.Unmarshal(req.Data(), &in); err != nil {
@@ -386,7 +404,14 @@ func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithCancel(tools.WithCall(s.ctx, tools.CallInfo{Session: in.Session}))
+	// The caller's trace goes on here (telemetry.Extract ignores a
+	// malformed traceparent), in the service's own span.
+	ctx, span := s.tracer().Start(telemetry.Extract(s.ctx, nats.Header(h)), telemetry.OperationExecuteTool+" "+t.Name(),
+		trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(telemetry.KeyOperation.String(telemetry.OperationExecuteTool),
+			telemetry.KeyToolName.String(t.Name()), telemetry.KeyToolCallID.String(in.CallID), telemetry.KeySession.String(in.Session)))
+	defer span.End()
+	ctx, cancel := context.WithCancel(tools.WithCall(ctx, tools.CallInfo{Session: in.Session}))
 	defer cancel()
 	if !in.Deadline.IsZero() {
 		var dcancel context.CancelFunc
@@ -432,6 +457,10 @@ func (s *Service) serve(t tools.Tool, svc micro.Service, req micro.Request) {
 		res = tools.Failed(event.CodeTimeout, fmt.Sprintf("Error: the call to %s ran out of time (its deadline passed).", t.Name()))
 	}
 
+	if res.IsError {
+		span.SetStatus(codes.Error, res.Code)
+		span.SetAttributes(telemetry.KeyErrorType.String(res.Code))
+	}
 	stored.State, stored.Finished, stored.Result = wire.CallDone, time.Now().UTC(), &res
 	s.store(stored) // before the reply: a caller that lost the reply finds it
 

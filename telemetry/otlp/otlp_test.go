@@ -1,4 +1,4 @@
-package telemetry_test
+package otlp_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/telemetry/oteltest"
+	"github.com/tah-dev/tah/telemetry/otlp"
 )
 
 func envOf(m map[string]string) func(string) (string, bool) {
@@ -28,19 +29,19 @@ func TestExportsOverBothProtocols(t *testing.T) {
 		{"grpc", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := telemetry.Config{}
+			cfg := otlp.Config{}
 			switch {
 			case tc.env == nil:
-				cfg = telemetry.Config{Enabled: true, Endpoint: rcv.HTTPURL}
+				cfg = otlp.Config{Enabled: true, Endpoint: rcv.HTTPURL}
 			case tc.env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "grpc":
-				cfg = telemetry.Config{Enabled: true, Endpoint: rcv.GRPCAddr}
+				cfg = otlp.Config{Enabled: true, Endpoint: rcv.GRPCAddr}
 			}
 			// The exporters read the OTEL_EXPORTER_OTLP_* variables from the
 			// process's environment themselves.
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			tr, err := telemetry.Start(t.Context(), cfg, telemetry.Resource{NodeID: "n1", Version: "v9"}, os.LookupEnv)
+			tr, err := otlp.Start(t.Context(), cfg, otlp.Resource{NodeID: "n1", Version: "v9"}, os.LookupEnv)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -75,8 +76,8 @@ func TestOffRecordsNothing(t *testing.T) {
 		"sdk off":     {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"},
 		"other value": {"OTEL_TRACES_EXPORTER": "console"},
 	} {
-		cfg := telemetry.Config{Enabled: name == "none wins"}
-		tr, err := telemetry.Start(t.Context(), cfg, telemetry.Resource{}, envOf(env))
+		cfg := otlp.Config{Enabled: name == "none wins"}
+		tr, err := otlp.Start(t.Context(), cfg, otlp.Resource{}, envOf(env))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,8 +96,8 @@ func TestOffRecordsNothing(t *testing.T) {
 }
 
 func TestBadProtocolIsRefused(t *testing.T) {
-	_, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true}, telemetry.Resource{}, envOf(map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}))
-	if !errors.Is(err, telemetry.ErrInvalidConfig) {
+	_, err := otlp.Start(t.Context(), otlp.Config{Enabled: true}, otlp.Resource{}, envOf(map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}))
+	if !errors.Is(err, otlp.ErrInvalidConfig) {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -108,7 +109,7 @@ func TestCaptureContentIsOptIn(t *testing.T) {
 		if want {
 			env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
 		}
-		tr, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true, Endpoint: rcv.HTTPURL}, telemetry.Resource{}, envOf(env))
+		tr, err := otlp.Start(t.Context(), otlp.Config{Enabled: true, Endpoint: rcv.HTTPURL}, otlp.Resource{}, envOf(env))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +122,7 @@ func TestCaptureContentIsOptIn(t *testing.T) {
 
 func TestTraceContextInNATSHeadersAndTheLog(t *testing.T) {
 	rcv := oteltest.Start(t)
-	tr, err := telemetry.Start(t.Context(), telemetry.Config{Enabled: true, Endpoint: rcv.HTTPURL}, telemetry.Resource{}, nil)
+	tr, err := otlp.Start(t.Context(), otlp.Config{Enabled: true, Endpoint: rcv.HTTPURL}, otlp.Resource{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package telemetry
+package otlp
 
 import (
 	"context"
@@ -12,16 +12,13 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
-	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/tah-dev/tah/telemetry"
 )
 
 // ErrInvalidConfig is wrapped by Start when the settings or the OTEL_*
 // variables cannot make an exporter (an unknown protocol, say).
 var ErrInvalidConfig = errors.New("invalid tracing settings")
-
-// InstrumentationName names TAH's tracer (the instrumentation scope).
-const InstrumentationName = "github.com/tah-dev/tah"
 
 // Config is what turns tracing on and how.
 type Config struct {
@@ -49,25 +46,14 @@ type Resource struct {
 	NodeID      string // service.instance.id and tah.node
 }
 
-// Tracing is a node's tracing: its tracer (a no-op one when off) and the
-// provider to flush and stop at the end.
-type Tracing struct {
-	tracer   trace.Tracer
-	provider *sdktrace.TracerProvider // nil when off
-	content  bool
-}
-
-// Off is tracing that records nothing.
-func Off() *Tracing { return &Tracing{tracer: noop.NewTracerProvider().Tracer(InstrumentationName)} }
-
 // Start sets tracing up from cfg and the environment lookup env (os.LookupEnv
 // in a node). The caller owns the result and must Shutdown it.
-func Start(ctx context.Context, cfg Config, res Resource, env func(string) (string, bool)) (*Tracing, error) {
+func Start(ctx context.Context, cfg Config, res Resource, env func(string) (string, bool)) (*telemetry.Tracing, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
 	if !enabled(cfg, env) {
-		return Off(), nil
+		return telemetry.Off(), nil
 	}
 	exp, err := exporter(ctx, cfg, env)
 	if err != nil {
@@ -85,7 +71,7 @@ func Start(ctx context.Context, cfg Config, res Resource, env func(string) (stri
 		attrs = append(attrs, semconv.ServiceVersion(res.Version))
 	}
 	if res.NodeID != "" {
-		attrs = append(attrs, semconv.ServiceInstanceID(res.NodeID), Node(res.NodeID))
+		attrs = append(attrs, semconv.ServiceInstanceID(res.NodeID), telemetry.Node(res.NodeID))
 	}
 	// resource.Default adds the SDK's own attributes and OTEL_RESOURCE_ATTRIBUTES.
 	r, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, attrs...))
@@ -98,11 +84,7 @@ func Start(ctx context.Context, cfg Config, res Resource, env func(string) (stri
 	if v, ok := env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"); ok && strings.EqualFold(v, "true") {
 		content = true
 	}
-	return &Tracing{
-		tracer:   tp.Tracer(InstrumentationName, trace.WithSchemaURL(semconv.SchemaURL)),
-		provider: tp,
-		content:  content,
-	}, nil
+	return telemetry.New(tp, content), nil
 }
 
 func enabled(cfg Config, env func(string) (string, bool)) bool {
@@ -166,30 +148,4 @@ func endpointURL(endpoint, scheme, path string) string {
 		}
 	}
 	return endpoint
-}
-
-// Tracer is the tracer to start spans with (a no-op one when off).
-func (t *Tracing) Tracer() trace.Tracer { return t.tracer }
-
-// Enabled says whether spans are recorded and exported: a caller may skip
-// building attributes when not.
-func (t *Tracing) Enabled() bool { return t.provider != nil }
-
-// CaptureContent says whether spans may carry message content.
-func (t *Tracing) CaptureContent() bool { return t.content }
-
-// ForceFlush exports the spans ended so far.
-func (t *Tracing) ForceFlush(ctx context.Context) error {
-	if t.provider == nil {
-		return nil
-	}
-	return t.provider.ForceFlush(ctx)
-}
-
-// Shutdown exports what is left and stops the exporter.
-func (t *Tracing) Shutdown(ctx context.Context) error {
-	if t.provider == nil {
-		return nil
-	}
-	return t.provider.Shutdown(ctx)
 }

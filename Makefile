@@ -36,6 +36,8 @@ MCP_SERVERS := tools/mcp/testdata/npm
 MCP_STAMP   := $(MCP_SERVERS)/node_modules/.package-lock.json
 PEER       := bench/peer/langgraph
 PEER_STAMP := $(PEER)/node_modules/.package-lock.json
+RESTATE_PEER       := bench/peer/restate
+RESTATE_PEER_STAMP := $(RESTATE_PEER)/node_modules/.package-lock.json
 # The demo's data directory: empty, a new one of mktemp's under TMPDIR each
 # time (scripts/demo.sh records it in bin/.demo-dir for make ui). A DEMO_DIR
 # given must be empty, missing or a previous demo's.
@@ -169,11 +171,21 @@ $(MCP_STAMP): $(MCP_SERVERS)/package.json $(MCP_SERVERS)/package-lock.json
 		echo "npm not found: the tests against MCP servers from npm will be skipped (install Node.js 20+)"; \
 	fi
 
-bench-deps: $(PEER_STAMP) ## npm dependencies of the bench's peer (LangGraph.js with its SQLite checkpointer)
+bench-deps: $(PEER_STAMP) $(RESTATE_PEER_STAMP) ## npm dependencies of the bench's peers (LangGraph.js with its SQLite checkpointer; Restate, its server and Node.js 22)
 
 $(PEER_STAMP): $(PEER)/package.json $(PEER)/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
 		cd $(PEER) && npm ci --no-audit --no-fund && touch node_modules/.package-lock.json; \
 	else \
 		echo "npm not found: the bench's peer row will be skipped (install Node.js 20+)"; \
+	fi
+
+# The Restate peer's packages ship restate-server's binary and Node.js 22 (its
+# SDK wants 22 or later); none needs an install script (--ignore-scripts also
+# keeps @scarf/scarf, a dependency of restate-server's, from reporting the install).
+$(RESTATE_PEER_STAMP): $(RESTATE_PEER)/package.json $(RESTATE_PEER)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(RESTATE_PEER) && SCARF_ANALYTICS=false npm ci --no-audit --no-fund --ignore-scripts && touch node_modules/.package-lock.json; \
+	else \
+		echo "npm not found: the bench's Restate peer will be skipped (install Node.js 20+)"; \
 	fi

@@ -53,6 +53,11 @@ type Config struct {
 	PeerSteps int    // row 8: tool steps in a turn of the peer's agent
 	PeerTurns int    // row 8: measured turns
 	PeerDir   string // row 8: the peer's directory (bench/peer/langgraph, from the repository's root)
+	// Row 8's concurrent measure: PeerSessions sessions (0: none) run
+	// PeerSessionTurns turns each back to back, all at once, in TAH and in
+	// Restate (RestateDir: bench/peer/restate; empty: Restate does not run).
+	PeerSessions, PeerSessionTurns int
+	RestateDir                     string
 
 	// Row 9: ScaleSessions run turns back to back, each a tool step and a
 	// final step, against a model that answers over HTTP after ScaleDelay,
@@ -105,7 +110,8 @@ type Config struct {
 	PauseReadModel bool
 	// PhaseProfile, a diagnostic: a CPU profile of row 3's measured turns
 	// only (with FILE.mutex and FILE.block), and of row 2's last measured
-	// turn until the read model has it (FILE.row2-<sync interval>).
+	// turn until the read model has it (FILE.row2-<sync interval>), and of
+	// row 8's sessions at once (FILE.row8-<sync interval>).
 	PhaseProfile string
 	// Log, a diagnostic: the harness's log of every row (with row 7's
 	// nodes') goes to this file; without it, a row that fails prints the end
@@ -140,6 +146,7 @@ func Default() Config {
 		MemSessions:      10000,
 		FailoverSessions: 12, FailoverKill: KillProcess, FailoverCutOff: true,
 		PeerSteps: 20, PeerTurns: 5, PeerDir: filepath.Join("bench", "peer", "langgraph"),
+		PeerSessions: 16, PeerSessionTurns: 3, RestateDir: filepath.Join("bench", "peer", "restate"),
 		ScaleSessions: 300, ScaleDelay: 50 * time.Millisecond, ScaleDuration: 20 * time.Second, ScaleQuota: 0.5,
 		ScaleSync: 2 * time.Minute, ScaleCurve: []int{1, 2, 3, 5}, ScaleCurveQuota: 0.25, ScaleFloor: []int{3, 5},
 		UISessions: 10000, UISteps: 1000,
@@ -156,7 +163,7 @@ func (c Config) QuickSizes() Config {
 	c.DeltaTokens = 300
 	c.MemSessions = 500
 	c.FailoverSessions = 4
-	c.PeerTurns = 2
+	c.PeerTurns, c.PeerSessionTurns = 2, 1
 	c.ScaleSessions, c.ScaleDuration, c.ScaleCurve = 60, 5*time.Second, nil
 	c.UISessions, c.UISteps = 500, 200
 	c.AgentPrompts = 5
@@ -194,6 +201,8 @@ func (c Config) Validate() error {
 		return bad("row 5 needs tokens to stream")
 	case c.UISessions < 1 || c.UISteps < 1:
 		return bad("row 10 needs sessions and steps, not %d and %d", c.UISessions, c.UISteps)
+	case c.PeerSessions < 0 || (c.PeerSessions > 0 && c.PeerSessionTurns < 1):
+		return bad("row 8 needs a turn or more for each of its %d sessions at once, not %d", c.PeerSessions, c.PeerSessionTurns)
 	case c.AgentPrompts < 1:
 		return bad("-agent-prompts: %d is not at least 1", c.AgentPrompts)
 	case c.MemSessions < 1:

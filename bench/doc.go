@@ -27,8 +27,10 @@
 //     with KillShutdown an in-process node whose embedded server is shut
 //     down at once), and the time until each turn, and each input sent then
 //     to its idle sessions, makes its LLM call on a survivor is measured;
-//  8. the peer: the same agent run by LangGraph.js with its SQLite
-//     checkpointer (bench/peer/langgraph), in the same run;
+//  8. the peers: the same agent run by LangGraph.js with its SQLite
+//     checkpointer (bench/peer/langgraph) and by Restate, a Virtual Object
+//     per session (bench/peer/restate, in a network namespace of its own),
+//     in the same run; then many sessions at once in TAH and in Restate;
 //  9. the sharded log: appends/s of many sessions on three nodes (R3)
 //     against one, the same work;
 //  10. the step inspector's first render of its pages (package inspector);

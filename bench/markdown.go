@@ -41,7 +41,7 @@ func (r *Report) markdown(table string) string {
 	if s.FailoverSessions > 0 {
 		w("| 7 | three nodes of the harness, R3 (each with its embedded server, joined by routes), `bus.Default()`'s failover timings; the node killed is a tah-node process of its own (`-failover-kill process`, the default) or a node in this process (`-failover-kill shutdown`), the others run in this process; %d sessions of the killed node with a turn in flight (their inputs sent spread over one keep-alive period), and %d of its idle sessions (one finished turn there) sent an input right after the kill |\n", s.FailoverSessions, s.FailoverSessions)
 	}
-	w("| 8 | turns of %d tool steps, %d measured after a warm-up, TAH and LangGraph.js one after the other |\n", s.PeerSteps, s.PeerTurns)
+	w("| 8 | turns of %d tool steps, %d measured after a warm-up, TAH, LangGraph.js and Restate one after the other%s |\n", s.PeerSteps, s.PeerTurns, r.peerSessionsSize())
 	r.scaleSizes(w)
 	if s.UISessions > 0 {
 		w("| 10 | %s sessions (the issue's size%s), one of them of %s steps (the issue's size%s: turns of 99 tool steps and an answer) |\n", fnum(float64(s.UISessions)), scaledNote(s.UISessions, 10000), fnum(float64(s.UISteps)), scaledNote(s.UISteps, 1000))
@@ -105,6 +105,7 @@ func (r *Report) analysis(w func(string, ...any)) {
 		}
 	}
 	r.failoverAnalysis(w)
+	r.peerAnalysis(w)
 	r.agentAnalysis(w)
 }
 

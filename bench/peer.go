@@ -9,20 +9,28 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 )
 
 // PeerResult is row 8: the same agent (turns of Steps tool steps, a model
-// that answers at once, a tool that returns "ok") in TAH and in LangGraph.js
-// with its SQLite checkpointer (bench/peer/langgraph), in the same run, at
-// each durability of rows 1-3 against the SQLite setting that matches it:
-// fsync on every write against synchronous=FULL, fsync every 2 minutes
-// against synchronous=NORMAL.
+// that answers at once, a tool that returns "ok") in TAH, in LangGraph.js
+// with its SQLite checkpointer (bench/peer/langgraph) and in Restate
+// (bench/peer/restate, a Virtual Object per session with a ctx.run per model
+// and per tool call), in the same run, at each durability of rows 1-3
+// against the peers' settings that match it: fsync on every write against
+// SQLite's synchronous=FULL and Restate's default (its log server fsyncs
+// every write batch), fsync every 2 minutes against synchronous=NORMAL and
+// Restate's log-server.rocksdb-disable-wal-fsync.
 type PeerResult struct {
-	Steps int        `json:"steps"`
-	Turns int        `json:"turns"`
-	Rows  []*PeerRow `json:"rows"`
+	Steps int `json:"steps"`
+	Turns int `json:"turns"`
+	// Sessions sessions run SessionTurns turns each back to back, all at
+	// once (after a warm-up turn each): TAH's and Restate's concurrent rate.
+	Sessions     int        `json:"sessions,omitempty"`
+	SessionTurns int        `json:"session_turns,omitempty"`
+	Rows         []*PeerRow `json:"rows"`
 }
 
 // PeerRow is one durability setting of row 8. A time per step is a turn's
@@ -35,6 +43,34 @@ type PeerRow struct {
 	// NotRun says why the peer did not run (no Node.js, its packages not
 	// installed: `make bench-deps`); TAH's side is measured anyway.
 	NotRun string `json:"peer_not_run,omitempty"`
+	// TAHConcurrent is TAH's side of the concurrent measure.
+	TAHConcurrent *PeerConcurrent `json:"tah_concurrent,omitempty"`
+	// Restate is the second peer's side, at the setting that matches.
+	Restate *RestatePeer `json:"restate,omitempty"`
+}
+
+// PeerConcurrent is PeerResult.Sessions sessions running turns at once.
+type PeerConcurrent struct {
+	Steps       int           `json:"steps"` // tool steps measured, all sessions'
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	StepsPerSec float64       `json:"steps_per_s"`
+	// PerStep is the median of a turn's time over its tool steps.
+	PerStep time.Duration `json:"per_step_ns"`
+	// CPUPerStep is the CPU of the processes that ran the sessions (TAH:
+	// this one, node, embedded server and client; Restate: restate-server
+	// and the Node.js process of the SDK's endpoint and the driver) over
+	// Steps.
+	CPUPerStep time.Duration `json:"cpu_per_step_ns"`
+}
+
+// RestatePeer is Restate's side of a row 8 setting.
+type RestatePeer struct {
+	Setting    string          `json:"setting"` // Restate's durability setting
+	PerStep    time.Duration   `json:"per_step_ns,omitempty"`
+	Concurrent *PeerConcurrent `json:"concurrent,omitempty"`
+	// NotRun says why it did not run (its packages not installed, no
+	// network namespace of its own, ...).
+	NotRun string `json:"not_run,omitempty"`
 }
 
 // peerScenario is row 8 under one durability setting.
@@ -45,7 +81,8 @@ type peerScenario struct {
 }
 
 func (s *peerScenario) Name() string {
-	return fmt.Sprintf("row 8: the peer, turns of %d tool steps, TAH %s against LangGraph.js synchronous=%s", s.cfg.PeerSteps, durabilityName(s.sync), synchronousFor(s.sync))
+	restate, _ := restateSetting(s.sync)
+	return fmt.Sprintf("row 8: the peers, turns of %d tool steps, TAH %s against LangGraph.js synchronous=%s and Restate %s", s.cfg.PeerSteps, durabilityName(s.sync), synchronousFor(s.sync), restate)
 }
 
 func (s *peerScenario) Setup(_ context.Context, env Env) error {
@@ -60,7 +97,8 @@ func (s *peerScenario) Teardown(context.Context) error {
 	return nil
 }
 
-// Run times TAH's turns, one warm-up first, then the peer's.
+// Run times TAH's turns, one warm-up first, then TAH's sessions at once,
+// then the peers'.
 func (s *peerScenario) Run(ctx context.Context, rep *Report) error {
 	sid := "peer_" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	if err := s.st.create(ctx, sid); err != nil {
@@ -77,12 +115,72 @@ func (s *peerScenario) Run(ctx context.Context, rep *Report) error {
 		}
 	}
 	row := &PeerRow{Durability: durabilityName(s.sync), Synchronous: synchronousFor(s.sync), TAHPerStep: medianDur(per)}
+	if s.cfg.PeerSessions > 0 {
+		c, err := s.concurrent(ctx)
+		if err != nil {
+			return err
+		}
+		row.TAHConcurrent = c
+	}
 	row.PeerPerStep, row.NotRun = s.peer(ctx, row.Synchronous)
+	if s.cfg.RestateDir != "" {
+		row.Restate = runRestate(ctx, s.cfg, s.sync)
+	}
 	if rep.Peer == nil {
 		rep.Peer = &PeerResult{Steps: s.cfg.PeerSteps, Turns: s.cfg.PeerTurns}
+		if s.cfg.PeerSessions > 0 {
+			rep.Peer.Sessions, rep.Peer.SessionTurns = s.cfg.PeerSessions, s.cfg.PeerSessionTurns
+		}
 	}
 	rep.Peer.Rows = append(rep.Peer.Rows, row)
 	return nil
+}
+
+// concurrent runs PeerSessions sessions at once, a warm-up turn each, then
+// PeerSessionTurns turns each back to back, and measures the second part.
+func (s *peerScenario) concurrent(ctx context.Context) (*PeerConcurrent, error) {
+	n := s.cfg.PeerSessions
+	base := "peerc_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	sids := make([]string, n)
+	for i := range sids {
+		sids[i] = fmt.Sprintf("%s_%02d", base, i)
+	}
+	if err := parallel(ctx, n, n, func(i int) error {
+		if err := s.st.create(ctx, sids[i]); err != nil {
+			return err
+		}
+		_, _, err := s.st.run(ctx, sids[i], input(sids[i], s.cfg.PeerSteps))
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("row 8's concurrent sessions, warming up: %w", err)
+	}
+	per := make([][]time.Duration, n)
+	// A diagnostic: where TAH's sessions wait (-cpuprofile-load, with its
+	// .block and .mutex profiles).
+	var prof string
+	if s.cfg.PhaseProfile != "" {
+		prof = fmt.Sprintf("%s.row8-%s", s.cfg.PhaseProfile, s.sync)
+	}
+	stopProfile := profilePhase(prof)
+	cpu0, begin := cpuTime(), time.Now()
+	err := parallel(ctx, n, n, func(i int) error {
+		for range s.cfg.PeerSessionTurns {
+			t, o, err := s.st.run(ctx, sids[i], input(sids[i], s.cfg.PeerSteps))
+			if err != nil {
+				return err
+			}
+			per[i] = append(per[i], o.at.Sub(t.sent)/time.Duration(s.cfg.PeerSteps))
+		}
+		return nil
+	})
+	elapsed, cpu := time.Since(begin), cpuTime()-cpu0
+	stopProfile()
+	if err != nil {
+		return nil, fmt.Errorf("row 8's concurrent sessions: %w", err)
+	}
+	steps := n * s.cfg.PeerSessionTurns * s.cfg.PeerSteps
+	return &PeerConcurrent{Steps: steps, Elapsed: elapsed, StepsPerSec: float64(steps) / elapsed.Seconds(),
+		PerStep: medianDur(slices.Concat(per...)), CPUPerStep: cpu / time.Duration(steps)}, nil
 }
 
 // peerOut is what bench/peer/langgraph/agent.mjs prints.

@@ -266,42 +266,6 @@ func (r *Report) loadRows() []row {
 	return out
 }
 
-// peerRows are row 8: TAH against LangGraph.js on the same agent, each
-// durability setting against its SQLite match. Without fsync per write the
-// target is ten times less time a step; with it the disk sets the floor and
-// row 2's ratio is the target, so the row only reports.
-func (r *Report) peerRows() []row {
-	if r.Peer == nil {
-		return nil
-	}
-	var out []row
-	for _, p := range r.Peer.Rows {
-		measure := fmt.Sprintf("time per tool step, turns of %d tool steps, model instant, noop tool: TAH against LangGraph.js 1.x + SqliteSaver", r.Peer.Steps)
-		setting := fmt.Sprintf("TAH %s; SQLite WAL, synchronous %s", p.Durability, p.Synchronous)
-		if p.NotRun != "" {
-			out = append(out, row{"8", measure, setting, fdur(p.TAHPerStep), "peer not run: " + p.NotRun, "", "", ""})
-			continue
-		}
-		times := float64(p.PeerPerStep) / float64(max(p.TAHPerStep, 1))
-		tgt, verdict := "", ""
-		if p.Synchronous == "NORMAL" {
-			tgt = fmt.Sprintf("≥ %s× less", trimFloat(targetPeerTimes))
-			verdict = metOr(times >= targetPeerTimes, fmt.Sprintf("missed: %s× less", trimFloat(round1(times))))
-		}
-		out = append(out, row{"8", measure, setting, fdur(p.TAHPerStep), "peer: " + fdur(p.PeerPerStep), lessOrMore(times), tgt, verdict})
-	}
-	return out
-}
-
-// lessOrMore says how many times less time TAH took than the peer (times
-// above 1), or more.
-func lessOrMore(times float64) string {
-	if times >= 1 {
-		return trimFloat(round1(times)) + "× less"
-	}
-	return trimFloat(round1(1/max(times, 1e-9))) + "× more"
-}
-
 func (r *Report) failoverRows() []row {
 	const what = "failover: kill -9 of an owner to its sessions going on elsewhere (three nodes)"
 	f := r.Failover

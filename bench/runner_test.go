@@ -113,6 +113,7 @@ func TestConfigValidate(t *testing.T) {
 	for _, edit := range []func(*Config){
 		func(c *Config) { c.Rows = []string{"12"} },
 		func(c *Config) { c.AgentPrompts = 0 },
+		func(c *Config) { c.PeerSessionTurns = 0 },
 		func(c *Config) { c.UISteps = 0 },
 		func(c *Config) { c.ScaleDuration = 0 },
 		func(c *Config) { c.ScaleQuota = 0 },

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/httpx"
@@ -32,7 +33,11 @@ func TestEndlessAnswerIsStoppedAtTheBound(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	p, err := openai.New(llmtest.Config(llm.ProviderOpenAI, srv.URL+"/v1/"), httpx.WithHTTPClient(srv.Client()), httpx.WithAPIKey("sk-test"))
+	cfg := llmtest.Config(llm.ProviderOpenAI, srv.URL+"/v1/")
+	// 32 MiB through the race detector on a busy machine takes more than the
+	// suite's minute: the timeout here only catches a hang.
+	cfg.RequestTimeout = 10 * time.Minute
+	p, err := openai.New(cfg, httpx.WithHTTPClient(srv.Client()), httpx.WithAPIKey("sk-test"))
 	if err != nil {
 		t.Fatal(err)
 	}

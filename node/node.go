@@ -40,6 +40,11 @@ type Options struct {
 	// any node does. The zero value holds a read model, as every node did
 	// before workers.
 	Worker bool
+	// ReadModelCache is how many sessions' folded states the read model
+	// keeps in memory (store.Options.CacheSize, which also sizes its SQLite
+	// page cache; the setting read_model_cache): above the sessions active
+	// at once in the whole cluster. 0 means the store's default (2048).
+	ReadModelCache int
 	// Session is the loop configuration every session runs with.
 	Session session.Config
 	// Provider answers the LLM calls. Required.
@@ -221,7 +226,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("node: read model directory: %w", err)
 		}
-		if n.store, err = openStore(ctx, path, store.Options{Shards: n.bus.Shards()}, log); err != nil {
+		if n.store, err = openStore(ctx, path, store.Options{Shards: n.bus.Shards(), CacheSize: opts.ReadModelCache}, log); err != nil {
 			return nil, err
 		}
 		n.closers = append(n.closers, func(context.Context) error { return n.store.Close() })

@@ -145,13 +145,19 @@ type batch struct {
 	// from are the shards' positions before the batch, to those after it.
 	from, to []uint64
 
-	stepRows, callRows, snapshots, hits, misses, refolded, tailRows int
+	stepRows, callRows, snapshots, hits, misses, refolded, tailRows, statements int
 
 	// tail are the events folded whose rows of the table tail are not
 	// written yet (writeTail).
 	tail []event.Event
 
 	txStmts map[*sql.Stmt]*sql.Stmt
+
+	// The rows of the batch's sessions, gathered across sessions into
+	// statements of rowChunk rows (rowWriter): with many sessions in a
+	// batch, each with a record or two, a session had a statement of one
+	// or two rows in each table.
+	sessions, messages, steps, calls, positions *rowWriter
 }
 
 // stmt is the prepared statement p bound to the batch's transaction, once per
@@ -168,8 +174,24 @@ func (b *batch) stmt(p *sql.Stmt) *sql.Stmt {
 	return ts
 }
 
+// exec runs the prepared statement p in the batch's transaction, and
+// counts it (Stats.Statements; the test hook afterStatement).
+func (b *batch) exec(p *sql.Stmt, args ...any) (sql.Result, error) {
+	res, err := b.stmt(p).ExecContext(b.ctx, args...)
+	if err != nil {
+		return res, err
+	}
+	b.statements++
+	if b.s.afterStatement != nil {
+		err = b.s.afterStatement(b.statements)
+	}
+	return res, err
+}
+
 func (b *batch) run(events []event.Event) error {
 	st := b.s.stmts
+	b.sessions, b.positions = b.rows(st.upsertSessions), b.rows(st.upsertPositions)
+	b.messages, b.steps, b.calls = b.rows(st.upsertMessages), b.rows(st.upsertSteps), b.rows(st.upsertCalls)
 	for i, e := range events {
 		if err := b.done.Err(); err != nil {
 			return err
@@ -197,6 +219,19 @@ func (b *batch) run(events []event.Event) error {
 	if err := b.writeTail(snapshotted); err != nil {
 		return err
 	}
+	// The sessions' rows first, all of them: every other row refers to its
+	// session's (a foreign key), and the rows of several sessions go out
+	// together.
+	for _, e := range b.order {
+		if e.dirty && e.st.ID != "" {
+			if err := b.writeSession(e); err != nil {
+				return fmt.Errorf("session %q: %w", e.id, err)
+			}
+		}
+	}
+	if err := b.sessions.flush(); err != nil {
+		return fmt.Errorf("rows of sessions: %w", err)
+	}
 	for _, e := range b.order {
 		if e.dirty {
 			if err := b.flush(e); err != nil {
@@ -204,13 +239,24 @@ func (b *batch) run(events []event.Event) error {
 			}
 		}
 	}
+	for _, w := range []struct {
+		rows *rowWriter
+		what string
+	}{{b.messages, "messages"}, {b.steps, "steps"}, {b.calls, "tool calls"}} {
+		if err := w.rows.flush(); err != nil {
+			return fmt.Errorf("rows of %s: %w", w.what, err)
+		}
+	}
 	for k, seq := range b.to {
 		if seq == b.from[k] {
 			continue
 		}
-		if _, err := b.stmt(st.upsertPosition).ExecContext(b.ctx, b.s.opts.Consumer, k, int64(seq)); err != nil {
-			return fmt.Errorf("position of shard %d: %w", k, err)
+		if err := b.positions.add(b.s.opts.Consumer, k, int64(seq)); err != nil {
+			return fmt.Errorf("positions: %w", err)
 		}
+	}
+	if err := b.positions.flush(); err != nil {
+		return fmt.Errorf("positions: %w", err)
 	}
 	b.res.Positions = b.to
 	return nil
@@ -292,7 +338,7 @@ func (b *batch) fault(ent *entry, f *projection.Fault) {
 
 // reject records that e was consumed but not folded.
 func (b *batch) reject(ent *entry, e event.Event, cause error) error {
-	if _, err := b.stmt(b.s.stmts.upsertRejection).ExecContext(b.ctx, e.Session, cause.Error()); err != nil {
+	if _, err := b.exec(b.s.stmts.upsertRejection, e.Session, cause.Error()); err != nil {
 		return fmt.Errorf("event %d.%d: %w", e.Seq, e.Index, err)
 	}
 	if ent != nil {
@@ -376,16 +422,15 @@ func (s *Store) snapshotDue(e *entry) bool {
 	return tail >= max(s.opts.SnapshotEvery, e.st.Events/4)
 }
 
-// flush writes the rows of a touched session.
+// flush writes the rows of a touched session but its sessions row (run
+// writes those first): some at once, those of the tables most written
+// gathered with the other sessions' (run writes the rest).
 func (b *batch) flush(e *entry) error {
 	st := &e.st
 	if st.ID == "" {
 		// Never created (only rejected events so far): there is no row to write;
 		// the rejections are in their table.
 		return nil
-	}
-	if err := b.writeSession(e); err != nil {
-		return err
 	}
 	if !maps.Equal(e.labels, st.Labels) {
 		if err := b.writeLabels(e); err != nil {
@@ -414,18 +459,30 @@ func (b *batch) flush(e *entry) error {
 	return nil
 }
 
+// writeSession adds the session's row to the batch's rows of sessions. Its
+// configuration and labels are encoded again only when they changed: they
+// rarely do, and the row is written with every batch that touches the
+// session.
 func (b *batch) writeSession(e *entry) error {
 	st := &e.st
-	cfg, err := json.Marshal(st.Config)
-	if err != nil {
-		return err
+	if !e.rowCodec.valid || e.rowCodec.cfg != st.Config {
+		raw, err := json.Marshal(st.Config)
+		if err != nil {
+			return err
+		}
+		e.rowCodec.cfg, e.rowCodec.cfgJSON = st.Config, string(raw)
 	}
-	labels, err := json.Marshal(st.Labels)
-	if err != nil {
-		return err
+	if !e.rowCodec.valid || !maps.Equal(e.rowCodec.labels, st.Labels) || (e.rowCodec.labels == nil) != (st.Labels == nil) {
+		raw, err := json.Marshal(st.Labels)
+		if err != nil {
+			return err
+		}
+		e.rowCodec.labels, e.rowCodec.labelsJSON = cloneLabels(st.Labels), string(raw)
 	}
+	e.rowCodec.valid = true
 	var fault []byte
 	if st.Fault != nil {
+		var err error
 		if fault, err = json.Marshal(st.Fault); err != nil {
 			return err
 		}
@@ -434,13 +491,12 @@ func (b *batch) writeSession(e *entry) error {
 	if st.Fault != nil {
 		status = st.Fault.Status() // whatever was folded after it
 	}
-	_, err = b.stmt(b.s.stmts.upsertSession).ExecContext(b.ctx,
-		st.ID, string(status), st.Turn, string(cfg), st.ForkedFrom, string(labels),
+	return b.sessions.add(
+		st.ID, string(status), st.Turn, e.rowCodec.cfgJSON, st.ForkedFrom, e.rowCodec.labelsJSON,
 		int64(st.Epoch), st.Node, title(st.Messages), unixNano(st.CreatedAt), unixNano(st.UpdatedAt),
 		int64(st.LastSeq), st.Events, e.rejected, len(st.Messages), len(st.Steps),
 		st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CacheReadTokens, st.Summaries, st.Trims,
 		st.LastOutput, st.LastError, st.LastCode, string(fault), st.AwaitingApproval)
-	return err
 }
 
 // tailChunk is how many rows of the table tail one statement inserts
@@ -472,7 +528,7 @@ func (b *batch) writeTail(skip map[string]bool) error {
 			}
 			args = append(args, e.Session, int64(e.Seq), e.Index, string(e.Type), formatTime(e.Time), int64(e.Epoch), data)
 		}
-		if _, err := b.stmt(st).ExecContext(b.ctx, args...); err != nil {
+		if _, err := b.exec(st, args...); err != nil {
 			return fmt.Errorf("tail of events %d.%d to %d.%d: %w", rows[0].Seq, rows[0].Index, rows[n-1].Seq, rows[n-1].Index, err)
 		}
 		b.tailRows += n
@@ -504,12 +560,12 @@ func (b *batch) writeSnapshot(e *entry) error {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	raw := bytes.TrimSuffix(buf.Bytes(), []byte("\n")) // Encode's newline: the value is Marshal's
-	if _, err := b.stmt(b.s.stmts.upsertSnapshot).ExecContext(b.ctx, st.ID, int64(st.LastSeq), string(raw)); err != nil {
+	if _, err := b.exec(b.s.stmts.upsertSnapshot, st.ID, int64(st.LastSeq), string(raw)); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	// The snapshot holds the whole records up to st.LastSeq (a batch holds
 	// whole records): their events leave the tail.
-	if _, err := b.stmt(b.s.stmts.pruneTail).ExecContext(b.ctx, st.ID, int64(st.LastSeq)); err != nil {
+	if _, err := b.exec(b.s.stmts.pruneTail, st.ID, int64(st.LastSeq)); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	e.snapEvents = st.Events
@@ -518,11 +574,11 @@ func (b *batch) writeSnapshot(e *entry) error {
 }
 
 func (b *batch) writeLabels(e *entry) error {
-	if _, err := b.stmt(b.s.stmts.deleteLabels).ExecContext(b.ctx, e.id); err != nil {
+	if _, err := b.exec(b.s.stmts.deleteLabels, e.id); err != nil {
 		return err
 	}
 	for k, v := range e.st.Labels {
-		if _, err := b.stmt(b.s.stmts.insertLabel).ExecContext(b.ctx, e.id, k, v); err != nil {
+		if _, err := b.exec(b.s.stmts.insertLabel, e.id, k, v); err != nil {
 			return err
 		}
 	}
@@ -546,7 +602,7 @@ func (b *batch) writeMessages(e *entry) error {
 	if i == len(old) && i == len(cur) {
 		return nil
 	}
-	rows := b.rows(b.s.stmts.upsertMessages)
+	rows := b.messages
 	write := func(j int) error {
 		m := &cur[j]
 		var calls any
@@ -572,7 +628,7 @@ func (b *batch) writeMessages(e *entry) error {
 		}
 	} else {
 		if i < len(old) {
-			if _, err := b.stmt(b.s.stmts.deleteMessages).ExecContext(b.ctx, e.id, i); err != nil {
+			if _, err := b.exec(b.s.stmts.deleteMessages, e.id, i); err != nil {
 				return err
 			}
 		}
@@ -581,9 +637,6 @@ func (b *batch) writeMessages(e *entry) error {
 				return err
 			}
 		}
-	}
-	if err := rows.flush(); err != nil {
-		return err
 	}
 	e.msgs = append(e.msgs[:i], cur[i:]...)
 	return nil
@@ -594,7 +647,7 @@ func (b *batch) writeMessages(e *entry) error {
 func (b *batch) writeSteps(e *entry) error {
 	old, cur := e.steps, e.st.Steps
 	if len(cur) < len(old) {
-		if _, err := b.stmt(b.s.stmts.deleteSteps).ExecContext(b.ctx, e.id, len(cur)); err != nil {
+		if _, err := b.exec(b.s.stmts.deleteSteps, e.id, len(cur)); err != nil {
 			return err
 		}
 		old = old[:len(cur)]
@@ -607,7 +660,7 @@ func (b *batch) writeSteps(e *entry) error {
 			}
 		}
 	}
-	rows := b.rows(b.s.stmts.upsertSteps)
+	rows := b.steps
 	for j := from; j < len(cur); j++ {
 		fresh := j >= len(old)
 		if !fresh && stepEqual(&old[j], &cur[j]) {
@@ -651,9 +704,6 @@ func (b *batch) writeSteps(e *entry) error {
 			old[j] = *s
 		}
 	}
-	if err := rows.flush(); err != nil {
-		return err
-	}
 	e.steps = old
 	return nil
 }
@@ -663,7 +713,7 @@ func (b *batch) writeSteps(e *entry) error {
 func (b *batch) writeCalls(e *entry) error {
 	old, cur := e.calls, e.st.ToolCalls
 	if len(cur) < len(old) {
-		if _, err := b.stmt(b.s.stmts.deleteCalls).ExecContext(b.ctx, e.id, len(cur)); err != nil {
+		if _, err := b.exec(b.s.stmts.deleteCalls, e.id, len(cur)); err != nil {
 			return err
 		}
 		old = old[:len(cur)]
@@ -676,7 +726,7 @@ func (b *batch) writeCalls(e *entry) error {
 			}
 		}
 	}
-	rows := b.rows(b.s.stmts.upsertCalls)
+	rows := b.calls
 	for j := from; j < len(cur); j++ {
 		fresh := j >= len(old)
 		if !fresh && callEqual(&old[j], &cur[j]) {
@@ -698,9 +748,6 @@ func (b *batch) writeCalls(e *entry) error {
 			old[j] = *c
 		}
 	}
-	if err := rows.flush(); err != nil {
-		return err
-	}
 	e.calls = old
 	return nil
 }
@@ -710,14 +757,14 @@ func (b *batch) writeCalls(e *entry) error {
 func (b *batch) writeArtifacts(e *entry) error {
 	cur := e.st.Artifacts
 	if len(cur) < e.arts {
-		if _, err := b.stmt(b.s.stmts.deleteArtifacts).ExecContext(b.ctx, e.id, len(cur)); err != nil {
+		if _, err := b.exec(b.s.stmts.deleteArtifacts, e.id, len(cur)); err != nil {
 			return err
 		}
 		e.arts = len(cur)
 	}
 	for j := e.arts; j < len(cur); j++ {
 		a := &cur[j]
-		if _, err := b.stmt(b.s.stmts.upsertArtifact).ExecContext(b.ctx, e.id, j, a.ID, a.Name, a.StepID, a.CallID,
+		if _, err := b.exec(b.s.stmts.upsertArtifact, e.id, j, a.ID, a.Name, a.StepID, a.CallID,
 			a.ContentType, a.Ref.Bucket, a.Ref.Object, a.Ref.Size, a.Ref.SHA256, int64(a.Seq)); err != nil {
 			return err
 		}
@@ -730,14 +777,14 @@ func (b *batch) writeArtifacts(e *entry) error {
 func (b *batch) writeCheckpoints(e *entry) error {
 	cur := e.st.Checkpoints
 	if len(cur) < e.checks {
-		if _, err := b.stmt(b.s.stmts.deleteCheckpoints).ExecContext(b.ctx, e.id, len(cur)); err != nil {
+		if _, err := b.exec(b.s.stmts.deleteCheckpoints, e.id, len(cur)); err != nil {
 			return err
 		}
 		e.checks = len(cur)
 	}
 	for j := e.checks; j < len(cur); j++ {
 		c := &cur[j]
-		if _, err := b.stmt(b.s.stmts.upsertCheckpoint).ExecContext(b.ctx, e.id, j, c.ID, int64(c.UpToSeq),
+		if _, err := b.exec(b.s.stmts.upsertCheckpoint, e.id, j, c.ID, int64(c.UpToSeq),
 			c.Bucket, c.Key, c.Events, int64(c.Seq)); err != nil {
 			return err
 		}
@@ -761,6 +808,7 @@ func (b *batch) count() {
 	c.cacheHits.Add(int64(b.hits))
 	c.cacheMisses.Add(int64(b.misses))
 	c.refolded.Add(int64(b.refolded))
+	c.statements.Add(int64(b.statements))
 }
 
 func jsonOrNil[T any](v *T) (any, error) {
@@ -778,7 +826,9 @@ func jsonOrNil[T any](v *T) (any, error) {
 // time, the rest in one statement at the end: a statement a row spent
 // more in the driver than SQLite spent on the row. The rows of one writer
 // have distinct keys (an upsert of several rows cannot change one row
-// twice).
+// twice): a batch writes each row of a session once, and a row that a
+// session deletes (deleteMessages...) is deleted before the rows that
+// replace it are added.
 type rowWriter struct {
 	b     *batch
 	byN   []*sql.Stmt // the upsert of n rows at index n
@@ -810,7 +860,7 @@ func (w *rowWriter) flush() error {
 	if len(w.args) == 0 {
 		return nil
 	}
-	_, err := w.b.stmt(w.byN[len(w.args)/w.width]).ExecContext(w.b.ctx, w.args...)
+	_, err := w.b.exec(w.byN[len(w.args)/w.width], w.args...)
 	w.args = w.args[:0]
 	return err
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"container/list"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 )
@@ -36,6 +37,15 @@ type entry struct {
 	// newFault: the state's Fault was set by the current batch, and is in no
 	// snapshot yet.
 	newFault bool
+	// rowCodec keeps the JSON of the session row's configuration and labels
+	// with the values it encodes (writeSession).
+	rowCodec struct {
+		valid      bool
+		cfg        event.Config
+		cfgJSON    string
+		labels     map[string]string
+		labelsJSON string
+	}
 
 	elem *list.Element
 }

@@ -11,14 +11,14 @@ import (
 // stmts are the writer's statements, prepared once at Open: Apply runs them
 // thousands of times per second and parsing SQL would dominate.
 type stmts struct {
-	insertTail, insertTailChunk, pruneTail, upsertRejection  *sql.Stmt
-	upsertSession, upsertSnapshot, deleteLabels, insertLabel *sql.Stmt
-	deleteMessages, deleteSteps, deleteCalls                 *sql.Stmt
+	insertTail, insertTailChunk, pruneTail, upsertRejection *sql.Stmt
+	upsertSnapshot, deleteLabels, insertLabel               *sql.Stmt
+	deleteMessages, deleteSteps, deleteCalls                *sql.Stmt
 	// The upserts of n rows at once (rowsOf), at index n, 1 to rowChunk.
-	upsertMessages, upsertSteps, upsertCalls            []*sql.Stmt
-	upsertArtifact, deleteArtifacts                     *sql.Stmt
-	upsertCheckpoint, deleteCheckpoints, upsertPosition *sql.Stmt
-	all                                                 []*sql.Stmt
+	upsertSessions, upsertMessages, upsertSteps, upsertCalls, upsertPositions []*sql.Stmt
+	upsertArtifact, deleteArtifacts                                           *sql.Stmt
+	upsertCheckpoint, deleteCheckpoints                                       *sql.Stmt
+	all                                                                       []*sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
@@ -32,20 +32,6 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.pruneTail, `DELETE FROM tail WHERE session_id = ? AND seq <= ?`},
 		{&s.upsertRejection, `INSERT INTO rejections (session_id, count, last_error) VALUES (?, 1, ?)
 			ON CONFLICT (session_id) DO UPDATE SET count = rejections.count + 1, last_error = excluded.last_error`},
-		{&s.upsertSession, `INSERT INTO sessions (id, status, turn, config, forked_from, labels, epoch, node, title,
-				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
-				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code, fault,
-				awaiting_approval)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET status = excluded.status, turn = excluded.turn, config = excluded.config,
-				forked_from = excluded.forked_from, labels = excluded.labels, epoch = excluded.epoch,
-				node = excluded.node, title = excluded.title, created_at = excluded.created_at,
-				updated_at = excluded.updated_at, last_seq = excluded.last_seq, events = excluded.events,
-				rejected = excluded.rejected, message_count = excluded.message_count,
-				step_count = excluded.step_count, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
-				tokens_cache_read = excluded.tokens_cache_read, summaries = excluded.summaries,
-				trims = excluded.trims, last_output = excluded.last_output, last_error = excluded.last_error,
-				last_code = excluded.last_code, fault = excluded.fault, awaiting_approval = excluded.awaiting_approval`},
 		{&s.upsertSnapshot, `INSERT INTO snapshots (session_id, seq, state) VALUES (?, ?, ?)
 			ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, state = excluded.state`},
 		{&s.deleteLabels, `DELETE FROM session_labels WHERE session_id = ?`},
@@ -59,8 +45,6 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.upsertCheckpoint, `INSERT OR REPLACE INTO checkpoints (session_id, idx, id, up_to_seq, bucket, key, events, seq)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`},
 		{&s.deleteCheckpoints, `DELETE FROM checkpoints WHERE session_id = ? AND idx >= ?`},
-		{&s.upsertPosition, `INSERT INTO positions (consumer, shard, seq) VALUES (?, ?, ?)
-			ON CONFLICT (consumer, shard) DO UPDATE SET seq = max(positions.seq, excluded.seq)`},
 	} {
 		st, err := db.PrepareContext(ctx, p.sql)
 		if err != nil {
@@ -74,9 +58,11 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		dst *[]*sql.Stmt
 		sql string
 	}{
+		{&s.upsertSessions, sessionUpsert},
 		{&s.upsertMessages, messageUpsert},
 		{&s.upsertSteps, stepUpsert},
 		{&s.upsertCalls, callUpsert},
+		{&s.upsertPositions, positionUpsert},
 	} {
 		*p.dst = make([]*sql.Stmt, rowChunk+1)
 		for n := 1; n <= rowChunk; n++ {
@@ -119,9 +105,25 @@ func tailValues(n int) string {
 	return strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }
 
-// The upserts of the rows Apply rewrites most (their VALUES hold one row;
-// rowsOf makes them take several).
+// The upserts of the rows Apply rewrites in every batch (their VALUES hold
+// one row; rowsOf makes them take several).
 const (
+	sessionUpsert = `INSERT INTO sessions (id, status, turn, config, forked_from, labels, epoch, node, title,
+				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
+				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code, fault,
+				awaiting_approval)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET status = excluded.status, turn = excluded.turn, config = excluded.config,
+				forked_from = excluded.forked_from, labels = excluded.labels, epoch = excluded.epoch,
+				node = excluded.node, title = excluded.title, created_at = excluded.created_at,
+				updated_at = excluded.updated_at, last_seq = excluded.last_seq, events = excluded.events,
+				rejected = excluded.rejected, message_count = excluded.message_count,
+				step_count = excluded.step_count, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
+				tokens_cache_read = excluded.tokens_cache_read, summaries = excluded.summaries,
+				trims = excluded.trims, last_output = excluded.last_output, last_error = excluded.last_error,
+				last_code = excluded.last_code, fault = excluded.fault, awaiting_approval = excluded.awaiting_approval`
+	positionUpsert = `INSERT INTO positions (consumer, shard, seq) VALUES (?, ?, ?)
+			ON CONFLICT (consumer, shard) DO UPDATE SET seq = max(positions.seq, excluded.seq)`
 	messageUpsert = `INSERT INTO messages (session_id, idx, role, content, tool_calls, tool_call_id, name, is_error, summary)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id, idx) DO UPDATE SET role = excluded.role, content = excluded.content,

@@ -67,6 +67,7 @@ type Options struct {
 	// snapshot and the tail of its events, so this only bounds memory and speed:
 	// set it above the number of sessions active at once. Default 2048 (a few
 	// kilobytes to a few hundred each, by the length of their histories).
+	// SQLite's page cache of the writer follows it (PageCacheKB).
 	CacheSize int
 	// SnapshotEvery is the fewest events between two snapshots of a session's
 	// state. The gap also grows with the session (a quarter of its events), so
@@ -76,6 +77,24 @@ type Options struct {
 	// Readers is the size of the read connection pool. Default 4.
 	Readers int
 }
+
+// PageCacheKB is the size of the writer's SQLite page cache for a state
+// cache of sessions sessions (Options.CacheSize): 8 KiB a session (the
+// leaves of its rows in each table a batch writes), at least 8 MiB, at most
+// 256 MiB. With SQLite's default (2 MiB) a batch of a few hundred sessions
+// read most of its pages again from the file, and spilled its dirty pages
+// to the WAL before its commit.
+func PageCacheKB(sessions int) int {
+	return min(max(8*sessions, 8<<10), 256<<10)
+}
+
+// walAutocheckpoint is the WAL's size, in pages, at which a commit copies
+// it back into the database (SQLite's wal_autocheckpoint; its default is
+// 1000). A batch of a few hundred sessions writes hundreds of pages, so at
+// 1000 a checkpoint came every other batch, writing the same hot pages
+// (and an fsync) each time; at 4096 (16 MiB of WAL) they are written once
+// for several batches.
+const walAutocheckpoint = 4096
 
 // DefaultConsumer is the name of the positions Apply advances when
 // Options.Consumer is empty.
@@ -135,7 +154,10 @@ type Store struct {
 	// checking the change bounds against full comparisons (off in production).
 	applyFn    func(*projection.State, event.Event) error
 	afterEvent func(i int) error
-	verify     bool
+	// afterStatement is called after the n-th statement of a batch (nil in
+	// production).
+	afterStatement func(n int) error
+	verify         bool
 }
 
 // Open opens (creating it and its directory if needed) the read model at path
@@ -182,8 +204,16 @@ func openFile(ctx context.Context, abs string, opts Options) (*handles, error) {
 	// which is harmless here: the position is committed with the rows, so the
 	// projector simply consumes those events again. _txlock=immediate takes the
 	// write lock at BEGIN, so a transaction never fails half-way on a lock upgrade.
+	// temp_store=memory keeps the statement journals (which SQLite writes for
+	// a statement of several rows, to undo it alone) in memory: past 64 KiB
+	// one went to a temporary file, and every later statement of the
+	// transaction wrote its pages there, a system call each (a fifth of a
+	// batch's CPU). The page cache and the checkpoints: PageCacheKB,
+	// walAutocheckpoint.
 	base := "file:" + escapePath(abs) + "?_pragma=busy_timeout(5000)&_pragma=foreign_keys(1)"
-	w, err := sql.Open("sqlite", base+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	w, err := sql.Open("sqlite", base+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_pragma=temp_store(memory)"+
+		fmt.Sprintf("&_pragma=cache_size(-%d)&_pragma=wal_autocheckpoint(%d)", PageCacheKB(opts.CacheSize), walAutocheckpoint)+
+		"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", abs, err)
 	}
@@ -298,12 +328,16 @@ type Stats struct {
 	// Refolded counts events folded again to load a state missing from the cache
 	// (the tail after its snapshot).
 	Refolded int64
+	// Statements counts the SQL statements the committed batches wrote
+	// with: the rows of several sessions share one where they can.
+	Statements int64
 }
 
 type statsCounters struct {
 	batches, applied, skipped, rejected            atomic.Int64
 	messageRows, stepRows, toolCallRows, snapshots atomic.Int64
 	cacheHits, cacheMisses, refolded, tailRows     atomic.Int64
+	statements                                     atomic.Int64
 }
 
 // Stats returns the counters.
@@ -313,6 +347,6 @@ func (s *Store) Stats() Stats {
 		Batches: c.batches.Load(), Applied: c.applied.Load(), Skipped: c.skipped.Load(), Rejected: c.rejected.Load(),
 		MessageRows: c.messageRows.Load(), StepRows: c.stepRows.Load(), ToolCallRows: c.toolCallRows.Load(),
 		Snapshots: c.snapshots.Load(), CacheHits: c.cacheHits.Load(), CacheMisses: c.cacheMisses.Load(),
-		Refolded: c.refolded.Load(), TailRows: c.tailRows.Load(),
+		Refolded: c.refolded.Load(), TailRows: c.tailRows.Load(), Statements: c.statements.Load(),
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -36,11 +37,14 @@ func (g *Gateway) prompt(inst *instance, r micro.Request) {
 		return
 	}
 	data := append([]byte(nil), r.Data()...)
+	// The caller's W3C trace context goes on with the input: the turn's
+	// span is its child (a malformed one is ignored).
+	trace := telemetry.ParentOf(telemetry.Extract(context.Background(), nats.Header(r.Headers())))
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
 		defer func() { <-g.sem }()
-		g.admit(inst, reply, data)
+		g.admit(inst, reply, data, trace)
 	}()
 }
 
@@ -48,8 +52,8 @@ func (g *Gateway) prompt(inst *instance, r micro.Request) {
 // created (the controller) or checked (404), the ack (and, from the
 // controller, the session's id), then the run stored with the caller's
 // reply subject, to be answered as a stream by whichever node works on it.
-func (g *Gateway) admit(inst *instance, reply string, data []byte) {
-	ctx, cancel := context.WithTimeout(context.Background(), admitTimeout)
+func (g *Gateway) admit(inst *instance, reply string, data []byte, trace telemetry.Parent) {
+	ctx, cancel := context.WithTimeout(trace.Context(context.Background()), admitTimeout)
 	defer cancel()
 	env, err := ParseRequest(data)
 	var text string

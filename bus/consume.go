@@ -41,6 +41,15 @@ type InputMsg struct {
 	keepStop func() // the running KeepAlive's stop, if any
 }
 
+// Header is the input message's NATS headers, as the client sent them (a
+// W3C traceparent, say): read them as a stranger's.
+func (m *InputMsg) Header() nats.Header {
+	if m.msg == nil {
+		return nil
+	}
+	return m.msg.Headers()
+}
+
 // settle stops a running KeepAlive: the message is being acked, nakked or
 // terminated.
 func (m *InputMsg) settle() {

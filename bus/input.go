@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -25,6 +26,7 @@ func (b *Bus) PublishInput(ctx context.Context, sid string, in wire.Input) (stri
 	if err != nil {
 		return "", err
 	}
+	telemetry.Inject(ctx, m.Header) // the caller's trace goes on in the turn (W3C headers)
 	if _, err := natsx.PublishRetrying(ctx, b.js, m, nil); err != nil {
 		return "", fmt.Errorf("publish input %s for session %s: %w", id, sid, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -31,6 +32,7 @@ func (c *Client) Publish(ctx context.Context, sid string, in wire.Input) (string
 	if err != nil {
 		return "", fmt.Errorf("%s input for %s: %w", in.Command, sid, err)
 	}
+	telemetry.Inject(ctx, m.Header) // the caller's trace goes on in the turn (W3C headers)
 	return id, c.publish(ctx, sid, id, m)
 }
 
@@ -107,6 +109,7 @@ func (c *Client) await(ctx context.Context, sid string, in wire.Input) (wire.Out
 	if err != nil {
 		return wire.Outcome{}, fmt.Errorf("%s input for %s: %w", in.Command, sid, err)
 	}
+	telemetry.Inject(ctx, m.Header) // the caller's trace goes on in the turn (W3C headers)
 	a := asked{sid: sid, inputID: id, command: in.Command}
 	replies, errs := make(chan *nats.Msg, 4), make(chan *nats.Msg, 16)
 	subs, err := c.subscribe(ctx, map[string]chan *nats.Msg{in.ReplyTo: replies, wire.ErrorSubject(sid): errs})

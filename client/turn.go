@@ -10,6 +10,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -96,6 +97,7 @@ func (c *Client) startTurn(ctx context.Context, sid string, in wire.Input, opts 
 	if err != nil {
 		return nil, fmt.Errorf("%s input for %s: %w", in.Command, sid, err)
 	}
+	telemetry.Inject(ctx, m.Header) // the caller's trace goes on in the turn (W3C headers)
 	t := c.newTurn(asked{sid: sid, inputID: id, command: in.Command}, in.ReplyTo, opts)
 	// Everything the input causes is listened to before it is published. A
 	// run's turn is known in the log by its input id, so a run that is asked

@@ -63,6 +63,9 @@ type Config struct {
 	Tools     Tools `json:"tools"`
 	// Agents serves the sessions as agents of the Synadia Agent Protocol.
 	Agents Agents `json:"agents"`
+	// Tracing exports OpenTelemetry traces of the turns (docs/operations.md,
+	// Tracing); the standard OTEL_* variables apply too.
+	Tracing Tracing `json:"tracing"`
 	// HTTP is the address of /metrics, /healthz and the web UI; empty turns
 	// them off. The UI asks for a login when it is not loopback.
 	HTTP string `json:"http"`
@@ -169,6 +172,23 @@ type Agents struct {
 type Tools struct {
 	// Builtin offers the built-in file tools (list_files, read_file, and
 	// write_file with Write). Off: the node offers only remote tools, such as
+// Tracing configures the OpenTelemetry traces (telemetry/otlp). Off by
+// default; OTEL_TRACES_EXPORTER=otlp turns it on too, and the exporter reads
+// the OTEL_EXPORTER_OTLP_* variables.
+type Tracing struct {
+	// Enabled exports traces over OTLP.
+	Enabled bool `json:"enabled"`
+	// Protocol is "http/protobuf" or "grpc"; empty: OTEL_EXPORTER_OTLP_PROTOCOL,
+	// else "http/protobuf".
+	Protocol string `json:"protocol,omitempty"`
+	// Endpoint is the collector (http://host:4318, host:4317 for gRPC); empty:
+	// OTEL_EXPORTER_OTLP_ENDPOINT, else localhost.
+	Endpoint string `json:"endpoint,omitempty"`
+	// CaptureContent puts messages, answers, tool arguments and results on
+	// the spans: off by default, they may hold anything.
+	CaptureContent bool `json:"capture_content,omitempty"`
+}
+
 	// an MCP filesystem server's in their place.
 	Builtin bool `json:"builtin"`
 	// Root is the directory list_files and read_file may read. The data
@@ -310,6 +330,10 @@ func (c *Config) env() []setting {
 		{"TAH_LOG_FORMAT", "log-format", "log_format", "text or json", strVar(&c.LogFormat)},
 	}
 }
+		{"TAH_TRACING", "tracing", "tracing.enabled", "export OpenTelemetry traces of the turns over OTLP (the OTEL_* variables apply too)", boolVar(&c.Tracing.Enabled)},
+		{"TAH_TRACING_ENDPOINT", "tracing-endpoint", "tracing.endpoint", "OTLP collector (http://host:4318; host:4317 for grpc; empty: OTEL_EXPORTER_OTLP_ENDPOINT)", strVar(&c.Tracing.Endpoint)},
+		{"TAH_TRACING_PROTOCOL", "tracing-protocol", "tracing.protocol", "http/protobuf or grpc (empty: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)", strVar(&c.Tracing.Protocol)},
+		{"TAH_TRACING_CAPTURE_CONTENT", "tracing-capture-content", "tracing.capture_content", "put messages, answers and tool arguments and results on the spans (off: they may hold anything)", boolVar(&c.Tracing.CaptureContent)},
 
 type setting struct {
 	env, flag, key, usage string
@@ -465,6 +489,11 @@ func (c Config) Validate() error {
 		v       Duration
 		example string
 	}{
+	switch c.Tracing.Protocol {
+	case "", "http/protobuf", "grpc":
+	default:
+		bad("tracing.protocol", "%q (use http/protobuf or grpc)", c.Tracing.Protocol)
+	}
 		{"agent.idle_timeout", c.Agent.IdleTimeout, "5m, or 0 for the default"},
 		{"nats.input_ack_wait", c.NATS.InputAckWait, "8s, or 0 for the default"},
 		{"nats.node_ttl", c.NATS.NodeTTL, "5s, or 0 for the default"},

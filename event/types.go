@@ -220,6 +220,17 @@ type TurnStartedData struct {
 	// subject (an agent protocol prompt): whichever node works on the turn
 	// streams to it. Older nodes ignore it (they answer nobody).
 	Caller *Caller `json:"caller,omitempty"`
+	// Trace is the W3C trace context of the turn's span (its parent a
+	// client's traceparent, when the input carried one): a node that works
+	// on the turn later (an approval, a resume after its owner died)
+	// continues the same trace. Absent when tracing was off.
+	Trace *TraceContext `json:"trace,omitempty"`
+}
+
+// TraceContext is a W3C trace context as its two headers carry it.
+type TraceContext struct {
+	Traceparent string `json:"traceparent"`
+	Tracestate  string `json:"tracestate,omitempty"`
 }
 
 // Caller is who waits for a turn's answer, and how: Protocol names the

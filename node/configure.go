@@ -52,6 +52,7 @@ func Configure(cfg config.Config) (Options, error) {
 	opts := Options{
 		Bus:                BusConfig(cfg),
 		Session:            sessionConfig(cfg),
+		Tracing:            tracingConfig(cfg),
 		Provider:           provider,
 		Tools:              reg,
 		ToolOptions:        tools.Options{Timeout: time.Duration(cfg.Tools.Timeout)},

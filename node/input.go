@@ -12,6 +12,7 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -51,7 +52,10 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		maxSteps = m.Options.MaxSteps
 	}
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision,
-		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle, Done: func(o session.Outcome) {
+		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle,
+		// The client's trace context, parsed (a malformed one is dropped).
+		Trace: telemetry.ParentOf(telemetry.Extract(ctx, m.Header())),
+		Done: func(o session.Outcome) {
 			v := settle(o)
 			m := n.inflight.done(m.Seq, v.putBack == 0)
 			switch {

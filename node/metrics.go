@@ -38,6 +38,8 @@ import (
 //	tah_read_model_problems_total              events stored but not folded into the read model
 //	tah_read_model_rebuilds_total              read models set aside (damaged, unwritable) and rebuilt from the log
 //	tah_jetstream_restarts_total               times the embedded server's JetStream was started again after a write failure
+//	gen_ai_client_token_usage{...}             GenAI semantic conventions: tokens of one LLM call, by gen_ai_token_type
+//	gen_ai_client_operation_duration_seconds{...}  GenAI semantic conventions: one LLM call, error_type set on a failure
 //
 // plus the Go runtime's and the process's collectors.
 type Metrics struct {
@@ -52,6 +54,10 @@ type Metrics struct {
 	toolDuration  *prometheus.HistogramVec
 	errors        *prometheus.CounterVec
 	claimNotices  *prometheus.CounterVec
+	// The GenAI semantic conventions' client metrics, as Prometheus names
+	// them (gen_ai.client.token.usage, gen_ai.client.operation.duration).
+	genaiTokens   *prometheus.HistogramVec
+	genaiDuration *prometheus.HistogramVec
 }
 
 func newMetrics(n *Node) *Metrics {
@@ -82,9 +88,18 @@ func newMetrics(n *Node) *Metrics {
 		claimNotices: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tah_claim_notices_total",
 			Help: "Claim notices (wire.ClaimNotice): sent to the previous owner of a session this node claimed, and received from a node that claimed one of this node's."},
 			[]string{"direction"}),
+		genaiTokens: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gen_ai_client_token_usage",
+			Help: "GenAI semantic conventions: tokens of one LLM call, by token type (input, output).",
+			// The conventions' advised boundaries.
+			Buckets: []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864}},
+			[]string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gen_ai_response_model", "gen_ai_token_type"}),
+		genaiDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "gen_ai_client_operation_duration_seconds",
+			Help:    "GenAI semantic conventions: duration of one LLM call; error_type is set when it failed.",
+			Buckets: []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}},
+			[]string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model", "gen_ai_response_model", "error_type"}),
 	}
 	m.reg.MustRegister(m.turns, m.turnDuration, m.inputs, m.inputsRefused, m.steps, m.llmDuration, m.tokens,
-		m.toolDuration, m.errors, m.claimNotices,
+		m.toolDuration, m.errors, m.claimNotices, m.genaiTokens, m.genaiDuration,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_sessions_active", Help: "Session actors alive on this node."},
 			func() float64 {
@@ -198,7 +213,7 @@ func (m *Metrics) toolCall(r toolrunner.CallResult) {
 	m.toolDuration.WithLabelValues(r.Call.Name, outcome).Observe(r.Duration.Seconds())
 }
 
-func (m *Metrics) llmCall(provider string, resp llm.Response, err error, d time.Duration) {
+func (m *Metrics) llmCall(provider, model string, resp llm.Response, err error, d time.Duration) {
 	m.steps.WithLabelValues("llm").Inc()
 	outcome := "ok"
 	switch {
@@ -209,7 +224,14 @@ func (m *Metrics) llmCall(provider string, resp llm.Response, err error, d time.
 		m.errors.WithLabelValues("llm").Inc()
 	}
 	m.llmDuration.WithLabelValues(provider, outcome).Observe(d.Seconds())
+	errorType := ""
+	if err != nil {
+		errorType = outcome // cancelled or error: a low-cardinality kind, never the message
+	}
+	m.genaiDuration.WithLabelValues("chat", provider, model, resp.Model, errorType).Observe(d.Seconds())
 	if err == nil {
+		m.genaiTokens.WithLabelValues("chat", provider, model, resp.Model, "input").Observe(float64(resp.Usage.InputTokens))
+		m.genaiTokens.WithLabelValues("chat", provider, model, resp.Model, "output").Observe(float64(resp.Usage.OutputTokens))
 		u := resp.Usage
 		m.tokens.WithLabelValues(provider, "input").Add(float64(u.InputTokens))
 		m.tokens.WithLabelValues(provider, "output").Add(float64(u.OutputTokens))
@@ -243,7 +265,7 @@ func (p *measuredProvider) Name() string { return p.p.Name() }
 func (p *measuredProvider) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
 	start := time.Now()
 	resp, err := p.p.Generate(ctx, req)
-	p.m.llmCall(p.p.Name(), resp, err, time.Since(start))
+	p.m.llmCall(p.p.Name(), req.Model, resp, err, time.Since(start))
 	return resp, err
 }
 
@@ -255,7 +277,7 @@ type measuredStreamer struct {
 func (p *measuredStreamer) Stream(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
 	start := time.Now()
 	resp, err := p.s.Stream(ctx, req, onDelta)
-	p.m.llmCall(p.s.Name(), resp, err, time.Since(start))
+	p.m.llmCall(p.s.Name(), req.Model, resp, err, time.Since(start))
 	return resp, err
 }
 

@@ -16,9 +16,12 @@ import (
 	"github.com/tah-dev/tah/agents"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/buildinfo"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/store"
+	"github.com/tah-dev/tah/telemetry"
+	"github.com/tah-dev/tah/telemetry/otlp"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/artifacts"
 	"github.com/tah-dev/tah/tools/remote"
@@ -45,8 +48,12 @@ type Options struct {
 	// page cache; the setting read_model_cache): above the sessions active
 	// at once in the whole cluster. 0 means the store's default (2048).
 	ReadModelCache int
-	// Session is the loop configuration every session runs with.
+	// Session is the loop configuration every session runs with. With no
+	// Session.Tracing, Start sets tracing up from Tracing.
 	Session session.Config
+	// Tracing turns OpenTelemetry traces of the turns on (telemetry/otlp; the
+	// OTEL_* variables apply too); the zero value leaves them to those.
+	Tracing otlp.Config
 	// Provider answers the LLM calls. Required.
 	Provider llm.Provider
 	// Tools are the tools offered to the model; nil offers none (unless
@@ -107,6 +114,7 @@ type Node struct {
 	log      *slog.Logger
 	bus      *bus.Bus
 	store    *store.Store              // nil on a worker
+	tracing  *telemetry.Tracing        // the spans of the turns' work
 	proj     atomic.Pointer[Projector] // swapped by PauseReadModel; nil on a worker
 	onClaim  func(sid string, epoch uint64)
 	sessions *session.Manager
@@ -246,6 +254,17 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	scfg.Active = n.sessionActive
 	scfg.Claimed = n.tellPrevious
+	if scfg.Tracing == nil {
+		tr, err := otlp.Start(ctx, opts.Tracing, otlp.Resource{NodeID: scfg.Node, Version: buildinfo.Read().Version}, os.LookupEnv)
+		if err != nil {
+			return nil, fmt.Errorf("node: tracing: %w", err)
+		}
+		// Closed after the sessions (closers run last first): their spans
+		// are flushed.
+		n.closers = append(n.closers, tr.Shutdown)
+		scfg.Tracing = tr
+	}
+	n.tracing = scfg.Tracing
 	tc, err := n.toolConfig(opts)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/config"
+	"github.com/tah-dev/tah/telemetry/otlp"
 	"github.com/tah-dev/tah/tools/builtin"
 	"github.com/tah-dev/tah/tools/mcp"
 )
@@ -124,6 +125,12 @@ func sessionConfig(c config.Config) session.Config {
 }
 
 // builtinTools is the configuration of the built-in tools: confined to the
+// tracingConfig is the node's OpenTelemetry export (telemetry/otlp).
+func tracingConfig(c config.Config) otlp.Config {
+	return otlp.Config{Enabled: c.Tracing.Enabled, Protocol: c.Tracing.Protocol, Endpoint: c.Tracing.Endpoint,
+		CaptureContent: c.Tracing.CaptureContent}
+}
+
 // tools root, refusing the data directory and the deny list inside it.
 func builtinTools(c config.Config) builtin.Config {
 	return builtin.Config{Root: c.Tools.Root, Write: c.Tools.Write,

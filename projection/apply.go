@@ -143,7 +143,7 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("turn %d does not follow turn %d: %w", d.Turn, s.Turn, ErrInconsistent)
 		}
 		s.Turn, s.TurnLLMCalls, s.TurnUsage, s.TurnCompactTried, s.LastInputID = d.Turn, 0, llm.Usage{}, false, d.InputID
-		s.TurnMaxSteps, s.TurnCaller = d.MaxSteps, d.Caller
+		s.TurnMaxSteps, s.TurnCaller, s.TurnTrace = d.MaxSteps, d.Caller, d.Trace
 		if d.InputID != "" {
 			if len(s.RecentInputs) >= RecentInputsKept {
 				s.RecentInputs = slices.Delete(s.RecentInputs, 0, len(s.RecentInputs)-RecentInputsKept+1)

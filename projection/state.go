@@ -163,6 +163,9 @@ type State struct {
 	// TurnCaller is who waits for the current (or last) turn's answer as a
 	// stream (turn.started caller), nil for nobody.
 	TurnCaller *event.Caller `json:"turn_caller,omitempty"`
+	// TurnTrace is the trace context of the current (or last) turn's span
+	// (turn.started trace), nil when tracing was off.
+	TurnTrace *event.TraceContext `json:"turn_trace,omitempty"`
 	// TurnLLMCalls counts the LLM steps of the current turn, for maxSteps.
 	TurnLLMCalls int `json:"turn_llm_calls"`
 	// TurnCompactTried is true once the current turn attempted auto-compaction.

@@ -13,6 +13,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -68,7 +69,11 @@ type Command struct {
 	// IfIdle, on a run, refuses it with ErrBusy when the session runs or
 	// waits on a turn, or has commands queued, instead of queueing it.
 	IfIdle bool
-	Done   func(Outcome)
+	// Trace, on a run, is the caller's trace context (the input's W3C
+	// headers): the turn's span is its child. Empty: the turn's span starts
+	// a trace of its own.
+	Trace telemetry.Parent
+	Done  func(Outcome)
 
 	// busyOnArrival marks an IfIdle run queued while the session loaded
 	// behind other commands (refuseBusy).

@@ -80,12 +80,14 @@ func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) 
 func summarise(ctx context.Context, a *AgentContext, plan projection.CompactionPlan) (string, event.CompactionCall, error) {
 	call := event.CompactionCall{StepID: a.NewStepID("llm")}
 	begin := a.now()
-	resp, err := llm.Run(ctx, a.Provider, plan.Request, func(llm.Delta) {})
+	cctx, span := chatSpan(ctx, a, call.StepID, plan.Request, true)
+	resp, err := llm.Run(cctx, a.Provider, plan.Request, func(llm.Delta) {})
 	call.DurationMS = a.now().Sub(begin).Milliseconds()
 	call.Model, call.Usage = resp.Model, resp.Usage
 	if err == nil {
 		err = projection.CheckSummary(resp)
 	}
+	endChat(span, a, resp, err)
 	if err != nil {
 		return "", call, err
 	}

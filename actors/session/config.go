@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/telemetry"
 )
 
 // Config is the loop configuration in force for a session: the specification's
@@ -47,6 +48,10 @@ type Config struct {
 	// in the goroutine that claims (the first work after a load) and must
 	// not block.
 	Claimed func(sid string, epoch uint64, prevNode string, prevEpoch uint64)
+	// Tracing makes the spans of the work on turns (trace.go); nil: none.
+	Tracing *telemetry.Tracing
+	// AgentName names the agent in traces (gen_ai.agent.name); empty: "tah".
+	AgentName string
 }
 
 // DefaultMaxSteps is the specification's default maxSteps.

@@ -9,6 +9,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/telemetry"
 )
 
 // Loop drives a turn that has begun (its turn.started is in the state) until it
@@ -121,8 +122,17 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 		}
 	}
 	begin := a.now()
-	resp, err := llm.Run(ctx, a.Provider, req, func(d llm.Delta) { a.Delta(ctx, stepID, d) })
+	cctx, span := chatSpan(ctx, a, stepID, req, false)
+	first := true
+	resp, err := llm.Run(cctx, a.Provider, req, func(d llm.Delta) {
+		if first && span.IsRecording() {
+			first = false
+			span.SetAttributes(telemetry.KeyTTFT.Int64(a.now().Sub(begin).Milliseconds()))
+		}
+		a.Delta(ctx, stepID, d)
+	})
 	took := a.now().Sub(begin).Milliseconds()
+	endChat(span, a, resp, err)
 	if err != nil {
 		return failStep(ctx, a, stepID, err, took)
 	}
@@ -202,7 +212,9 @@ func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error 
 // turn; only when the owner stops (or lost the session) does a stopped call
 // keep no result, for the next owner to look up.
 func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall) error {
-	results, err := runCalls(ctx, a, ids, calls)
+	spans := toolSpans(ctx, a, ids, calls)
+	results, err := runCalls(ctx, a, ids, calls, spanContexts(spans))
+	endTools(spans, a, results)
 	if err != nil {
 		return err
 	}
@@ -226,13 +238,16 @@ func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.To
 // turn.started. They are staged: the turn's first write (its first
 // llm.started, or how it ended) carries them. A crash before it leaves the
 // input to be delivered again, and the turn starts again.
-func BeginTurn(_ context.Context, a *AgentContext, msg llm.Message, inputID string, maxSteps int, caller *event.Caller) error {
+func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID string, maxSteps int, caller *event.Caller) error {
 	for _, c := range projection.DanglingCalls(a.State().Messages) {
 		if err := a.Stage(event.ToolFinished, toolFinished("", settled(c, event.CodeNotExecuted, projection.NotExecutedOutput))); err != nil {
 			return err
 		}
 	}
-	return a.Stage(event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: maxSteps, Caller: caller})
+	// The span ctx holds (the work's, when tracing) is the turn's: recorded,
+	// so that the work on the turn elsewhere and later joins its trace.
+	return a.Stage(event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: maxSteps, Caller: caller,
+		Trace: turnTrace(ctx)})
 }
 
 // PrepareResume settles what a previous owner left open, so that the loop can

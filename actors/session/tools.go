@@ -8,6 +8,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tah-dev/tah/actors/toolrunner"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
@@ -115,8 +117,8 @@ func (t *Tools) Runner(name string) string { return tools.RunnerIn(t.catalog, na
 // actor's Receive. It returns one result per call, in call order. Cancelling
 // ctx reaches every running tool at once; a cancelled call's result has code
 // event.CodeCancelled. Failures are results, never an error.
-func (t *Tools) Execute(ctx context.Context, sid string, calls []llm.ToolCall) []toolrunner.CallResult {
-	res, err := t.runner.Execute(ctx, toolrunner.ExecuteBatch{Session: sid, Calls: calls})
+func (t *Tools) Execute(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext) []toolrunner.CallResult {
+	res, err := t.runner.Execute(ctx, toolrunner.ExecuteBatch{Session: sid, Calls: calls, Spans: spans})
 	if err == nil {
 		return res.Results
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tah-dev/tah/actors/toolrunner"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -87,8 +89,8 @@ func lastOffered(st *projection.State) []string {
 // ServiceWait (one wait for the whole batch), and runs when the service is
 // back; one still waiting then ends with code tool_unavailable, and one a
 // cancel stops while it waits, cancelled.
-func runCalls(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall) ([]toolrunner.CallResult, error) {
-	results := a.Tools.Execute(ctx, a.Session, calls)
+func runCalls(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall, spans []trace.SpanContext) ([]toolrunner.CallResult, error) {
+	results := a.Tools.Execute(ctx, a.Session, calls, spans)
 	w := a.Tools.waiter
 	if w == nil {
 		return results, nil
@@ -123,7 +125,7 @@ func runCalls(ctx context.Context, a *AgentContext, ids []string, calls []llm.To
 		// One tool's wait at a time: the others run again with it, and
 		// those whose service is back meanwhile are done.
 		_ = w.WaitFor(wctx, calls[waiting[0]].Name)
-		again := a.Tools.Execute(ctx, a.Session, pick(calls, waiting))
+		again := a.Tools.Execute(ctx, a.Session, pick(calls, waiting), pickSpans(spans, waiting))
 		for j, i := range waiting {
 			results[i] = again[j]
 		}
@@ -200,6 +202,19 @@ func pick(calls []llm.ToolCall, at []int) []llm.ToolCall {
 	out := make([]llm.ToolCall, len(at))
 	for j, i := range at {
 		out[j] = calls[i]
+	}
+	return out
+}
+
+// pickSpans is the span contexts of the calls at indexes idx (nil when not
+// tracing).
+func pickSpans(spans []trace.SpanContext, idx []int) []trace.SpanContext {
+	if spans == nil {
+		return nil
+	}
+	out := make([]trace.SpanContext, len(idx))
+	for j, i := range idx {
+		out[j] = spans[i]
 	}
 	return out
 }

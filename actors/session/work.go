@@ -64,7 +64,13 @@ func (m *Manager) workClaimed(ctx context.Context, a *AgentContext, cmd *Command
 		a = claimedCtx
 		claimed(a.writer.Epoch())
 	}
-	return m.workLogged(ctx, a, cmd), a
+	if answeredFromLog(a, cmd) {
+		return m.workLogged(ctx, a, cmd), a // nothing done: no span
+	}
+	ctx, span := m.workSpan(ctx, a, cmd)
+	out := m.workLogged(ctx, a, cmd)
+	endWork(span, a, out.Err)
+	return out, a
 }
 
 // answeredFromLog reports whether cmd needs no write: a resume of a session

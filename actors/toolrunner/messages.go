@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools"
@@ -27,6 +28,11 @@ type ExecuteBatch struct {
 	Deadline time.Time
 	// ReplyTo receives the BatchResult instead of the sender.
 	ReplyTo *actor.PID
+	// Spans, when set, are the calls' spans (one per call, in order): each
+	// call runs in a context holding its own, so that a remote tool gets
+	// the trace context with the call. The runner neither starts nor ends
+	// them.
+	Spans []trace.SpanContext
 }
 
 // BatchResult answers an ExecuteBatch: one result per call, in call order.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools"
@@ -161,6 +163,9 @@ func (r *runner) start(c actor.Context, m *ExecuteBatch) {
 	b := &batch{cancel: bcancel}
 	for i, call := range calls {
 		cctx, ccancel := context.WithCancel(bctx)
+		if i < len(m.Spans) && m.Spans[i].IsValid() {
+			cctx = trace.ContextWithSpanContext(cctx, m.Spans[i])
+		}
 		ctxs[i] = cctx
 		r.calls[call.ID] = append(r.calls[call.ID], ccancel)
 		b.callIDs = append(b.callIDs, call.ID)

@@ -12,6 +12,9 @@ import (
 	"time"
 	"unicode"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tah-dev/tah/llm"
 )
 
@@ -89,9 +92,27 @@ func (c *Client) Do(ctx context.Context, build func(ctx context.Context) (*http.
 				slog.Duration("wait", wait),
 				slog.String("error", err.Error()))
 		}
+		// The caller's span (a turn's chat span) shows each retry where it
+		// happened; a no-op when the context holds no recording span.
+		trace.SpanFromContext(ctx).AddEvent("retry", trace.WithAttributes(
+			attribute.Int("tah.retry", attempt+1), attribute.Int64("tah.retry.wait_ms", wait.Milliseconds()),
+			attribute.String("error.type", retryKind(err))))
 		if err := c.Retry.sleep(ctx, wait); err != nil {
 			return c.cancelled(ctx)
 		}
+	}
+}
+
+// retryKind names the kind of err for a span (error.type): never its
+// message, which may quote what the provider wrote back.
+func retryKind(err error) string {
+	switch {
+	case errors.Is(err, llm.ErrRateLimited):
+		return "rate_limited"
+	case errors.Is(err, llm.ErrUnavailable):
+		return "unavailable"
+	default:
+		return "connection"
 	}
 }
 

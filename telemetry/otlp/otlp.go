@@ -46,14 +46,34 @@ type Resource struct {
 	NodeID      string // service.instance.id and tah.node
 }
 
-// Start sets tracing up from cfg and the environment lookup env (os.LookupEnv
-// in a node). The caller owns the result and must Shutdown it.
+// Start sets a node's tracing up from cfg and the environment lookup env
+// (os.LookupEnv in a node): off unless cfg or OTEL_TRACES_EXPORTER says
+// otherwise. The caller owns the result and must Shutdown it.
 func Start(ctx context.Context, cfg Config, res Resource, env func(string) (string, bool)) (*telemetry.Tracing, error) {
 	if env == nil {
 		env = func(string) (string, bool) { return "", false }
 	}
 	if !enabled(cfg, env) {
 		return telemetry.Off(), nil
+	}
+	tp, err := NewProvider(ctx, cfg, res, env)
+	if err != nil {
+		return nil, err
+	}
+	content := cfg.CaptureContent
+	if v, ok := env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"); ok && strings.EqualFold(v, "true") {
+		content = true
+	}
+	return telemetry.New(tp, content), nil
+}
+
+// NewProvider is an SDK tracer provider that exports over OTLP as cfg and
+// the OTEL_* variables say, whether or not cfg enables tracing: a tool
+// service's (toolservice.Config.TracerProvider), say. The caller must
+// Shutdown it.
+func NewProvider(ctx context.Context, cfg Config, res Resource, env func(string) (string, bool)) (*sdktrace.TracerProvider, error) {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
 	}
 	exp, err := exporter(ctx, cfg, env)
 	if err != nil {
@@ -79,12 +99,7 @@ func Start(ctx context.Context, cfg Config, res Resource, env func(string) (stri
 		// Only a clash of schema URLs: keep ours.
 		r = resource.NewWithAttributes(semconv.SchemaURL, attrs...)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(r))
-	content := cfg.CaptureContent
-	if v, ok := env("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"); ok && strings.EqualFold(v, "true") {
-		content = true
-	}
-	return telemetry.New(tp, content), nil
+	return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(r)), nil
 }
 
 func enabled(cfg Config, env func(string) (string, bool)) bool {

@@ -35,6 +35,7 @@ func TestTemporary(t *testing.T) {
 		&jetstream.APIError{Code: 500, ErrorCode: 10008}:           true,
 		&jetstream.APIError{Code: 503}:                             true,
 		&jetstream.APIError{Code: 400, ErrorCode: 10071}:           false, // wrong last sequence: fenced
+		&jetstream.APIError{Code: 409, ErrorCode: 10158}:           true,  // duplicate in process: its first try in flight
 		fmt.Errorf("x: %w", &jetstream.APIError{ErrorCode: 10009}): true,
 		jetstream.ErrStreamNotFound:                                false,
 		nats.ErrAuthorization:                                      false,

@@ -187,3 +187,97 @@ func spanNames(spans []oteltest.Span) []string {
 	}
 	return out
 }
+
+// A turn its node left mid-call (stopped, its input unacknowledged) and that
+// the next node on the log resumes stays one trace: the resumed work's span
+// is the child of the span recorded in turn.started, in the client's trace,
+// with an event saying where and why it went on.
+func TestResumedTurnStaysInItsTrace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rcv := oteltest.Start(t)
+	quiet := slog.New(slog.DiscardHandler)
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
+	started := make(chan struct{}, 1)
+	hold := tools.Func(tools.Spec{Name: "hold"}, func(ctx context.Context, _ json.RawMessage) (tools.Result, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		return tools.Result{}, ctx.Err()
+	})
+	start := func(name string, tool tools.Tool) *Node {
+		p := mock.Scripted(mock.CallTool("hold", `{}`), mock.Say("done"))
+		n, err := Start(ctx, Options{Bus: cfg, Provider: p, Tools: tools.MustRegistry(tool), Logger: quiet,
+			Session: session.Config{Node: name, Logger: quiet},
+			Tracing: otlp.Config{Enabled: true, Endpoint: rcv.HTTPURL}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	first := start("first", hold)
+	if _, err := session.Create(ctx, first.bus, "s1", session.Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cctx, clientSpan := sdktrace.NewTracerProvider().Tracer("client").Start(ctx, "client asks")
+	if _, err := first.bus.PublishInput(cctx, "s1", wire.Input{ID: "in_1", Command: wire.CommandRun, Text: "go"}); err != nil {
+		t.Fatal(err)
+	}
+	clientSpan.End()
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the call never started")
+	}
+	if err := first.Close(ctx); err != nil { // the turn stops unfinished; its input comes back
+		t.Fatal(err)
+	}
+
+	quick := tools.Func(tools.Spec{Name: "hold"}, func(context.Context, json.RawMessage) (tools.Result, error) {
+		return tools.Text("held"), nil
+	})
+	second := start("second", quick)
+	t.Cleanup(func() { _ = second.Close(context.Background()) })
+	traceID := clientSpan.SpanContext().TraceID().String()
+	spans := rcv.Wait(t, func(s []oteltest.Span) bool {
+		for _, sp := range oteltest.Named(inTrace(s, traceID), "invoke_agent tah") {
+			if sp.Attrs["tah.node"] == "second" && sp.Attrs["tah.turn.status"] == "completed" {
+				return true
+			}
+		}
+		return false
+	})
+	var firstSpan, resumed oteltest.Span
+	for _, sp := range oteltest.Named(inTrace(spans, traceID), "invoke_agent tah") {
+		switch sp.Attrs["tah.node"] {
+		case "first":
+			firstSpan = sp
+		case "second":
+			resumed = sp
+		}
+	}
+	if firstSpan.SpanID == "" || firstSpan.ParentSpanID != clientSpan.SpanContext().SpanID().String() {
+		t.Fatalf("the first node's span is not the client's child: %+v", firstSpan)
+	}
+	if resumed.ParentSpanID != firstSpan.SpanID {
+		t.Fatalf("the resumed work's parent is %s, want the recorded turn span %s", resumed.ParentSpanID, firstSpan.SpanID)
+	}
+	continued := false
+	for _, e := range resumed.Events {
+		if e.Name == "tah.turn.continued" && e.Attrs["tah.node"] == "second" && e.Attrs["tah.previous_node"] == "first" {
+			continued = true
+		}
+	}
+	if !continued {
+		t.Errorf("no tah.turn.continued event naming the nodes: %+v", resumed.Events)
+	}
+	chat := false
+	for _, sp := range inTrace(spans, traceID) {
+		if sp.ParentSpanID == resumed.SpanID && strings.HasPrefix(sp.Name, "chat") {
+			chat = true
+		}
+	}
+	if !chat {
+		t.Errorf("no chat span under the resumed work: %v", spanNames(inTrace(spans, traceID)))
+	}
+}

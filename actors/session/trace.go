@@ -39,8 +39,9 @@ func (a *AgentContext) agentName() string {
 // workSpan starts the invoke_agent span of cmd's work on a turn: the child
 // of the caller's context for a run that starts one (parent), else of the
 // span the open turn recorded, with an event that says what brought the
-// work here. The caller ends it with endWork.
-func (m *Manager) workSpan(ctx context.Context, a *AgentContext, cmd *Command) (context.Context, trace.Span) {
+// work here (prevNode: the session's owner before this node claimed it).
+// The caller ends it with endWork.
+func (m *Manager) workSpan(ctx context.Context, a *AgentContext, cmd *Command, prevNode string) (context.Context, trace.Span) {
 	tr := a.tracing()
 	if !tr.Enabled() {
 		return ctx, trace.SpanFromContext(ctx) // a no-op span
@@ -77,7 +78,7 @@ func (m *Manager) workSpan(ctx context.Context, a *AgentContext, cmd *Command) (
 		}
 		span.AddEvent("tah.turn.continued", trace.WithAttributes(telemetry.Node(a.Config.Node),
 			attribute.String("tah.reason", reason), attribute.Int("tah.turn", a.state.Turn),
-			attribute.String("tah.previous_node", a.state.Node)))
+			attribute.String("tah.previous_node", prevNode)))
 	}
 	return ctx, span
 }

@@ -55,6 +55,7 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 // claimed is told the epoch of the claim once it is in the log, so that the
 // actor hears other nodes' claims again while the work runs on.
 func (m *Manager) workClaimed(ctx context.Context, a *AgentContext, cmd *Command, claimed func(epoch uint64)) (Outcome, *AgentContext) {
+	prevNode := a.state.Node // the owner before this node's claim, for the trace
 	if !a.claimed && !answeredFromLog(a, cmd) {
 		// Not cut short by a cancel: a cancelled run still records its end.
 		claimedCtx, err := m.acquire(context.WithoutCancel(ctx), a)
@@ -67,7 +68,7 @@ func (m *Manager) workClaimed(ctx context.Context, a *AgentContext, cmd *Command
 	if answeredFromLog(a, cmd) {
 		return m.workLogged(ctx, a, cmd), a // nothing done: no span
 	}
-	ctx, span := m.workSpan(ctx, a, cmd)
+	ctx, span := m.workSpan(ctx, a, cmd, prevNode)
 	out := m.workLogged(ctx, a, cmd)
 	endWork(span, a, out.Err)
 	return out, a

@@ -243,6 +243,23 @@ func (w *SessionWriter) appendAfter(ctx context.Context, m *nats.Msg, idFor func
 			switch {
 			case errors.As(err, &apiErr):
 				switch {
+				case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant && !uncertain:
+					// A replicated stream's "wrong last sequence" without a
+					// sequence (10164) is not a fence: its leader refuses a
+					// fenced message while another of the subject is in
+					// process (proposed, not applied yet), before comparing
+					// any sequence. That other one may be this writer's own
+					// previous append: nats-server acknowledges an append
+					// before it clears the subject's in-process mark, so that
+					// on a loaded server the next append of the session, sent
+					// on that ack, can find the mark still there. Nothing of
+					// this attempt was stored: once the other is applied, the
+					// same attempt lands, or is refused with the sequence
+					// (10071) of another writer's record, which fences it.
+					if err := wait(); err != nil {
+						return 0, err
+					}
+					continue
 				case apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant:
 					if !uncertain {
 						if seq, lastID, ok := w.ownLast(ctx); ok {
@@ -263,6 +280,12 @@ func (w *SessionWriter) appendAfter(ctx context.Context, m *nats.Msg, idFor func
 					}
 					// R1 answers a retry of a message that landed with "wrong last
 					// sequence": the log says whether the last message is ours.
+				case apiErr.ErrorCode == natsx.JSErrCodeDuplicateInProcess:
+					// "Duplicate message id is in process" (10158): an earlier
+					// attempt of this very message (a lost ack's) is proposed
+					// and not applied yet. It may still land: the log tells,
+					// as after a lost ack, and the next attempt gets its
+					// acknowledgement.
 				case apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 					return 0, fmt.Errorf("%w: %v", ErrPayloadTooLarge, apiErr)
 				case apiErr.Code == 503:

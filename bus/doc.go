@@ -75,12 +75,16 @@
 // records. An Append is one record (event.Record: the events of the call, in
 // one message, all or none) published with Nats-Expected-Last-Subject-Sequence
 // set to the writer's last sequence of that subject: a writer that is not the
-// current owner gets API error 10071 (R1) or 10164 (R3), returned as
-// ErrFenced. The Nats-Msg-Id is "<sid>:<epoch>:<writer nonce>:<expected last
-// sequence>": unique to one writer and one position, so that a duplicate can
-// only ever be the writer's own retry (a per-writer random nonce, not only a
-// counter, because two writers of the same epoch — two creators of a session,
-// or an owner that reopened its writer — must never dedupe into each other).
+// current owner gets API error 10071 ("wrong last sequence: <seq>"), returned
+// as ErrFenced. A replicated stream answers 10164 instead while another append
+// of the session is still being applied (even the writer's own previous one,
+// just acknowledged): not a fence, the writer tries again until the answer
+// is 10071 or the record lands. The Nats-Msg-Id is "<sid>:<epoch>:<writer
+// nonce>:<expected last sequence>": unique to one writer and one position, so
+// that a duplicate can only ever be the writer's own retry (a per-writer
+// random nonce, not only a counter, because two writers of the same epoch —
+// two creators of a session, or an owner that reopened its writer — must never
+// dedupe into each other).
 // A record, headers included, must fit the server's max payload
 // (MaxRecordSize is the largest body always accepted).
 //

@@ -13,7 +13,8 @@ import (
 // doing; test for them with errors.Is.
 var (
 	// ErrFenced: another writer appended to the session after this writer's last
-	// sequence (JetStream API errors 10071 and 10164): this writer has lost
+	// sequence (JetStream API error 10071; 10164, the subject's other append
+	// still in process, is tried again until it says which): this writer has lost
 	// ownership. Stop the session's work, cancel its LLM and tool calls and do not
 	// ack its input. A fenced SessionWriter stays fenced.
 	ErrFenced = errors.New("fenced: another writer owns the session")

@@ -72,6 +72,29 @@ func operatorMode(ctx context.Context, opts *server.Options, trust *auth.Trust, 
 	return nil
 }
 
+// Routes of a silent server. nats-server pings a route every 30 s at most
+// and closes it when routeMaxPingsOut pings are unanswered: a server that
+// stops answering without closing its sockets (a stopped process, a host
+// cut off) keeps its routes for 60 to 90 s, and with them its share of the
+// direct gets of every R3 stream it holds (allow_direct: any replica
+// answers), which then time out. Pinging every NodeTTL/2 closes them 1 to
+// 1.5 NodeTTL after the silence, when the nodes give up on it too. Never
+// under routeMinPing: a server merely slow under load answers a ping within
+// seconds, and must not lose its routes (and its streams' leaders) for it.
+const (
+	routeMaxPingsOut = 2
+	routeMinPing     = time.Second
+)
+
+// routePingInterval is the route ping interval for nodes that take one
+// silent for nodeTTL (0: the default's).
+func routePingInterval(nodeTTL time.Duration) time.Duration {
+	if nodeTTL <= 0 {
+		nodeTTL = Default().NodeTTL
+	}
+	return max(nodeTTL/2, routeMinPing)
+}
+
 // loadAccount loads the TAH account (account, whose JWT operatorMode put in
 // the resolver) into srv before it starts, so that the account is there,
 // whole, before any route or client asks for it.
@@ -139,7 +162,8 @@ func startServer(ctx context.Context, cfg Config, watch *storeWatch) (*server.Se
 		return nil, fmt.Errorf("embedded NATS server: %w", err)
 	}
 	if cfg.Cluster.Name != "" {
-		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster.Name, Host: cfg.Cluster.Host, Port: cfg.Cluster.Port}
+		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster.Name, Host: cfg.Cluster.Host, Port: cfg.Cluster.Port,
+			PingInterval: routePingInterval(cfg.NodeTTL), MaxPingsOut: routeMaxPingsOut}
 		if opts.Cluster.Host == "" {
 			opts.Cluster.Host = cfg.Host
 		}

@@ -168,10 +168,6 @@ type Agents struct {
 	Heartbeat Duration `json:"heartbeat"`
 }
 
-// Tools configures the built-in tools.
-type Tools struct {
-	// Builtin offers the built-in file tools (list_files, read_file, and
-	// write_file with Write). Off: the node offers only remote tools, such as
 // Tracing configures the OpenTelemetry traces (telemetry/otlp). Off by
 // default; OTEL_TRACES_EXPORTER=otlp turns it on too, and the exporter reads
 // the OTEL_EXPORTER_OTLP_* variables.
@@ -189,6 +185,10 @@ type Tracing struct {
 	CaptureContent bool `json:"capture_content,omitempty"`
 }
 
+// Tools configures the built-in tools.
+type Tools struct {
+	// Builtin offers the built-in file tools (list_files, read_file, and
+	// write_file with Write). Off: the node offers only remote tools, such as
 	// an MCP filesystem server's in their place.
 	Builtin bool `json:"builtin"`
 	// Root is the directory list_files and read_file may read. The data
@@ -325,15 +325,15 @@ func (c *Config) env() []setting {
 		{"TAH_AGENTS", "agents", "agents.enabled", "serve the sessions as agents of the Synadia Agent Protocol for NATS (docs/agent-protocol.md)", boolVar(&c.Agents.Enabled)},
 		{"TAH_AGENTS_OWNER", "agents-owner", "agents.owner", "owner token of the agent instances (agents.prompt.tah.<owner>.<name>)", strVar(&c.Agents.Owner)},
 		{"TAH_AGENTS_HEARTBEAT", "agents-heartbeat", "agents.heartbeat", "heartbeat interval of the agent instances", durVar(&c.Agents.Heartbeat)},
+		{"TAH_TRACING", "tracing", "tracing.enabled", "export OpenTelemetry traces of the turns over OTLP (the OTEL_* variables apply too)", boolVar(&c.Tracing.Enabled)},
+		{"TAH_TRACING_ENDPOINT", "tracing-endpoint", "tracing.endpoint", "OTLP collector (http://host:4318; host:4317 for grpc; empty: OTEL_EXPORTER_OTLP_ENDPOINT)", strVar(&c.Tracing.Endpoint)},
+		{"TAH_TRACING_PROTOCOL", "tracing-protocol", "tracing.protocol", "http/protobuf or grpc (empty: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)", strVar(&c.Tracing.Protocol)},
+		{"TAH_TRACING_CAPTURE_CONTENT", "tracing-capture-content", "tracing.capture_content", "put messages, answers and tool arguments and results on the spans (off: they may hold anything)", boolVar(&c.Tracing.CaptureContent)},
 		{"TAH_HTTP", "http", "http", "address of /metrics, /healthz and the web UI (empty: off; port 0: a free port; not loopback: the UI asks for a login)", strVar(&c.HTTP)},
 		{"TAH_LOG_LEVEL", "log-level", "log_level", "debug, info, warn or error", strVar(&c.LogLevel)},
 		{"TAH_LOG_FORMAT", "log-format", "log_format", "text or json", strVar(&c.LogFormat)},
 	}
 }
-		{"TAH_TRACING", "tracing", "tracing.enabled", "export OpenTelemetry traces of the turns over OTLP (the OTEL_* variables apply too)", boolVar(&c.Tracing.Enabled)},
-		{"TAH_TRACING_ENDPOINT", "tracing-endpoint", "tracing.endpoint", "OTLP collector (http://host:4318; host:4317 for grpc; empty: OTEL_EXPORTER_OTLP_ENDPOINT)", strVar(&c.Tracing.Endpoint)},
-		{"TAH_TRACING_PROTOCOL", "tracing-protocol", "tracing.protocol", "http/protobuf or grpc (empty: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)", strVar(&c.Tracing.Protocol)},
-		{"TAH_TRACING_CAPTURE_CONTENT", "tracing-capture-content", "tracing.capture_content", "put messages, answers and tool arguments and results on the spans (off: they may hold anything)", boolVar(&c.Tracing.CaptureContent)},
 
 type setting struct {
 	env, flag, key, usage string
@@ -484,16 +484,16 @@ func (c Config) Validate() error {
 	if c.Agent.ContextChars < 0 {
 		bad("agent.context_chars", "negative")
 	}
-	for _, d := range []struct {
-		key     string
-		v       Duration
-		example string
-	}{
 	switch c.Tracing.Protocol {
 	case "", "http/protobuf", "grpc":
 	default:
 		bad("tracing.protocol", "%q (use http/protobuf or grpc)", c.Tracing.Protocol)
 	}
+	for _, d := range []struct {
+		key     string
+		v       Duration
+		example string
+	}{
 		{"agent.idle_timeout", c.Agent.IdleTimeout, "5m, or 0 for the default"},
 		{"nats.input_ack_wait", c.NATS.InputAckWait, "8s, or 0 for the default"},
 		{"nats.node_ttl", c.NATS.NodeTTL, "5s, or 0 for the default"},

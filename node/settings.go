@@ -124,13 +124,13 @@ func sessionConfig(c config.Config) session.Config {
 		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout), Node: c.NodeID}
 }
 
-// builtinTools is the configuration of the built-in tools: confined to the
 // tracingConfig is the node's OpenTelemetry export (telemetry/otlp).
 func tracingConfig(c config.Config) otlp.Config {
 	return otlp.Config{Enabled: c.Tracing.Enabled, Protocol: c.Tracing.Protocol, Endpoint: c.Tracing.Endpoint,
 		CaptureContent: c.Tracing.CaptureContent}
 }
 
+// builtinTools is the configuration of the built-in tools: confined to the
 // tools root, refusing the data directory and the deny list inside it.
 func builtinTools(c config.Config) builtin.Config {
 	return builtin.Config{Root: c.Tools.Root, Write: c.Tools.Write,

@@ -38,6 +38,9 @@ type SessionWriter struct {
 	shard   int
 	stream  string
 	subject string
+	// link is the connection of the shard's appends (Bus.appendLink): all
+	// of the session's appends go on it, in order.
+	link *link
 	// idPrefix is "<sid>:<epoch>:<nonce>:"; the message id of a record is the
 	// prefix and the sequence it expects to follow.
 	idPrefix string
@@ -56,7 +59,7 @@ func (b *Bus) Writer(sid string, epoch, lastSeq uint64) (*SessionWriter, error) 
 	}
 	k := b.ShardOf(sid)
 	return &SessionWriter{
-		b: b, sid: sid, epoch: epoch, last: lastSeq, shard: k,
+		b: b, sid: sid, epoch: epoch, last: lastSeq, shard: k, link: b.appendLink(k),
 		stream: wire.EventShardStream(k), subject: wire.ShardSubject(k, sid),
 		idPrefix: sid + ":" + strconv.FormatUint(epoch, 10) + ":" + event.NewID("") + ":",
 	}, nil
@@ -232,7 +235,7 @@ func (w *SessionWriter) appendAfter(ctx context.Context, m *nats.Msg, idFor func
 				return 0, err
 			}
 			actx, cancel := context.WithTimeout(ctx, w.b.cfg.AppendTimeout)
-			ack, err := w.b.publish(actx, m)
+			ack, err := w.b.publish(actx, w.link, m)
 			cancel()
 			if err == nil {
 				// A duplicate ack (R3 answering a retry of a landed message) carries

@@ -77,8 +77,11 @@ const (
 type committer struct {
 	b      *Bus
 	stream string
-	// request sends a batch's commit and waits for the answer. Tests replace
-	// it to lose answers.
+	// link is the connection of the shard's appends, set by setLink before
+	// anything appends; a batch goes on it whole.
+	link *link
+	// request sends a batch's commit on link and waits for the answer. Tests
+	// replace it to lose answers.
 	request func(ctx context.Context, m *nats.Msg) (*nats.Msg, error)
 
 	mu sync.Mutex
@@ -128,7 +131,14 @@ func newCommitter(b *Bus, cfg jetstream.StreamConfig) *committer {
 	if !cfg.AllowAtomicPublish || cfg.Replicas > 1 || (b.cfg.Embedded() && b.cfg.SyncInterval > 0) {
 		return nil
 	}
-	return &committer{b: b, stream: cfg.Name, request: b.nc.RequestMsgWithContext}
+	c := &committer{b: b, stream: cfg.Name}
+	c.setLink(b.main)
+	return c
+}
+
+// setLink makes l the connection of c's batches (Bus.openPool).
+func (c *committer) setLink(l *link) {
+	c.link, c.request = l, l.nc.RequestMsgWithContext
 }
 
 // commit appends m for w: alone (when the shard has no committer, the record
@@ -291,7 +301,7 @@ func (c *committer) publish(ctx context.Context, bt *batch) {
 		m.Header.Set(hdrBatchID, id)
 		m.Header.Set(hdrBatchSeq, strconv.Itoa(i+1))
 		if i < n-1 {
-			if err = c.b.nc.PublishMsg(m); err != nil {
+			if err = c.link.nc.PublishMsg(m); err != nil {
 				break
 			}
 			continue

@@ -22,8 +22,22 @@ import (
 type Bus struct {
 	cfg Config
 	srv *server.Server // nil when connected to an external server
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	// nc and js are the main connection's (main): control traffic, requests,
+	// KV, the input consumers, subscriptions.
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	main *link
+	// appendLinks carry the shards' appends (shard k's on
+	// appendLinks[k%len]) and tailLink the tails; both are main when
+	// Config.Conns is 1. extra are the connections opened beside main
+	// (pool.go), which Close drains.
+	appendLinks []*link
+	tailLink    *link
+	extra       []*link
+	// connURL and connOpts are how main was opened; the pool's connections
+	// are opened the same way.
+	connURL  string
+	connOpts []nats.Option
 
 	// shards are the event log's streams, shards[k] is TAH_EVT_<k>.
 	shards      []jetstream.Stream
@@ -38,9 +52,9 @@ type Bus struct {
 	// where they go one by one (batch.go).
 	commits []*committer
 
-	// publish sends one record and waits for its ack. Tests replace it to
-	// lose acknowledgements.
-	publish func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error)
+	// publish sends one record on l and waits for its ack. Tests replace it
+	// to lose acknowledgements.
+	publish func(ctx context.Context, l *link, m *nats.Msg) (*jetstream.PubAck, error)
 	// replies routes the replies of batched direct gets.
 	replies *replyMux
 
@@ -66,8 +80,8 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		return nil, err
 	}
 	b := &Bus{cfg: cfg, handles: make(map[stopper]struct{})}
+	// nats.Name comes last, per connection (the pool's are named apart).
 	opts := []nats.Option{
-		nats.Name(cfg.Name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		// nats.go prints asynchronous errors (a consumer gone during a leader
@@ -106,27 +120,33 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 	// holds the TAH account already (loadAccount), so its refusal is the
 	// credential's (revoked, a broken trust material) and fails at once; an
 	// external server that is not up yet is waited for (RetryOnFailedConnect).
-	nc, err := nats.Connect(url, opts...)
+	// The pool's connections are opened the same way (pool.go).
+	b.connURL, b.connOpts = url, opts
+	nc, err := nats.Connect(url, append(opts[:len(opts):len(opts)], nats.Name(cfg.Name))...)
 	if err != nil {
 		b.shutdownServer(ctx)
 		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
 	}
 	b.nc = nc
 	b.replies = newReplyMux(nc)
-	js, err := jetstream.New(nc)
+	main, err := newLink(nc)
 	if err != nil {
 		b.abort(ctx)
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return nil, err
 	}
-	b.js = js
-	b.publish = func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-		return js.PublishMsg(ctx, m)
+	b.main, b.js = main, main.js
+	b.publish = func(ctx context.Context, l *link, m *nats.Msg) (*jetstream.PubAck, error) {
+		return l.js.PublishMsg(ctx, m)
 	}
 	if err := b.waitReady(ctx); err != nil {
 		b.abort(ctx)
 		return nil, err
 	}
 	if err := b.setupWithRetry(ctx); err != nil {
+		b.abort(ctx)
+		return nil, err
+	}
+	if err := b.openPool(); err != nil {
 		b.abort(ctx)
 		return nil, err
 	}
@@ -164,6 +184,7 @@ func (b *Bus) waitReady(ctx context.Context) error {
 
 // abort undoes a failed Open.
 func (b *Bus) abort(ctx context.Context) {
+	closeLinks(b.extra)
 	if b.nc != nil {
 		b.nc.Close()
 	}
@@ -176,8 +197,8 @@ func (b *Bus) shutdownServer(ctx context.Context) {
 	}
 }
 
-// Close stops everything the Bus started that is still running, drains the
-// connection (so that pending acks and publishes are flushed) and shuts the
+// Close stops everything the Bus started that is still running, drains its
+// connections (so that pending acks and publishes are flushed) and shuts the
 // embedded server down, waiting at most until ctx ends. An acknowledged append
 // is on disk before Close begins (with the default SyncAlways); Close loses
 // nothing that was acknowledged.
@@ -201,7 +222,7 @@ func (b *Bus) Close(ctx context.Context) error {
 		h.stop()
 	}
 	var errs []error
-	if err := b.drain(ctx); err != nil {
+	if err := b.drainAll(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	if b.srv != nil {
@@ -210,22 +231,6 @@ func (b *Bus) Close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (b *Bus) drain(ctx context.Context) error {
-	closed := make(chan struct{})
-	b.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-	if err := b.nc.Drain(); err != nil {
-		b.nc.Close()
-		return nil
-	}
-	select {
-	case <-closed:
-		return nil
-	case <-ctx.Done():
-		b.nc.Close()
-		return fmt.Errorf("drain NATS connection: %w", ctx.Err())
-	}
 }
 
 // track registers h to be stopped by Close; it fails when the Bus is closed.
@@ -251,11 +256,12 @@ func (b *Bus) untrack(h stopper) {
 // Config returns the configuration the Bus was opened with.
 func (b *Bus) Config() Config { return b.cfg }
 
-// Conn returns the NATS connection, for request/reply services and the like.
-// It belongs to the Bus: do not close it.
+// Conn returns the main NATS connection, for request/reply services,
+// subscriptions and the like (the appends and tails may go on connections of
+// their own: see Config.Conns). It belongs to the Bus: do not close it.
 func (b *Bus) Conn() *nats.Conn { return b.nc }
 
-// JetStream returns the JetStream context of the connection.
+// JetStream returns the JetStream context of the main connection.
 func (b *Bus) JetStream() jetstream.JetStream { return b.js }
 
 // Server returns the embedded server, or nil when connected to an external one.

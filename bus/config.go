@@ -53,8 +53,20 @@ type Config struct {
 	// generated at first start), and the Bus connects as the node's own user
 	// (DataDir/node.creds).
 	CredsFile string `json:"creds,omitempty"`
-	// Name is the connection's name, shown by the server's monitoring.
+	// Name is the connection's name, shown by the server's monitoring (the
+	// pool's connections add " append <i>" and " tail" to it).
 	Name string `json:"name,omitempty"`
+	// Conns is how many connections carry the appends (pool.go): shard k's
+	// appends, its group commits and its sessions' deltas go on connection
+	// k mod Conns, and with more than one the tails (the read model's feed)
+	// get a connection of their own too, while the control traffic
+	// (requests, KV, input consumers, subscriptions) stays on the main one.
+	// One nats.Conn serialises everything sent on it, so with a single
+	// connection a busy node's sessions queue on its lock. 0 (the default)
+	// is DefaultConns(): GOMAXPROCS, within 2..8; 1 is a single connection
+	// for everything. More than the log's shards open no more than one a
+	// shard.
+	Conns int `json:"conns,omitempty"`
 
 	// Replicas of every stream and bucket: 1, or 3 on a cluster of three or more.
 	Replicas int `json:"replicas,omitempty"`
@@ -165,6 +177,9 @@ func (c Config) Validate() error {
 	}
 	if c.Partitions < 1 || c.Partitions > 1024 {
 		return bad("partitions %d is not within 1..1024", c.Partitions)
+	}
+	if c.Conns < 0 || c.Conns > maxConns {
+		return bad("conns %d is not within 0 (GOMAXPROCS, within 2..8)..%d", c.Conns, maxConns)
 	}
 	if c.Shards < 0 || c.Shards > 1024 {
 		return bad("shards %d is not within 0 (the existing log's, or %d for a new one)..1024", c.Shards, wire.DefaultShards)

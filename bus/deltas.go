@@ -22,7 +22,10 @@ type DeltaMsg = natsx.Delta
 // NATS (tah.sess.<sid>.delta): fire and forget, in order, not stored. The final
 // text is in the log (llm.completed); deltas only let watchers see it early.
 type DeltaPublisher struct {
-	b     *Bus
+	b *Bus
+	// nc is the connection of the session's appends (pool.go): the deltas
+	// are the busiest publishes after them, and keep their order on it.
+	nc    *nats.Conn
 	subj  string
 	epoch string
 	mu    sync.Mutex
@@ -34,7 +37,7 @@ func (b *Bus) Deltas(sid string, epoch uint64) (*DeltaPublisher, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, err
 	}
-	return &DeltaPublisher{b: b, subj: wire.DeltaSubject(sid), epoch: strconv.FormatUint(epoch, 10)}, nil
+	return &DeltaPublisher{b: b, nc: b.appendLink(b.ShardOf(sid)).nc, subj: wire.DeltaSubject(sid), epoch: strconv.FormatUint(epoch, 10)}, nil
 }
 
 // Publish sends one delta of step stepID. It does not wait for anyone: a delta
@@ -55,7 +58,7 @@ func (p *DeltaPublisher) Publish(ctx context.Context, stepID string, d llm.Delta
 		wire.HeaderEpoch:    []string{p.epoch},
 		wire.HeaderDeltaSeq: []string{strconv.FormatUint(p.seq, 10)},
 	}}
-	if err := p.b.nc.PublishMsg(m); err != nil {
+	if err := p.nc.PublishMsg(m); err != nil {
 		return fmt.Errorf("publish delta on %s: %w", p.subj, err)
 	}
 	return nil

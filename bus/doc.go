@@ -22,7 +22,7 @@
 //
 // With Config.URL empty, Open embeds a nats-server with JetStream, storing
 // under Config.DataDir/nats and listening on Config.Host:Port (127.0.0.1 by
-// default) for other processes; the Bus itself uses an in-process connection.
+// default) for other processes; the Bus itself uses in-process connections.
 // Every write is fsynced before it is acknowledged (SyncAlways) unless
 // Config.SyncInterval relaxes it: NATS's own default fsyncs every two minutes,
 // and Jepsen's analysis of NATS 2.12.1 lost acknowledged writes that way.
@@ -30,8 +30,14 @@
 // when set. Config.Cluster joins embedded servers by routes for R3. With
 // Config.URL set, the same code connects to an external server or cluster.
 // Open waits for JetStream (a cluster's meta leader) within
-// Config.ReadyTimeout; Close stops what the Bus started, drains the connection
+// Config.ReadyTimeout; Close stops what the Bus started, drains the connections
 // and shuts the server down: an acknowledged append is already on disk.
+//
+// One connection serialises what is sent on it, so the appends do not share
+// the main one: shard k's appends (single or batched) and its sessions' deltas
+// go on connection k mod Config.Conns of a pool, the tails on one of their
+// own, and the control traffic (requests, KV, input consumers, subscriptions)
+// stays on Conn(); Config.Conns 1 keeps a single connection (pool.go).
 //
 // # Setup
 //

@@ -20,12 +20,12 @@ func faultyPublish(t *testing.T, b *Bus, script func(call int, real func() (*jet
 	orig := b.publish
 	var mu sync.Mutex
 	calls := 0
-	b.publish = func(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+	b.publish = func(ctx context.Context, l *link, m *nats.Msg) (*jetstream.PubAck, error) {
 		mu.Lock()
 		n := calls
 		calls++
 		mu.Unlock()
-		return script(n, func() (*jetstream.PubAck, error) { return orig(ctx, m) })
+		return script(n, func() (*jetstream.PubAck, error) { return orig(ctx, l, m) })
 	}
 	t.Cleanup(func() { b.publish = orig })
 }

@@ -25,7 +25,8 @@ type TailFunc func(event.Event) error
 type RecordFunc func(shard int, evs []event.Event) error
 
 // Tail is a running live watch of the log: one ordered consumer per shard it
-// follows. Stop it when done; Close of the Bus stops it too.
+// follows, on the Bus's connection for tails (see Config.Conns). Stop it when
+// done; Close of the Bus stops it too.
 type Tail struct {
 	b  *Bus
 	fn RecordFunc
@@ -113,7 +114,8 @@ func (b *Bus) tail(ctx context.Context, from []uint64, filters map[int]string, f
 }
 
 // consumeShard runs an ordered consumer of shard k on filter from sequence
-// fromSeq, handing its messages to deliver.
+// fromSeq, handing its messages to deliver. It runs on the tails' connection
+// (pool.go), so that a read model catching up does not hold up the appends.
 func (b *Bus) consumeShard(ctx context.Context, k int, fromSeq uint64, filter string, deliver func(int, jetstream.Msg)) (jetstream.ConsumeContext, error) {
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter},
@@ -123,7 +125,7 @@ func (b *Bus) consumeShard(ctx context.Context, k int, fromSeq uint64, filter st
 		cfg.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
 		cfg.OptStartSeq = fromSeq
 	}
-	oc, err := b.shards[k].OrderedConsumer(ctx, cfg)
+	oc, err := b.tailLink.js.OrderedConsumer(ctx, wire.EventShardStream(k), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("tail %s: %w", filter, err)
 	}

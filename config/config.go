@@ -123,6 +123,10 @@ type NATS struct {
 	// Shards is the number of shards of the event log, fixed when the log is
 	// created: 0 takes the existing log's, or 8 for a new log.
 	Shards int `json:"shards,omitempty"`
+	// Conns is how many NATS connections carry the node's appends (with more
+	// than one, the read model's feed gets one of its own too): 0 is
+	// GOMAXPROCS within 2..8, 1 one connection for everything (bus.Config).
+	Conns int `json:"conns,omitempty"`
 	// InputAckWait is how long an input may go unconfirmed by its owner before
 	// the server hands it to the next owner: the takeover time of a turn whose
 	// node died. 0 means the bus's default (8s).
@@ -294,6 +298,7 @@ func (c *Config) env() []setting {
 		{"TAH_NATS_REPLICAS", "nats-replicas", "nats.replicas", "replicas of streams and buckets: 1, or 3 on a cluster (0: 3 when the embedded server has routes to two or more others)", intVar(&c.NATS.Replicas)},
 		{"TAH_NATS_PARTITIONS", "nats-partitions", "nats.partitions", "input partitions", intVar(&c.NATS.Partitions)},
 		{"TAH_NATS_SHARDS", "nats-shards", "nats.shards", "shards of the event log, fixed when the log is created (0: the log's, or 8 for a new one)", intVar(&c.NATS.Shards)},
+		{"TAH_NATS_CONNS", "nats-conns", "nats.conns", "NATS connections the node's appends are spread over, by shard (0: GOMAXPROCS within 2..8; 1: one connection for everything)", intVar(&c.NATS.Conns)},
 		{"TAH_NATS_INPUT_ACK_WAIT", "nats-input-ack-wait", "nats.input_ack_wait", "how long a dead node's running input waits before another node takes it (0: 8s)", durVar(&c.NATS.InputAckWait)},
 		{"TAH_NATS_NODE_TTL", "nats-node-ttl", "nats.node_ttl", "how long a silent node keeps its partitions before the others take them (0: 5s)", durVar(&c.NATS.NodeTTL)},
 		{"TAH_LLM_PROVIDER", "llm-provider", "llm.provider", "mock, openai or anthropic", strVar(&c.LLM.Provider)},

@@ -85,6 +85,7 @@ func BusConfig(c config.Config) bus.Config {
 		b.Partitions = c.NATS.Partitions
 	}
 	b.Shards = c.NATS.Shards
+	b.Conns = c.NATS.Conns
 	if c.NATS.InputAckWait > 0 {
 		b.InputAckWait = time.Duration(c.NATS.InputAckWait)
 	}

@@ -1,14 +1,17 @@
 package agents_test
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/wire"
 )
@@ -63,10 +66,48 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
+// gated holds the model's first call until release is closed, and closes
+// called when it comes: a test waits on the turn it needs running, not on
+// time.
+type gated struct {
+	*mock.Provider
+	called, release chan struct{}
+	first           atomic.Bool
+}
+
+func (g *gated) wait(ctx context.Context) error {
+	if !g.first.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(g.called)
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (g *gated) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if err := g.wait(ctx); err != nil {
+		return llm.Response{}, err
+	}
+	return g.Provider.Generate(ctx, req)
+}
+
+func (g *gated) Stream(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
+	if err := g.wait(ctx); err != nil {
+		return llm.Response{}, err
+	}
+	return g.Provider.Stream(ctx, req, onDelta)
+}
+
 // TestBusy: a prompt to a session that runs a turn gets the ack, then 409,
 // then the terminator; the running turn's stream is unharmed.
 func TestBusy(t *testing.T) {
-	c := one(t, mock.Scripted(mock.Say("Slow answer.").After(3*time.Second).OnTurn(1), mock.Say("Next.").Always()), nil)
+	model := &gated{Provider: mock.Scripted(mock.Say("Slow answer.").OnTurn(1), mock.Say("Next.").Always()),
+		called: make(chan struct{}), release: make(chan struct{})}
+	c := one(t, model, nil)
 	nc := caller(t, c, 0, wire.RoleClient, "alice")
 	// The first turn, read up to its session's id.
 	inbox := nc.NewRespInbox()
@@ -89,7 +130,15 @@ func TestBusy(t *testing.T) {
 			sid = strings.TrimPrefix(s, wire.StatusSessionPrefix)
 		}
 	}
+	// The first turn is running (its model call has come) before the second
+	// prompt: on a busy machine the second could otherwise be stored first.
+	select {
+	case <-model.called:
+	case <-time.After(time.Minute):
+		t.Fatal("the first turn never asked the model")
+	}
 	busy := stream(t, nc, wire.AgentSubject(wire.AgentVerbPrompt, "tah", wire.AgentController), []byte(`{"prompt":"second","session":"`+sid+`"}`))
+	close(model.release)
 	status, e := errorOf(busy)
 	if statuses(busy)[0] != wire.StatusAck || status != "409" || e.Error != wire.FailureBusy || !busy[len(busy)-1].end {
 		t.Fatalf("busy: %+v", busy)

@@ -21,7 +21,7 @@ func TestHelpNamesEverySectionAndValue(t *testing.T) {
 			t.Errorf("a section without a heading:\n%s", help)
 		}
 	}
-	for _, want := range []string{"\nAgent protocol:\n", "--agents [=BOOL] ", "--tools-builtin [=BOOL] ", "--agents-heartbeat DURATION "} {
+	for _, want := range []string{"\nAgent protocol:\n", "\nTracing:\n", "--agents [=BOOL] ", "--tools-builtin [=BOOL] ", "--agents-heartbeat DURATION "} {
 		if !strings.Contains(help, want) {
 			t.Errorf("--help does not show %q:\n%s", want, help)
 		}

@@ -119,7 +119,7 @@ func printUsage(w io.Writer, cfg *config.Config) {
 	for _, s := range cfg.Settings() {
 		sec := "General"
 		if k, _, ok := strings.Cut(s.Key, "."); ok {
-			sec = map[string]string{"nats": "NATS", "llm": "Model", "agent": "Agent", "tools": "Tools", "agents": "Agent protocol"}[k]
+			sec = map[string]string{"nats": "NATS", "llm": "Model", "agent": "Agent", "tools": "Tools", "agents": "Agent protocol", "tracing": "Tracing"}[k]
 		} else if s.Key == "http" || strings.HasPrefix(s.Key, "log_") {
 			sec = "Observability"
 		}

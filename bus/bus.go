@@ -33,7 +33,10 @@ type Bus struct {
 	// (pool.go), which Close drains.
 	appendLinks []*link
 	tailLink    *link
-	extra       []*link
+	// presence carries the node's presence (PresenceConn); main when
+	// Config.Conns is 1.
+	presence *nats.Conn
+	extra    []*link
 	// connURL and connOpts are how main was opened; the pool's connections
 	// are opened the same way.
 	connURL  string
@@ -260,6 +263,18 @@ func (b *Bus) Config() Config { return b.cfg }
 // subscriptions and the like (the appends and tails may go on connections of
 // their own: see Config.Conns). It belongs to the Bus: do not close it.
 func (b *Bus) Conn() *nats.Conn { return b.nc }
+
+// PresenceConn returns the connection for the node's presence: one of its
+// own beside the main one when Config.Conns is above 1 (pool.go), so that a
+// presence never queues behind the main connection's traffic (a node
+// catching up after a takeover loads sessions and pulls inputs there), else
+// the main connection. It belongs to the Bus: do not close it.
+func (b *Bus) PresenceConn() *nats.Conn {
+	if b.presence == nil {
+		return b.nc
+	}
+	return b.presence
+}
 
 // JetStream returns the JetStream context of the main connection.
 func (b *Bus) JetStream() jetstream.JetStream { return b.js }

@@ -54,12 +54,12 @@ type Config struct {
 	// (DataDir/node.creds).
 	CredsFile string `json:"creds,omitempty"`
 	// Name is the connection's name, shown by the server's monitoring (the
-	// pool's connections add " append <i>" and " tail" to it).
+	// pool's connections add " append <i>", " tail" and " presence" to it).
 	Name string `json:"name,omitempty"`
 	// Conns is how many connections carry the appends (pool.go): shard k's
 	// appends, its group commits and its sessions' deltas go on connection
 	// k mod Conns, and with more than one the tails (the read model's feed)
-	// get a connection of their own too, while the control traffic
+	// and the node's presence get a connection each of their own too, while the control traffic
 	// (requests, KV, input consumers, subscriptions) stays on the main one.
 	// One nats.Conn serialises everything sent on it, so with a single
 	// connection a busy node's sessions queue on its lock. 0 (the default)

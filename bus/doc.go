@@ -35,9 +35,10 @@
 //
 // One connection serialises what is sent on it, so the appends do not share
 // the main one: shard k's appends (single or batched) and its sessions' deltas
-// go on connection k mod Config.Conns of a pool, the tails on one of their
-// own, and the control traffic (requests, KV, input consumers, subscriptions)
-// stays on Conn(); Config.Conns 1 keeps a single connection (pool.go).
+// go on connection k mod Config.Conns of a pool, the tails and the node's
+// presence on one each of their own (PresenceConn), and the control traffic
+// (requests, KV, input consumers, subscriptions) stays on Conn();
+// Config.Conns 1 keeps a single connection (pool.go).
 //
 // # Setup
 //

@@ -31,10 +31,15 @@ import (
 //   - Tail and TailAll (the projector's feed) run their ordered consumers on
 //     a connection of their own, so that a read model catching up does not
 //     queue the sessions' appends behind its fetches and acknowledgements;
+//   - the node's presence (its heartbeat, the others', the servers'
+//     disconnect advisories) goes on a connection of its own,
+//     PresenceConn(): a node that does not hear its own presence back
+//     fences itself, and a presence queued behind a takeover's replays and
+//     pulls on a loaded machine made a live node do so (the one that stays
+//     fenced is then the node the others needed);
 //   - everything else (requests: replays, last-sequence reads, the API; KV:
-//     checkpoints, presence; the input consumers; subscriptions) stays on the
-//     main connection, Conn(), whose reconnect handler the node's presence
-//     uses.
+//     checkpoints, tah_nodes; the input consumers; subscriptions) stays on
+//     the main connection, Conn().
 //
 // Every connection is opened with the main one's options (the embedded
 // server's in-process connection and the node's credential, or the external
@@ -113,8 +118,13 @@ func (b *Bus) openPool() error {
 			closeLinks(links)
 			return err
 		}
-		b.appendLinks, b.tailLink = links, tail
-		b.extra = append(links, tail)
+		presence, err := b.dial(b.cfg.Name + " presence")
+		if err != nil {
+			closeLinks(append(links, tail))
+			return err
+		}
+		b.appendLinks, b.tailLink, b.presence = links, tail, presence.nc
+		b.extra = append(links, tail, presence)
 	}
 	for k, c := range b.commits {
 		if c != nil {

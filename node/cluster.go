@@ -24,16 +24,20 @@ import (
 //     of for NodeTTL is dead, and so is one whose connection the NATS
 //     servers saw go, at once (presence.go: a kill -9 need not wait for the
 //     silence). Core NATS, not JetStream: a stream leader election stalls
-//     JetStream writes for seconds and must not look like nodes dying. The
-//     record is also kept in tah_nodes (for status, and for nodes starting);
-//     writes there may fail without consequence;
+//     JetStream writes for seconds and must not look like nodes dying. It
+//     goes on a connection of its own (bus.PresenceConn), so that it never
+//     queues behind the node's own traffic, and is held back while the main
+//     connection, the one the node's work needs, is down. The record is also
+//     kept in tah_nodes (for status, and for nodes starting); writes there
+//     may fail without consequence;
 //   - ownership: every node computes Assign over the live nodes and pulls its
 //     share of the input partitions; the pinned consumers make sure a partition
 //     is delivered to one node at a time while nodes disagree for a moment;
 //     a share that shrinks is handed over (stop pulling, stop those sessions,
 //     unpin);
 //   - self-fencing: a node that does not hear its own presence back for
-//     NodeTTL (its connection is down), or hears no other node while it cannot
+//     NodeTTL (its connection is down, or the process was paused), whose main
+//     connection is down as long, or that hears no other node while it cannot
 //     write to JetStream either (its server lost the cluster), is about to be
 //     replaced: it stops its sessions and pulls at once, and rejoins when it
 //     is back in touch.
@@ -57,6 +61,9 @@ type membership struct {
 	mu       sync.Mutex
 	seen     map[string]time.Time // other node id -> when it was last heard of
 	echo     time.Time            // when this node last heard its own presence
+	echoLag  time.Duration        // how long that presence took to come back
+	sent     time.Time            // when this node last handed its presence to its connection
+	mainUp   time.Time            // when the main connection (its work's) was last seen connected
 	storedOK time.Time            // when its presence was last written to tah_nodes
 	fenced   bool
 	closed   bool
@@ -85,7 +92,7 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 	m := &membership{n: n, log: n.log.With("component", "cluster"), ttl: cfg.NodeTTL,
 		every: max(cfg.NodeTTL/5, 50*time.Millisecond), parts: cfg.Partitions,
 		started: now, kick: make(chan struct{}, 1), seen: map[string]time.Time{},
-		echo: now, storedOK: now, last: map[string]wire.NodeRecord{}, prev: map[string]connRef{}, suspects: map[string]suspicion{},
+		echo: now, sent: now, mainUp: now, storedOK: now, last: map[string]wire.NodeRecord{}, prev: map[string]connRef{}, suspects: map[string]suspicion{},
 		gone: map[string]connRef{}, orphans: map[int]time.Time{}}
 	recs, err := n.bus.ListNodes(ctx)
 	if err != nil {
@@ -101,7 +108,7 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 			m.last[r.Node] = r
 		}
 	}
-	nc := n.bus.Conn()
+	nc := n.bus.PresenceConn()
 	if m.presence, err = nc.Subscribe(wire.NodeSubjects, m.heard); err != nil {
 		return nil, fmt.Errorf("node: listening to the cluster's nodes: %w", err)
 	}
@@ -168,6 +175,7 @@ func (m *membership) heard(msg *nats.Msg) {
 		m.twin = time.Now()
 	case r.Node == m.n.ID():
 		m.echo = time.Now()
+		m.echoLag = m.echo.Sub(r.Heartbeat)
 	case r.Leaving:
 		_, changed = m.seen[r.Node]
 		delete(m.seen, r.Node)
@@ -202,6 +210,14 @@ func (m *membership) pulse(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// The presence says the node can work: not while the connection
+		// its work goes on is down (the presence has one of its own).
+		up := m.n.bus.Conn().IsConnected()
+		if up {
+			m.mu.Lock()
+			m.mainUp = time.Now()
+			m.mu.Unlock()
+		}
 		// Checked before anything else: a process that was paused must not go
 		// on as if nothing happened.
 		why := m.outOfTouch()
@@ -218,6 +234,10 @@ func (m *membership) pulse(ctx context.Context) {
 		case why == "" && was:
 			m.log.Warn("back in touch with NATS: rejoining the cluster")
 			m.poke()
+		}
+		if !up {
+			m.log.Debug("presence held back: the main connection to NATS is down")
+			continue
 		}
 		if err := m.publish(false); err != nil {
 			m.log.Debug("presence not published", "err", err)
@@ -274,8 +294,20 @@ func (m *membership) outOfTouch() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	limit := m.ttl - m.every
+	if s := time.Since(m.mainUp); s > limit {
+		return fmt.Sprintf("its main connection to NATS down for %v (its presence is held back meanwhile)", s.Round(time.Millisecond))
+	}
 	if s := time.Since(m.echo); s > limit {
-		return fmt.Sprintf("its own presence not heard back for %v (connection to NATS lost, or the process was paused)", s.Round(time.Millisecond))
+		// Which of the two it is tells an operator where to look: a node
+		// that published nothing was paused or starved of CPU (the others
+		// heard nothing either); one whose presence went out and did not
+		// come back has lost, or is queued behind, its connection.
+		if quiet := time.Since(m.sent); quiet > limit {
+			return fmt.Sprintf("its own presence not heard back for %v: it published none for %v (the process was paused or starved of CPU)",
+				s.Round(time.Millisecond), quiet.Round(time.Millisecond))
+		}
+		return fmt.Sprintf("its own presence not heard back for %v although published %v ago (connection to NATS lost or stalled; the last one came back in %v)",
+			s.Round(time.Millisecond), time.Since(m.sent).Round(time.Millisecond), m.echoLag.Round(time.Millisecond))
 	}
 	if s := time.Since(m.storedOK); s > limit && len(m.seen) > 0 {
 		for _, at := range m.seen {
@@ -293,7 +325,9 @@ func (m *membership) record(leaving bool) wire.NodeRecord {
 	m.mu.Lock()
 	fenced := m.fenced
 	m.mu.Unlock()
-	nc := m.n.bus.Conn()
+	// The presence connection's: its close is what the servers' disconnect
+	// advisories tell the others (presence.go).
+	nc := m.n.bus.PresenceConn()
 	cid, _ := nc.GetClientID() // 0 while disconnected
 	return wire.NodeRecord{Node: m.n.ID(), Started: m.started, Heartbeat: time.Now().UTC(),
 		Partitions: m.n.inputs.Partitions(), ActiveSessions: m.n.sessions.Active(),
@@ -307,11 +341,14 @@ func (m *membership) publish(leaving bool) error {
 	if err != nil {
 		return err
 	}
-	if err := m.n.bus.Conn().Publish(wire.NodeSubject(m.n.ID()), body); err != nil {
+	if err := m.n.bus.PresenceConn().Publish(wire.NodeSubject(m.n.ID()), body); err != nil {
 		return fmt.Errorf("node presence: %w", err)
 	}
+	m.mu.Lock()
+	m.sent = time.Now()
+	m.mu.Unlock()
 	if leaving {
-		return m.n.bus.Conn().FlushTimeout(min(m.every, maxOpWait))
+		return m.n.bus.PresenceConn().FlushTimeout(min(m.every, maxOpWait))
 	}
 	return nil
 }

@@ -246,7 +246,11 @@ func TestClusterCutOffNodeIsFenced(t *testing.T) {
 	}
 	bustest.Eventually(t, 30*time.Second, "n2's turns in flight", func() bool { return c.models[2].calls.Load() >= 3 })
 	cut := c.Node(2)
-	cut.Bus().Conn().Close() // its server runs on: the cluster and the client bus do not notice
+	// Its main connection closes; its server runs on (the cluster and the
+	// client bus do not notice) and so does its presence connection: the
+	// node holds its presence back and fences itself, the others take its
+	// silence for death.
+	cut.Bus().Conn().Close()
 	c.finished(inputs)
 	bustest.Eventually(t, 30*time.Second, "the cut-off node stopped its sessions", func() bool {
 		return cut.ActiveSessions() == 0 && c.models[2].cancelled.Load() >= 3

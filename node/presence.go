@@ -88,7 +88,7 @@ func (m *membership) grace() time.Duration {
 // presence at once when its connection moves to another server, and starts
 // the watch of the routes and suspicions (owned by m.wg, stopped by m.cancel).
 func (m *membership) startWatch(ctx context.Context) {
-	nc := m.n.bus.Conn()
+	nc := m.n.bus.PresenceConn()
 	sub, err := nc.Subscribe(wire.DisconnectAdvisories, m.disconnected)
 	if err != nil {
 		// An external NATS that does not let the node read them: the
@@ -117,7 +117,7 @@ func (m *membership) startWatch(ctx context.Context) {
 // stopWatch undoes startWatch's subscription and handler (the goroutine
 // ends with m's context).
 func (m *membership) stopWatch() {
-	m.n.bus.Conn().SetReconnectHandler(nil)
+	m.n.bus.PresenceConn().SetReconnectHandler(nil)
 	m.mu.Lock()
 	sub := m.advisories
 	m.mu.Unlock()

@@ -150,7 +150,11 @@ func takenOver(t *testing.T, kill func(c *cluster, victim int)) {
 // although the node TTL (an hour) is far from over.
 func TestPresenceClosedConnectionIsTakenOverAtOnce(t *testing.T) {
 	takenOver(t, func(c *cluster, victim int) {
-		c.Node(victim).Bus().Conn().Close() // its server runs on and says the connection closed
+		// Cut from its server, which runs on and says the connections
+		// closed: the presence's (what the others go by) and the main one.
+		b := c.Node(victim).Bus()
+		b.PresenceConn().Close()
+		b.Conn().Close()
 	})
 }
 
@@ -192,12 +196,17 @@ func TestPresenceNodeMovingServersKeepsPartitions(t *testing.T) {
 	}
 	defer ext.Close(context.Background())
 	before := c.balanced("n0", "n1", "n2", "ext")
-	nc := ext.Bus().Conn()
+	// The presence's connection is the one the others go by; the main one
+	// moves too, as after a network error.
+	nc := ext.Bus().PresenceConn()
 	from := nc.ConnectedServerName()
 
 	for round := range 3 {
 		cid, _ := nc.GetClientID()
 		if err := nc.ForceReconnect(); err != nil {
+			t.Fatal(err)
+		}
+		if err := ext.Bus().Conn().ForceReconnect(); err != nil {
 			t.Fatal(err)
 		}
 		bustest.Eventually(t, 30*time.Second, "ext on a new connection", func() bool {

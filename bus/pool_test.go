@@ -15,8 +15,8 @@ import (
 )
 
 // connsOf returns the server's client connections named after cfgName (the
-// Bus's), by name: cfgName itself for the main one, "<cfgName> append <i>"
-// and "<cfgName> tail" for the pool's.
+// Bus's), by name: cfgName itself for the main one, "<cfgName> append <i>",
+// "<cfgName> tail" and "<cfgName> presence" for the pool's.
 func connsOf(t *testing.T, srv *server.Server, cfgName string) map[string]*server.ConnInfo {
 	t.Helper()
 	cz, err := srv.Connz(&server.ConnzOptions{Limit: 1024})
@@ -89,12 +89,15 @@ func TestAppendsOfShardsGoOnTheirConnections(t *testing.T) {
 			t.Fatalf("appends went on %q, not an append connection", c)
 		}
 	}
-	if got := len(connsOf(t, b.Server(), b.cfg.Name)); got != 4 {
-		t.Fatalf("%d connections, want 4 (main, two for appends, one for tails)", got)
+	if got := len(connsOf(t, b.Server(), b.cfg.Name)); got != 5 {
+		t.Fatalf("%d connections, want 5 (main, two for appends, one for tails, one for the presence)", got)
+	}
+	if b.PresenceConn() == b.Conn() || b.PresenceConn().Opts.Name != b.cfg.Name+" presence" {
+		t.Fatalf("the presence goes on %q, want a connection of its own", b.PresenceConn().Opts.Name)
 	}
 
 	one := embedded(t, func(c *Config) { c.Conns = 1 })
-	if got := connsOf(t, one.Server(), one.cfg.Name); len(got) != 1 || got[one.cfg.Name] == nil {
+	if got := connsOf(t, one.Server(), one.cfg.Name); len(got) != 1 || got[one.cfg.Name] == nil || one.PresenceConn() != one.Conn() {
 		t.Fatalf("Conns 1: connections %v, want the main one alone", got)
 	}
 	if c := carrier(t, one, "s_one", n); c != one.cfg.Name {
@@ -210,8 +213,8 @@ func TestCloseClosesEveryConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := len(connsOf(t, srv, cfg.Name)); got != 5 {
-		t.Fatalf("%d connections open, want 5 (main, three for appends, one for tails)", got)
+	if got := len(connsOf(t, srv, cfg.Name)); got != 6 {
+		t.Fatalf("%d connections open, want 6 (main, three for appends, one for tails, one for the presence)", got)
 	}
 	links := append([]*link{b.main}, b.extra...)
 	w, _ := b.Writer("s_close", 1, 0)

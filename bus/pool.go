@@ -134,6 +134,28 @@ func (b *Bus) openPool() error {
 	return nil
 }
 
+// ConnsDown says which of the Bus's connections are not connected now (a
+// reconnect under way, or closed), by name and status, or nil when all are:
+// a node whose appends' or presence's connection is down cannot serve,
+// whatever the main one says.
+func (b *Bus) ConnsDown() error {
+	var errs []error
+	for _, nc := range append([]*nats.Conn{b.nc}, linkConns(b.extra)...) {
+		if st := nc.Status(); st != nats.CONNECTED {
+			errs = append(errs, fmt.Errorf("NATS connection %q is %s", nc.Opts.Name, st))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func linkConns(ls []*link) []*nats.Conn {
+	out := make([]*nats.Conn, len(ls))
+	for i, l := range ls {
+		out[i] = l.nc
+	}
+	return out
+}
+
 // appendLink is the connection that carries shard k's appends.
 func (b *Bus) appendLink(k int) *link {
 	if len(b.appendLinks) == 0 {

@@ -293,3 +293,17 @@ func TestPoolAfterReconnect(t *testing.T) {
 		t.Fatalf("log after the restart: %v", got)
 	}
 }
+
+// TestConnsDownNamesTheConnection: a pool connection that is down makes the
+// Bus unfit to serve (what /healthz reports), and the error names it.
+func TestConnsDownNamesTheConnection(t *testing.T) {
+	b := embedded(t, func(c *Config) { c.Conns = 2 })
+	if err := b.ConnsDown(); err != nil {
+		t.Fatalf("all connections up: %v", err)
+	}
+	b.PresenceConn().Close()
+	err := b.ConnsDown()
+	if err == nil || !strings.Contains(err.Error(), b.cfg.Name+" presence") || !strings.Contains(err.Error(), "CLOSED") {
+		t.Fatalf("ConnsDown with the presence connection closed = %v, want it named, CLOSED", err)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -281,7 +280,7 @@ func (p *measuredStreamer) Stream(ctx context.Context, req llm.Request, onDelta 
 	return resp, err
 }
 
-// Health reports whether the node can serve: its NATS connection is up,
+// Health reports whether the node can serve: its NATS connections are up,
 // JetStream answers, its embedded server's JetStream store can write
 // (bus.Bus.StoreErr: after a write failed, until the disk takes writes again
 // and JetStream has started again), and its read model follows the log
@@ -291,8 +290,8 @@ func (n *Node) Health(ctx context.Context) error {
 	if n.bus == nil {
 		return errors.New("not started")
 	}
-	if st := n.bus.Conn().Status(); st != nats.CONNECTED {
-		return fmt.Errorf("NATS connection is %s", st)
+	if err := n.bus.ConnsDown(); err != nil {
+		return err
 	}
 	if err := n.bus.StoreErr(); err != nil {
 		return err

@@ -17,11 +17,24 @@
 //   NATS_URL=nats://127.0.0.1:4222 NATS_CREDS=.tah/creds/jstools.creds node examples/tool-service-js/index.js
 // (NATS_CREDS is a .creds file: the one `tahctl creds add --role tool --tool
 // NAME NAME` wrote, wherever it printed, or the node's .tah/admin.creds.)
+//
+// Tracing: each call's span ("execute_tool <name>", a server span) is the child
+// of the node's execute_tool span, whose W3C trace context comes in the call's
+// traceparent and tracestate headers, so a turn is one trace across the node
+// and this service. Spans are exported over OTLP/HTTP (protobuf) when the
+// standard variables ask for it: OTEL_EXPORTER_OTLP_ENDPOINT (or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, or OTEL_TRACES_EXPORTER=otlp for the
+// default http://localhost:4318); the exporter reads the other OTEL_* variables
+// (_HEADERS, _TIMEOUT, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_BSP_*).
+// Without them, or with OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none,
+// the SDK is not even loaded and the spans are OpenTelemetry's no-ops.
+//   OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 NATS_URL=... node index.js
 
 "use strict";
 
 const fs = require("fs");
 const { connect, credsAuthenticator, StringCodec } = require("nats");
+const otel = require("@opentelemetry/api");
 
 const SUBJECT_PREFIX = "tah.tool.";
 const CANCEL_PREFIX = "tah.tool.cancel.";
@@ -100,6 +113,68 @@ function validate(schema, input) {
   return errs;
 }
 
+// ---- tracing ---------------------------------------------------------------
+
+const SCOPE = "tah-tool-service-js";
+
+// startTracing registers OpenTelemetry's SDK with an OTLP exporter when the
+// standard variables ask for it (see the top of this file) and returns the
+// function that flushes and stops it. Otherwise it registers nothing: the API
+// then hands out no-op spans, at no cost.
+function startTracing() {
+  const env = process.env;
+  const exporter = (env.OTEL_TRACES_EXPORTER || "").trim().toLowerCase();
+  if ((env.OTEL_SDK_DISABLED || "").trim().toLowerCase() === "true" || exporter === "none") return async () => {};
+  if (!env.OTEL_EXPORTER_OTLP_ENDPOINT && !env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT && exporter !== "otlp") return async () => {};
+  const protocol = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL || "http/protobuf";
+  if (protocol !== "http/protobuf") {
+    console.error(`tracing: OTLP protocol ${protocol} is not offered by this example; exporting over http/protobuf`);
+  }
+  const { NodeTracerProvider, BatchSpanProcessor } = require("@opentelemetry/sdk-trace-node");
+  const { OTLPTraceExporter } = require("@opentelemetry/exporter-trace-otlp-proto");
+  const { defaultResource, resourceFromAttributes, detectResources, envDetector } = require("@opentelemetry/resources");
+  // Later resources win: OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES over the example's name.
+  const resource = defaultResource()
+    .merge(resourceFromAttributes({ "service.name": SCOPE }))
+    .merge(detectResources({ detectors: [envDetector] }));
+  const provider = new NodeTracerProvider({
+    resource,
+    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())], // the exporter reads OTEL_EXPORTER_OTLP_*
+  });
+  // The W3C trace context propagator and an AsyncLocalStorage context manager.
+  provider.register();
+  return () => provider.shutdown();
+}
+
+// A NATS message's headers as a carrier of trace context. NATS header names are
+// case-sensitive and the node sends them in lower case; another caller may
+// spell them "Traceparent", so a read tries every spelling.
+const natsHeaders = {
+  keys: (h) => (h ? h.keys() : []),
+  get: (h, key) => {
+    if (!h) return undefined;
+    const k = h.keys().find((k) => k.toLowerCase() === key);
+    return k === undefined ? undefined : h.get(k);
+  },
+};
+
+// callSpan starts the span of one call as the child of the caller's span (a
+// malformed traceparent is ignored: the span starts a trace of its own), with
+// the attributes of the GenAI conventions TAH's own tool services set. Tool
+// arguments and results are not recorded: they may hold anything.
+function callSpan(tool, msg, callId, session) {
+  const parent = otel.propagation.extract(otel.ROOT_CONTEXT, msg.headers, natsHeaders);
+  return otel.trace.getTracer(SCOPE).startSpan(`execute_tool ${tool}`, {
+    kind: otel.SpanKind.SERVER,
+    attributes: {
+      "gen_ai.operation.name": "execute_tool",
+      "gen_ai.tool.name": tool,
+      "gen_ai.tool.call.id": callId,
+      "tah.session.id": session,
+    },
+  }, parent);
+}
+
 // ---- the protocol ----------------------------------------------------------
 
 // credentials reads the .creds file NATS_CREDS names (a user JWT and its
@@ -137,6 +212,7 @@ function oneLine(s) {
 const inflight = new Map(); // call token -> Set of { session, controller }
 
 async function main() {
+  const stopTracing = startTracing();
   const nc = await connect({
     servers: process.env.NATS_URL || "nats://127.0.0.1:4222",
     ...credentials(),
@@ -177,6 +253,19 @@ async function main() {
       msg.respondError(400, "malformed request: call_id is missing");
       return;
     }
+    // The span ends once the reply has gone, whatever happens in between.
+    const span = callSpan(tool.name, msg, callId, session);
+    try {
+      await serve(tool, srv, msg, req, callId, session, deadline, span);
+    } catch (e) {
+      span.setStatus({ code: otel.SpanStatusCode.ERROR, message: e.message });
+      throw e;
+    } finally {
+      span.end();
+    }
+  }
+
+  async function serve(tool, srv, msg, req, callId, session, deadline, span) {
     const key = resultKey(tool.name, session, callId);
     const tok = token(callId);
     const controller = new AbortController();
@@ -219,6 +308,10 @@ async function main() {
     inflight.get(tok).delete(entry);
     if (inflight.get(tok).size === 0) inflight.delete(tok);
 
+    if (result.is_error) {
+      span.setStatus({ code: otel.SpanStatusCode.ERROR, message: result.code });
+      span.setAttribute("error.type", result.code);
+    }
     // Store first, then reply: a node that lost the reply finds the result.
     await put(key, { ...record, state: "done", finished: new Date().toISOString(), result });
     const body = sc.encode(JSON.stringify(result));
@@ -257,7 +350,8 @@ async function main() {
   }
   console.log(JSON.stringify({ ready: true, tools: tools.map((t) => t.name) }));
 
-  const stop = async () => { await nc.drain(); process.exit(0); };
+  // Drain first (the calls in flight finish and end their spans), then flush the spans.
+  const stop = async () => { await nc.drain(); await stopTracing(); process.exit(0); };
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);
   await nc.closed();

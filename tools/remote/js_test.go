@@ -38,9 +38,10 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// startJS runs examples/tool-service-js against url and returns a function that
-// kills it with SIGKILL and waits for it.
-func startJS(t *testing.T, url string) (kill func()) {
+// startJS runs examples/tool-service-js against url, with env added to this
+// process's environment, and returns a function that kills it with SIGKILL
+// and waits for it.
+func startJS(t *testing.T, url string, env ...string) (kill func()) {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
@@ -56,7 +57,7 @@ func startJS(t *testing.T, url string) (kill func()) {
 	var out syncBuffer
 	cmd := exec.Command(node, "index.js")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "NATS_URL="+url)
+	cmd.Env = append(append(os.Environ(), "NATS_URL="+url), env...)
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

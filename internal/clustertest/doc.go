@@ -35,6 +35,11 @@
 //     wait for it, whether a call was running or their next turn came
 //     first, and no call ends unknown_tool or tool_unavailable or runs
 //     twice.
+//   - TestKilledTurnStaysInItsTrace: the nodes trace to an OTLP receiver in
+//     the test; a turn sent with a client's traceparent has its node killed
+//     with SIGKILL mid-answer, and the survivor's spans of the resumed turn
+//     are in the client's trace, the children of the span turn.started
+//     recorded, with a tah.turn.continued event saying where and why.
 //   - TestAgentStreamSurvivesKill: an agent protocol caller, connected to a
 //     node that survives, prompts a session whose owner is killed with
 //     SIGKILL mid-answer: its stream goes on with "restarted", the whole

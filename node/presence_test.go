@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -202,7 +203,13 @@ func TestPresenceNodeMovingServersKeepsPartitions(t *testing.T) {
 	from := nc.ConnectedServerName()
 
 	for round := range 3 {
-		cid, _ := nc.GetClientID()
+		// A connection is its server's and its id there: ids are counted
+		// per server, so the one on the next server may be the same number.
+		conn := func() string {
+			cid, _ := nc.GetClientID()
+			return fmt.Sprintf("%s/%d", nc.ConnectedServerId(), cid)
+		}
+		was := conn()
 		if err := nc.ForceReconnect(); err != nil {
 			t.Fatal(err)
 		}
@@ -210,8 +217,7 @@ func TestPresenceNodeMovingServersKeepsPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 		bustest.Eventually(t, 30*time.Second, "ext on a new connection", func() bool {
-			now, _ := nc.GetClientID()
-			return nc.IsConnected() && now != cid
+			return nc.IsConnected() && conn() != was
 		})
 		// Each survivor settles the old connection's close one way or the
 		// other: the event waited for, not a time.

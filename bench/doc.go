@@ -13,7 +13,9 @@
 //  1. the floors;
 //  2. a step: one session, one turn of many tool steps, the mock answering
 //     at once, a tool that does nothing; against one append of a record of
-//     the step's events; the process's CPU per step;
+//     the step's events; the process's CPU per step, and the same with
+//     tracing on (OTLP to a receiver in this process) against tracing off,
+//     in turns that alternate the two;
 //  3. throughput under load: many sessions, the mock answering after 50 ms,
 //     five steps a turn; against the model-bound rate and the disk-bound
 //     one (the disk's write rate over TAH's durable writes per step); the

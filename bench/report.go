@@ -210,7 +210,8 @@ func (r *Report) floorRows() []row {
 
 // stepRows are row 2: a step against the one append of its record (the
 // target with fsync always), TAH's own time, the process's CPU per step
-// (the target with fsync every 2 minutes), and the middle of the turn.
+// (the target with fsync every 2 minutes) and the same with tracing on
+// against it, and the middle of the turn.
 func (r *Report) stepRows() []row {
 	var out []row
 	for _, s := range r.Step {
@@ -237,6 +238,10 @@ func (r *Report) stepRows() []row {
 		if s.AllocsPerStep > 0 {
 			out = append(out, row{"2", "heap allocations of the whole process per step (objects · bytes), same span", s.Durability,
 				fnum(s.AllocsPerStep) + " · " + fbytes(int(s.AllocBytesPerStep+0.5)), "", "", "", ""})
+		}
+		if s.TracedTurns > 0 {
+			out = append(out, row{"2", "the same CPU with tracing on: every span exported over OTLP/HTTP (to a receiver in this process) within the turn", s.Durability,
+				fdur(s.TracedCPUPerStep), fdur(s.UntracedCPUPerStep) + " (tracing off, the default, in turns alternating with these)", fratio(s.TracedCPURatio), "", ""})
 		}
 		out = append(out, row{"2", "from one LLM call to the next, middle of the turn (p50)", s.Durability,
 			fdur(s.StepGapP50), fdur(s.StepGapFloorP50) + " (the records in between)", fratio(s.StepGapRatioP50), "", ""})

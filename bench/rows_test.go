@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,6 +36,11 @@ func TestRows(t *testing.T) {
 		s.AllocsPerStep <= 0 || s.AllocBytesPerStep < s.AllocsPerStep {
 		t.Errorf("row 2: %+v", s)
 	}
+	// Rounds of a turn with tracing on (exported to the receiver) and one off.
+	if s := rep.Step[0]; s.TracedTurns != 1 || s.TracedPerStep <= 0 || s.TracedCPUPerStep <= 0 || s.UntracedPerStep <= 0 || s.UntracedCPUPerStep <= 0 ||
+		s.TracedCPURatio <= 0 || s.TracedAllocsPerStep <= 0 || s.UntracedAllocsPerStep <= 0 || s.TracedOTLPBytesPerStep <= 0 {
+		t.Errorf("row 2 with tracing on: %+v", s)
+	}
 	if l := rep.Load[0]; l.Steps != 8 || l.StepsPerSec <= 0 || l.FloorWall <= 0 || l.RecordsPerTurn == 0 || l.EventsPerTurn <= l.RecordsPerTurn ||
 		l.DiskBound <= 0 || l.WritesPerStep <= 0 || l.ModelBound <= 0 {
 		t.Errorf("row 3: %+v", l)
@@ -42,7 +48,7 @@ func TestRows(t *testing.T) {
 	if r := rep.Resume; len(r.Lengths) != 2 || r.Lengths[1].Events < 40 || r.Lengths[0].FirstCall <= 0 || r.StreamEvents == 0 {
 		t.Errorf("row 4: %+v", r)
 	}
-	if table := rep.Table(); len(rep.rows()) < 8 || table == "" {
+	if table := rep.Table(); len(rep.rows()) < 8 || table == "" || !strings.Contains(table, "the same CPU with tracing on") {
 		t.Errorf("table:\n%s", table)
 	}
 }

@@ -15,6 +15,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/telemetry"
+	"github.com/tah-dev/tah/telemetry/oteltest"
+	"github.com/tah-dev/tah/telemetry/otlp"
 )
 
 // StepResult is rows 1 and 2 under one durability setting: one session, turns
@@ -107,31 +110,69 @@ type StepResult struct {
 	// Overhead is TAH's own time per step: PerStep less the floor of its
 	// writes and the mock's time.
 	Overhead time.Duration `json:"overhead_per_step_ns"`
+
+	// Tracing's cost, after the turns above: TracedTurns rounds (0: not
+	// run) of a turn with tracing on and one with it off (the default),
+	// each on the node started again (tracing is set at a node's start).
+	// With tracing on every span is exported over OTLP/HTTP (protobuf) to
+	// a receiver in this process that reads each export and keeps nothing,
+	// the turn's spans flushed before its CPU is read. TracedCPUPerStep and
+	// UntracedCPUPerStep are the two CPUs per step (medians), measured as
+	// CPUPerStep; TracedCPURatio is the first over the second;
+	// TracedOTLPBytesPerStep is what the exporter sent, over the turn's LLM
+	// calls.
+	TracedTurns            int           `json:"traced_turns,omitempty"`
+	TracedPerStep          time.Duration `json:"traced_per_step_ns,omitempty"`
+	TracedCPUPerStep       time.Duration `json:"traced_cpu_per_step_ns,omitempty"`
+	UntracedPerStep        time.Duration `json:"untraced_per_step_ns,omitempty"`
+	UntracedCPUPerStep     time.Duration `json:"untraced_cpu_per_step_ns,omitempty"`
+	TracedCPURatio         float64       `json:"traced_cpu_ratio,omitempty"`
+	TracedAllocsPerStep    float64       `json:"traced_allocs_per_step,omitempty"`
+	UntracedAllocsPerStep  float64       `json:"untraced_allocs_per_step,omitempty"`
+	TracedOTLPBytesPerStep float64       `json:"traced_otlp_bytes_per_step,omitempty"`
 }
 
 // stepScenario is rows 1 and 2 under one durability setting: one session,
-// turns of many tool steps, each followed by its floor.
+// turns of many tool steps, each followed by its floor; then rounds of such
+// turns with tracing on and off.
 type stepScenario struct {
 	cfg  Config
 	sync time.Duration
 	p    *probe
 	st   *stack
+
+	// rcv receives the traced turns' spans, traced is the nodes' tracing
+	// then (its provider outlives the node's restarts), and flush, set
+	// while tracing, exports the spans ended so far.
+	rcv    *oteltest.Receiver
+	traced *telemetry.Tracing
+	flush  func(context.Context) error
 }
 
 func (s *stepScenario) Name() string {
 	return fmt.Sprintf("rows 1-2: one session, turns of %d tool steps, %s", s.cfg.Steps, durabilityName(s.sync))
 }
 
-func (s *stepScenario) Setup(_ context.Context, env Env) error {
+func (s *stepScenario) Setup(ctx context.Context, env Env) error {
 	tool, final := scriptedMocks(0)
 	s.p = newProbe(tool, final, true)
-	var err error
+	// What a node's --tracing makes (telemetry/otlp), pointed at the
+	// receiver whatever this process's OTEL_* variables say.
+	s.rcv = oteltest.Discard(env.TB)
+	tp, err := otlp.NewProvider(ctx, otlp.Config{Endpoint: s.rcv.HTTPURL}, otlp.Resource{ServiceName: "tah-bench"}, nil)
+	if err != nil {
+		return err
+	}
+	s.traced = telemetry.New(tp, false)
 	s.st, err = startStack(env, s.cfg.Tmp, stackOpts{sync: s.sync, provider: s.p})
 	return err
 }
 
-func (s *stepScenario) Teardown(context.Context) error {
+func (s *stepScenario) Teardown(ctx context.Context) error {
 	s.st.close()
+	if s.traced != nil {
+		return s.traced.Shutdown(ctx)
+	}
 	return nil
 }
 
@@ -141,7 +182,7 @@ func (s *stepScenario) Teardown(context.Context) error {
 func (s *stepScenario) Run(ctx context.Context, rep *Report) error {
 	acc := newStepAcc(s.cfg, s.sync)
 	for i := range s.cfg.StepTurns + 1 {
-		m, err := s.measureTurn(ctx, i)
+		m, err := s.measureTurn(ctx, fmt.Sprintf("s_step%03d", i), i == s.cfg.StepTurns)
 		if err != nil {
 			return err
 		}
@@ -153,7 +194,58 @@ func (s *stepScenario) Run(ctx context.Context, rep *Report) error {
 			acc.add(m, f)
 		}
 	}
+	if err := s.runTraced(ctx, acc); err != nil {
+		return fmt.Errorf("the turns with tracing on and off: %w", err)
+	}
 	rep.Step = append(rep.Step, acc.result())
+	return nil
+}
+
+// runTraced measures tracing's cost: rounds of two turns, one with tracing
+// on and one with it off, each on the node started again with that tracing
+// (a node takes its tracing at its start), so that the machine's drifts
+// and the restarts fall on both alike; the turns above stay as they were
+// measured before tracing existed. While tracing, each turn's spans are
+// exported before its CPU is read, so that the export counts in the turn
+// that made the spans. The first round warms up (the restarted node, the
+// exporter's connection) and is not counted.
+func (s *stepScenario) runTraced(ctx context.Context, acc *stepAcc) error {
+	defer func() { s.flush = nil }()
+	for i := range s.cfg.StepTurns + 1 {
+		for _, on := range []bool{true, false} {
+			s.st.o.session.Tracing, s.flush = nil, nil
+			if on {
+				s.st.o.session.Tracing, s.flush = s.traced, s.traced.ForceFlush
+			}
+			if err := s.st.restart(s.sync); err != nil {
+				return err
+			}
+			// What the restart leaves to do (the read model's catch-up,
+			// the stopped node's garbage) must not fall in the turn: in
+			// trial runs it made a turn right after a restart cost more
+			// CPU than one without, and would hide tracing's share.
+			if err := s.st.waitReadModel(ctx); err != nil {
+				return err
+			}
+			runtime.GC()
+			sid := fmt.Sprintf("s_off%03d", i)
+			if on {
+				sid = fmt.Sprintf("s_on%03d", i)
+			}
+			_, before := s.rcv.Received()
+			m, err := s.measureTurn(ctx, sid, false)
+			if err != nil {
+				return err
+			}
+			_, after := s.rcv.Received()
+			if i > 0 {
+				acc.addTraced(m, on, after-before)
+			}
+		}
+	}
+	if _, b := s.rcv.Received(); b == 0 {
+		return errors.New("the receiver got no span")
+	}
 	return nil
 }
 
@@ -174,16 +266,18 @@ type stepTurn struct {
 
 func (m stepTurn) events() []event.Event { return m.all[m.start:] }
 
-// measureTurn creates session number i, runs a short first turn (it spawns
-// the actor and claims the session, so that the measured turn is a
-// session's ordinary next turn), then the measured turn.
-func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error) {
+// measureTurn creates session sid, runs a short first turn (it spawns the
+// actor and claims the session, so that the measured turn is a session's
+// ordinary next turn), then the measured turn; profile profiles it when
+// Config.PhaseProfile asks for it. While tracing, the spans are exported
+// before the CPU count starts and again before it ends.
+func (s *stepScenario) measureTurn(ctx context.Context, sid string, profile bool) (stepTurn, error) {
 	st := s.st
 	var resumeRM func(bool) error
 	if s.cfg.PauseReadModel {
 		resumeRM = st.pauseProjector(ctx)
 	}
-	m := stepTurn{sid: fmt.Sprintf("s_step%03d", i)}
+	m := stepTurn{sid: sid}
 	if err := st.create(ctx, m.sid); err != nil {
 		return m, err
 	}
@@ -193,7 +287,12 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 	}
 	s.p.take(m.sid)
 	var stopProfile func()
-	if s.cfg.PhaseProfile != "" && i == s.cfg.StepTurns {
+	if s.flush != nil {
+		if err := s.flush(ctx); err != nil {
+			return m, fmt.Errorf("export the spans: %w", err)
+		}
+	}
+	if s.cfg.PhaseProfile != "" && profile {
 		path := fmt.Sprintf("%s.row2-%s", s.cfg.PhaseProfile, s.sync)
 		stopAllocs := allocsPhase(path + ".allocs") // its first write out of the CPU profile
 		stopCPU := profilePhase(path)
@@ -218,6 +317,11 @@ func (s *stepScenario) measureTurn(ctx context.Context, i int) (stepTurn, error)
 		return m, err
 	}
 	m.caught = time.Now()
+	if s.flush != nil {
+		if err := s.flush(ctx); err != nil {
+			return m, fmt.Errorf("export the spans: %w", err)
+		}
+	}
 	m.cpu = cpuTime() - cpu0
 	m.allocs = readHeapAllocs().sub(allocs0)
 	if stopProfile != nil {

@@ -18,6 +18,11 @@ type stepAcc struct {
 	stepRecs, oneEvent, applies, stepAppends       sample
 	eventBytes, nEvents, stepBytes                 int
 	nSteps, stepEvents, stepRecords                int
+
+	// Tracing's rounds: [0] the turns with tracing off, [1] on.
+	tracedPerStep, tracedCPU [2][]time.Duration
+	tracedAllocs             [2][]float64
+	tracedBytes              []float64
 }
 
 func newStepAcc(c Config, sync time.Duration) *stepAcc {
@@ -56,6 +61,20 @@ func (a *stepAcc) add(m stepTurn, f stepFloor) {
 		}
 	}
 	a.res.CheckpointBytes = max(a.res.CheckpointBytes, f.checkpoint)
+}
+
+// addTraced counts turn m of tracing's rounds, run with tracing on or
+// off; with it on, the exporter sent otlpBytes of its spans.
+func (a *stepAcc) addTraced(m stepTurn, on bool, otlpBytes int64) {
+	llmCalls := time.Duration(a.res.LLMCalls)
+	i := 0
+	if on {
+		i = 1
+		a.tracedBytes = append(a.tracedBytes, float64(otlpBytes)/float64(llmCalls))
+	}
+	a.tracedPerStep[i] = append(a.tracedPerStep[i], m.done.Sub(m.sent)/llmCalls)
+	a.tracedCPU[i] = append(a.tracedCPU[i], m.cpu/llmCalls)
+	a.tracedAllocs[i] = append(a.tracedAllocs[i], float64(m.allocs.objects)/float64(llmCalls))
 }
 
 // addGaps counts, between two LLM calls in the middle of the turn, the
@@ -134,5 +153,13 @@ func (a *stepAcc) result() *StepResult {
 	res.Ratio = float64(res.PerStep) / float64(max(res.StepRecordP50, 1))
 	res.RatioWritten = float64(res.PerStep) / float64(max(res.FloorAppendPerStep, 1))
 	res.Overhead = res.PerStep - res.ProviderPerStep - res.FloorAppendPerStep
+	if n := len(a.tracedCPU[1]); n > 0 && len(a.tracedCPU[0]) > 0 {
+		res.TracedTurns = n
+		res.UntracedPerStep, res.UntracedCPUPerStep = medianDur(a.tracedPerStep[0]), medianDur(a.tracedCPU[0])
+		res.TracedPerStep, res.TracedCPUPerStep = medianDur(a.tracedPerStep[1]), medianDur(a.tracedCPU[1])
+		res.TracedCPURatio = float64(res.TracedCPUPerStep) / float64(max(res.UntracedCPUPerStep, 1))
+		res.UntracedAllocsPerStep, res.TracedAllocsPerStep = median(a.tracedAllocs[0]), median(a.tracedAllocs[1])
+		res.TracedOTLPBytesPerStep = median(a.tracedBytes)
+	}
 	return res
 }

@@ -9,4 +9,8 @@
 //	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.HTTPURL)
 //	... run a turn with tracing on ...
 //	spans := rcv.Wait(t, func(s []oteltest.Span) bool { return len(s) >= 4 })
+//
+// Discard is the same receiver for a benchmark: it answers every export but
+// only counts them (Received), so that the CPU of the process it runs in holds
+// little of its work.
 package oteltest

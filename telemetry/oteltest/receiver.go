@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-	"testing"
 	"time"
 
 	collectorpb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -40,6 +39,14 @@ type Event struct {
 	Attrs map[string]any
 }
 
+// TB is what a receiver needs of its test (testing.TB has it; so does a
+// benchmark's harness, natstest.TB).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+}
+
 // Receiver collects what exporters send it until the test ends.
 type Receiver struct {
 	// HTTPURL is the OTLP/HTTP endpoint's base ("http://127.0.0.1:N"), as
@@ -48,20 +55,38 @@ type Receiver struct {
 	// GRPCAddr is the OTLP/gRPC endpoint ("127.0.0.1:N").
 	GRPCAddr string
 
+	// discard: count the exports, decode and keep nothing (Discard).
+	discard bool
+
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced at each export
 	spans   []Span
 	raw     [][]byte
+	exports int
+	bytes   int64
 }
 
 // Start runs a receiver until tb ends.
-func Start(tb testing.TB) *Receiver {
+func Start(tb TB) *Receiver {
 	tb.Helper()
-	r := &Receiver{changed: make(chan struct{})}
+	return start(tb, &Receiver{})
+}
 
+// Discard runs a receiver that answers every export as a collector does but
+// decodes and keeps nothing of it: it only counts the exports and their
+// bytes (Received). A benchmark's, that measures the CPU of a process the
+// receiver runs in: its share is reading the requests, no more.
+func Discard(tb TB) *Receiver {
+	tb.Helper()
+	return start(tb, &Receiver{discard: true})
+}
+
+func start(tb TB, r *Receiver) *Receiver {
+	tb.Helper()
+	r.changed = make(chan struct{})
 	hl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("oteltest: %v", err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/traces", r.serveHTTP)
@@ -71,7 +96,7 @@ func Start(tb testing.TB) *Receiver {
 
 	gl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatal(err)
+		tb.Fatalf("oteltest: %v", err)
 	}
 	gs := grpc.NewServer()
 	collectorpb.RegisterTraceServiceServer(gs, grpcService{r: r})
@@ -88,6 +113,16 @@ func Start(tb testing.TB) *Receiver {
 }
 
 func (r *Receiver) serveHTTP(w http.ResponseWriter, req *http.Request) {
+	if r.discard {
+		n, err := io.Copy(io.Discard, req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.count(n)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		return // an empty ExportTraceServiceResponse is zero bytes
+	}
 	body, err := io.ReadAll(io.LimitReader(req.Body, 64<<20))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -110,6 +145,10 @@ type grpcService struct {
 }
 
 func (g grpcService) Export(_ context.Context, msg *collectorpb.ExportTraceServiceRequest) (*collectorpb.ExportTraceServiceResponse, error) {
+	if g.r.discard {
+		g.r.count(int64(proto.Size(msg)))
+		return &collectorpb.ExportTraceServiceResponse{}, nil
+	}
 	raw, _ := proto.Marshal(msg)
 	g.r.add(raw, msg)
 	return &collectorpb.ExportTraceServiceResponse{}, nil
@@ -149,8 +188,28 @@ func (r *Receiver) add(raw []byte, msg *collectorpb.ExportTraceServiceRequest) {
 	defer r.mu.Unlock()
 	r.spans = append(r.spans, spans...)
 	r.raw = append(r.raw, bytes.Clone(raw))
+	r.exports++
+	r.bytes += int64(len(raw))
 	close(r.changed)
 	r.changed = make(chan struct{})
+}
+
+// count counts an export that Discard's receiver did not keep.
+func (r *Receiver) count(n int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.exports++
+	r.bytes += n
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// Received is how many exports came, and their bytes (the bodies as sent
+// over HTTP, the messages' protobuf size over gRPC).
+func (r *Receiver) Received() (exports int, bytes int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.exports, r.bytes
 }
 
 func attrs(kvs []*commonpb.KeyValue) map[string]any {
@@ -205,7 +264,7 @@ func (r *Receiver) Contains(s string) bool {
 
 // Wait returns the spans once done says they are enough; it fails tb if
 // that never happens (the deadline catches a hang, it times nothing).
-func (r *Receiver) Wait(tb testing.TB, done func([]Span) bool) []Span {
+func (r *Receiver) Wait(tb TB, done func([]Span) bool) []Span {
 	tb.Helper()
 	deadline := time.After(time.Minute)
 	for {

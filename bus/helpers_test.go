@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 )
@@ -98,14 +101,18 @@ func mustAppend(t testing.TB, w *SessionWriter, evs ...event.Event) []uint64 {
 func mustReplay(t testing.TB, b *Bus, sid string, from uint64) ([]event.Event, uint64) {
 	t.Helper()
 	// A replay asks its stream in one short try (a stream electing a leader
-	// does not answer); its callers try again, as a session's load does.
+	// does not answer, or answers 503 "JetStream system temporarily
+	// unavailable"); its callers try again, as a session's load does.
 	ctx := ctxT(t)
 	for {
 		evs, last, err := b.Replay(ctx, sid, from)
 		if err == nil {
 			return evs, last
 		}
-		if !errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		var api *jetstream.APIError
+		electing := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) ||
+			errors.As(err, &api) && api.Code == 503
+		if !electing || ctx.Err() != nil {
 			t.Fatalf("Replay(%s, %d): %v", sid, from, err)
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -40,6 +41,10 @@ type RunResult struct {
 	Code  string    `json:"code,omitempty"`
 	Steps int       `json:"steps"`
 	Usage llm.Usage `json:"usage"`
+	// Cost is what the turn's LLM calls cost, in US dollars, at the prices
+	// of the node that made them (Cost.Unpriced counts the calls of a model
+	// without a price).
+	Cost pricing.Cost `json:"cost"`
 	// AwaitingApproval, on a turn that waits (State waiting_tool), are the
 	// calls that wait for Approve or Deny (see the Approval plugin).
 	AwaitingApproval []llm.ToolCall `json:"awaiting_approval,omitempty"`
@@ -305,5 +310,5 @@ func (s *Session) Compact(ctx context.Context) (*CompactResult, error) {
 
 func resultOf(o wire.Outcome) RunResult {
 	return RunResult{Session: o.Session, Turn: o.Turn, State: o.Status, Content: o.Content,
-		Error: o.Error, Code: o.Code, Steps: o.Steps, Usage: o.Usage, AwaitingApproval: o.AwaitingApproval}
+		Error: o.Error, Code: o.Code, Steps: o.Steps, Usage: o.Usage, Cost: o.Cost, AwaitingApproval: o.AwaitingApproval}
 }

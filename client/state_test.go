@@ -10,6 +10,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -59,7 +60,8 @@ func TestRunTakesOnlyItsOwnTurn(t *testing.T) {
 		event.MustNew("s", event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 2}),
 		event.MustNew("s", event.TurnStarted, event.TurnStartedData{Turn: 2, InputID: "in_mine", Message: llm.User("hi")}),
 		event.MustNew("s", event.LLMStarted, event.LLMStartedData{StepID: "st_new"}),
-		event.MustNew("s", event.LLMCompleted, event.LLMCompletedData{StepID: "st_new", Response: llm.Response{Content: "new answer", Usage: llm.Usage{OutputTokens: 3}}}),
+		event.MustNew("s", event.LLMCompleted, event.LLMCompletedData{StepID: "st_new", Response: llm.Response{Content: "new answer", Usage: llm.Usage{OutputTokens: 3}},
+			Cost: &pricing.Cost{USD: 0.25}}),
 		event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 2, Content: "new answer", Steps: 1, Usage: llm.Usage{OutputTokens: 3}}),
 		event.MustNew("s", event.CheckpointCreated, event.CheckpointCreatedData{UpToSeq: 16}),
 		event.MustNew("s", event.TurnStarted, event.TurnStartedData{Turn: 3, InputID: "in_next", Message: llm.User("next")}),
@@ -78,7 +80,10 @@ func TestRunTakesOnlyItsOwnTurn(t *testing.T) {
 		t.Fatalf("end %+v", st.end)
 	}
 	o := st.outcomeOfEnd()
-	if o.Status != "completed" || o.Turn != 2 || o.Content != "new answer" || o.LastSeq != 16 || o.InputID != "in_mine" || o.Usage.OutputTokens != 3 {
+	// An agent.finished of before session_usage and costs: the turn's from
+	// its steps' events.
+	if o.Status != "completed" || o.Turn != 2 || o.Content != "new answer" || o.LastSeq != 16 || o.InputID != "in_mine" || o.Usage.OutputTokens != 3 ||
+		o.Cost != (pricing.Cost{USD: 0.25}) {
 		t.Fatalf("outcome of the end: %+v", o)
 	}
 }
@@ -155,17 +160,21 @@ func TestReplies(t *testing.T) {
 	}
 }
 
-// TestEndOutcome: the end of a turn tells its outcome; an agent.finished
-// written before session_usage existed has the session's usage only.
+// TestEndOutcome: the end of a turn tells its outcome, with its recorded
+// usage and cost; an agent.finished written before session_usage existed
+// has the session's usage only, one written before costs were, no cost.
 func TestEndOutcome(t *testing.T) {
 	turn, total := llm.Usage{InputTokens: 3}, llm.Usage{InputTokens: 10}
-	ev := event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 2, Content: "hi", Steps: 1, Usage: turn, SessionUsage: &total})
+	cost, totalCost := pricing.Cost{USD: 0.5}, pricing.Cost{USD: 1.5, Unpriced: 1}
+	ev := event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 2, Content: "hi", Steps: 1, Usage: turn, SessionUsage: &total,
+		Cost: &cost, SessionCost: &totalCost})
 	ev.Seq = 9
-	if o := EndOutcome(ev); o.Status != "completed" || o.Turn != 2 || o.Content != "hi" || o.Usage != turn || o.SessionUsage != total || o.LastSeq != 9 {
+	if o := EndOutcome(ev); o.Status != "completed" || o.Turn != 2 || o.Content != "hi" || o.Usage != turn || o.SessionUsage != total || o.LastSeq != 9 ||
+		o.Cost != cost || o.SessionCost != totalCost {
 		t.Errorf("agent.finished: %+v", o)
 	}
 	old := event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 2, Content: "hi", Steps: 1, Usage: total})
-	if o := EndOutcome(old); o.Usage != (llm.Usage{}) || o.SessionUsage != total {
+	if o := EndOutcome(old); o.Usage != (llm.Usage{}) || o.SessionUsage != total || !o.Cost.IsZero() || !o.SessionCost.IsZero() {
 		t.Errorf("an older agent.finished: %+v", o)
 	}
 	cancelled := event.MustNew("s", event.AgentCancelled, event.AgentCancelledData{Turn: 3, Reason: "enough"})

@@ -6,6 +6,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -31,6 +32,7 @@ type turnState struct {
 	lastSeq  uint64
 	llmCalls int
 	usage    llm.Usage
+	cost     pricing.Cost
 
 	deltas  natsx.DeltaFilter
 	steps   map[string]bool // LLM steps seen, and whether they are this turn's
@@ -86,6 +88,9 @@ func (s *turnState) event(ev event.Event) (ours bool, released []Delta) {
 	case event.LLMCompleted:
 		d, _ := event.DecodeAs[event.LLMCompletedData](ev)
 		s.usage = s.usage.Add(d.Response.Usage)
+		if d.Cost != nil {
+			s.cost = s.cost.Add(*d.Cost)
+		}
 	case event.AgentFinished, event.AgentFailed, event.AgentCancelled:
 		s.end, s.over = &ev, true
 	}
@@ -124,16 +129,22 @@ func (s *turnState) outcomeOfEnd() wire.Outcome {
 		o.Steps = s.llmCalls
 	}
 	if s.end.Type != event.AgentFinished {
-		o.Usage = s.usage
-	} else if d, _ := event.DecodeAs[event.AgentFinishedData](*s.end); d.SessionUsage == nil {
-		o.Usage = s.usage // an older agent.finished: its usage was the session's
+		o.Usage, o.Cost = s.usage, s.cost
+	} else {
+		d, _ := event.DecodeAs[event.AgentFinishedData](*s.end)
+		if d.SessionUsage == nil {
+			o.Usage = s.usage // an older agent.finished: its usage was the session's
+		}
+		if d.Cost == nil {
+			o.Cost = s.cost // an older agent.finished: no cost, its steps' if they have one
+		}
 	}
 	return o
 }
 
 // EndOutcome is the outcome that an end of a turn (agent.finished,
 // agent.failed or agent.cancelled) tells: its Status, Turn, LastSeq (the
-// event's), Content or Error and Code, Steps and Usage as recorded. Another
+// event's), Content or Error and Code, Steps, Usage and Cost as recorded. Another
 // event gives an outcome without a Status.
 func EndOutcome(end event.Event) wire.Outcome {
 	o := wire.Outcome{Session: end.Session, LastSeq: end.Seq}
@@ -145,6 +156,9 @@ func EndOutcome(end event.Event) wire.Outcome {
 			o.Usage, o.SessionUsage = u, *d.SessionUsage
 		} else {
 			o.SessionUsage = d.Usage // an older agent.finished: the session's total
+		}
+		if d.Cost != nil && d.SessionCost != nil { // absent before costs were recorded: unknown
+			o.Cost, o.SessionCost = *d.Cost, *d.SessionCost
 		}
 	case event.AgentFailed:
 		d, _ := event.DecodeAs[event.AgentFailedData](end)

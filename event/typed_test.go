@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 )
 
 // samplePayloads are payloads of every event type, as a writer makes them:
@@ -51,7 +52,8 @@ func samplePayloads() map[Type][]any {
 		LLMStreaming: {LLMStreamingData{StepID: "llm4.1"}},
 		LLMCompleted: {
 			LLMCompletedData{StepID: "llm4.1", Response: llm.Response{Model: "m-1", Content: "Let me look.", ToolCalls: []llm.ToolCall{call},
-				FinishReason: llm.FinishToolCalls, Usage: usage}, DurationMS: 12},
+				FinishReason: llm.FinishToolCalls, Usage: usage}, DurationMS: 12, Cost: &pricing.Cost{USD: 0.001234567}},
+			LLMCompletedData{StepID: "llm4.5", Response: llm.Response{Model: "local", Content: "ok", Usage: usage}, Cost: &pricing.Cost{Unpriced: 1}},
 			&LLMCompletedData{StepID: "llm4.2", Response: llm.Response{Content: "done", Reasoning: "thought", FinishReason: llm.FinishStop}, Artifact: &ref},
 			LLMCompletedData{StepID: "llm4.3", Response: llm.Response{ToolCalls: []llm.ToolCall{{ID: "c2", Name: "ls", Arguments: json.RawMessage(`{"path": "."}`)}}}},
 			LLMCompletedData{StepID: "llm4.4", Response: llm.Response{ToolCalls: []llm.ToolCall{{ID: "c3", Name: "ls", Arguments: json.RawMessage(`{"q":"<b>&"}`)}}}},
@@ -75,12 +77,16 @@ func samplePayloads() map[Type][]any {
 			ToolFinishedData{StepID: "tool4.2", CallID: "call_1", Name: "read_file", Output: "a", IsError: true, Code: CodeToolError, Artifact: &ref},
 			ToolFinishedData{StepID: "tool4.2", CallID: "call_1", Name: "read_file", Output: "binary \xff\xfe out"},
 		},
-		AgentFinished:  {AgentFinishedData{Turn: 1, Content: "All done.", Steps: 3, Usage: usage, SessionUsage: &usage}},
+		AgentFinished: {
+			AgentFinishedData{Turn: 1, Content: "All done.", Steps: 3, Usage: usage, SessionUsage: &usage},
+			AgentFinishedData{Turn: 2, Content: "Done.", Steps: 1, Usage: usage, SessionUsage: &usage,
+				Cost: &pricing.Cost{USD: 0.1, Unpriced: 2}, SessionCost: &pricing.Cost{USD: 12.5, Unpriced: 3}},
+		},
 		AgentFailed:    {AgentFailedData{Turn: 1, Error: "max steps", Code: CodeMaxSteps, Steps: 20}},
 		AgentCancelled: {AgentCancelledData{Turn: 1, Reason: "user"}},
 		ContextTrimmed: {ContextTrimmedData{StepID: "llm4.1", Report: TrimReport{Budget: 10, BeforeChars: 20, AfterChars: 9, TurnsDropped: 1, OverBudget: true}}},
 		ContextCompacted: {ContextCompactedData{SessionID: "s_1", Turns: 2, Chars: 300, Auto: true,
-			CompactionCall: CompactionCall{StepID: "llm4.9", Model: "m-1", Usage: usage, DurationMS: 40}}},
+			CompactionCall: CompactionCall{StepID: "llm4.9", Model: "m-1", Usage: usage, DurationMS: 40, Cost: &pricing.Cost{USD: 3e-9}}}},
 		ContextCompactFailed: {ContextCompactFailedData{SessionID: "s_1", Error: "empty", Auto: true, Code: CodeEmptySummary, CompactionCall: CompactionCall{StepID: "llm4.9"}}},
 		SummaryAdded:         {SummaryAddedData{Content: "[summary] earlier", At: 1, Turns: 2, Auto: true}},
 		CheckpointCreated:    {CheckpointCreatedData{ID: "ck1", UpToSeq: 77, Bucket: "TAH_CK", Key: "s_1", Events: 64}},

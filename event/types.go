@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 )
 
 // The event types. The names from the specification are kept as it gives them.
@@ -369,6 +370,12 @@ type LLMCompletedData struct {
 	Artifact *ArtifactRef `json:"artifact,omitempty"`
 	// DurationMS is how long the call took, in milliseconds.
 	DurationMS int64 `json:"duration_ms,omitempty"`
+	// Cost is what the call cost, by the price table of the node that made
+	// it, recorded so that every reader (another node, a replay, a reader
+	// after the prices changed) agrees on it; Unpriced 1 for a model
+	// without a price. Absent in logs written before costs were recorded:
+	// unknown, read as no cost.
+	Cost *pricing.Cost `json:"cost,omitempty"`
 }
 
 func (d LLMCompletedData) validate() error { return needStep(d.StepID) }
@@ -507,6 +514,12 @@ type AgentFinishedData struct {
 	// total: see TurnUsage.
 	Usage        llm.Usage  `json:"usage"`
 	SessionUsage *llm.Usage `json:"session_usage,omitempty"`
+	// Cost is the cost of the turn's LLM calls (their llm.completed's and
+	// compactions' costs, summed); SessionCost the session's, this turn's
+	// included. Absent from an agent.finished written before costs were
+	// recorded: unknown, read as no cost.
+	Cost        *pricing.Cost `json:"cost,omitempty"`
+	SessionCost *pricing.Cost `json:"session_cost,omitempty"`
 }
 
 // TurnUsage is the turn's usage when the event records it (an event with
@@ -579,6 +592,9 @@ type CompactionCall struct {
 	// Usage is what the call consumed, even when its answer was refused.
 	Usage      llm.Usage `json:"usage,omitzero"`
 	DurationMS int64     `json:"duration_ms,omitempty"`
+	// Cost is what the call cost, as llm.completed's Cost; absent when no
+	// call was made, or in logs written before costs were recorded.
+	Cost *pricing.Cost `json:"cost,omitempty"`
 }
 
 // SummaryAddedData is the payload of summary.added.

@@ -69,7 +69,8 @@ func (c Cost) String() string {
 }
 
 // FormatUSD writes an amount with the digits that matter: cents for a dollar
-// or more, four significant digits below.
+// or more, four significant digits below, and never fewer than the cents
+// ("$0.60", "$0.0123", "$0.0001235").
 func FormatUSD(usd float64) string {
 	switch {
 	case usd == 0:
@@ -77,7 +78,12 @@ func FormatUSD(usd float64) string {
 	case math.Abs(usd) >= 1:
 		return fmt.Sprintf("$%.2f", usd)
 	default:
-		return "$" + strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.*f", decimals(usd), usd), "0"), ".")
+		s := fmt.Sprintf("%.*f", decimals(usd), usd)
+		dot := strings.IndexByte(s, '.')
+		for len(s) > dot+3 && s[len(s)-1] == '0' {
+			s = s[:len(s)-1]
+		}
+		return "$" + s
 	}
 }
 

@@ -57,13 +57,13 @@ func TestSumsStayExact(t *testing.T) {
 		t.Fatalf("1000 × $0.0003 = %v", total.USD)
 	}
 	total = total.Add(pricing.Cost{Unpriced: 2})
-	if got := total.String(); got != "$0.3 + 2 calls without a price" {
+	if got := total.String(); got != "$0.30 + 2 calls without a price" {
 		t.Fatalf("String = %q", got)
 	}
 }
 
 func TestFormatUSD(t *testing.T) {
-	for x, want := range map[float64]string{0: "$0", 12.345: "$12.35", 1: "$1.00", 0.18: "$0.18", 0.000123456: "$0.0001235", 0.5: "$0.5"} {
+	for x, want := range map[float64]string{0: "$0", 12.345: "$12.35", 1: "$1.00", 0.18: "$0.18", 0.000123456: "$0.0001235", 0.5: "$0.50", 0.0123: "$0.0123"} {
 		if got := pricing.FormatUSD(x); got != want {
 			t.Errorf("FormatUSD(%v) = %q, want %q", x, got, want)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 )
 
 // Errors of Apply. Each wraps the event's position; event.ErrUnknownType and
@@ -143,6 +144,7 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("turn %d does not follow turn %d: %w", d.Turn, s.Turn, ErrInconsistent)
 		}
 		s.Turn, s.TurnLLMCalls, s.TurnUsage, s.TurnCompactTried, s.LastInputID = d.Turn, 0, llm.Usage{}, false, d.InputID
+		s.TurnCost = pricing.Cost{}
 		s.TurnMaxSteps, s.TurnCaller, s.TurnTrace = d.MaxSteps, d.Caller, d.Trace
 		if d.InputID != "" {
 			if len(s.RecentInputs) >= RecentInputsKept {
@@ -189,6 +191,11 @@ func apply(s *State, e event.Event, payload any) error {
 		st.Status, st.Response, st.Artifact = StepCompleted, &resp, d.Artifact
 		s.endStep(st, e, d.DurationMS)
 		s.Usage, s.TurnUsage = s.Usage.Add(resp.Usage), s.TurnUsage.Add(resp.Usage)
+		if d.Cost != nil {
+			c := *d.Cost
+			st.Cost = &c
+			s.Cost, s.TurnCost = s.Cost.Add(c), s.TurnCost.Add(c)
+		}
 		s.Messages = append(s.Messages, resp.Message())
 		for _, c := range resp.ToolCalls {
 			s.ToolCalls = append(s.ToolCalls, ToolCallRecord{CallID: c.ID, Name: c.Name,

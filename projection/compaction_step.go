@@ -6,6 +6,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 )
 
 // addCompactionStep records the model call of a compaction, which its one
@@ -25,12 +26,17 @@ func (s *State) addCompactionStep(e event.Event, c event.CompactionCall, status 
 	if !e.Time.IsZero() {
 		st.StartedAt = e.Time.Add(-time.Duration(c.DurationMS) * time.Millisecond)
 	}
+	var cost pricing.Cost
+	if c.Cost != nil {
+		cost = *c.Cost
+		st.Cost = &cost
+	}
 	s.addStep(st)
-	s.Usage = s.Usage.Add(c.Usage)
+	s.Usage, s.Cost = s.Usage.Add(c.Usage), s.Cost.Add(cost)
 	if s.Status.Active() {
-		// An automatic compaction, inside the turn: its tokens are the
-		// turn's too (a compact command between turns is no turn's).
-		s.TurnUsage = s.TurnUsage.Add(c.Usage)
+		// An automatic compaction, inside the turn: its tokens and cost are
+		// the turn's too (a compact command between turns is no turn's).
+		s.TurnUsage, s.TurnCost = s.TurnUsage.Add(c.Usage), s.TurnCost.Add(cost)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 )
 
 // logBuilder writes a session's log the way the loop does, with sequences and
@@ -26,6 +27,9 @@ type logBuilder struct {
 	sent  map[string]llm.Request
 	// hasher hashes the requests step after step, as the loop's does.
 	hasher event.RequestHasher
+	// cost is what the next LLM steps record as their cost; nil: none, as
+	// a log written before costs were recorded.
+	cost *pricing.Cost
 }
 
 var t0 = time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
@@ -82,7 +86,7 @@ func (b *logBuilder) llm(content string, calls ...llm.ToolCall) *logBuilder {
 		finish = llm.FinishToolCalls
 	}
 	return b.add(event.LLMCompleted, event.LLMCompletedData{StepID: id, Response: llm.Response{
-		Content: content, ToolCalls: calls, FinishReason: finish, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}})
+		Content: content, ToolCalls: calls, FinishReason: finish, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}, Cost: b.cost})
 }
 
 // tool appends tool.started and tool.finished for call.

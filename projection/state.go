@@ -8,6 +8,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 )
 
 // Status is the state of a session, as the specification names it.
@@ -72,6 +73,10 @@ type Step struct {
 	// summary.added; its usage counts in the session's): no llm.started
 	// opened it, and it is not one of the turn's maxSteps.
 	Compaction bool `json:"compaction,omitempty"`
+	// Cost is what the call cost, as its llm.completed (or compaction
+	// event) recorded it; nil when none was recorded (a failed call, or a
+	// log written before costs were recorded: unknown).
+	Cost *pricing.Cost `json:"cost,omitempty"`
 
 	// Tool steps.
 	Tool       string          `json:"tool,omitempty"`
@@ -175,6 +180,12 @@ type State struct {
 	// counts its steps since).
 	Usage     llm.Usage `json:"usage"`
 	TurnUsage llm.Usage `json:"turn_usage"`
+	// Cost totals the costs the LLM steps recorded; TurnCost those of the
+	// current turn, like Usage and TurnUsage. A step without a recorded
+	// cost (a log written before costs were) adds nothing: the totals are
+	// of the steps that recorded one.
+	Cost     pricing.Cost `json:"cost,omitzero"`
+	TurnCost pricing.Cost `json:"turn_cost,omitzero"`
 	// ToolsOffered is the digest of the tools the session last offered (its
 	// last tools.offered): a step that offers others records them again.
 	ToolsOffered string `json:"tools_offered,omitempty"`

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 )
 
@@ -99,6 +100,10 @@ type SessionSummary struct {
 	Messages int       `json:"messages"` // length of the full history, summaries included
 	Steps    int       `json:"steps"`
 	Usage    llm.Usage `json:"usage"`
+	// Cost is what the session's LLM calls cost, in US dollars, as their
+	// events recorded it (projection.State.Cost): unpriced counts the calls
+	// of a model without a price.
+	Cost pricing.Cost `json:"cost"`
 	// Summaries counts summaries added, Trims agent.context.trimmed events.
 	Summaries  int    `json:"summaries,omitempty"`
 	Trims      int    `json:"trims,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 )
 
@@ -35,6 +36,12 @@ type Outcome struct {
 	// session's so far, the turn's included.
 	Usage        llm.Usage `json:"usage"`
 	SessionUsage llm.Usage `json:"session_usage"`
+	// Cost is the cost of the turn's LLM calls in US dollars, as their
+	// events recorded it (unpriced counts the calls of a model without a
+	// price: "no price", never a guessed cost); SessionCost the session's
+	// so far, the turn's included.
+	Cost        pricing.Cost `json:"cost"`
+	SessionCost pricing.Cost `json:"session_cost"`
 	// LastSeq is the log's last sequence after the work: read the log, or wait
 	// for a read model, up to it.
 	LastSeq uint64 `json:"last_seq"`

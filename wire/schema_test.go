@@ -39,7 +39,7 @@ func generate(t *testing.T) map[string]map[string][]byte {
 	}
 	// The comment map is keyed by import path joined with the walked
 	// directory: walk this package as itself, and the others as its siblings.
-	for _, dir := range []string{"./", "../event", "../llm", "../projection"} {
+	for _, dir := range []string{"./", "../event", "../llm", "../pricing", "../projection"} {
 		if err := r.AddGoComments("github.com/tah-dev/tah/wire", dir); err != nil {
 			t.Fatal(err)
 		}

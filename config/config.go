@@ -148,6 +148,11 @@ type LLM struct {
 	MaxTokens      int      `json:"max_tokens,omitempty"`
 	MockScript     string   `json:"mock_script,omitempty"`
 	MockPace       Duration `json:"mock_pace"`
+	// Prices is a price table file (package pricing's format) that gives
+	// every LLM call its cost, recorded with its usage; empty: the default
+	// prices alone (pricing.DefaultsAsOf). A model without a price costs
+	// nothing made up: its calls show "no price".
+	Prices string `json:"prices,omitempty"`
 }
 
 // Agent is the specification's agentPlugin settings.
@@ -310,6 +315,7 @@ func (c *Config) env() []setting {
 		{"TAH_LLM_MAX_TOKENS", "llm-max-tokens", "llm.max_tokens", "output token limit of a request (0: the provider's default)", intVar(&c.LLM.MaxTokens)},
 		{"TAH_LLM_MOCK_SCRIPT", "llm-mock-script", "llm.mock_script", "script of the mock provider (JSON); empty: demo mode", strVar(&c.LLM.MockScript)},
 		{"TAH_LLM_MOCK_PACE", "llm-mock-pace", "llm.mock_pace", "pause between the mock's streamed tokens", durVar(&c.LLM.MockPace)},
+		{"TAH_LLM_PRICES", "llm-prices", "llm.prices", "price table file (JSON, docs/operations.md, Cost) the cost of each LLM call is recorded by (empty: the default prices alone)", strVar(&c.LLM.Prices)},
 		{"TAH_SYSTEM_PROMPT", "system-prompt", "agent.system_prompt", "first system message of every session", strVar(&c.Agent.SystemPrompt)},
 		{"TAH_MAX_STEPS", "max-steps", "agent.max_steps", "most LLM calls per turn (-1: unlimited)", intVar(&c.Agent.MaxSteps)},
 		{"TAH_MAX_INPUT_BYTES", "max-input-bytes", "agent.max_input_bytes", "largest user message of a run, in bytes; a larger input is refused (0: 256 KiB)", intVar(&c.Agent.MaxInputBytes)},

@@ -8,6 +8,7 @@ import (
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/llm/providers"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/builtin"
 	"github.com/tah-dev/tah/tools/remote"
@@ -21,6 +22,7 @@ import (
 // (made absolute, the data directory refused in it), the tools of the tool
 // services on NATS (tools.remote), the MCP servers' tools served as such
 // services (tools.mcp_config, started in the background: MCPConfig), the
+// price table the cost of every LLM call is recorded by (llm.prices), the
 // approval policy, the API and the agent gateway (agents.enabled). A
 // caller may edit the Options before Start (a logger, a bus name, a
 // provider of its own).
@@ -62,6 +64,9 @@ func Configure(cfg config.Config) (Options, error) {
 		API:                true,
 		Worker:             !cfg.ReadModel,
 		ReadModelCache:     cfg.ReadModelCache,
+	}
+	if opts.Session.Prices, err = pricing.Load(cfg.LLM.Prices); err != nil {
+		return Options{}, fmt.Errorf("%s: %w", config.Describe("llm.prices"), err)
 	}
 	if cfg.Tools.Remote {
 		opts.RemoteTools = &remote.Config{RefreshEvery: time.Duration(cfg.Tools.RefreshEvery), ServiceWait: time.Duration(cfg.Tools.ServiceWait)}

@@ -12,6 +12,7 @@ import (
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/config"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/telemetry/otlp"
 	"github.com/tah-dev/tah/tools/builtin"
 	"github.com/tah-dev/tah/tools/mcp"
@@ -24,9 +25,9 @@ import (
 // Check reports every setting that cannot work, each named, joined in one
 // error wrapping config.ErrInvalid: the form of each setting
 // (config.Config.Validate), then what the parts say of theirs (the deny
-// globs, the approval policy, the MCP servers' file, the bus). tah-node, the
-// Go API's Settings and tahtest check their settings with it before
-// Configure.
+// globs, the approval policy, the price table, the MCP servers' file, the
+// bus). tah-node, the Go API's Settings and tahtest check their settings
+// with it before Configure.
 func Check(cfg config.Config) error {
 	var errs []error
 	if err := cfg.Validate(); err != nil {
@@ -40,6 +41,9 @@ func Check(cfg config.Config) error {
 	}
 	if err := approvalPolicy(cfg).Validate(); err != nil {
 		bad("tools.approval", "%v", err)
+	}
+	if _, err := pricing.Load(cfg.LLM.Prices); err != nil {
+		bad("llm.prices", "%v", err) // Load names the file and what is wrong in it
 	}
 	if cfg.Tools.MCPConfig != "" {
 		if _, err := mcp.LoadConfig(cfg.Tools.MCPConfig); err != nil {

@@ -42,6 +42,16 @@ func TestCheckNodeSettings(t *testing.T) {
 	}{
 		"deny glob": {func(c *config.Config) { c.Tools.Deny = []string{"*.pem", "[a-"} }, `tools.deny (--tools-deny, TAH_TOOLS_DENY): pattern "[a-"`},
 		"mcp file":  {func(c *config.Config) { c.Tools.MCPConfig = "/no/such.json" }, "tools.mcp_config (--mcp-config, TAH_MCP_CONFIG)"},
+		"no price file": {func(c *config.Config) { c.LLM.Prices = "/no/such/prices.json" },
+			"llm.prices (--llm-prices, TAH_LLM_PRICES): price table: open /no/such/prices.json: no such file or directory"},
+		"bad price file": {func(c *config.Config) {
+			c.LLM.Prices = writeFile(t, "prices.json", `{"prices": [{"provider": "openai", "model": "x[", "input": 1}]}`)
+		},
+			`prices.json: invalid price table: prices[0] (openai "x["): model glob: syntax error in pattern`},
+		"unknown field": {func(c *config.Config) {
+			c.LLM.Prices = writeFile(t, "prices.json", `{"prices": [], "currency": "EUR"}`)
+		},
+			`prices.json: invalid price table: json: unknown field "currency"`},
 	} {
 		c := config.Default()
 		tc.edit(&c)
@@ -146,4 +156,14 @@ func TestToolsDeny(t *testing.T) {
 	if strings.Join(b.Protect.Deny, ",") != "*.env" || b.Protect.DataDir != "/var/lib/tah" || b.Root != "." {
 		t.Errorf("the tools' configuration: %+v", b)
 	}
+}
+
+// writeFile writes a file of the test's and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

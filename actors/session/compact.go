@@ -73,17 +73,18 @@ func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) 
 }
 
 // summarise asks the model for plan's summary: a step of its own (call names
-// it, with the model, the usage and the duration, whatever the outcome),
-// streamed as every model call is, since some providers serve only streams.
-// Its deltas are not published: they are no part of the turn's answer. An
-// answer that summarises nothing fails with projection.ErrEmptySummary.
+// it, with the model, the usage, its cost and the duration, whatever the
+// outcome), streamed as every model call is, since some providers serve only
+// streams. Its deltas are not published: they are no part of the turn's
+// answer. An answer that summarises nothing fails with
+// projection.ErrEmptySummary.
 func summarise(ctx context.Context, a *AgentContext, plan projection.CompactionPlan) (string, event.CompactionCall, error) {
 	call := event.CompactionCall{StepID: a.NewStepID("llm")}
 	begin := a.now()
 	cctx, span := chatSpan(ctx, a, call.StepID, plan.Request, true)
 	resp, err := llm.Run(cctx, a.Provider, plan.Request, func(llm.Delta) {})
 	call.DurationMS = a.now().Sub(begin).Milliseconds()
-	call.Model, call.Usage = resp.Model, resp.Usage
+	call.Model, call.Usage, call.Cost = resp.Model, resp.Usage, a.cost(plan.Request, resp)
 	if err == nil {
 		err = projection.CheckSummary(resp)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/telemetry"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 	Tracing *telemetry.Tracing
 	// AgentName names the agent in traces (gen_ai.agent.name); empty: "tah".
 	AgentName string
+	// Prices gives every LLM call its cost, recorded with its usage
+	// (cost.go); nil: the default table (pricing.Default).
+	Prices *pricing.Table
 }
 
 // DefaultMaxSteps is the specification's default maxSteps.

@@ -278,7 +278,7 @@ func (a *AgentContext) Delta(ctx context.Context, stepID string, d llm.Delta) {
 func (a *AgentContext) outcome(err error) Outcome {
 	st := a.state
 	o := Outcome{Outcome: wire.Outcome{Session: a.Session, Turn: st.Turn, Status: st.Status, Steps: st.TurnLLMCalls,
-		Usage: st.TurnUsage, SessionUsage: st.Usage, LastSeq: st.LastSeq}, Err: err}
+		Usage: st.TurnUsage, SessionUsage: st.Usage, Cost: st.TurnCost, SessionCost: st.Cost, LastSeq: st.LastSeq}, Err: err}
 	switch st.Status {
 	case projection.StatusCompleted:
 		o.Content = st.LastOutput

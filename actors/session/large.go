@@ -34,14 +34,15 @@ const (
 // the log keeps whole.
 func (a *AgentContext) inlineLimit() int { return a.writer.Bus().MaxPayload() / inlineShare }
 
-// completed is the llm.completed of resp at step stepID. An answer too large
+// completed is the llm.completed of resp, the answer to req, at step stepID,
+// with its cost at the node's prices. An answer too large
 // for the log is stored whole (its llm.Response as JSON) and the event holds
 // a copy whose content and reasoning are cut, each with a note naming the
 // artifact. It fails with llm.ErrAnswerTooLarge when even the cut copy is too
 // large (the arguments of its tool calls, which cannot be cut), and with
 // another error when the whole could not be stored.
-func (a *AgentContext) completed(ctx context.Context, stepID string, resp llm.Response, took int64) (event.LLMCompletedData, error) {
-	d := event.LLMCompletedData{StepID: stepID, Response: resp, DurationMS: took}
+func (a *AgentContext) completed(ctx context.Context, stepID string, req llm.Request, resp llm.Response, took int64) (event.LLMCompletedData, error) {
+	d := event.LLMCompletedData{StepID: stepID, Response: resp, DurationMS: took, Cost: a.cost(req, resp)}
 	limit := a.inlineLimit()
 	if payloadSize(d) <= limit {
 		return d, nil

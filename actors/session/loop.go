@@ -48,7 +48,7 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 		// the log instead of asking again.
 		if last := lastMessage(st.Messages); last != nil && last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 && st.TurnLLMCalls > 0 {
 			return a.Append(ctx, event.AgentFinished, event.AgentFinishedData{Turn: st.Turn, Content: last.Content, Steps: st.TurnLLMCalls,
-				Usage: st.TurnUsage, SessionUsage: &st.Usage})
+				Usage: st.TurnUsage, SessionUsage: &st.Usage, Cost: &st.TurnCost, SessionCost: &st.Cost})
 		}
 		if pending := pendingCalls(st); len(pending) > 0 {
 			asked, err := requestApproval(ctx, a, pending)
@@ -138,7 +138,7 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 	}
 	// An answer too large for the log is kept whole in the object store, and
 	// the history holds a cut copy (see completed).
-	done, err := a.completed(ctx, stepID, resp, took)
+	done, err := a.completed(ctx, stepID, req, resp, took)
 	if errors.Is(err, llm.ErrAnswerTooLarge) {
 		return failStep(ctx, a, stepID, err, took)
 	}

@@ -26,4 +26,10 @@ func TestHelpNamesEverySectionAndValue(t *testing.T) {
 			t.Errorf("--help does not show %q:\n%s", want, help)
 		}
 	}
+	// The price table is the model's: under Model, as a file.
+	_, model, _ := strings.Cut(help, "\nModel:\n")
+	model, _, _ = strings.Cut(model, "\n\n")
+	if !strings.Contains(model, "--llm-prices FILE ") || !strings.Contains(model, "[TAH_LLM_PRICES]") {
+		t.Errorf("--help does not show --llm-prices FILE under Model:\n%s", help)
+	}
 }

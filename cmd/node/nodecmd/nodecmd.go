@@ -155,7 +155,7 @@ func argName(s config.Setting) string {
 		return "DIR"
 	case s.Key == "tools.deny":
 		return "GLOB,..."
-	case strings.HasSuffix(s.Key, "script") || s.Key == "nats.creds" || strings.HasPrefix(s.Key, "nats.tls_"):
+	case strings.HasSuffix(s.Key, "script") || s.Key == "llm.prices" || s.Key == "nats.creds" || strings.HasPrefix(s.Key, "nats.tls_"):
 		return "FILE"
 	case strings.HasSuffix(s.Key, "url") || s.Key == "nats.routes":
 		return "URL"

@@ -496,7 +496,7 @@ func (b *batch) writeSession(e *entry) error {
 		int64(st.Epoch), st.Node, title(st.Messages), unixNano(st.CreatedAt), unixNano(st.UpdatedAt),
 		int64(st.LastSeq), st.Events, e.rejected, len(st.Messages), len(st.Steps),
 		st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CacheReadTokens, st.Summaries, st.Trims,
-		st.LastOutput, st.LastError, st.LastCode, string(fault), st.AwaitingApproval)
+		st.LastOutput, st.LastError, st.LastCode, string(fault), st.AwaitingApproval, st.Cost.USD, st.Cost.Unpriced)
 }
 
 // tailChunk is how many rows of the table tail one statement inserts
@@ -691,10 +691,15 @@ func (b *batch) writeSteps(e *entry) error {
 		if s.Response != nil {
 			in, out = s.Response.Usage.InputTokens, s.Response.Usage.OutputTokens
 		}
+		var costUSD any // NULL: no cost recorded
+		var unpriced int
+		if s.Cost != nil {
+			costUSD, unpriced = s.Cost.USD, s.Cost.Unpriced
+		}
 		if err := rows.add(e.id, j, s.ID, string(s.Type), s.Turn, string(s.Status),
 			s.Tool, s.CallID, input, s.Output, s.Idempotent, art, ref, resp, trim, s.Content,
 			s.Error, s.Code, int64(s.StartSeq), int64(s.EndSeq), unixNano(s.StartedAt), unixNano(s.EndedAt),
-			s.DurationMS, in, out, s.Compaction); err != nil {
+			s.DurationMS, in, out, s.Compaction, costUSD, unpriced); err != nil {
 			return err
 		}
 		b.stepRows++

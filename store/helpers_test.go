@@ -16,6 +16,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -110,12 +111,18 @@ func (b *sessionLog) userTurn(text string) *sessionLog {
 	return b.add(event.TurnStarted, event.TurnStartedData{Turn: b.turn, Message: llm.User(text)})
 }
 
-// llm appends llm.started and llm.completed, answering with content and calls.
+// llm appends llm.started and llm.completed, answering with content and
+// calls, at a cost: $0.000045 for a step of an odd number, no price for the
+// others.
 func (b *sessionLog) llm(content string, calls ...llm.ToolCall) *sessionLog {
 	id := b.nextStep()
+	cost := &pricing.Cost{USD: 0.000045}
+	if b.step%2 == 0 {
+		cost = &pricing.Cost{Unpriced: 1}
+	}
 	b.add(event.LLMStarted, event.LLMStartedData{StepID: id, Turn: b.turn, RequestRef: ref(len(b.events))})
 	return b.add(event.LLMCompleted, event.LLMCompletedData{StepID: id, Response: llm.Response{
-		Content: content, ToolCalls: calls, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}})
+		Content: content, ToolCalls: calls, Usage: llm.Usage{InputTokens: 10, OutputTokens: 5}}, Cost: cost})
 }
 
 // tool appends tool.started and tool.finished for call.
@@ -210,7 +217,8 @@ func richLog(t testing.TB, id string) []event.Event {
 	// An automatic compaction that fails, then one inserted before the current
 	// user message, then trimming.
 	b.userTurn("third")
-	b.add(event.ContextCompactFailed, event.ContextCompactFailedData{SessionID: id, Error: "boom", Auto: true})
+	b.add(event.ContextCompactFailed, event.ContextCompactFailedData{SessionID: id, Error: "boom", Auto: true,
+		CompactionCall: event.CompactionCall{StepID: "cmp1", Usage: llm.Usage{InputTokens: 300, OutputTokens: 2}, Cost: &pricing.Cost{USD: 0.0009}}})
 	at := len(mustFold(t, b.events).Messages) - 1
 	b.add(event.SummaryAdded, event.SummaryAddedData{Content: projection.SummaryPrefix + "\n- three turns", At: at, Turns: 2, Auto: true})
 	b.add(event.ContextCompacted, event.ContextCompactedData{SessionID: id, Turns: 2, Chars: 40, Auto: true})
@@ -368,7 +376,7 @@ func checkEquivalent(t testing.TB, s *Store, evs []event.Event) {
 			ForkedFrom: want.ForkedFrom, Labels: want.Labels, Epoch: want.Epoch, Node: want.Node,
 			Title: title(want.Messages), CreatedAt: want.CreatedAt.UTC(), UpdatedAt: want.UpdatedAt.UTC(),
 			LastSeq: want.LastSeq, Events: want.Events, Rejected: rejected, Messages: len(want.Messages),
-			Steps: len(want.Steps), Usage: want.Usage, Summaries: want.Summaries, Trims: want.Trims,
+			Steps: len(want.Steps), Usage: want.Usage, Cost: want.Cost, Summaries: want.Summaries, Trims: want.Trims,
 			LastOutput: want.LastOutput, LastError: want.LastError, LastCode: want.LastCode}
 		sameJSON(t, sid+" row", row, wantRow)
 

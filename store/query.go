@@ -13,6 +13,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -29,7 +30,7 @@ type querier interface {
 
 const sessionColumns = `id, status, turn, config, forked_from, labels, epoch, node, title, created_at, updated_at,
 	last_seq, events, rejected, message_count, step_count, tokens_in, tokens_out, tokens_cache_read,
-	summaries, trims, last_output, last_error, last_code, fault, awaiting_approval`
+	summaries, trims, last_output, last_error, last_code, fault, awaiting_approval, cost_usd, cost_unpriced`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -40,7 +41,7 @@ func scanSession(sc scanner) (wire.SessionSummary, error) {
 	err := sc.Scan(&r.ID, &status, &r.Turn, &cfg, &r.ForkedFrom, &labels, &epoch, &r.Node, &r.Title,
 		&created, &updated, &lastSeq, &r.Events, &r.Rejected, &r.Messages, &r.Steps,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens, &r.Summaries, &r.Trims,
-		&r.LastOutput, &r.LastError, &r.LastCode, &fault, &r.AwaitingApproval)
+		&r.LastOutput, &r.LastError, &r.LastCode, &fault, &r.AwaitingApproval, &r.Cost.USD, &r.Cost.Unpriced)
 	if err != nil {
 		return r, err
 	}
@@ -328,7 +329,7 @@ func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error)
 	err := s.readSession(ctx, "steps", id, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT step_id, type, turn, status, tool, call_id, input, output,
 			idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
-			started_at, ended_at, duration_ms, compaction FROM steps WHERE session_id = ? ORDER BY idx`, id)
+			started_at, ended_at, duration_ms, compaction, cost_usd, cost_unpriced FROM steps WHERE session_id = ? ORDER BY idx`, id)
 		if err != nil {
 			return err
 		}
@@ -338,10 +339,15 @@ func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error)
 			var typ, status string
 			var input, art, ref, resp, trim sql.NullString
 			var startSeq, endSeq, started, ended int64
+			var costUSD sql.NullFloat64
+			var unpriced int
 			if err := rows.Scan(&st.ID, &typ, &st.Turn, &status, &st.Tool, &st.CallID, &input, &st.Output,
 				&st.Idempotent, &art, &ref, &resp, &trim, &st.Content, &st.Error, &st.Code, &startSeq, &endSeq,
-				&started, &ended, &st.DurationMS, &st.Compaction); err != nil {
+				&started, &ended, &st.DurationMS, &st.Compaction, &costUSD, &unpriced); err != nil {
 				return err
+			}
+			if costUSD.Valid {
+				st.Cost = &pricing.Cost{USD: costUSD.Float64, Unpriced: unpriced}
 			}
 			st.Type, st.Status = projection.StepType(typ), projection.StepStatus(status)
 			st.StartSeq, st.EndSeq = uint64(startSeq), uint64(endSeq)

@@ -239,6 +239,18 @@ ALTER TABLE steps ADD COLUMN compaction INTEGER NOT NULL DEFAULT 0;
 	`
 ALTER TABLE sessions ADD COLUMN awaiting_approval INTEGER NOT NULL DEFAULT 0;
 `,
+	// 7: the cost of LLM calls, as their events record it (projection's
+	// Step.Cost and State.Cost): US dollars (REAL, rounded to the
+	// nano-dollar) and the calls of a model without a price. A step's
+	// cost_usd is NULL when its event recorded none. Rows written before
+	// have none: the log's older events record none either, and a session
+	// gets its figures with its next write.
+	`
+ALTER TABLE sessions ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN cost_unpriced INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE steps ADD COLUMN cost_usd REAL;
+ALTER TABLE steps ADD COLUMN cost_unpriced INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this build writes (PRAGMA user_version).

@@ -111,8 +111,8 @@ const (
 	sessionUpsert = `INSERT INTO sessions (id, status, turn, config, forked_from, labels, epoch, node, title,
 				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
 				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code, fault,
-				awaiting_approval)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				awaiting_approval, cost_usd, cost_unpriced)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET status = excluded.status, turn = excluded.turn, config = excluded.config,
 				forked_from = excluded.forked_from, labels = excluded.labels, epoch = excluded.epoch,
 				node = excluded.node, title = excluded.title, created_at = excluded.created_at,
@@ -121,7 +121,8 @@ const (
 				step_count = excluded.step_count, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
 				tokens_cache_read = excluded.tokens_cache_read, summaries = excluded.summaries,
 				trims = excluded.trims, last_output = excluded.last_output, last_error = excluded.last_error,
-				last_code = excluded.last_code, fault = excluded.fault, awaiting_approval = excluded.awaiting_approval`
+				last_code = excluded.last_code, fault = excluded.fault, awaiting_approval = excluded.awaiting_approval,
+				cost_usd = excluded.cost_usd, cost_unpriced = excluded.cost_unpriced`
 	positionUpsert = `INSERT INTO positions (consumer, shard, seq) VALUES (?, ?, ?)
 			ON CONFLICT (consumer, shard) DO UPDATE SET seq = max(positions.seq, excluded.seq)`
 	messageUpsert = `INSERT INTO messages (session_id, idx, role, content, tool_calls, tool_call_id, name, is_error, summary)
@@ -131,8 +132,8 @@ const (
 				is_error = excluded.is_error, summary = excluded.summary`
 	stepUpsert = `INSERT INTO steps (session_id, idx, step_id, type, turn, status, tool, call_id, input, output,
 				idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
-				started_at, ended_at, duration_ms, tokens_in, tokens_out, compaction)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				started_at, ended_at, duration_ms, tokens_in, tokens_out, compaction, cost_usd, cost_unpriced)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id, idx) DO UPDATE SET step_id = excluded.step_id, type = excluded.type,
 				turn = excluded.turn, status = excluded.status, tool = excluded.tool, call_id = excluded.call_id,
 				input = excluded.input, output = excluded.output, idempotent = excluded.idempotent,
@@ -141,7 +142,7 @@ const (
 				error = excluded.error, code = excluded.code, start_seq = excluded.start_seq,
 				end_seq = excluded.end_seq, started_at = excluded.started_at, ended_at = excluded.ended_at,
 				duration_ms = excluded.duration_ms, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
-				compaction = excluded.compaction`
+				compaction = excluded.compaction, cost_usd = excluded.cost_usd, cost_unpriced = excluded.cost_unpriced`
 	callUpsert = `INSERT INTO tool_calls (session_id, idx, call_id, name, arguments, turn, step_id, status,
 				is_error, code, has_result)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

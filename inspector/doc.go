@@ -4,12 +4,13 @@
 // title, id, last answer or the words of their messages, a page at a
 // time), shows a session's turns and, inside each, its steps as a timeline
 // (thinking, LLM, tool: status, start and duration as a waterfall bar
-// across the turn, model, provider and node, tokens, the model's answer
-// rendered from Markdown, tool input and output, errors with their codes,
-// trims where they happened, compactions as steps marked so with the
-// summary they wrote, who approved or denied a call and when, each turn's
-// own tokens, the exact request of an LLM step on demand, the artifacts to
-// download), the session's log event by event (filtered by type), streams
+// across the turn, model, provider and node, tokens and cost, the model's
+// answer rendered from Markdown, tool input and output, errors with their
+// codes, trims where they happened, compactions as steps marked so with
+// the summary they wrote, who approved or denied a call and when, each
+// turn's own tokens and cost, the session's total cost, the exact request
+// of an LLM step on demand, the artifacts to download), the session's log
+// event by event (filtered by type), streams
 // a running turn's tokens and new steps as they are logged, and acts: a new
 // session or its next turn, approve (the arguments pretty-printed, to
 // edit) or deny, cancel, resume, fork at a turn, compact. An action that
@@ -21,8 +22,8 @@
 // before the page opened (deltas are not stored, and no node keeps a
 // step's text before llm.completed: the step says so, and the whole answer
 // shows when it completes); the provider of a step whose node is gone (the
-// log does not record providers: they come from tah.api.status); costs
-// (the log records tokens, not prices).
+// log does not record providers: they come from tah.api.status); the cost
+// of a step logged before costs were recorded (it counts as no cost).
 //
 // It is a client like any other: everything goes through package client
 // over a connection of its own with a credential of the client role (the

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 )
 
 // page is what every template gets: its title, the CSRF token of its forms, whether a
@@ -62,6 +63,7 @@ var funcs = template.FuncMap{
 	"ms":        func(d int64) string { return (time.Duration(d) * time.Millisecond).String() },
 	"tokens":    func(u llm.Usage) string { return num(u.InputTokens) + " in / " + num(u.OutputTokens) + " out" },
 	"total":     func(u llm.Usage) string { return num(u.InputTokens + u.OutputTokens) },
+	"cost":      func(c pricing.Cost) string { return c.String() },
 	"num":       num,
 	"hasSuffix": strings.HasSuffix,
 	"md":        markdown,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -56,8 +57,10 @@ type blockView struct {
 	Session string
 	Items   []itemView
 	// Tokens is the turn's usage: its end's, or so far for the running turn;
-	// nil for notes, or a turn that ended without one (a crash).
+	// nil for notes, or a turn that ended without one (a crash). Cost is the
+	// turn's cost, the same way.
 	Tokens *llm.Usage
+	Cost   *pricing.Cost
 	// Span is the time its waterfall covers (waterfall.go).
 	Span time.Duration
 }
@@ -88,10 +91,10 @@ func (t *timeline) view(b *block) blockView {
 	v := blockView{block: b, Session: t.state.ID, Items: make([]itemView, 0, len(b.Items))}
 	switch {
 	case b.Ended:
-		v.Tokens = &b.Usage
+		v.Tokens, v.Cost = &b.Usage, &b.Cost
 	case b.Turn > 0 && b == t.current() && t.state.Status.Active():
-		u := t.state.TurnUsage
-		v.Tokens = &u
+		u, c := t.state.TurnUsage, t.state.TurnCost
+		v.Tokens, v.Cost = &u, &c
 	}
 	for _, it := range b.Items {
 		if it.StepID == "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 )
 
@@ -52,8 +53,10 @@ type block struct {
 	Code   string
 	// Usage is the turn's tokens, set by its end: agent.finished's usage
 	// (the turn's, not the session's), or for an older agent.finished, a
-	// failure or a cancel, what the fold counted for the turn.
+	// failure or a cancel, what the fold counted for the turn. Cost is the
+	// turn's cost, the same way: agent.finished's, else the fold's.
 	Usage llm.Usage
+	Cost  pricing.Cost
 	Items []item
 	// Changed is the sequence of the last event that changed the block.
 	Changed uint64
@@ -115,6 +118,9 @@ func (t *timeline) place(e event.Event) *block {
 		b := t.end(projection.StatusCompleted, "", "", e.Time)
 		if u, ok := d.TurnUsage(); ok && b != nil {
 			b.Usage = u
+		}
+		if d.Cost != nil && b != nil {
+			b.Cost = *d.Cost
 		}
 		return b
 	case *event.AgentFailedData:
@@ -267,7 +273,7 @@ func (t *timeline) end(status projection.Status, msg, code string, at time.Time)
 	if b == nil || b.Turn == 0 {
 		return nil
 	}
-	b.Ended, b.Status, b.Error, b.Code, b.Usage, b.EndedAt = true, status, msg, code, t.state.TurnUsage, at
+	b.Ended, b.Status, b.Error, b.Code, b.Usage, b.Cost, b.EndedAt = true, status, msg, code, t.state.TurnUsage, t.state.TurnCost, at
 	return b
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -167,7 +168,7 @@ func summary(ev event.Event) string {
 		if t := ms(d.DurationMS); t != "" {
 			s += ", " + t
 		}
-		return s + ")"
+		return s + costNote(d.Cost) + ")"
 	case event.LLMStreaming:
 		d, _ := event.DecodeAs[event.LLMStreamingData](ev)
 		return d.StepID + " (first token)"
@@ -216,7 +217,8 @@ func summary(ev event.Event) string {
 		return s
 	case event.AgentFinished:
 		d, _ := event.DecodeAs[event.AgentFinishedData](ev)
-		return fmt.Sprintf("turn %d, %s, %s → %s tokens", d.Turn, plural(d.Steps, "model call"), num(d.Usage.InputTokens), num(d.Usage.OutputTokens))
+		s := fmt.Sprintf("turn %d, %s, %s → %s tokens", d.Turn, plural(d.Steps, "model call"), num(d.Usage.InputTokens), num(d.Usage.OutputTokens))
+		return s + costNote(d.Cost)
 	case event.AgentFailed:
 		d, _ := event.DecodeAs[event.AgentFailedData](ev)
 		return fmt.Sprintf("turn %d: %s [%s]", d.Turn, oneLine(d.Error, 80), d.Code)
@@ -225,11 +227,11 @@ func summary(ev event.Event) string {
 		return fmt.Sprintf("turn %d: %s", d.Turn, d.Reason)
 	case event.ContextCompacted:
 		d, _ := event.DecodeAs[event.ContextCompactedData](ev)
-		return fmt.Sprintf("%s summarised, %s characters, %s → %s tokens", plural(d.Turns, "turn"), num(d.Chars),
-			num(d.Usage.InputTokens), num(d.Usage.OutputTokens))
+		return fmt.Sprintf("%s summarised, %s characters, %s → %s tokens%s", plural(d.Turns, "turn"), num(d.Chars),
+			num(d.Usage.InputTokens), num(d.Usage.OutputTokens), costNote(d.Cost))
 	case event.ContextCompactFailed:
 		d, _ := event.DecodeAs[event.ContextCompactFailedData](ev)
-		return fmt.Sprintf("%s [%s], %s → %s tokens", oneLine(d.Error, 80), d.Code, num(d.Usage.InputTokens), num(d.Usage.OutputTokens))
+		return fmt.Sprintf("%s [%s], %s → %s tokens%s", oneLine(d.Error, 80), d.Code, num(d.Usage.InputTokens), num(d.Usage.OutputTokens), costNote(d.Cost))
 	case event.ArtifactCreated:
 		d, _ := event.DecodeAs[event.ArtifactCreatedData](ev)
 		return fmt.Sprintf("%s %s, %s bytes", d.ID, d.Name, num(int(d.Ref.Size)))
@@ -238,4 +240,13 @@ func summary(ev event.Event) string {
 		return fmt.Sprintf("up to seq %d", d.UpToSeq)
 	}
 	return compactJSON(ev.Data, 80)
+}
+
+// costNote is ", " and a recorded cost, or nothing when none was recorded
+// (no call made, or an event written before costs were recorded).
+func costNote(c *pricing.Cost) string {
+	if c == nil {
+		return ""
+	}
+	return ", " + c.String()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -59,13 +60,13 @@ func runList(ctx context.Context, g *globals, args []string) error {
 	}
 	st := newStyle(g, g.stdout)
 	var t table
-	t.add(cell{"SESSION", st.bold}, cell{"STATUS", st.bold}, cell{"TURNS", st.bold}, cell{"UPDATED", st.bold}, cell{"TITLE", st.bold})
+	t.add(cell{"SESSION", st.bold}, cell{"STATUS", st.bold}, cell{"TURNS", st.bold}, cell{"COST", st.bold}, cell{"UPDATED", st.bold}, cell{"TITLE", st.bold})
 	for _, s := range r.Sessions {
 		title := oneLine(s.Title, 60)
 		if s.ForkedFrom != "" {
 			title = "(fork of " + s.ForkedFrom + ") " + title
 		}
-		t.add(plain(s.ID), statusCell(st, string(s.Status)), plain(fmt.Sprint(s.Turn)), plain(ago(s.UpdatedAt)), plain(title))
+		t.add(plain(s.ID), statusCell(st, string(s.Status)), plain(fmt.Sprint(s.Turn)), plain(sessionCost(s)), plain(ago(s.UpdatedAt)), plain(title))
 	}
 	if err := t.write(g.stdout); err != nil {
 		return err
@@ -74,6 +75,15 @@ func runList(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintf(g.stderr, "(more sessions: raise --limit)\n")
 	}
 	return nil
+}
+
+// sessionCost is a session's COST: what its model calls cost ("no price"
+// for those of a model without one), or nothing before any call used a token.
+func sessionCost(s wire.SessionSummary) string {
+	if s.Cost.IsZero() && s.Usage == (llm.Usage{}) {
+		return ""
+	}
+	return s.Cost.String()
 }
 
 // statusCell colours a session's or a step's status.

@@ -112,7 +112,7 @@ func (w *watch) onEnd(ev event.Event) {
 		if !ok { // an older agent.finished has the session's total: the turn's are its steps'
 			u = w.usage
 		}
-		w.footer(d.Steps, u)
+		w.footer(d.Steps, u, d.Cost)
 	case event.AgentFailed:
 		d, _ := event.DecodeAs[event.AgentFailedData](ev)
 		w.ended(ev)

@@ -8,15 +8,23 @@ import (
 	"strings"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
 
 const showHelp = `Shows a session and its steps as a timeline: for each step its turn, kind
 (llm, tool, thinking; "llm compaction" for the call that summarised earlier
-turns), status, duration and tokens; for a tool its input and a preview of its
-output; for a model call what it answered, and what trimming cut from its
-request. Then the last answer.
+turns), status, duration, tokens and cost; for a tool its input and a preview
+of its output; for a model call what it answered, and what trimming cut from
+its request. Then the cost of each turn and of the session, and the last
+answer.
+
+Costs are in US dollars, as the node that made each model call recorded it
+from its price table (docs/operations.md, Cost): "no price" for a model the
+table does not price, never a guessed cost. --json has them as numbers: the
+session's "cost", each step's "cost" and each of "turns".
 
 With --request STEP, prints instead the request a model call sent, as JSON:
 rebuilt from the session's log and checked against the hash recorded when it
@@ -44,8 +52,9 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return c.failed(wire.EndpointSteps, err)
 	}
+	turns := turnCosts(r.Steps)
 	if g.json {
-		return printJSON(g.stdout, map[string]any{"session": s, "steps": r.Steps})
+		return printJSON(g.stdout, map[string]any{"session": s, "steps": r.Steps, "turns": turns})
 	}
 	st := newStyle(g, g.stdout)
 	w := g.stdout
@@ -71,22 +80,26 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 			toolCalls++
 		}
 	}
-	fmt.Fprintf(w, "  %s\n\n", st.dim(fmt.Sprintf("%s · %s · %s tokens in, %s out · %s events",
-		plural(llmCalls, "model call"), plural(toolCalls, "tool call"), num(s.Usage.InputTokens), num(s.Usage.OutputTokens), num(s.Events))))
+	fmt.Fprintf(w, "  %s\n\n", st.dim(fmt.Sprintf("%s · %s · %s tokens in, %s out · %s · %s events",
+		plural(llmCalls, "model call"), plural(toolCalls, "tool call"), num(s.Usage.InputTokens), num(s.Usage.OutputTokens),
+		s.Cost, num(s.Events))))
 	if len(r.Steps) == 0 {
 		fmt.Fprintf(w, "No steps yet: `tahctl send -s %s \"your question\"` starts a turn.\n", s.ID)
 		return nil
 	}
 	var t table
 	t.add(cell{"TURN", st.bold}, cell{"#", st.bold}, cell{"KIND", st.bold}, cell{"STATUS", st.bold}, cell{"TIME", st.bold},
-		cell{"TOKENS", st.bold}, cell{"DETAIL", st.bold})
+		cell{"TOKENS", st.bold}, cell{"COST", st.bold}, cell{"DETAIL", st.bold})
 	for i, step := range r.Steps {
 		tokens, detail := stepDetail(st, step)
 		t.add(plain(fmt.Sprint(step.Turn)), plain(fmt.Sprint(i+1)), plain(stepKind(step)), statusCell(st, string(step.Status)),
-			plain(ms(step.DurationMS)), plain(tokens), plain(detail))
+			plain(ms(step.DurationMS)), plain(tokens), plain(stepCost(step)), plain(detail))
 	}
 	if err := t.write(w); err != nil {
 		return err
+	}
+	if len(turns) > 0 {
+		fmt.Fprintf(w, "\n%s %s for the session%s\n", st.bold("Cost:"), s.Cost, turnsNote(turns))
 	}
 	switch {
 	case s.LastOutput != "":
@@ -216,4 +229,69 @@ func outputCut(step projection.Step) bool {
 	}
 	out := strings.TrimRight(step.Output, "\n")
 	return briefMarker.MatchString(out[strings.LastIndex(out, "\n")+1:])
+}
+
+// turnCost is what one turn's model calls used and cost, as show --json
+// lists them.
+type turnCost struct {
+	Turn  int          `json:"turn"`
+	Usage llm.Usage    `json:"usage"`
+	Cost  pricing.Cost `json:"cost"`
+}
+
+// turnCosts sums the model calls' usage and recorded cost by turn, in turn
+// order: a compaction's call counts in the turn it ran in (a compact
+// command's, in the turn before it).
+func turnCosts(steps []projection.Step) []turnCost {
+	var out []turnCost
+	for _, s := range steps {
+		if s.Type != projection.StepLLM {
+			continue
+		}
+		if len(out) == 0 || out[len(out)-1].Turn != s.Turn {
+			out = append(out, turnCost{Turn: s.Turn})
+		}
+		t := &out[len(out)-1]
+		if s.Response != nil {
+			t.Usage = t.Usage.Add(s.Response.Usage)
+		}
+		if s.Cost != nil {
+			t.Cost = t.Cost.Add(*s.Cost)
+		}
+	}
+	return out
+}
+
+// shownTurns is how many turns' costs the text of show lists at most: the
+// last ones.
+const shownTurns = 10
+
+// turnsNote lists the cost of each turn, the last shownTurns, after the
+// session's: nothing for a session of one turn, whose cost is the session's.
+func turnsNote(turns []turnCost) string {
+	if len(turns) < 2 {
+		return ""
+	}
+	var parts []string
+	if n := len(turns) - shownTurns; n > 0 {
+		parts = append(parts, fmt.Sprintf("%s before", plural(n, "turn")))
+		turns = turns[n:]
+	}
+	for _, t := range turns {
+		parts = append(parts, fmt.Sprintf("turn %d %s", t.Turn, t.Cost))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// stepCost is the COST of a step: a model call's recorded cost, "?" for one
+// that used tokens and recorded none (logged before costs were), nothing
+// for the other steps.
+func stepCost(step projection.Step) string {
+	switch {
+	case step.Cost != nil:
+		return step.Cost.String()
+	case step.Type == projection.StepLLM && step.Response != nil && step.Response.Usage != (llm.Usage{}):
+		return "?"
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
 )
 
@@ -58,5 +59,36 @@ func TestShowTellsACutOutputAsCut(t *testing.T) {
 		Artifact: &event.ArtifactRef{Object: "calls/s_1/c2/notes/plan.md", Size: 36828}}
 	if _, detail := stepDetail(style{}, made); !strings.Contains(detail, "74 lines: # TAH") {
 		t.Errorf("an output kept whole: %q", detail)
+	}
+}
+
+// show gives each model call its recorded cost, "?" to one logged before
+// costs were recorded, and sums them by turn: the last ten turns named.
+func TestShowCosts(t *testing.T) {
+	used := &llm.Response{Usage: llm.Usage{InputTokens: 10, OutputTokens: 2}}
+	var steps []projection.Step
+	for turn := 1; turn <= 12; turn++ {
+		steps = append(steps,
+			projection.Step{Type: projection.StepLLM, Turn: turn, Response: used, Cost: &pricing.Cost{USD: 0.25}},
+			projection.Step{Type: projection.StepTool, Turn: turn},
+			projection.Step{Type: projection.StepLLM, Turn: turn, Response: used, Cost: &pricing.Cost{Unpriced: 1}})
+	}
+	old := projection.Step{Type: projection.StepLLM, Turn: 1, Response: used}
+	for step, want := range map[*projection.Step]string{&steps[0]: "$0.25", &steps[1]: "", &steps[2]: "no price", &old: "?"} {
+		if got := stepCost(*step); got != want {
+			t.Errorf("cost of %+v: %q, want %q", step, got, want)
+		}
+	}
+	turns := turnCosts(steps)
+	if len(turns) != 12 || turns[0].Cost != (pricing.Cost{USD: 0.25, Unpriced: 1}) || turns[0].Usage.InputTokens != 20 {
+		t.Fatalf("turns %+v", turns)
+	}
+	note := turnsNote(turns)
+	if !strings.HasPrefix(note, " (2 turns before, turn 3 $0.25 + 1 call without a price, ") ||
+		!strings.HasSuffix(note, "turn 12 $0.25 + 1 call without a price)") {
+		t.Errorf("note %q", note)
+	}
+	if turnsNote(turns[:1]) != "" {
+		t.Error("a session of one turn lists no turn")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -315,7 +316,7 @@ func (w *watch) finish(o wire.Outcome, interrupted bool) error {
 				w.text(o.Content)
 			}
 			w.closeLine()
-			w.footer(o.Steps, o.Usage)
+			w.footer(o.Steps, o.Usage, &o.Cost)
 		case "failed":
 			w.note(w.st.red("✗ the turn failed: " + o.Error))
 		case "cancelled":
@@ -398,7 +399,7 @@ func (w *watch) toolLine(d event.ToolFinishedData) string {
 }
 
 // footer sums the turn up on stderr.
-func (w *watch) footer(steps int, u llm.Usage) {
+func (w *watch) footer(steps int, u llm.Usage, cost *pricing.Cost) {
 	if w.json {
 		return
 	}
@@ -411,6 +412,9 @@ func (w *watch) footer(steps int, u llm.Usage) {
 	}
 	parts = append(parts, plural(steps, "model call"), plural(w.toolCalls, "tool call"),
 		fmt.Sprintf("%s tokens in, %s out", num(u.InputTokens), num(u.OutputTokens)))
+	if cost != nil { // nil: an agent.finished written before costs were recorded
+		parts = append(parts, cost.String())
+	}
 	w.note(w.st.green("✓ ") + w.st.dim(strings.Join(parts, " · ")))
 }
 

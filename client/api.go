@@ -88,7 +88,7 @@ func (c *Client) StepRequest(ctx context.Context, sid, stepID string) (wire.Requ
 func (c *Client) Command(ctx context.Context, cmd wire.Command, req wire.CommandRequest) (wire.CommandReply, error) {
 	endpoint, ok := commandEndpoints[cmd]
 	if !ok {
-		return wire.CommandReply{}, fmt.Errorf("the API has no endpoint for command %q (compact, resume, cancel, approve, deny): %w", cmd, ErrBadRequest)
+		return wire.CommandReply{}, fmt.Errorf("the API has no endpoint for command %q (compact, resume, cancel, approve, deny, budget): %w", cmd, ErrBadRequest)
 	}
 	if err := validSession(req.Session); err != nil {
 		return wire.CommandReply{}, err
@@ -98,7 +98,7 @@ func (c *Client) Command(ctx context.Context, cmd wire.Command, req wire.Command
 
 var commandEndpoints = map[wire.Command]string{
 	wire.CommandCompact: wire.EndpointCompact, wire.CommandResume: wire.EndpointResume, wire.CommandCancel: wire.EndpointCancel,
-	wire.CommandApprove: wire.EndpointApprove, wire.CommandDeny: wire.EndpointDeny,
+	wire.CommandApprove: wire.EndpointApprove, wire.CommandDeny: wire.EndpointDeny, wire.CommandBudget: wire.EndpointBudget,
 }
 
 // Tools lists the tools the answering node offers to the model.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -165,6 +166,28 @@ type Agent struct {
 	// MaxInputBytes bounds the user message of a run; 0 means the node's
 	// default (node.DefaultMaxInputBytes, 256 KiB).
 	MaxInputBytes int `json:"max_input_bytes,omitempty"`
+	// Budget limits what every turn and every session may spend; a
+	// session's own budget and a turn's (its input's) apply too, and the
+	// tightest limit wins. Zero limits nothing.
+	Budget Budget `json:"budget,omitzero"`
+}
+
+// Budget is the node's limits per turn and per session (docs/operations.md,
+// Budgets).
+type Budget struct {
+	Turn    BudgetLimits `json:"turn,omitzero"`
+	Session BudgetLimits `json:"session,omitzero"`
+}
+
+// BudgetLimits are the limits of one scope; zero limits nothing.
+type BudgetLimits struct {
+	// Tokens is the most input plus output tokens of the LLM calls.
+	Tokens int64 `json:"tokens,omitempty"`
+	// CostUSD is the most the LLM calls may cost, in US dollars (by the
+	// price table, llm.prices).
+	CostUSD float64 `json:"cost_usd,omitempty"`
+	// Time is the most wall time the turns may run.
+	Time Duration `json:"time,omitempty"`
 }
 
 // Agents configures the agent protocol gateway (docs/agent-protocol.md).
@@ -321,6 +344,12 @@ func (c *Config) env() []setting {
 		{"TAH_MAX_INPUT_BYTES", "max-input-bytes", "agent.max_input_bytes", "largest user message of a run, in bytes; a larger input is refused (0: 256 KiB)", intVar(&c.Agent.MaxInputBytes)},
 		{"TAH_CONTEXT_CHARS", "context-chars", "agent.context_chars", "character budget of each LLM request (0: whole history)", intVar(&c.Agent.ContextChars)},
 		{"TAH_IDLE_TIMEOUT", "idle-timeout", "agent.idle_timeout", "passivate a session idle this long", durVar(&c.Agent.IdleTimeout)},
+		{"TAH_BUDGET_TURN_TOKENS", "budget-turn-tokens", "agent.budget.turn.tokens", "most input plus output tokens of one turn; the turn fails with budget_exceeded (0: no limit)", int64Var(&c.Agent.Budget.Turn.Tokens)},
+		{"TAH_BUDGET_TURN_COST_USD", "budget-turn-cost-usd", "agent.budget.turn.cost_usd", "most one turn's LLM calls may cost, in US dollars (0: no limit)", floatVar(&c.Agent.Budget.Turn.CostUSD)},
+		{"TAH_BUDGET_TURN_TIME", "budget-turn-time", "agent.budget.turn.time", "most wall time one turn may run (0: no limit)", durVar(&c.Agent.Budget.Turn.Time)},
+		{"TAH_BUDGET_SESSION_TOKENS", "budget-session-tokens", "agent.budget.session.tokens", "most input plus output tokens of a session's turns together (0: no limit)", int64Var(&c.Agent.Budget.Session.Tokens)},
+		{"TAH_BUDGET_SESSION_COST_USD", "budget-session-cost-usd", "agent.budget.session.cost_usd", "most a session's LLM calls may cost together, in US dollars (0: no limit)", floatVar(&c.Agent.Budget.Session.CostUSD)},
+		{"TAH_BUDGET_SESSION_TIME", "budget-session-time", "agent.budget.session.time", "most wall time a session's turns may run together (0: no limit)", durVar(&c.Agent.Budget.Session.Time)},
 		{"TAH_TOOLS_BUILTIN", "tools-builtin", "tools.builtin", "offer the built-in file tools list_files and read_file (false: only remote tools, such as an MCP server's)", boolVar(&c.Tools.Builtin)},
 		{"TAH_TOOLS_ROOT", "tools-root", "tools.root", "directory the built-in tools may read", strVar(&c.Tools.Root)},
 		{"TAH_TOOLS_DENY", "tools-deny", "tools.deny", "comma-separated globs of paths the tools refuse besides the data directory and credential files (*.pem, config/prod)", listVar(&c.Tools.Deny)},
@@ -484,6 +513,17 @@ func (c Config) Validate() error {
 	if c.Agent.MaxInputBytes < 0 {
 		bad("agent.max_input_bytes", "negative")
 	}
+	for scope, l := range map[string]BudgetLimits{"turn": c.Agent.Budget.Turn, "session": c.Agent.Budget.Session} {
+		if l.Tokens < 0 {
+			bad("agent.budget."+scope+".tokens", "%d is negative (0: no limit)", l.Tokens)
+		}
+		if l.CostUSD < 0 || math.IsNaN(l.CostUSD) || math.IsInf(l.CostUSD, 0) {
+			bad("agent.budget."+scope+".cost_usd", "%v is not a positive number of US dollars (0: no limit)", l.CostUSD)
+		}
+		if l.Time < 0 {
+			bad("agent.budget."+scope+".time", "%v is negative (0: no limit)", time.Duration(l.Time))
+		}
+	}
 	if c.Agents.Enabled {
 		if err := wire.ValidCredentialName(c.Agents.Owner); err != nil {
 			bad("agents.owner", "%q is not one subject token (use 1 to 64 letters, digits, '-' or '_')", c.Agents.Owner)
@@ -608,6 +648,32 @@ func (v intV) Set(s string) error {
 		return fmt.Errorf("not a whole number")
 	}
 	*v.p = n
+	return nil
+}
+
+type int64V struct{ p *int64 }
+
+func int64Var(p *int64) flag.Value { return int64V{p} }
+func (v int64V) String() string    { return deref(v.p) }
+func (v int64V) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return fmt.Errorf("not a whole number")
+	}
+	*v.p = n
+	return nil
+}
+
+type floatV struct{ p *float64 }
+
+func floatVar(p *float64) flag.Value { return floatV{p} }
+func (v floatV) String() string      { return deref(v.p) }
+func (v floatV) Set(s string) error {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("not a number such as 2.50")
+	}
+	*v.p = f
 	return nil
 }
 

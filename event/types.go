@@ -78,6 +78,12 @@ const (
 	CheckpointCreated Type = "checkpoint.created"
 	// ArtifactCreated records a file or blob a tool produced.
 	ArtifactCreated Type = "artifact.created"
+	// BudgetSet changes the session's budget (budget.go). Log schema
+	// version 5.
+	BudgetSet Type = "budget.set"
+	// TurnReopened runs on a turn that failed at its budget, once a resume
+	// finds the budget raised. Log schema version 5.
+	TurnReopened Type = "turn.reopened"
 )
 
 // payloads maps each type to a constructor of its payload.
@@ -107,6 +113,8 @@ var payloads = map[Type]func() any{
 	SummaryAdded:          func() any { return new(SummaryAddedData) },
 	CheckpointCreated:     func() any { return new(CheckpointCreatedData) },
 	ArtifactCreated:       func() any { return new(ArtifactCreatedData) },
+	BudgetSet:             func() any { return new(BudgetSetData) },
+	TurnReopened:          func() any { return new(TurnReopenedData) },
 }
 
 // Types lists every event type, in a stable order.
@@ -116,7 +124,7 @@ func Types() []Type {
 		ToolsOffered, LLMStarted, LLMStreaming, LLMCompleted, LLMFailed, Thinking,
 		ToolStarted, ToolWaiting, ToolApprovalRequested, ToolApproved, ToolDenied, ToolFinished, AgentFinished, AgentFailed, AgentCancelled,
 		ContextTrimmed, ContextCompacted, ContextCompactFailed, SummaryAdded,
-		CheckpointCreated, ArtifactCreated,
+		CheckpointCreated, ArtifactCreated, BudgetSet, TurnReopened,
 	}
 }
 
@@ -145,9 +153,17 @@ type Config struct {
 	ContextChars int `json:"context_chars,omitempty"`
 	// Model names the model to ask, when the provider serves several.
 	Model string `json:"model,omitempty"`
+	// Budget is the node's budget (agent.budget), in force beside the
+	// session's and the turn's own: the tightest limit wins.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 func (c Config) validate() error {
+	if c.Budget != nil {
+		if err := c.Budget.validate(); err != nil {
+			return err
+		}
+	}
 	if c.MaxSteps < 0 {
 		return errors.New("max_steps is negative")
 	}
@@ -166,9 +182,19 @@ type SessionCreatedData struct {
 	// only labels within the limits of wire.CheckLabels; the log of an older
 	// one may hold labels of any size, which list leaves out.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Budget is the session's own budget, as its creator set it (absent:
+	// none); budget.set changes it.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
-func (d SessionCreatedData) validate() error { return d.Config.validate() }
+func (d SessionCreatedData) validate() error {
+	if d.Budget != nil {
+		if err := d.Budget.validate(); err != nil {
+			return err
+		}
+	}
+	return d.Config.validate()
+}
 
 // SessionForkedData is the payload of session.forked, in the new session's log.
 type SessionForkedData struct {
@@ -226,6 +252,9 @@ type TurnStartedData struct {
 	// on the turn later (an approval, a resume after its owner died)
 	// continues the same trace. Absent when tracing was off.
 	Trace *TraceContext `json:"trace,omitempty"`
+	// Budget is the turn's own limits (the input's options.budget); the
+	// tightest of them, the session's and the node's is in force.
+	Budget *Limits `json:"budget,omitempty"`
 }
 
 // TraceContext is a W3C trace context as its two headers carry it.
@@ -538,6 +567,8 @@ type AgentFailedData struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
 	Steps int    `json:"steps"`
+	// Budget, with code budget_exceeded, is the limit the turn reached.
+	Budget *BudgetReached `json:"budget,omitempty"`
 }
 
 // AgentCancelledData is the payload of agent.cancelled.

@@ -52,6 +52,7 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		wire.EndpointCancel:    endpoint(n, wire.EndpointCancel, n.apiCommand(wire.CommandCancel)),
 		wire.EndpointApprove:   endpoint(n, wire.EndpointApprove, n.apiCommand(wire.CommandApprove)),
 		wire.EndpointDeny:      endpoint(n, wire.EndpointDeny, n.apiCommand(wire.CommandDeny)),
+		wire.EndpointBudget:    endpoint(n, wire.EndpointBudget, n.apiCommand(wire.CommandBudget)),
 		wire.EndpointTools:     endpoint(n, wire.EndpointTools, n.apiTools),
 		wire.EndpointStatus:    endpoint(n, wire.EndpointStatus, n.apiStatus),
 		wire.EndpointArtifacts: endpoint(n, wire.EndpointArtifacts, n.apiArtifacts),
@@ -195,7 +196,12 @@ func (n *Node) apiCreate(ctx context.Context, req wire.CreateRequest) (wire.Crea
 	if err := wire.CheckLabels(req.Labels); err != nil {
 		return wire.CreateReply{}, &apiError{wire.APIErrBadRequest, fmt.Errorf("%w (limits: docs/protocol.md, tah.api.create)", err)}
 	}
-	ev, err := session.Create(ctx, n.bus, sid, n.opts.Session, req.Labels)
+	if req.Budget != nil {
+		if err := req.Budget.Validate(); err != nil {
+			return wire.CreateReply{}, badRequest("budget: %v", err)
+		}
+	}
+	ev, err := session.CreateWithBudget(ctx, n.bus, sid, n.opts.Session, req.Labels, req.Budget)
 	if err != nil {
 		return wire.CreateReply{}, err
 	}
@@ -395,8 +401,8 @@ func (n *Node) apiCommand(cmd wire.Command) func(context.Context, wire.CommandRe
 		switch cmd {
 		case wire.CommandCancel:
 			in.Reason = req.Reason
-		case wire.CommandApprove, wire.CommandDeny:
-			in.Decision = req.Decision
+		case wire.CommandApprove, wire.CommandDeny, wire.CommandBudget:
+			in.Decision, in.Budget = req.Decision, req.Budget
 			if err := in.Validate(); err != nil {
 				return wire.CommandReply{}, badRequest("%v", err)
 			}

@@ -52,6 +52,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		maxSteps = m.Options.MaxSteps
 	}
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision,
+		TurnBudget: m.TurnBudget(), Budget: m.Budget,
 		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle,
 		// The client's trace context, parsed (a malformed one is dropped).
 		Trace: telemetry.ParentOf(telemetry.Extract(ctx, m.Header())),
@@ -69,7 +70,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 				n.refuse(m, v.refuse, o.Err)
 				return
 			}
-			if o.Err == nil && kind != wire.CommandCompact { // a turn that waits for approval is no end yet
+			if o.Err == nil && kind != wire.CommandCompact && kind != wire.CommandBudget { // a turn that waits for approval is no end yet
 				n.Metrics.turnEnded(o.Status, time.Since(start))
 			}
 			n.ack(m)

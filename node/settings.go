@@ -12,6 +12,7 @@ import (
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/config"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/telemetry/otlp"
 	"github.com/tah-dev/tah/tools/builtin"
@@ -126,7 +127,15 @@ func otherServers(n config.NATS) int {
 // sessionConfig is the loop configuration.
 func sessionConfig(c config.Config) session.Config {
 	return session.Config{SystemPrompt: c.Agent.SystemPrompt, MaxSteps: c.Agent.MaxSteps, ContextChars: c.Agent.ContextChars,
-		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout), Node: c.NodeID}
+		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout), Node: c.NodeID, Budget: nodeBudget(c.Agent.Budget)}
+}
+
+// nodeBudget is the node's agent.budget as the log records it.
+func nodeBudget(b config.Budget) event.Budget {
+	limits := func(l config.BudgetLimits) event.Limits {
+		return event.Limits{Tokens: l.Tokens, CostUSD: l.CostUSD, TimeMS: time.Duration(l.Time).Milliseconds()}
+	}
+	return event.Budget{Turn: limits(b.Turn), Session: limits(b.Session)}
 }
 
 // tracingConfig is the node's OpenTelemetry export (telemetry/otlp).

@@ -108,6 +108,9 @@ func apply(s *State, e event.Event, payload any) error {
 		s.Status = StatusIdle
 		s.CreatedAt = e.Time
 		s.Messages = ReplaceSystemPrompt(nil, d.Config.SystemPrompt)
+		if d.Budget != nil {
+			s.Budget = *d.Budget
+		}
 		s.Steps, s.ToolCalls = []Step{}, []ToolCallRecord{}
 		s.Artifacts, s.Checkpoints = []Artifact{}, []Checkpoint{}
 
@@ -146,6 +149,10 @@ func apply(s *State, e event.Event, payload any) error {
 		s.Turn, s.TurnLLMCalls, s.TurnUsage, s.TurnCompactTried, s.LastInputID = d.Turn, 0, llm.Usage{}, false, d.InputID
 		s.TurnCost = pricing.Cost{}
 		s.TurnMaxSteps, s.TurnCaller, s.TurnTrace = d.MaxSteps, d.Caller, d.Trace
+		s.TurnBudget, s.TurnTimeMS, s.TurnRunningSince, s.LastBudget = event.Limits{}, 0, e.Time, nil
+		if d.Budget != nil {
+			s.TurnBudget = *d.Budget
+		}
 		if d.InputID != "" {
 			if len(s.RecentInputs) >= RecentInputsKept {
 				s.RecentInputs = slices.Delete(s.RecentInputs, 0, len(s.RecentInputs)-RecentInputsKept+1)
@@ -262,14 +269,16 @@ func apply(s *State, e event.Event, payload any) error {
 		}
 		s.AwaitingApproval, s.ApprovalDeadline = false, time.Time{}
 		s.Status, s.LastOutput, s.LastError, s.LastCode = StatusCompleted, d.Content, "", ""
+		s.turnStopped(e)
 
 	case *event.AgentFailedData:
 		if err := s.needActive(); err != nil {
 			return err
 		}
 		s.AwaitingApproval, s.ApprovalDeadline = false, time.Time{}
-		s.Status, s.LastError, s.LastCode = StatusFailed, d.Error, d.Code
+		s.Status, s.LastError, s.LastCode, s.LastBudget = StatusFailed, d.Error, d.Code, d.Budget
 		s.failOpenSteps(e, d.Code, d.Error)
+		s.turnStopped(e)
 
 	case *event.AgentCancelledData:
 		if err := s.needActive(); err != nil {
@@ -278,6 +287,16 @@ func apply(s *State, e event.Event, payload any) error {
 		s.AwaitingApproval, s.ApprovalDeadline = false, time.Time{}
 		s.Status, s.LastError, s.LastCode = StatusCancelled, d.Reason, event.CodeCancelled
 		s.failOpenSteps(e, event.CodeCancelled, "cancelled")
+		s.turnStopped(e)
+
+	case *event.BudgetSetData:
+		s.Budget, s.TurnBudget = d.Budget, d.TurnLimits
+
+	case *event.TurnReopenedData:
+		if s.Status != StatusFailed || s.LastCode != event.CodeBudgetExceeded || d.Turn != s.Turn {
+			return fmt.Errorf("turn %d reopened, but the last turn is %d, %s (%s), not failed at its budget: %w", d.Turn, s.Turn, s.Status, s.LastCode, ErrInconsistent)
+		}
+		s.Status, s.LastError, s.LastCode, s.LastBudget, s.TurnRunningSince = StatusRunning, "", "", nil, e.Time
 
 	case *event.ContextTrimmedData:
 		s.Trims++
@@ -321,6 +340,18 @@ func apply(s *State, e event.Event, payload any) error {
 		return fmt.Errorf("no fold for payload %T: %w", payload, event.ErrUnknownType)
 	}
 	return nil
+}
+
+// turnStopped counts the time the turn ran since it last started running
+// (turn.started, turn.reopened), to its end e, in the turn's and the
+// session's.
+func (s *State) turnStopped(e event.Event) {
+	if !s.TurnRunningSince.IsZero() && e.Time.After(s.TurnRunningSince) {
+		ms := e.Time.Sub(s.TurnRunningSince).Milliseconds()
+		s.TurnTimeMS += ms
+		s.TimeMS += ms
+	}
+	s.TurnRunningSince = time.Time{}
 }
 
 // finishTool records a tool result: it closes the step (if the call started),

@@ -48,6 +48,10 @@ type TurnLog struct {
 	// Ends are its agent.finished, agent.failed and agent.cancelled: one in a
 	// turn that ended, none in a turn that runs; more is a problem.
 	Ends []event.Event
+	// Reopened are its turn.reopened events: each follows an agent.failed
+	// of code budget_exceeded, which is then no longer its end but one of
+	// Events, and the turn runs on.
+	Reopened []event.Event
 	// Claims counts the claims while it ran: owners that resumed it.
 	Claims int
 	// Answering is set on a turn that runs with an LLM step open after a tool
@@ -112,7 +116,9 @@ func (ps Problems) String() string {
 //     as Apply numbers them); a turn starts only after the previous one
 //     ended, ends at most once, and nothing of it follows its end (between
 //     turns come only checkpoints, compactions, artifacts and the "not
-//     executed" results of calls a cancel left open);
+//     executed" results of calls a cancel left open, and budget.set); a
+//     turn that failed at its budget may be reopened (turn.reopened) and
+//     run on;
 //   - an LLM step ends (llm.completed, llm.failed) at most once, and only after
 //     its llm.started, which names only tools a tools.offered before it
 //     recorded;
@@ -199,6 +205,10 @@ func (a *auditor) event(e event.Event) {
 		return
 	}
 	cur := a.current()
+	if e.Type == event.TurnReopened {
+		a.reopened(e, cur)
+		return
+	}
 	if cur == nil || cur.Ended() {
 		a.betweenTurns(e, cur)
 		return
@@ -261,7 +271,7 @@ func (a *auditor) turnStarted(e event.Event) {
 // or after cur's end.
 func (a *auditor) betweenTurns(e event.Event, cur *TurnLog) {
 	switch e.Type {
-	case event.CheckpointCreated, event.ContextCompacted, event.ContextCompactFailed, event.SummaryAdded, event.ArtifactCreated:
+	case event.CheckpointCreated, event.ContextCompacted, event.ContextCompactFailed, event.SummaryAdded, event.ArtifactCreated, event.BudgetSet:
 		return
 	case event.ToolFinished:
 		// The repair before a new turn: a result for a call the last turn's
@@ -279,6 +289,31 @@ func (a *auditor) betweenTurns(e event.Event, cur *TurnLog) {
 	if isTurnEnd(e.Type) {
 		cur.Ends = append(cur.Ends, e)
 	}
+}
+
+// reopened checks a turn.reopened: it follows the end of the turn it
+// names, an agent.failed of code budget_exceeded, which it takes back.
+func (a *auditor) reopened(e event.Event, cur *TurnLog) {
+	d, err := event.DecodeAs[event.TurnReopenedData](e)
+	switch {
+	case err != nil:
+		a.bad(e, "%v", err)
+		return
+	case cur == nil || !cur.Ended():
+		a.bad(e, "reopens a turn that has not ended")
+		return
+	case d.Turn != cur.Turn:
+		a.bad(e, "reopens turn %d, the last turn is %d", d.Turn, cur.Turn)
+		return
+	}
+	end := cur.Ends[len(cur.Ends)-1]
+	if f, err := event.DecodeAs[event.AgentFailedData](end); err != nil || end.Type != event.AgentFailed || f.Code != event.CodeBudgetExceeded {
+		a.bad(e, "reopens turn %d, which ended with %s at seq %d, not failed at its budget", cur.Turn, end.Type, end.Seq)
+		return
+	}
+	cur.Ends = nil
+	cur.Reopened = append(cur.Reopened, e)
+	cur.Events = append(cur.Events, e)
 }
 
 // step checks an LLM or tool step's event.

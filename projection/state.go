@@ -186,6 +186,20 @@ type State struct {
 	// of the steps that recorded one.
 	Cost     pricing.Cost `json:"cost,omitzero"`
 	TurnCost pricing.Cost `json:"turn_cost,omitzero"`
+	// Budget is the session's own budget (session.created, budget.set);
+	// TurnBudget the current (or last) turn's own limits (turn.started's,
+	// as budget.set left them). The node's is Config.Budget; the tightest
+	// of the three is in force (BudgetLimits).
+	Budget     event.Budget `json:"budget,omitzero"`
+	TurnBudget event.Limits `json:"turn_budget,omitzero"`
+	// TurnRunningSince is when the current turn last started running
+	// (turn.started, turn.reopened); zero between turns. TurnTimeMS is
+	// the wall time the current (or last) turn ran before it, and TimeMS
+	// the time every turn of the session ran, but for the running part of
+	// the current one (Spend adds it).
+	TurnRunningSince time.Time `json:"turn_running_since,omitzero"`
+	TurnTimeMS       int64     `json:"turn_time_ms,omitempty"`
+	TimeMS           int64     `json:"time_ms,omitempty"`
 	// ToolsOffered is the digest of the tools the session last offered (its
 	// last tools.offered): a step that offers others records them again.
 	ToolsOffered string `json:"tools_offered,omitempty"`
@@ -206,6 +220,9 @@ type State struct {
 	// LastError and LastCode describe the last failed turn.
 	LastError string `json:"last_error,omitempty"`
 	LastCode  string `json:"last_code,omitempty"`
+	// LastBudget is the limit the last turn reached, when it failed at its
+	// budget (agent.failed's budget).
+	LastBudget *event.BudgetReached `json:"last_budget,omitempty"`
 	// Fault, when set, is where this node stopped folding the log (see
 	// ApplyLog): the session is failed (a corrupt log) or needs a newer node.
 	Fault *Fault `json:"fault,omitempty"`
@@ -234,6 +251,43 @@ type State struct {
 	// tools is the digest of the tools last offered (toolsDigest), derived
 	// like stepIndex.
 	tools toolsMemo
+}
+
+// BudgetLimits are the limits in force for the current turn and the
+// session: for each, the tightest of the node's (Config.Budget), the
+// session's and the turn's own (event.Effective).
+func (s *State) BudgetLimits() []event.BudgetReached {
+	var node event.Budget
+	if s.Config.Budget != nil {
+		node = *s.Config.Budget
+	}
+	return event.Effective(node, s.Budget, s.TurnBudget)
+}
+
+// Spend is what the current (or last) turn and the session have spent at
+// now: the tokens (input and output) and cost their LLM calls recorded, and
+// the wall time their turns ran, the current one's up to now.
+func (s *State) Spend(now time.Time) event.Spend {
+	var running int64
+	if !s.TurnRunningSince.IsZero() && now.After(s.TurnRunningSince) {
+		running = now.Sub(s.TurnRunningSince).Milliseconds()
+	}
+	return event.Spend{
+		Turn: event.Limits{Tokens: int64(s.TurnUsage.InputTokens + s.TurnUsage.OutputTokens),
+			CostUSD: s.TurnCost.USD, TimeMS: s.TurnTimeMS + running},
+		Session: event.Limits{Tokens: int64(s.Usage.InputTokens + s.Usage.OutputTokens),
+			CostUSD: s.Cost.USD, TimeMS: s.TimeMS + running},
+	}
+}
+
+// BudgetReached is the first limit in force (BudgetLimits) that the spend
+// at now has reached, or nil.
+func (s *State) BudgetReached(now time.Time) *event.BudgetReached {
+	limits := s.BudgetLimits()
+	if len(limits) == 0 {
+		return nil
+	}
+	return event.Reached(limits, s.Spend(now))
 }
 
 // TurnText is the text the model wrote in the current (or last) turn, its

@@ -116,6 +116,12 @@ func TestApplyTypedAsApply(t *testing.T) {
 	w.add(event.ArtifactCreated, event.ArtifactCreatedData{ID: "a1", Name: bad, Ref: event.ArtifactRef{Bucket: "b", Object: "o", Size: 3}})
 	w.add(event.AgentFinished, event.AgentFinishedData{Turn: 3, Content: bad, SessionUsage: &llm.Usage{}})
 	w.add(event.CheckpointCreated, event.CheckpointCreatedData{ID: "ck", UpToSeq: 30, Key: "s_typed"})
+	w.add(event.TurnStarted, event.TurnStartedData{Turn: 4, Message: llm.User("over"), Budget: &event.Limits{Tokens: 1}})
+	w.add(event.AgentFailed, event.AgentFailedData{Turn: 4, Error: bad, Code: event.CodeBudgetExceeded,
+		Budget: &event.BudgetReached{Scope: event.ScopeTurn, Kind: event.LimitTokens, From: event.FromInput, Limit: 1, Spent: 5}})
+	w.add(event.BudgetSet, event.BudgetSetData{Budget: event.Budget{Turn: event.Limits{Tokens: 100}}, By: bad})
+	w.add(event.TurnReopened, event.TurnReopenedData{Turn: 4, After: event.CodeBudgetExceeded})
+	w.add(event.AgentFinished, event.AgentFinishedData{Turn: 4, Content: "ok"})
 	w.add(event.LLMCompleted, event.LLMCompletedData{StepID: "nope"}) // refused by both
 	foldBoth(t, "written", w.evs)
 

@@ -28,6 +28,7 @@ const (
 	EndpointCancel   = "cancel"
 	EndpointApprove  = "approve"
 	EndpointDeny     = "deny"
+	EndpointBudget   = "budget"
 	EndpointTools    = "tools"
 	EndpointStatus   = "status"
 	// EndpointArtifacts lists a session's artifacts; EndpointArtifact reads
@@ -63,6 +64,10 @@ type CreateRequest struct {
 	// all, printable UTF-8 (CheckLabels, MaxLabels...). Labels over these
 	// limits are APIErrBadRequest.
 	Labels map[string]string `json:"labels,omitempty"`
+	// Budget is the session's own budget (limits per turn and for the
+	// session; the node's agent.budget, when tighter, wins). Negative
+	// limits are APIErrBadRequest.
+	Budget *event.Budget `json:"budget,omitempty"`
 }
 
 // CreateReply: session.created is in the log at Seq.
@@ -234,7 +239,10 @@ type CommandRequest struct {
 	ReplyTo string `json:"reply_to,omitempty"`
 	// Reason says why, for cancel.
 	Reason string `json:"reason,omitempty"`
-	// Decision is what an approve or a deny decides.
+	// Budget is the change of a budget command.
+	Budget *BudgetChange `json:"budget,omitempty"`
+	// Decision is what an approve or a deny decides (and, for a budget, by:
+	// who changed it).
 	*Decision
 }
 
@@ -344,6 +352,7 @@ func Endpoints() []Endpoint {
 		{EndpointCancel, CommandRequest{}, CommandReply{}},
 		{EndpointApprove, CommandRequest{}, CommandReply{}},
 		{EndpointDeny, CommandRequest{}, CommandReply{}},
+		{EndpointBudget, CommandRequest{}, CommandReply{}},
 		{EndpointTools, EmptyRequest{}, ToolsReply{}},
 		{EndpointStatus, EmptyRequest{}, StatusReply{}},
 		{EndpointArtifacts, SessionRequest{}, ArtifactsReply{}},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 )
 
@@ -30,6 +31,10 @@ const (
 	// CommandDeny denies tool calls awaiting approval (Input.Calls, all of
 	// them when empty), with Input.Note for the model.
 	CommandDeny Command = "deny"
+	// CommandBudget changes the session's budget (Input.Budget), and the
+	// current turn's own limits it names: recorded in budget.set. A turn
+	// that failed at its budget then goes on with a resume.
+	CommandBudget Command = "budget"
 )
 
 // InputMsgID is the Nats-Msg-Id of input id of session sid: "<sid>:<id>".
@@ -53,7 +58,7 @@ func InputIDOfMsgID(sid, msgID string) string {
 // Valid reports whether c is one of the commands.
 func (c Command) Valid() bool {
 	switch c {
-	case CommandRun, CommandResume, CommandCancel, CommandCompact, CommandApprove, CommandDeny:
+	case CommandRun, CommandResume, CommandCancel, CommandCompact, CommandApprove, CommandDeny, CommandBudget:
 		return true
 	}
 	return false
@@ -100,6 +105,8 @@ type Input struct {
 	// agent protocol stream (chunks, then the terminator), from whichever
 	// node works on it, until it ends (docs/agent-protocol.md).
 	Reply string `json:"reply,omitempty"`
+	// Budget is the change of a budget command.
+	Budget *BudgetChange `json:"budget,omitempty"`
 	// Decision is the payload of an approve or a deny.
 	*Decision
 }
@@ -127,6 +134,9 @@ func (d *Decision) validate(c Command) error {
 	if d == nil {
 		return nil
 	}
+	if c == CommandBudget && len(d.Calls) == 0 && d.Note == "" && len(d.Arguments) == 0 {
+		return nil // by: who changed the budget
+	}
 	if c != CommandApprove && c != CommandDeny {
 		return fmt.Errorf("%s takes no calls, note, arguments or by (those are for approve and deny)", c)
 	}
@@ -151,6 +161,9 @@ func (d *Decision) validate(c Command) error {
 type RunOptions struct {
 	// MaxSteps overrides the session's maxSteps for this turn; 0 keeps it.
 	MaxSteps int `json:"max_steps,omitempty" jsonschema:"minimum=0"`
+	// Budget is the turn's own limits (tokens, cost, wall time): the
+	// tightest of them, the session's budget and the node's is in force.
+	Budget *event.Limits `json:"budget,omitempty"`
 	// IfIdle refuses the run (failure code busy) when the session runs a
 	// turn, has one waiting for approval or for its resume, or has inputs
 	// queued before it, instead of queueing it behind them.
@@ -202,12 +215,23 @@ func (in Input) Validate() error {
 	}
 	if !in.Command.Valid() {
 		if in.Command == "" {
-			return bad("no command (set the %s header to run, resume, cancel, compact, approve or deny)", HeaderCommand)
+			return bad("no command (set the %s header to run, resume, cancel, compact, approve, deny or budget)", HeaderCommand)
 		}
-		return bad("unknown command %q (use run, resume, cancel, compact, approve or deny)", in.Command)
+		return bad("unknown command %q (use run, resume, cancel, compact, approve, deny or budget)", in.Command)
 	}
 	if err := in.Decision.validate(in.Command); err != nil {
 		return bad("%v", err)
+	}
+	if (in.Budget != nil) != (in.Command == CommandBudget) {
+		if in.Budget == nil {
+			return bad("budget without a budget to set (give budget: {turn: {...}, session: {...}})")
+		}
+		return bad("%s takes no budget (that is for the budget command; a run's own limits go in options.budget)", in.Command)
+	}
+	if in.Budget != nil {
+		if err := in.Budget.validate(); err != nil {
+			return bad("budget: %v", err)
+		}
 	}
 	if in.Command != CommandRun {
 		if in.Text != "" || in.Message != nil || in.Options != nil {
@@ -246,6 +270,17 @@ func (in Input) Validate() error {
 		return bad("reply %q without a %s header to stream to", in.Reply, HeaderReplyTo)
 	case in.Options != nil && in.Options.MaxSteps < 0:
 		return bad("options.max_steps is negative")
+	case in.Options != nil && in.Options.Budget != nil && !validLimits(*in.Options.Budget):
+		return bad("options.budget: a limit is negative or not a number (0 or absent: no limit)")
 	}
 	return nil
+}
+
+// TurnBudget is the run's options.budget, nil when not given or empty.
+func (in Input) TurnBudget() *event.Limits {
+	if in.Options == nil || in.Options.Budget == nil || in.Options.Budget.IsZero() {
+		return nil
+	}
+	b := *in.Options.Budget
+	return &b
 }

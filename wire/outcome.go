@@ -3,6 +3,7 @@ package wire
 import (
 	"time"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
@@ -30,6 +31,9 @@ type Outcome struct {
 	// the event codes (max_steps, provider, cancelled, ...).
 	Error string `json:"error,omitempty"`
 	Code  string `json:"code,omitempty"`
+	// Budget, with code budget_exceeded, is the limit the turn reached and
+	// at what figure (agent.failed's budget).
+	Budget *event.BudgetReached `json:"budget,omitempty"`
 	// Steps counts the LLM calls of the turn.
 	Steps int `json:"steps"`
 	// Usage is the tokens of the turn's LLM calls; SessionUsage the
@@ -91,6 +95,10 @@ const (
 	// FailureWithdrawn: the input waited in its session's queue when a
 	// cancel named it (Input.InputID): it was dropped and never ran.
 	FailureWithdrawn = "withdrawn"
+	// FailureBudgetExceeded: a resume of a turn that failed at its budget,
+	// which still stops it (Failure says which limit): raise the budget
+	// first (the budget command).
+	FailureBudgetExceeded = "budget_exceeded"
 )
 
 // AwaitsApproval reports whether o is a turn that waits for a person to

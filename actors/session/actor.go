@@ -51,6 +51,11 @@ type Command struct {
 	// MaxSteps overrides the session's maxSteps for the turn a run starts: 0
 	// keeps it, a negative value means unlimited.
 	MaxSteps int
+	// TurnBudget, on a run, is the turn's own limits (the input's
+	// options.budget): turn.started records them.
+	TurnBudget *event.Limits
+	// Budget, on a budget command, is the change of the session's budget.
+	Budget *wire.BudgetChange
 	// Reason says why, for a cancel: agent.cancelled records it.
 	Reason string
 	// Target, on a cancel, is the input whose work alone it cancels

@@ -53,6 +53,10 @@ type Config struct {
 	Tracing *telemetry.Tracing
 	// AgentName names the agent in traces (gen_ai.agent.name); empty: "tah".
 	AgentName string
+	// Budget is the node's limits per turn and per session (agent.budget),
+	// restated with every claim: a session's own and a turn's own apply
+	// too, and the tightest wins (budget.go).
+	Budget event.Budget
 	// Prices gives every LLM call its cost, recorded with its usage
 	// (cost.go); nil: the default table (pricing.Default).
 	Prices *pricing.Table
@@ -70,7 +74,12 @@ func (c Config) eventConfig() event.Config {
 	case max < 0:
 		max = 0 // the log's "unlimited"
 	}
-	return event.Config{SystemPrompt: c.SystemPrompt, MaxSteps: max, ContextChars: c.ContextChars, Model: c.Model}
+	ec := event.Config{SystemPrompt: c.SystemPrompt, MaxSteps: max, ContextChars: c.ContextChars, Model: c.Model}
+	if !c.Budget.IsZero() {
+		b := c.Budget
+		ec.Budget = &b
+	}
+	return ec
 }
 
 // EventConfig is the configuration as recorded in session.created and

@@ -39,6 +39,8 @@ func (o Outcome) Wire() wire.Outcome {
 		out.FailureCode = wire.FailureBusy
 	case errors.Is(o.Err, ErrNothingToResume):
 		out.FailureCode = wire.FailureNothingToResume
+	case errors.Is(o.Err, ErrBudgetExceeded):
+		out.FailureCode = wire.FailureBudgetExceeded
 	case errors.Is(o.Err, ErrStopped):
 		out.FailureCode = wire.FailureStopped
 	case errors.Is(o.Err, ErrNotPending):
@@ -283,7 +285,7 @@ func (a *AgentContext) outcome(err error) Outcome {
 	case projection.StatusCompleted:
 		o.Content = st.LastOutput
 	case projection.StatusFailed, projection.StatusCancelled:
-		o.Error, o.Code = st.LastError, st.LastCode
+		o.Error, o.Code, o.Budget = st.LastError, st.LastCode, st.LastBudget
 	}
 	awaiting(&o.Outcome, st)
 	if errors.Is(err, errFenced) {

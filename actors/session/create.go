@@ -21,6 +21,15 @@ func Create(ctx context.Context, b *bus.Bus, sid string, cfg Config, labels map[
 	return create(ctx, b, sid, event.SessionCreatedData{Config: cfg.eventConfig(), Labels: labels})
 }
 
+// CreateWithBudget is Create of a session with a budget of its own (nil or
+// empty: none); the node's (cfg.Budget), when tighter, still wins.
+func CreateWithBudget(ctx context.Context, b *bus.Bus, sid string, cfg Config, labels map[string]string, budget *event.Budget) (event.Event, error) {
+	if budget != nil && budget.IsZero() {
+		budget = nil
+	}
+	return create(ctx, b, sid, event.SessionCreatedData{Config: cfg.eventConfig(), Labels: labels, Budget: budget})
+}
+
 func create(ctx context.Context, b *bus.Bus, sid string, data event.SessionCreatedData, more ...event.Event) (event.Event, error) {
 	w, err := b.Writer(sid, 0, 0)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 // handled (a redelivery) log at debug.
 func (m *Manager) workLogged(ctx context.Context, a *AgentContext, cmd *Command) Outcome {
 	log := m.cfg.logger()
-	if cmd.Kind == wire.CommandCompact || cmd.Kind == wire.CommandCancel {
+	if cmd.Kind == wire.CommandCompact || cmd.Kind == wire.CommandCancel || cmd.Kind == wire.CommandBudget {
 		out := m.work(ctx, a, cmd)
 		log.Debug("command done", "session", a.Session, "command", cmd.Kind, "status", out.Status, "err", out.Err)
 		return out

@@ -30,10 +30,19 @@ var _ Loop = DefaultLoop{}
 // Run implements Loop. It returns an error only when the log could not be written
 // (fenced, or NATS gone); every other failure ends the turn in the log.
 func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
+	ctx, stop := budgetDeadline(ctx, a)
+	defer stop()
 	for {
 		st := a.State()
 		if !st.Status.Active() {
 			return nil
+		}
+		if _, ok := budgetCause(ctx); ok {
+			if err := answerAwaiting(a); err != nil {
+				return err
+			}
+			_, err := checkBudget(ctx, a)
+			return err
 		}
 		if ctx.Err() != nil {
 			if err := answerAwaiting(a); err != nil {
@@ -49,6 +58,10 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 		if last := lastMessage(st.Messages); last != nil && last.Role == llm.RoleAssistant && len(last.ToolCalls) == 0 && st.TurnLLMCalls > 0 {
 			return a.Append(ctx, event.AgentFinished, event.AgentFinishedData{Turn: st.Turn, Content: last.Content, Steps: st.TurnLLMCalls,
 				Usage: st.TurnUsage, SessionUsage: &st.Usage, Cost: &st.TurnCost, SessionCost: &st.Cost})
+		}
+		// The budget, before each LLM call and after each step.
+		if ended, err := checkBudget(ctx, a); ended || err != nil {
+			return err
 		}
 		if pending := pendingCalls(st); len(pending) > 0 {
 			asked, err := requestApproval(ctx, a, pending)
@@ -163,7 +176,10 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 // keeps, provider for every other failure of the call.
 func failStep(ctx context.Context, a *AgentContext, stepID string, err error, took int64) error {
 	code := event.CodeProvider
+	_, atBudget := budgetCause(ctx)
 	switch {
+	case atBudget:
+		code = event.CodeBudgetExceeded // the loop ends the turn
 	case ctx.Err() != nil:
 		code = event.CodeCancelled
 	case errors.Is(err, llm.ErrAnswerTooLarge):
@@ -176,8 +192,8 @@ func failStep(ctx context.Context, a *AgentContext, stepID string, err error, to
 	if err := a.Stage(event.LLMFailed, event.LLMFailedData{StepID: stepID, Error: msg, Code: code, DurationMS: took}); err != nil {
 		return err
 	}
-	if code == event.CodeCancelled {
-		return nil // the loop records the cancel, with the staged failure
+	if code == event.CodeCancelled || code == event.CodeBudgetExceeded {
+		return nil // the loop records the cancel (or the budget), with the staged failure
 	}
 	st := a.State()
 	return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Error: msg, Code: code, Steps: st.TurnLLMCalls})
@@ -238,7 +254,7 @@ func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.To
 // turn.started. They are staged: the turn's first write (its first
 // llm.started, or how it ended) carries them. A crash before it leaves the
 // input to be delivered again, and the turn starts again.
-func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID string, maxSteps int, caller *event.Caller) error {
+func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID string, opts TurnOptions, caller *event.Caller) error {
 	for _, c := range projection.DanglingCalls(a.State().Messages) {
 		if err := a.Stage(event.ToolFinished, toolFinished("", settled(c, event.CodeNotExecuted, projection.NotExecutedOutput))); err != nil {
 			return err
@@ -246,8 +262,17 @@ func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID st
 	}
 	// The span ctx holds (the work's, when tracing) is the turn's: recorded,
 	// so that the work on the turn elsewhere and later joins its trace.
-	return a.Stage(event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: maxSteps, Caller: caller,
-		Trace: turnTrace(ctx)})
+	return a.Stage(event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: opts.MaxSteps, Caller: caller,
+		Trace: turnTrace(ctx), Budget: opts.Budget})
+}
+
+// TurnOptions are a turn's own settings, from its input: turn.started
+// records them, so that whichever node runs the turn keeps them.
+type TurnOptions struct {
+	// MaxSteps overrides the session's maxSteps: 0 keeps it.
+	MaxSteps int
+	// Budget is the turn's own limits; nil for none.
+	Budget *event.Limits
 }
 
 // PrepareResume settles what a previous owner left open, so that the loop can

@@ -80,7 +80,7 @@ func (m *Manager) workClaimed(ctx context.Context, a *AgentContext, cmd *Command
 func answeredFromLog(a *AgentContext, cmd *Command) bool {
 	switch cmd.Kind {
 	case wire.CommandResume:
-		return !a.state.Status.Active()
+		return !a.state.Status.Active() && !reopenable(a.state)
 	case wire.CommandRun:
 		_, again := redelivered(a.state, cmd)
 		return again
@@ -98,6 +98,12 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		}
 		err = m.run(ctx, a, cmd)
 	case wire.CommandResume:
+		if reopenable(a.state) {
+			// A turn that failed at its budget goes on once the budget allows it.
+			if err := reopenAtBudget(ctx, a); err != nil {
+				return a.outcome(err)
+			}
+		}
 		if !a.state.Status.Active() {
 			return a.outcome(fmt.Errorf("session %s is %s: %w", a.Session, a.state.Status, ErrNothingToResume))
 		}
@@ -105,6 +111,12 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		if err = PrepareResume(ctx, a); err == nil {
 			err = m.loop.Run(ctx, a)
 		}
+	case wire.CommandBudget:
+		by := ""
+		if cmd.Decision != nil {
+			by = cmd.Decision.By
+		}
+		err = setBudget(ctx, a, cmd.Budget, by)
 	case wire.CommandApprove, wire.CommandDeny:
 		if a.state.Status.Active() {
 			// Moved on from its approval wait, or taken over mid-turn.
@@ -187,7 +199,7 @@ func (m *Manager) run(ctx context.Context, a *AgentContext, cmd *Command) error 
 		}
 		a.unwatch(a.outcome(nil))
 	}
-	err := BeginTurn(ctx, a, cmd.Message, cmd.InputID, cmd.MaxSteps, cmd.Caller)
+	err := BeginTurn(ctx, a, cmd.Message, cmd.InputID, TurnOptions{MaxSteps: cmd.MaxSteps, Budget: cmd.TurnBudget}, cmd.Caller)
 	if err == nil {
 		m.watch(a, false)
 		err = m.loop.Run(ctx, a)

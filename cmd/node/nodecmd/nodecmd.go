@@ -144,10 +144,10 @@ func argName(s config.Setting) string {
 		return "[=BOOL]"
 	case strings.HasSuffix(s.Key, "port") || strings.HasSuffix(s.Key, "replicas") || strings.HasSuffix(s.Key, "partitions") || strings.HasSuffix(s.Key, "shards") ||
 		strings.HasSuffix(s.Key, "max_steps") || strings.HasSuffix(s.Key, "chars") || strings.HasSuffix(s.Key, "retries") ||
-		strings.HasSuffix(s.Key, "max_tokens") || strings.HasSuffix(s.Key, "max_concurrent") || strings.HasSuffix(s.Key, "bytes"):
+		strings.HasSuffix(s.Key, "max_tokens") || strings.HasSuffix(s.Key, "max_concurrent") || strings.HasSuffix(s.Key, "bytes") || strings.HasSuffix(s.Key, "tokens"):
 		return "N"
 	case strings.HasSuffix(s.Key, "timeout") || strings.HasSuffix(s.Key, "pace") || strings.HasSuffix(s.Key, "wait") ||
-		strings.HasSuffix(s.Key, "ttl") || strings.HasSuffix(s.Key, "every") || strings.HasSuffix(s.Key, "heartbeat"):
+		strings.HasSuffix(s.Key, "ttl") || strings.HasSuffix(s.Key, "every") || strings.HasSuffix(s.Key, "heartbeat") || strings.HasSuffix(s.Key, ".time"):
 		return "DURATION"
 	case s.Key == "tools.write" || s.Key == "tools.remote" || s.Key == "nats.tls_verify_clients":
 		return "[=BOOL]"

@@ -159,3 +159,28 @@ func TestTimeBudgetStopsAParallelBatch(t *testing.T) {
 		t.Fatalf("resume: %+v", o)
 	}
 }
+
+// The session's own turn time limit stops a call that blocks; raised, a
+// resume reopens the turn, whose time so far stays counted, and runs it to
+// its answer.
+func TestTimeBudgetRaisedAndResumed(t *testing.T) {
+	b := openBus(t)
+	p := mock.Scripted(mock.CallTool("block", `{}`), mock.Say("done"))
+	m := newManager(t, b, p, Config{})
+	if _, err := CreateWithBudget(context.Background(), b, "s1", Config{}, nil, &event.Budget{Turn: event.Limits{TimeMS: 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	o := do(t, m, "s1", run("wait"))
+	if o.Code != event.CodeBudgetExceeded || o.Budget == nil || o.Budget.Kind != event.LimitTimeMS || o.Budget.From != event.FromSession {
+		t.Fatalf("%+v (budget %+v)", o, o.Budget)
+	}
+	ran := fold(t, b, "s1").TurnTimeMS
+	do(t, m, "s1", budgetCmd(wire.BudgetChange{Turn: &wire.LimitsChange{TimeMS: i64(ran + int64(time.Hour/time.Millisecond))}}))
+	o = do(t, m, "s1", Command{Kind: wire.CommandResume})
+	if o.Err != nil || o.Status != projection.StatusCompleted || o.Content != "done" {
+		t.Fatalf("resume: %+v", o)
+	}
+	if st := pairedAndAudited(t, m, "s1"); st.TurnTimeMS < ran || st.TimeMS != st.TurnTimeMS {
+		t.Fatalf("time run: turn %d ms (%d before the raise), session %d ms", st.TurnTimeMS, ran, st.TimeMS)
+	}
+}

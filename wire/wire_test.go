@@ -3,6 +3,7 @@ package wire_test
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 )
 
 func TestInputValidate(t *testing.T) {
+	five, nan, zero, minus := 5.0, math.NaN(), int64(0), int64(-1)
 	user := llm.User("hi")
 	sys := llm.System("no")
 	for _, c := range []struct {
@@ -41,6 +43,18 @@ func TestInputValidate(t *testing.T) {
 		{"long id", wire.Input{Command: wire.CommandResume, ID: strings.Repeat("a", 129)}, "at most 128"},
 		{"wildcard reply", wire.Input{Command: wire.CommandResume, ReplyTo: "a.*"}, "not a subject"},
 		{"empty token reply", wire.Input{Command: wire.CommandResume, ReplyTo: "a..b"}, "not a subject"},
+		{"budget", wire.Input{Command: wire.CommandBudget, Budget: &wire.BudgetChange{Session: &wire.LimitsChange{CostUSD: &five}},
+			Decision: &wire.Decision{By: "ann"}}, ""},
+		{"budget removing a limit", wire.Input{Command: wire.CommandBudget, Budget: &wire.BudgetChange{Turn: &wire.LimitsChange{TimeMS: &zero}}}, ""},
+		{"budget of nothing", wire.Input{Command: wire.CommandBudget}, "budget without a budget"},
+		{"budget changing nothing", wire.Input{Command: wire.CommandBudget, Budget: &wire.BudgetChange{Turn: &wire.LimitsChange{}}}, "changes no limit"},
+		{"budget negative", wire.Input{Command: wire.CommandBudget, Budget: &wire.BudgetChange{Turn: &wire.LimitsChange{Tokens: &minus}}}, "negative"},
+		{"budget not a number", wire.Input{Command: wire.CommandBudget, Budget: &wire.BudgetChange{Session: &wire.LimitsChange{CostUSD: &nan}}}, "not a number"},
+		{"budget with calls", wire.Input{Command: wire.CommandBudget, Budget: &wire.BudgetChange{Session: &wire.LimitsChange{CostUSD: &five}},
+			Decision: &wire.Decision{Calls: []string{"c1"}}}, "takes no calls"},
+		{"run with a budget change", wire.Input{Command: wire.CommandRun, Text: "a", Budget: &wire.BudgetChange{Session: &wire.LimitsChange{CostUSD: &five}}}, "run takes no budget"},
+		{"run with its own budget", wire.Input{Command: wire.CommandRun, Text: "a", Options: &wire.RunOptions{Budget: &event.Limits{Tokens: 5}}}, ""},
+		{"run with a negative budget", wire.Input{Command: wire.CommandRun, Text: "a", Options: &wire.RunOptions{Budget: &event.Limits{CostUSD: -1}}}, "options.budget"},
 	} {
 		err := c.in.Validate()
 		switch {

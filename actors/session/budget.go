@@ -98,6 +98,7 @@ func failAtBudget(ctx context.Context, a *AgentContext, r event.BudgetReached) e
 		}
 	}
 	st = a.State()
+	budgetReachedEvent(ctx, r)
 	return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Code: event.CodeBudgetExceeded, Steps: st.TurnLLMCalls,
 		Budget: &r, Error: budgetAdvice(a.Session, r)})
 }

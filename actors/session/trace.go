@@ -255,3 +255,16 @@ func providerName(p llm.Provider) string {
 	}
 	return p.Name()
 }
+
+// budgetReachedEvent marks, on the work's span, the limit a turn reached:
+// the span ends in error with code budget_exceeded, and this says which.
+func budgetReachedEvent(ctx context.Context, r event.BudgetReached) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.AddEvent("tah.budget.reached", trace.WithAttributes(
+		attribute.String("tah.budget.scope", r.Scope), attribute.String("tah.budget.kind", r.Kind),
+		attribute.String("tah.budget.from", r.From), attribute.Float64("tah.budget.limit", r.Limit),
+		attribute.Float64("tah.budget.spent", r.Spent)))
+}

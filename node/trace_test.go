@@ -16,7 +16,9 @@ import (
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/localnode"
+	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/telemetry/oteltest"
@@ -279,5 +281,52 @@ func TestResumedTurnStaysInItsTrace(t *testing.T) {
 	}
 	if !chat {
 		t.Errorf("no chat span under the resumed work: %v", spanNames(inTrace(spans, traceID)))
+	}
+}
+
+// A turn stopped by its budget ends its span in error, code
+// budget_exceeded, with an event that names the limit and the spend.
+func TestBudgetStopIsInTheTrace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rcv := oteltest.Start(t)
+	quiet := slog.New(slog.DiscardHandler)
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
+	p := mock.Scripted(mock.Say("spent").WithUsage(llm.Usage{InputTokens: 90, OutputTokens: 30}))
+	n, err := Start(ctx, Options{Bus: cfg, Provider: p, Logger: quiet,
+		Session: session.Config{Node: "n1", Logger: quiet, Budget: event.Budget{Session: event.Limits{Tokens: 100}}},
+		Tracing: otlp.Config{Enabled: true, Endpoint: rcv.HTTPURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	if _, err := session.Create(ctx, n.bus, "s1", session.Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"in_1", "in_2"} { // the second turn finds the session's tokens spent
+		if _, err := n.bus.PublishInput(ctx, "s1", wire.Input{ID: id, Command: wire.CommandRun, Text: "go"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spans := rcv.Wait(t, func(s []oteltest.Span) bool {
+		for _, sp := range oteltest.Named(s, "invoke_agent tah") {
+			if sp.Attrs["tah.turn.code"] == event.CodeBudgetExceeded {
+				return true
+			}
+		}
+		return false
+	})
+	for _, sp := range oteltest.Named(spans, "invoke_agent tah") {
+		if sp.Attrs["tah.turn.code"] != event.CodeBudgetExceeded {
+			continue
+		}
+		for _, e := range sp.Events {
+			if e.Name == "tah.budget.reached" && e.Attrs["tah.budget.scope"] == "session" && e.Attrs["tah.budget.kind"] == "tokens" &&
+				e.Attrs["tah.budget.from"] == "node" && e.Attrs["tah.budget.limit"] == float64(100) && e.Attrs["tah.budget.spent"] == float64(120) {
+				return
+			}
+		}
+		t.Fatalf("the stopped turn's span has no tah.budget.reached naming the limit: %+v", sp.Events)
 	}
 }

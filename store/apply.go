@@ -479,7 +479,21 @@ func (b *batch) writeSession(e *entry) error {
 		}
 		e.rowCodec.labels, e.rowCodec.labelsJSON = cloneLabels(st.Labels), string(raw)
 	}
+	if b := budgetSourcesOf(st); !e.rowCodec.valid || e.rowCodec.budget != b {
+		raw, err := budgetLimitsJSON(st)
+		if err != nil {
+			return err
+		}
+		e.rowCodec.budget, e.rowCodec.budgetJSON = b, raw
+	}
 	e.rowCodec.valid = true
+	var reached []byte
+	if st.LastBudget != nil {
+		var err error
+		if reached, err = json.Marshal(st.LastBudget); err != nil {
+			return err
+		}
+	}
 	var fault []byte
 	if st.Fault != nil {
 		var err error
@@ -496,7 +510,36 @@ func (b *batch) writeSession(e *entry) error {
 		int64(st.Epoch), st.Node, title(st.Messages), unixNano(st.CreatedAt), unixNano(st.UpdatedAt),
 		int64(st.LastSeq), st.Events, e.rejected, len(st.Messages), len(st.Steps),
 		st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CacheReadTokens, st.Summaries, st.Trims,
-		st.LastOutput, st.LastError, st.LastCode, string(fault), st.AwaitingApproval, st.Cost.USD, st.Cost.Unpriced)
+		st.LastOutput, st.LastError, st.LastCode, string(fault), st.AwaitingApproval, st.Cost.USD, st.Cost.Unpriced,
+		e.rowCodec.budgetJSON, string(reached), st.TurnUsage.InputTokens+st.TurnUsage.OutputTokens, st.TurnCost.USD,
+		st.TurnTimeMS, st.TimeMS, unixNano(st.TurnRunningSince))
+}
+
+// budgetSources are the three sources of a session's limits in force
+// (projection.State.BudgetLimits): the node's, the session's and the
+// current turn's own.
+type budgetSources struct {
+	node, session event.Budget
+	turn          event.Limits
+}
+
+func budgetSourcesOf(st *projection.State) budgetSources {
+	b := budgetSources{session: st.Budget, turn: st.TurnBudget}
+	if st.Config.Budget != nil {
+		b.node = *st.Config.Budget
+	}
+	return b
+}
+
+// budgetLimitsJSON is the budget_limits column of st: its limits in force
+// as JSON (their Spent 0: the spend is in columns of its own), '' for none.
+func budgetLimitsJSON(st *projection.State) (string, error) {
+	limits := st.BudgetLimits()
+	if len(limits) == 0 {
+		return "", nil
+	}
+	raw, err := json.Marshal(limits)
+	return string(raw), err
 }
 
 // tailChunk is how many rows of the table tail one statement inserts

@@ -35,6 +35,7 @@ func TestFoldEquivalence(t *testing.T) {
 	t.Parallel()
 	logs := recordedLogs(t)
 	logs["rich"] = richLog(t, "s_rich")
+	logs["budget"] = merge(budgetLog(t, "s_budget_failed", false), budgetLog(t, "s_budget_running", true))
 	for name, evs := range logs {
 		sizes := make([]int, 0, len(evs))
 		for n := 1; n <= len(evs); n++ {
@@ -76,7 +77,7 @@ func TestFoldEquivalenceInterleaved(t *testing.T) {
 	for _, name := range names {
 		all = append(all, logs[name])
 	}
-	all = append(all, richLog(t, "s_rich"), richLog(t, "s_rich2"))
+	all = append(all, richLog(t, "s_rich"), richLog(t, "s_rich2"), budgetLog(t, "s_budget", true))
 	evs := merge(all...)
 	for _, v := range variants {
 		t.Run(v.name, func(t *testing.T) {

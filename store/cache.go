@@ -45,6 +45,10 @@ type entry struct {
 		cfgJSON    string
 		labels     map[string]string
 		labelsJSON string
+		// The limits in force (budget_limits) are encoded again only when
+		// one of their three sources changed.
+		budget     budgetSources
+		budgetJSON string
 	}
 
 	elem *list.Element

@@ -30,20 +30,41 @@ type querier interface {
 
 const sessionColumns = `id, status, turn, config, forked_from, labels, epoch, node, title, created_at, updated_at,
 	last_seq, events, rejected, message_count, step_count, tokens_in, tokens_out, tokens_cache_read,
-	summaries, trims, last_output, last_error, last_code, fault, awaiting_approval, cost_usd, cost_unpriced`
+	summaries, trims, last_output, last_error, last_code, fault, awaiting_approval, cost_usd, cost_unpriced,
+	budget_limits, budget_reached, turn_tokens, turn_cost_usd, turn_time_ms, time_ms, turn_running_since`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanSession(sc scanner) (wire.SessionSummary, error) {
 	var r wire.SessionSummary
-	var status, cfg, labels, fault string
-	var epoch, lastSeq, created, updated int64
+	var status, cfg, labels, fault, limits, reached string
+	var epoch, lastSeq, created, updated, runningSince int64
+	var turnSpend event.Limits
+	var timeMS int64
 	err := sc.Scan(&r.ID, &status, &r.Turn, &cfg, &r.ForkedFrom, &labels, &epoch, &r.Node, &r.Title,
 		&created, &updated, &lastSeq, &r.Events, &r.Rejected, &r.Messages, &r.Steps,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens, &r.Summaries, &r.Trims,
-		&r.LastOutput, &r.LastError, &r.LastCode, &fault, &r.AwaitingApproval, &r.Cost.USD, &r.Cost.Unpriced)
+		&r.LastOutput, &r.LastError, &r.LastCode, &fault, &r.AwaitingApproval, &r.Cost.USD, &r.Cost.Unpriced,
+		&limits, &reached, &turnSpend.Tokens, &turnSpend.CostUSD, &turnSpend.TimeMS, &timeMS, &runningSince)
 	if err != nil {
 		return r, err
+	}
+	if limits != "" || reached != "" {
+		var inForce []event.BudgetReached
+		var last *event.BudgetReached
+		if limits != "" {
+			if err := json.Unmarshal([]byte(limits), &inForce); err != nil {
+				return r, fmt.Errorf("session %q budget limits: %w", r.ID, err)
+			}
+		}
+		if reached != "" {
+			if err := json.Unmarshal([]byte(reached), &last); err != nil {
+				return r, fmt.Errorf("session %q budget reached: %w", r.ID, err)
+			}
+		}
+		spend := event.Spend{Turn: turnSpend, Session: event.Limits{
+			Tokens: int64(r.Usage.InputTokens + r.Usage.OutputTokens), CostUSD: r.Cost.USD, TimeMS: timeMS}}
+		r.Budget = wire.NewSessionBudget(inForce, spend, last, fromUnixNano(runningSince))
 	}
 	if fault != "" {
 		if err := json.Unmarshal([]byte(fault), &r.Fault); err != nil {

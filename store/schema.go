@@ -251,6 +251,26 @@ ALTER TABLE sessions ADD COLUMN cost_unpriced INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE steps ADD COLUMN cost_usd REAL;
 ALTER TABLE steps ADD COLUMN cost_unpriced INTEGER NOT NULL DEFAULT 0;
 `,
+	// 8: budgets (wire.SessionBudget): the limits in force for the current
+	// (or last) turn and the session (projection.State.BudgetLimits, as
+	// JSON, '' for none), the limit the last turn reached (LastBudget, as
+	// JSON, '' for none), and the spend they are checked against that the
+	// other columns do not hold already (the session's tokens and cost
+	// are tokens_in + tokens_out and cost_usd): the current (or last)
+	// turn's tokens and cost, the wall time it and all the session's turns
+	// ran (TurnTimeMS, TimeMS) and when the running turn last started
+	// running (Unix nanoseconds, 0 between turns), for a reader to add the
+	// time since. Rows written before have none until the session's next
+	// write, as with 7.
+	`
+ALTER TABLE sessions ADD COLUMN budget_limits TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN budget_reached TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN turn_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN turn_cost_usd REAL NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN turn_time_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN time_ms INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN turn_running_since INTEGER NOT NULL DEFAULT 0;
+`,
 }
 
 // SchemaVersion is the schema version this build writes (PRAGMA user_version).

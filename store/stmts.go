@@ -111,8 +111,9 @@ const (
 	sessionUpsert = `INSERT INTO sessions (id, status, turn, config, forked_from, labels, epoch, node, title,
 				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
 				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code, fault,
-				awaiting_approval, cost_usd, cost_unpriced)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				awaiting_approval, cost_usd, cost_unpriced, budget_limits, budget_reached, turn_tokens, turn_cost_usd,
+				turn_time_ms, time_ms, turn_running_since)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET status = excluded.status, turn = excluded.turn, config = excluded.config,
 				forked_from = excluded.forked_from, labels = excluded.labels, epoch = excluded.epoch,
 				node = excluded.node, title = excluded.title, created_at = excluded.created_at,
@@ -122,7 +123,11 @@ const (
 				tokens_cache_read = excluded.tokens_cache_read, summaries = excluded.summaries,
 				trims = excluded.trims, last_output = excluded.last_output, last_error = excluded.last_error,
 				last_code = excluded.last_code, fault = excluded.fault, awaiting_approval = excluded.awaiting_approval,
-				cost_usd = excluded.cost_usd, cost_unpriced = excluded.cost_unpriced`
+				cost_usd = excluded.cost_usd, cost_unpriced = excluded.cost_unpriced,
+				budget_limits = excluded.budget_limits, budget_reached = excluded.budget_reached,
+				turn_tokens = excluded.turn_tokens, turn_cost_usd = excluded.turn_cost_usd,
+				turn_time_ms = excluded.turn_time_ms, time_ms = excluded.time_ms,
+				turn_running_since = excluded.turn_running_since`
 	positionUpsert = `INSERT INTO positions (consumer, shard, seq) VALUES (?, ?, ?)
 			ON CONFLICT (consumer, shard) DO UPDATE SET seq = max(positions.seq, excluded.seq)`
 	messageUpsert = `INSERT INTO messages (session_id, idx, role, content, tool_calls, tool_call_id, name, is_error, summary)

@@ -109,6 +109,10 @@ type SessionSummary struct {
 	// events recorded it (projection.State.Cost): unpriced counts the calls
 	// of a model without a price.
 	Cost pricing.Cost `json:"cost"`
+	// Budget is the session's limits in force with what each has spent, and
+	// the limit its last turn reached (SessionBudget); absent when it has
+	// neither.
+	Budget *SessionBudget `json:"budget,omitempty"`
 	// Summaries counts summaries added, Trims agent.context.trimmed events.
 	Summaries  int    `json:"summaries,omitempty"`
 	Trims      int    `json:"trims,omitempty"`

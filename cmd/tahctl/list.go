@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
@@ -66,7 +67,11 @@ func runList(ctx context.Context, g *globals, args []string) error {
 		if s.ForkedFrom != "" {
 			title = "(fork of " + s.ForkedFrom + ") " + title
 		}
-		t.add(plain(s.ID), statusCell(st, string(s.Status)), plain(fmt.Sprint(s.Turn)), plain(sessionCost(s)), plain(ago(s.UpdatedAt)), plain(title))
+		status := statusCell(st, string(s.Status))
+		if s.Status == projection.StatusFailed && s.LastCode == event.CodeBudgetExceeded {
+			status.text += " (budget)" // its last turn stopped at a limit: tahctl show says which
+		}
+		t.add(plain(s.ID), status, plain(fmt.Sprint(s.Turn)), plain(sessionCost(s)), plain(ago(s.UpdatedAt)), plain(title))
 	}
 	if err := t.write(g.stdout); err != nil {
 		return err

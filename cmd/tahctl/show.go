@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
@@ -19,7 +21,10 @@ const showHelp = `Shows a session and its steps as a timeline: for each step its
 turns), status, duration, tokens and cost; for a tool its input and a preview
 of its output; for a model call what it answered, and what trimming cut from
 its request. Then the cost of each turn and of the session, and the last
-answer.
+answer. A session with a budget (limits on tokens, cost or time, per turn
+or for the session) has a Budget line: each limit in force, what its scope
+spent of it and where it was set (node, session or input), "reached" on
+the one the last turn stopped at; --json has it as the session's "budget".
 
 Costs are in US dollars, as the node that made each model call recorded it
 from its price table (docs/operations.md, Cost): "no price" for a model the
@@ -83,6 +88,9 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 	fmt.Fprintf(w, "  %s\n\n", st.dim(fmt.Sprintf("%s · %s · %s tokens in, %s out · %s · %s events",
 		plural(llmCalls, "model call"), plural(toolCalls, "tool call"), num(s.Usage.InputTokens), num(s.Usage.OutputTokens),
 		s.Cost, num(s.Events))))
+	if line := budgetLine(st, s.Budget, time.Now()); line != "" {
+		fmt.Fprintf(w, "%s %s\n\n", st.bold("Budget:"), line)
+	}
 	if len(r.Steps) == 0 {
 		fmt.Fprintf(w, "No steps yet: `tahctl send -s %s \"your question\"` starts a turn.\n", s.ID)
 		return nil
@@ -294,4 +302,58 @@ func stepCost(step projection.Step) string {
 		return "?"
 	}
 	return ""
+}
+
+// budgetLine says each limit in force of b with what its scope spent at now
+// and where it was set, "reached" on the one the last turn stopped at, e.g.
+// "turn tokens 300 of 250 (input) reached · session cost $0.42 of $1.00
+// (session)"; and the limit the last turn reached when it is no longer in
+// force as it was (raised or removed since). Empty without a budget.
+func budgetLine(st style, b *wire.SessionBudget, now time.Time) string {
+	if b == nil {
+		return ""
+	}
+	var parts []string
+	marked := false
+	for _, l := range b.Limits {
+		part := fmt.Sprintf("%s %s %s of %s (%s)", l.Scope, limitKind(l.Kind), budgetFigure(l.Kind, b.SpentAt(l, now)),
+			budgetFigure(l.Kind, l.Limit), l.From)
+		if b.IsReached(l) {
+			part += " " + st.red("reached")
+			marked = true
+		}
+		parts = append(parts, part)
+	}
+	if b.Reached != nil && !marked {
+		parts = append(parts, st.yellow("the last turn stopped: "+b.Reached.String()))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// limitKind names a kind of limit for people.
+func limitKind(kind string) string {
+	switch kind {
+	case event.LimitCostUSD:
+		return "cost"
+	case event.LimitTimeMS:
+		return "time"
+	}
+	return kind
+}
+
+// budgetFigure writes a limit or a spend of a kind of limit: tokens, US
+// dollars or milliseconds.
+func budgetFigure(kind string, v float64) string {
+	switch kind {
+	case event.LimitTokens:
+		return num(int(v))
+	case event.LimitCostUSD:
+		return pricing.FormatUSD(v)
+	case event.LimitTimeMS:
+		if v < 1 {
+			return "0s"
+		}
+		return ms(int64(v))
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
 }

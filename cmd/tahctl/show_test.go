@@ -3,11 +3,13 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
 )
 
 // show says where a session's log stopped being foldable, and what to do.
@@ -90,5 +92,41 @@ func TestShowCosts(t *testing.T) {
 	}
 	if turnsNote(turns[:1]) != "" {
 		t.Error("a session of one turn lists no turn")
+	}
+}
+
+// show's Budget line: each limit in force with what its scope spent and
+// where it was set, "reached" on the one the last turn stopped at, a
+// running turn's time carried on to now; the limit reached said apart when
+// it has been raised since; nothing without a budget.
+func TestShowBudget(t *testing.T) {
+	reached := event.BudgetReached{Scope: event.ScopeTurn, Kind: event.LimitTokens, From: event.FromInput, Limit: 250, Spent: 300}
+	b := &wire.SessionBudget{Limits: []event.BudgetReached{
+		reached,
+		{Scope: event.ScopeTurn, Kind: event.LimitTimeMS, From: event.FromNode, Limit: 300000, Spent: 0},
+		{Scope: event.ScopeSession, Kind: event.LimitCostUSD, From: event.FromSession, Limit: 1, Spent: 0.42},
+	}, Reached: &reached}
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	want := "turn tokens 300 of 250 (input) reached · turn time 0s of 5m0s (node) · session cost $0.42 of $1.00 (session)"
+	if got := budgetLine(style{}, b, now); got != want {
+		t.Errorf("failed at its budget:\n got %q\nwant %q", got, want)
+	}
+
+	// Raised (budget.set) and reopened: running for 90s, nothing reached.
+	raised := *b
+	raised.Limits = []event.BudgetReached{{Scope: event.ScopeTurn, Kind: event.LimitTokens, From: event.FromSession, Limit: 1000, Spent: 300},
+		{Scope: event.ScopeTurn, Kind: event.LimitTimeMS, From: event.FromNode, Limit: 300000, Spent: 2500}}
+	raised.Reached, raised.RunningSince = nil, now.Add(-90*time.Second)
+	if got, want := budgetLine(style{}, &raised, now), "turn tokens 300 of 1,000 (session) · turn time 1m33s of 5m0s (node)"; got != want {
+		t.Errorf("running:\n got %q\nwant %q", got, want)
+	}
+	// Raised but not resumed: the limit reached is no longer in force.
+	raised.Reached, raised.RunningSince = &reached, time.Time{}
+	if got := budgetLine(style{}, &raised, now); strings.Contains(got, " reached ·") ||
+		!strings.HasSuffix(got, "the last turn stopped: the turn's token limit of 250 (from the input's options.budget) is reached: 300 tokens") {
+		t.Errorf("raised: %q", got)
+	}
+	if budgetLine(style{}, nil, now) != "" {
+		t.Error("a session without a budget has a Budget line")
 	}
 }

@@ -532,7 +532,8 @@ func budgetSourcesOf(st *projection.State) budgetSources {
 }
 
 // budgetLimitsJSON is the budget_limits column of st: its limits in force
-// as JSON (their Spent 0: the spend is in columns of its own), '' for none.
+// as JSON (their Spent 0: the spend is in columns of its own), empty for
+// none.
 func budgetLimitsJSON(st *projection.State) (string, error) {
 	limits := st.BudgetLimits()
 	if len(limits) == 0 {

@@ -8,8 +8,10 @@
 // answer rendered from Markdown, tool input and output, errors with their
 // codes, trims where they happened, compactions as steps marked so with
 // the summary they wrote, who approved or denied a call and when, each
-// turn's own tokens and cost, the session's total cost, the exact request
-// of an LLM step on demand, the artifacts to download), the session's log
+// turn's own tokens and cost, the session's total cost and, beside it, its
+// budget's limits in force with what each has spent (the one the last turn
+// stopped at marked reached), the exact request of an LLM step on demand,
+// the artifacts to download), the session's log
 // event by event (filtered by type), streams
 // a running turn's tokens and new steps as they are logged, and acts: a new
 // session or its next turn, approve (the arguments pretty-printed, to

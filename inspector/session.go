@@ -34,6 +34,10 @@ func (v sessionView) CanResume() bool { return canResume(v.State) }
 // since the last summary is there to compact.
 func (v sessionView) CanCompact() bool { return canCompact(v.State) }
 
+// Budget is the session's limits in force with their spend, the one its
+// last turn stopped at marked (budget.go); nil without a budget.
+func (v sessionView) Budget() *budgetView { return budgetOf(wire.BudgetOf(v.State), time.Now()) }
+
 func canCancel(s *projection.State) bool { return s.Status.Active() }
 func canResume(s *projection.State) bool { return s.Status.Active() }
 

@@ -132,6 +132,19 @@ func TestAPI(t *testing.T) {
 			}
 			return err
 		},
+		wire.EndpointBudget: func() error {
+			// A budget command without a change: the API refuses the request.
+			_, err := c.Command(ctx, wire.CommandBudget, wire.CommandRequest{Session: "s_api"})
+			if !errors.Is(err, client.ErrBadRequest) {
+				return fmt.Errorf("budget without a change: %v", err)
+			}
+			tokens := int64(1000)
+			r, err := c.Command(ctx, wire.CommandBudget, wire.CommandRequest{Session: "s_api", Budget: &wire.BudgetChange{Turn: &wire.LimitsChange{Tokens: &tokens}}})
+			if err == nil && (r.InputID == "" || r.Command != wire.CommandBudget) {
+				t.Errorf("budget: %+v", r)
+			}
+			return err
+		},
 		wire.EndpointTools: func() error {
 			r, err := c.Tools(ctx)
 			if err == nil && r.Tools == nil {

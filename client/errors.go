@@ -65,6 +65,14 @@ var (
 	// ErrNothingToResume: a resume of a session that has no unfinished turn
 	// (failure nothing_to_resume).
 	ErrNothingToResume = errors.New("nothing to resume")
+	// ErrBudgetExceeded: a resume of a turn that failed at its budget (code
+	// budget_exceeded), which a limit still stops (failure
+	// budget_exceeded; the CommandError's Message says which limit and
+	// what to run): raise it first (SetBudget), or, for a limit of the
+	// node's configuration, there. Nothing was written. A turn that runs
+	// and reaches a limit is not this error: its outcome has Status failed,
+	// Code budget_exceeded and the limit in Budget.
+	ErrBudgetExceeded = errors.New("budget exceeded")
 	// ErrWithdrawn: the input was cancelled (Turn.Cancel) while it waited
 	// behind other work of its session: it never ran (withdrawn).
 	ErrWithdrawn = errors.New("input withdrawn before it started")
@@ -135,8 +143,8 @@ func (e *APIError) Unwrap() error {
 // CommandError is a command that a node could not carry out: the Failure of
 // its outcome, or its refusal (an outcome of Status refused). (A turn that
 // ran and failed is not one: its outcome says so in Status.) It unwraps to ErrNotFound,
-// ErrBusy, ErrNothingToResume, ErrMalformedInput, ErrPayloadTooLarge,
-// ErrCorruptLog, ErrRejected or ErrWithdrawn by code.
+// ErrBusy, ErrNothingToResume, ErrBudgetExceeded, ErrMalformedInput,
+// ErrPayloadTooLarge, ErrCorruptLog, ErrRejected or ErrWithdrawn by code.
 type CommandError struct {
 	Session string
 	InputID string
@@ -162,6 +170,8 @@ func (e *CommandError) Unwrap() error {
 		return ErrBusy
 	case wire.FailureNothingToResume:
 		return ErrNothingToResume
+	case wire.FailureBudgetExceeded:
+		return ErrBudgetExceeded
 	case wire.CodeMalformedInput, wire.CodeReplySubject:
 		return ErrMalformedInput
 	case wire.CodeInputTooLarge:

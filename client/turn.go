@@ -74,9 +74,12 @@ type Turn struct {
 }
 
 // Run starts a turn of session sid with the user message of in (Text or
-// Message, and Options; its Command is set, its ID generated when empty) and
+// Message, and Options: a turn's own max_steps and budget, its limits on
+// tokens, cost and time, the tightest of them, the session's and the
+// node's in force; its Command is set, its ID generated when empty) and
 // returns it once the input is stored. It fails as Publish does, and with
-// ErrNoNode when NATS has no TAH streams.
+// ErrNoNode when NATS has no TAH streams. A turn that reaches a limit is
+// an Outcome of Status failed, Code budget_exceeded, the limit in Budget.
 func (c *Client) Run(ctx context.Context, sid string, in wire.Input, opts ...TurnOption) (*Turn, error) {
 	in.Command = wire.CommandRun
 	return c.startTurn(ctx, sid, in, opts)
@@ -85,8 +88,11 @@ func (c *Client) Run(ctx context.Context, sid string, in wire.Input, opts ...Tur
 // Resume continues the turn of session sid that a crash or a stop left
 // unfinished. A turn that was running when the resume was published (another
 // client's, or one its node resumed by itself after a crash) is the
-// resume's: its Outcome is that turn's end. It fails with
-// ErrNothingToResume when no turn was open.
+// resume's: its Outcome is that turn's end. A turn that failed at its
+// budget (code budget_exceeded) is reopened and runs on once the budget
+// allows it (SetBudget first). Its Outcome fails with ErrNothingToResume
+// when no turn was open, and with ErrBudgetExceeded when a limit still
+// stops the turn.
 func (c *Client) Resume(ctx context.Context, sid string, opts ...TurnOption) (*Turn, error) {
 	return c.startTurn(ctx, sid, wire.Input{Command: wire.CommandResume}, opts)
 }

@@ -29,4 +29,15 @@
 // input subject and waits for the owner (this node, or another node of a
 // cluster) to report the turn's outcome, so a session survives the crash of the
 // process that runs it and resumes wherever it is opened next.
+//
+// Budgets limit what turns spend (tokens, cost, wall time): the node's
+// (AgentOptions.Budget), a session's own (CreateWith, Session.SetBudget)
+// and a turn's (WithBudget), the tightest winning. A turn stopped at one
+// runs on once it is raised:
+//
+//	r, err := s.Run(ctx, "…", tah.WithBudget(tah.Limits{Tokens: 50_000}))
+//	if r.Code == "budget_exceeded" { // r.Budget says which limit, at what figure
+//		err = s.SetBudget(ctx, tah.BudgetChange{Turn: &tah.LimitsChange{Tokens: new(int64(200_000))}})
+//		r, err = s.Resume(ctx)
+//	}
 package tah

@@ -124,7 +124,7 @@ func Approval(p ApprovalPolicy) Plugin {
 }
 
 // AgentOptions are the specification's agentPlugin({ systemPrompt, maxSteps,
-// contextChars }).
+// contextChars }), and the node's budget.
 type AgentOptions struct {
 	// SystemPrompt is the first system message of a new session; a reopened
 	// session takes the current one too.
@@ -136,6 +136,12 @@ type AgentOptions struct {
 	ContextChars int
 	// IdleTimeout passivates a session actor idle this long (default 5 minutes).
 	IdleTimeout time.Duration
+	// Budget is the node's limits on every turn and every session (tah-node's
+	// agent.budget): a session's own budget (CreateOptions.Budget,
+	// SetBudget) and a turn's (WithBudget) apply too, the tightest winning,
+	// and no session's raises it. Zero keeps the settings' (none by
+	// default).
+	Budget Budget
 }
 
 // Unlimited, as AgentOptions.MaxSteps, lets a turn make any number of LLM calls.
@@ -146,6 +152,9 @@ func Agent(o AgentOptions) Plugin {
 	return plugin{"agent", func(r *Runtime) error {
 		if o.ContextChars < 0 {
 			return errors.New("agent: ContextChars is negative")
+		}
+		if err := o.Budget.Validate(); err != nil {
+			return fmt.Errorf("agent: Budget: %w", err)
 		}
 		r.agent = &o
 		return nil

@@ -34,6 +34,10 @@ var (
 	ErrBusy = client.ErrBusy
 	// ErrNothingToResume: Resume on a session with no unfinished turn.
 	ErrNothingToResume = client.ErrNothingToResume
+	// ErrBudgetExceeded: Resume of a turn that failed at its budget, which
+	// a limit still stops: raise it first (Session.SetBudget; a limit of
+	// the node's, AgentOptions.Budget or agent.budget, there).
+	ErrBudgetExceeded = client.ErrBudgetExceeded
 	// ErrNoServer: Connect found no NATS server at the URL.
 	ErrNoServer = client.ErrNoServer
 	// ErrAuth: the NATS server refused Connect's credentials.
@@ -199,6 +203,9 @@ func (r *Runtime) options() (node.Options, error) {
 	}
 	if a := r.agent; a != nil {
 		opts.Session.SystemPrompt, opts.Session.MaxSteps, opts.Session.ContextChars, opts.Session.IdleTimeout = a.SystemPrompt, a.MaxSteps, a.ContextChars, a.IdleTimeout
+		if !a.Budget.IsZero() { // zero keeps the settings' agent.budget
+			opts.Session.Budget = a.Budget
+		}
 	}
 	if r.approval != nil {
 		opts.Approval = *r.approval

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
@@ -45,10 +46,58 @@ type RunResult struct {
 	// of the node that made them (Cost.Unpriced counts the calls of a model
 	// without a price).
 	Cost pricing.Cost `json:"cost"`
+	// Budget, on a turn that failed with Code budget_exceeded, is the limit
+	// it reached and at what figure; SetBudget raises it, and Resume runs
+	// the turn on.
+	Budget *BudgetReached `json:"budget,omitempty"`
 	// AwaitingApproval, on a turn that waits (State waiting_tool), are the
 	// calls that wait for Approve or Deny (see the Approval plugin).
 	AwaitingApproval []llm.ToolCall `json:"awaiting_approval,omitempty"`
 }
+
+// Budgets limit what a turn and a session may spend: tokens (input plus
+// output), cost in US dollars and wall time. Three sources set limits: the
+// node's (AgentOptions.Budget, tah-node's agent.budget), the session's own
+// (CreateOptions.Budget, then SetBudget) and a turn's own (WithBudget); for
+// each limit the tightest is in force. A turn that reaches one fails with
+// Code budget_exceeded and RunResult.Budget says which; SetBudget raises it
+// and Resume runs the same turn on.
+
+// Budget is a set of limits per turn and for the session; a zero limit is
+// none.
+type Budget = event.Budget
+
+// Limits are the limits of one scope (a turn, or a session's turns
+// together): Tokens, CostUSD and TimeMS; zero is no limit.
+type Limits = event.Limits
+
+// BudgetReached says which limit a turn reached (its scope, kind and
+// where it was set) and at what figure; its String says it for a person.
+type BudgetReached = event.BudgetReached
+
+// BudgetChange is what SetBudget changes, per turn and for the session: a
+// limit given (new(int64(100_000)), say) replaces it, 0 removes it, nil
+// keeps it.
+type BudgetChange = wire.BudgetChange
+
+// LimitsChange is the limits a BudgetChange changes in one scope.
+type LimitsChange = wire.LimitsChange
+
+// SessionBudget is a session's limits in force, each with what its scope
+// has spent, and the limit its last turn reached (Session.Budget).
+type SessionBudget = wire.SessionBudget
+
+// RunOption is a setting of one turn (Run, RunMessage).
+type RunOption func(*wire.RunOptions)
+
+// WithBudget gives the turn limits of its own (tokens, cost, time), beside
+// the session's budget and the node's: the tightest of each is in force. A
+// negative limit fails the Run (ErrMalformedInput) before anything is sent.
+func WithBudget(l Limits) RunOption { return func(o *wire.RunOptions) { o.Budget = &l } }
+
+// WithMaxSteps allows the turn at most n LLM calls, instead of the
+// session's maxSteps.
+func WithMaxSteps(n int) RunOption { return func(o *wire.RunOptions) { o.MaxSteps = n } }
 
 // Decision is what Approve or Deny decides: the calls (all that wait when
 // empty), a note, edited arguments for an approve of one call, and who
@@ -68,11 +117,28 @@ type SessionService struct{ rt *Runtime }
 // Create makes a new session (session.created) with the node's agent
 // configuration.
 func (ss *SessionService) Create(ctx context.Context) (*Session, error) {
+	return ss.CreateWith(ctx, CreateOptions{})
+}
+
+// CreateOptions are a new session's own settings.
+type CreateOptions struct {
+	// Labels are free-form tags, shown by List (see wire.CheckLabels for
+	// their limits).
+	Labels map[string]string
+	// Budget is the session's own budget: limits on each of its turns and
+	// on its turns together. The node's (AgentOptions.Budget), when
+	// tighter, still wins; SetBudget changes it later.
+	Budget *Budget
+}
+
+// CreateWith is Create with a session's own settings. Labels over their
+// limits, or a negative limit, fail it with ErrBadRequest.
+func (ss *SessionService) CreateWith(ctx context.Context, opts CreateOptions) (*Session, error) {
 	c, err := ss.rt.running()
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.Create(ctx, wire.CreateRequest{})
+	r, err := c.Create(ctx, wire.CreateRequest{Labels: opts.Labels, Budget: opts.Budget})
 	if err != nil {
 		return nil, fmt.Errorf("tah: create: %w", err)
 	}
@@ -220,19 +286,30 @@ func (s *Session) catchUp(ctx context.Context) error {
 // Run starts a turn with input and waits for it to end. Cancelling ctx cancels
 // the turn. The error is for a turn that could not run (unknown session, node
 // gone); a turn that failed or was cancelled is a RunResult with that State.
-func (s *Session) Run(ctx context.Context, input string) (RunResult, error) {
-	return s.RunMessage(ctx, llm.User(input))
+// opts set the turn's own limits (WithBudget) and steps (WithMaxSteps).
+func (s *Session) Run(ctx context.Context, input string, opts ...RunOption) (RunResult, error) {
+	return s.RunMessage(ctx, llm.User(input), opts...)
 }
 
 // RunMessage is Run with a full user message.
-func (s *Session) RunMessage(ctx context.Context, msg llm.Message) (RunResult, error) {
+func (s *Session) RunMessage(ctx context.Context, msg llm.Message, opts ...RunOption) (RunResult, error) {
+	in := wire.Input{Message: &msg}
+	if len(opts) > 0 {
+		in.Options = &wire.RunOptions{}
+		for _, o := range opts {
+			o(in.Options)
+		}
+	}
 	return s.follow(ctx, true, func(c *client.Client) (*client.Turn, error) {
-		return c.Run(ctx, s.id, wire.Input{Message: &msg})
+		return c.Run(ctx, s.id, in)
 	})
 }
 
-// Resume continues a turn that a crash interrupted. It fails with
-// ErrNothingToResume when the session has no unfinished turn.
+// Resume continues a turn that a crash interrupted, or one that failed at
+// its budget (Code budget_exceeded) once SetBudget raised it. It fails
+// with ErrNothingToResume when the session has no unfinished turn, and
+// with ErrBudgetExceeded, nothing run, while a limit still stops the turn
+// (the error says which).
 func (s *Session) Resume(ctx context.Context) (RunResult, error) {
 	return s.follow(ctx, false, func(c *client.Client) (*client.Turn, error) {
 		return c.Resume(ctx, s.id)
@@ -308,7 +385,43 @@ func (s *Session) Compact(ctx context.Context) (*CompactResult, error) {
 	return r, nil
 }
 
+// SetBudget changes the session's own budget (recorded in budget.set):
+// each limit change gives replaces that limit, 0 removing it; a turn limit
+// it gives also replaces the current turn's own (WithBudget's), so that a
+// raise is not undone by a tighter one the turn was given. It returns once
+// the node recorded it. A turn that failed at its budget does not go on by
+// itself: Resume runs it on. A change of no limit, or a negative one, fails
+// with client.ErrMalformedInput; an unknown session with ErrNotFound.
+func (s *Session) SetBudget(ctx context.Context, change BudgetChange) error {
+	c, err := s.rt.running()
+	if err != nil {
+		return err
+	}
+	if _, err := c.SetBudget(ctx, s.id, change, ""); err != nil {
+		return fmt.Errorf("tah: %w", err)
+	}
+	return nil
+}
+
+// Budget is the session's limits in force (for its current or last turn,
+// and for the session: the tightest of the node's, its own and the turn's,
+// each with where it was set) with what each scope has spent, and the limit
+// its last turn reached; nil when it has neither. It is folded from the
+// log, as Snapshot is, so that it says what SetBudget just did.
+func (s *Session) Budget(ctx context.Context) (*SessionBudget, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.catchUp(ctx); err != nil {
+		return nil, err
+	}
+	return wire.BudgetOf(&s.folded), nil
+}
+
 func resultOf(o wire.Outcome) RunResult {
-	return RunResult{Session: o.Session, Turn: o.Turn, State: o.Status, Content: o.Content,
+	r := RunResult{Session: o.Session, Turn: o.Turn, State: o.Status, Content: o.Content,
 		Error: o.Error, Code: o.Code, Steps: o.Steps, Usage: o.Usage, Cost: o.Cost, AwaitingApproval: o.AwaitingApproval}
+	if o.Code == event.CodeBudgetExceeded {
+		r.Budget = o.Budget
+	}
+	return r
 }

@@ -109,7 +109,8 @@ func TestPreview(t *testing.T) {
 }
 
 func TestUsageErrorsNeedNoNode(t *testing.T) {
-	for _, args := range [][]string{{}, {"frob"}, {"show"}, {"show", "a.b"}, {"send", ""}, {"list", "--status", "x"}, {"fork", "s_1", "--turns", "-2"}} {
+	for _, args := range [][]string{{}, {"frob"}, {"show"}, {"show", "a.b"}, {"send", ""}, {"list", "--status", "x"}, {"fork", "s_1", "--turns", "-2"},
+		{"budget", "s_1"}, {"budget", "s_1", "--turn-tokens", "-1"}, {"new", "--session-time", "soon"}, {"send", "--budget-cost", "$x", "hi"}} {
 		g, _, _ := testGlobals(nil)
 		if err := run(context.Background(), g, args); exitCode(err) != exitUsage {
 			t.Errorf("tahctl %q: %v (exit %d), want exit %d", args, err, exitCode(err), exitUsage)

@@ -39,7 +39,8 @@ func commands() []command {
 		{"cancel", "ID", "cancel the running turn (or compaction) of a session", runCancel},
 		{"approve", "ID [CALL]", "approve a tool call that waits for approval, and follow the turn on", runApprove},
 		{"deny", "ID [CALL]", "deny a tool call that waits for approval (--note tells the model why)", runDeny},
-		{"new", "[--label K=V]...", "create an empty session and print its id", runNew},
+		{"budget", "ID --turn-tokens N... [--resume]", "change a session's limits on tokens, cost and time (--resume: and go on)", runBudget},
+		{"new", "[--label K=V] [--turn-tokens N]...", "create an empty session (labels, a budget) and print its id", runNew},
 		{"list", "[--status S] [--limit N]", "list the sessions, most recently updated first", runList},
 		{"show", "ID [--request STEP]", "show a session and its steps as a timeline (or the request a step sent)", runShow},
 		{"events", "ID [--follow] [--from SEQ]", "print a session's events (--follow: and wait for more)", runEvents},
@@ -153,7 +154,7 @@ func (g *globals) flags(name, args, summary string) *flag.FlagSet {
 			if len(f.Name) == 1 {
 				dash = "-"
 			}
-			own = append(own, fmt.Sprintf("  %-20s %s", dash+strings.TrimSpace(f.Name+" "+name), usage))
+			own = append(own, fmt.Sprintf("  %-24s %s", dash+strings.TrimSpace(f.Name+" "+name), usage))
 		})
 		if len(own) > 0 {
 			fmt.Fprintf(w, "\nFlags:\n%s\n", strings.Join(own, "\n"))

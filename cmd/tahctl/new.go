@@ -26,11 +26,19 @@ func (l labels) Set(s string) error {
 	return nil
 }
 
+const newHelp = `Creates an empty session and prints its id (on its own line, for scripts).
+The limit flags give it a budget of its own: limits on each of its turns
+(--turn-*) and on its turns together (--session-*), in tokens (input plus
+output), US dollars and wall time (90s, 5m). The node's agent.budget, when
+tighter, still wins; tahctl budget changes them later.`
+
 // runNew is `tahctl new`: create a session and print its id.
 func runNew(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("new", "[--label K=V]...", "Creates an empty session and prints its id (on its own line, for scripts).")
+	fs := g.flags("new", "[--label K=V]... [--turn-tokens N] [--turn-cost USD] [--turn-time DURATION] [--session-tokens N] [--session-cost USD] [--session-time DURATION]", newHelp)
 	ls := labels{}
 	fs.Var(ls, "label", "a label `K=V` of the session (repeatable)")
+	var lf limitFlags
+	lf.register(fs, "", "0: no limit")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -46,7 +54,7 @@ func runNew(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	r, err := c.Create(ctx, wire.CreateRequest{Labels: ls})
+	r, err := c.Create(ctx, wire.CreateRequest{Labels: ls, Budget: lf.budget()})
 	if err != nil {
 		return c.failed(wire.EndpointCreate, err)
 	}

@@ -116,6 +116,10 @@ func (w *watch) onEnd(ev event.Event) {
 	case event.AgentFailed:
 		d, _ := event.DecodeAs[event.AgentFailedData](ev)
 		w.ended(ev)
+		if d.Code == event.CodeBudgetExceeded && d.Budget != nil {
+			w.budgetReached(*d.Budget)
+			break
+		}
 		w.note(w.st.red(fmt.Sprintf("✗ the turn failed: %s [%s]", oneLine(d.Error, 300), d.Code)))
 	case event.AgentCancelled:
 		d, _ := event.DecodeAs[event.AgentCancelledData](ev)
@@ -132,6 +136,13 @@ func (w *watch) onEnd(ev event.Event) {
 		d, _ := event.DecodeAs[event.ContextCompactFailedData](ev)
 		w.note(w.st.yellow("  · the summary of earlier turns failed: " + oneLine(d.Error, 200)))
 	}
+}
+
+// budgetReached shows a turn that stopped at limit r: which limit, at
+// what figure, and what to run to go on.
+func (w *watch) budgetReached(r event.BudgetReached) {
+	w.note(w.st.red(fmt.Sprintf("✗ budget reached: %s [%s]", r, event.CodeBudgetExceeded)))
+	w.note(w.st.dim("  " + raiseHint(w.sid, r)))
 }
 
 // byWhom is " by NAME", or nothing when nobody is named.

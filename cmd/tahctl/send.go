@@ -32,7 +32,12 @@ ended: 0 completed, 1 failed, 5 cancelled (see below). A tool call that waits
 for approval (tools.approval) is shown; on a terminal send asks y/n/edit and
 goes on, elsewhere it prints the approve command and exits with 6.
 With --json: one JSON object per line: {"kind":"session"}, then "delta",
-"event" and finally "outcome".`
+"event" and finally "outcome".
+
+--budget-tokens, --budget-cost and --budget-time give the turn limits of its
+own, beside the session's budget and the node's (the tightest wins). A turn
+that reaches one fails (budget_exceeded, exit status 1): send says which
+limit, and the tahctl budget command that raises it and goes on.`
 
 // runSend is `tahctl send [-s ID] TEXT`.
 func runSend(ctx context.Context, g *globals, args []string) error {
@@ -40,6 +45,8 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	sid := fs.String("s", "", "continue the session `ID` (default: a new session)")
 	fs.StringVar(sid, "session", "", "same as -s `ID`")
 	maxSteps := fs.Int("max-steps", 0, "at most `N` LLM calls in this turn (default: the session's maxSteps)")
+	var lf limitFlags
+	lf.register(fs, "budget", "0 or absent: no limit of its own")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -97,6 +104,12 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	in := wire.Input{Text: text}
 	if *maxSteps > 0 {
 		in.Options = &wire.RunOptions{MaxSteps: *maxSteps}
+	}
+	if l := limitsOf(lf.turn); !l.IsZero() {
+		if in.Options == nil {
+			in.Options = &wire.RunOptions{}
+		}
+		in.Options.Budget = &l
 	}
 	if err := w.start(ctx, wire.CommandRun, in); err != nil {
 		return err

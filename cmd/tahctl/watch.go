@@ -258,6 +258,9 @@ func (w *watch) result(ctx context.Context, interrupted bool) error {
 			}
 			return exitStatus(exitCancelled)
 		}
+		if ce.Code == wire.FailureBudgetExceeded {
+			return w.c.budgetRefused(ctx, w.sid, ce.Message)
+		}
 		return inputFailure(w.sid, ce.Code, ce.Message)
 	case err != nil:
 		return errorf(exitUnavailable, "`tahctl show "+w.sid+"` tells how the turn goes on", "the turn's outcome was not received: %v", err)
@@ -318,6 +321,10 @@ func (w *watch) finish(o wire.Outcome, interrupted bool) error {
 			w.closeLine()
 			w.footer(o.Steps, o.Usage, &o.Cost)
 		case "failed":
+			if o.Code == event.CodeBudgetExceeded && o.Budget != nil {
+				w.budgetReached(*o.Budget)
+				break
+			}
 			w.note(w.st.red("✗ the turn failed: " + o.Error))
 		case "cancelled":
 			w.note(w.st.yellow("⊘ the turn was cancelled"))

@@ -58,7 +58,16 @@ func runBudget(ctx context.Context, g *globals, args []string) error {
 	if _, err := c.getSession(ctx, id); err != nil {
 		return err
 	}
-	o, err := c.SetBudget(ctx, id, *change, c.by())
+	// The change waits behind work the session runs (a turn, not a wait
+	// for approval): bounded, so that tahctl does not hang on a long turn;
+	// the change stays stored, and applies when that work ends.
+	sctx, cancel := context.WithTimeout(ctx, g.timeout)
+	o, err := c.SetBudget(sctx, id, *change, c.by())
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return errorf(exitUnavailable, "`tahctl show "+id+"` shows the budget once it applies; raise --timeout to wait longer",
+			"the budget change was sent but not applied within %v: it waits behind the session's running turn, and applies when that ends", g.timeout)
+	}
 	if err != nil {
 		return c.inputFailed(id, wire.CommandBudget, err)
 	}

@@ -1,7 +1,7 @@
 // Command tahctl drives TAH sessions from the command line: send input and
 // watch the answer stream in, resume, cancel, list, show a session's steps as a
-// timeline, follow its events, fork and compact it, list the tools and check
-// the nodes. It finds the local node and its credential by itself (the data
+// timeline, follow its events, fork and compact it, change its budget, list
+// the tools and check the nodes. It finds the local node and its credential by itself (the data
 // directory's node.json and admin.creds), or talks to another with --server
 // and --creds. `tahctl help` lists the commands and the exit codes.
 package main

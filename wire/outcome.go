@@ -32,7 +32,8 @@ type Outcome struct {
 	Error string `json:"error,omitempty"`
 	Code  string `json:"code,omitempty"`
 	// Budget, with code budget_exceeded, is the limit the turn reached and
-	// at what figure (agent.failed's budget).
+	// at what figure (agent.failed's budget); on a resume refused with
+	// failure code budget_exceeded, the limit that still stops it.
 	Budget *event.BudgetReached `json:"budget,omitempty"`
 	// Steps counts the LLM calls of the turn.
 	Steps int `json:"steps"`

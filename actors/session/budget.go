@@ -129,15 +129,16 @@ func flagKind(kind string) string {
 
 // reopenAtBudget reopens the last turn, which failed at its budget, when
 // the budget now allows it (turn.reopened): the resume then runs it on. It
-// fails with ErrBudgetExceeded, writing nothing, when a limit still stops it.
-func reopenAtBudget(ctx context.Context, a *AgentContext) error {
+// fails with ErrBudgetExceeded, writing nothing, when a limit still stops
+// it, and returns that limit.
+func reopenAtBudget(ctx context.Context, a *AgentContext) (*event.BudgetReached, error) {
 	st := a.State()
 	// The turn's time so far is what it ran before it failed (it stands
 	// still between), so a time limit is reached until it is raised too.
 	if r := st.BudgetReached(a.now()); r != nil {
-		return fmt.Errorf("session %s: %s: %w", a.Session, budgetAdvice(a.Session, *r), ErrBudgetExceeded)
+		return r, fmt.Errorf("session %s: %s: %w", a.Session, budgetAdvice(a.Session, *r), ErrBudgetExceeded)
 	}
-	return a.Append(ctx, event.TurnReopened, event.TurnReopenedData{Turn: st.Turn, After: event.CodeBudgetExceeded})
+	return nil, a.Append(ctx, event.TurnReopened, event.TurnReopenedData{Turn: st.Turn, After: event.CodeBudgetExceeded})
 }
 
 // reopenable reports whether st's last turn failed at its budget: a resume

@@ -155,7 +155,8 @@ func TestTimeBudgetStopsAParallelBatch(t *testing.T) {
 	// A session's budget cannot raise the node's limit.
 	do(t, m, "s1", budgetCmd(wire.BudgetChange{Turn: &wire.LimitsChange{TimeMS: i64(int64(time.Hour / time.Millisecond))}}))
 	o = do(t, m, "s1", Command{Kind: wire.CommandResume})
-	if !errors.Is(o.Err, ErrBudgetExceeded) || !strings.Contains(o.Err.Error(), "node's configuration") {
+	if !errors.Is(o.Err, ErrBudgetExceeded) || !strings.Contains(o.Err.Error(), "node's configuration") ||
+		o.Budget == nil || o.Budget.From != event.FromNode || o.Budget.Kind != event.LimitTimeMS {
 		t.Fatalf("resume: %+v", o)
 	}
 }

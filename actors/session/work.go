@@ -100,8 +100,12 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 	case wire.CommandResume:
 		if reopenable(a.state) {
 			// A turn that failed at its budget goes on once the budget allows it.
-			if err := reopenAtBudget(ctx, a); err != nil {
-				return a.outcome(err)
+			if still, err := reopenAtBudget(ctx, a); err != nil {
+				out := a.outcome(err)
+				if still != nil {
+					out.Budget = still // the limit that stops it now, not the one it failed at
+				}
+				return out
 			}
 		}
 		if !a.state.Status.Active() {

@@ -319,8 +319,11 @@ func (f timeFlag) Set(s string) error {
 // node's message names the limit; the Try line says what raises it, from
 // the limit the read model has reached (the node's message, when it has
 // none yet).
-func (c *conn) budgetRefused(ctx context.Context, sid, msg string) error {
+func (c *conn) budgetRefused(ctx context.Context, sid, msg string, still *event.BudgetReached) error {
 	try := "raise the limit it names: `tahctl budget " + sid + " --turn-tokens N --resume` (or --turn-cost, --turn-time, --session-...); `tahctl show " + sid + "` shows the budget"
+	if still != nil { // the node says which limit stops the turn now
+		return errorf(exitFailed, raiseHint(sid, *still), "%s", msg)
+	}
 	if s, err := c.Get(ctx, sid); err == nil && s.Budget != nil {
 		now := time.Now()
 		for _, l := range s.Budget.Limits {

@@ -259,7 +259,7 @@ func (w *watch) result(ctx context.Context, interrupted bool) error {
 			return exitStatus(exitCancelled)
 		}
 		if ce.Code == wire.FailureBudgetExceeded {
-			return w.c.budgetRefused(ctx, w.sid, ce.Message)
+			return w.c.budgetRefused(ctx, w.sid, ce.Message, ce.Outcome.Budget)
 		}
 		return inputFailure(w.sid, ce.Code, ce.Message)
 	case err != nil:

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tah-dev/tah/agents"
+	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -26,11 +27,21 @@ func (n *Node) startAnswers(ctx context.Context) error {
 	if s == nil {
 		return nil
 	}
-	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: wire.AnswerConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		FilterSubject: wire.AnswerSubjects, MaxAckPending: 1000,
-		Description: "TAH nodes: answers to agent protocol queries, turned into approve and deny inputs",
-	})
+	// Tried again while JetStream is slow or electing (nodes starting together
+	// on a loaded machine), within the time a node has to be ready, as the
+	// streams' setup is: a timeout here is no reason to fail the start.
+	rctx, cancel := context.WithTimeout(ctx, n.bus.Config().ReadyTimeout)
+	defer cancel()
+	var cons jetstream.Consumer
+	err := natsx.Retry(rctx, 5*time.Second, func(ctx context.Context) error {
+		var err error
+		cons, err = s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable: wire.AnswerConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+			FilterSubject: wire.AnswerSubjects, MaxAckPending: 1000,
+			Description: "TAH nodes: answers to agent protocol queries, turned into approve and deny inputs",
+		})
+		return err
+	}, func(err error) { n.log.Warn("answers consumer: retrying", "err", err) })
 	if err != nil {
 		return fmt.Errorf("node: answers consumer: %w", err)
 	}

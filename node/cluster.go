@@ -36,7 +36,9 @@ import (
 //     a share that shrinks is handed over (stop pulling, stop those sessions,
 //     unpin);
 //   - self-fencing: a node that does not hear its own presence back for
-//     NodeTTL (its connection is down, or the process was paused), whose main
+//     NodeTTL (its connection is down, or the process was paused; not when
+//     it published and its connection answers a ping: its own copy is only
+//     late, the others hear it), whose main
 //     connection is down as long, or that hears no other node while it cannot
 //     write to JetStream either (its server lost the cluster), is about to be
 //     replaced: it stops its sessions and pulls at once, and rejoins when it
@@ -220,7 +222,18 @@ func (m *membership) pulse(ctx context.Context) {
 		}
 		// Checked before anything else: a process that was paused must not go
 		// on as if nothing happened.
-		why := m.outOfTouch()
+		why, late := m.outOfTouch()
+		if late != "" && m.connAnswers() {
+			// Its presence goes out, and its connection answers a ping at
+			// once: the others hear it, only its own copy comes back late
+			// (the process is busy, a takeover's replays say): no reason to
+			// give its sessions up. (Seen beside CPU hogs: a survivor of a
+			// kill fenced itself while the others heard it all along.)
+			m.log.Debug("own presence comes back late, but the connection answers: staying", "late", late)
+			why = ""
+		} else if late != "" {
+			why = late
+		}
 		m.mu.Lock()
 		was := m.fenced
 		m.fenced = why != ""
@@ -289,13 +302,21 @@ func (m *membership) poke() {
 	}
 }
 
-// outOfTouch says why this node must take itself for cut off, or "".
-func (m *membership) outOfTouch() string {
+// connAnswers reports whether the presence connection answers a ping
+// within a presence period: it is up, both ways.
+func (m *membership) connAnswers() bool {
+	return m.n.bus.PresenceConn().FlushTimeout(m.every) == nil
+}
+
+// outOfTouch says why this node must take itself for cut off (why), or, in
+// late, that its presence went out and has not come back: cut off unless
+// its connection answers (connAnswers); both "" when it is in touch.
+func (m *membership) outOfTouch() (why, late string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	limit := m.ttl - m.every
 	if s := time.Since(m.mainUp); s > limit {
-		return fmt.Sprintf("its main connection to NATS down for %v (its presence is held back meanwhile)", s.Round(time.Millisecond))
+		return fmt.Sprintf("its main connection to NATS down for %v (its presence is held back meanwhile)", s.Round(time.Millisecond)), ""
 	}
 	if s := time.Since(m.echo); s > limit {
 		// Which of the two it is tells an operator where to look: a node
@@ -304,20 +325,20 @@ func (m *membership) outOfTouch() string {
 		// come back has lost, or is queued behind, its connection.
 		if quiet := time.Since(m.sent); quiet > limit {
 			return fmt.Sprintf("its own presence not heard back for %v: it published none for %v (the process was paused or starved of CPU)",
-				s.Round(time.Millisecond), quiet.Round(time.Millisecond))
+				s.Round(time.Millisecond), quiet.Round(time.Millisecond)), ""
 		}
-		return fmt.Sprintf("its own presence not heard back for %v although published %v ago (connection to NATS lost or stalled; the last one came back in %v)",
+		return "", fmt.Sprintf("its own presence not heard back for %v although published %v ago (connection to NATS lost or stalled: it did not answer a ping either; the last presence came back in %v)",
 			s.Round(time.Millisecond), time.Since(m.sent).Round(time.Millisecond), m.echoLag.Round(time.Millisecond))
 	}
 	if s := time.Since(m.storedOK); s > limit && len(m.seen) > 0 {
 		for _, at := range m.seen {
 			if time.Since(at) <= limit {
-				return "" // the others hear us: JetStream is only busy (a leader election)
+				return "", "" // the others hear us: JetStream is only busy (a leader election)
 			}
 		}
-		return fmt.Sprintf("no other node heard and JetStream not writable for %v (its server lost the cluster)", s.Round(time.Millisecond))
+		return fmt.Sprintf("no other node heard and JetStream not writable for %v (its server lost the cluster)", s.Round(time.Millisecond)), ""
 	}
-	return ""
+	return "", ""
 }
 
 // record is the node's presence as of now.

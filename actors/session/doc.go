@@ -42,6 +42,13 @@
 // otherwise gets an "interrupted, outcome unknown" result. A node shutting down
 // records nothing more, so the next owner resumes the turn.
 //
+// Budgets (budget.go) stop a turn that spends too much: the loop checks the
+// limits in force (the node's Config.Budget, the session's own, the turn's
+// own: the tightest wins) before each LLM call and after each step, and a
+// time limit is also the turn's deadline. A turn that reaches one pairs its
+// calls and fails with code budget_exceeded; the budget command records a
+// change (budget.set), and a resume then reopens the turn (turn.reopened).
+//
 // A call that the approval policy (ToolConfig.Approval) names waits for a
 // person: tool.approval-requested, and the work ends, holding no goroutine;
 // the actor may passivate. An approve or deny command (an input like any

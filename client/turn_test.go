@@ -63,8 +63,12 @@ func TestRunStreamsDeltasAndEvents(t *testing.T) {
 	if err != nil || out.Status != "completed" || out.Content != "Hello, world" || out.InputID != turn.InputID() || out.Session != sid {
 		t.Fatalf("%+v %v", out, err)
 	}
-	if text != "Hello, world" {
-		t.Errorf("deltas %q", text)
+	// Deltas are not stored, and come on another connection than the
+	// events: the last may arrive after the turn's end, when Deltas is
+	// closed (Turn.Deltas). Those that came are the answer's start, in
+	// order. (Beside CPU hogs only "Hel" came before agent.finished.)
+	if !strings.HasPrefix("Hello, world", text) {
+		t.Errorf("deltas %q: not the start of the answer", text)
 	}
 	if got := types(evs); !strings.HasPrefix(got, "turn.started ") || !strings.HasSuffix(got, " agent.finished") || !strings.Contains(got, "llm.completed") {
 		t.Errorf("events: %s", got)

@@ -109,6 +109,32 @@ type BudgetReached struct {
 // says it, e.g. "turn.cost_usd".
 func (r BudgetReached) Name() string { return r.Scope + "." + r.Kind }
 
+// KindWord is a kind of limit as people (and tahctl budget's flags, e.g.
+// --turn-cost) name it: "tokens", "cost" or "time".
+func KindWord(kind string) string {
+	switch kind {
+	case LimitCostUSD:
+		return "cost"
+	case LimitTimeMS:
+		return "time"
+	}
+	return kind
+}
+
+// FromWords says where a limit was set, for people: "the node's
+// agent.budget", "the session's budget" or "the input's options.budget".
+func FromWords(from string) string {
+	switch from {
+	case FromNode:
+		return "the node's agent.budget"
+	case FromSession:
+		return "the session's budget"
+	case FromInput:
+		return "the input's options.budget"
+	}
+	return from
+}
+
 // String says it for a person, e.g. "the session's cost limit of $5.00
 // (set for the session): $5.02 spent".
 func (r BudgetReached) String() string {
@@ -116,10 +142,7 @@ func (r BudgetReached) String() string {
 	if r.Scope == ScopeSession {
 		scope = "the session's"
 	}
-	from := map[string]string{FromNode: "the node's agent.budget", FromSession: "the session's budget", FromInput: "the input's options.budget"}[r.From]
-	if from == "" {
-		from = r.From
-	}
+	from := FromWords(r.From)
 	var what, limit, spent string
 	switch r.Kind {
 	case LimitTokens:

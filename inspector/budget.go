@@ -59,13 +59,7 @@ func limitLabel(l event.BudgetReached) string {
 	if l.Scope == event.ScopeSession {
 		scope = "Session"
 	}
-	switch l.Kind {
-	case event.LimitCostUSD:
-		return scope + " cost"
-	case event.LimitTimeMS:
-		return scope + " time"
-	}
-	return scope + " " + l.Kind
+	return scope + " " + event.KindWord(l.Kind)
 }
 
 // fromLabel says where a limit was set.

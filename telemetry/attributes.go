@@ -29,6 +29,12 @@ const (
 	KeyUnpriced  = attribute.Key("tah.cost.unpriced")
 	KeyTTFT      = attribute.Key("tah.llm.time_to_first_token_ms")
 	KeyResumedBy = attribute.Key("tah.resumed.node")
+	// The limit a turn reached, on its tah.budget.reached event.
+	KeyBudgetScope = attribute.Key("tah.budget.scope")
+	KeyBudgetKind  = attribute.Key("tah.budget.kind")
+	KeyBudgetFrom  = attribute.Key("tah.budget.from")
+	KeyBudgetLimit = attribute.Key("tah.budget.limit")
+	KeyBudgetSpent = attribute.Key("tah.budget.spent")
 )
 
 // Node is the tah.node attribute.

@@ -108,23 +108,12 @@ func failAtBudget(ctx context.Context, a *AgentContext, r event.BudgetReached) e
 func budgetAdvice(sid string, r event.BudgetReached) string {
 	if r.From == event.FromNode {
 		key := r.Name()
-		if r.Kind == event.LimitTimeMS {
+		if r.Kind == event.LimitTimeMS { // agent.budget's time is a duration: its key has no _ms
 			key = r.Scope + ".time"
 		}
 		return fmt.Sprintf("%s; the node's configuration (agent.budget.%s) is the tightest limit, which no session's budget raises: raise it there, then resume the session", r, key)
 	}
-	return fmt.Sprintf("%s; raise it (tahctl budget %s --%s-%s ..., or a budget command) and resume the session to go on", r, sid, r.Scope, flagKind(r.Kind))
-}
-
-// flagKind is a limit kind as tahctl budget's flags name it.
-func flagKind(kind string) string {
-	switch kind {
-	case event.LimitCostUSD:
-		return "cost"
-	case event.LimitTimeMS:
-		return "time"
-	}
-	return kind
+	return fmt.Sprintf("%s; raise it (tahctl budget %s --%s-%s ..., or a budget command) and resume the session to go on", r, sid, r.Scope, event.KindWord(r.Kind))
 }
 
 // reopenAtBudget reopens the last turn, which failed at its budget, when

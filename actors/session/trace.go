@@ -264,7 +264,7 @@ func budgetReachedEvent(ctx context.Context, r event.BudgetReached) {
 		return
 	}
 	span.AddEvent("tah.budget.reached", trace.WithAttributes(
-		attribute.String("tah.budget.scope", r.Scope), attribute.String("tah.budget.kind", r.Kind),
-		attribute.String("tah.budget.from", r.From), attribute.Float64("tah.budget.limit", r.Limit),
-		attribute.Float64("tah.budget.spent", r.Spent)))
+		telemetry.KeyBudgetScope.String(r.Scope), telemetry.KeyBudgetKind.String(r.Kind),
+		telemetry.KeyBudgetFrom.String(r.From), telemetry.KeyBudgetLimit.Float64(r.Limit),
+		telemetry.KeyBudgetSpent.Float64(r.Spent)))
 }

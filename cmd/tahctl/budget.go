@@ -135,7 +135,7 @@ func printBudget(g *globals, id string, b *wire.SessionBudget, caughtUp bool) {
 				if l.Scope != scope {
 					continue
 				}
-				part := fmt.Sprintf("%s %s of %s (%s)", limitKind(l.Kind), budgetFigure(l.Kind, b.SpentAt(l, now)), budgetFigure(l.Kind, l.Limit), l.From)
+				part := fmt.Sprintf("%s %s of %s (%s)", event.KindWord(l.Kind), budgetFigure(l.Kind, b.SpentAt(l, now)), budgetFigure(l.Kind, l.Limit), l.From)
 				if b.SpentAt(l, now) >= l.Limit {
 					part += " " + st.red("reached")
 				}

@@ -316,7 +316,7 @@ func budgetLine(st style, b *wire.SessionBudget, now time.Time) string {
 	var parts []string
 	marked := false
 	for _, l := range b.Limits {
-		part := fmt.Sprintf("%s %s %s of %s (%s)", l.Scope, limitKind(l.Kind), budgetFigure(l.Kind, b.SpentAt(l, now)),
+		part := fmt.Sprintf("%s %s %s of %s (%s)", l.Scope, event.KindWord(l.Kind), budgetFigure(l.Kind, b.SpentAt(l, now)),
 			budgetFigure(l.Kind, l.Limit), l.From)
 		if b.IsReached(l) {
 			part += " " + st.red("reached")
@@ -328,17 +328,6 @@ func budgetLine(st style, b *wire.SessionBudget, now time.Time) string {
 		parts = append(parts, st.yellow("the last turn stopped: "+b.Reached.String()))
 	}
 	return strings.Join(parts, " · ")
-}
-
-// limitKind names a kind of limit for people.
-func limitKind(kind string) string {
-	switch kind {
-	case event.LimitCostUSD:
-		return "cost"
-	case event.LimitTimeMS:
-		return "time"
-	}
-	return kind
 }
 
 // budgetFigure writes a limit or a spend of a kind of limit: tokens, US

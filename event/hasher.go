@@ -214,7 +214,7 @@ func encodeFrame(req llm.Request) (head, tail []byte, err error) {
 // history compare by pointer first, so this is cheap where it matters.
 func sameMessage(a, b llm.Message) bool {
 	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID ||
-		a.Name != b.Name || a.IsError != b.IsError || len(a.ToolCalls) != len(b.ToolCalls) {
+		a.Name != b.Name || a.IsError != b.IsError || a.Steer != b.Steer || len(a.ToolCalls) != len(b.ToolCalls) {
 		return false
 	}
 	for i, c := range a.ToolCalls {

@@ -111,7 +111,7 @@ func TestFrameCopiesEveryField(t *testing.T) {
 	for _, c := range []struct {
 		typ  reflect.Type
 		want int
-	}{{reflect.TypeFor[llm.ToolSchema](), 3}, {reflect.TypeFor[llm.Options](), 4}, {reflect.TypeFor[llm.Message](), 6}, {reflect.TypeFor[llm.ToolCall](), 3}} {
+	}{{reflect.TypeFor[llm.ToolSchema](), 3}, {reflect.TypeFor[llm.Options](), 4}, {reflect.TypeFor[llm.Message](), 7}, {reflect.TypeFor[llm.ToolCall](), 3}} {
 		if got := c.typ.NumField(); got != c.want {
 			t.Errorf("%v has %d fields, the hasher knows %d of them", c.typ, got, c.want)
 		}

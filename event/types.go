@@ -84,6 +84,10 @@ const (
 	// TurnReopened runs on a turn that failed at its budget, once a resume
 	// finds the budget raised. Log schema version 5.
 	TurnReopened Type = "turn.reopened"
+	// TurnSteered adds a user's message to the running turn (a steer
+	// input), before its next LLM call: the model sees it without the turn
+	// ending. Log schema version 6.
+	TurnSteered Type = "turn.steered"
 )
 
 // payloads maps each type to a constructor of its payload.
@@ -115,6 +119,7 @@ var payloads = map[Type]func() any{
 	ArtifactCreated:       func() any { return new(ArtifactCreatedData) },
 	BudgetSet:             func() any { return new(BudgetSetData) },
 	TurnReopened:          func() any { return new(TurnReopenedData) },
+	TurnSteered:           func() any { return new(TurnSteeredData) },
 }
 
 // Types lists every event type, in a stable order.
@@ -124,7 +129,7 @@ func Types() []Type {
 		ToolsOffered, LLMStarted, LLMStreaming, LLMCompleted, LLMFailed, Thinking,
 		ToolStarted, ToolWaiting, ToolApprovalRequested, ToolApproved, ToolDenied, ToolFinished, AgentFinished, AgentFailed, AgentCancelled,
 		ContextTrimmed, ContextCompacted, ContextCompactFailed, SummaryAdded,
-		CheckpointCreated, ArtifactCreated, BudgetSet, TurnReopened,
+		CheckpointCreated, ArtifactCreated, BudgetSet, TurnReopened, TurnSteered,
 	}
 }
 
@@ -276,8 +281,31 @@ func (d TurnStartedData) validate() error {
 	if d.Turn < 1 {
 		return errors.New("turn is below 1")
 	}
-	if d.Message.Role != llm.RoleUser {
-		return errors.New("message is not a user message")
+	if !d.Message.StartsTurn() {
+		return errors.New("message is not a user message that starts a turn")
+	}
+	return nil
+}
+
+// TurnSteeredData is the payload of turn.steered: a user's message that
+// joined the running turn (an input sent with when_busy "steer"), added to
+// the history after the turn's last step, before its next LLM call. Log
+// schema version 6.
+type TurnSteeredData struct {
+	// Turn is the running turn's number.
+	Turn int `json:"turn"`
+	// Message is the user's message, role user, marked steer.
+	Message llm.Message `json:"message"`
+	// InputID identifies the steer input, for idempotent redelivery.
+	InputID string `json:"input_id,omitempty"`
+}
+
+func (d TurnSteeredData) validate() error {
+	if d.Turn < 1 {
+		return errors.New("turn is below 1")
+	}
+	if d.Message.Role != llm.RoleUser || !d.Message.Steer {
+		return errors.New("message is not a user message marked steer")
 	}
 	return nil
 }
@@ -576,6 +604,9 @@ type AgentCancelledData struct {
 	Turn int `json:"turn"`
 	// Reason is the cancel's reason: the input's reason, or a default.
 	Reason string `json:"reason,omitempty"`
+	// InterruptedBy, when an input sent with when_busy "interrupt" ended
+	// the turn, is that input's id: its turn starts next.
+	InterruptedBy string `json:"interrupted_by,omitempty"`
 }
 
 // ContextTrimmedData is the payload of agent.context.trimmed.

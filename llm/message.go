@@ -42,7 +42,16 @@ type Message struct {
 	Name string `json:"name,omitempty"`
 	// IsError marks a tool result that reports a failure.
 	IsError bool `json:"is_error,omitempty"`
+	// Steer marks a user message that joined a turn while it ran (a steer
+	// input, recorded in turn.steered) rather than starting one: it belongs
+	// to the turn before it (StartsTurn). Providers send it as any user
+	// message. Only the node sets it.
+	Steer bool `json:"steer,omitempty"`
 }
+
+// StartsTurn reports whether m opens a turn of the history: a user
+// message that is not a steer.
+func (m Message) StartsTurn() bool { return m.Role == RoleUser && !m.Steer }
 
 // ToolCall is a model's request to run one tool.
 type ToolCall struct {

@@ -53,7 +53,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	}
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision,
 		TurnBudget: m.TurnBudget(), Budget: m.Budget,
-		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle,
+		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle, WhenBusy: m.WhenBusy(),
 		// The client's trace context, parsed (a malformed one is dropped).
 		Trace: telemetry.ParentOf(telemetry.Extract(ctx, m.Header())),
 		Done: func(o session.Outcome) {

@@ -3,7 +3,6 @@ package projection
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/tah-dev/tah/event"
@@ -153,12 +152,8 @@ func apply(s *State, e event.Event, payload any) error {
 		if d.Budget != nil {
 			s.TurnBudget = *d.Budget
 		}
-		if d.InputID != "" {
-			if len(s.RecentInputs) >= RecentInputsKept {
-				s.RecentInputs = slices.Delete(s.RecentInputs, 0, len(s.RecentInputs)-RecentInputsKept+1)
-			}
-			s.RecentInputs = append(s.RecentInputs, d.InputID)
-		}
+		s.rememberInput(d.InputID)
+		s.TurnSteers = nil
 		s.Status = StatusRunning
 		s.Messages = append(s.Messages, d.Message.Clone())
 
@@ -297,6 +292,17 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("turn %d reopened, but the last turn is %d, %s (%s), not failed at its budget: %w", d.Turn, s.Turn, s.Status, s.LastCode, ErrInconsistent)
 		}
 		s.Status, s.LastError, s.LastCode, s.LastBudget, s.TurnRunningSince = StatusRunning, "", "", nil, e.Time
+
+	case *event.TurnSteeredData:
+		if err := s.needActive(); err != nil {
+			return err
+		}
+		if d.Turn != s.Turn {
+			return fmt.Errorf("turn %d steered while turn %d runs: %w", d.Turn, s.Turn, ErrInconsistent)
+		}
+		s.rememberInput(d.InputID)
+		s.TurnSteers = append(s.TurnSteers, d.InputID)
+		s.Messages = append(s.Messages, d.Message.Clone())
 
 	case *event.ContextTrimmedData:
 		s.Trims++
@@ -522,10 +528,12 @@ func (s *State) failOpenSteps(e event.Event, code, msg string) {
 	}
 }
 
+// countUsers counts the turns msgs hold: their user messages that start one
+// (a steer joined the turn before it).
 func countUsers(msgs []llm.Message) int {
 	n := 0
 	for _, m := range msgs {
-		if m.Role == llm.RoleUser {
+		if m.StartsTurn() {
 			n++
 		}
 	}

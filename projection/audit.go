@@ -2,6 +2,7 @@ package projection
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -52,6 +53,9 @@ type TurnLog struct {
 	// of code budget_exceeded, which is then no longer its end but one of
 	// Events, and the turn runs on.
 	Reopened []event.Event
+	// Steers are the input ids of its turn.steered events, in order: the
+	// messages that joined it while it ran.
+	Steers []string
 	// Claims counts the claims while it ran: owners that resumed it.
 	Claims int
 	// Answering is set on a turn that runs with an LLM step open after a tool
@@ -316,6 +320,31 @@ func (a *auditor) reopened(e event.Event, cur *TurnLog) {
 	cur.Events = append(cur.Events, e)
 }
 
+// steered checks a turn.steered: it names the running turn, and its input
+// joined no turn before (a steer redelivered after a crash is not added
+// twice) nor started one.
+func (a *auditor) steered(e event.Event) {
+	d, err := event.DecodeAs[event.TurnSteeredData](e)
+	cur := a.current()
+	switch {
+	case err != nil:
+		a.bad(e, "%v", err)
+		return
+	case d.Turn != cur.Turn:
+		a.bad(e, "steers turn %d while turn %d runs", d.Turn, cur.Turn)
+	}
+	if d.InputID == "" {
+		return
+	}
+	for _, t := range a.r.Turns {
+		if t.InputID == d.InputID || slices.Contains(t.Steers, d.InputID) {
+			a.bad(e, "input %s steers turn %d, but it started or steered turn %d before", d.InputID, d.Turn, t.Turn)
+			break
+		}
+	}
+	cur.Steers = append(cur.Steers, d.InputID)
+}
+
 // step checks an LLM or tool step's event.
 func (a *auditor) step(e event.Event) {
 	switch e.Type {
@@ -354,6 +383,8 @@ func (a *auditor) step(e event.Event) {
 		a.startApproved(e, d.Call.ID)
 	case event.ToolApprovalRequested, event.ToolApproved, event.ToolDenied:
 		a.auditApproval(e)
+	case event.TurnSteered:
+		a.steered(e)
 	case event.ToolWaiting:
 		d, err := event.DecodeAs[event.ToolWaitingData](e)
 		if err != nil {

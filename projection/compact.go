@@ -132,6 +132,10 @@ func compactionTranscript(prev string, span []llm.Message) string {
 	for _, m := range span {
 		switch m.Role {
 		case llm.RoleUser:
+			if m.Steer {
+				items = append(items, "User, while the turn ran: "+truncate(m.Content, compactItemChars))
+				continue
+			}
 			turn++
 			items = append(items, fmt.Sprintf("## Turn %d\nUser: %s", turn, truncate(m.Content, compactItemChars)))
 		case llm.RoleAssistant:

@@ -158,10 +158,14 @@ type State struct {
 	// LastInputID is the input id of the last turn started, so that a redelivered
 	// input is recognised instead of starting the turn twice.
 	LastInputID string `json:"last_input_id,omitempty"`
-	// RecentInputs are the input ids of the last RecentInputsKept turns, oldest
-	// first: an input redelivered after a newer one already ran (its node died
-	// while the newer one was delivered to the next owner) is recognised too.
+	// RecentInputs are the input ids of the last RecentInputsKept turns and
+	// steers, oldest first: an input redelivered after a newer one already
+	// ran (its node died while the newer one was delivered to the next
+	// owner) is recognised too.
 	RecentInputs []string `json:"recent_inputs,omitempty"`
+	// TurnSteers are the input ids of the current (or last) turn's steers
+	// (turn.steered), in order.
+	TurnSteers []string `json:"turn_steers,omitempty"`
 	// TurnMaxSteps is the current turn's own maxSteps (turn.started
 	// max_steps), 0 when the session's applies.
 	TurnMaxSteps int `json:"turn_max_steps,omitempty"`
@@ -295,7 +299,7 @@ func (s *State) BudgetReached(now time.Time) *event.BudgetReached {
 func (s *State) TurnText() string {
 	var b strings.Builder
 	start := len(s.Messages)
-	for start > 0 && s.Messages[start-1].Role != llm.RoleUser {
+	for start > 0 && !s.Messages[start-1].StartsTurn() {
 		start--
 	}
 	for _, m := range s.Messages[start:] {
@@ -354,8 +358,25 @@ func (s State) Clone() State {
 // more than the inputs of one session in flight at a node's death.
 const RecentInputsKept = 64
 
-// SawInput reports whether a turn was started for input id among the last
-// RecentInputsKept turns.
+// SawInput reports whether a turn was started or steered by input id among
+// the last RecentInputsKept inputs.
 func (s *State) SawInput(id string) bool {
 	return id != "" && slices.Contains(s.RecentInputs, id)
+}
+
+// SteeredTurn reports whether input id steered the current (or last) turn
+// (turn.steered).
+func (s *State) SteeredTurn(id string) bool {
+	return id != "" && slices.Contains(s.TurnSteers, id)
+}
+
+// rememberInput adds id to RecentInputs, keeping the last RecentInputsKept.
+func (s *State) rememberInput(id string) {
+	if id == "" {
+		return
+	}
+	if len(s.RecentInputs) >= RecentInputsKept {
+		s.RecentInputs = slices.Delete(s.RecentInputs, 0, len(s.RecentInputs)-RecentInputsKept+1)
+	}
+	s.RecentInputs = append(s.RecentInputs, id)
 }

@@ -13,7 +13,7 @@ type Turn struct {
 func Turns(msgs []llm.Message) []Turn {
 	var turns []Turn
 	for i, m := range msgs {
-		if m.Role != llm.RoleUser {
+		if !m.StartsTurn() {
 			continue
 		}
 		if n := len(turns); n > 0 {
@@ -27,7 +27,7 @@ func Turns(msgs []llm.Message) []Turn {
 // preambleEnd is the index of the first user message, or len(msgs).
 func preambleEnd(msgs []llm.Message) int {
 	for i, m := range msgs {
-		if m.Role == llm.RoleUser {
+		if m.StartsTurn() {
 			return i
 		}
 	}

@@ -180,7 +180,7 @@ func (s *State) ElisionCut(budget int) (at, n int) {
 // call apart from its results, cut at a turn's start.
 func fitPairs(msgs []llm.Message) int {
 	for n := len(msgs); n > 0; n-- {
-		if n < len(msgs) && msgs[n].Role != llm.RoleUser {
+		if n < len(msgs) && !msgs[n].StartsTurn() {
 			continue
 		}
 		if llm.CheckPairing(msgs[:n]) == nil {
@@ -221,7 +221,7 @@ func (s *State) Elide(at, n int) ([]llm.Message, error) {
 	for i := range out {
 		m := out[i]
 		e.Chars += m.Chars()
-		if m.Role == llm.RoleUser {
+		if m.StartsTurn() {
 			e.Turns++
 		}
 		if IsSummary(m) {

@@ -168,6 +168,51 @@ type RunOptions struct {
 	// turn, has one waiting for approval or for its resume, or has inputs
 	// queued before it, instead of queueing it behind them.
 	IfIdle bool `json:"if_idle,omitempty"`
+	// WhenBusy says what the run does when the session is running a turn:
+	// WhenBusyQueue (or absent) waits for it to end, WhenBusySteer joins
+	// it, WhenBusyInterrupt cancels it and starts right after. Not with
+	// IfIdle, which refuses instead.
+	WhenBusy WhenBusy `json:"when_busy,omitempty" jsonschema:"enum=queue,enum=steer,enum=interrupt"`
+}
+
+// WhenBusy is what a run does when its session is busy (RunOptions.WhenBusy).
+type WhenBusy string
+
+// What a run may do when its session is busy.
+const (
+	// WhenBusyQueue waits behind the running turn and the inputs queued
+	// before it: the default.
+	WhenBusyQueue WhenBusy = "queue"
+	// WhenBusySteer adds the message to the running turn at its next step
+	// boundary, before its next LLM call (turn.steered): the model sees it
+	// without the turn ending. The run's outcome is that turn's. A turn
+	// that waits for approval takes it at once (the model sees it after the
+	// decision); a turn that ends before another LLM call, a compaction
+	// that runs, or an idle session, runs it as its own turn, ahead of the
+	// queue.
+	WhenBusySteer WhenBusy = "steer"
+	// WhenBusyInterrupt cancels the running turn (or compaction, or the
+	// turn waiting for approval), every call paired, agent.cancelled
+	// naming it (interrupted_by), and starts its own turn right after,
+	// ahead of the queue.
+	WhenBusyInterrupt WhenBusy = "interrupt"
+)
+
+// Valid reports whether w is one of the WhenBusy values or empty (queue).
+func (w WhenBusy) Valid() bool {
+	switch w {
+	case "", WhenBusyQueue, WhenBusySteer, WhenBusyInterrupt:
+		return true
+	}
+	return false
+}
+
+// WhenBusy is the run's options.when_busy, WhenBusyQueue when not given.
+func (in Input) WhenBusy() WhenBusy {
+	if in.Options == nil || in.Options.WhenBusy == "" {
+		return WhenBusyQueue
+	}
+	return in.Options.WhenBusy
 }
 
 // UserMessage is the user message of a run: Message, or Text as a user message.
@@ -260,6 +305,12 @@ func (in Input) Validate() error {
 		return bad("run has neither input nor message")
 	case in.Message != nil && in.Message.Role != llm.RoleUser:
 		return bad("run message has role %q, want %q", in.Message.Role, llm.RoleUser)
+	case in.Message != nil && in.Message.Steer:
+		return bad("run message sets steer, which only the node sets: ask to steer with options.when_busy %q", WhenBusySteer)
+	case in.Options != nil && !in.Options.WhenBusy.Valid():
+		return bad("options.when_busy %q is not one of %q, %q, %q", in.Options.WhenBusy, WhenBusyQueue, WhenBusySteer, WhenBusyInterrupt)
+	case in.Options != nil && in.Options.IfIdle && in.WhenBusy() != WhenBusyQueue:
+		return bad("options.if_idle refuses the run when the session is busy, and when_busy %q says to do otherwise: give one", in.Options.WhenBusy)
 	case in.Reason != "":
 		return bad("run takes no reason (that is for cancel)")
 	case in.InputID != "":

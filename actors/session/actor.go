@@ -74,6 +74,9 @@ type Command struct {
 	// IfIdle, on a run, refuses it with ErrBusy when the session runs or
 	// waits on a turn, or has commands queued, instead of queueing it.
 	IfIdle bool
+	// WhenBusy, on a run, says what it does when the session is busy:
+	// queue (the default), steer or interrupt (steer.go).
+	WhenBusy wire.WhenBusy
 	// Trace, on a run, is the caller's trace context (the input's W3C
 	// headers): the turn's span is its child. Empty: the turn's span starts
 	// a trace of its own.
@@ -83,6 +86,9 @@ type Command struct {
 	// busyOnArrival marks an IfIdle run queued while the session loaded
 	// behind other commands (refuseBusy).
 	busyOnArrival bool
+	// interruptedBy, on a cancel the actor made for an interrupting run, is
+	// that run's input: agent.cancelled records it.
+	interruptedBy string
 }
 
 // internal messages
@@ -137,6 +143,8 @@ type sessionActor struct {
 	// parked are the runs and compacts that arrived while the turn waits
 	// for approval: they wait behind it, as behind any turn.
 	parked []*Command
+	// box holds the steers of the turn that works or waits (steer.go).
+	box *steerBox
 	// passivating is set when the actor stops for being idle: the session's
 	// approval deadline stays armed.
 	passivating bool
@@ -220,6 +228,8 @@ func (s *sessionActor) onCommand(ctx actor.Context, cmd *Command) {
 	case cmd.Kind == wire.CommandCompact && s.working():
 		s.refuse(cmd, fmt.Errorf("compact %s: %w", s.sid, ErrBusy))
 		return
+	case s.onBusyInput(cmd):
+		return
 	}
 	// The redelivery of the input of the turn the work resumes (a
 	// taken-over turn is resumed before its input comes back) is no new
@@ -267,6 +277,7 @@ func (s *sessionActor) onWorkDone(ctx actor.Context, msg *workDone) {
 	default:
 		s.syncDeadline()
 		s.unpark()
+		s.afterTurn()
 		s.next(ctx)
 	}
 }
@@ -318,7 +329,7 @@ func (s *sessionActor) stopClaimed(ctx actor.Context, epoch uint64) {
 // onIdleTick passivates the actor when nothing ran or waited since the
 // timer was armed.
 func (s *sessionActor) onIdleTick(ctx actor.Context, msg *idleTick) {
-	if msg.gen == s.idleGen && s.busy == nil && len(s.queue) == 0 && len(s.parked) == 0 && !s.loading {
+	if msg.gen == s.idleGen && s.busy == nil && len(s.queue) == 0 && len(s.parked) == 0 && s.box.empty() && !s.loading {
 		s.retire(ctx, true)
 	}
 }
@@ -432,6 +443,7 @@ func (s *sessionActor) settle(cmd *Command) bool {
 		// Queued while the session loaded: its input's turn is not the one
 		// that waits for approval.
 		s.withdraw(cmd)
+	case s.settleBusy(cmd):
 	case s.answerWhileWaiting(cmd):
 	case cmd.Kind == wire.CommandCompact && st.Status.Active():
 		// A turn left running by a previous owner must be resumed first.
@@ -499,6 +511,7 @@ func (s *sessionActor) withdraw(cancel *Command) {
 		return kept
 	}
 	s.queue, s.parked = drop(s.queue), drop(s.parked)
+	drop(s.box.drop(cancel.Target))
 	o := wire.Outcome{Session: s.sid, Status: status}
 	if s.busy == nil {
 		o = s.a.outcome(nil).Outcome
@@ -516,7 +529,7 @@ func (s *sessionActor) answerCancels(o wire.Outcome) {
 }
 
 func (s *sessionActor) failAll(err error) {
-	for _, c := range append(s.parked, s.queue...) {
+	for _, c := range append(append(s.parked, s.queue...), s.box.drain()...) {
 		c.Done(Outcome{Outcome: wire.Outcome{Session: s.sid, Fenced: errors.Is(err, bus.ErrFenced)}, Err: err})
 	}
 	s.queue, s.parked = nil, nil

@@ -89,6 +89,10 @@ type AgentContext struct {
 	// lost is set when staged events could not be written: the state holds
 	// events the log does not, and the actor must load the session again.
 	lost bool
+	// steers are the steers waiting for the running turn, which the loop
+	// takes at its step boundaries (steer.go); nil in a context that runs
+	// no actor's work.
+	steers *steerBox
 	// watcher follows the work on the current turn for its caller (watch.go).
 	watcher Watcher
 	// endStreamed is the input whose turn's end a watcher of this context

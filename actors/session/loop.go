@@ -48,7 +48,7 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 			if err := answerAwaiting(a); err != nil {
 				return err
 			}
-			return a.Append(ctx, event.AgentCancelled, event.AgentCancelledData{Turn: st.Turn, Reason: cancelReason(ctx)})
+			return a.Append(ctx, event.AgentCancelled, event.AgentCancelledData{Turn: st.Turn, Reason: cancelReason(ctx), InterruptedBy: interruptedBy(ctx)})
 		}
 		if st.AwaitingApproval {
 			return nil // the turn waits, holding nothing, for approve, deny, its deadline or a cancel
@@ -111,6 +111,11 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 	awaitOffered(ctx, a)
 	if ctx.Err() != nil {
 		return nil // the loop records the cancel
+	}
+	// The step boundary: what users sent to steer the turn joins it here,
+	// before the request is built (steer.go).
+	if err := takeSteers(a); err != nil {
+		return err
 	}
 	next, err := a.nextRequest(ctx, a.Tools.Schemas())
 	if err != nil {
@@ -373,9 +378,23 @@ const defaultCancelReason = "cancelled by the user"
 
 // cancelled is the cause a cancel input gives the work's context: its
 // reason, which agent.cancelled records.
-type cancelled struct{ reason string }
+type cancelled struct {
+	reason string
+	// by is the input that interrupted the turn (when_busy interrupt).
+	by string
+}
 
 func (c cancelled) Error() string { return c.reason }
+
+// interruptedBy is the input that interrupted the turn whose context ended,
+// or "".
+func interruptedBy(ctx context.Context) string {
+	var c cancelled
+	if errors.As(context.Cause(ctx), &c) {
+		return c.by
+	}
+	return ""
+}
 
 // cancelReason is the reason agent.cancelled records for a turn whose
 // context ended: the cancel's, or what else stopped it.

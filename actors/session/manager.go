@@ -96,7 +96,7 @@ func (m *Manager) Deliver(sid string, cmd *Command) error {
 // spawn starts the actor named sid. An actor of that name that is still
 // stopping holds the name for a moment: wait for it.
 func (m *Manager) spawn(sid string) (*actor.PID, error) {
-	props := actor.PropsFromProducer(func() actor.Actor { return &sessionActor{m: m, sid: sid} })
+	props := actor.PropsFromProducer(func() actor.Actor { return &sessionActor{m: m, sid: sid, box: &steerBox{}} })
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		pid, err := m.sys.Root.SpawnNamed(props, sid)

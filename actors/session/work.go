@@ -27,16 +27,17 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 		s.resumedInput = s.a.state.LastInputID
 	}
 	s.busy, s.claiming = cmd, !s.a.claimed
+	s.a.steers = s.box
 	s.ended = new(atomic.Bool)
 	ended := s.ended
 	s.idleGen++
 	wctx, cancel := context.WithCancelCause(context.Background())
 	s.cancel = cancel
 	if cmd.Kind == wire.CommandCancel {
-		cancel(cancelled{reason: cancelReasonOf(cmd)}) // a cancel of a turn that waits for approval
+		cancel(cancelled{reason: cancelReasonOf(cmd), by: cmd.interruptedBy}) // a cancel of a turn that waits for approval
 	}
 	s.workGen++
-	a, self, last, gen := s.a, ctx.Self(), s.lastCP, s.workGen
+	a, self, last, gen, box := s.a, ctx.Self(), s.lastCP, s.workGen, s.box
 	s.m.goTracked(func() {
 		defer cancel(nil)
 		out, a := s.m.workClaimed(wctx, a, cmd, func(epoch uint64) { s.m.sys.Root.Send(self, &claimedHere{epoch: epoch, gen: gen}) })
@@ -44,6 +45,7 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 		// Done first: after a shutdown the actor is gone and would drop the message.
 		ended.Store(true)
 		cmd.Done(out)
+		box.settle(out) // the steers the turn took
 		s.m.sys.Root.Send(self, &workDone{out: out, checkpointAt: cp, lost: a.lost, a: a})
 	})
 }
@@ -62,6 +64,7 @@ func (m *Manager) workClaimed(ctx context.Context, a *AgentContext, cmd *Command
 		if err != nil {
 			return Outcome{Outcome: wire.Outcome{Session: a.Session, Status: a.state.Status, Fenced: errors.Is(err, bus.ErrFenced)}, Err: err}, a
 		}
+		claimedCtx.steers = a.steers
 		a = claimedCtx
 		claimed(a.writer.Epoch())
 	}
@@ -181,6 +184,10 @@ func redelivered(st *projection.State, cmd *Command) (ended, again bool) {
 	switch {
 	case !st.Status.Active() && st.SawInput(cmd.InputID):
 		return true, true
+	case st.Status.Active() && st.SteeredTurn(cmd.InputID):
+		// A steer of the open turn, delivered again after its node died:
+		// it resumes the turn (run), whose end answers it.
+		return false, false
 	case st.Status.Active() && st.LastInputID != cmd.InputID && st.SawInput(cmd.InputID):
 		return false, true
 	}
@@ -195,10 +202,16 @@ func (m *Manager) run(ctx context.Context, a *AgentContext, cmd *Command) error 
 	if a.state.Status.Active() {
 		m.watch(a, true)
 		err := PrepareResume(ctx, a)
+		steer := isSteer(cmd) && cmd.InputID != a.state.LastInputID
+		if err == nil && steer {
+			// A steer that finds the turn open, left by a node that died:
+			// it joins the turn, which goes on.
+			err = joinTurn(a, cmd)
+		}
 		if err == nil {
 			err = m.loop.Run(ctx, a)
 		}
-		if err != nil || a.state.Status.Active() || a.state.LastInputID == cmd.InputID {
+		if err != nil || steer || a.state.Status.Active() || a.state.LastInputID == cmd.InputID {
 			return err
 		}
 		a.unwatch(a.outcome(nil))

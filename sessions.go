@@ -99,6 +99,24 @@ func WithBudget(l Limits) RunOption { return func(o *wire.RunOptions) { o.Budget
 // session's maxSteps.
 func WithMaxSteps(n int) RunOption { return func(o *wire.RunOptions) { o.MaxSteps = n } }
 
+// WithSteer sends the input to the session's running turn instead of
+// waiting for the turn to end: it joins the turn before its next LLM call
+// (the model sees it without the turn ending), and Run returns that turn's
+// result. A turn waiting for approval takes it after the decision; when the
+// turn can take it no more (it is answering, or has ended), or the session
+// is idle, the input runs as a turn of its own, ahead of those queued.
+func WithSteer() RunOption {
+	return func(o *wire.RunOptions) { o.WhenBusy = wire.WhenBusySteer }
+}
+
+// WithInterrupt cancels the session's running turn (or the one waiting for
+// approval), every call paired, and runs the input's turn right after,
+// ahead of those queued. The cancelled turn's result says it was
+// interrupted by this input.
+func WithInterrupt() RunOption {
+	return func(o *wire.RunOptions) { o.WhenBusy = wire.WhenBusyInterrupt }
+}
+
 // Decision is what Approve or Deny decides: the calls (all that wait when
 // empty), a note, edited arguments for an approve of one call, and who
 // decides (informative).
@@ -286,7 +304,9 @@ func (s *Session) catchUp(ctx context.Context) error {
 // Run starts a turn with input and waits for it to end. Cancelling ctx cancels
 // the turn. The error is for a turn that could not run (unknown session, node
 // gone); a turn that failed or was cancelled is a RunResult with that State.
-// opts set the turn's own limits (WithBudget) and steps (WithMaxSteps).
+// opts set the turn's own limits (WithBudget) and steps (WithMaxSteps), and
+// what the input does when the session is busy (WithSteer, WithInterrupt;
+// by default it waits for the turns before it).
 func (s *Session) Run(ctx context.Context, input string, opts ...RunOption) (RunResult, error) {
 	return s.RunMessage(ctx, llm.User(input), opts...)
 }

@@ -33,7 +33,16 @@ func TestPublishRetryingWaitsForItsInFlightTry(t *testing.T) {
 		t.Fatal(err)
 	}
 	const stream = "IN"
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{wire.InputSubjects}, Replicas: 3}); err != nil {
+	// Each try on a bound of its own: on a loaded machine a request sent
+	// while the meta group settles can go unanswered (a hog run lost the
+	// whole two minutes on one try).
+	err = natstest.Poll(2*time.Minute, 100*time.Millisecond, func() error {
+		try, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := js.CreateStream(try, jetstream.StreamConfig{Name: stream, Subjects: []string{wire.InputSubjects}, Replicas: 3})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	c.WaitLeaders(stream)

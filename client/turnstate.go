@@ -17,7 +17,8 @@ const maxPending = 10000
 
 // turnState tells a Turn's own events and deltas from the others' of its
 // session: the events of a run's turn start at the turn.started that records
-// its input id (a turn left open by a dead node may end first); a resume's,
+// its input id (a turn left open by a dead node may end first), or, for a
+// steer, at the turn.steered that records it joining a turn; a resume's,
 // an approve's or a deny's are those of the turn open when it was published, so the events from then
 // on, until the end of that turn or the start of another. Session-level
 // events (claims, checkpoints) are no turn's. A delta belongs to
@@ -68,6 +69,12 @@ func (s *turnState) event(ev event.Event) (ours bool, released []Delta) {
 		case s.ours: // a resume's turn was over before it was resumed; this one is another's
 			s.ours, s.over = false, true
 			return false, nil
+		}
+	}
+	if ev.Type == event.TurnSteered && s.command == wire.CommandRun && !s.ours {
+		// A steer's turn is the one it joined, from there on.
+		if d, _ := event.DecodeAs[event.TurnSteeredData](ev); d.InputID == s.inputID {
+			s.ours = true
 		}
 	}
 	if ev.Type == event.LLMStarted {

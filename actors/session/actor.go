@@ -481,11 +481,14 @@ func (s *sessionActor) cancelWork(ctx actor.Context, cmd *Command) {
 // that of the input it took up (resumedInput: a resume, an approve or deny,
 // the redelivery of a taken-over turn's input), or its own command's when
 // it took up none; a run that first finishes a turn a previous owner left
-// open is not yet its own input's work. s.a.state is read only when nothing
-// runs (the work goroutine owns it meanwhile).
+// open is not yet its own input's work. A steer that joined the running
+// turn is part of it: its outcome is that turn's, and so is its cancel.
+// s.a.state is read only when nothing runs (the work goroutine owns it
+// meanwhile).
 func (s *sessionActor) runs(id string) bool {
 	if s.busy != nil {
-		return s.resumedInput == id || s.busy.InputID == id && (s.busy.Kind != wire.CommandRun || s.resumedInput == "")
+		return s.resumedInput == id || s.busy.InputID == id && (s.busy.Kind != wire.CommandRun || s.resumedInput == "") ||
+			s.box.joined(id)
 	}
 	return s.a.state.AwaitingApproval && s.a.state.LastInputID == id
 }

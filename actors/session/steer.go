@@ -87,6 +87,14 @@ func (b *steerBox) drop(id string) []*Command {
 	return out
 }
 
+// joined reports whether a steer of input id joined the work that runs: a
+// cancel that names it cancels that work, whose outcome is the steer's.
+func (b *steerBox) joined(id string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.ContainsFunc(b.taken, func(c *Command) bool { return c.InputID == id })
+}
+
 // empty reports whether no steer waits for the turn.
 func (b *steerBox) empty() bool {
 	b.mu.Lock()

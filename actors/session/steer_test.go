@@ -332,3 +332,37 @@ func TestSteerAndInterruptOfATurnWaitingForApproval(t *testing.T) {
 		checkInterruptedBy(t, m, "s1", intr.InputID)
 	})
 }
+
+// A cancel that names a steer which joined the running turn cancels that
+// turn (the steer's outcome is the turn's): what a client that sent the
+// steer and gives up (tahctl send --steer, Ctrl-C) expects.
+func TestCancelOfAJoinedSteerCancelsItsTurn(t *testing.T) {
+	b := openBus(t)
+	p := newStepper(5)
+	m := newManager(t, b, p, Config{})
+	const sid = "s1"
+	if _, err := Create(context.Background(), m.bus, sid, Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	firstOut := deliver(t, m, sid, run("do five steps"))
+	p.next(t, 1)
+	steer := steerOf("stop after this")
+	steerOut := deliver(t, m, sid, steer)
+	barrier(t, m, sid)
+	p.release <- struct{}{}
+	p.next(t, 2) // the second call took the steer: it joined
+	cancelOut := deliver(t, m, sid, cancelOf(steer.InputID))
+	f := outcomeOf(t, firstOut, "the turn")
+	s := outcomeOf(t, steerOut, "the steer")
+	c := outcomeOf(t, cancelOut, "the cancel")
+	if f.Status != projection.StatusCancelled || s.Status != projection.StatusCancelled || s.Turn != 1 {
+		t.Fatalf("the turn %+v, the steer %+v: want both cancelled", f, s)
+	}
+	if c.Err != nil || !c.WasRunning {
+		t.Fatalf("the cancel: %+v", c)
+	}
+	st := fold(t, b, sid)
+	if st.Status != projection.StatusCancelled || len(st.TurnSteers) == 0 {
+		t.Fatalf("state %s, steers %v", st.Status, st.TurnSteers)
+	}
+}

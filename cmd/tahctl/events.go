@@ -139,6 +139,9 @@ func summary(ev event.Event) string {
 	case event.TurnStarted:
 		d, _ := event.DecodeAs[event.TurnStartedData](ev)
 		return fmt.Sprintf("turn %d: %q", d.Turn, oneLine(d.Message.Content, 60))
+	case event.TurnSteered:
+		d, _ := event.DecodeAs[event.TurnSteeredData](ev)
+		return fmt.Sprintf("turn %d steered: %q", d.Turn, oneLine(d.Message.Content, 60))
 	case event.LLMStarted:
 		d, _ := event.DecodeAs[event.LLMStartedData](ev)
 		if d.Recorded() {

@@ -37,7 +37,16 @@ With --json: one JSON object per line: {"kind":"session"}, then "delta",
 --budget-tokens, --budget-cost and --budget-time give the turn limits of its
 own, beside the session's budget and the node's (the tightest wins). A turn
 that reaches one fails (budget_exceeded, exit status 1): send says which
-limit, and the tahctl budget command that raises it and goes on.`
+limit, and the tahctl budget command that raises it and goes on.
+
+When the session is busy with a turn, the input waits for it to end (and
+for the inputs queued before it). --steer instead joins the running turn at
+its next step, before its next LLM call (the model sees the correction
+without the turn ending; send then follows that turn to its end, and Ctrl-C
+cancels it); a turn that can take it no more leaves it a turn of its own,
+ahead of the queue (--max-steps and --budget-* apply to that turn only).
+--interrupt cancels the running turn (every tool call answered) and runs
+this input next. Both need -s; on an idle session both are a plain send.`
 
 // runSend is `tahctl send [-s ID] TEXT`.
 func runSend(ctx context.Context, g *globals, args []string) error {
@@ -45,6 +54,8 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	sid := fs.String("s", "", "continue the session `ID` (default: a new session)")
 	fs.StringVar(sid, "session", "", "same as -s `ID`")
 	maxSteps := fs.Int("max-steps", 0, "at most `N` LLM calls in this turn (default: the session's maxSteps)")
+	steer := fs.Bool("steer", false, "join the session's running turn at its next step, instead of waiting for it to end")
+	interrupt := fs.Bool("interrupt", false, "cancel the session's running turn and run this input next")
 	var lf limitFlags
 	lf.register(fs, "budget", "0 or absent: no limit of its own")
 	pos, err := parse(fs, args)
@@ -53,6 +64,10 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	}
 	if *maxSteps < 0 {
 		return usageError("tahctl send --max-steps 5 TEXT", "--max-steps %d is negative", *maxSteps)
+	}
+	whenBusy, err := whenBusyOf(*sid, *steer, *interrupt)
+	if err != nil {
+		return err
 	}
 	text := strings.Join(pos, " ")
 	if text == "-" {
@@ -111,6 +126,12 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 		}
 		in.Options.Budget = &l
 	}
+	if whenBusy != "" {
+		if in.Options == nil {
+			in.Options = &wire.RunOptions{}
+		}
+		in.Options.WhenBusy = whenBusy
+	}
 	if err := w.start(ctx, wire.CommandRun, in); err != nil {
 		return err
 	}
@@ -129,4 +150,24 @@ func (c *conn) checkInputSize(ctx context.Context, text string) error {
 	return usageError(tryFile+"; or raise the limit of every node (tah-node --max-input-bytes, agent.max_input_bytes)",
 		"the input is %s bytes, over the node's limit of %s bytes (--max-input-bytes): it would refuse it",
 		num(len(text)), num(st.MaxInputBytes))
+}
+
+// whenBusyOf is the run's when_busy of --steer and --interrupt: either
+// needs a session, and not both.
+func whenBusyOf(sid string, steer, interrupt bool) (wire.WhenBusy, error) {
+	switch {
+	case !steer && !interrupt:
+		return "", nil
+	case steer && interrupt:
+		return "", usageError("tahctl send -s ID --steer TEXT (or --interrupt)", "--steer and --interrupt exclude each other")
+	case sid == "":
+		flag := "--steer"
+		if interrupt {
+			flag = "--interrupt"
+		}
+		return "", usageError("tahctl send -s ID "+flag+" TEXT", "%s acts on a session's running turn: name the session with -s", flag)
+	case interrupt:
+		return wire.WhenBusyInterrupt, nil
+	}
+	return wire.WhenBusySteer, nil
 }

@@ -439,10 +439,12 @@ func describe(r Reply) string {
 	return strings.Join(parts, ", ")
 }
 
+// countUsers counts the turns of msgs: the user messages that start one (a
+// steer joins the turn it came in).
 func countUsers(msgs []llm.Message) int {
 	n := 0
 	for _, m := range msgs {
-		if m.Role == llm.RoleUser {
+		if m.StartsTurn() {
 			n++
 		}
 	}

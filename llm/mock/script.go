@@ -32,7 +32,8 @@ type Script struct {
 //
 // Conditions (all that are set must hold; none set: any call):
 // Call is the call's number (1 for the provider's first call); Turn is the number
-// of user messages in the request; Prompt is a substring and PromptRegexp a
+// of user messages in the request that start a turn (a steer, which joins
+// one, is not counted); Prompt is a substring and PromptRegexp a
 // regular expression of the last user message's content; Compaction, when set,
 // says whether the request must be a compaction request (CompactionMarker in a
 // system message); AfterTool, when set, whether its last message must be a

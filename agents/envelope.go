@@ -50,6 +50,12 @@ func ParseRequest(data []byte) (wire.Envelope, error) {
 	if _, ok := prompt.(string); !ok || env.Prompt == "" {
 		return bad("the envelope's \"prompt\" must be a non-empty string")
 	}
+	switch env.WhenBusy {
+	case "", wire.WhenBusySteer, wire.WhenBusyInterrupt:
+	default:
+		return bad("the envelope's \"when_busy\" %q is not %q or %q (absent: a prompt to a busy session fails with 409)",
+			env.WhenBusy, wire.WhenBusySteer, wire.WhenBusyInterrupt)
+	}
 	for i, a := range env.Attachments {
 		if a.Filename == "" {
 			return bad("attachment %d has no filename", i)

@@ -100,7 +100,13 @@ func (g *Gateway) admit(inst *instance, reply string, data []byte, trace telemet
 	if err := g.nc.FlushWithContext(ctx); err != nil {
 		g.log.Debug("agent ack not flushed", "session", sid, "err", err)
 	}
-	in := wire.Input{Command: wire.CommandRun, ReplyTo: reply, Reply: wire.ReplyAgents, Text: text, Options: &wire.RunOptions{IfIdle: true}}
+	// A busy session refuses the prompt (409), unless it asks to steer or
+	// interrupt the turn that runs.
+	opts := &wire.RunOptions{IfIdle: true}
+	if env.WhenBusy != "" {
+		opts = &wire.RunOptions{WhenBusy: env.WhenBusy}
+	}
+	in := wire.Input{Command: wire.CommandRun, ReplyTo: reply, Reply: wire.ReplyAgents, Text: text, Options: opts}
 	if _, err := g.opts.Host.PublishInput(ctx, sid, in); err != nil {
 		status, code := wire.AgentStatusInternal, wire.AgentErrInternal
 		if errors.Is(err, nats.ErrMaxPayload) {

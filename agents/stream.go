@@ -40,7 +40,7 @@ type Streams struct {
 	// until the turn moves on (Watch), another node claims the session
 	// (Claimed) or the wait's end.
 	mu      sync.Mutex
-	waiting map[string]waitingStream
+	waiting map[string][]waitingStream
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -63,7 +63,7 @@ func NewStreams(nc *nats.Conn, keepAlive time.Duration, log *slog.Logger) *Strea
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Streams{nc: nc, log: log, keepAlive: keepAlive, waiting: map[string]waitingStream{},
+	s := &Streams{nc: nc, log: log, keepAlive: keepAlive, waiting: map[string][]waitingStream{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	go s.keepWaiting()
 	return s
@@ -84,7 +84,7 @@ func (s *Streams) Close() {
 // (or a later actor) works on the session, and streams from now on.
 func (s *Streams) Claimed(sid string, epoch uint64) {
 	s.mu.Lock()
-	if w, ok := s.waiting[sid]; ok && epoch > w.epoch {
+	if ws := s.waiting[sid]; len(ws) > 0 && epoch > ws[0].epoch {
 		delete(s.waiting, sid)
 	}
 	s.mu.Unlock()
@@ -102,7 +102,7 @@ func (s *Streams) wait(sid, to string, deadline time.Time, epoch uint64) {
 		until = deadline
 	}
 	s.mu.Lock()
-	s.waiting[sid] = waitingStream{to: to, until: until, epoch: epoch}
+	s.waiting[sid] = append(s.waiting[sid], waitingStream{to: to, until: until, epoch: epoch})
 	s.mu.Unlock()
 }
 
@@ -120,12 +120,14 @@ func (s *Streams) keepWaiting() {
 		now := time.Now()
 		s.mu.Lock()
 		var to []string
-		for sid, w := range s.waiting {
-			if now.After(w.until) {
+		for sid, ws := range s.waiting {
+			if now.After(ws[0].until) {
 				delete(s.waiting, sid)
 				continue
 			}
-			to = append(to, w.to)
+			for _, w := range ws {
+				to = append(to, w.to)
+			}
 		}
 		s.mu.Unlock()
 		for _, subj := range to {
@@ -227,6 +229,10 @@ func (w *Stream) Event(st *projection.State, ev event.Event) {
 			w.chunk(wire.ChunkResponse, rest)
 		}
 		delete(w.sent, d.StepID)
+	case event.TurnSteered:
+		if d, err := event.DecodeAs[event.TurnSteeredData](ev); err == nil && d.Caller != nil && d.Caller.ReplyTo == w.to {
+			w.chunk(wire.ChunkStatus, wire.StatusSteered)
+		}
 	case event.ToolStarted:
 		if d, err := event.DecodeAs[event.ToolStartedData](ev); err == nil {
 			w.chunk(wire.ChunkStatus, wire.StatusToolPrefix+d.Call.Name)

@@ -298,6 +298,9 @@ type TurnSteeredData struct {
 	Message llm.Message `json:"message"`
 	// InputID identifies the steer input, for idempotent redelivery.
 	InputID string `json:"input_id,omitempty"`
+	// Caller, when set, waits for the turn's answer as a stream from here
+	// on (a steer sent through the agent protocol), as TurnStartedData's.
+	Caller *Caller `json:"caller,omitempty"`
 }
 
 func (d TurnSteeredData) validate() error {

@@ -153,7 +153,7 @@ func apply(s *State, e event.Event, payload any) error {
 			s.TurnBudget = *d.Budget
 		}
 		s.rememberInput(d.InputID)
-		s.TurnSteers = nil
+		s.TurnSteers, s.TurnSteerCallers = nil, nil
 		s.Status = StatusRunning
 		s.Messages = append(s.Messages, d.Message.Clone())
 
@@ -302,6 +302,9 @@ func apply(s *State, e event.Event, payload any) error {
 		}
 		s.rememberInput(d.InputID)
 		s.TurnSteers = append(s.TurnSteers, d.InputID)
+		if d.Caller != nil {
+			s.TurnSteerCallers = append(s.TurnSteerCallers, *d.Caller)
+		}
 		s.Messages = append(s.Messages, d.Message.Clone())
 
 	case *event.ContextTrimmedData:

@@ -166,6 +166,9 @@ type State struct {
 	// TurnSteers are the input ids of the current (or last) turn's steers
 	// (turn.steered), in order.
 	TurnSteers []string `json:"turn_steers,omitempty"`
+	// TurnSteerCallers are the callers that wait, as a stream, for the
+	// answer of the turn their steers joined.
+	TurnSteerCallers []event.Caller `json:"turn_steer_callers,omitempty"`
 	// TurnMaxSteps is the current turn's own maxSteps (turn.started
 	// max_steps), 0 when the session's applies.
 	TurnMaxSteps int `json:"turn_max_steps,omitempty"`

@@ -122,6 +122,9 @@ const (
 	StatusAwaitingApproval = "awaiting_approval"
 	// StatusCancelled: the turn was cancelled; the terminator follows.
 	StatusCancelled = "cancelled"
+	// StatusSteered: the prompt (envelope when_busy "steer") joined the
+	// turn that was running; what follows is that turn's answer from there.
+	StatusSteered = "steered"
 )
 
 // Chunk is a non-terminating message of a response stream: {"type","data"}.
@@ -185,6 +188,10 @@ type Envelope struct {
 	Prompt      string       `json:"prompt"`
 	Attachments []Attachment `json:"attachments,omitempty"`
 	Session     string       `json:"session,omitempty"`
+	// WhenBusy, TAH's, says what a prompt to a busy session does instead of
+	// failing with 409: WhenBusySteer joins the running turn, and
+	// WhenBusyInterrupt cancels it and runs next (RunOptions.WhenBusy).
+	WhenBusy WhenBusy `json:"when_busy,omitempty"`
 }
 
 // Attachment is a file of a prompt: its name and its content in standard,

@@ -93,8 +93,13 @@ type AgentContext struct {
 	// takes at its step boundaries (steer.go); nil in a context that runs
 	// no actor's work.
 	steers *steerBox
-	// watcher follows the work on the current turn for its caller (watch.go).
-	watcher Watcher
+	// watcher follows the work on the current turn for its caller, and
+	// steerWatchers for the callers of the steers that joined it (watch.go).
+	watcher       Watcher
+	steerWatchers []Watcher
+	// openWatch opens a Watcher (Config.Watch); nil when the node watches
+	// no turns.
+	openWatch WatchFunc
 	// endStreamed is the input whose turn's end a watcher of this context
 	// told its caller: its redelivery (the resume of a taken-over turn ran
 	// first) must not stream that end a second time.
@@ -271,6 +276,9 @@ func (a *AgentContext) NewStepID(kind string) string {
 func (a *AgentContext) Delta(ctx context.Context, stepID string, d llm.Delta) {
 	if a.watcher != nil {
 		a.watcher.Delta(stepID, d)
+	}
+	for _, w := range a.steerWatchers {
+		w.Delta(stepID, d)
 	}
 	if a.deltas == nil {
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/tools"
@@ -59,9 +60,19 @@ func (a *AgentContext) logFailure(payload any) {
 	case event.ToolFinishedData:
 		if d.IsError && d.Code != event.CodeCancelled && d.Code != event.CodeNotExecuted && d.Code != event.CodeDenied {
 			a.log.Warn("tool call failed", "session", a.Session, "turn", a.state.Turn, "step", d.StepID, "tool", d.Name, "call", d.CallID,
-				"code", d.Code, "output", tools.Truncate("output", d.Output, 200, "see the session's log"))
+				"code", d.Code, "output", logOutput(d.Output))
 		}
 	case event.ContextCompactFailedData:
 		a.log.Warn("compaction failed; trimming takes over", "session", a.Session, "turn", a.state.Turn, "step", d.StepID, "code", d.Code, "err", d.Error)
 	}
+}
+
+// logOutput is a tool's output as a log line carries it: whole when short,
+// else cut, with a note that says so.
+func logOutput(out string) string {
+	const most = 200
+	if utf8.RuneCountInString(out) <= most {
+		return out
+	}
+	return tools.Truncate("output", out, most, "see the session's log")
 }

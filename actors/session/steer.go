@@ -211,5 +211,11 @@ func joinTurn(a *AgentContext, cmd *Command) error {
 	}
 	msg := cmd.Message.Clone()
 	msg.Steer = true
-	return a.Stage(event.TurnSteered, event.TurnSteeredData{Turn: st.Turn, Message: msg, InputID: cmd.InputID})
+	if err := a.Stage(event.TurnSteered, event.TurnSteeredData{Turn: st.Turn, Message: msg, InputID: cmd.InputID, Caller: cmd.Caller}); err != nil {
+		return err
+	}
+	// Its caller hears the turn from here on (staged events are told to
+	// the watchers when written).
+	a.watchSteer(cmd.Caller, false)
+	return nil
 }

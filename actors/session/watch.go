@@ -30,16 +30,40 @@ type WatchFunc func(sid string, caller *event.Caller, restarted bool, st *projec
 
 // watch opens the watcher of a's current turn when its caller waits for a
 // stream and the node watches turns; the previous one must have ended.
+// The callers of the turn's steers that joined it (turn.steered caller) are
+// watched too: live from the step they joined at, and, as the turn's own
+// caller, on from an approval and from the start again when the work takes
+// the turn over.
 func (m *Manager) watch(a *AgentContext, restarted bool) {
 	st := a.state
-	if m.cfg.Watch == nil || st.TurnCaller == nil {
+	a.openWatch = m.cfg.Watch
+	if m.cfg.Watch == nil {
 		return
 	}
-	a.watcher = m.cfg.Watch(a.Session, st.TurnCaller, restarted, st)
+	if st.TurnCaller != nil {
+		a.watcher = m.cfg.Watch(a.Session, st.TurnCaller, restarted, st)
+	}
+	for _, c := range st.TurnSteerCallers {
+		a.watchSteer(&c, restarted)
+	}
 }
 
-// unwatch ends a's watcher, if one is open, with out.
+// watchSteer opens the watcher of a steer's caller.
+func (a *AgentContext) watchSteer(caller *event.Caller, restarted bool) {
+	if a.openWatch == nil || caller == nil {
+		return
+	}
+	if w := a.openWatch(a.Session, caller, restarted, a.state); w != nil {
+		a.steerWatchers = append(a.steerWatchers, w)
+	}
+}
+
+// unwatch ends a's watchers, if any are open, with out.
 func (a *AgentContext) unwatch(out Outcome) {
+	for _, w := range a.steerWatchers {
+		w.End(a.state, out.Err)
+	}
+	a.steerWatchers = nil
 	if a.watcher == nil {
 		return
 	}
@@ -51,12 +75,14 @@ func (a *AgentContext) unwatch(out Outcome) {
 	}
 }
 
-// observe tells the watcher of the events just written.
+// observe tells the watchers of the events just written.
 func (a *AgentContext) observe(evs []event.Event) {
-	if a.watcher == nil {
-		return
-	}
 	for _, ev := range evs {
-		a.watcher.Event(a.state, ev)
+		if a.watcher != nil {
+			a.watcher.Event(a.state, ev)
+		}
+		for _, w := range a.steerWatchers {
+			w.Event(a.state, ev)
+		}
 	}
 }

@@ -66,6 +66,10 @@ func (b *Bus) setup(ctx context.Context) error {
 	if err := b.ensureLog(ctx); err != nil {
 		return err
 	}
+	// The schedules first: the input stream sources what they fire.
+	if _, err = b.ensureStream(ctx, b.scheduleStreamConfig()); err != nil {
+		return err
+	}
 	if b.in, err = b.ensureStream(ctx, b.inputStreamConfig()); err != nil {
 		return err
 	}
@@ -282,6 +286,7 @@ func (b *Bus) inputStreamConfig() jetstream.StreamConfig {
 			Source:      wire.InputSubjects,
 			Destination: wire.InputTransform(b.cfg.Partitions),
 		},
+		Sources:  b.inputSources(),
 		Metadata: b.metadata(wire.MetaPartitions, strconv.Itoa(b.cfg.Partitions)),
 	}
 }
@@ -385,6 +390,15 @@ func streamDiffs(have, want jetstream.StreamConfig) []string {
 	}
 	if have.Duplicates != want.Duplicates {
 		add("duplicate_window", have.Duplicates, want.Duplicates)
+	}
+	if hs, ws := sourcesString(have.Sources), sourcesString(want.Sources); hs != ws {
+		add("sources", hs, ws)
+	}
+	if want.AllowMsgSchedules && !have.AllowMsgSchedules {
+		add("allow_msg_schedules", have.AllowMsgSchedules, want.AllowMsgSchedules)
+	}
+	if want.AllowMsgTTL && !have.AllowMsgTTL {
+		add("allow_msg_ttl", have.AllowMsgTTL, want.AllowMsgTTL)
 	}
 	ht, wt := transformString(have.SubjectTransform), transformString(want.SubjectTransform)
 	if ht != wt {

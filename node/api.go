@@ -57,6 +57,10 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		wire.EndpointStatus:    endpoint(n, wire.EndpointStatus, n.apiStatus),
 		wire.EndpointArtifacts: endpoint(n, wire.EndpointArtifacts, n.apiArtifacts),
 		wire.EndpointArtifact:  endpoint(n, wire.EndpointArtifact, n.apiArtifact),
+
+		wire.EndpointSchedule:   endpoint(n, wire.EndpointSchedule, n.apiSchedule),
+		wire.EndpointSchedules:  endpoint(n, wire.EndpointSchedules, n.apiSchedules),
+		wire.EndpointUnschedule: endpoint(n, wire.EndpointUnschedule, n.apiUnschedule),
 	} {
 		if n.store == nil && slices.Contains(wire.ReadModelEndpoints(), name) {
 			continue

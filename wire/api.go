@@ -361,6 +361,9 @@ func Endpoints() []Endpoint {
 		{EndpointStatus, EmptyRequest{}, StatusReply{}},
 		{EndpointArtifacts, SessionRequest{}, ArtifactsReply{}},
 		{EndpointArtifact, ArtifactRequest{}, ArtifactReply{}},
+		{EndpointSchedule, ScheduleRequest{}, Schedule{}},
+		{EndpointSchedules, SessionRequest{}, SchedulesReply{}},
+		{EndpointUnschedule, UnscheduleRequest{}, UnscheduleReply{}},
 	}
 }
 

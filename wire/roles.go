@@ -116,7 +116,7 @@ func readEvents() []string {
 // it.)
 func nodeStreams() []string {
 	return []string{InputStream, "KV_" + CheckpointBucket, ToolResultStream, "KV_" + NodeBucket, "KV_" + LockBucket, "OBJ_" + ArtifactBucket,
-		"KV_" + CredsBucket, AnswerStream}
+		"KV_" + CredsBucket, AnswerStream, ScheduleStream}
 }
 
 // agentsDiscovery are the discovery verbs of the agents service a caller
@@ -154,7 +154,7 @@ func nodeStreamDenies(except string) []string {
 
 // readEndpoints are the API endpoints that change nothing.
 var readEndpoints = []string{EndpointGet, EndpointList, EndpointMessages, EndpointSteps, EndpointEvents,
-	EndpointRequest, EndpointTools, EndpointStatus, EndpointArtifacts, EndpointArtifact}
+	EndpointRequest, EndpointTools, EndpointStatus, EndpointArtifacts, EndpointArtifact, EndpointSchedules}
 
 // nodeOnly are what no credential but the node's may publish, said
 // explicitly although no allow names them, so that no later allow can open
@@ -162,7 +162,7 @@ var readEndpoints = []string{EndpointGet, EndpointList, EndpointMessages, Endpoi
 // buckets. Everything else no allow names (the administration of streams and
 // consumers, the system account) is denied as well.
 func nodeOnly() []string {
-	return []string{"tah.evt.>", "tah.in.>", "tah.nodes.>", ToolPrefix + ">",
+	return []string{"tah.evt.>", "tah.in.>", "tah.nodes.>", ScheduleSubjects, ToolPrefix + ">",
 		"$KV." + CheckpointBucket + ".>", "$KV." + NodeBucket + ".>", "$KV." + LockBucket + ".>", "$KV." + CredsBucket + ".>", "$O.>"}
 }
 

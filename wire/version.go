@@ -25,5 +25,6 @@ var ProtocolString = strconv.Itoa(ProtocolVersion)
 // (MetaSetup). A node finding an older layout updates it in place when NATS
 // allows it (and migrates a log of version 1, the one stream TAH_EVT, into
 // the shards of version 2); a node finding a newer one stops and asks to be
-// upgraded.
-const SetupVersion = 2
+// upgraded. Version 3 adds the schedules' stream (ScheduleStream), which
+// the input stream sources: an older node would drop that source.
+const SetupVersion = 3

@@ -40,6 +40,7 @@ func commands() []command {
 		{"approve", "ID [CALL]", "approve a tool call that waits for approval, and follow the turn on", runApprove},
 		{"deny", "ID [CALL]", "deny a tool call that waits for approval (--note tells the model why)", runDeny},
 		{"budget", "ID --turn-tokens N... [--resume]", "change a session's limits on tokens, cost and time (--resume: and go on)", runBudget},
+		{"schedule", "add|ls|rm ID ...", "send a session an input at a time, every interval or on a cron pattern (JetStream fires it)", runSchedule},
 		{"new", "[--label K=V] [--turn-tokens N]...", "create an empty session (labels, a budget) and print its id", runNew},
 		{"list", "[--status S] [--limit N]", "list the sessions, most recently updated first", runList},
 		{"show", "ID [--request STEP]", "show a session and its steps as a timeline (or the request a step sent)", runShow},

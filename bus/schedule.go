@@ -85,6 +85,13 @@ func sourcesString(srcs []*jetstream.StreamSource) string {
 // stream). It fails with ErrTooManySchedules when the session has
 // wire.MaxSchedules others already.
 func (b *Bus) AddSchedule(ctx context.Context, sid, name, spec, tz, text string) (wire.Schedule, error) {
+	return b.AddScheduledInput(ctx, sid, name, spec, tz, wire.Input{Command: wire.CommandRun, Text: text})
+}
+
+// AddScheduledInput is AddSchedule of any input in (without an id): the
+// node's own schedules send other commands (an expired deny at an approval
+// deadline).
+func (b *Bus) AddScheduledInput(ctx context.Context, sid, name, spec, tz string, in wire.Input) (wire.Schedule, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return wire.Schedule{}, err
 	}
@@ -98,7 +105,7 @@ func (b *Bus) AddSchedule(ctx context.Context, sid, name, spec, tz, text string)
 	if len(have) >= wire.MaxSchedules && !slices.Contains(have, name) {
 		return wire.Schedule{}, fmt.Errorf("session %s has %d schedules, the most it may have: remove one first: %w", sid, len(have), ErrTooManySchedules)
 	}
-	in := wire.Input{Command: wire.CommandRun, Text: text}
+	in.ID = ""
 	if err := in.Validate(); err != nil {
 		return wire.Schedule{}, err
 	}
@@ -108,7 +115,7 @@ func (b *Bus) AddSchedule(ctx context.Context, sid, name, spec, tz, text string)
 	}
 	m := nats.NewMsg(wire.ScheduleSubject(sid, name))
 	m.Data = body
-	m.Header.Set(wire.HeaderCommand, string(wire.CommandRun))
+	m.Header.Set(wire.HeaderCommand, string(in.Command))
 	m.Header.Set(jetstream.ScheduleHeader, spec)
 	m.Header.Set(jetstream.ScheduleTargetHeader, wire.ScheduleFireSubject(sid))
 	m.Header.Set(jetstream.ScheduleTTLHeader, wire.ScheduleFiredTTL)
@@ -123,7 +130,16 @@ func (b *Bus) AddSchedule(ctx context.Context, sid, name, spec, tz, text string)
 	if _, err := natsx.PublishRetrying(ctx, b.js, m, nil); err != nil {
 		return wire.Schedule{}, fmt.Errorf("store schedule %s of session %s: %w", name, sid, err)
 	}
-	return wire.Schedule{Session: sid, Name: name, Spec: spec, TimeZone: tz, Text: text, Created: time.Now().UTC()}, nil
+	return wire.Schedule{Session: sid, Name: name, Spec: spec, TimeZone: tz, Text: scheduleText(in), Created: time.Now().UTC()}, nil
+}
+
+// scheduleText is what a schedule's input says, for a list: a run's text,
+// or what a node's own schedule does.
+func scheduleText(in wire.Input) string {
+	if in.Command == wire.CommandDeny && in.Decision != nil && in.Decision.Expired {
+		return "(deny the calls that wait for approval once their deadline passed)"
+	}
+	return in.Text
 }
 
 // scheduleNames are the names of session sid's schedules.
@@ -166,10 +182,10 @@ func (b *Bus) Schedules(ctx context.Context, sid string) ([]wire.Schedule, error
 		if err != nil {
 			return nil, fmt.Errorf("schedule %s of %s: %w", name, sid, err)
 		}
-		var in wire.Input
+		in := wire.Input{Command: wire.Command(m.Header.Get(wire.HeaderCommand))}
 		_ = json.Unmarshal(m.Data, &in)
 		out = append(out, wire.Schedule{Session: sid, Name: name, Spec: m.Header.Get(jetstream.ScheduleHeader),
-			TimeZone: m.Header.Get(jetstream.ScheduleTimeZoneHeader), Text: in.Text, Created: m.Time.UTC()})
+			TimeZone: m.Header.Get(jetstream.ScheduleTimeZoneHeader), Text: scheduleText(in), Created: m.Time.UTC()})
 	}
 	return out, nil
 }

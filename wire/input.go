@@ -127,6 +127,11 @@ type Decision struct {
 	// name). The node records it as given: it is informative, not
 	// authenticated (see docs/security.md).
 	By string `json:"by,omitempty"`
+	// Expired, on a deny, denies the calls whose approval deadline passed,
+	// and nothing while it has not: what the node schedules at a wait's
+	// deadline (ApprovalDeadlineSchedule), so that the deadline holds
+	// although no node holds the session then.
+	Expired bool `json:"expired,omitempty"`
 }
 
 // validate reports what is wrong with a decision of command c.
@@ -139,6 +144,9 @@ func (d *Decision) validate(c Command) error {
 	}
 	if c != CommandApprove && c != CommandDeny {
 		return fmt.Errorf("%s takes no calls, note, arguments or by (those are for approve and deny)", c)
+	}
+	if d.Expired && (c != CommandDeny || len(d.Calls) > 0 || d.Note != "" || len(d.Arguments) > 0) {
+		return errors.New("expired goes with a deny alone (no calls, note or arguments): it denies the calls whose deadline passed")
 	}
 	if len(d.Arguments) > 0 {
 		if c != CommandApprove || len(d.Calls) != 1 {

@@ -38,6 +38,10 @@ const (
 	// ScheduleFiredTTL is how long ScheduleStream keeps a fired input,
 	// which the input stream sources at once.
 	ScheduleFiredTTL = "24h"
+	// ApprovalDeadlineSchedule names the schedule a node adds when a turn
+	// starts to wait for approval with a deadline: an expired deny
+	// (Decision.Expired) at the deadline.
+	ApprovalDeadlineSchedule = "approval-deadline"
 )
 
 // ScheduleSubject is the subject of session sid's schedule name's definition.

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -60,5 +61,38 @@ func (m *Manager) expire(sid string) {
 	}})
 	if err != nil {
 		m.cfg.logger().Info("approval deadline not enforced here: the session's next owner does it", "session", sid, "err", err)
+	}
+}
+
+// keepDeadline makes the approval deadline of a's turn durable: when the
+// work left the turn waiting for approval with a deadline, JetStream is
+// asked to send the session an expired deny at that time (a schedule,
+// wire.ApprovalDeadlineSchedule), so that the deadline holds although no
+// node holds the session then (this node stopped, say, and nothing loads
+// the session again); when a decision or a cancel ended the wait, the
+// schedule is removed. The timer (armDeadline) stays the precise way while
+// the session is loaded; either denial is the same, once.
+func (m *Manager) keepDeadline(ctx context.Context, a *AgentContext, cmd *Command, out Outcome) {
+	if out.Err != nil || !a.claimed {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	st := a.state
+	switch {
+	case st.AwaitingApproval && !st.ApprovalDeadline.IsZero():
+		// @at has whole seconds: the next one at or after the deadline.
+		at := st.ApprovalDeadline.UTC().Truncate(time.Second)
+		if at.Before(st.ApprovalDeadline) {
+			at = at.Add(time.Second)
+		}
+		in := wire.Input{Command: wire.CommandDeny, Decision: &wire.Decision{Expired: true}}
+		if _, err := m.bus.AddScheduledInput(ctx, a.Session, wire.ApprovalDeadlineSchedule, "@at "+at.Format(time.RFC3339), "", in); err != nil {
+			m.cfg.logger().Warn("approval deadline not scheduled: only this node's timer enforces it", "session", a.Session, "err", err)
+		}
+	case !st.AwaitingApproval && (cmd.Kind == wire.CommandApprove || cmd.Kind == wire.CommandDeny || cmd.Kind == wire.CommandCancel):
+		if _, err := m.bus.RemoveSchedule(ctx, a.Session, wire.ApprovalDeadlineSchedule); err != nil {
+			m.cfg.logger().Debug("approval deadline schedule not removed: it fires and denies nothing", "session", a.Session, "err", err)
+		}
 	}
 }

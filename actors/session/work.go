@@ -42,6 +42,7 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 		defer cancel(nil)
 		out, a := s.m.workClaimed(wctx, a, cmd, func(epoch uint64) { s.m.sys.Root.Send(self, &claimedHere{epoch: epoch, gen: gen}) })
 		cp := s.m.checkpointAfter(wctx, a, out, last)
+		s.m.keepDeadline(wctx, a, cmd, out)
 		// Done first: after a shutdown the actor is gone and would drop the message.
 		ended.Store(true)
 		cmd.Done(out)
@@ -87,8 +88,18 @@ func answeredFromLog(a *AgentContext, cmd *Command) bool {
 	case wire.CommandRun:
 		_, again := redelivered(a.state, cmd)
 		return again
+	case wire.CommandDeny:
+		return cmd.Expired && !deadlinePassed(a)
 	}
 	return false
+}
+
+// deadlinePassed reports whether a's turn waits for approval past its
+// deadline: an expired deny (the node's timer, or the schedule it left at
+// the deadline) has calls to deny. Otherwise it writes nothing.
+func deadlinePassed(a *AgentContext) bool {
+	st := a.state
+	return st.AwaitingApproval && !st.ApprovalDeadline.IsZero() && !a.now().Before(st.ApprovalDeadline)
 }
 
 // work runs one command to its end, in the work goroutine.
@@ -125,6 +136,9 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		}
 		err = setBudget(ctx, a, cmd.Budget, by)
 	case wire.CommandApprove, wire.CommandDeny:
+		if cmd.Expired && !deadlinePassed(a) {
+			return a.outcome(nil) // decided meanwhile, or not due yet
+		}
 		if a.state.Status.Active() {
 			// Moved on from its approval wait, or taken over mid-turn.
 			m.watch(a, !a.state.AwaitingApproval)

@@ -237,7 +237,11 @@ func (r *runner) runCall(ctx context.Context, call llm.ToolCall) (res CallResult
 		}
 		defer r.cfg.Limiter.Release()
 	}
-	if ctx.Err() != nil { // done while waiting: a slot and the end can come together
+	// Done while waiting: a slot and the end can come together. A deadline
+	// that passed counts before its context says so (its timer may not have
+	// fired yet, while the slot's previous call's, with the same deadline,
+	// has): a call never starts past its batch's deadline.
+	if d, ok := ctx.Deadline(); ctx.Err() != nil || ok && !time.Now().Before(d) {
 		res.Result = notStarted(ctx, call.Name)
 		return res
 	}
@@ -248,7 +252,7 @@ func (r *runner) runCall(ctx context.Context, call llm.ToolCall) (res CallResult
 }
 
 func notStarted(ctx context.Context, name string) tools.Result {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	if d, ok := ctx.Deadline(); errors.Is(ctx.Err(), context.DeadlineExceeded) || ctx.Err() == nil && ok && !time.Now().Before(d) {
 		return tools.Failed(event.CodeTimeout, fmt.Sprintf("Error: the call to %s ran out of time before it started (the deadline of its batch passed).", name))
 	}
 	return tools.Failed(event.CodeCancelled, fmt.Sprintf("Error: the call to %s was cancelled before it started.", name))

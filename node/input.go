@@ -52,7 +52,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		maxSteps = m.Options.MaxSteps
 	}
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision,
-		Expired: m.Decision != nil && m.Decision.Expired,
+		Expired:    m.Decision != nil && m.Decision.Expired,
 		TurnBudget: m.TurnBudget(), Budget: m.Budget,
 		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle, WhenBusy: m.WhenBusy(),
 		// The client's trace context, parsed (a malformed one is dropped).

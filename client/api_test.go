@@ -167,6 +167,32 @@ func TestAPI(t *testing.T) {
 			}
 			return err
 		},
+		wire.EndpointSchedule: func() error {
+			// Two of at, every and cron: the API refuses the request.
+			_, err := c.Schedule(ctx, wire.ScheduleRequest{Session: "s_api", Every: "1h", Cron: "@daily", Text: "x"})
+			if !errors.Is(err, client.ErrBadRequest) {
+				return fmt.Errorf("schedule with every and cron: %v", err)
+			}
+			r, err := c.Schedule(ctx, wire.ScheduleRequest{Session: "s_api", Name: "later", Every: "1h", Text: "later"})
+			if err == nil && (r.Name != "later" || r.Spec != "@every 1h0m0s") {
+				t.Errorf("schedule: %+v", r)
+			}
+			return err
+		},
+		wire.EndpointSchedules: func() error {
+			list, err := c.Schedules(ctx, "s_api")
+			if err == nil && (len(list) != 1 || list[0].Name != "later" || list[0].Text != "later") {
+				t.Errorf("schedules: %+v", list)
+			}
+			return err
+		},
+		wire.EndpointUnschedule: func() error {
+			removed, err := c.Unschedule(ctx, "s_api", "later")
+			if err == nil && !removed {
+				t.Errorf("unschedule: nothing removed")
+			}
+			return err
+		},
 		wire.EndpointArtifact: func() error { // node/artifacts_test.go reads one; here, none to read
 			_, err := c.ArtifactPiece(ctx, wire.ArtifactRequest{Session: "s_api", Artifact: "nope.txt"})
 			var ae *client.APIError

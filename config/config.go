@@ -231,6 +231,9 @@ type Tools struct {
 	Deny []string `json:"deny,omitempty"`
 	// Write offers write_file too (off by default).
 	Write bool `json:"write"`
+	// Wakeup offers schedule_wakeup: the agent may schedule its own
+	// session's next turn (off by default).
+	Wakeup bool `json:"wakeup,omitempty"`
 	// MaxConcurrent bounds tool calls running at once on the node.
 	MaxConcurrent int `json:"max_concurrent"`
 	// Timeout bounds one tool call.
@@ -354,6 +357,7 @@ func (c *Config) env() []setting {
 		{"TAH_TOOLS_ROOT", "tools-root", "tools.root", "directory the built-in tools may read", strVar(&c.Tools.Root)},
 		{"TAH_TOOLS_DENY", "tools-deny", "tools.deny", "comma-separated globs of paths the tools refuse besides the data directory and credential files (*.pem, config/prod)", listVar(&c.Tools.Deny)},
 		{"TAH_TOOLS_WRITE", "tools-write", "tools.write", "offer write_file too", boolVar(&c.Tools.Write)},
+		{"TAH_TOOLS_WAKEUP", "tools-wakeup", "tools.wakeup", "offer schedule_wakeup: the agent may schedule its own session's next turn (JetStream sends it then)", boolVar(&c.Tools.Wakeup)},
 		{"TAH_TOOLS_MAX_CONCURRENT", "tools-max-concurrent", "tools.max_concurrent", "tool calls running at once on the node", intVar(&c.Tools.MaxConcurrent)},
 		{"TAH_TOOLS_TIMEOUT", "tools-timeout", "tools.timeout", "timeout of one tool call", durVar(&c.Tools.Timeout)},
 		{"TAH_TOOLS_REMOTE", "tools-remote", "tools.remote", "offer tools of tool services on NATS", boolVar(&c.Tools.Remote)},

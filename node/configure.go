@@ -60,6 +60,7 @@ func Configure(cfg config.Config) (Options, error) {
 		ToolOptions:        tools.Options{Timeout: time.Duration(cfg.Tools.Timeout)},
 		MaxConcurrentTools: cfg.Tools.MaxConcurrent,
 		Approval:           approvalPolicy(cfg),
+		WakeupTool:         cfg.Tools.Wakeup,
 		MaxInputBytes:      cfg.Agent.MaxInputBytes,
 		API:                true,
 		Worker:             !cfg.ReadModel,

@@ -70,6 +70,9 @@ type Options struct {
 	MaxConcurrentTools int
 	// Approval says which tool calls wait for a person's approval.
 	Approval session.ApprovalPolicy
+	// WakeupTool offers the model the tool WakeupTool, with which an agent
+	// schedules its own session's next turn (tools.wakeup).
+	WakeupTool bool
 	// MaxInputBytes bounds the user message of a run (its text, or its
 	// message as JSON): a larger one is refused (wire.Refusal) with code
 	// input_too_large. 0 means DefaultMaxInputBytes.
@@ -193,6 +196,14 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		opts.Session.Node = DefaultNodeID(dir)
 	}
 	n = &Node{opts: opts, log: log, failed: make(chan error, 1)}
+	if opts.WakeupTool {
+		cats := []tools.Catalog{tools.MustRegistry(n.wakeupTool())}
+		if opts.Tools != nil {
+			cats = append([]tools.Catalog{opts.Tools}, cats...)
+		}
+		n.opts.Tools = tools.Merge(cats...)
+		opts.Tools = n.opts.Tools
+	}
 	n.Metrics = newMetrics(n)
 	started := n // `return nil, err` clears n before this runs
 	defer func() {

@@ -116,7 +116,7 @@ func readEvents() []string {
 // it.)
 func nodeStreams() []string {
 	return []string{InputStream, "KV_" + CheckpointBucket, ToolResultStream, "KV_" + NodeBucket, "KV_" + LockBucket, "OBJ_" + ArtifactBucket,
-		"KV_" + CredsBucket, AnswerStream, ScheduleStream}
+		"KV_" + CredsBucket, AnswerStream}
 }
 
 // agentsDiscovery are the discovery verbs of the agents service a caller

@@ -184,7 +184,7 @@ func TestHostileClient(t *testing.T) {
 	a := h.attacker(creds, "mallory")
 	shard := wire.EventShardStream(h.n.bus.ShardOf(h.sid))
 	before := h.snapshot()
-	for _, stream := range []string{shard, wire.InputStream, "KV_" + wire.CheckpointBucket, "OBJ_" + wire.ArtifactBucket} {
+	for _, stream := range []string{shard, wire.InputStream, wire.ScheduleStream, "KV_" + wire.CheckpointBucket, "OBJ_" + wire.ArtifactBucket} {
 		for _, op := range []string{"PURGE", "DELETE"} {
 			_ = a.nc.Publish("$JS.API.STREAM."+op+"."+stream, nil)
 			h.refused(a, op+" "+stream)
@@ -205,6 +205,9 @@ func TestHostileClient(t *testing.T) {
 		"an API endpoint of credentials":  wire.CredsAPIPrefix + "add",
 		"the system account":              "$SYS.REQ.SERVER.PING",
 		"a read of the checkpoints":       "$JS.API.DIRECT.GET.KV_" + wire.CheckpointBucket,
+		"a schedule of its own":           wire.ScheduleSubject(h.sid, "mine"),
+		"a fired schedule":                wire.ScheduleFireSubject(h.sid),
+		"a read of the schedules":         "$JS.API.STREAM.MSG.GET." + wire.ScheduleStream,
 	} {
 		_ = a.nc.Publish(subj, []byte(`{}`))
 		h.refused(a, what)

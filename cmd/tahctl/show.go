@@ -58,8 +58,11 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 		return c.failed(wire.EndpointSteps, err)
 	}
 	turns := turnCosts(r.Steps)
+	// The schedules that will wake it (a node of an older version has no
+	// such endpoint: none shown).
+	scheds, _ := c.Schedules(ctx, id)
 	if g.json {
-		return printJSON(g.stdout, map[string]any{"session": s, "steps": r.Steps, "turns": turns})
+		return printJSON(g.stdout, map[string]any{"session": s, "steps": r.Steps, "turns": turns, "schedules": scheds})
 	}
 	st := newStyle(g, g.stdout)
 	w := g.stdout
@@ -90,6 +93,13 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 		s.Cost, num(s.Events))))
 	if line := budgetLine(st, s.Budget, time.Now()); line != "" {
 		fmt.Fprintf(w, "%s %s\n\n", st.bold("Budget:"), line)
+	}
+	if len(scheds) > 0 {
+		var parts []string
+		for _, sc := range scheds {
+			parts = append(parts, sc.Name+" "+describeSpec(sc))
+		}
+		fmt.Fprintf(w, "%s %s %s\n\n", st.bold("Schedules:"), strings.Join(parts, "; "), st.dim("(tahctl schedule ls "+s.ID+")"))
 	}
 	if len(r.Steps) == 0 {
 		fmt.Fprintf(w, "No steps yet: `tahctl send -s %s \"your question\"` starts a turn.\n", s.ID)

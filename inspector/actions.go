@@ -35,16 +35,49 @@ func (h *Handler) newSession(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// send starts the session's next turn with the message.
+// send starts the session's next turn with the message, or, with the form's
+// when_busy (the buttons "Steer this turn" and "Interrupt and send"), gives
+// it to the running turn: steer joins that turn at its next step, interrupt
+// cancels it and runs next (docs/protocol.md, "Input while busy"). A
+// when_busy the page does not offer is refused here, nothing sent.
 func (h *Handler) send(w http.ResponseWriter, r *http.Request) {
 	sid, text := r.PathValue("sid"), strings.TrimSpace(r.PostFormValue("text"))
+	when, err := whenBusyOf(r.PostFormValue("when_busy"))
+	if err != nil {
+		redirect(w, r, "/s/"+sid, flash{Err: err.Error()})
+		return
+	}
 	if text == "" {
 		redirect(w, r, "/s/"+sid, flash{Err: "write a message first"})
 		return
 	}
-	h.startTurn(w, r, sid, func(ctx context.Context) (*client.Turn, error) {
-		return h.c.Run(ctx, sid, wire.Input{Text: text})
+	in := wire.Input{Text: text}
+	if when != "" {
+		in.Options = &wire.RunOptions{WhenBusy: when}
+	}
+	h.startTurnSaying(w, r, sid, sentNote[when], func(ctx context.Context) (*client.Turn, error) {
+		return h.c.Run(ctx, sid, in)
 	})
+}
+
+// whenBusyOf reads the send form's when_busy: empty (the Send button: the
+// message queues behind a running turn), steer or interrupt. Queue is not
+// offered (it is what Send does), so that a page and its server agree on
+// the three buttons.
+func whenBusyOf(s string) (wire.WhenBusy, error) {
+	switch w := wire.WhenBusy(s); w {
+	case "", wire.WhenBusySteer, wire.WhenBusyInterrupt:
+		return w, nil
+	}
+	return "", fmt.Errorf("send: when_busy %q is not %q or %q: nothing was sent", s, wire.WhenBusySteer, wire.WhenBusyInterrupt)
+}
+
+// sentNote says what a send did when its outcome is not there yet: a steer
+// waits in the running turn, whose end is its outcome.
+var sentNote = map[wire.WhenBusy]string{
+	"":                     "turn started",
+	wire.WhenBusySteer:     "steer sent: it joins the running turn at its next step",
+	wire.WhenBusyInterrupt: "interrupt sent: the running turn is cancelled, and this message runs next",
 }
 
 // resume continues a turn a crash or a stop left unfinished. A session
@@ -80,6 +113,12 @@ func (h *Handler) applies(w http.ResponseWriter, r *http.Request, sid, action st
 // nothing to resume, an unknown session: said at once by the owner) or a
 // quick end, then shows the session page, where a running turn goes on live.
 func (h *Handler) startTurn(w http.ResponseWriter, r *http.Request, sid string, start func(context.Context) (*client.Turn, error)) {
+	h.startTurnSaying(w, r, sid, sentNote[""], start)
+}
+
+// startTurnSaying is startTurn that says pending, with the input's id, when
+// the turn goes on past the moment it waits.
+func (h *Handler) startTurnSaying(w http.ResponseWriter, r *http.Request, sid, pending string, start func(context.Context) (*client.Turn, error)) {
 	page := "/s/" + sid
 	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 	defer cancel()
@@ -94,7 +133,7 @@ func (h *Handler) startTurn(w http.ResponseWriter, r *http.Request, sid string, 
 	out, err := turn.Outcome(wait)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		redirect(w, r, page, flash{OK: "turn started (input " + turn.InputID() + ")"})
+		redirect(w, r, page, flash{OK: pending + " (input " + turn.InputID() + ")"})
 	case err != nil:
 		redirect(w, r, page, errFlash("", err))
 	default:

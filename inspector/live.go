@@ -25,7 +25,8 @@ const deltaBuffer = 2048
 // live streams a session's changes to its page as Server-Sent Events, from
 // the log sequence the page was rendered at (?from=): "block" (a turn or
 // notes rendered again, {"key","html"}), "head" (the session's header, its
-// sequence, whether calls await approval, and which actions apply:
+// sequence, whether calls await approval, and which actions apply (cancel,
+// steer, resume, compact):
 // {"html","seq","awaiting","can"}) and "delta" (a token delta,
 // {"step","text"}). The log is followed with an ordered consumer
 // (client.Follow); deltas are core NATS messages, those of an older epoch
@@ -163,7 +164,7 @@ func (s *stream) flush() error {
 	}
 	st := &s.t.state
 	return s.send("head", map[string]any{"html": html, "seq": st.LastSeq, "awaiting": st.AwaitingApproval,
-		"can": map[string]bool{"cancel": canCancel(st), "resume": canResume(st), "compact": canCompact(st)}})
+		"can": map[string]bool{"cancel": canCancel(st), "steer": canSteer(st), "resume": canResume(st), "compact": canCompact(st)}})
 }
 
 // delta forwards a token delta, unless an older owner sent it.

@@ -38,17 +38,25 @@ func (v sessionView) CanCompact() bool { return canCompact(v.State) }
 // last turn stopped at marked (budget.go); nil without a budget.
 func (v sessionView) Budget() *budgetView { return budgetOf(wire.BudgetOf(v.State), time.Now()) }
 
+// CanSteer reports whether "Steer this turn" and "Interrupt and send"
+// apply: a turn is in progress (running, or waiting for its tools or an
+// approval). On an idle session the node would run either as a turn of
+// its own, what Send does.
+func (v sessionView) CanSteer() bool { return canSteer(v.State) }
+
 func canCancel(s *projection.State) bool { return s.Status.Active() }
+func canSteer(s *projection.State) bool  { return s.Status.Active() }
 func canResume(s *projection.State) bool { return s.Status.Active() }
 
 // canCompact is projection.PlanCompaction's test of a manual compaction (a
-// user message since the last summary) without building its transcript.
+// turn's start since the last summary: a steer starts none) without
+// building its transcript.
 func canCompact(s *projection.State) bool {
 	if s.Status.Active() || s.Fault != nil {
 		return false
 	}
 	for i := len(s.Messages) - 1; i >= 0 && !projection.IsSummary(s.Messages[i]); i-- {
-		if s.Messages[i].Role == llm.RoleUser {
+		if s.Messages[i].StartsTurn() {
 			return true
 		}
 	}
@@ -70,8 +78,10 @@ type blockView struct {
 }
 
 type itemView struct {
-	Step *projection.Step // nil for a note
+	Step *projection.Step // nil for a note or a steer
 	Note string
+	// Steer is a user's message that joined the running turn (turn.steered).
+	Steer *steer
 	// At is when the note was logged; Summary the summary of a compaction
 	// noted without a step.
 	At      time.Time
@@ -102,7 +112,7 @@ func (t *timeline) view(b *block) blockView {
 	}
 	for _, it := range b.Items {
 		if it.StepID == "" {
-			v.Items = append(v.Items, itemView{Note: it.Note, At: it.At, Summary: it.Summary})
+			v.Items = append(v.Items, itemView{Note: it.Note, At: it.At, Summary: it.Summary, Steer: it.Steer})
 			continue
 		}
 		if st := t.state.Step(it.StepID); st != nil {

@@ -75,6 +75,15 @@ type item struct {
 	// Summary is the summary a compaction logged without a step of its own
 	// (a log written before compactions were steps) wrote.
 	Summary string
+	// Steer is a turn.steered's: a user's message that joined the running
+	// turn. It belongs to the turn it joined and starts none.
+	Steer *steer
+}
+
+// steer is a user's message that joined a running turn, and the input that
+// sent it.
+type steer struct {
+	Content, InputID string
 }
 
 // add folds e and places it; it returns the block it changed (nil when none
@@ -104,6 +113,8 @@ func (t *timeline) place(e event.Event) *block {
 		b := &block{Key: fmt.Sprintf("turn-%d", d.Turn), Turn: d.Turn, Input: d.Message.Content, Status: projection.StatusRunning, StartedAt: e.Time}
 		t.blocks = append(t.blocks, b)
 		return b
+	case *event.TurnSteeredData:
+		return t.addSteer(d, e)
 	case *event.LLMStartedData:
 		if t.stepNodes == nil {
 			t.stepNodes = map[string]string{}
@@ -169,6 +180,20 @@ func (t *timeline) place(e event.Event) *block {
 	return t.stepOf(e)
 }
 
+// addSteer places a steer in the turn it joined, where it joined (before the
+// LLM call that first sees it): the open turn's block, never a block of its
+// own, since a steer starts no turn.
+func (t *timeline) addSteer(d *event.TurnSteeredData, e event.Event) *block {
+	b := t.current()
+	if b == nil || b.Turn != d.Turn {
+		// A log the fold refused (it says so on the page): shown as a note
+		// where it came.
+		return t.addItems(false, item{Note: fmt.Sprintf("steered turn %d (not open here): %s", d.Turn, d.Message.Content), Seq: e.Seq, At: e.Time})
+	}
+	b.Items = append(b.Items, item{Steer: &steer{Content: d.Message.Content, InputID: d.InputID}, Seq: e.Seq, At: e.Time})
+	return b
+}
+
 // callName is the tool a call of the session calls.
 func (t *timeline) callName(callID string) string {
 	if rec := t.state.ToolCall(callID); rec != nil {
@@ -188,7 +213,7 @@ func by(who string) string {
 // placed are the events that open a block or add an item to one: the only
 // ones decoded twice (once by the fold).
 var placed = map[event.Type]bool{
-	event.SessionForked: true, event.TurnStarted: true, event.LLMStarted: true, event.ToolStarted: true, event.Thinking: true,
+	event.SessionForked: true, event.TurnStarted: true, event.TurnSteered: true, event.LLMStarted: true, event.ToolStarted: true, event.Thinking: true,
 	event.AgentFinished: true, event.AgentFailed: true, event.AgentCancelled: true,
 	event.SummaryAdded: true, event.ContextCompacted: true, event.ContextCompactFailed: true,
 	event.ToolApprovalRequested: true, event.ToolApproved: true, event.ToolDenied: true,

@@ -79,9 +79,18 @@ func (c *Cluster) StreamLeader(stream string) int {
 }
 
 // Leaders reads who leads the meta group, every stream and every consumer.
+//
+// One API call may go unanswered on a busy machine (a consumer list of a
+// stream whose leader is busy writing, say): the harness asks again until
+// readyWithin has passed, which catches a hang and judges no speed.
 func (c *Cluster) Leaders() Leaders {
 	c.tb.Helper()
-	l, err := c.leaders()
+	var l Leaders
+	err := Poll(readyWithin, 100*time.Millisecond, func() error {
+		var err error
+		l, err = c.leaders()
+		return err
+	})
 	if err != nil {
 		c.tb.Fatalf("natstest: leaders: %v", err)
 	}

@@ -170,6 +170,20 @@ type Agent struct {
 	// session's own budget and a turn's (its input's) apply too, and the
 	// tightest limit wins. Zero limits nothing.
 	Budget Budget `json:"budget,omitzero"`
+	// SubAgents are agents the model may call as tools (agent_<name>), each
+	// working on its task in a child session of its own (config file only).
+	SubAgents []SubAgent `json:"subagents,omitempty"`
+}
+
+// SubAgent is an agent the model may call as a tool: the child session's
+// system prompt, its most LLM calls (0: the node's max_steps) and its
+// model (empty: the node's).
+type SubAgent struct {
+	Name         string `json:"name"`
+	Description  string `json:"description"`
+	SystemPrompt string `json:"system_prompt"`
+	MaxSteps     int    `json:"max_steps,omitempty"`
+	Model        string `json:"model,omitempty"`
 }
 
 // Budget is the node's limits per turn and per session (docs/operations.md,

@@ -190,9 +190,36 @@ type SessionCreatedData struct {
 	// Budget is the session's own budget, as its creator set it (absent:
 	// none); budget.set changes it.
 	Budget *Budget `json:"budget,omitempty"`
+	// Parent, on a sub-agent's session, is the session and the tool call
+	// that made it (absent: a session of its own).
+	Parent *ParentLink `json:"parent,omitempty"`
+}
+
+// AgentRunnerPrefix starts the runner of a sub-agent's call: agent:<child>.
+const AgentRunnerPrefix = "agent:"
+
+// ParentLink names the call of a parent session that a sub-agent's session
+// answers: its result is the call's result.
+type ParentLink struct {
+	// Session is the parent session; CallID its model's tool call.
+	Session string `json:"session"`
+	CallID  string `json:"call_id"`
+	// Agent is the sub-agent's name (the definition the child runs).
+	Agent string `json:"agent"`
+	// Depth is how deep the child is: 1 for a session's child, 2 for its
+	// grandchild.
+	Depth int `json:"depth"`
 }
 
 func (d SessionCreatedData) validate() error {
+	if p := d.Parent; p != nil {
+		if err := ValidSessionID(p.Session); err != nil {
+			return fmt.Errorf("parent: %w", err)
+		}
+		if p.CallID == "" || p.Agent == "" || p.Depth < 1 {
+			return errors.New("parent: a call id, an agent and a depth of 1 or more are required")
+		}
+	}
 	if d.Budget != nil {
 		if err := d.Budget.validate(); err != nil {
 			return err
@@ -492,7 +519,8 @@ type ToolStartedData struct {
 	Call   llm.ToolCall `json:"call"`
 	// Idempotent tools may be run again on resume; others get an "interrupted" result.
 	Idempotent bool `json:"idempotent,omitempty"`
-	// Runner names where the call runs: "local" or the remote service.
+	// Runner names where the call runs: "local", the remote service, or,
+	// for a sub-agent's call, AgentRunnerPrefix and the child session.
 	Runner string `json:"runner,omitempty"`
 }
 

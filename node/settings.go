@@ -127,7 +127,17 @@ func otherServers(n config.NATS) int {
 // sessionConfig is the loop configuration.
 func sessionConfig(c config.Config) session.Config {
 	return session.Config{SystemPrompt: c.Agent.SystemPrompt, MaxSteps: c.Agent.MaxSteps, ContextChars: c.Agent.ContextChars,
-		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout), Node: c.NodeID, Budget: nodeBudget(c.Agent.Budget)}
+		Model: c.LLM.Model, IdleTimeout: time.Duration(c.Agent.IdleTimeout), Node: c.NodeID, Budget: nodeBudget(c.Agent.Budget),
+		SubAgents: subAgents(c.Agent.SubAgents)}
+}
+
+// subAgents are the node's agent.subagents as the sessions run them.
+func subAgents(defs []config.SubAgent) []session.SubAgent {
+	var out []session.SubAgent
+	for _, d := range defs {
+		out = append(out, session.SubAgent{Name: d.Name, Description: d.Description, SystemPrompt: d.SystemPrompt, MaxSteps: d.MaxSteps, Model: d.Model})
+	}
+	return out
 }
 
 // nodeBudget is the node's agent.budget as the log records it.

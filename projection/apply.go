@@ -3,6 +3,7 @@ package projection
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tah-dev/tah/event"
@@ -104,6 +105,7 @@ func apply(s *State, e event.Event, payload any) error {
 		s.Config = d.Config
 		s.ForkedFrom = d.ForkedFrom
 		s.Labels = d.Labels
+		s.Parent = d.Parent
 		s.Status = StatusIdle
 		s.CreatedAt = e.Time
 		s.Messages = ReplaceSystemPrompt(nil, d.Config.SystemPrompt)
@@ -237,8 +239,12 @@ func apply(s *State, e event.Event, payload any) error {
 			return fmt.Errorf("tool call %q starts without approval (%s): %w", d.Call.ID, rec.Approval, ErrInconsistent)
 		}
 		rec.StepID, rec.Status = d.StepID, StepRunning
+		child, _ := strings.CutPrefix(d.Runner, event.AgentRunnerPrefix)
+		if child == d.Runner {
+			child = ""
+		}
 		s.addStep(Step{ID: d.StepID, Type: StepTool, Turn: s.Turn, Status: StepRunning,
-			Tool: d.Call.Name, CallID: d.Call.ID, Input: d.Call.Arguments, Idempotent: d.Idempotent,
+			Tool: d.Call.Name, CallID: d.Call.ID, Input: d.Call.Arguments, Idempotent: d.Idempotent, Child: child,
 			StartSeq: e.Seq, StartedAt: e.Time})
 		s.Status = StatusWaitingTool
 

@@ -84,6 +84,9 @@ type Step struct {
 	Input      json.RawMessage `json:"input,omitempty"`
 	Output     string          `json:"output,omitempty"`
 	Idempotent bool            `json:"idempotent,omitempty"`
+	// Child, on a sub-agent's call, is the session that works on it
+	// (its tool.started's runner, agent:<child>).
+	Child string `json:"child,omitempty"`
 	// Artifact refers to the whole output of a tool step, or the whole
 	// answer of an LLM step, when the log holds a cut copy.
 	Artifact *event.ArtifactRef `json:"artifact,omitempty"`
@@ -169,6 +172,8 @@ type State struct {
 	// TurnSteerCallers are the callers that wait, as a stream, for the
 	// answer of the turn their steers joined.
 	TurnSteerCallers []event.Caller `json:"turn_steer_callers,omitempty"`
+	// Parent, on a sub-agent's session, is the call it answers.
+	Parent *event.ParentLink `json:"parent,omitempty"`
 	// TurnMaxSteps is the current turn's own maxSteps (turn.started
 	// max_steps), 0 when the session's applies.
 	TurnMaxSteps int `json:"turn_max_steps,omitempty"`
@@ -382,4 +387,22 @@ func (s *State) rememberInput(id string) {
 		s.RecentInputs = slices.Delete(s.RecentInputs, 0, len(s.RecentInputs)-RecentInputsKept+1)
 	}
 	s.RecentInputs = append(s.RecentInputs, id)
+}
+
+// WaitingChildren are the open steps of the current turn's sub-agent calls:
+// their results come from the child sessions (Step.Child) when they end.
+func (s *State) WaitingChildren() []Step {
+	var out []Step
+	for _, st := range s.Steps {
+		if st.Type == StepTool && st.Child != "" && st.Status == StepRunning {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// Waits reports whether the turn waits, holding nothing, on what others
+// decide or do: a person's approval, or sub-agents' sessions.
+func (s *State) Waits() bool {
+	return s.Status.Active() && (s.AwaitingApproval || len(s.WaitingChildren()) > 0)
 }

@@ -464,7 +464,7 @@ func (s *sessionActor) cancelWork(ctx actor.Context, cmd *Command) {
 		s.cancels = append(s.cancels, cmd)
 		return
 	}
-	if s.a != nil && s.a.state.AwaitingApproval {
+	if s.a != nil && s.a.state.Waits() {
 		s.queue = append([]*Command{cmd}, s.queue...)
 		s.next(ctx)
 		return
@@ -490,7 +490,7 @@ func (s *sessionActor) runs(id string) bool {
 		return s.resumedInput == id || s.busy.InputID == id && (s.busy.Kind != wire.CommandRun || s.resumedInput == "") ||
 			s.box.joined(id)
 	}
-	return s.a.state.AwaitingApproval && s.a.state.LastInputID == id
+	return s.a.state.Waits() && s.a.state.LastInputID == id
 }
 
 // withdraw carries out cancel, which names an input whose work does not run:

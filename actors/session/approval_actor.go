@@ -12,8 +12,11 @@ import (
 // answered with the wait (nothing runs to resume). A cancel that finds no
 // turn waiting is answered with the state. It reports whether cmd is dealt
 // with.
+//
+// A turn that waits for its sub-agents waits the same way, but a resume
+// goes to work: it is how a child that ended tells its parent.
 func (s *sessionActor) answerWhileWaiting(cmd *Command) bool {
-	waiting := s.a.state.AwaitingApproval
+	waiting := s.a.state.Waits()
 	switch {
 	case cmd.Kind == wire.CommandCancel && !waiting:
 		cmd.Done(s.a.outcome(nil))
@@ -21,7 +24,7 @@ func (s *sessionActor) answerWhileWaiting(cmd *Command) bool {
 		return false
 	case cmd.Kind == wire.CommandRun || cmd.Kind == wire.CommandCompact:
 		s.parked = append(s.parked, cmd)
-	case cmd.Kind == wire.CommandResume:
+	case cmd.Kind == wire.CommandResume && s.a.state.AwaitingApproval:
 		cmd.Done(s.a.outcome(nil))
 	default:
 		return false
@@ -33,7 +36,7 @@ func (s *sessionActor) answerWhileWaiting(cmd *Command) bool {
 // turn waiting for approval (they came as it began to wait) work of their
 // own, ahead of the queue: the first ends the turn, the others find it ended.
 func (s *sessionActor) cancelTheWait() {
-	if len(s.cancels) > 0 && s.a.state.AwaitingApproval {
+	if len(s.cancels) > 0 && s.a.state.Waits() {
 		s.queue, s.cancels = append(s.cancels, s.queue...), nil
 	}
 }
@@ -41,7 +44,7 @@ func (s *sessionActor) cancelTheWait() {
 // unpark puts the parked commands back at the head of the queue once the
 // turn no longer waits for approval.
 func (s *sessionActor) unpark() {
-	if len(s.parked) > 0 && !s.a.state.AwaitingApproval {
+	if len(s.parked) > 0 && !s.a.state.Waits() {
 		s.queue, s.parked = append(s.parked, s.queue...), nil
 	}
 }

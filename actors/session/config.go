@@ -60,6 +60,9 @@ type Config struct {
 	// Prices gives every LLM call its cost, recorded with its usage
 	// (cost.go); nil: the default table (pricing.Default).
 	Prices *pricing.Table
+	// SubAgents are the agents a session's model may call as tools, each
+	// in a child session of its own (subagents.go).
+	SubAgents []SubAgent
 }
 
 // DefaultMaxSteps is the specification's default maxSteps.

@@ -66,6 +66,7 @@ type AgentContext struct {
 	Tools    *Tools
 
 	state  *projection.State
+	bus    *bus.Bus // other sessions' logs and inputs: sub-agents (subagents.go)
 	writer *bus.SessionWriter
 	deltas *bus.DeltaPublisher
 	// segments is the store of the checkpoints, where the history a

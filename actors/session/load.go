@@ -89,7 +89,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 		return nil, err
 	}
 	return &AgentContext{Session: sid, Config: m.cfg, Provider: m.provider, Tools: m.tools,
-		state: &st, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed}, nil
+		state: &st, bus: m.bus, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed}, nil
 }
 
 // claim claims a loaded session for this node: session.claimed with the
@@ -99,7 +99,7 @@ func (m *Manager) claim(ctx context.Context, a *AgentContext) error {
 	ctx, cancel := context.WithTimeout(ctx, loadAttempt)
 	defer cancel()
 	prevNode, prevEpoch := a.state.Node, a.state.Epoch // the claim before this one
-	if err := a.Append(ctx, event.SessionClaimed, event.SessionClaimedData{Epoch: a.writer.Epoch(), Node: m.cfg.Node, Config: m.cfg.eventConfig()}); err != nil {
+	if err := a.Append(ctx, event.SessionClaimed, event.SessionClaimedData{Epoch: a.writer.Epoch(), Node: m.cfg.Node, Config: m.configOf(a.state).eventConfig()}); err != nil {
 		return fmt.Errorf("claim session %s: %w", a.Session, err)
 	}
 	a.claimed = true

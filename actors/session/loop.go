@@ -41,6 +41,9 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 			if err := answerAwaiting(a); err != nil {
 				return err
 			}
+			if err := answerAgents(ctx, a); err != nil {
+				return err
+			}
 			_, err := checkBudget(ctx, a)
 			return err
 		}
@@ -48,10 +51,16 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 			if err := answerAwaiting(a); err != nil {
 				return err
 			}
+			if err := answerAgents(ctx, a); err != nil {
+				return err
+			}
 			return a.Append(ctx, event.AgentCancelled, event.AgentCancelledData{Turn: st.Turn, Reason: cancelReason(ctx), InterruptedBy: interruptedBy(ctx)})
 		}
 		if st.AwaitingApproval {
 			return nil // the turn waits, holding nothing, for approve, deny, its deadline or a cancel
+		}
+		if len(st.WaitingChildren()) > 0 {
+			return nil // the turn waits, holding nothing, for its sub-agents' sessions to end (or a cancel)
 		}
 		// A previous owner may have stopped after the model answered: finish from
 		// the log instead of asking again.
@@ -71,8 +80,16 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 			if asked {
 				continue // a cancel that came meanwhile ends the wait at once
 			}
-			if err := runTools(ctx, a, pending); err != nil {
-				return err
+			agents, others := splitAgentCalls(a, pending)
+			if len(agents) > 0 {
+				if err := spawnAgents(ctx, a, agents); err != nil {
+					return err
+				}
+			}
+			if len(others) > 0 {
+				if err := runTools(ctx, a, others); err != nil {
+					return err
+				}
 			}
 			continue
 		}
@@ -117,7 +134,7 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 	if err := takeSteers(a); err != nil {
 		return err
 	}
-	next, err := a.nextRequest(ctx, a.Tools.Schemas())
+	next, err := a.nextRequest(ctx, a.offeredTools())
 	if err != nil {
 		return fmt.Errorf("session %s: the request cannot be recorded: %w", a.Session, err)
 	}
@@ -297,6 +314,9 @@ func PrepareResume(ctx context.Context, a *AgentContext) error {
 				return err
 			}
 		case projection.StepTool:
+			if s.Child != "" {
+				continue // a sub-agent's: collectAgents below
+			}
 			call := stepCall(s)
 			here, err := awaitService(ctx, a, s.ID, call)
 			if err != nil {
@@ -338,6 +358,9 @@ func PrepareResume(ctx context.Context, a *AgentContext) error {
 				return err
 			}
 		}
+	}
+	if err := collectAgents(ctx, a); err != nil {
+		return err
 	}
 	if len(rerun) > 0 {
 		return runBatch(ctx, a, rerunIDs, rerun)

@@ -53,6 +53,9 @@ func NewManager(cfg Config, b *bus.Bus, provider llm.Provider, tc ToolConfig, lo
 	if loop == nil {
 		loop = DefaultLoop{}
 	}
+	if err := ValidateSubAgents(cfg.SubAgents); err != nil {
+		return nil, err
+	}
 	logger := cfg.logger()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
 		return logger.With("component", "actors")

@@ -133,7 +133,7 @@ func (s *sessionActor) onBusyInput(cmd *Command) bool {
 	case s.a == nil:
 		return false
 	case isSteer(cmd) && s.working() && turnWork(s.busy),
-		isSteer(cmd) && s.busy == nil && s.a.state.AwaitingApproval:
+		isSteer(cmd) && s.busy == nil && s.a.state.Waits():
 		s.box.put(cmd)
 		return true
 	case isSteer(cmd) && s.busy != nil:
@@ -157,7 +157,7 @@ func (s *sessionActor) onBusyInput(cmd *Command) bool {
 // finds a turn left open by a previous owner resumes it, and a steer joins
 // it (run).
 func (s *sessionActor) settleBusy(cmd *Command) bool {
-	if !s.a.state.AwaitingApproval {
+	if !s.a.state.Waits() {
 		return false
 	}
 	switch {

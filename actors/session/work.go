@@ -43,6 +43,7 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 		out, a := s.m.workClaimed(wctx, a, cmd, func(epoch uint64) { s.m.sys.Root.Send(self, &claimedHere{epoch: epoch, gen: gen}) })
 		cp := s.m.checkpointAfter(wctx, a, out, last)
 		s.m.keepDeadline(wctx, a, cmd, out)
+		s.m.tellParent(wctx, a)
 		// Done first: after a shutdown the actor is gone and would drop the message.
 		ended.Store(true)
 		cmd.Done(out)
@@ -125,7 +126,9 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		if !a.state.Status.Active() {
 			return a.outcome(fmt.Errorf("session %s is %s: %w", a.Session, a.state.Status, ErrNothingToResume))
 		}
-		m.watch(a, true)
+		// A child's news goes on with the turn its caller follows; any
+		// other resume takes the turn over from where it stopped.
+		m.watch(a, !isChildNews(cmd))
 		if err = PrepareResume(ctx, a); err == nil {
 			err = m.loop.Run(ctx, a)
 		}

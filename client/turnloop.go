@@ -25,6 +25,10 @@ type turnLoop struct {
 	// it: a turn that ended since the resume was published (its node
 	// resumed it, or it was running) is the resume's.
 	held *wire.Outcome
+	// waiting is the outcome of a turn that waits for sub-agents: not its
+	// end, which no reply will bring (the turn goes on when a child's
+	// resume comes); the end of the turn read in the log settles it.
+	waiting *wire.Outcome
 }
 
 // run is the Turn's goroutine: it reads the answers to its input, the
@@ -149,6 +153,9 @@ func (l *turnLoop) record(rec []event.Event, ok bool) {
 			l.dq = append(l.dq, released...)
 		}
 	}
+	if l.st.end != nil && l.waiting != nil && !l.t.isDecided() {
+		l.settle(l.st.outcomeOfEnd(), nil)
+	}
 	if l.st.end != nil && l.endTimer == nil {
 		l.endTimer = time.After(endWait)
 	}
@@ -161,6 +168,15 @@ func (l *turnLoop) reply(m *nats.Msg) {
 	o, final, err := t.a.reply(m)
 	switch {
 	case !final || t.isDecided():
+	case o.AwaitsAgents():
+		// Not the turn's end: follow the log for it, unless it cannot be
+		// followed (then this outcome is all a client gets).
+		l.waiting = &o
+		if l.followLate(); l.t.follower == nil {
+			l.settle(o, err)
+		} else if l.st.end != nil {
+			l.settle(l.st.outcomeOfEnd(), nil)
+		}
 	case t.a.command == wire.CommandResume && o.FailureCode == wire.FailureNothingToResume && o.LastSeq >= t.from:
 		l.held = &o
 		l.followLate()

@@ -117,9 +117,9 @@ func TestSubAgentsRunAsChildSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The run's outcome comes when its work ends, waiting for the children;
-	// the turn's end is in the log.
-	if o.Status != projection.StatusWaitingTool && o.Status != projection.StatusCompleted {
+	// The run's work ends with the turn waiting for its children (reply
+	// awaiting_agents); the client follows the log to the turn's end.
+	if o.Status != projection.StatusCompleted || o.Content != "summary: found: the tides; found: the weather" {
 		t.Fatalf("the run's outcome: %+v", o)
 	}
 	for {
@@ -129,14 +129,9 @@ func TestSubAgentsRunAsChildSessions(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the parent's turn never finished")
 		}
-		if ev.Type != event.AgentFinished {
-			continue
+		if ev.Type == event.AgentFinished {
+			break
 		}
-		d, _ := event.DecodeAs[event.AgentFinishedData](ev)
-		if d.Content != "summary: found: the tides; found: the weather" {
-			t.Fatalf("the parent answered %q", d.Content)
-		}
-		break
 	}
 	for _, call := range []string{"call_a", "call_b"} {
 		child := session.ChildID(sid, call)

@@ -505,6 +505,15 @@ func (b *batch) writeSession(e *entry) error {
 	if st.Fault != nil {
 		status = st.Fault.Status() // whatever was folded after it
 	}
+	var parent []byte
+	var parentSession string
+	if st.Parent != nil {
+		var err error
+		if parent, err = json.Marshal(st.Parent); err != nil {
+			return err
+		}
+		parentSession = st.Parent.Session
+	}
 	return b.sessions.add(
 		st.ID, string(status), st.Turn, e.rowCodec.cfgJSON, st.ForkedFrom, e.rowCodec.labelsJSON,
 		int64(st.Epoch), st.Node, title(st.Messages), unixNano(st.CreatedAt), unixNano(st.UpdatedAt),
@@ -512,7 +521,7 @@ func (b *batch) writeSession(e *entry) error {
 		st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CacheReadTokens, st.Summaries, st.Trims,
 		st.LastOutput, st.LastError, st.LastCode, string(fault), st.AwaitingApproval, st.Cost.USD, st.Cost.Unpriced,
 		e.rowCodec.budgetJSON, string(reached), st.TurnUsage.InputTokens+st.TurnUsage.OutputTokens, st.TurnCost.USD,
-		st.TurnTimeMS, st.TimeMS, unixNano(st.TurnRunningSince))
+		st.TurnTimeMS, st.TimeMS, unixNano(st.TurnRunningSince), string(parent), parentSession)
 }
 
 // budgetSources are the three sources of a session's limits in force
@@ -743,7 +752,7 @@ func (b *batch) writeSteps(e *entry) error {
 		if err := rows.add(e.id, j, s.ID, string(s.Type), s.Turn, string(s.Status),
 			s.Tool, s.CallID, input, s.Output, s.Idempotent, art, ref, resp, trim, s.Content,
 			s.Error, s.Code, int64(s.StartSeq), int64(s.EndSeq), unixNano(s.StartedAt), unixNano(s.EndedAt),
-			s.DurationMS, in, out, s.Compaction, costUSD, unpriced); err != nil {
+			s.DurationMS, in, out, s.Compaction, costUSD, unpriced, s.Child); err != nil {
 			return err
 		}
 		b.stepRows++

@@ -145,8 +145,8 @@ func TestMigrationFrom7KeepsRowsAndAddsTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := openAt(t, path, Options{})
-	if v := userVersion(t, path); v != SchemaVersion() || v != 8 {
-		t.Fatalf("user_version %d, want 8", v)
+	if v := userVersion(t, path); v != SchemaVersion() {
+		t.Fatalf("user_version %d, want %d", v, SchemaVersion())
 	}
 	row, err := s.GetSession(context.Background(), "s_old")
 	if err != nil || row.Budget != nil || row.Cost.USD != 0.5 {

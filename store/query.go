@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,13 +32,13 @@ type querier interface {
 const sessionColumns = `id, status, turn, config, forked_from, labels, epoch, node, title, created_at, updated_at,
 	last_seq, events, rejected, message_count, step_count, tokens_in, tokens_out, tokens_cache_read,
 	summaries, trims, last_output, last_error, last_code, fault, awaiting_approval, cost_usd, cost_unpriced,
-	budget_limits, budget_reached, turn_tokens, turn_cost_usd, turn_time_ms, time_ms, turn_running_since`
+	budget_limits, budget_reached, turn_tokens, turn_cost_usd, turn_time_ms, time_ms, turn_running_since, parent`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanSession(sc scanner) (wire.SessionSummary, error) {
 	var r wire.SessionSummary
-	var status, cfg, labels, fault, limits, reached string
+	var status, cfg, labels, fault, limits, reached, parent string
 	var epoch, lastSeq, created, updated, runningSince int64
 	var turnSpend event.Limits
 	var timeMS int64
@@ -45,7 +46,7 @@ func scanSession(sc scanner) (wire.SessionSummary, error) {
 		&created, &updated, &lastSeq, &r.Events, &r.Rejected, &r.Messages, &r.Steps,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.CacheReadTokens, &r.Summaries, &r.Trims,
 		&r.LastOutput, &r.LastError, &r.LastCode, &fault, &r.AwaitingApproval, &r.Cost.USD, &r.Cost.Unpriced,
-		&limits, &reached, &turnSpend.Tokens, &turnSpend.CostUSD, &turnSpend.TimeMS, &timeMS, &runningSince)
+		&limits, &reached, &turnSpend.Tokens, &turnSpend.CostUSD, &turnSpend.TimeMS, &timeMS, &runningSince, &parent)
 	if err != nil {
 		return r, err
 	}
@@ -65,6 +66,11 @@ func scanSession(sc scanner) (wire.SessionSummary, error) {
 		spend := event.Spend{Turn: turnSpend, Session: event.Limits{
 			Tokens: int64(r.Usage.InputTokens + r.Usage.OutputTokens), CostUSD: r.Cost.USD, TimeMS: timeMS}}
 		r.Budget = wire.NewSessionBudget(inForce, spend, last, fromUnixNano(runningSince))
+	}
+	if parent != "" {
+		if err := json.Unmarshal([]byte(parent), &r.Parent); err != nil {
+			return r, fmt.Errorf("session %q parent: %w", r.ID, err)
+		}
 	}
 	if fault != "" {
 		if err := json.Unmarshal([]byte(fault), &r.Fault); err != nil {
@@ -95,7 +101,50 @@ func (s *Store) GetSession(ctx context.Context, id string) (wire.SessionSummary,
 	if err != nil {
 		return wire.SessionSummary{}, fmt.Errorf("store: get %q: %w", id, err)
 	}
+	if err := s.family(ctx, &r); err != nil {
+		return wire.SessionSummary{}, fmt.Errorf("store: get %q: %w", id, err)
+	}
 	return r, nil
+}
+
+// family adds to r its sub-agents' sessions (Children) and, when it has
+// any, the totals of its whole tree (Tree): what its work cost, children
+// and their children included.
+func (s *Store) family(ctx context.Context, r *wire.SessionSummary) error {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, status, parent FROM sessions WHERE parent_session = ? ORDER BY created_at, id`, r.ID)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c wire.ChildSummary
+		var status, parent string
+		if err := rows.Scan(&c.ID, &status, &parent); err != nil {
+			return err
+		}
+		var link event.ParentLink
+		if err := json.Unmarshal([]byte(parent), &link); err != nil {
+			return fmt.Errorf("session %q parent: %w", c.ID, err)
+		}
+		c.Status, c.Agent, c.CallID = projection.Status(status), link.Agent, link.CallID
+		r.Children = append(r.Children, c)
+	}
+	if err := rows.Err(); err != nil || len(r.Children) == 0 {
+		return err
+	}
+	// UNION, not UNION ALL: a tree it is, and a cycle could not loop.
+	var t wire.TreeTotals
+	err = s.r.QueryRowContext(ctx, `WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT s.id FROM sessions s JOIN tree ON s.parent_session = tree.id)
+		SELECT count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(sum(tokens_cache_read), 0),
+			total(cost_usd), coalesce(sum(cost_unpriced), 0)
+		FROM sessions WHERE id IN tree`, r.ID).Scan(&t.Sessions, &t.Usage.InputTokens, &t.Usage.OutputTokens, &t.Usage.CacheReadTokens,
+		&t.Cost.USD, &t.Cost.Unpriced)
+	if err != nil {
+		return err
+	}
+	t.Cost.USD = math.Round(t.Cost.USD*1e9) / 1e9 // a sum of REALs: back to the nano-dollar
+	r.Tree = &t
+	return nil
 }
 
 // ListOptions select and page the sessions of ListSessions.
@@ -350,7 +399,7 @@ func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error)
 	err := s.readSession(ctx, "steps", id, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT step_id, type, turn, status, tool, call_id, input, output,
 			idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
-			started_at, ended_at, duration_ms, compaction, cost_usd, cost_unpriced FROM steps WHERE session_id = ? ORDER BY idx`, id)
+			started_at, ended_at, duration_ms, compaction, cost_usd, cost_unpriced, child FROM steps WHERE session_id = ? ORDER BY idx`, id)
 		if err != nil {
 			return err
 		}
@@ -364,7 +413,7 @@ func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error)
 			var unpriced int
 			if err := rows.Scan(&st.ID, &typ, &st.Turn, &status, &st.Tool, &st.CallID, &input, &st.Output,
 				&st.Idempotent, &art, &ref, &resp, &trim, &st.Content, &st.Error, &st.Code, &startSeq, &endSeq,
-				&started, &ended, &st.DurationMS, &st.Compaction, &costUSD, &unpriced); err != nil {
+				&started, &ended, &st.DurationMS, &st.Compaction, &costUSD, &unpriced, &st.Child); err != nil {
 				return err
 			}
 			if costUSD.Valid {

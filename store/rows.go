@@ -84,7 +84,7 @@ func stepEqual(a, b *projection.Step) bool {
 	return a.ID == b.ID && a.Type == b.Type && a.Turn == b.Turn && a.Status == b.Status &&
 		a.RequestRef == b.RequestRef && a.Response == b.Response && a.Trim == b.Trim && a.Cost == b.Cost &&
 		a.Tool == b.Tool && a.CallID == b.CallID && bytes.Equal(a.Input, b.Input) &&
-		a.Output == b.Output && a.Idempotent == b.Idempotent && a.Artifact == b.Artifact && a.Compaction == b.Compaction &&
+		a.Output == b.Output && a.Idempotent == b.Idempotent && a.Artifact == b.Artifact && a.Compaction == b.Compaction && a.Child == b.Child &&
 		a.Content == b.Content && a.Error == b.Error && a.Code == b.Code &&
 		a.StartSeq == b.StartSeq && a.EndSeq == b.EndSeq &&
 		a.StartedAt.Equal(b.StartedAt) && a.EndedAt.Equal(b.EndedAt) && a.DurationMS == b.DurationMS

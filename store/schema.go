@@ -271,6 +271,18 @@ ALTER TABLE sessions ADD COLUMN turn_time_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN time_ms INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE sessions ADD COLUMN turn_running_since INTEGER NOT NULL DEFAULT 0;
 `,
+	// 9: sub-agents (projection.State.Parent, Step.Child): a child
+	// session's link to the call of its parent that made it (JSON, '' for
+	// none) with the parent's id apart, indexed, for the parent's children
+	// and the roll-up of their usage; a sub-agent call's step names its
+	// child session. No row written before has either: no build before
+	// made sub-agents.
+	`
+ALTER TABLE sessions ADD COLUMN parent TEXT NOT NULL DEFAULT '';
+ALTER TABLE sessions ADD COLUMN parent_session TEXT NOT NULL DEFAULT '';
+CREATE INDEX sessions_parent ON sessions (parent_session) WHERE parent_session != '';
+ALTER TABLE steps ADD COLUMN child TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // SchemaVersion is the schema version this build writes (PRAGMA user_version).

@@ -112,8 +112,8 @@ const (
 				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
 				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code, fault,
 				awaiting_approval, cost_usd, cost_unpriced, budget_limits, budget_reached, turn_tokens, turn_cost_usd,
-				turn_time_ms, time_ms, turn_running_since)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				turn_time_ms, time_ms, turn_running_since, parent, parent_session)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET status = excluded.status, turn = excluded.turn, config = excluded.config,
 				forked_from = excluded.forked_from, labels = excluded.labels, epoch = excluded.epoch,
 				node = excluded.node, title = excluded.title, created_at = excluded.created_at,
@@ -127,7 +127,8 @@ const (
 				budget_limits = excluded.budget_limits, budget_reached = excluded.budget_reached,
 				turn_tokens = excluded.turn_tokens, turn_cost_usd = excluded.turn_cost_usd,
 				turn_time_ms = excluded.turn_time_ms, time_ms = excluded.time_ms,
-				turn_running_since = excluded.turn_running_since`
+				turn_running_since = excluded.turn_running_since, parent = excluded.parent,
+				parent_session = excluded.parent_session`
 	positionUpsert = `INSERT INTO positions (consumer, shard, seq) VALUES (?, ?, ?)
 			ON CONFLICT (consumer, shard) DO UPDATE SET seq = max(positions.seq, excluded.seq)`
 	messageUpsert = `INSERT INTO messages (session_id, idx, role, content, tool_calls, tool_call_id, name, is_error, summary)
@@ -137,8 +138,8 @@ const (
 				is_error = excluded.is_error, summary = excluded.summary`
 	stepUpsert = `INSERT INTO steps (session_id, idx, step_id, type, turn, status, tool, call_id, input, output,
 				idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
-				started_at, ended_at, duration_ms, tokens_in, tokens_out, compaction, cost_usd, cost_unpriced)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				started_at, ended_at, duration_ms, tokens_in, tokens_out, compaction, cost_usd, cost_unpriced, child)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id, idx) DO UPDATE SET step_id = excluded.step_id, type = excluded.type,
 				turn = excluded.turn, status = excluded.status, tool = excluded.tool, call_id = excluded.call_id,
 				input = excluded.input, output = excluded.output, idempotent = excluded.idempotent,
@@ -147,7 +148,8 @@ const (
 				error = excluded.error, code = excluded.code, start_seq = excluded.start_seq,
 				end_seq = excluded.end_seq, started_at = excluded.started_at, ended_at = excluded.ended_at,
 				duration_ms = excluded.duration_ms, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out,
-				compaction = excluded.compaction, cost_usd = excluded.cost_usd, cost_unpriced = excluded.cost_unpriced`
+				compaction = excluded.compaction, cost_usd = excluded.cost_usd, cost_unpriced = excluded.cost_unpriced,
+				child = excluded.child`
 	callUpsert = `INSERT INTO tool_calls (session_id, idx, call_id, name, arguments, turn, step_id, status,
 				is_error, code, has_result)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

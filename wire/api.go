@@ -127,6 +127,15 @@ type SessionSummary struct {
 	// AwaitingApproval: the turn (status waiting_tool) waits for a person to
 	// approve or deny tool calls (tahctl approve / deny), not for a tool.
 	AwaitingApproval bool `json:"awaiting_approval,omitempty"`
+	// Parent, on a sub-agent's session, is the session and the tool call
+	// that made it (docs/protocol.md, "Sub-agents").
+	Parent *event.ParentLink `json:"parent,omitempty"`
+	// Children are the sessions of the sub-agents this session's calls
+	// made, oldest first; Tree, when it has any, what the whole tree (the
+	// session, its children, theirs) used and cost. Only tah.api.get fills
+	// them, not tah.api.list.
+	Children []ChildSummary `json:"children,omitempty"`
+	Tree     *TreeTotals    `json:"tree,omitempty"`
 	// Elided names the fields tah.api.list left out of this row or cut:
 	// "labels" when the session's labels break the limits of CheckLabels (a
 	// session created before they were checked: the labels within them are
@@ -134,6 +143,23 @@ type SessionSummary struct {
 	// would not fit in a reply (they are then cut to a preview).
 	// tah.api.get returns the row whole, and the log every label.
 	Elided []string `json:"elided,omitempty"`
+}
+
+// ChildSummary is a sub-agent's session, as its parent's row lists it.
+type ChildSummary struct {
+	ID     string            `json:"id"`
+	Agent  string            `json:"agent"`
+	CallID string            `json:"call_id"`
+	Status projection.Status `json:"status"`
+}
+
+// TreeTotals are what a session and its sub-agents' sessions, at every
+// depth, used and cost: usage rolls up to the parent.
+type TreeTotals struct {
+	// Sessions counts them, the session itself included.
+	Sessions int          `json:"sessions"`
+	Usage    llm.Usage    `json:"usage"`
+	Cost     pricing.Cost `json:"cost"`
 }
 
 // ListRequest asks tah.api.list for a page of sessions, newest first.

@@ -55,6 +55,13 @@ type Outcome struct {
 	// approve and deny); ApprovalDeadline is when they are denied, if ever.
 	AwaitingApproval []llm.ToolCall `json:"awaiting_approval,omitempty"`
 	ApprovalDeadline time.Time      `json:"approval_deadline,omitzero"`
+	// AwaitingAgents, on a turn that waits (Status waiting_tool), are the
+	// sub-agents' sessions whose answers it waits for. Such an outcome is
+	// not the turn's end: the turn goes on by itself when they have
+	// answered, on whichever node, and its end is in the session's log
+	// (agent.finished, agent.failed, agent.cancelled): follow the log for
+	// it (docs/protocol.md, "Sub-agents").
+	AwaitingAgents []string `json:"awaiting_agents,omitempty"`
 	// Compact is the result of a compact; nil when there was nothing to compact.
 	Compact *CompactResult `json:"compact,omitempty"`
 	// Fenced is set when another node took the session over during the work.
@@ -105,6 +112,12 @@ const (
 // AwaitsApproval reports whether o is a turn that waits for a person to
 // approve or deny calls (AwaitingApproval).
 func (o Outcome) AwaitsApproval() bool { return o.Failure == "" && len(o.AwaitingApproval) > 0 }
+
+// AwaitsAgents reports whether o is a turn that waits for sub-agents
+// (AwaitingAgents) and for no person: its end is still to come, in the log.
+func (o Outcome) AwaitsAgents() bool {
+	return o.Failure == "" && len(o.AwaitingAgents) > 0 && !o.AwaitsApproval() && o.Status.Active()
+}
 
 // Ended reports whether o is the end of a turn: it has no failure and its
 // status is not an active one.

@@ -204,4 +204,7 @@ func awaiting(o *wire.Outcome, st *projection.State) {
 	if st.AwaitingApproval {
 		o.AwaitingApproval, o.ApprovalDeadline = st.PendingApprovals(), st.ApprovalDeadline
 	}
+	for _, s := range st.WaitingChildren() {
+		o.AwaitingAgents = append(o.AwaitingAgents, s.Child)
+	}
 }

@@ -50,8 +50,8 @@ func awaitOffered(ctx context.Context, a *AgentContext) {
 		return
 	}
 	for _, name := range lastOffered(a.State()) {
-		if _, listed := a.Tools.catalog.Tool(name); listed {
-			continue
+		if _, listed := a.Tools.catalog.Tool(name); listed || a.subAgent(name) != nil {
+			continue // a sub-agent's tool is the session's own, in no catalog
 		}
 		until, ok := e.Expected(name)
 		if !ok {

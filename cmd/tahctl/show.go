@@ -73,6 +73,9 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 	if s.ForkedFrom != "" {
 		fmt.Fprintf(w, "  %s\n", st.dim("forked from "+s.ForkedFrom))
 	}
+	if p := s.Parent; p != nil {
+		fmt.Fprintf(w, "  %s\n", st.dim(fmt.Sprintf("sub-agent %s of %s (its call %s; depth %d): tahctl show %s", p.Agent, p.Session, p.CallID, p.Depth, p.Session)))
+	}
 	if s.Fault != nil {
 		showFault(w, st, s.ID, s.Fault)
 	}
@@ -94,6 +97,7 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 	if line := budgetLine(st, s.Budget, time.Now()); line != "" {
 		fmt.Fprintf(w, "%s %s\n\n", st.bold("Budget:"), line)
 	}
+	showChildren(w, st, s)
 	if len(scheds) > 0 {
 		var parts []string
 		for _, sc := range scheds {
@@ -132,6 +136,23 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintf(w, "\n%s %s [%s]\n", st.red("Last error:"), s.LastError, s.LastCode)
 	}
 	return nil
+}
+
+// showChildren lists the sessions of s's sub-agents, and what its whole
+// tree used and cost.
+func showChildren(w io.Writer, st style, s wire.SessionSummary) {
+	if len(s.Children) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%s\n", st.bold("Sub-agents:"))
+	for _, c := range s.Children {
+		fmt.Fprintf(w, "  %s  %s  %s\n", c.ID, statusCell(st, string(c.Status)).paintText(), st.dim(c.Agent+", call "+c.CallID))
+	}
+	if t := s.Tree; t != nil {
+		fmt.Fprintf(w, "  %s\n", st.dim(fmt.Sprintf("with its sub-agents (%s): %s tokens in, %s out · %s",
+			plural(t.Sessions, "session"), num(t.Usage.InputTokens), num(t.Usage.OutputTokens), t.Cost)))
+	}
+	fmt.Fprintln(w)
 }
 
 func (c cell) paintText() string {
@@ -180,6 +201,9 @@ func stepDetail(st style, step projection.Step) (tokens, detail string) {
 		}
 	case step.Type == projection.StepTool:
 		detail = step.Tool + " " + compactJSON(step.Input, 50)
+		if step.Child != "" {
+			detail += " [sub-agent session " + step.Child + "]"
+		}
 		if step.Status.Done() {
 			if outputCut(step) {
 				detail += " → " + cutPreview(step.Output, 50)

@@ -129,6 +129,10 @@ type AgentOptions struct {
 	// SystemPrompt is the first system message of a new session; a reopened
 	// session takes the current one too.
 	SystemPrompt string
+	// SubAgents are agents the model may call as tools (agent_<name>):
+	// each call works on its task in a child session of its own, and the
+	// turn waits for its answer (tah-node's agent.subagents).
+	SubAgents []SubAgent
 	// MaxSteps is the most LLM calls per turn: 0 means 20, Unlimited none.
 	MaxSteps int
 	// ContextChars is the character budget of each LLM request; 0 sends the
@@ -144,6 +148,12 @@ type AgentOptions struct {
 	Budget Budget
 }
 
+// SubAgent is an agent a session's model may call as a tool: its name
+// (the tool is agent_<name>), the description the model reads to know
+// when to call it, and the child session's system prompt, maxSteps and
+// model.
+type SubAgent = session.SubAgent
+
 // Unlimited, as AgentOptions.MaxSteps, lets a turn make any number of LLM calls.
 const Unlimited = -1
 
@@ -155,6 +165,9 @@ func Agent(o AgentOptions) Plugin {
 		}
 		if err := o.Budget.Validate(); err != nil {
 			return fmt.Errorf("agent: Budget: %w", err)
+		}
+		if err := session.ValidateSubAgents(o.SubAgents); err != nil {
+			return fmt.Errorf("agent: SubAgents: %w", err)
 		}
 		r.agent = &o
 		return nil

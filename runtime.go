@@ -203,6 +203,9 @@ func (r *Runtime) options() (node.Options, error) {
 	}
 	if a := r.agent; a != nil {
 		opts.Session.SystemPrompt, opts.Session.MaxSteps, opts.Session.ContextChars, opts.Session.IdleTimeout = a.SystemPrompt, a.MaxSteps, a.ContextChars, a.IdleTimeout
+		if a.SubAgents != nil {
+			opts.Session.SubAgents = a.SubAgents
+		}
 		if !a.Budget.IsZero() { // zero keeps the settings' agent.budget
 			opts.Session.Budget = a.Budget
 		}

@@ -405,6 +405,30 @@ func (s *Session) Compact(ctx context.Context) (*CompactResult, error) {
 	return r, nil
 }
 
+// ChildSummary is a sub-agent's session as its parent lists it; TreeTotals
+// what a session and all its sub-agents' sessions used and cost.
+type (
+	ChildSummary = wire.ChildSummary
+	TreeTotals   = wire.TreeTotals
+)
+
+// Children are the sessions of the sub-agents this session's calls made
+// (AgentOptions.SubAgents), oldest first, and what the whole tree used and
+// cost (nil without children), as the read model has them: a child made a
+// moment ago may be missing still. A child's own link to its parent is its
+// Snapshot's Parent.
+func (s *Session) Children(ctx context.Context) ([]ChildSummary, *TreeTotals, error) {
+	c, err := s.rt.running()
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := c.Get(ctx, s.id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tah: %w", err)
+	}
+	return r.Children, r.Tree, nil
+}
+
 // SetBudget changes the session's own budget (recorded in budget.set):
 // each limit change gives replaces that limit, 0 removing it; a turn limit
 // it gives also replaces the current turn's own (WithBudget's), so that a

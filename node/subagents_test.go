@@ -70,11 +70,18 @@ func (m *team) Generate(ctx context.Context, req llm.Request) (llm.Response, err
 
 func startTeam(t *testing.T, ctx context.Context, m *team) (*Node, *client.Client) {
 	t.Helper()
+	return startSubAgentNode(t, ctx, m, session.SubAgent{Name: "researcher", Description: "Finds out about one thing.", SystemPrompt: "You research."})
+}
+
+// startSubAgentNode starts a node whose model is m and whose sessions may
+// call defs, with a client of its admin.
+func startSubAgentNode(t *testing.T, ctx context.Context, m llm.Provider, defs ...session.SubAgent) (*Node, *client.Client) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := bus.Default()
 	cfg.DataDir, cfg.Port, cfg.Partitions = dir, -1, 2
 	n, err := Start(ctx, Options{Bus: cfg, Logger: slog.New(slog.DiscardHandler), Provider: m,
-		Session: session.Config{SubAgents: []session.SubAgent{{Name: "researcher", Description: "Finds out about one thing.", SystemPrompt: "You research."}}}})
+		Session: session.Config{SubAgents: defs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,4 +234,132 @@ func pollState(ctx context.Context, n *Node, sid string, check func(projection.S
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// deep is a model whose every agent, given a task, hands a task on to a
+// researcher, and answers with what came back; a parent's first answer
+// calls researchers fan at once.
+type deep struct {
+	fan int
+
+	mu       sync.Mutex
+	requests []llm.Request
+}
+
+func (m *deep) Name() string { return "deep" }
+
+func (m *deep) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	m.requests = append(m.requests, req)
+	m.mu.Unlock()
+	last := req.Messages[len(req.Messages)-1]
+	if last.Role == llm.RoleTool {
+		return llm.Response{Content: "done: " + last.Content, FinishReason: llm.FinishStop}, nil
+	}
+	n := 1
+	if req.Messages[0].Content != "You research." {
+		n = m.fan
+	}
+	var calls []llm.ToolCall
+	for i := range n {
+		calls = append(calls, llm.ToolCall{ID: fmt.Sprintf("call_%d", i), Name: "agent_researcher", Arguments: json.RawMessage(`{"task": "go deeper"}`)})
+	}
+	return llm.Response{FinishReason: llm.FinishToolCalls, ToolCalls: calls}, nil
+}
+
+// Sub-agents nest 3 deep and fan out 8 at once: a parent's 9 calls make 8
+// children (the ninth gets an error result), each child's call makes a
+// grandchild, and so on to depth 3, where the model is offered no
+// sub-agent and its call gets an error result that says why; every turn
+// ends, every log is sound.
+func TestSubAgentLimits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m := &deep{fan: session.MaxAgentFanOut + 1}
+	n, c := startSubAgentNode(t, ctx, m, session.SubAgent{Name: "researcher", Description: "Finds out about one thing.", SystemPrompt: "You research."})
+	r, err := c.Create(ctx, wire.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := r.Session
+	turn, err := c.Run(ctx, sid, wire.Input{Text: "dig"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := turn.Outcome(ctx)
+	turn.Close()
+	if err != nil || o.Status != projection.StatusCompleted {
+		t.Fatalf("the parent's outcome: %+v, %v", o, err)
+	}
+
+	st := foldOf(t, ctx, n, sid)
+	var refused []projection.Step
+	for _, s := range st.Steps {
+		if s.Type == projection.StepTool && s.Child == "" {
+			refused = append(refused, s)
+		}
+	}
+	// The refused call has no tool.started (no step): its result is a
+	// tool-call record.
+	var ninth *projection.ToolCallRecord
+	for i := range st.ToolCalls {
+		if st.ToolCalls[i].CallID == fmt.Sprintf("call_%d", session.MaxAgentFanOut) {
+			ninth = &st.ToolCalls[i]
+		}
+	}
+	if ninth == nil || ninth.Code != event.CodeInvalidInput || len(refused) != 0 {
+		t.Fatalf("the call past the fan-out: %+v (steps without a child: %+v)", ninth, refused)
+	}
+
+	// Down one line of descent: depth 1, 2, 3; the last one's request
+	// offered no sub-agent, and its call was refused.
+	at := sid
+	for depth := 1; depth <= session.MaxAgentDepth; depth++ {
+		child := session.ChildID(at, "call_0")
+		cst := foldOf(t, ctx, n, child)
+		if cst.Parent == nil || cst.Parent.Depth != depth || cst.Status != projection.StatusCompleted {
+			t.Fatalf("depth %d, %s: parent %+v, %s", depth, child, cst.Parent, cst.Status)
+		}
+		at = child
+	}
+	last := foldOf(t, ctx, n, at)
+	if len(last.ToolCalls) != 1 || last.ToolCalls[0].Code != event.CodeInvalidInput || !strings.Contains(last.LastOutput, "nest 3 deep") {
+		t.Fatalf("the deepest child's call: %+v, its answer %q", last.ToolCalls, last.LastOutput)
+	}
+	if evs, _, _ := n.bus.Replay(ctx, session.ChildID(at, "call_0"), 1); len(evs) > 0 {
+		t.Fatalf("a session at depth %d was made", session.MaxAgentDepth+1)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	offeredNone := 0
+	for _, req := range m.requests {
+		has := false
+		for _, tool := range req.Tools {
+			has = has || tool.Name == "agent_researcher"
+		}
+		if !has {
+			offeredNone++
+		}
+	}
+	// The 8 sessions at depth 3 (one under each child) ask twice each (the
+	// call, then the answer), offered no sub-agent; every other request
+	// offers it.
+	if want := 2 * session.MaxAgentFanOut; offeredNone != want {
+		t.Fatalf("%d requests offered no sub-agent, want %d (those at depth %d)", offeredNone, want, session.MaxAgentDepth)
+	}
+}
+
+// foldOf is sid's state folded from its log.
+func foldOf(t *testing.T, ctx context.Context, n *Node, sid string) projection.State {
+	t.Helper()
+	evs, _, err := n.bus.Replay(ctx, sid, 1)
+	if err != nil {
+		t.Fatalf("%s: %v", sid, err)
+	}
+	if rep := projection.Audit(evs); len(rep.Problems) > 0 {
+		t.Fatalf("%s: %v\n%s", sid, rep.Problems, rep.Dump())
+	}
+	var st projection.State
+	projection.FoldLog(&st, evs)
+	return st
 }

@@ -330,3 +330,70 @@ func TestBudgetStopIsInTheTrace(t *testing.T) {
 		t.Fatalf("the stopped turn's span has no tah.budget.reached naming the limit: %+v", sp.Events)
 	}
 }
+
+// A sub-agent's turn is in its parent's trace: the child's invoke_agent
+// span is a child of the parent's execute_tool span of the call (its task
+// input carries it), whichever node runs the child.
+func TestSubAgentTurnIsInItsParentsTrace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rcv := oteltest.Start(t)
+	quiet := slog.New(slog.DiscardHandler)
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
+	p := mock.Scripted(
+		mock.CallTool("agent_researcher", `{"task":"the tides"}`).OnPrompt("research"),
+		mock.Say("high at noon").OnPrompt("the tides"),
+		mock.Say("the tides are high at noon").OnPrompt("research"),
+	)
+	n, err := Start(ctx, Options{Bus: cfg, Provider: p, Logger: quiet,
+		Session: session.Config{Node: "n1", Logger: quiet, Model: "test-model",
+			SubAgents: []session.SubAgent{{Name: "researcher", Description: "Finds out about one thing.", SystemPrompt: "You research."}}},
+		Tracing: otlp.Config{Enabled: true, Endpoint: rcv.HTTPURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	nc, err := nats.Connect(n.bus.ClientURL(), nats.UserCredentials(localnode.NodeCredsPath(cfg.DataDir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if _, err := session.Create(ctx, n.bus, "s1", session.Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(nc, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, clientSpan := sdktrace.NewTracerProvider().Tracer("client").Start(ctx, "client asks")
+	run, err := cl.Run(cctx, "s1", wire.Input{ID: "in_1", Text: "research the sea"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := run.Outcome(ctx); err != nil || o.Status != projection.StatusCompleted {
+		t.Fatalf("%+v %v", o, err)
+	}
+	clientSpan.End()
+	if err := n.tracing.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	traceID := clientSpan.SpanContext().TraceID().String()
+	spans := rcv.Wait(t, func(s []oteltest.Span) bool {
+		return len(oteltest.Named(inTrace(s, traceID), "invoke_agent tah")) >= 2
+	})
+	spans = inTrace(spans, traceID)
+	calls := oteltest.Named(spans, "execute_tool agent_researcher")
+	if len(calls) != 1 {
+		t.Fatalf("execute_tool agent_researcher spans: %d of %v", len(calls), spanNames(spans))
+	}
+	var childTurn *oteltest.Span
+	for _, s := range oteltest.Named(spans, "invoke_agent tah") {
+		if s.Attrs["gen_ai.conversation.id"] != "s1" {
+			childTurn = &s
+		}
+	}
+	if childTurn == nil || childTurn.ParentSpanID != calls[0].SpanID {
+		t.Fatalf("the child's turn %+v is not the call's (%s) child; spans %v", childTurn, calls[0].SpanID, spanNames(spans))
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tah-dev/tah/actors/toolrunner"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
@@ -217,8 +219,11 @@ func spawnAgents(ctx context.Context, a *AgentContext, calls []llm.ToolCall) err
 		}
 		ok = append(ok, spawnable{c, in.Task})
 	}
+	ids := make([]string, len(ok))
+	spawned := make([]llm.ToolCall, len(ok))
 	for i, s := range ok {
-		started := event.ToolStartedData{StepID: a.NewStepID("agent"), Call: s.call, Runner: event.AgentRunnerPrefix + ChildID(a.Session, s.call.ID)}
+		ids[i], spawned[i] = a.NewStepID("agent"), s.call
+		started := event.ToolStartedData{StepID: ids[i], Call: s.call, Runner: event.AgentRunnerPrefix + ChildID(a.Session, s.call.ID)}
 		var err error
 		if i < len(ok)-1 {
 			err = a.Stage(event.ToolStarted, started)
@@ -229,8 +234,20 @@ func spawnAgents(ctx context.Context, a *AgentContext, calls []llm.ToolCall) err
 			return err
 		}
 	}
-	for _, s := range ok {
-		if err := spawn(ctx, a, s.call, s.task); err != nil {
+	// Each call's execute_tool span parents the child's turn (the task
+	// input carries it): the child's work is in the parent's trace. The
+	// span ends once the task is sent; the wait holds no span open.
+	spans := toolSpans(ctx, a, ids, spawned)
+	for i, s := range ok {
+		sctx := ctx
+		if spans != nil {
+			sctx = trace.ContextWithSpan(ctx, spans[i])
+		}
+		err := spawn(sctx, a, s.call, s.task)
+		if spans != nil {
+			spans[i].End()
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -362,4 +363,37 @@ func foldOf(t *testing.T, ctx context.Context, n *Node, sid string) projection.S
 	var st projection.State
 	projection.FoldLog(&st, evs)
 	return st
+}
+
+// A child that fails gives its parent's call an error result that says
+// why, which the parent's model sees and answers from.
+func TestAFailedSubAgentIsTheCallsError(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := mock.Scripted(
+		mock.CallTool("agent_researcher", `{"task":"the tides"}`).OnPrompt("research"),
+		mock.Say("").OnPrompt("the tides").ThenFail(400, "the tide table is closed"),
+		mock.Say("the researcher could not find out").OnPrompt("research"),
+	)
+	_, c := startSubAgentNode(t, ctx, p, session.SubAgent{Name: "researcher", Description: "Finds out about one thing.", SystemPrompt: "You research."})
+	r, err := c.Create(ctx, wire.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn, err := c.Run(ctx, r.Session, wire.Input{Text: "research the sea"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := turn.Outcome(ctx)
+	turn.Close()
+	if err != nil || o.Status != projection.StatusCompleted || o.Content != "the researcher could not find out" {
+		t.Fatalf("the parent's outcome: %+v, %v", o, err)
+	}
+	calls := p.Calls()
+	last := calls[len(calls)-1].Messages
+	result := last[len(last)-1]
+	if result.Role != llm.RoleTool || !result.IsError || !strings.Contains(result.Content, "the sub-agent agent_researcher") ||
+		!strings.Contains(result.Content, "the tide table is closed") {
+		t.Fatalf("the parent's model was told %+v", result)
+	}
 }

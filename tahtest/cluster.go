@@ -57,7 +57,11 @@ func Start(tb TB, opts Options) *Cluster {
 			if bin == "" && opts.Command == nil {
 				bin = nodeBinary(tb) // before any member starts: the others would wait for it
 			}
-			c.members = append(c.members, newProcess(opts, i, cfg, bin, l.Dir))
+			p, err := newProcess(opts, i, cfg, bin, l.Dir)
+			if err != nil {
+				tb.Fatalf("tahtest: member %d: %v", i, err)
+			}
+			c.members = append(c.members, p)
 		} else {
 			c.members = append(c.members, newInProcess(tb, opts, i, cfg))
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/config"
 	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
@@ -118,6 +119,32 @@ func TestFlags(t *testing.T) {
 	}
 	if strings.Contains(got, "creds") || strings.Contains(got, "--llm-provider") {
 		t.Errorf("flags: %s", got)
+	}
+}
+
+// A process gets the sub-agents, which no flag carries, in a configuration
+// file that tah-node reads under its flags.
+func TestSubAgentsFile(t *testing.T) {
+	l := natstest.Layout{Name: "c", Dir: t.TempDir(), Slots: []natstest.Slot{{Name: "n0", Dir: "/tmp/x/n0", ClientPort: 4300}}}
+	defs := []config.SubAgent{{Name: "researcher", Description: "Finds out.", SystemPrompt: "You research."}}
+	cfg := Options{Nodes: 1, SubAgents: defs}.config(l, 0, "/tmp/root")
+	p, err := newProcess(Options{}, 0, cfg, "tah-node", l.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, ok := strings.CutPrefix(p.args[0], "--config=")
+	if !ok {
+		t.Fatalf("args: %q", p.args)
+	}
+	got := config.Default()
+	if err := got.Load(path, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Agent.SubAgents, defs) || got.Agent.MaxSteps != config.Default().Agent.MaxSteps {
+		t.Fatalf("the file gives agent %+v", got.Agent)
+	}
+	if p, err := newProcess(Options{}, 0, Options{Nodes: 1}.config(l, 0, "/tmp/root"), "tah-node", l.Dir); err != nil || strings.Contains(strings.Join(p.args, " "), "--config") {
+		t.Fatalf("without sub-agents: %q, %v", p.args, err)
 	}
 }
 

@@ -77,6 +77,11 @@ type Options struct {
 	// EditConfig changes member i's configuration, in either mode, before
 	// it is checked: remote tools on, a mock script, ...
 	EditConfig func(i int, cfg *config.Config)
+	// SubAgents are every member's agent.subagents: the agents its sessions'
+	// models may call as tools (agent_<name>), each in a child session. A
+	// Process member gets them (and any EditConfig sets) in a configuration
+	// file (--config), since they have no flag.
+	SubAgents []config.SubAgent
 }
 
 func (o Options) withDefaults() Options {
@@ -127,6 +132,7 @@ func (o Options) config(l natstest.Layout, i int, root string) config.Config {
 		cfg.LLM.MockPace = config.Duration(o.Pace)
 	}
 	cfg.LogLevel = "debug"
+	cfg.Agent.SubAgents = o.SubAgents
 	if o.EditConfig != nil {
 		o.EditConfig(i, &cfg)
 	}

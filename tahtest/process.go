@@ -2,6 +2,7 @@ package tahtest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -38,11 +39,19 @@ type process struct {
 
 var _ natstest.Member = (*process)(nil)
 
-// newProcess prepares member i: cfg as flags (its trust material is in its
-// data directory), and the command Options.Command builds, or the built
-// tah-node bin.
-func newProcess(o Options, i int, cfg config.Config, bin, logDir string) *process {
-	p := &process{name: cfg.NodeID, dataDir: cfg.DataDir, logDir: logDir, args: flags(cfg),
+// newProcess prepares member i: cfg as flags, and in a configuration file
+// in logDir what has none (its trust material is in its data directory),
+// and the command Options.Command builds, or the built tah-node bin.
+func newProcess(o Options, i int, cfg config.Config, bin, logDir string) (*process, error) {
+	args := flags(cfg)
+	path, err := writeFileOnly(cfg, filepath.Join(logDir, cfg.NodeID+".config.json"))
+	if err != nil {
+		return nil, err
+	}
+	if path != "" {
+		args = append([]string{"--config=" + path}, args...)
+	}
+	p := &process{name: cfg.NodeID, dataDir: cfg.DataDir, logDir: logDir, args: args,
 		env: append(cleanEnv(), "NO_COLOR=1")}
 	p.command = func(args []string) *exec.Cmd {
 		if o.Command != nil {
@@ -50,7 +59,30 @@ func newProcess(o Options, i int, cfg config.Config, bin, logDir string) *proces
 		}
 		return exec.Command(bin, args...)
 	}
-	return p
+	return p, nil
+}
+
+// writeFileOnly writes the settings of cfg that no flag carries
+// (agent.subagents) as a configuration file at path, the flags reading over
+// it, and returns path; "" and no file when cfg has none.
+func writeFileOnly(cfg config.Config, path string) (string, error) {
+	if len(cfg.Agent.SubAgents) == 0 {
+		return "", nil
+	}
+	var file struct {
+		Agent struct {
+			SubAgents []config.SubAgent `json:"subagents"`
+		} `json:"agent"`
+	}
+	file.Agent.SubAgents = cfg.Agent.SubAgents
+	b, err := json.MarshalIndent(file, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return "", fmt.Errorf("configuration file: %w", err)
+	}
+	return path, nil
 }
 
 // flags are the tah-node flags of the settings of cfg that differ from the

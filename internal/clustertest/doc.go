@@ -44,10 +44,16 @@
 //     node that survives, prompts a session whose owner is killed with
 //     SIGKILL mid-answer: its stream goes on with "restarted", the whole
 //     answer as the log records it, and the terminator, with nothing after.
+//   - TestSubAgentParentOwnerKilled, TestSubAgentChildOwnerKilled: a parent
+//     session calls two sub-agents at once (the mock scripted, the parent
+//     and its children on three nodes); the node of the parent, or of one
+//     child, is killed with SIGKILL while the children answer. The parent's
+//     turn finishes on a survivor with both answers; each child ran one turn
+//     (never spawned twice) and each call has one result.
 //
 // They assert what the logs say (projection.Audit of each session's log),
 // never timings: every wait is a poll with a generous bound. A failing test
-// prints the nodes' logs. They are skipped in -short mode and take about three
+// prints the nodes' logs. They are skipped in -short mode and take about four
 // minutes.
 //
 // Run: go test -count=1 ./internal/clustertest/ (and with -race). Set

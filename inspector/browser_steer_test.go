@@ -71,12 +71,18 @@ func (m *heldModel) wait(t *testing.T, prompt string) {
 	}
 }
 
-// steerNode runs one node in this process with model m, and the inspector
-// in front of it on a loopback test server (no login), connected as the
-// node's own UI is: with a credential of the client role of its own.
-func steerNode(t *testing.T, m llm.Provider) (*tahtest.Cluster, string) {
+// steerNode runs one node in this process with model m (and the node
+// options edits change), and the inspector in front of it on a loopback
+// test server (no login), connected as the node's own UI is: with a
+// credential of the client role of its own.
+func steerNode(t *testing.T, m llm.Provider, edits ...func(*tahnode.Options)) (*tahtest.Cluster, string) {
 	t.Helper()
-	c := tahtest.Start(t, tahtest.Options{Nodes: 1, EditNode: func(_ int, o *tahnode.Options) { o.Provider = m }})
+	c := tahtest.Start(t, tahtest.Options{Nodes: 1, EditNode: func(_ int, o *tahnode.Options) {
+		o.Provider = m
+		for _, edit := range edits {
+			edit(o)
+		}
+	}})
 	trust, err := auth.Load(c.Config(0).DataDir)
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,14 @@
 // turn's own tokens and cost, the session's total cost and, beside it, its
 // budget's limits in force with what each has spent (the one the last turn
 // stopped at marked reached), the exact request of an LLM step on demand,
-// the artifacts to download), the session's log
+// the artifacts to download), where the session sits in its tree of
+// sub-agents (a sub-agent's session names its agent and links to its
+// parent's page at the step of the call it answers; a parent lists its
+// sub-agents' sessions as a tree, their children nested, each with its agent
+// and status, and beside its own tokens and cost the whole tree's; a
+// sub-agent call's step links to its child's session and, while it runs,
+// says it waits for it; the list marks a sub-agent's session with its
+// parent), the session's log
 // event by event (filtered by type), streams
 // a running turn's tokens and new steps as they are logged, and acts: a new
 // session or its next turn, approve (the arguments pretty-printed, to
@@ -25,7 +32,12 @@
 // step's text before llm.completed: the step says so, and the whole answer
 // shows when it completes); the provider of a step whose node is gone (the
 // log does not record providers: they come from tah.api.status); the cost
-// of a step logged before costs were recorded (it counts as no cost).
+// of a step logged before costs were recorded (it counts as no cost); a
+// sub-agent's status, and the tree's totals, between the parent's events
+// (the tree comes from the read model, tah.api.get, and is read again when
+// the parent's log says a sub-agent's call started or ended, not as a child
+// works; a child the read model does not list yet shows as unknown); more
+// than 50 sessions of one tree (the rest are counted, not shown).
 //
 // It is a client like any other: everything goes through package client
 // over a connection of its own with a credential of the client role (the

@@ -49,6 +49,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		t.markInFlight()
 		t.providers = h.providers(lctx)
+		t.tree = h.tree(lctx, &t.state)
 	}
 	cancel()
 	if err != nil {
@@ -69,7 +70,7 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 			s.dirty[b] = true
 		}
 	}
-	if err := s.flush(); err != nil {
+	if err := s.flush(ctx); err != nil {
 		return
 	}
 	s.run(ctx, f.Events(), deltas)
@@ -83,6 +84,9 @@ type stream struct {
 	t     *timeline
 	dirty map[*block]bool
 	epoch uint64 // the highest delta epoch seen
+	// treeStale: the log said a sub-agent started or ended since the tree
+	// was read; the next flush reads it again.
+	treeStale bool
 }
 
 // run forwards events and deltas until ctx ends, the follower stops or a
@@ -102,7 +106,7 @@ func (s *stream) run(ctx context.Context, events <-chan event.Event, deltas <-ch
 			}
 			s.fold(ctx, e)
 			s.drain(ctx, events)
-			err = s.flush()
+			err = s.flush(ctx)
 		case m := <-deltas:
 			err = s.delta(m)
 		case <-tick.C:
@@ -120,6 +124,9 @@ func (s *stream) run(ctx context.Context, events <-chan event.Event, deltas <-ch
 func (s *stream) fold(ctx context.Context, e event.Event) {
 	if b := s.t.add(e); b != nil {
 		s.dirty[b] = true
+	}
+	if changesTree(s.t, e) {
+		s.treeStale = true
 	}
 	if n := s.t.state.Node; e.Type == event.SessionClaimed && n != "" {
 		if _, known := s.t.providers[n]; !known {
@@ -143,8 +150,9 @@ func (s *stream) drain(ctx context.Context, events <-chan event.Event) {
 	}
 }
 
-// flush sends the changed blocks, in page order, and the header.
-func (s *stream) flush() error {
+// flush sends the changed blocks, in page order, and the header (with the
+// sub-agents read again when the log said one started or ended).
+func (s *stream) flush(ctx context.Context) error {
 	for _, b := range s.t.blocks {
 		if !s.dirty[b] {
 			continue
@@ -157,6 +165,10 @@ func (s *stream) flush() error {
 		if err := s.send("block", map[string]string{"key": b.Key, "html": html}); err != nil {
 			return err
 		}
+	}
+	if s.treeStale {
+		s.treeStale = false
+		s.t.tree = s.h.tree(ctx, &s.t.state)
 	}
 	html, err := s.h.fragment("head", s.t.headView(s.t.state.ID))
 	if err != nil {

@@ -19,7 +19,9 @@ type sessionView struct {
 	Blocks []blockView
 	// FoldError is where the fold stopped agreeing with the log.
 	FoldError string
-	Flash     flash
+	// Tree is the session's sub-agents (tree.go); nil without any.
+	Tree  *treeView
+	Flash flash
 }
 
 // CanCancel reports whether Cancel turn applies: a turn is in progress.
@@ -166,7 +168,7 @@ func (t *timeline) artifactsOf(id string) []projection.Artifact {
 
 // headView is the session without its blocks: its page's header.
 func (t *timeline) headView(sid string) sessionView {
-	v := sessionView{ID: sid, State: &t.state}
+	v := sessionView{ID: sid, State: &t.state, Tree: t.tree}
 	if t.foldErr != nil {
 		v.FoldError = t.foldErr.Error()
 	}
@@ -194,6 +196,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) {
 	}
 	t.markInFlight()
 	t.providers = h.providers(ctx)
+	t.tree = h.tree(ctx, &t.state)
 	v := t.sessionView(sid)
 	v.Flash = flashOf(r)
 	h.render(w, r, http.StatusOK, "session.html", sid, v)

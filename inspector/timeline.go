@@ -38,6 +38,11 @@ type timeline struct {
 	// providers are the LLM providers of the nodes alive when the page was
 	// read (tah.api.status), by node id; nil when the status was not read.
 	providers map[string]string
+	// hasChildren is set once a sub-agent's call started (its runner names
+	// a child session); tree is the session's sub-agents as last read (nil:
+	// none, or not read).
+	hasChildren bool
+	tree        *treeView
 }
 
 // block is one turn (Turn > 0) or the notes between two turns (Turn 0).
@@ -122,6 +127,9 @@ func (t *timeline) place(e event.Event) *block {
 		t.stepNodes[d.StepID] = t.state.Node
 		return t.addItem(item{StepID: d.StepID, Seq: e.Seq})
 	case *event.ToolStartedData:
+		if strings.HasPrefix(d.Runner, event.AgentRunnerPrefix) {
+			t.hasChildren = true
+		}
 		return t.addItem(item{StepID: d.StepID, Seq: e.Seq})
 	case *event.ThinkingData:
 		return t.addItem(item{StepID: d.StepID, Seq: e.Seq})

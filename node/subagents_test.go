@@ -163,6 +163,33 @@ func TestSubAgentsRunAsChildSessions(t *testing.T) {
 	if got := len(m.tasks); got != 2 {
 		t.Fatalf("the researchers ran %d times: %q", got, m.tasks)
 	}
+	auditFamily(t, ctx, n, sid)
+}
+
+// auditFamily checks the links of sid's family (projection.AuditFamily):
+// sid, its children, theirs.
+func auditFamily(t *testing.T, ctx context.Context, n *Node, sid string) {
+	t.Helper()
+	logs := map[string][]event.Event{}
+	for todo := []string{sid}; len(todo) > 0; {
+		id := todo[0]
+		todo = todo[1:]
+		evs, _, err := n.bus.Replay(ctx, id, 1)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		logs[id] = evs
+		var st projection.State
+		projection.FoldLog(&st, evs)
+		for _, s := range st.Steps {
+			if s.Child != "" {
+				todo = append(todo, s.Child)
+			}
+		}
+	}
+	if ps := projection.AuditFamily(logs); len(ps) > 0 {
+		t.Fatalf("the family of %s (%d sessions):\n%s", sid, len(logs), ps)
+	}
 }
 
 // A cancel of a parent whose children work cancels them: every call of the
@@ -215,6 +242,7 @@ func TestACancelledParentCancelsItsChildren(t *testing.T) {
 	if st.Status != projection.StatusCancelled {
 		t.Fatalf("the parent is %s", st.Status)
 	}
+	auditFamily(t, ctx, n, sid)
 }
 
 // pollState folds sid's log until check passes, or ctx ends.
@@ -348,6 +376,7 @@ func TestSubAgentLimits(t *testing.T) {
 	if want := 2 * session.MaxAgentFanOut; offeredNone != want {
 		t.Fatalf("%d requests offered no sub-agent, want %d (those at depth %d)", offeredNone, want, session.MaxAgentDepth)
 	}
+	auditFamily(t, ctx, n, sid)
 }
 
 // foldOf is sid's state folded from its log.

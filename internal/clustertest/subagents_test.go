@@ -175,6 +175,13 @@ func testSubAgentKill(t *testing.T, hit func(team) string) {
 			t.Errorf("session %s (hit by the kill: %v):\n%s\n%s  what the nodes logged about it:\n%s", sid, sid == hitSID, probs, rep.Dump(), c.Trace(sid))
 		}
 	}
+	family := map[string][]event.Event{}
+	for _, sid := range tm.sessions() {
+		family[sid] = logs[sid].Events
+	}
+	if probs := projection.AuditFamily(family); len(probs) > 0 {
+		t.Errorf("the links between the team's logs:\n%s", probs)
+	}
 }
 
 // writeTeamScript writes the nodes' mock script and returns its path. The

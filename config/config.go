@@ -184,6 +184,11 @@ type SubAgent struct {
 	SystemPrompt string `json:"system_prompt"`
 	MaxSteps     int    `json:"max_steps,omitempty"`
 	Model        string `json:"model,omitempty"`
+	// Tools, when set, are the only tools the child may call: names or
+	// globs ("fs__*") of the node's tools and sub-agents (agent_<name>).
+	Tools []string `json:"tools,omitempty"`
+	// Budget limits each of the child's turns, as agent.budget.turn.
+	Budget BudgetLimits `json:"budget,omitzero"`
 }
 
 // Budget is the node's limits per turn and per session (docs/operations.md,

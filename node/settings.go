@@ -135,7 +135,8 @@ func sessionConfig(c config.Config) session.Config {
 func subAgents(defs []config.SubAgent) []session.SubAgent {
 	var out []session.SubAgent
 	for _, d := range defs {
-		out = append(out, session.SubAgent{Name: d.Name, Description: d.Description, SystemPrompt: d.SystemPrompt, MaxSteps: d.MaxSteps, Model: d.Model})
+		out = append(out, session.SubAgent{Name: d.Name, Description: d.Description, SystemPrompt: d.SystemPrompt, MaxSteps: d.MaxSteps, Model: d.Model,
+			Tools: d.Tools, Budget: nodeBudget(config.Budget{Turn: d.Budget}).Turn})
 	}
 	return out
 }

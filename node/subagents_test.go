@@ -19,6 +19,7 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -424,5 +425,85 @@ func TestAFailedSubAgentIsTheCallsError(t *testing.T) {
 	if result.Role != llm.RoleTool || !result.IsError || !strings.Contains(result.Content, "the sub-agent agent_researcher") ||
 		!strings.Contains(result.Content, "the tide table is closed") {
 		t.Fatalf("the parent's model was told %+v", result)
+	}
+}
+
+// A sub-agent's definition limits its child: the child is offered only
+// the tools it names (globs too, and no sub-agent it does not name), a call
+// of another gets an error result that says which it may call, and each
+// of its turns runs within the definition's budget (its session's own).
+func TestASubAgentHasItsToolsAndBudget(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	text := func(name string) tools.Tool {
+		return tools.Func(tools.Spec{Name: name}, func(context.Context, json.RawMessage) (tools.Result, error) { return tools.Text(name + "ed"), nil })
+	}
+	p := mock.Scripted(
+		mock.CallTool("agent_researcher", `{"task":"the tides"}`).OnPrompt("research"),
+		mock.CallTool("shout", `{}`).AndCall("echo_a", `{}`).OnPrompt("the tides"),
+		mock.Say("echo_aed, no shouting").OnPrompt("the tides"),
+		mock.Say("done").OnPrompt("research"),
+	)
+	dir := t.TempDir()
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = dir, -1, 2
+	n, err := Start(ctx, Options{Bus: cfg, Logger: slog.New(slog.DiscardHandler), Provider: p,
+		Tools: tools.MustRegistry(text("echo_a"), text("shout")),
+		Session: session.Config{SubAgents: []session.SubAgent{{Name: "researcher", Description: "Finds out.", SystemPrompt: "You research.",
+			Tools: []string{"echo_*"}, Budget: event.Limits{Tokens: 50_000}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	sid := "s_toolsandbudget01"
+	if _, err := session.Create(ctx, n.bus, sid, session.Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.bus.PublishInput(ctx, sid, wire.Input{ID: "in_1", Command: wire.CommandRun, Text: "research the sea"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollState(ctx, n, sid, func(st projection.State) error {
+		if st.Status != projection.StatusCompleted {
+			return fmt.Errorf("the parent is %s", st.Status)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var kid string
+	for _, s := range foldOf(t, ctx, n, sid).Steps {
+		if s.Child != "" {
+			kid = s.Child
+		}
+	}
+	cst := foldOf(t, ctx, n, kid)
+	if cst.Budget.Turn.Tokens != 50_000 || cst.LastOutput != "echo_aed, no shouting" {
+		t.Fatalf("the child: budget %+v, answer %q", cst.Budget, cst.LastOutput)
+	}
+	codes := map[string]string{}
+	for _, c := range cst.ToolCalls {
+		codes[c.Name] = c.Code
+	}
+	if codes["shout"] != event.CodeUnknownTool || codes["echo_a"] != "" || len(codes) != 2 {
+		t.Fatalf("the child's calls: %v", codes)
+	}
+	for _, m := range cst.Messages {
+		if m.Role == llm.RoleTool && m.Name == "shout" && !strings.Contains(m.Content, "may call only echo_*") {
+			t.Fatalf("the child's model was told %q", m.Content)
+		}
+	}
+	for _, req := range p.Calls() {
+		var names []string
+		for _, tool := range req.Tools {
+			names = append(names, tool.Name)
+		}
+		slices.Sort(names)
+		want := []string{"agent_researcher", "echo_a", "shout"}
+		if req.Messages[0].Content == "You research." {
+			want = []string{"echo_a"}
+		}
+		if !slices.Equal(names, want) {
+			t.Fatalf("a request of %q offered %v, want %v", req.Messages[0].Content, names, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package session
 
 import (
+	"path"
 	"log/slog"
 	"time"
 
@@ -63,6 +64,24 @@ type Config struct {
 	// SubAgents are the agents a session's model may call as tools, each
 	// in a child session of its own (subagents.go).
 	SubAgents []SubAgent
+	// Tools, when set, are the only tools a session may call: names or
+	// globs (path.Match: "fs__*") of the node's tools and sub-agents
+	// (agent_<name>); a sub-agent's child runs with its definition's.
+	// Empty: every tool.
+	Tools []string
+}
+
+// allows reports whether c lets a session call the tool named name.
+func (c Config) allows(name string) bool {
+	if len(c.Tools) == 0 {
+		return true
+	}
+	for _, pat := range c.Tools {
+		if ok, _ := path.Match(pat, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // DefaultMaxSteps is the specification's default maxSteps.

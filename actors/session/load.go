@@ -88,7 +88,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &AgentContext{Session: sid, Config: m.cfg, Provider: m.provider, Tools: m.tools,
+	return &AgentContext{Session: sid, Config: m.configOf(&st), Provider: m.provider, Tools: m.tools,
 		state: &st, bus: m.bus, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed}, nil
 }
 

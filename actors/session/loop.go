@@ -73,6 +73,12 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 			return err
 		}
 		if pending := pendingCalls(st); len(pending) > 0 {
+			if refused, err := refuseDisallowed(a, pending); err != nil || refused {
+				if err != nil {
+					return err
+				}
+				continue // the calls it may make go on
+			}
 			asked, err := requestApproval(ctx, a, pending)
 			if err != nil {
 				return err

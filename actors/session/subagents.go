@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -46,6 +47,14 @@ type SubAgent struct {
 	SystemPrompt string
 	MaxSteps     int
 	Model        string
+	// Tools, when set, are the tools the child may call: names or globs
+	// (path.Match: "fs__*") of the node's tools and sub-agents
+	// (agent_<name>); empty: all of them.
+	Tools []string
+	// Budget limits each of the child's turns (its session's own turn
+	// budget); the node's applies too, the tightest winning. Zero: no
+	// limit of its own.
+	Budget event.Limits
 }
 
 // Sub-agent limits.
@@ -79,6 +88,14 @@ func ValidateSubAgents(defs []SubAgent) error {
 		seen[d.Name] = true
 		if strings.TrimSpace(d.Description) == "" {
 			return fmt.Errorf("sub-agent %q has no description: the model reads it to know when to call it: %w", d.Name, ErrBadSubAgent)
+		}
+		for _, pat := range d.Tools {
+			if _, err := path.Match(pat, ""); err != nil || pat == "" {
+				return fmt.Errorf("sub-agent %q: tool %q is neither a name nor a glob (path.Match): %w", d.Name, pat, ErrBadSubAgent)
+			}
+		}
+		if err := (event.Budget{Turn: d.Budget}).Validate(); err != nil {
+			return fmt.Errorf("sub-agent %q: budget: %v: %w", d.Name, err, ErrBadSubAgent)
 		}
 	}
 	return nil
@@ -137,16 +154,42 @@ var agentSchema = json.RawMessage(`{"type":"object","properties":{"task":{"type"
 // offeredTools are the tools the model is offered: the catalog's, and the
 // sub-agents' while the session is not nested too deep.
 func (a *AgentContext) offeredTools() []llm.ToolSchema {
-	out := a.Tools.Schemas()
+	var out []llm.ToolSchema
+	for _, t := range a.Tools.Schemas() {
+		if a.Config.allows(t.Name) {
+			out = append(out, t)
+		}
+	}
 	if a.depth() >= MaxAgentDepth {
 		return out
 	}
 	for _, d := range a.Config.SubAgents {
-		out = append(out, llm.ToolSchema{Name: AgentToolPrefix + d.Name,
-			Description: d.Description + " (a sub-agent: it works on the task in a session of its own and answers with its result)",
-			InputSchema: agentSchema})
+		if name := AgentToolPrefix + d.Name; a.Config.allows(name) {
+			out = append(out, llm.ToolSchema{Name: name,
+				Description: d.Description + " (a sub-agent: it works on the task in a session of its own and answers with its result)",
+				InputSchema: agentSchema})
+		}
 	}
 	return out
+}
+
+// refuseDisallowed answers, with an error result, each call of calls to a
+// tool its session may not call (Config.Tools: a sub-agent's child that
+// asks for a tool its definition leaves out), and reports whether it
+// answered any.
+func refuseDisallowed(a *AgentContext, calls []llm.ToolCall) (bool, error) {
+	refused := false
+	for _, c := range calls {
+		if a.Config.allows(c.Name) {
+			continue
+		}
+		why := fmt.Sprintf("Error: this agent may not call %s: it may call only %s.", c.Name, strings.Join(a.Config.Tools, ", "))
+		if err := a.Stage(event.ToolFinished, toolFinished("", settled(c, event.CodeUnknownTool, why))); err != nil {
+			return false, err
+		}
+		refused = true
+	}
+	return refused, nil
 }
 
 // splitAgentCalls parts calls into those of sub-agents and the others.
@@ -164,7 +207,7 @@ func splitAgentCalls(a *AgentContext, calls []llm.ToolCall) (agents, others []ll
 // childConfig is the configuration a child of definition d runs with.
 func childConfig(node Config, d *SubAgent) Config {
 	c := node
-	c.SystemPrompt, c.MaxSteps = d.SystemPrompt, node.MaxSteps
+	c.SystemPrompt, c.MaxSteps, c.Tools = d.SystemPrompt, node.MaxSteps, d.Tools
 	if d.MaxSteps != 0 {
 		c.MaxSteps = d.MaxSteps
 	}
@@ -260,7 +303,11 @@ func spawn(ctx context.Context, a *AgentContext, call llm.ToolCall, task string)
 	d := a.subAgent(call.Name)
 	child := ChildID(a.Session, call.ID)
 	link := &event.ParentLink{Session: a.Session, CallID: call.ID, Agent: d.Name, Depth: a.depth() + 1}
-	_, err := create(ctx, a.bus, child, event.SessionCreatedData{Config: childConfig(a.Config, d).eventConfig(), Parent: link})
+	created := event.SessionCreatedData{Config: childConfig(a.Config, d).eventConfig(), Parent: link}
+	if !d.Budget.IsZero() {
+		created.Budget = &event.Budget{Turn: d.Budget}
+	}
+	_, err := create(ctx, a.bus, child, created)
 	if err != nil && !errors.Is(err, ErrExists) {
 		return fmt.Errorf("session %s: sub-agent %s: create child %s: %w", a.Session, d.Name, child, err)
 	}

@@ -1,8 +1,8 @@
 package session
 
 import (
-	"path"
 	"log/slog"
+	"path"
 	"time"
 
 	"github.com/tah-dev/tah/event"

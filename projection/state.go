@@ -391,13 +391,23 @@ func (s *State) rememberInput(id string) {
 
 // WaitingChildren are the open steps of the current turn's sub-agent calls:
 // their results come from the child sessions (Step.Child) when they end.
+//
+// Only the steps after the turn's last LLM step are read: a sub-agent call
+// belongs to the batch of the model's last answer, and no LLM step starts
+// while a call of it waits. (The loop asks this at every step: a scan of
+// every step was quadratic in a long turn.)
 func (s *State) WaitingChildren() []Step {
 	var out []Step
-	for _, st := range s.Steps {
+	for i := len(s.Steps) - 1; i >= 0; i-- {
+		st := s.Steps[i]
+		if st.Type == StepLLM || st.Turn != s.Turn {
+			break
+		}
 		if st.Type == StepTool && st.Child != "" && st.Status == StepRunning {
 			out = append(out, st)
 		}
 	}
+	slices.Reverse(out)
 	return out
 }
 

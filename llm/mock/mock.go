@@ -198,19 +198,33 @@ type answer struct {
 }
 
 func (p *Provider) match(n int, req llm.Request) (answer, error) {
-	turn := countUsers(req.Messages)
-	last := lastUser(req.Messages)
-	comp := isCompaction(req)
+	// What a reply may ask of the request, each read only when one asks it:
+	// counting the turns and finding the last user message read the whole
+	// history, at every call of a long turn (bench row 2's CPU).
+	turn, last := -1, ""
+	lastRead := false
+	turnOf := func() int {
+		if turn < 0 {
+			turn = countUsers(req.Messages)
+		}
+		return turn
+	}
+	lastOf := func() string {
+		if !lastRead {
+			last, lastRead = lastUser(req.Messages), true
+		}
+		return last
+	}
 	afterTool := len(req.Messages) > 0 && req.Messages[len(req.Messages)-1].Role == llm.RoleTool
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	spent := -1
 	for i, r := range p.script.Replies {
 		if r.Call != 0 && r.Call != n ||
-			r.Turn != 0 && r.Turn != turn ||
-			r.Prompt != "" && !strings.Contains(last, r.Prompt) ||
-			p.regexps[i] != nil && !p.regexps[i].MatchString(last) ||
-			r.Compaction != nil && *r.Compaction != comp ||
+			r.Turn != 0 && r.Turn != turnOf() ||
+			r.Prompt != "" && !strings.Contains(lastOf(), r.Prompt) ||
+			p.regexps[i] != nil && !p.regexps[i].MatchString(lastOf()) ||
+			r.Compaction != nil && *r.Compaction != isCompaction(req) ||
 			r.AfterTool != nil && *r.AfterTool != afterTool {
 			continue
 		}
@@ -223,7 +237,7 @@ func (p *Provider) match(n int, req llm.Request) (answer, error) {
 		p.uses[i]++
 		return p.answerOf(r), nil
 	}
-	msg := fmt.Sprintf("call %d (turn %d, last user message %q) matches no reply of the script", n, turn, clip(last, 200))
+	msg := fmt.Sprintf("call %d (turn %d, last user message %q) matches no reply of the script", n, turnOf(), clip(lastOf(), 200))
 	if spent >= 0 {
 		r := p.script.Replies[spent]
 		msg += fmt.Sprintf("; reply %d (%s) would, but was used %d of %d times", spent+1, describe(r), p.uses[spent], r.limit())

@@ -43,24 +43,34 @@ func ApplyTyped(s *State, e event.Event, p any) error {
 	return applyEvent(s, e, p, true)
 }
 
+// ApplyDecoded is Apply of an event whose payload its caller decoded
+// already: p must be what e.Decode() returned (a reader that needs a field
+// of the payload before the fold, as the read model does, decodes it once).
+func ApplyDecoded(s *State, e event.Event, p any) error {
+	return applyWith(s, e, func() (any, error) { return p, nil })
+}
+
 func applyEvent(s *State, e event.Event, p any, typed bool) error {
+	if typed {
+		return applyWith(s, e, func() (any, error) { return e.Typed(p) })
+	}
+	return applyWith(s, e, e.Decode)
+}
+
+// applyWith folds e, its payload given by payload, once the event is known
+// to come next.
+func applyWith(s *State, e event.Event, payload func() (any, error)) error {
 	if e.Seq != 0 && !(event.Event{Seq: s.LastSeq, Index: s.LastIndex}).Before(e) {
 		return fmt.Errorf("event %d.%d %q after %d.%d: %w", e.Seq, e.Index, e.Type, s.LastSeq, s.LastIndex, ErrOutOfOrder)
 	}
 	if s.ID != "" && e.Session != s.ID {
 		return fmt.Errorf("event %d %q of session %q folded into %q: %w", e.Seq, e.Type, e.Session, s.ID, ErrWrongSession)
 	}
-	var payload any
-	var err error
-	if typed {
-		payload, err = e.Typed(p)
-	} else {
-		payload, err = e.Decode()
-	}
+	p, err := payload()
 	if err != nil {
 		return err
 	}
-	if err := apply(s, e, payload); err != nil {
+	if err := apply(s, e, p); err != nil {
 		return fmt.Errorf("event %d %q: %w", e.Seq, e.Type, err)
 	}
 	if e.Seq != 0 {

@@ -291,8 +291,13 @@ func (b *batch) event(e event.Event) error {
 	if ent.st.Fault == nil {
 		owner = projection.CheckOwner(&ent.st, e)
 	}
-	bd := changeBounds(&ent.st, e)
-	if err := b.s.safeApply(&ent.st, e); err != nil {
+	// The payload is decoded once, for the bounds and the fold.
+	payload, derr := e.Decode()
+	if derr != nil {
+		payload = nil
+	}
+	bd := changeBounds(&ent.st, e, payload)
+	if err := b.s.safeApply(&ent.st, e, payload); err != nil {
 		if rerr := b.reject(ent, e, err); rerr != nil {
 			return rerr
 		}
@@ -354,13 +359,22 @@ func (b *batch) problem(e event.Event, err error) {
 }
 
 // safeApply is projection.Apply, with a panic turned into an error.
-func (s *Store) safeApply(st *projection.State, e event.Event) (err error) {
+func (s *Store) safeApply(st *projection.State, e event.Event, payload any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%w: %v", ErrPanic, r)
 		}
 	}()
-	return s.applyFn(st, e)
+	return s.applyFn(st, e, payload)
+}
+
+// applyDecoded folds e, whose payload is decoded already (nil: it did not
+// decode, and Apply says why).
+func applyDecoded(st *projection.State, e event.Event, payload any) error {
+	if payload == nil {
+		return projection.Apply(st, e)
+	}
+	return projection.ApplyDecoded(st, e, payload)
 }
 
 // rebuild replaces the state of ent, which a panic may have left half-changed,

@@ -314,13 +314,13 @@ func TestPanicInFoldIsReported(t *testing.T) {
 	evs := richLog(t, "s_rich")
 	for _, boom := range []uint64{3, 10, 30} {
 		s := openTest(t, Options{})
-		s.applyFn = func(st *projection.State, e event.Event) error {
+		s.applyFn = func(st *projection.State, e event.Event, payload any) error {
 			if e.Seq == boom {
 				st.Messages = append(st.Messages[:1], llm.User("garbage"))
 				st.Steps = nil
 				panic("boom")
 			}
-			return projection.Apply(st, e)
+			return applyDecoded(st, e, payload)
 		}
 		probs := apply(t, s, evs, 8)
 		var panics int

@@ -1,8 +1,6 @@
 package store
 
 import (
-	"encoding/json"
-
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
@@ -20,7 +18,10 @@ type bounds struct{ msg, step, call int }
 // bounds (compare everything): correct, only slower. If projection.Apply ever
 // changes another part of the state on an event, this must follow; the
 // fold-equivalence tests, run with Store.verify on, fail when it does not.
-func changeBounds(st *projection.State, e event.Event) bounds {
+//
+// payload is e's, decoded (nil when it did not decode: then Apply rejects e,
+// and the bounds are unused).
+func changeBounds(st *projection.State, e event.Event, payload any) bounds {
 	n := bounds{msg: len(st.Messages), step: len(st.Steps), call: len(st.ToolCalls)}
 	switch e.Type {
 	case event.TurnStarted, event.LLMStarted, event.Thinking, event.AgentFinished,
@@ -36,7 +37,7 @@ func changeBounds(st *projection.State, e event.Event) bounds {
 
 	case event.LLMStreaming, event.LLMFailed, event.LLMCompleted:
 		// Changes its step; llm.completed also appends a message and calls.
-		p, ok := peek(e)
+		p, ok := peek(payload)
 		if !ok {
 			return n
 		}
@@ -45,17 +46,17 @@ func changeBounds(st *projection.State, e event.Event) bounds {
 
 	case event.ToolStarted:
 		// Appends a step and updates the record of its call.
-		p, ok := peek(e)
+		p, ok := peek(payload)
 		if !ok {
 			return n
 		}
-		n.call = callIndex(st, p.Call.ID, n.call)
+		n.call = callIndex(st, p.CallOf, n.call)
 		return n
 
 	case event.ToolFinished:
 		// Inserts the result after the assistant message that made the call,
 		// and updates the call's record and step.
-		p, ok := peek(e)
+		p, ok := peek(payload)
 		if !ok {
 			return n
 		}
@@ -67,7 +68,7 @@ func changeBounds(st *projection.State, e event.Event) bounds {
 		return n
 
 	case event.SummaryAdded:
-		p, ok := peek(e)
+		p, ok := peek(payload)
 		if !ok || p.At == nil {
 			return n
 		}
@@ -97,22 +98,30 @@ func changeBounds(st *projection.State, e event.Event) bounds {
 
 // ids is the part of a payload that changeBounds needs.
 type ids struct {
-	StepID string `json:"step_id"`
-	CallID string `json:"call_id"`
-	Call   struct {
-		ID string `json:"id"`
-	} `json:"call"`
-	At *int `json:"at"`
+	StepID string
+	CallID string
+	CallOf string // the id of the call a tool.started starts
+	At     *int
 }
 
-// peek decodes the ids of e's payload; ok is false for a payload that does not
-// decode, which projection.Apply rejects anyway (and then the bounds are unused).
-func peek(e event.Event) (ids, bool) {
-	var p ids
-	if err := json.Unmarshal(e.Data, &p); err != nil {
-		return p, false
+// peek reads the ids of a decoded payload; ok is false for none (a payload
+// that did not decode, which projection.Apply rejects anyway).
+func peek(payload any) (ids, bool) {
+	switch p := payload.(type) {
+	case *event.LLMStreamingData:
+		return ids{StepID: p.StepID}, true
+	case *event.LLMFailedData:
+		return ids{StepID: p.StepID}, true
+	case *event.LLMCompletedData:
+		return ids{StepID: p.StepID}, true
+	case *event.ToolStartedData:
+		return ids{CallOf: p.Call.ID}, true
+	case *event.ToolFinishedData:
+		return ids{StepID: p.StepID, CallID: p.CallID}, true
+	case *event.SummaryAddedData:
+		return ids{At: &p.At}, true
 	}
-	return p, true
+	return ids{}, false
 }
 
 // stepIndex is the index of the last step with id, as State.Step finds it, or

@@ -613,7 +613,7 @@ func (s *Store) loadState(ctx context.Context, q querier, id string) (projection
 		}
 		// These events were folded once already, from this very state: they
 		// fold again the same way (projection.Apply is deterministic).
-		if s.safeApply(&st, e) == nil {
+		if s.safeApply(&st, e, nil) == nil {
 			n++
 		}
 	}

@@ -152,7 +152,7 @@ type Store struct {
 	// For tests: the fold (projection.Apply in production), a hook after the
 	// i-th event of a batch inside its transaction (nil in production), and
 	// checking the change bounds against full comparisons (off in production).
-	applyFn    func(*projection.State, event.Event) error
+	applyFn    func(*projection.State, event.Event, any) error
 	afterEvent func(i int) error
 	// afterStatement is called after the n-th statement of a batch (nil in
 	// production).
@@ -180,7 +180,7 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	s := &Store{path: abs, opts: opts.withDefaults(), applyFn: projection.Apply}
+	s := &Store{path: abs, opts: opts.withDefaults(), applyFn: applyDecoded}
 	h, err := openFile(ctx, abs, s.opts)
 	if err != nil {
 		return nil, err

@@ -67,6 +67,9 @@ func runList(ctx context.Context, g *globals, args []string) error {
 		if s.ForkedFrom != "" {
 			title = "(fork of " + s.ForkedFrom + ") " + title
 		}
+		if p := s.Parent; p != nil {
+			title = "(" + p.Agent + " for " + p.Session + ") " + title
+		}
 		status := statusCell(st, string(s.Status))
 		if s.Status == projection.StatusFailed && s.LastCode == event.CodeBudgetExceeded {
 			status.text += " (budget)" // its last turn stopped at a limit: tahctl show says which

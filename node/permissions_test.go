@@ -198,16 +198,19 @@ func TestHostileClient(t *testing.T) {
 		"a forged tool result":            "$KV." + wire.ToolResultBucket + ".read_file." + h.sid + ".call_1",
 		"a pull from the node's consumer": "$JS.API.CONSUMER.MSG.NEXT." + wire.InputStream + "." + wire.PartitionConsumer(0),
 		"a delete of the node's consumer": "$JS.API.CONSUMER.DELETE." + wire.InputStream + "." + wire.PartitionConsumer(0),
-		"an ephemeral consumer on TAH_IN": "$JS.API.CONSUMER.CREATE." + wire.InputStream,
-		"a durable consumer":              "$JS.API.CONSUMER.DURABLE.CREATE." + shard + ".mine",
-		"an input partition":              wire.PartitionSubject(0, h.sid),
-		"an answer as a tool":             wire.ToolSubject("read_file"),
-		"an API endpoint of credentials":  wire.CredsAPIPrefix + "add",
-		"the system account":              "$SYS.REQ.SERVER.PING",
-		"a read of the checkpoints":       "$JS.API.DIRECT.GET.KV_" + wire.CheckpointBucket,
-		"a schedule of its own":           wire.ScheduleSubject(h.sid, "mine"),
-		"a fired schedule":                wire.ScheduleFireSubject(h.sid),
-		"a read of the schedules":         "$JS.API.STREAM.MSG.GET." + wire.ScheduleStream,
+		// The read model's tail of the log: a consumer of the shard, of a
+		// name a client may learn (its consumer info, an advisory).
+		"a delete of a consumer of the log": "$JS.API.CONSUMER.DELETE." + shard + ".tail",
+		"an ephemeral consumer on TAH_IN":   "$JS.API.CONSUMER.CREATE." + wire.InputStream,
+		"a durable consumer":                "$JS.API.CONSUMER.DURABLE.CREATE." + shard + ".mine",
+		"an input partition":                wire.PartitionSubject(0, h.sid),
+		"an answer as a tool":               wire.ToolSubject("read_file"),
+		"an API endpoint of credentials":    wire.CredsAPIPrefix + "add",
+		"the system account":                "$SYS.REQ.SERVER.PING",
+		"a read of the checkpoints":         "$JS.API.DIRECT.GET.KV_" + wire.CheckpointBucket,
+		"a schedule of its own":             wire.ScheduleSubject(h.sid, "mine"),
+		"a fired schedule":                  wire.ScheduleFireSubject(h.sid),
+		"a read of the schedules":           "$JS.API.STREAM.MSG.GET." + wire.ScheduleStream,
 	} {
 		_ = a.nc.Publish(subj, []byte(`{}`))
 		h.refused(a, what)

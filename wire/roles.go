@@ -94,9 +94,12 @@ const jsAPI = "$JS.API."
 // readEvents lets the holder read the log: streams' info, direct gets, and
 // consumers of its own filtered on the log's subjects (the filter is in the
 // create subject: $JS.API.CONSUMER.CREATE.<stream>.<name>.<filter>), read
-// and deleted. A subject wildcard is a whole token, so the shards
-// (TAH_EVT_<k>) cannot be named by a pattern: the node's streams are denied
-// by name instead (nodeStreamDenies).
+// but not deleted: a delete names only a stream and a consumer, and would
+// reach the consumers a node reads the log with (its read model's tail),
+// whatever their names; a client's consumers are removed by the server
+// once idle (their inactive threshold). A subject wildcard is a whole
+// token, so the shards (TAH_EVT_<k>) cannot be named by a pattern: the
+// node's streams are denied by name instead (nodeStreamDenies).
 func readEvents() []string {
 	return []string{
 		jsAPI + "INFO",
@@ -105,7 +108,6 @@ func readEvents() []string {
 		jsAPI + "DIRECT.GET.*.>",
 		jsAPI + "CONSUMER.CREATE.*.*.tah.evt.>",
 		jsAPI + "CONSUMER.INFO.*.*",
-		jsAPI + "CONSUMER.DELETE.*.*",
 		jsAPI + "CONSUMER.MSG.NEXT.*.*",
 	}
 }

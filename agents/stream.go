@@ -34,9 +34,10 @@ type Streams struct {
 	log       *slog.Logger
 	keepAlive time.Duration
 
-	// waiting are the streams of turns that wait for approval here, by
-	// session: they hear "awaiting_approval" every keepAlive, so that their
-	// callers' inactivity timeouts do not end them while a person decides,
+	// waiting are the streams of turns that wait here, by session, for
+	// approval or for sub-agents: they hear "awaiting_approval" or
+	// "awaiting_agents" every keepAlive, so that their callers' inactivity
+	// timeouts do not end them while a person decides or the children work,
 	// until the turn moves on (Watch), another node claims the session
 	// (Claimed) or the wait's end.
 	mu      sync.Mutex
@@ -46,9 +47,10 @@ type Streams struct {
 }
 
 type waitingStream struct {
-	to    string
-	until time.Time
-	epoch uint64 // the session's claim when the wait began
+	to     string
+	until  time.Time
+	epoch  uint64 // the session's claim when the wait began
+	status string // what it hears: StatusAwaitingApproval or StatusAwaitingAgents
 }
 
 // maxWait bounds the keep-alives of a wait for approval without a deadline.
@@ -96,13 +98,13 @@ func (s *Streams) forget(sid string) {
 	s.mu.Unlock()
 }
 
-func (s *Streams) wait(sid, to string, deadline time.Time, epoch uint64) {
+func (s *Streams) wait(sid, to, status string, deadline time.Time, epoch uint64) {
 	until := time.Now().Add(maxWait)
 	if !deadline.IsZero() && deadline.Before(until) {
 		until = deadline
 	}
 	s.mu.Lock()
-	s.waiting[sid] = append(s.waiting[sid], waitingStream{to: to, until: until, epoch: epoch})
+	s.waiting[sid] = append(s.waiting[sid], waitingStream{to: to, until: until, epoch: epoch, status: status})
 	s.mu.Unlock()
 }
 
@@ -119,19 +121,17 @@ func (s *Streams) keepWaiting() {
 		}
 		now := time.Now()
 		s.mu.Lock()
-		var to []string
+		var to []waitingStream
 		for sid, ws := range s.waiting {
 			if now.After(ws[0].until) {
 				delete(s.waiting, sid)
 				continue
 			}
-			for _, w := range ws {
-				to = append(to, w.to)
-			}
+			to = append(to, ws...)
 		}
 		s.mu.Unlock()
-		for _, subj := range to {
-			_ = natsx.PublishChunk(s.nc, subj, wire.ChunkStatus, wire.StatusAwaitingApproval)
+		for _, w := range to {
+			_ = natsx.PublishChunk(s.nc, w.to, wire.ChunkStatus, w.status)
 		}
 	}
 }
@@ -275,8 +275,10 @@ func compactJSON(raw json.RawMessage) (string, error) {
 // End ends the stream as the turn's state says: the terminator after a turn
 // that completed; "cancelled" and the terminator after a cancelled one; an
 // error (500, the turn's code and error) and the terminator after a failed
-// one; "awaiting_approval" after the query chunks of a turn that waits (the
-// stream stays open). Work that stopped without ending its turn (the node
+// one; "awaiting_approval" after the query chunks of a turn that waits, and
+// "awaiting_agents" after the tool chunks of a turn that waits for its
+// sub-agents (the stream stays open: the node that works on the turn next
+// streams the rest). Work that stopped without ending its turn (the node
 // stops, another took the session over, the log is unavailable) publishes
 // nothing more: the next node that works on the turn carries on.
 func (w *Stream) End(st *projection.State, err error) {
@@ -301,7 +303,11 @@ func (w *Stream) End(st *projection.State, err error) {
 	case st.AwaitingApproval:
 		w.chunk(wire.ChunkStatus, wire.StatusAwaitingApproval)
 		w.close()
-		w.s.wait(w.sid, w.to, st.ApprovalDeadline, st.Epoch)
+		w.s.wait(w.sid, w.to, wire.StatusAwaitingApproval, st.ApprovalDeadline, st.Epoch)
+	case len(st.WaitingChildren()) > 0:
+		w.chunk(wire.ChunkStatus, wire.StatusAwaitingAgents)
+		w.close()
+		w.s.wait(w.sid, w.to, wire.StatusAwaitingAgents, time.Time{}, st.Epoch)
 	default:
 		w.close()
 	}

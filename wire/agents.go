@@ -120,6 +120,10 @@ const (
 	// StatusAwaitingApproval follows the query chunks of a turn that waits
 	// for approval.
 	StatusAwaitingApproval = "awaiting_approval"
+	// StatusAwaitingAgents follows the tool chunks of a turn that waits
+	// for its sub-agents' sessions (and again every keep-alive): the
+	// stream stays open, and the turn's answer follows once they answered.
+	StatusAwaitingAgents = "awaiting_agents"
 	// StatusCancelled: the turn was cancelled; the terminator follows.
 	StatusCancelled = "cancelled"
 	// StatusSteered: the prompt (envelope when_busy "steer") joined the

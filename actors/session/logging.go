@@ -40,6 +40,8 @@ func (m *Manager) workLogged(ctx context.Context, a *AgentContext, cmd *Command)
 		log.Debug("input already handled", "session", a.Session, "turn", out.Turn, "status", out.Status, "input", cmd.InputID)
 	case a.state.AwaitingApproval:
 		log.Info("turn waits for approval", "session", a.Session, "turn", out.Turn, "calls", len(out.AwaitingApproval), "duration", took)
+	case len(out.AwaitingAgents) > 0:
+		log.Info("turn waits for sub-agents", "session", a.Session, "turn", out.Turn, "children", out.AwaitingAgents, "duration", took)
 	default:
 		log.Info("turn ended", "session", a.Session, "turn", out.Turn, "outcome", out.Status, "duration", took,
 			"steps", out.Steps, "code", out.Code, "error", out.Error)

@@ -13,6 +13,7 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/pricing"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/replay"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -459,6 +460,50 @@ func (s *Session) Budget(ctx context.Context) (*SessionBudget, error) {
 		return nil, err
 	}
 	return wire.BudgetOf(&s.folded), nil
+}
+
+// ReplayOptions say what Replay compares, and how the agent definition it
+// compares with differs from the node's. The zero value replays every turn
+// under the node's definition.
+type ReplayOptions struct {
+	// Turn, when not 0, replays only that turn; FromStep, when set, from
+	// that step (its id) on.
+	Turn     int
+	FromStep string
+	// SystemPrompt, when set, replaces the system prompt ("" for none);
+	// Model, when set, the model; ContextChars, when set, the context
+	// budget (0: none); MaxSteps, when set, the most LLM steps of a turn
+	// (0: unlimited); Tools, when set, every tool offered, in order.
+	SystemPrompt *string
+	Model        string
+	ContextChars *int
+	MaxSteps     *int
+	Tools        *[]llm.ToolSchema
+}
+
+// ReplayReport is what Replay found: Identical, or the first Divergence
+// (its Text says it for a person).
+type ReplayReport = replay.Report
+
+// Replay re-runs the session's recorded turns against today's code and
+// the node's agent definition, changed as opts says, with no model call
+// and no tool run (tah.api.replay): the model's answers and the tool
+// results are the log's. At every recorded LLM step the request the
+// definition makes is compared with the one recorded; the report says
+// whether all are identical, or where and how the first differs. A turn
+// the session does not have fails with ErrBadRequest, a step with
+// ErrNotFound.
+func (s *Session) Replay(ctx context.Context, opts ReplayOptions) (ReplayReport, error) {
+	c, err := s.rt.running()
+	if err != nil {
+		return ReplayReport{}, err
+	}
+	r, err := c.Replay(ctx, wire.ReplayRequest{Session: s.id, Turn: opts.Turn, FromStep: opts.FromStep, SystemPrompt: opts.SystemPrompt,
+		Model: opts.Model, ContextChars: opts.ContextChars, MaxSteps: opts.MaxSteps, Tools: opts.Tools})
+	if err != nil {
+		return r, fmt.Errorf("tah: replay %s: %w", s.id, err)
+	}
+	return r, nil
 }
 
 func resultOf(o wire.Outcome) RunResult {

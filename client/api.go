@@ -81,6 +81,19 @@ func (c *Client) StepRequest(ctx context.Context, sid, stepID string) (wire.Requ
 	return request[wire.RequestReply](ctx, c, wire.EndpointRequest, wire.StepRef{Session: sid, StepID: stepID})
 }
 
+// Replay replays session req.Session's recorded turns against the
+// answering node's agent definition, changed as req says (docs/protocol.md,
+// tah.api.replay): no model is asked and no tool runs. The report says
+// whether the replay is identical or where it first diverges. A turn the
+// session does not have is ErrBadRequest; a step it does not have,
+// ErrNotFound.
+func (c *Client) Replay(ctx context.Context, req wire.ReplayRequest) (wire.ReplayReply, error) {
+	if err := validSession(req.Session); err != nil {
+		return wire.ReplayReply{}, err
+	}
+	return request[wire.ReplayReply](ctx, c, wire.EndpointReplay, req)
+}
+
 // Command asks the API to publish command cmd (compact, resume or cancel)
 // to req.Session's input, and returns the input's id at once; the outcome
 // goes to req.ReplyTo. (Compact, Cancel and Resume publish the input

@@ -193,6 +193,13 @@ func TestAPI(t *testing.T) {
 			}
 			return err
 		},
+		wire.EndpointReplay: func() error { // replay/replay_test.go replays more
+			r, err := c.Replay(ctx, wire.ReplayRequest{Session: "s_api"})
+			if err == nil && (r.Session != "s_api" || !r.Identical || r.Steps < 1 || r.Turns < 1) {
+				t.Errorf("replay: %+v", r)
+			}
+			return err
+		},
 		wire.EndpointArtifact: func() error { // node/artifacts_test.go reads one; here, none to read
 			_, err := c.ArtifactPiece(ctx, wire.ArtifactRequest{Session: "s_api", Artifact: "nope.txt"})
 			var ae *client.APIError

@@ -19,7 +19,7 @@ import (
 var repeatable = map[string]bool{
 	wire.EndpointGet: true, wire.EndpointList: true, wire.EndpointMessages: true, wire.EndpointSteps: true,
 	wire.EndpointEvents: true, wire.EndpointRequest: true, wire.EndpointTools: true, wire.EndpointStatus: true,
-	wire.EndpointArtifacts: true, wire.EndpointArtifact: true,
+	wire.EndpointArtifacts: true, wire.EndpointArtifact: true, wire.EndpointReplay: true,
 }
 
 // request calls an API endpoint with req and decodes its reply.

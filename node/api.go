@@ -21,7 +21,7 @@ import (
 
 // StartAPI serves the request/reply API as the NATS micro service "tah" with
 // endpoints under tah.api. (create, get, list, fork, messages, steps, events,
-// request, compact, cancel, resume, tools, status), and, when the node embeds
+// request, compact, cancel, resume, tools, status, replay...), and, when the node embeds
 // its NATS server, the credentials API (tah.api.creds.*: creds.go).
 //
 // A worker (Options.Worker) does not serve the endpoints that answer from
@@ -61,6 +61,7 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		wire.EndpointSchedule:   endpoint(n, wire.EndpointSchedule, n.apiSchedule),
 		wire.EndpointSchedules:  endpoint(n, wire.EndpointSchedules, n.apiSchedules),
 		wire.EndpointUnschedule: endpoint(n, wire.EndpointUnschedule, n.apiUnschedule),
+		wire.EndpointReplay:     endpoint(n, wire.EndpointReplay, n.apiReplay),
 	} {
 		if n.store == nil && slices.Contains(wire.ReadModelEndpoints(), name) {
 			continue

@@ -251,6 +251,9 @@ func TestHostileObserver(t *testing.T) {
 	if l, err := c.List(h.ctx, wire.ListRequest{}); err != nil || len(l.Sessions) == 0 {
 		t.Fatalf("an observer lists: %+v %v", l, err)
 	}
+	if r, err := c.Replay(h.ctx, wire.ReplayRequest{Session: h.sid}); err != nil || !r.Identical {
+		t.Fatalf("an observer replays (it writes nothing): %+v %v", r, err)
+	}
 	a := h.attacker(creds, "olive")
 	before := h.snapshot()
 	for what, subj := range map[string]string{

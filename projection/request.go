@@ -146,6 +146,15 @@ func RebuildRequest(events []event.Event, stepID string) (Rebuilt, error) {
 	return Rebuilt{}, fmt.Errorf("step %s: %w", stepID, ErrUnknownStep)
 }
 
+// RebuildStarted is RebuildRequest's rebuild of the llm.started d, for a
+// reader that folds the log itself (package replay, which walks a whole
+// log once): history is the session's messages folded before d
+// (State.Messages), offered the tools of the log's tools.offered before d,
+// by digest.
+func RebuildStarted(history []llm.Message, d event.LLMStartedData, offered map[string][]llm.ToolSchema) (Rebuilt, error) {
+	return rebuild(history, d, offered)
+}
+
 // rebuild is the request of the llm.started d, whose session had history
 // when it was written, with the tool lists offered before it.
 func rebuild(history []llm.Message, d event.LLMStartedData, offered map[string][]llm.ToolSchema) (Rebuilt, error) {

@@ -390,6 +390,7 @@ func Endpoints() []Endpoint {
 		{EndpointSchedule, ScheduleRequest{}, Schedule{}},
 		{EndpointSchedules, SessionRequest{}, SchedulesReply{}},
 		{EndpointUnschedule, UnscheduleRequest{}, UnscheduleReply{}},
+		{EndpointReplay, ReplayRequest{}, ReplayReply{}},
 	}
 }
 

@@ -156,7 +156,7 @@ func nodeStreamDenies(except string) []string {
 
 // readEndpoints are the API endpoints that change nothing.
 var readEndpoints = []string{EndpointGet, EndpointList, EndpointMessages, EndpointSteps, EndpointEvents,
-	EndpointRequest, EndpointTools, EndpointStatus, EndpointArtifacts, EndpointArtifact, EndpointSchedules}
+	EndpointRequest, EndpointTools, EndpointStatus, EndpointArtifacts, EndpointArtifact, EndpointSchedules, EndpointReplay}
 
 // nodeOnly are what no credential but the node's may publish, said
 // explicitly although no allow names them, so that no later allow can open

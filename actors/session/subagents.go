@@ -154,17 +154,23 @@ var agentSchema = json.RawMessage(`{"type":"object","properties":{"task":{"type"
 // offeredTools are the tools the model is offered: the catalog's, and the
 // sub-agents' while the session is not nested too deep.
 func (a *AgentContext) offeredTools() []llm.ToolSchema {
+	return offeredOf(a.Config, a.Tools.Schemas(), a.depth())
+}
+
+// offeredOf are the tools a session of configuration c, depth deep among
+// sub-agents, is offered from catalog: those c allows, and its sub-agents'.
+func offeredOf(c Config, catalog []llm.ToolSchema, depth int) []llm.ToolSchema {
 	var out []llm.ToolSchema
-	for _, t := range a.Tools.Schemas() {
-		if a.Config.allows(t.Name) {
+	for _, t := range catalog {
+		if c.allows(t.Name) {
 			out = append(out, t)
 		}
 	}
-	if a.depth() >= MaxAgentDepth {
+	if depth >= MaxAgentDepth {
 		return out
 	}
-	for _, d := range a.Config.SubAgents {
-		if name := AgentToolPrefix + d.Name; a.Config.allows(name) {
+	for _, d := range c.SubAgents {
+		if name := AgentToolPrefix + d.Name; c.allows(name) {
 			out = append(out, llm.ToolSchema{Name: name,
 				Description: d.Description + " (a sub-agent: it works on the task in a session of its own and answers with its result)",
 				InputSchema: agentSchema})
@@ -219,15 +225,34 @@ func childConfig(node Config, d *SubAgent) Config {
 
 // configOf is the configuration a's session runs with: a child's
 // definition's, else the node's.
-func (m *Manager) configOf(st *projection.State) Config {
-	if p := st.Parent; p != nil {
-		for i := range m.cfg.SubAgents {
-			if m.cfg.SubAgents[i].Name == p.Agent {
-				return childConfig(m.cfg, &m.cfg.SubAgents[i])
+func (m *Manager) configOf(st *projection.State) Config { return configFor(m.cfg, st.Parent) }
+
+// configFor is the configuration a session whose parent link is parent
+// (nil: none) runs with on a node of configuration node.
+func configFor(node Config, parent *event.ParentLink) Config {
+	if parent != nil {
+		for i := range node.SubAgents {
+			if node.SubAgents[i].Name == parent.Agent {
+				return childConfig(node, &node.SubAgents[i])
 			}
 		}
 	}
-	return m.cfg
+	return node
+}
+
+// Definition is what the LLM requests of a session whose parent link is
+// parent (nil: none) are made of, on a node of configuration node whose
+// tools are catalog: the configuration its claims record (a sub-agent's
+// child's is its definition's) and the tools each step offers, in order.
+// Replay (package replay) compares a recorded session's requests with
+// those this definition makes.
+func Definition(node Config, catalog []llm.ToolSchema, parent *event.ParentLink) (event.Config, []llm.ToolSchema) {
+	c := configFor(node, parent)
+	depth := 0
+	if parent != nil {
+		depth = parent.Depth
+	}
+	return c.eventConfig(), offeredOf(c, catalog, depth)
 }
 
 // spawnAgents carries out the sub-agent calls of the model's answer: each

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,8 @@ func TestPreview(t *testing.T) {
 
 func TestUsageErrorsNeedNoNode(t *testing.T) {
 	for _, args := range [][]string{{}, {"frob"}, {"show"}, {"show", "a.b"}, {"send", ""}, {"list", "--status", "x"}, {"fork", "s_1", "--turns", "-2"},
-		{"budget", "s_1"}, {"budget", "s_1", "--turn-tokens", "-1"}, {"new", "--session-time", "soon"}, {"send", "--budget-cost", "$x", "hi"}} {
+		{"budget", "s_1"}, {"budget", "s_1", "--turn-tokens", "-1"}, {"new", "--session-time", "soon"}, {"send", "--budget-cost", "$x", "hi"},
+		{"replay"}, {"replay", "s_1", "--turn", "-1"}, {"replay", "s_1", "--system-prompt-file", "/nonexistent/prompt.txt"}} {
 		g, _, _ := testGlobals(nil)
 		if err := run(context.Background(), g, args); exitCode(err) != exitUsage {
 			t.Errorf("tahctl %q: %v (exit %d), want exit %d", args, err, exitCode(err), exitUsage)
@@ -158,6 +160,14 @@ func TestExitCodesAreDocumented(t *testing.T) {
 	for _, l := range strings.Split(exitCodesHelp, "\n") {
 		if strings.HasPrefix(l, "  3 ") {
 			help = l
+		}
+	}
+	// Every code of the help has its row in the README.
+	for _, l := range strings.Split(exitCodesHelp, "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] != "Exit" {
+			if _, err := strconv.Atoi(f[0]); err == nil && !strings.Contains(string(readme), "\n| "+f[0]+" |") {
+				t.Errorf("exit status %s of tahctl help has no row in the README's table", f[0])
+			}
 		}
 	}
 	for _, what := range []string{"session", "artifact", "step", "credential"} {

@@ -18,7 +18,9 @@ const (
 	// exitAwaitingApproval: the turn waits for a tool call's approval
 	// (send, resume, approve without a terminal to ask on).
 	exitAwaitingApproval = 6
-	exitInterrupted      = 130 // interrupted by Ctrl-C (send and resume cancel their own turn first, or withdraw their queued input)
+	// exitDiverged: a replay departs from the recorded session (replay).
+	exitDiverged    = 7
+	exitInterrupted = 130 // interrupted by Ctrl-C (send and resume cancel their own turn first, or withdraw their queued input)
 )
 
 const exitCodesHelp = `Exit status:
@@ -30,6 +32,7 @@ const exitCodesHelp = `Exit status:
        (permission denied), or the connection was lost
   5    the turn was cancelled
   6    the turn waits for a tool call's approval (tahctl approve / deny ID CALL decide)
+  7    replay: the replay departs from the recorded session (the divergence is shown)
   130  interrupted by Ctrl-C (send and resume cancel their own turn first,
        or withdraw their input if it has not started)
 `

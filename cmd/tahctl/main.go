@@ -1,7 +1,7 @@
 // Command tahctl drives TAH sessions from the command line: send input and
 // watch the answer stream in, resume, cancel, list, show a session's steps as a
-// timeline, follow its events, fork and compact it, change its budget, list
-// the tools and check the nodes. It finds the local node and its credential by itself (the data
+// timeline, follow its events, fork and compact it, replay it against
+// today's agent, change its budget, list the tools and check the nodes. It finds the local node and its credential by itself (the data
 // directory's node.json and admin.creds), or talks to another with --server
 // and --creds. `tahctl help` lists the commands and the exit codes.
 package main
@@ -48,6 +48,7 @@ func commands() []command {
 		{"shard", "ID", "print where a session's events are in the log (its shard, stream and subject)", runShard},
 		{"fork", "ID [--turns N]", "copy a session's messages (its first N turns) into a new session", runFork},
 		{"compact", "ID", "summarise a session's turns so far into one message", runCompact},
+		{"replay", "ID [--turn N] [--from STEP]...", "re-run a session's turns against today's agent, with no model call or tool run", runReplay},
 		{"artifacts", "ID", "list a session's artifacts: files its tools made, outputs too large for the log", runArtifacts},
 		{"artifact", "get ID ARTIFACT [-o FILE]", "fetch an artifact's content (checked against its SHA-256)", runArtifact},
 		{"tools", "", "list the tools the node offers to the model", runTools},

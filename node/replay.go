@@ -41,18 +41,9 @@ func (n *Node) apiReplay(ctx context.Context, req wire.ReplayRequest) (wire.Repl
 
 // replayDefinition is the definition a replay of the session whose parent
 // link is parent compares with: this node's (session.Definition, with its
-// tools as the model is offered them now), changed as req says.
+// tools as the model is offered them now; a sub-agent's child's is its
+// sub-agent's), changed as req says.
 func (n *Node) replayDefinition(ctx context.Context, parent *event.ParentLink, req wire.ReplayRequest) replay.Definition {
-	cfg := n.opts.Session
-	if req.SystemPrompt != nil {
-		cfg.SystemPrompt = *req.SystemPrompt
-	}
-	if req.Model != "" {
-		cfg.Model = req.Model
-	}
-	if req.ContextChars != nil {
-		cfg.ContextChars = *req.ContextChars
-	}
 	var catalog []llm.ToolSchema
 	if req.Tools == nil {
 		if n.remote != nil {
@@ -64,12 +55,23 @@ func (n *Node) replayDefinition(ctx context.Context, parent *event.ParentLink, r
 		}
 		catalog = n.ToolSchemas()
 	}
-	ec, tools := session.Definition(cfg, catalog, parent)
-	if req.Tools != nil {
-		tools = *req.Tools
+	// The changes apply to the session's definition, after a child's is
+	// made of its sub-agent's.
+	ec, tools := session.Definition(n.opts.Session, catalog, parent)
+	if req.SystemPrompt != nil {
+		ec.SystemPrompt = *req.SystemPrompt
+	}
+	if req.Model != "" {
+		ec.Model = req.Model
+	}
+	if req.ContextChars != nil {
+		ec.ContextChars = *req.ContextChars
 	}
 	if req.MaxSteps != nil {
 		ec.MaxSteps = *req.MaxSteps // the log's: 0 is unlimited
+	}
+	if req.Tools != nil {
+		tools = *req.Tools
 	}
 	return replay.Definition{Config: ec, Tools: tools}
 }

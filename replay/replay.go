@@ -23,6 +23,9 @@ var (
 	// corrupt log), or an LLM step records neither its request nor what
 	// rebuilds it.
 	ErrNotReplayable = errors.New("the log cannot be replayed")
+	// ErrBadDefinition: the definition is not one a session could run
+	// with (a negative budget or maxSteps).
+	ErrBadDefinition = errors.New("invalid definition")
 )
 
 // Definition is what defines the requests of an agent's LLM steps.
@@ -48,8 +51,12 @@ type Options struct {
 // Run replays the session whose log is events (from its start, in order)
 // under def: see the package doc. The report says whether the compared
 // steps are identical, or where the first divergence is. Errors wrap
-// ErrNoSession, ErrNoTurn, ErrUnknownStep or ErrNotReplayable.
+// ErrNoSession, ErrNoTurn, ErrUnknownStep, ErrNotReplayable or
+// ErrBadDefinition.
 func Run(events []event.Event, def Definition, opts Options) (Report, error) {
+	if c := def.Config; c.MaxSteps < 0 || c.ContextChars < 0 {
+		return Report{}, fmt.Errorf("max_steps %d, context_chars %d: neither may be negative: %w", c.MaxSteps, c.ContextChars, ErrBadDefinition)
+	}
 	r := &replayer{def: def, opts: opts, offered: map[string][]llm.ToolSchema{}, turns: map[int]bool{}}
 	r.report.Definition = describe(def)
 	for _, e := range events {

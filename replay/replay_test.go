@@ -501,3 +501,38 @@ func TestRunOnALog(t *testing.T) {
 		t.Errorf("no session.created: %v", err)
 	}
 }
+
+// A steer that joined a turn held for approval replays identically: the
+// steered message is in the replayed history as it was in the recorded one.
+func TestReplaySteer(t *testing.T) {
+	p := mock.Scripted(countTurn("count please", "")[0], mock.Reply{Prompt: "and be quick", Text: "counted quickly"})
+	r := start(t, p, session.Config{SystemPrompt: prompt}, session.ApprovalPolicy{Rules: map[string]string{"count": session.ApprovalAlways}})
+	ctx := ctxT(t)
+	sid := r.session()
+	if o := r.run(sid, "count please"); o.Status != "waiting_tool" {
+		t.Fatalf("turn 1: %+v", o)
+	}
+	steer, err := r.c.Run(ctx, sid, wire.Input{Text: "and be quick", Options: &wire.RunOptions{WhenBusy: wire.WhenBusySteer}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer steer.Close()
+	approved, err := r.c.Approve(ctx, sid, wire.Decision{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer approved.Close()
+	if o, err := approved.Outcome(ctx); err != nil || o.Content != "counted quickly" {
+		t.Fatalf("the steered turn: %+v %v", o, err)
+	}
+	steered := false
+	for _, e := range r.events(sid) {
+		steered = steered || e.Type == event.TurnSteered
+	}
+	if !steered {
+		t.Fatal("the log has no turn.steered")
+	}
+	if rep := r.replay(wire.ReplayRequest{Session: sid}); !rep.Identical || rep.Turns != 1 || rep.Steps != 2 {
+		t.Fatalf("same definition: %+v", rep)
+	}
+}

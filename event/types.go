@@ -193,6 +193,14 @@ type SessionCreatedData struct {
 	// Parent, on a sub-agent's session, is the session and the tool call
 	// that made it (absent: a session of its own).
 	Parent *ParentLink `json:"parent,omitempty"`
+	// Definition, when set, is the agent definition the session runs with
+	// on every node (a replay's live session: the definition it was
+	// replayed under): its system prompt, max_steps, context_chars and
+	// model replace the claiming node's in every claim (the node's budget
+	// stays in force). Absent: the node's (a sub-agent's child: its
+	// sub-agent's). A node older than the field ignores it and runs the
+	// session with its own.
+	Definition *Config `json:"definition,omitempty"`
 }
 
 // AgentRunnerPrefix starts the runner of a sub-agent's call: agent:<child>.
@@ -223,6 +231,11 @@ func (d SessionCreatedData) validate() error {
 	if d.Budget != nil {
 		if err := d.Budget.validate(); err != nil {
 			return err
+		}
+	}
+	if d.Definition != nil {
+		if err := d.Definition.validate(); err != nil {
+			return fmt.Errorf("definition: %w", err)
 		}
 	}
 	return d.Config.validate()

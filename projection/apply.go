@@ -115,7 +115,7 @@ func apply(s *State, e event.Event, payload any) error {
 		s.Config = d.Config
 		s.ForkedFrom = d.ForkedFrom
 		s.Labels = d.Labels
-		s.Parent = d.Parent
+		s.Parent, s.Definition = d.Parent, d.Definition
 		s.Status = StatusIdle
 		s.CreatedAt = e.Time
 		s.Messages = ReplaceSystemPrompt(nil, d.Config.SystemPrompt)

@@ -174,6 +174,10 @@ type State struct {
 	TurnSteerCallers []event.Caller `json:"turn_steer_callers,omitempty"`
 	// Parent, on a sub-agent's session, is the call it answers.
 	Parent *event.ParentLink `json:"parent,omitempty"`
+	// Definition is the agent definition the session runs with on every
+	// node (session.created definition: a replay's live session), nil for
+	// the node's.
+	Definition *event.Config `json:"definition,omitempty"`
 	// TurnMaxSteps is the current turn's own maxSteps (turn.started
 	// max_steps), 0 when the session's applies.
 	TurnMaxSteps int `json:"turn_max_steps,omitempty"`

@@ -224,8 +224,11 @@ func childConfig(node Config, d *SubAgent) Config {
 }
 
 // configOf is the configuration a's session runs with: a child's
-// definition's, else the node's.
-func (m *Manager) configOf(st *projection.State) Config { return configFor(m.cfg, st.Parent) }
+// definition's, else the node's; the definition the session was created
+// with (a replay's live session: replay.go), when it has one, over either.
+func (m *Manager) configOf(st *projection.State) Config {
+	return withDefinition(configFor(m.cfg, st.Parent), st.Definition)
+}
 
 // configFor is the configuration a session whose parent link is parent
 // (nil: none) runs with on a node of configuration node.

@@ -506,6 +506,45 @@ func (s *Session) Replay(ctx context.Context, opts ReplayOptions) (ReplayReport,
 	return r, nil
 }
 
+// LiveReplay is a replay's live run: the session made at the divergence
+// and how its turn ended.
+type LiveReplay struct {
+	// Session is the live session, labelled wire.LabelReplayOf with the
+	// recorded session's id.
+	Session *Session
+	// Turn is the recorded turn it ran again (with that turn's user
+	// message); the recorded turns before it are its history.
+	Turn int
+	// Result is how its turn ended.
+	Result RunResult
+}
+
+// ReplayLive replays as Replay does and, when the replay diverges, goes on
+// live from the divergence: a new session, forked at the start of the
+// diverging turn and run under the replay's definition (the node's changed
+// as opts says, whichever node runs it), is sent that turn's user message,
+// which the real model and tools answer; ReplayLive waits for the turn to
+// end (cancelling ctx cancels it). The LiveReplay is nil when the replay
+// is identical. opts.Tools may not be set (ErrBadRequest): a live run
+// calls the node's tools as they are.
+func (s *Session) ReplayLive(ctx context.Context, opts ReplayOptions) (ReplayReport, *LiveReplay, error) {
+	c, err := s.rt.running()
+	if err != nil {
+		return ReplayReport{}, nil, err
+	}
+	r, err := c.ReplayLive(ctx, wire.ReplayLiveRequest{Session: s.id, Turn: opts.Turn, FromStep: opts.FromStep, SystemPrompt: opts.SystemPrompt,
+		Model: opts.Model, ContextChars: opts.ContextChars, MaxSteps: opts.MaxSteps, Tools: opts.Tools})
+	if err != nil {
+		return r, nil, fmt.Errorf("tah: replay %s live: %w", s.id, err)
+	}
+	if r.Live == nil {
+		return r, nil, nil
+	}
+	live := &LiveReplay{Session: &Session{id: r.Live.Session, rt: s.rt}, Turn: r.Live.Turn}
+	live.Result, err = live.Session.RunMessage(ctx, r.Live.Message)
+	return r, live, err
+}
+
 func resultOf(o wire.Outcome) RunResult {
 	r := RunResult{Session: o.Session, Turn: o.Turn, State: o.Status, Content: o.Content,
 		Error: o.Error, Code: o.Code, Steps: o.Steps, Usage: o.Usage, Cost: o.Cost, AwaitingApproval: o.AwaitingApproval}

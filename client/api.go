@@ -94,6 +94,20 @@ func (c *Client) Replay(ctx context.Context, req wire.ReplayRequest) (wire.Repla
 	return request[wire.ReplayReply](ctx, c, wire.EndpointReplay, req)
 }
 
+// ReplayLive replays as Replay does and, when the replay diverges, makes a
+// live session at the divergence (tah.api.replay_live): a fork of the
+// session at the start of the diverging turn, labelled as its replay,
+// that runs under the replay's definition. The report's Live names it and
+// carries the turn's user message, for the caller to Run it there; nil
+// when the replay is identical. A request with Tools is ErrBadRequest (a
+// live run calls the node's tools as they are).
+func (c *Client) ReplayLive(ctx context.Context, req wire.ReplayLiveRequest) (wire.ReplayReply, error) {
+	if err := validSession(req.Session); err != nil {
+		return wire.ReplayReply{}, err
+	}
+	return request[wire.ReplayReply](ctx, c, wire.EndpointReplayLive, req)
+}
+
 // Command asks the API to publish command cmd (compact, resume or cancel)
 // to req.Session's input, and returns the input's id at once; the outcome
 // goes to req.ReplyTo. (Compact, Cancel and Resume publish the input

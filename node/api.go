@@ -62,6 +62,7 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		wire.EndpointSchedules:  endpoint(n, wire.EndpointSchedules, n.apiSchedules),
 		wire.EndpointUnschedule: endpoint(n, wire.EndpointUnschedule, n.apiUnschedule),
 		wire.EndpointReplay:     endpoint(n, wire.EndpointReplay, n.apiReplay),
+		wire.EndpointReplayLive: endpoint(n, wire.EndpointReplayLive, n.apiReplayLive),
 	} {
 		if n.store == nil && slices.Contains(wire.ReadModelEndpoints(), name) {
 			continue

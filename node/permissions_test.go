@@ -257,11 +257,12 @@ func TestHostileObserver(t *testing.T) {
 	a := h.attacker(creds, "olive")
 	before := h.snapshot()
 	for what, subj := range map[string]string{
-		"a create":  wire.APISubject(wire.EndpointCreate),
-		"a fork":    wire.APISubject(wire.EndpointFork),
-		"a cancel":  wire.APISubject(wire.EndpointCancel),
-		"an input":  wire.InputSubject(h.sid),
-		"a compact": wire.APISubject(wire.EndpointCompact),
+		"a create":      wire.APISubject(wire.EndpointCreate),
+		"a fork":        wire.APISubject(wire.EndpointFork),
+		"a live replay": wire.APISubject(wire.EndpointReplayLive),
+		"a cancel":      wire.APISubject(wire.EndpointCancel),
+		"an input":      wire.InputSubject(h.sid),
+		"a compact":     wire.APISubject(wire.EndpointCompact),
 	} {
 		_ = a.nc.Publish(subj, []byte(`{}`))
 		h.refused(a, what)

@@ -16,34 +16,68 @@ import (
 // with the request's changes (package replay): it reads the log and asks
 // no model and no tool, so that any node answers it, a worker too.
 func (n *Node) apiReplay(ctx context.Context, req wire.ReplayRequest) (wire.ReplayReply, error) {
+	r, _, err := n.replay(ctx, req)
+	return r, err
+}
+
+// replay is the report of a replay of req.Session, and the definition it
+// compared with.
+func (n *Node) replay(ctx context.Context, req wire.ReplayRequest) (wire.ReplayReply, replay.Definition, error) {
 	if err := n.needSession(ctx, req.Session); err != nil {
-		return wire.ReplayReply{}, err
+		return wire.ReplayReply{}, replay.Definition{}, err
 	}
 	if err := req.Validate(); err != nil {
-		return wire.ReplayReply{}, badRequest("%v", err)
+		return wire.ReplayReply{}, replay.Definition{}, badRequest("%v", err)
 	}
 	evs, _, err := n.bus.Replay(ctx, req.Session, 1)
 	if err != nil {
-		return wire.ReplayReply{}, err
+		return wire.ReplayReply{}, replay.Definition{}, err
 	}
-	def := n.replayDefinition(ctx, parentOf(evs), req)
+	created := createdOf(evs)
+	def := n.replayDefinition(ctx, created.Parent, created.Definition, req)
 	r, err := replay.Run(evs, def, replay.Options{Turn: req.Turn, FromStep: req.FromStep})
 	switch {
 	case errors.Is(err, replay.ErrNoTurn):
-		return r, badRequest("%v: give a turn of the session (tahctl show %s lists them), or none for every turn", err, req.Session)
+		return r, def, badRequest("%v: give a turn of the session (tahctl show %s lists them), or none for every turn", err, req.Session)
 	case errors.Is(err, replay.ErrUnknownStep):
-		return r, &apiError{wire.APIErrNotFound, fmt.Errorf("%w (tahctl show --json %s lists its steps)", err, req.Session)}
+		return r, def, &apiError{wire.APIErrNotFound, fmt.Errorf("%w (tahctl show --json %s lists its steps)", err, req.Session)}
 	case err != nil:
-		return r, fmt.Errorf("session %s: %w", req.Session, err)
+		return r, def, fmt.Errorf("session %s: %w", req.Session, err)
 	}
+	return r, def, nil
+}
+
+// apiReplayLive replays as apiReplay does and, at a divergence, forks the
+// session at the start of the diverging turn into a live session that
+// runs under the replay's definition (session.ForkLive), labelled as a
+// replay of it. The caller sends the live session the turn's message.
+func (n *Node) apiReplayLive(ctx context.Context, req wire.ReplayLiveRequest) (wire.ReplayReply, error) {
+	if req.Tools != nil {
+		return wire.ReplayReply{}, badRequest("tools: a live run calls this node's tools as they are, and cannot offer them with other schemas; replay without tools to run live, or without live to compare them")
+	}
+	r, def, err := n.replay(ctx, req)
+	if err != nil || r.Divergence == nil {
+		return r, err
+	}
+	d := r.Divergence
+	if d.Turn < 1 {
+		return r, badRequest("session %s diverges before its first turn (%s): there is no turn to run live", req.Session, d.Summary)
+	}
+	sid := event.NewSessionID()
+	lf, err := session.ForkLive(ctx, n.bus, req.Session, sid, d.Turn, def.Config, map[string]string{wire.LabelReplayOf: req.Session})
+	if err != nil {
+		return r, fmt.Errorf("live session of %s at turn %d: %w", req.Session, d.Turn, err)
+	}
+	r.Live = &replay.Live{Session: sid, Turn: d.Turn, Turns: lf.Turns, Message: lf.Message}
 	return r, nil
 }
 
 // replayDefinition is the definition a replay of the session whose parent
 // link is parent compares with: this node's (session.Definition, with its
 // tools as the model is offered them now; a sub-agent's child's is its
-// sub-agent's), changed as req says.
-func (n *Node) replayDefinition(ctx context.Context, parent *event.ParentLink, req wire.ReplayRequest) replay.Definition {
+// sub-agent's; a session created with a definition of its own, a replay's
+// live session, has that one), changed as req says.
+func (n *Node) replayDefinition(ctx context.Context, parent *event.ParentLink, pinned *event.Config, req wire.ReplayRequest) replay.Definition {
 	var catalog []llm.ToolSchema
 	if req.Tools == nil {
 		if n.remote != nil {
@@ -57,7 +91,7 @@ func (n *Node) replayDefinition(ctx context.Context, parent *event.ParentLink, r
 	}
 	// The changes apply to the session's definition, after a child's is
 	// made of its sub-agent's.
-	ec, tools := session.Definition(n.opts.Session, catalog, parent)
+	ec, tools := session.DefinitionOf(n.opts.Session, catalog, parent, pinned)
 	if req.SystemPrompt != nil {
 		ec.SystemPrompt = *req.SystemPrompt
 	}
@@ -76,17 +110,14 @@ func (n *Node) replayDefinition(ctx context.Context, parent *event.ParentLink, r
 	return replay.Definition{Config: ec, Tools: tools}
 }
 
-// parentOf is the parent link of the session whose log is evs (nil: not a
-// sub-agent's child), from its session.created.
-func parentOf(evs []event.Event) *event.ParentLink {
+// createdOf is the session.created of the session whose log is evs (zero:
+// none, or one that does not decode: the replay says what is wrong).
+func createdOf(evs []event.Event) event.SessionCreatedData {
 	for _, e := range evs {
 		if e.Type == event.SessionCreated {
-			d, err := event.DecodeAs[event.SessionCreatedData](e)
-			if err != nil {
-				return nil // the replay says what is wrong with it
-			}
-			return d.Parent
+			d, _ := event.DecodeAs[event.SessionCreatedData](e)
+			return d
 		}
 	}
-	return nil
+	return event.SessionCreatedData{}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
 )
 
 // The kinds of divergence.
@@ -41,6 +42,24 @@ type Report struct {
 	Events int `json:"events"`
 	// Definition is what the recording was compared with.
 	Definition DefinitionInfo `json:"definition"`
+	// Live is the live session made at the divergence (tah.api.replay_live,
+	// tahctl replay --live); Run leaves it nil.
+	Live *Live `json:"live,omitempty"`
+}
+
+// Live is a replay's live session: a fork of the recorded session at the
+// start of the diverging turn, which runs under the definition the replay
+// compared with, with the real model and tools.
+type Live struct {
+	// Session is the live session; the report's Session the recorded one.
+	Session string `json:"session"`
+	// Turn is the recorded turn it runs again; Turns the recorded turns
+	// before it, which it holds.
+	Turn  int `json:"turn"`
+	Turns int `json:"turns"`
+	// Message is the user message that started the recorded turn: the
+	// caller sends it to Session as its first turn.
+	Message llm.Message `json:"message"`
 }
 
 // Divergence is where a replay departs from the recording, and how.

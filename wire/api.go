@@ -391,6 +391,7 @@ func Endpoints() []Endpoint {
 		{EndpointSchedules, SessionRequest{}, SchedulesReply{}},
 		{EndpointUnschedule, UnscheduleRequest{}, UnscheduleReply{}},
 		{EndpointReplay, ReplayRequest{}, ReplayReply{}},
+		{EndpointReplayLive, ReplayLiveRequest{}, ReplayReply{}},
 	}
 }
 

@@ -42,7 +42,7 @@ func compile(t *testing.T) map[string]*jsonschema.Schema {
 var (
 	// fenceRE finds the JSON examples of a document, with the schema an
 	// example is marked with (<!-- schema: NAME --> just before it).
-	fenceRE  = regexp.MustCompile("(?s)(<!-- schema: ([a-z./\\-]+) -->\\s*)?```json\\n(.*?)```")
+	fenceRE  = regexp.MustCompile("(?s)(<!-- schema: ([a-z_./\\-]+) -->\\s*)?```json\\n(.*?)```")
 	docGlobs = []string{"../docs/*.md", "../README.md", "../*/doc.go"}
 )
 

@@ -12,6 +12,20 @@ import (
 // model is asked, no tool runs, nothing is written.
 const EndpointReplay = "replay"
 
+// EndpointReplayLive replays a session as EndpointReplay does and, when the
+// replay diverges, forks the session at the start of the diverging turn
+// into a new session that runs under the replay's definition (its
+// session.created pins it: event.SessionCreatedData.Definition), labelled
+// LabelReplayOf. The reply's Live names it and carries the turn's user
+// message, which the caller sends it as its first turn: the real model and
+// tools answer it. It writes, so observers may not call it.
+const EndpointReplayLive = "replay_live"
+
+// LabelReplayOf labels a replay's live session with the session it
+// replays, so that it is never taken for a real one (tahctl list marks it;
+// tahctl replay --all skips it).
+const LabelReplayOf = "replay-of"
+
 // ReplayRequest asks tah.api.replay to replay a session. The definition
 // compared with the recording is the answering node's for that session
 // (a sub-agent's child's is its sub-agent's), with what the request
@@ -60,5 +74,12 @@ func (r ReplayRequest) Validate() error {
 }
 
 // ReplayReply is the replay's report: identical, or where and how the
-// replay departs from the recording.
+// replay departs from the recording; from tah.api.replay_live, with the
+// live session it made (Live).
 type ReplayReply = replay.Report
+
+// ReplayLiveRequest asks tah.api.replay_live for a replay, and a live
+// session at its divergence. Tools may not be set: a live run calls the
+// node's tools, and a changed schema would be offered for tools that run
+// as they are.
+type ReplayLiveRequest = ReplayRequest

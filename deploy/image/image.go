@@ -105,7 +105,7 @@ func Build(o Options) (v1.Image, error) {
 		Architecture: arch,
 		OS:           "linux",
 		RootFS:       v1.RootFS{Type: "layers"},
-		Config:       config(info, created),
+		Config:       Config(info, created),
 	})
 	if err != nil {
 		return nil, err
@@ -124,9 +124,9 @@ func Build(o Options) (v1.Image, error) {
 	return mutate.CreatedAt(img, v1.Time{Time: created})
 }
 
-// config is the runtime configuration: tah-node as the non-root user, its
+// Config is the runtime configuration: tah-node as the non-root user, its
 // data in DataDir, /metrics, /healthz and the web UI on every interface.
-func config(info Version, created time.Time) v1.Config {
+func Config(info Version, created time.Time) v1.Config {
 	return v1.Config{
 		User:       strconv.Itoa(UID) + ":" + strconv.Itoa(UID),
 		Entrypoint: []string{path.Join(BinDir, Entry)},

@@ -64,7 +64,9 @@ func runList(ctx context.Context, g *globals, args []string) error {
 	t.add(cell{"SESSION", st.bold}, cell{"STATUS", st.bold}, cell{"TURNS", st.bold}, cell{"COST", st.bold}, cell{"UPDATED", st.bold}, cell{"TITLE", st.bold})
 	for _, s := range r.Sessions {
 		title := oneLine(s.Title, 60)
-		if s.ForkedFrom != "" {
+		if of, ok := s.Labels[wire.LabelReplayOf]; ok {
+			title = "(replay of " + of + ") " + title // a fork too: it says what matters
+		} else if s.ForkedFrom != "" {
 			title = "(fork of " + s.ForkedFrom + ") " + title
 		}
 		if p := s.Parent; p != nil {

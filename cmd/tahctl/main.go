@@ -48,7 +48,7 @@ func commands() []command {
 		{"shard", "ID", "print where a session's events are in the log (its shard, stream and subject)", runShard},
 		{"fork", "ID [--turns N]", "copy a session's messages (its first N turns) into a new session", runFork},
 		{"compact", "ID", "summarise a session's turns so far into one message", runCompact},
-		{"replay", "ID [--turn N] [--from STEP]...", "re-run a session's turns against today's agent, with no model call or tool run", runReplay},
+		{"replay", "ID [--turn N] [--from STEP] [--live]... | --all", "re-run a session's turns against today's agent, with no model call or tool run (--live: then on live from where it departs; --all: every session)", runReplay},
 		{"artifacts", "ID", "list a session's artifacts: files its tools made, outputs too large for the log", runArtifacts},
 		{"artifact", "get ID ARTIFACT [-o FILE]", "fetch an artifact's content (checked against its SHA-256)", runArtifact},
 		{"tools", "", "list the tools the node offers to the model", runTools},

@@ -217,9 +217,15 @@ func (ss *SessionService) ListPage(ctx context.Context, req wire.ListRequest) (w
 }
 
 // ForkOptions: Turns keeps the first N turns (0: only the system message);
-// nil keeps them all.
+// nil keeps them all. AtStep (a step's id; not with Turns) ends the copy
+// right after that step instead, inside its turn when the turn went on
+// there: the fork's turn is then open, and Session.Resume runs it on. Edit
+// replaces one message of the copy (a tool result, an answer, a user's
+// message), recorded in the fork's log with who edited (Edit.By).
 type ForkOptions struct {
-	Turns *int
+	Turns  *int
+	AtStep string
+	Edit   *wire.ForkEdit
 }
 
 // Fork copies the messages of session id into a new session (specification
@@ -232,7 +238,7 @@ func (ss *SessionService) Fork(ctx context.Context, id string, opts ForkOptions)
 	if opts.Turns != nil && *opts.Turns < 0 {
 		return nil, errors.New("tah: fork: turns is negative")
 	}
-	r, err := c.Fork(ctx, wire.ForkRequest{Session: id, Turns: opts.Turns})
+	r, err := c.Fork(ctx, wire.ForkRequest{Session: id, Turns: opts.Turns, AtStep: opts.AtStep, Edit: opts.Edit})
 	if err != nil {
 		return nil, fmt.Errorf("tah: fork %s: %w", id, err)
 	}

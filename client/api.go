@@ -37,13 +37,24 @@ func (c *Client) List(ctx context.Context, req wire.ListRequest) (wire.ListReply
 	return request[wire.ListReply](ctx, c, wire.EndpointList, req)
 }
 
-// Fork copies the messages of req.Session (its first *req.Turns turns) into a
-// new session.
+// Fork copies the messages of req.Session (its first *req.Turns turns, or
+// its history up to step req.AtStep, with req.Edit's change) into a new
+// session. A node too old to know at_step or edit ignores them: the fork
+// it made is then named in the error, which says so.
 func (c *Client) Fork(ctx context.Context, req wire.ForkRequest) (wire.ForkReply, error) {
 	if err := validSession(req.Session); err != nil {
 		return wire.ForkReply{}, err
 	}
-	return request[wire.ForkReply](ctx, c, wire.EndpointFork, req)
+	if req.Edit != nil {
+		if err := req.Edit.Validate(); err != nil {
+			return wire.ForkReply{}, fmt.Errorf("fork %s: %w", req.Session, err)
+		}
+	}
+	r, err := request[wire.ForkReply](ctx, c, wire.EndpointFork, req)
+	if err == nil && (req.AtStep != "" && r.AtStep == "" || req.Edit != nil && r.Edit == nil) {
+		return r, fmt.Errorf("fork %s: the node that answered is older and ignored at_step and edit: session %s is a copy of the whole history, unedited; upgrade the node", req.Session, r.Session)
+	}
+	return r, err
 }
 
 // Messages returns session sid's full history, summaries included.

@@ -46,7 +46,8 @@ type turnState struct {
 // sessionLevel are the events of a session that are no turn's, even when
 // they come in the middle of one (a new owner's claim after a failover).
 var sessionLevel = map[event.Type]bool{
-	event.SessionCreated: true, event.SessionForked: true, event.SessionClaimed: true, event.CheckpointCreated: true,
+	event.SessionCreated: true, event.SessionForked: true, event.TurnForked: true, event.SessionEdited: true,
+	event.SessionClaimed: true, event.CheckpointCreated: true,
 }
 
 func newTurnState(a asked, last uint64) *turnState {

@@ -13,17 +13,19 @@ import (
 // version 3 is the same Record, which may hold event types that version 2
 // does not have (tool.waiting); version 4 adds the approval events
 // (tool.approval-requested, tool.approved, tool.denied); version 5 the
-// budget's (budget.set, turn.reopened); version 6 turn.steered. A record is written with the lowest version
+// budget's (budget.set, turn.reopened); version 6 turn.steered; version 7
+// the fork's turn.forked and session.edited. A record is written with the lowest version
 // that holds its events (recordVersion), so that a node of an older build
 // reads every record it can and stops, as needing a newer node, only at one
 // it cannot. Version 1, written before records existed, is one event
 // envelope per message (an Event as JSON, with its "type"); DecodeRecord
 // still reads it, as a record of one event.
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // sinceVersion is the record version that introduced an event type; a type
 // not listed is of version 2.
-var sinceVersion = map[Type]int{ToolWaiting: 3, ToolApprovalRequested: 4, ToolApproved: 4, ToolDenied: 4, BudgetSet: 5, TurnReopened: 5, TurnSteered: 6}
+var sinceVersion = map[Type]int{ToolWaiting: 3, ToolApprovalRequested: 4, ToolApproved: 4, ToolDenied: 4, BudgetSet: 5, TurnReopened: 5, TurnSteered: 6,
+	TurnForked: 7, SessionEdited: 7}
 
 // recordVersion is the lowest record version that holds evs.
 func recordVersion(evs []Event) int {
@@ -39,9 +41,9 @@ func recordVersion(evs []Event) int {
 // the session, the writer's epoch and the time; Events keeps their order,
 // which is their Index.
 type Record struct {
-	// V is the log schema version of the body: 2, or 3, 4, 5 or 6 when it
+	// V is the log schema version of the body: 2, or 3 to 7 when it
 	// holds an event type of that version (see SchemaVersion).
-	V int `json:"v" jsonschema:"enum=2,enum=3,enum=4,enum=5,enum=6"`
+	V int `json:"v" jsonschema:"enum=2,enum=3,enum=4,enum=5,enum=6,enum=7"`
 	// Session is the id of the session the events belong to.
 	Session string `json:"session"`
 	// Epoch is the ownership epoch of the writer (see SessionClaimed); absent

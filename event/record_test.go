@@ -100,7 +100,7 @@ func TestDecodeRecordRejects(t *testing.T) {
 		{`{"v":2,"session":"s","time":"2026-11-30T10:15:00Z","events":[]}`, ErrMalformed},
 		{`{"v":2,"session":"s","time":"2026-11-30T10:15:00Z","events":[{"data":{}}]}`, ErrMalformed},
 		{`{"v":1,"session":"s","type":"turn.started","data":{}}`, ErrMalformed},
-		{`{"v":7,"session":"s","events":[{"type":"x","data":{}}]}`, ErrNewerSchema},
+		{`{"v":8,"session":"s","events":[{"type":"x","data":{}}]}`, ErrNewerSchema},
 	} {
 		if _, err := DecodeRecord([]byte(c.body), 1); !errors.Is(err, c.want) {
 			t.Errorf("%q: %v, want %v", c.body, err, c.want)

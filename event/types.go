@@ -88,6 +88,16 @@ const (
 	// input), before its next LLM call: the model sees it without the turn
 	// ending. Log schema version 6.
 	TurnSteered Type = "turn.steered"
+	// SessionEdited replaces the content of one message of a fork's copy
+	// (a user's message, a model's answer or a tool result), after
+	// session.forked (and turn.forked), before the fork's first claim: who
+	// changed what, from what to what. Log schema version 7.
+	SessionEdited Type = "session.edited"
+	// TurnForked follows session.forked in a fork made at a step inside a
+	// turn: it carries the copied turn's messages up to that step, and the
+	// turn is open (the session running) until a resume runs it on. Log
+	// schema version 7.
+	TurnForked Type = "turn.forked"
 )
 
 // payloads maps each type to a constructor of its payload.
@@ -120,12 +130,14 @@ var payloads = map[Type]func() any{
 	BudgetSet:             func() any { return new(BudgetSetData) },
 	TurnReopened:          func() any { return new(TurnReopenedData) },
 	TurnSteered:           func() any { return new(TurnSteeredData) },
+	SessionEdited:         func() any { return new(SessionEditedData) },
+	TurnForked:            func() any { return new(TurnForkedData) },
 }
 
 // Types lists every event type, in a stable order.
 func Types() []Type {
 	return []Type{
-		SessionCreated, SessionForked, SessionClaimed, TurnStarted,
+		SessionCreated, SessionForked, TurnForked, SessionEdited, SessionClaimed, TurnStarted,
 		ToolsOffered, LLMStarted, LLMStreaming, LLMCompleted, LLMFailed, Thinking,
 		ToolStarted, ToolWaiting, ToolApprovalRequested, ToolApproved, ToolDenied, ToolFinished, AgentFinished, AgentFailed, AgentCancelled,
 		ContextTrimmed, ContextCompacted, ContextCompactFailed, SummaryAdded,
@@ -260,6 +272,82 @@ func (d SessionForkedData) validate() error {
 	return nil
 }
 
+// TurnForkedData is the payload of turn.forked: the turn of the source
+// that a fork at one of its steps ends in. Its messages follow the copy of
+// session.forked (which holds the turns before it), and the turn is open:
+// the session is running, its calls without a result pending, until a
+// resume (or a new input, which runs it on first) continues it. Log schema
+// version 7.
+type TurnForkedData struct {
+	// Turn is the open turn's number: the copied turns' + 1.
+	Turn int `json:"turn"`
+	// Messages are the turn's messages as the source held them right after
+	// AtStep: the user's message first; the calls of the last answer whose
+	// results they do not hold are pending.
+	Messages []llm.Message `json:"messages"`
+	// AtStep is the source's step the copy ends after (informative).
+	AtStep string `json:"at_step,omitempty"`
+	// Steps are the LLM steps the turn had made in the source by then:
+	// they count towards its maxSteps.
+	Steps int `json:"steps,omitempty"`
+	// MaxSteps is the turn's own maxSteps in the source (turn.started's),
+	// kept; absent for the session's.
+	MaxSteps int `json:"max_steps,omitempty"`
+}
+
+func (d TurnForkedData) validate() error {
+	if d.Turn < 1 {
+		return errors.New("turn is below 1")
+	}
+	if len(d.Messages) == 0 || !d.Messages[0].StartsTurn() {
+		return errors.New("messages do not start with a user message that starts a turn")
+	}
+	if d.Steps < 0 || d.MaxSteps < 0 {
+		return errors.New("steps or max_steps is negative")
+	}
+	return nil
+}
+
+// SessionEditedData is the payload of session.edited: one message of a
+// fork's copy whose content was replaced. Log schema version 7.
+type SessionEditedData struct {
+	// Message is the index of the message in the history (as
+	// tah.api.messages lists it: the system message 0).
+	Message int `json:"message"`
+	// Role is the message's role: user, assistant or tool.
+	Role llm.Role `json:"role"`
+	// CallID, on a tool result, is the call it answers.
+	CallID string `json:"call_id,omitempty"`
+	// From is the content before the edit, To after.
+	From string `json:"from"`
+	To   string `json:"to"`
+	// IsError, on a tool result, is whether the result is an error after
+	// the edit; absent: as it was.
+	IsError *bool `json:"is_error,omitempty"`
+	// By says who edited, as the client said (informative, not
+	// authenticated: see docs/security.md).
+	By string `json:"by,omitempty"`
+}
+
+func (d SessionEditedData) validate() error {
+	if d.Message < 0 {
+		return errors.New("message is negative")
+	}
+	switch d.Role {
+	case llm.RoleUser, llm.RoleAssistant:
+		if d.IsError != nil {
+			return errors.New("is_error is for a tool result")
+		}
+	case llm.RoleTool:
+		if d.CallID == "" {
+			return errors.New("a tool result's edit names its call_id")
+		}
+	default:
+		return fmt.Errorf("role %q: only a user's, an assistant's or a tool's message is edited", d.Role)
+	}
+	return nil
+}
+
 // SessionClaimedData is the payload of session.claimed.
 type SessionClaimedData struct {
 	// Epoch grows by one with every claim; deltas of an older epoch are stale.
@@ -300,6 +388,11 @@ type TurnStartedData struct {
 	// Budget is the turn's own limits (the input's options.budget); the
 	// tightest of them, the session's and the node's is in force.
 	Budget *Limits `json:"budget,omitempty"`
+	// Definition is a digest of what defined the agent that ran the turn
+	// (AgentDefinition): a reader tells from it what changed between two
+	// turns. Absent in logs of nodes that did not record it; older nodes
+	// ignore it.
+	Definition *AgentDefinition `json:"definition,omitempty"`
 }
 
 // TraceContext is a W3C trace context as its two headers carry it.

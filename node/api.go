@@ -262,27 +262,42 @@ func (n *Node) apiFork(ctx context.Context, req wire.ForkRequest) (wire.ForkRepl
 	if err := n.needSession(ctx, req.Session); err != nil {
 		return wire.ForkReply{}, err
 	}
-	turns := -1
+	opts := session.ForkOptions{Turns: -1, AtStep: req.AtStep}
 	if req.Turns != nil {
+		if req.AtStep != "" {
+			return wire.ForkReply{}, badRequest("turns and at_step both say where the fork ends: give one")
+		}
 		if *req.Turns < 0 {
 			return wire.ForkReply{}, badRequest("turns is negative: give the number of turns to keep, 0 for only the system message")
 		}
-		turns = *req.Turns
+		opts.Turns = *req.Turns
 		// More turns than the session has would silently copy them all.
 		have, err := n.sessionTurns(ctx, req.Session)
 		if err != nil {
 			return wire.ForkReply{}, err
 		}
-		if have >= 0 && turns > have {
+		if have >= 0 && opts.Turns > have {
 			return wire.ForkReply{}, badRequest("session %s has %d turn(s): turns may be 0 to %d (leave it out to keep them all)", req.Session, have, have)
 		}
 	}
+	if e := req.Edit; e != nil {
+		if err := e.Validate(); err != nil {
+			return wire.ForkReply{}, badRequest("%v", err)
+		}
+		opts.Edit = &projection.Edit{Message: e.Message, Turn: e.Turn, CallID: e.ToolResult, StepID: e.Step,
+			Content: e.Content, IsError: e.IsError, By: e.By}
+	}
 	sid := event.NewSessionID()
-	ev, err := session.Fork(ctx, n.bus, req.Session, sid, turns, n.opts.Session)
-	if err != nil {
+	f, err := session.Fork(ctx, n.bus, req.Session, sid, opts, n.opts.Session)
+	switch {
+	case errors.Is(err, projection.ErrUnknownStep):
+		return wire.ForkReply{}, &apiError{wire.APIErrNotFound, fmt.Errorf("%w (tahctl show %s lists its steps)", err, req.Session)}
+	case errors.Is(err, projection.ErrBadFork):
+		return wire.ForkReply{}, badRequest("%v", err)
+	case err != nil:
 		return wire.ForkReply{}, err
 	}
-	return wire.ForkReply{Session: sid, ForkedFrom: req.Session, Seq: ev.Seq}, nil
+	return wire.ForkReply{Session: sid, ForkedFrom: req.Session, Seq: f.Event.Seq, AtStep: req.AtStep, OpenTurn: f.OpenTurn, Edit: f.Edit}, nil
 }
 
 // sessionTurns is the number of turns of session sid: from the read model

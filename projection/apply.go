@@ -136,6 +136,12 @@ func apply(s *State, e event.Event, payload any) error {
 		s.Messages = llm.CloneMessages(d.Messages)
 		s.Turn = countUsers(s.Messages)
 
+	case *event.TurnForkedData:
+		return s.applyTurnForked(d)
+
+	case *event.SessionEditedData:
+		return s.applyEdit(d)
+
 	case *event.SessionClaimedData:
 		if d.Epoch <= s.Epoch {
 			return fmt.Errorf("epoch %d is not after %d: %w", d.Epoch, s.Epoch, ErrInconsistent)
@@ -168,6 +174,7 @@ func apply(s *State, e event.Event, payload any) error {
 		s.TurnSteers, s.TurnSteerCallers = nil, nil
 		s.Status = StatusRunning
 		s.Messages = append(s.Messages, d.Message.Clone())
+		s.noteDefinition(d.Turn, d.Definition)
 
 	case *event.LLMStartedData:
 		if err := s.needActive(); err != nil {

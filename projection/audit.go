@@ -41,7 +41,7 @@ type TurnLog struct {
 	// started it.
 	Turn    int
 	InputID string
-	// Start is its turn.started.
+	// Start is its turn.started (a fork's open turn: its turn.forked).
 	Start event.Event
 	// Events are the turn's events after Start, up to and including its
 	// first end.
@@ -115,7 +115,8 @@ func (ps Problems) String() string {
 //   - claims' epochs grow, and a claim's envelope carries its epoch; every
 //     event after a claim carries the claim's epoch (an older owner never
 //     writes after it was fenced), and nothing but session.created and
-//     session.forked comes before the first claim;
+//     session.forked (a fork's turn.forked and session.edited) comes before
+//     the first claim;
 //   - turns are numbered 1, 2, 3... (a fork's on from the turns it copied,
 //     as Apply numbers them); a turn starts only after the previous one
 //     ended, ends at most once, and nothing of it follows its end (between
@@ -188,14 +189,17 @@ func (a *auditor) event(e event.Event) {
 	case event.SessionClaimed:
 		a.claim(e)
 		return
-	case event.SessionCreated, event.SessionForked:
+	case event.SessionCreated, event.SessionForked, event.TurnForked, event.SessionEdited:
 		if len(a.r.Claims) > 0 {
 			a.bad(e, "after a claim")
 		}
-		if e.Type == event.SessionForked {
+		switch e.Type {
+		case event.SessionForked:
 			if d, err := event.DecodeAs[event.SessionForkedData](e); err == nil {
 				a.copied = countUsers(d.Messages) // the fork's turns number on from these
 			}
+		case event.TurnForked:
+			a.turnForked(e)
 		}
 		return
 	}
@@ -267,6 +271,22 @@ func (a *auditor) turnStarted(e event.Event) {
 		a.bad(e, "turn %d, want %d", d.Turn, want)
 	}
 	a.r.Turns = append(a.r.Turns, TurnLog{Turn: d.Turn, InputID: d.InputID, Start: e})
+	a.sawToolResult = false
+	a.openLLM = map[string]bool{}
+}
+
+// turnForked opens the turn a fork inside a turn copied: its own events
+// follow, as a resumed turn's.
+func (a *auditor) turnForked(e event.Event) {
+	d, err := event.DecodeAs[event.TurnForkedData](e)
+	if err != nil {
+		a.bad(e, "%v", err)
+		return
+	}
+	if want := a.copied + len(a.r.Turns) + 1; d.Turn != want || len(a.r.Turns) > 0 {
+		a.bad(e, "forked turn %d, want %d, the fork's first", d.Turn, want)
+	}
+	a.r.Turns = append(a.r.Turns, TurnLog{Turn: d.Turn, Start: e})
 	a.sawToolResult = false
 	a.openLLM = map[string]bool{}
 }

@@ -123,13 +123,13 @@ func FoldLog(s *State, events []event.Event) *Fault {
 }
 
 // CheckOwner reports, wrapping ErrNotOwner, an event that no owner of the
-// session wrote: session.created and session.forked are written at epoch 0
-// before any claim; a claim carries its own epoch; every other event the
+// session wrote: session.created and session.forked (and a fork's
+// turn.forked and session.edited) are written at epoch 0 before any claim; a claim carries its own epoch; every other event the
 // epoch of the last claim (an event of another epoch was written by a
 // fenced owner, or by a writer that never claimed the session).
 func CheckOwner(s *State, e event.Event) error {
 	switch e.Type {
-	case event.SessionCreated, event.SessionForked:
+	case event.SessionCreated, event.SessionForked, event.TurnForked, event.SessionEdited:
 		if e.Epoch != 0 || s.Epoch != 0 {
 			return fmt.Errorf("event %d.%d %q at epoch %d, the session's claims at %d: %w", e.Seq, e.Index, e.Type, e.Epoch, s.Epoch, ErrNotOwner)
 		}

@@ -222,6 +222,13 @@ type State struct {
 	// Summaries counts summaries added; Trims counts agent.context.trimmed.
 	Summaries int `json:"summaries,omitempty"`
 	Trims     int `json:"trims,omitempty"`
+	// Edits counts the messages of a fork's copy that session.edited
+	// changed.
+	Edits int `json:"edits,omitempty"`
+	// Definitions are the definitions of the agent its turns ran under
+	// (turn.started's definition), each with the turn it took effect: one
+	// entry per change, none for turns that recorded none.
+	Definitions []TurnDefinition `json:"definitions,omitempty"`
 
 	// AwaitingApproval is set while the turn waits for a person to approve
 	// or deny calls (tool.approval-requested; see PendingApprovals): the

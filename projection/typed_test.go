@@ -132,6 +132,16 @@ func TestApplyTypedAsApply(t *testing.T) {
 		{Role: llm.RoleAssistant, ToolCalls: calls[:1]}, {Role: llm.RoleTool, ToolCallID: "c1", Name: "read", Content: bad}}})
 	foldBoth(t, "fork", f.evs)
 
+	o := &typedLog{t: t, sid: "s_fork_at"}
+	o.add(event.SessionCreated, event.SessionCreatedData{Config: event.Config{}, ForkedFrom: "s_typed"})
+	o.add(event.SessionForked, event.SessionForkedData{From: "s_typed", Turns: -1, Messages: []llm.Message{llm.User("one"), llm.Assistant("done")}})
+	o.add(event.TurnForked, event.TurnForkedData{Turn: 2, Messages: []llm.Message{llm.User(bad), {Role: llm.RoleAssistant, ToolCalls: calls[:2]},
+		{Role: llm.RoleTool, ToolCallID: "c1", Name: "read", Content: bad}}, AtStep: "t1", Steps: 1})
+	o.add(event.SessionEdited, event.SessionEditedData{Message: 4, Role: llm.RoleTool, CallID: "c1", From: bad, To: "edited " + bad, By: "ann"})
+	o.add(event.SessionEdited, event.SessionEditedData{Message: 0, Role: llm.RoleUser, From: "nope", To: "x"}) // refused by both
+	foldBoth(t, "fork at a step", o.evs)
+	f.evs = append(f.evs, o.evs...)
+
 	for _, e := range append(w.evs, f.evs...) {
 		seen[e.e.Type] = true
 	}

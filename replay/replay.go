@@ -91,7 +91,10 @@ type replayer struct {
 	// turns are the turns compared, sawTurn whether Options.Turn began.
 	turns   map[int]bool
 	sawTurn bool
-	report  Report
+	// compared is set once a recorded turn's definition was compared with
+	// the replay's (definitionAt).
+	compared bool
+	report   Report
 }
 
 // inScope reports whether the steps of turn are compared.
@@ -133,6 +136,7 @@ func (r *replayer) check(e event.Event) error {
 			r.sawTurn = r.sawTurn || d.Turn == r.opts.Turn
 			if r.inScope(d.Turn) {
 				r.turns[d.Turn] = true
+				r.definitionAt(d.Turn, d.Definition)
 			}
 			r.boundary = true
 		}

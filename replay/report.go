@@ -42,6 +42,10 @@ type Report struct {
 	Events int `json:"events"`
 	// Definition is what the recording was compared with.
 	Definition DefinitionInfo `json:"definition"`
+	// DefinitionChanged, when set, says where Definition differs from the
+	// definition the first compared turn recorded (absent: the same, or
+	// none recorded).
+	DefinitionChanged *DefinitionChanged `json:"definition_changed,omitempty"`
 	// Live is the live session made at the divergence (tah.api.replay_live,
 	// tahctl replay --live); Run leaves it nil.
 	Live *Live `json:"live,omitempty"`

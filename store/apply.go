@@ -500,6 +500,16 @@ func (b *batch) writeSession(e *entry) error {
 		}
 		e.rowCodec.budget, e.rowCodec.budgetJSON = b, raw
 	}
+	if n := len(st.Definitions); !e.rowCodec.valid || e.rowCodec.defs != n {
+		e.rowCodec.defs, e.rowCodec.defsJSON = n, ""
+		if n > 0 {
+			raw, err := json.Marshal(st.Definitions)
+			if err != nil {
+				return err
+			}
+			e.rowCodec.defsJSON = string(raw)
+		}
+	}
 	e.rowCodec.valid = true
 	var reached []byte
 	if st.LastBudget != nil {
@@ -535,7 +545,7 @@ func (b *batch) writeSession(e *entry) error {
 		st.Usage.InputTokens, st.Usage.OutputTokens, st.Usage.CacheReadTokens, st.Summaries, st.Trims,
 		st.LastOutput, st.LastError, st.LastCode, string(fault), st.AwaitingApproval, st.Cost.USD, st.Cost.Unpriced,
 		e.rowCodec.budgetJSON, string(reached), st.TurnUsage.InputTokens+st.TurnUsage.OutputTokens, st.TurnCost.USD,
-		st.TurnTimeMS, st.TimeMS, unixNano(st.TurnRunningSince), string(parent), parentSession)
+		st.TurnTimeMS, st.TimeMS, unixNano(st.TurnRunningSince), string(parent), parentSession, e.rowCodec.defsJSON)
 }
 
 // budgetSources are the three sources of a session's limits in force

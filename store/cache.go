@@ -49,6 +49,10 @@ type entry struct {
 		// one of their three sources changed.
 		budget     budgetSources
 		budgetJSON string
+		// The definitions (append-only) are encoded again when their
+		// number changed.
+		defs     int
+		defsJSON string
 	}
 
 	elem *list.Element

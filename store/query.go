@@ -94,18 +94,33 @@ func (s *Store) GetSession(ctx context.Context, id string) (wire.SessionSummary,
 	if err := s.checkOpen(); err != nil {
 		return wire.SessionSummary{}, err
 	}
-	r, err := scanSession(s.r.QueryRowContext(ctx, `SELECT `+sessionColumns+` FROM sessions WHERE id = ?`, id))
+	var defs string
+	r, err := scanSession(withColumn{s.r.QueryRowContext(ctx, `SELECT `+sessionColumns+`, definitions FROM sessions WHERE id = ?`, id), &defs})
 	if errors.Is(err, sql.ErrNoRows) {
 		return wire.SessionSummary{}, fmt.Errorf("session %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return wire.SessionSummary{}, fmt.Errorf("store: get %q: %w", id, err)
 	}
+	if defs != "" {
+		if err := json.Unmarshal([]byte(defs), &r.Definitions); err != nil {
+			return wire.SessionSummary{}, fmt.Errorf("store: get %q: definitions: %w", id, err)
+		}
+	}
 	if err := s.family(ctx, &r); err != nil {
 		return wire.SessionSummary{}, fmt.Errorf("store: get %q: %w", id, err)
 	}
 	return r, nil
 }
+
+// withColumn scans one more column than sessionColumns, into extra: a
+// column that only tah.api.get returns.
+type withColumn struct {
+	sc    scanner
+	extra any
+}
+
+func (w withColumn) Scan(dest ...any) error { return w.sc.Scan(append(dest, w.extra)...) }
 
 // family adds to r its sub-agents' sessions (Children) and, when it has
 // any, the totals of its whole tree (Tree): what its work cost, children

@@ -283,6 +283,13 @@ ALTER TABLE sessions ADD COLUMN parent_session TEXT NOT NULL DEFAULT '';
 CREATE INDEX sessions_parent ON sessions (parent_session) WHERE parent_session != '';
 ALTER TABLE steps ADD COLUMN child TEXT NOT NULL DEFAULT '';
 `,
+	// 10: the definitions of the agent a session's turns ran under
+	// (projection.State.Definitions: one entry per change, from the turn
+	// it took effect), JSON, '' for none; tah.api.get returns them. No row
+	// written before has any: no build before recorded them.
+	`
+ALTER TABLE sessions ADD COLUMN definitions TEXT NOT NULL DEFAULT '';
+`,
 }
 
 // SchemaVersion is the schema version this build writes (PRAGMA user_version).

@@ -112,8 +112,8 @@ const (
 				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
 				tokens_in, tokens_out, tokens_cache_read, summaries, trims, last_output, last_error, last_code, fault,
 				awaiting_approval, cost_usd, cost_unpriced, budget_limits, budget_reached, turn_tokens, turn_cost_usd,
-				turn_time_ms, time_ms, turn_running_since, parent, parent_session)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+				turn_time_ms, time_ms, turn_running_since, parent, parent_session, definitions)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO UPDATE SET status = excluded.status, turn = excluded.turn, config = excluded.config,
 				forked_from = excluded.forked_from, labels = excluded.labels, epoch = excluded.epoch,
 				node = excluded.node, title = excluded.title, created_at = excluded.created_at,
@@ -128,7 +128,7 @@ const (
 				turn_tokens = excluded.turn_tokens, turn_cost_usd = excluded.turn_cost_usd,
 				turn_time_ms = excluded.turn_time_ms, time_ms = excluded.time_ms,
 				turn_running_since = excluded.turn_running_since, parent = excluded.parent,
-				parent_session = excluded.parent_session`
+				parent_session = excluded.parent_session, definitions = excluded.definitions`
 	positionUpsert = `INSERT INTO positions (consumer, shard, seq) VALUES (?, ?, ?)
 			ON CONFLICT (consumer, shard) DO UPDATE SET seq = max(positions.seq, excluded.seq)`
 	messageUpsert = `INSERT INTO messages (session_id, idx, role, content, tool_calls, tool_call_id, name, is_error, summary)

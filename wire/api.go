@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"errors"
 	"time"
 
 	"github.com/tah-dev/tah/event"
@@ -136,6 +137,11 @@ type SessionSummary struct {
 	// them, not tah.api.list.
 	Children []ChildSummary `json:"children,omitempty"`
 	Tree     *TreeTotals    `json:"tree,omitempty"`
+	// Definitions are the definitions of the agent the session's turns ran
+	// under, one per change, each from the turn it took effect
+	// (turn.started's definition; none for turns that recorded none). Only
+	// tah.api.get fills them.
+	Definitions []projection.TurnDefinition `json:"definitions,omitempty"`
 	// Elided names the fields tah.api.list left out of this row or cut:
 	// "labels" when the session's labels break the limits of CheckLabels (a
 	// session created before they were checked: the labels within them are
@@ -183,10 +189,62 @@ type ListReply struct {
 }
 
 // ForkRequest asks tah.api.fork for a new session with the messages of
-// Session's first Turns turns (0: only the system message; absent: all).
+// Session's first Turns turns (0: only the system message; absent: all),
+// or, with AtStep, its history up to that step; Edit replaces one message
+// of the copy.
 type ForkRequest struct {
 	Session string `json:"session"`
 	Turns   *int   `json:"turns,omitempty" jsonschema:"minimum=0"`
+	// AtStep, when set (a step's id; not with Turns), ends the copy right
+	// after that step: after a model call its answer (the calls it asked
+	// for pending), after a tool step its result. When the turn goes on
+	// there, the fork's turn is open: a resume runs it on (ForkReply's
+	// OpenTurn). A step the session does not have is APIErrNotFound.
+	AtStep string `json:"at_step,omitempty"`
+	// Edit, when set, replaces the content of one message of the copy,
+	// recorded as session.edited.
+	Edit *ForkEdit `json:"edit,omitempty"`
+}
+
+// ForkEdit names one message of a fork's copy, by exactly one of
+// ToolResult, Step, Turn and Message, and the content that replaces its
+// own. An edit of a message the copy does not hold is APIErrBadRequest.
+type ForkEdit struct {
+	// ToolResult names the result of that tool call (its call id).
+	ToolResult string `json:"tool_result,omitempty"`
+	// Step names a step of the source (its id): a tool step's result, or
+	// a model call's answer (its text).
+	Step string `json:"step,omitempty"`
+	// Turn names that turn's user message (from 1).
+	Turn int `json:"turn,omitempty" jsonschema:"minimum=0"`
+	// Message is the index of the message in the copy, as tah.api.messages
+	// lists the new session's history (the system message 0).
+	Message *int `json:"message,omitempty" jsonschema:"minimum=0"`
+	// Content replaces the message's content.
+	Content string `json:"content"`
+	// IsError, on a tool result, says whether it is an error; absent: as
+	// it was.
+	IsError *bool `json:"is_error,omitempty"`
+	// By says who edits, as the client says (tahctl: its credential's
+	// name); recorded as given, not authenticated.
+	By string `json:"by,omitempty"`
+}
+
+// Validate reports what is wrong with e: it names one message.
+func (e ForkEdit) Validate() error {
+	named := 0
+	for _, set := range []bool{e.ToolResult != "", e.Step != "", e.Turn != 0, e.Message != nil} {
+		if set {
+			named++
+		}
+	}
+	switch {
+	case named != 1:
+		return errors.New(`an edit names exactly one message: "tool_result" (a call id), "step" (a step), "turn" (its user message) or "message" (an index)`)
+	case e.Turn < 0 || e.Message != nil && *e.Message < 0:
+		return errors.New("an edit's turn or message is negative")
+	}
+	return nil
 }
 
 // ForkReply: the new session, whose session.forked is at Seq.
@@ -194,6 +252,14 @@ type ForkReply struct {
 	Session    string `json:"session"`
 	ForkedFrom string `json:"forked_from"`
 	Seq        uint64 `json:"seq"`
+	// AtStep is the request's: the step the copy ends after.
+	AtStep string `json:"at_step,omitempty"`
+	// OpenTurn, when not 0, is the turn the copy ends inside: the session
+	// is running, and a resume (or the next input, which runs it on first)
+	// continues it.
+	OpenTurn int `json:"open_turn,omitempty"`
+	// Edit is the edit made (session.edited), when the request asked one.
+	Edit *event.SessionEditedData `json:"edit,omitempty"`
 }
 
 // MessagesReply is a session's full history, summaries included.

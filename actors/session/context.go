@@ -101,6 +101,8 @@ type AgentContext struct {
 	// openWatch opens a Watcher (Config.Watch); nil when the node watches
 	// no turns.
 	openWatch WatchFunc
+	// loop names the agent loop, for the definition each turn records.
+	loop string
 	// endStreamed is the input whose turn's end a watcher of this context
 	// told its caller: its redelivery (the resume of a taken-over turn ran
 	// first) must not stream that end a second time.

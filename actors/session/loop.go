@@ -291,7 +291,7 @@ func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID st
 	// The span ctx holds (the work's, when tracing) is the turn's: recorded,
 	// so that the work on the turn elsewhere and later joins its trace.
 	return a.Stage(event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: opts.MaxSteps, Caller: caller,
-		Trace: turnTrace(ctx), Budget: opts.Budget})
+		Trace: turnTrace(ctx), Budget: opts.Budget, Definition: a.definition()})
 }
 
 // TurnOptions are a turn's own settings, from its input: turn.started

@@ -133,6 +133,12 @@ func summary(ev event.Event) string {
 	case event.SessionForked:
 		d, _ := event.DecodeAs[event.SessionForkedData](ev)
 		return fmt.Sprintf("from %s (turns %d, %d messages)", d.From, d.Turns, len(d.Messages))
+	case event.TurnForked:
+		d, _ := event.DecodeAs[event.TurnForkedData](ev)
+		return fmt.Sprintf("turn %d open, after step %s (%s)", d.Turn, d.AtStep, plural(len(d.Messages), "message"))
+	case event.SessionEdited:
+		d, _ := event.DecodeAs[event.SessionEditedData](ev)
+		return editLine(d)
 	case event.SessionClaimed:
 		d, _ := event.DecodeAs[event.SessionClaimedData](ev)
 		return fmt.Sprintf("by node %s, epoch %d", d.Node, d.Epoch)

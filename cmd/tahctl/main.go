@@ -46,7 +46,7 @@ func commands() []command {
 		{"show", "ID [--request STEP]", "show a session and its steps as a timeline (or the request a step sent)", runShow},
 		{"events", "ID [--follow] [--from SEQ]", "print a session's events (--follow: and wait for more)", runEvents},
 		{"shard", "ID", "print where a session's events are in the log (its shard, stream and subject)", runShard},
-		{"fork", "ID [--turns N]", "copy a session's messages (its first N turns) into a new session", runFork},
+		{"fork", "ID [--turns N | --at STEP] [--edit FILE]", "copy a session's messages (its first N turns, or up to a step, with an edit) into a new session", runFork},
 		{"compact", "ID", "summarise a session's turns so far into one message", runCompact},
 		{"replay", "ID [--turn N] [--from STEP] [--live]... | --all", "re-run a session's turns against today's agent, with no model call or tool run (--live: then on live from where it departs; --all: every session)", runReplay},
 		{"artifacts", "ID", "list a session's artifacts: files its tools made, outputs too large for the log", runArtifacts},

@@ -58,6 +58,9 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 		return c.failed(wire.EndpointSteps, err)
 	}
 	turns := turnCosts(r.Steps)
+	for i := range turns {
+		turns[i].Definition = definitionAt(s.Definitions, turns[i].Turn)
+	}
 	// The schedules that will wake it (a node of an older version has no
 	// such endpoint: none shown).
 	scheds, _ := c.Schedules(ctx, id)
@@ -71,7 +74,7 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintf(w, "  %q\n", oneLine(s.Title, 100))
 	}
 	if s.ForkedFrom != "" {
-		fmt.Fprintf(w, "  %s\n", st.dim("forked from "+s.ForkedFrom))
+		showFork(ctx, w, st, c, s)
 	}
 	if p := s.Parent; p != nil {
 		fmt.Fprintf(w, "  %s\n", st.dim(fmt.Sprintf("sub-agent %s of %s (its call %s; depth %d): tahctl show %s", p.Agent, p.Session, p.CallID, p.Depth, p.Session)))
@@ -98,6 +101,7 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintf(w, "%s %s\n\n", st.bold("Budget:"), line)
 	}
 	showChildren(w, st, s)
+	showDefinitions(w, st, s.Definitions)
 	if len(scheds) > 0 {
 		var parts []string
 		for _, sc := range scheds {
@@ -106,6 +110,10 @@ func runShow(ctx context.Context, g *globals, args []string) error {
 		fmt.Fprintf(w, "%s %s %s\n\n", st.bold("Schedules:"), strings.Join(parts, "; "), st.dim("(tahctl schedule ls "+s.ID+")"))
 	}
 	if len(r.Steps) == 0 {
+		if s.Status.Active() {
+			fmt.Fprintf(w, "No steps yet: turn %d, copied open, waits: `tahctl resume %s` runs it on.\n", s.Turn, s.ID)
+			return nil
+		}
 		fmt.Fprintf(w, "No steps yet: `tahctl send -s %s \"your question\"` starts a turn.\n", s.ID)
 		return nil
 	}
@@ -274,11 +282,75 @@ func outputCut(step projection.Step) bool {
 }
 
 // turnCost is what one turn's model calls used and cost, as show --json
-// lists them.
+// lists them, and the digest of the definition of the agent it ran under
+// (when its turn.started recorded one).
 type turnCost struct {
-	Turn  int          `json:"turn"`
-	Usage llm.Usage    `json:"usage"`
-	Cost  pricing.Cost `json:"cost"`
+	Turn       int          `json:"turn"`
+	Usage      llm.Usage    `json:"usage"`
+	Cost       pricing.Cost `json:"cost"`
+	Definition string       `json:"definition,omitempty"`
+}
+
+// definitionAt is the digest of the definition turn ran under, "" when
+// none was recorded.
+func definitionAt(defs []projection.TurnDefinition, turn int) string {
+	for i := len(defs) - 1; i >= 0; i-- {
+		if defs[i].Turn <= turn {
+			return defs[i].Digest
+		}
+	}
+	return ""
+}
+
+// showDefinitions says, when the definition of the agent changed between
+// the session's turns, which parts changed at which turn.
+func showDefinitions(w io.Writer, st style, defs []projection.TurnDefinition) {
+	if len(defs) < 2 {
+		return
+	}
+	fmt.Fprintf(w, "%s\n", st.bold("Definition changed:"))
+	for i := 1; i < len(defs); i++ {
+		fmt.Fprintf(w, "  turn %d: %s\n", defs[i].Turn, event.DescribeChanges(defs[i-1].Changes(defs[i].AgentDefinition)))
+	}
+	fmt.Fprintln(w)
+}
+
+// showFork says where a fork's copy comes from: the source, the step it
+// ends after, the edit it made (its log's first record says).
+func showFork(ctx context.Context, w io.Writer, st style, c *conn, s wire.SessionSummary) {
+	line := "forked from " + s.ForkedFrom
+	var edits []string
+	if r, err := c.Events(ctx, wire.EventsRequest{Session: s.ID, Limit: 1}); err == nil {
+		for _, ev := range r.Events {
+			switch ev.Type {
+			case event.TurnForked:
+				if d, err := event.DecodeAs[event.TurnForkedData](ev); err == nil && d.AtStep != "" {
+					line += fmt.Sprintf(" inside its turn %d, after step %s", d.Turn, d.AtStep)
+				}
+			case event.SessionEdited:
+				if d, err := event.DecodeAs[event.SessionEditedData](ev); err == nil {
+					edits = append(edits, editLine(d))
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "  %s\n", st.dim(line))
+	for _, e := range edits {
+		fmt.Fprintf(w, "  %s\n", st.yellow(e))
+	}
+}
+
+// editLine says what an edit of a fork's copy changed, and who made it.
+func editLine(d event.SessionEditedData) string {
+	what := fmt.Sprintf("message %d (%s)", d.Message, d.Role)
+	if d.CallID != "" {
+		what = fmt.Sprintf("message %d (the result of call %s)", d.Message, d.CallID)
+	}
+	s := fmt.Sprintf("edited %s: %q → %q", what, oneLine(d.From, 40), oneLine(d.To, 40))
+	if d.By != "" {
+		s += " by " + d.By
+	}
+	return s
 }
 
 // turnCosts sums the model calls' usage and recorded cost by turn, in turn

@@ -7,6 +7,9 @@
 #   make build   bin/tah-node (the node) and bin/tahctl (the command line)
 #   make install tah-node and tahctl into GOBIN (default: go env GOPATH's bin) or PREFIX/bin
 #   make nats    bin/nats, the NATS CLI (natscli v0.5.0) of the README's nats commands; make test uses it
+#   make image   bin/tah-image.tar, the container image of tah-node and tahctl (docker load -i / podman load -i), without a container runtime
+#   make helm    bin/helm (helm v4 from deploy/go.mod), for the chart in deploy/helm/tah; make test uses it
+#   make deploy-test  the image, the Helm chart and the compose file's cluster (deploy/), alone; make test runs it beside the rest
 #   make fuzz    the projection fuzz targets, FUZZTIME each (default 60s)
 #   make schema  regenerate docs/schema/ from the payload types (package event and wire)
 #   make bench   speed, scale and memory against the floor: docs/benchmarks.md (~3-5 min)
@@ -51,6 +54,16 @@ UI_HTTP    ?= 127.0.0.1:0
 # import it.
 NATSCLI    := $(BIN)/nats
 NATSCLI_VERSION := v0.5.0
+# make image: the static binaries it holds (bin/image/), the tarball and the
+# image's repository name (tagged :latest and :<tah-node's version>).
+IMAGE_REPO ?= tah-node
+IMAGE_TAR  ?= $(BIN)/tah-image.tar
+IMAGE_BIN  := $(BIN)/image
+# helm, built from the module proxy at deploy/go.mod's version (a tool of the
+# deploy module, which keeps helm's and Kubernetes' dependencies out of the
+# main module): rebuilt when deploy/go.mod changes.
+HELM       := $(BIN)/helm
+HELM_VERSION = $(shell sed -n 's|^[[:space:]]*helm.sh/helm/v4 \(v[^ ]*\).*|\1|p' deploy/go.mod)
 # Where make install puts tah-node and tahctl: PREFIX/bin when PREFIX is given,
 # else GOBIN, else the bin of go env GOPATH (where go install would).
 PREFIX     ?=
@@ -109,8 +122,44 @@ test: export TAH_BROWSER := required
 
 test: lint js-deps $(NATSCLI) ## vet, staticcheck, every test with the race detector, then known vulnerabilities
 	@# scripts/test.sh: the tests with the race detector, the slowest packages'
-	@# times, then vulncheck even when a test failed (both reported).
-	@GO=$(GO) PKGS='$(PKGS)' bash scripts/test.sh
+	@# times, then vulncheck even when a test failed (both reported). Beside
+	@# it, in the background, make deploy-test (helm's build, the image, the
+	@# chart, the compose cluster: mostly waiting, little CPU once built), whose
+	@# output is printed after the suites'.
+	@log=$$(mktemp "$${TMPDIR:-/tmp}/tah-deploy-test.XXXXXX"); \
+	$(MAKE) --no-print-directory deploy-test >"$$log" 2>&1 & dpid=$$!; \
+	GO=$(GO) PKGS='$(PKGS)' bash scripts/test.sh; main=$$?; \
+	wait $$dpid; deploy=$$?; \
+	echo "== make deploy-test (ran beside the suites above):"; cat "$$log"; rm -f "$$log"; \
+	if [ $$main -ne 0 ] || [ $$deploy -ne 0 ]; then \
+		echo "make test: FAILED: suites and vulncheck $$([ $$main -eq 0 ] && echo passed || echo failed), deploy $$([ $$deploy -eq 0 ] && echo passed || echo failed)"; exit 1; \
+	fi; echo "make test: suites, vulncheck and deploy passed"
+
+# The deploy module's own tests (deploy/*_test.go): the image's tarball, helm
+# lint and template with the rendered objects checked against the Kubernetes
+# API types of deploy/go.mod's k8s.io/api, and the compose file's cluster run
+# as processes (three nats-server, three tah-node, a node killed).
+.PHONY: deploy-test image helm
+deploy-test: $(HELM) ## the deploy module's tests: the image, the Helm chart, the compose file's cluster (about a minute once built)
+	@start=$$(date +%s); \
+	cd deploy && $(GO) vet ./... && HELM=$(CURDIR)/$(HELM) $(GO) test -count=1 -timeout 10m ./...; rc=$$?; \
+	echo "== deploy tests took $$(( $$(date +%s) - start ))s"; exit $$rc
+
+helm: $(HELM) ## bin/helm: helm v4 (deploy/go.mod's version), built from the Go module proxy
+	@$(HELM) version --short
+
+$(HELM): deploy/go.mod deploy/go.sum
+	cd deploy && $(GO) build -trimpath -ldflags='-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' -o $(CURDIR)/$(HELM) helm.sh/helm/v4/cmd/helm
+
+# Static (CGO_ENABLED=0), trimmed paths and the VCS stamp (--version, and the
+# image's labels, read from tah-node's build information); tah-image
+# assembles the image from them without a container runtime (deploy/image).
+image: ## bin/tah-image.tar: the image of tah-node, tahctl and tah-trust (docker load -i / podman load -i)
+	CGO_ENABLED=0 $(GO) build -trimpath $(BUILDFLAGS) -ldflags='-s -w' -o $(IMAGE_BIN)/tah-node ./cmd/node
+	CGO_ENABLED=0 $(GO) build -trimpath $(BUILDFLAGS) -ldflags='-s -w' -o $(IMAGE_BIN)/tahctl ./cmd/tahctl
+	cd deploy && CGO_ENABLED=0 $(GO) build -trimpath $(BUILDFLAGS) -ldflags='-s -w' -o $(CURDIR)/$(IMAGE_BIN)/tah-trust ./cmd/tah-trust
+	cd deploy && $(GO) run ./cmd/tah-image --out $(CURDIR)/$(IMAGE_TAR) --repo $(IMAGE_REPO) \
+		--bin tah-node=$(CURDIR)/$(IMAGE_BIN)/tah-node --bin tahctl=$(CURDIR)/$(IMAGE_BIN)/tahctl --bin tah-trust=$(CURDIR)/$(IMAGE_BIN)/tah-trust
 
 unit: js-deps $(NATSCLI) ## fast tests without the race detector
 	$(GO) test -count=1 $(PKGS)

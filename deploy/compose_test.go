@@ -55,6 +55,7 @@ func loadCompose(t *testing.T) *types.Project {
 // for docker compose, the NATS image is the nats-server TAH is tested with,
 // the nodes wait for the trust step, and the inspector is published.
 func TestComposeFile(t *testing.T) {
+	t.Parallel()
 	p := loadCompose(t)
 	v := natsVersion(t)
 	for _, name := range natsServices {
@@ -111,6 +112,7 @@ func service(t *testing.T, p *types.Project, name string) types.ServiceConfig {
 // own). Turns complete; a node is killed in the middle of a turn, which
 // completes on another node, and its sessions take turns after it.
 func TestComposeCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts three NATS servers and three nodes")
 	}

@@ -39,6 +39,7 @@ func buildImage(t *testing.T, ctx context.Context, out string) string {
 // labels of the build), that the binaries in the layer run, and that the
 // same binaries give the same bytes.
 func TestImage(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

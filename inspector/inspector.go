@@ -92,6 +92,7 @@ func New(opts Options) (*Handler, error) {
 	h.mux.HandleFunc("POST /s/{sid}/deny", h.deny)
 	h.mux.HandleFunc("POST /s/{sid}/compact", h.compact)
 	h.mux.HandleFunc("POST /s/{sid}/fork", h.fork)
+	h.mux.HandleFunc("POST /s/{sid}/replay", h.replaySession)
 	return h, nil
 }
 

@@ -185,4 +185,38 @@ func recordScenarios(t *testing.T) {
 	b.events = append(b.events, event.Event{Seq: b.seq, Session: "s_fork", Type: event.TurnStarted, Time: t0, Data: json.RawMessage(`{"turn":"one"}`)})
 	b.turn(1, "try another way").llm("another way").finish(1, "another way")
 	write("fork_and_unknown", b.events)
+
+	// A fork of the example right after its read_file step (the second
+	// tool step), the result edited: the turn is open; a node claims it,
+	// asks the model again (which sees the edit), and a new turn records
+	// the definition of its agent.
+	src := newLog(t, "s_example", event.Config{SystemPrompt: "You are a helpful agent.", MaxSteps: 20})
+	src.tools = []llm.ToolSchema{listTool, readTool}
+	src.turn(1, "分析这个项目的目录结构").llm("", ls).tool(ls, "README.md\ncmd/\ngo.mod").llm("", rd).tool(rd, "# TAH\nDurable agents.")
+	plan, err := PlanFork(src.events, ForkSpec{AtStep: "st4", SystemPrompt: "You are a helpful agent.", EditStep: "st4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit, err := plan.Edit(Edit{StepID: "st4", Content: "# TAH\nAn edited README.", By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = &logBuilder{t: t, sid: "s_fork_at"}
+	b.tools = src.tools
+	b.add(event.SessionCreated, event.SessionCreatedData{ForkedFrom: "s_example", Config: event.Config{SystemPrompt: "You are a helpful agent.", MaxSteps: 20}})
+	b.add(event.SessionForked, event.SessionForkedData{From: "s_example", FromSeq: plan.FromSeq, Turns: -1, Messages: plan.Messages})
+	b.add(event.TurnForked, *plan.Open)
+	b.add(event.SessionEdited, edit)
+	b.add(event.SessionClaimed, event.SessionClaimedData{Epoch: 1, Node: "n1", Config: event.Config{SystemPrompt: "You are a helpful agent.", MaxSteps: 20}})
+	b.llm("An edited README, says the tool.").finish(1, "An edited README, says the tool.")
+	def, err := event.NewAgentDefinition(event.Config{SystemPrompt: "You are a helpful agent.", MaxSteps: 20}, b.tools, "mock", "session.DefaultLoop", "v0.3.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.add(event.TurnStarted, event.TurnStartedData{Turn: 2, Message: llm.User("and then?"), Definition: &def})
+	b.llm("nothing more").finish(2, "nothing more")
+	for i := range b.events[4:] {
+		b.events[4+i].Epoch = 1
+	}
+	write("fork_at_step_edit", b.events)
 }

@@ -378,7 +378,7 @@ func checkEquivalent(t testing.TB, s *Store, evs []event.Event) {
 			LastSeq: want.LastSeq, Events: want.Events, Rejected: rejected, Messages: len(want.Messages),
 			Steps: len(want.Steps), Usage: want.Usage, Cost: want.Cost, Summaries: want.Summaries, Trims: want.Trims,
 			LastOutput: want.LastOutput, LastError: want.LastError, LastCode: want.LastCode, Budget: wire.BudgetOf(&want),
-			Parent: want.Parent}
+			Parent: want.Parent, Definitions: want.Definitions}
 		row.Children, row.Tree = nil, nil // from the other sessions' rows, not this fold
 		sameJSON(t, sid+" row", row, wantRow)
 

@@ -148,6 +148,18 @@ func (t *timeline) place(e event.Event) *block {
 		return t.end(projection.StatusCancelled, d.Reason, event.CodeCancelled, e.Time)
 	case *event.SessionForkedData:
 		return t.addItem(item{Note: forkNote(d), Seq: e.Seq, At: e.Time})
+	case *event.TurnForkedData:
+		// The copied open turn: a turn of its own, which a resume runs on.
+		b := &block{Key: fmt.Sprintf("turn-%d", d.Turn), Turn: d.Turn, Input: d.Messages[0].Content, Status: projection.StatusRunning, StartedAt: e.Time}
+		b.Items = append(b.Items, item{Note: fmt.Sprintf("copied up to the source's step %s (%d message(s)): a resume runs the turn on from there", d.AtStep, len(d.Messages)), Seq: e.Seq, At: e.Time})
+		t.blocks = append(t.blocks, b)
+		return b
+	case *event.SessionEditedData:
+		what := fmt.Sprintf("message %d (%s)", d.Message, d.Role)
+		if d.CallID != "" {
+			what = fmt.Sprintf("the result of %s (message %d)", t.callName(d.CallID), d.Message)
+		}
+		return t.addItem(item{Note: fmt.Sprintf("edited %s: %q → %q%s", what, clip(d.From, 80), clip(d.To, 80), by(d.By)), Seq: e.Seq, At: e.Time})
 	case *event.SummaryAddedData:
 		t.summary = d.Content
 		return nil
@@ -210,6 +222,14 @@ func (t *timeline) callName(callID string) string {
 	return "call " + callID
 }
 
+// clip is s cut to n runes, "…" marking the cut.
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
 // by says who decided, as the decision's input said.
 func by(who string) string {
 	if who == "" {
@@ -221,7 +241,7 @@ func by(who string) string {
 // placed are the events that open a block or add an item to one: the only
 // ones decoded twice (once by the fold).
 var placed = map[event.Type]bool{
-	event.SessionForked: true, event.TurnStarted: true, event.TurnSteered: true, event.LLMStarted: true, event.ToolStarted: true, event.Thinking: true,
+	event.SessionForked: true, event.TurnForked: true, event.SessionEdited: true, event.TurnStarted: true, event.TurnSteered: true, event.LLMStarted: true, event.ToolStarted: true, event.Thinking: true,
 	event.AgentFinished: true, event.AgentFailed: true, event.AgentCancelled: true,
 	event.SummaryAdded: true, event.ContextCompacted: true, event.ContextCompactFailed: true,
 	event.ToolApprovalRequested: true, event.ToolApproved: true, event.ToolDenied: true,

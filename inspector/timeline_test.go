@@ -150,3 +150,47 @@ func TestCompactionStepAndTurnTokens(t *testing.T) {
 		t.Errorf("the compaction step or the turn's tokens are not on the page:\n%s", b.String())
 	}
 }
+
+// A fork at a step: its open turn is a turn of its own (the steps a resume
+// added in it), the edit a note that says what changed, and the page
+// renders.
+func TestTimelineForkAtAStep(t *testing.T) {
+	tl := recorded(t, "fork_at_step_edit")
+	if tl.foldErr != nil {
+		t.Fatal(tl.foldErr)
+	}
+	var turns, notes []string
+	steps := 0
+	for _, b := range tl.blocks {
+		if b.Turn > 0 {
+			turns = append(turns, string(b.Status))
+		}
+		for _, it := range b.Items {
+			if it.Note != "" {
+				notes = append(notes, it.Note)
+			} else {
+				steps++
+			}
+		}
+	}
+	if strings.Join(turns, ",") != "completed,completed" || steps != len(tl.state.Steps) {
+		t.Errorf("turns %v, %d steps placed of %d", turns, steps, len(tl.state.Steps))
+	}
+	all := strings.Join(notes, "\n")
+	for _, want := range []string{"forked from s_example", "copied up to the source's step st4", `edited the result of call call_2 (message 5): "# TAH\nDurable agents." → "# TAH\nAn edited README." by alice`} {
+		if !strings.Contains(all, want) {
+			t.Errorf("notes %q lack %q", all, want)
+		}
+	}
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := pages.ExecuteTemplate(&b, "session.html", page{Title: "x", Data: tl.sessionView(tl.state.ID)}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "An edited README") {
+		t.Error("the edit is not on the page")
+	}
+}

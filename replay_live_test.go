@@ -95,3 +95,56 @@ func TestReplayLiveThroughTheGoAPI(t *testing.T) {
 		t.Fatalf("the live session replayed under its own definition: %+v %v", rep, err)
 	}
 }
+
+// TestReplayLiveFromInsideATurn: a turn that stopped at max_steps 1 after
+// its tool call diverges at its second LLM step under max_steps 2; the
+// live session is a fork right after that tool call, its turn open, and
+// goes on from there (a resume): the model is asked once, with the
+// recorded call and result in its history, under the replay's max_steps
+// (the node's 1 would fail the turn at once), and answers.
+func TestReplayLiveFromInsideATurn(t *testing.T) {
+	dir := t.TempDir()
+	nats := bus.Default()
+	nats.DataDir, nats.Port, nats.Partitions = dir, -1, 2
+	tool := &counter{name: "count"}
+	model := mock.Scripted(mock.CallTool("count", `{}`), mock.Say("counted, live"))
+	rt := tah.New().WithLogger(slog.New(slog.DiscardHandler)).
+		Use(tah.NATS(nats)).
+		Use(tah.Storage(tah.StorageOptions{Path: filepath.Join(dir, "data.db")})).
+		Use(tah.LLM(tah.LLMOptions{Instance: model})).
+		Use(tah.Agent(tah.AgentOptions{SystemPrompt: "You count.", MaxSteps: 1})).
+		Use(tah.Tools(tool))
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	ctx := ctxT(t)
+	s, err := tah.Get(rt, tah.SessionKey).Create(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Run(ctx, "count once"); err != nil || r.State != tah.StateFailed || r.Code != "max_steps" {
+		t.Fatalf("the recorded turn: %+v %v", r, err)
+	}
+	two := 2
+	rep, live, err := s.ReplayLive(ctx, tah.ReplayOptions{MaxSteps: &two})
+	if err != nil || rep.Divergence == nil || rep.Divergence.Turn != 1 || rep.Divergence.Step != 2 || live == nil {
+		t.Fatalf("max_steps 2: %+v %+v %v", rep, live, err)
+	}
+	if rep.Live.AfterStep == "" || rep.Live.Turns != 0 {
+		t.Fatalf("the live session is not a fork inside the turn: %+v", rep.Live)
+	}
+	if live.Result.State != tah.StateCompleted || live.Result.Content != "counted, live" || live.Result.Turn != 1 {
+		t.Fatalf("the live turn: %+v", live.Result)
+	}
+	calls := model.Calls()
+	if len(calls) != 2 {
+		t.Fatalf("%d model calls, want the recording's and the live step's", len(calls))
+	}
+	if msgs := calls[1].Messages; len(msgs) != 4 || msgs[2].ToolCalls[0].Name != "count" || msgs[3].Role != llm.RoleTool || msgs[3].Content != "count run with {}" {
+		t.Fatalf("the live step's history is not the recorded turn's up to its tool result: %+v", msgs)
+	}
+	if runs := tool.runs.Load(); runs != 1 {
+		t.Errorf("the tool ran %d times: the live turn runs on after it", runs)
+	}
+}

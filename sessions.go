@@ -526,11 +526,12 @@ type LiveReplay struct {
 }
 
 // ReplayLive replays as Replay does and, when the replay diverges, goes on
-// live from the divergence: a new session, forked at the start of the
-// diverging turn and run under the replay's definition (the node's changed
-// as opts says, whichever node runs it), is sent that turn's user message,
-// which the real model and tools answer; ReplayLive waits for the turn to
-// end (cancelling ctx cancels it). The LiveReplay is nil when the replay
+// live from the divergence: a new session, forked right after the step
+// before the diverging one and run under the replay's definition (the
+// node's changed as opts says, whichever node runs it), runs the turn on
+// from there with the real model and tools (a divergence at a turn's first
+// step runs the turn's message again); ReplayLive waits for the turn to
+// end (cancelling ctx cancels it, when it started it). The LiveReplay is nil when the replay
 // is identical. opts.Tools may not be set (ErrBadRequest): a live run
 // calls the node's tools as they are.
 func (s *Session) ReplayLive(ctx context.Context, opts ReplayOptions) (ReplayReport, *LiveReplay, error) {
@@ -547,7 +548,11 @@ func (s *Session) ReplayLive(ctx context.Context, opts ReplayOptions) (ReplayRep
 		return r, nil, nil
 	}
 	live := &LiveReplay{Session: &Session{id: r.Live.Session, rt: s.rt}, Turn: r.Live.Turn}
-	live.Result, err = live.Session.RunMessage(ctx, r.Live.Message)
+	if r.Live.AfterStep != "" {
+		live.Result, err = live.Session.Resume(ctx) // its turn is open at the step before the divergence
+	} else {
+		live.Result, err = live.Session.RunMessage(ctx, r.Live.Message)
+	}
 	return r, live, err
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/replay"
 	"github.com/tah-dev/tah/wire"
@@ -14,8 +15,8 @@ import (
 // turns replayed against the node's agent definition, or one the form
 // changes (a system prompt, a model), with no model call and no tool run
 // (tah.api.replay); with "continue live", a divergence goes on in a live
-// session (tah.api.replay_live) whose turn the inspector starts and links
-// to. The page shows the verdict and, on a divergence at an LLM step, the
+// session (tah.api.replay_live) whose turn the inspector starts (or
+// resumes, from the step before the divergence) and links to. The page shows the verdict and, on a divergence at an LLM step, the
 // two requests side by side up to where they part: the recorded one as the
 // log rebuilds it (tah.api.request), and the replay's, which is the same up
 // to the report's first differing message, then that message as the
@@ -98,11 +99,18 @@ func (h *Handler) replaySession(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, http.StatusOK, "replay.html", "Replay of "+sid, v)
 }
 
-// startLive sends the live session its turn's message and leaves the turn
+// startLive starts the live session's turn (resumes it from the step
+// before the divergence, or sends it the turn's message) and leaves it
 // running (the live session's page follows it); it says why it did not.
 func (h *Handler) startLive(ctx context.Context, l *replay.Live) string {
-	msg := l.Message
-	turn, err := h.c.Run(ctx, l.Session, wire.Input{Message: &msg})
+	var turn *client.Turn
+	var err error
+	if l.AfterStep != "" {
+		turn, err = h.c.Resume(ctx, l.Session)
+	} else {
+		msg := l.Message
+		turn, err = h.c.Run(ctx, l.Session, wire.Input{Message: &msg})
+	}
 	if err != nil {
 		return err.Error()
 	}

@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/replay"
 	"github.com/tah-dev/tah/wire"
 )
@@ -16,46 +18,48 @@ import (
 // with the request's changes (package replay): it reads the log and asks
 // no model and no tool, so that any node answers it, a worker too.
 func (n *Node) apiReplay(ctx context.Context, req wire.ReplayRequest) (wire.ReplayReply, error) {
-	r, _, err := n.replay(ctx, req)
+	r, _, _, err := n.replay(ctx, req)
 	return r, err
 }
 
-// replay is the report of a replay of req.Session, and the definition it
-// compared with.
-func (n *Node) replay(ctx context.Context, req wire.ReplayRequest) (wire.ReplayReply, replay.Definition, error) {
+// replay is the report of a replay of req.Session, the definition it
+// compared with, and the log it replayed.
+func (n *Node) replay(ctx context.Context, req wire.ReplayRequest) (wire.ReplayReply, replay.Definition, []event.Event, error) {
 	if err := n.needSession(ctx, req.Session); err != nil {
-		return wire.ReplayReply{}, replay.Definition{}, err
+		return wire.ReplayReply{}, replay.Definition{}, nil, err
 	}
 	if err := req.Validate(); err != nil {
-		return wire.ReplayReply{}, replay.Definition{}, badRequest("%v", err)
+		return wire.ReplayReply{}, replay.Definition{}, nil, badRequest("%v", err)
 	}
 	evs, _, err := n.bus.Replay(ctx, req.Session, 1)
 	if err != nil {
-		return wire.ReplayReply{}, replay.Definition{}, err
+		return wire.ReplayReply{}, replay.Definition{}, nil, err
 	}
 	created := createdOf(evs)
 	def := n.replayDefinition(ctx, created.Parent, created.Definition, req)
 	r, err := replay.Run(evs, def, replay.Options{Turn: req.Turn, FromStep: req.FromStep})
 	switch {
 	case errors.Is(err, replay.ErrNoTurn):
-		return r, def, badRequest("%v: give a turn of the session (tahctl show %s lists them), or none for every turn", err, req.Session)
+		return r, def, evs, badRequest("%v: give a turn of the session (tahctl show %s lists them), or none for every turn", err, req.Session)
 	case errors.Is(err, replay.ErrUnknownStep):
-		return r, def, &apiError{wire.APIErrNotFound, fmt.Errorf("%w (tahctl show --json %s lists its steps)", err, req.Session)}
+		return r, def, evs, &apiError{wire.APIErrNotFound, fmt.Errorf("%w (tahctl show --json %s lists its steps)", err, req.Session)}
 	case err != nil:
-		return r, def, fmt.Errorf("session %s: %w", req.Session, err)
+		return r, def, evs, fmt.Errorf("session %s: %w", req.Session, err)
 	}
-	return r, def, nil
+	return r, def, evs, nil
 }
 
 // apiReplayLive replays as apiReplay does and, at a divergence, forks the
-// session at the start of the diverging turn into a live session that
-// runs under the replay's definition (session.ForkLive), labelled as a
-// replay of it. The caller sends the live session the turn's message.
+// session where it diverged into a live session that runs under the
+// replay's definition (session.ForkLive), labelled as a replay of it:
+// right after the step before the diverging one, the turn open (the caller
+// resumes it), or, at a turn's first step, before the turn (the caller
+// sends the turn's message).
 func (n *Node) apiReplayLive(ctx context.Context, req wire.ReplayLiveRequest) (wire.ReplayReply, error) {
 	if req.Tools != nil {
 		return wire.ReplayReply{}, badRequest("tools: a live run calls this node's tools as they are, and cannot offer them with other schemas; replay without tools to run live, or without live to compare them")
 	}
-	r, def, err := n.replay(ctx, req)
+	r, def, evs, err := n.replay(ctx, req)
 	if err != nil || r.Divergence == nil {
 		return r, err
 	}
@@ -64,12 +68,50 @@ func (n *Node) apiReplayLive(ctx context.Context, req wire.ReplayLiveRequest) (w
 		return r, badRequest("session %s diverges before its first turn (%s): there is no turn to run live", req.Session, d.Summary)
 	}
 	sid := event.NewSessionID()
-	lf, err := session.ForkLive(ctx, n.bus, req.Session, sid, d.Turn, def.Config, map[string]string{wire.LabelReplayOf: req.Session})
+	after := stepBefore(evs, *d)
+	lf, err := session.ForkLive(ctx, n.bus, req.Session, sid, d.Turn, after, def.Config, map[string]string{wire.LabelReplayOf: req.Session})
 	if err != nil {
 		return r, fmt.Errorf("live session of %s at turn %d: %w", req.Session, d.Turn, err)
 	}
 	r.Live = &replay.Live{Session: sid, Turn: d.Turn, Turns: lf.Turns, Message: lf.Message}
+	if lf.Open {
+		r.Live.AfterStep = after
+	}
 	return r, nil
+}
+
+// stepBefore is the step of d's turn that ended last before the event
+// where the replay diverged (an LLM step's start, or the end of the turn
+// at max_steps), for a live fork right after it; "" when the divergence is
+// at the turn's first LLM step (its compaction included), or when that
+// step is a compaction's (a fork cannot end there).
+func stepBefore(evs []event.Event, d replay.Divergence) string {
+	if d.Step <= 1 {
+		return ""
+	}
+	var st projection.State
+	last := ""
+	for _, e := range evs {
+		if e.Seq > d.Seq || e.Seq == d.Seq && (e.Type == event.LLMStarted || e.Type == event.AgentFailed) {
+			break
+		}
+		if projection.ApplyLog(&st, e) != nil {
+			return ""
+		}
+		var named struct {
+			StepID string `json:"step_id"`
+		}
+		if json.Unmarshal(e.Data, &named) != nil || named.StepID == "" {
+			continue
+		}
+		if s := st.Step(named.StepID); s != nil && s.Turn == d.Turn && s.Status.Done() {
+			last = named.StepID
+			if s.Compaction {
+				last = ""
+			}
+		}
+	}
+	return last
 }
 
 // replayDefinition is the definition a replay of the session whose parent

@@ -51,18 +51,23 @@ type Report struct {
 	Live *Live `json:"live,omitempty"`
 }
 
-// Live is a replay's live session: a fork of the recorded session at the
-// start of the diverging turn, which runs under the definition the replay
+// Live is a replay's live session: a fork of the recorded session where
+// the replay diverged, which runs on under the definition the replay
 // compared with, with the real model and tools.
 type Live struct {
 	// Session is the live session; the report's Session the recorded one.
 	Session string `json:"session"`
 	// Turn is the recorded turn it runs again; Turns the recorded turns
-	// before it, which it holds.
+	// before it, which it holds whole.
 	Turn  int `json:"turn"`
 	Turns int `json:"turns"`
-	// Message is the user message that started the recorded turn: the
-	// caller sends it to Session as its first turn.
+	// AfterStep, when set, is the recorded step of Turn the live session's
+	// copy ends after (the step before the diverging one): its turn is
+	// open there, and the caller resumes it (a resume input). Empty (a
+	// divergence at the turn's first step): the turn starts over, and the
+	// caller sends Message.
+	AfterStep string `json:"after_step,omitempty"`
+	// Message is the user message that started the recorded turn.
 	Message llm.Message `json:"message"`
 }
 

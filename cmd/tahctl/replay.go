@@ -27,14 +27,15 @@ Exit status 0: identical; 7: diverged.
 --system-prompt-file takes the file's content, less one final newline (an empty
 file: no system prompt). --tools-file takes a JSON array of tools
 ({"name", "description", "input_schema"}), or what tahctl tools --json prints; it
-replaces every tool offered.
+replaces every tool offered. --max-steps replaces the most LLM calls of a turn (0:
+unlimited; a turn's own, given with send --max-steps, still applies).
 
 --live goes on from the divergence with the real model and tools: a new session,
-labelled replay-of=ID (tahctl list marks it), holds the recorded turns before the
-diverging one and runs that turn's message again under the replay's definition
-(whichever node runs it); replay follows its turn to its end, as send does, and
-prints its answer. The fork is at the start of the diverging turn (a fork copies
-whole turns). Its exit status is the live turn's when it failed or was cancelled,
+labelled replay-of=ID (tahctl list marks it), holds the recorded history up to the
+step before the diverging one and runs the turn on from there under the replay's
+definition (whichever node runs it); a divergence at a turn's first step runs that
+turn's message again. replay follows the live turn to its end, as send does, and
+prints its answer. Its exit status is the live turn's when it failed or was cancelled,
 else 7; identical: nothing runs, 0. With --json the report's line comes first, then
 the live turn's lines as send --json prints them. It spends tokens and runs tools:
 --tools-file is refused with it.
@@ -50,12 +51,13 @@ when any failed, else 0.`
 // runReplay is `tahctl replay ID [--turn N] [--from STEP] [--system-prompt-file F]
 // [--model M] [--tools-file F] [--live]`, or `tahctl replay --all`.
 func runReplay(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("replay", "ID [--turn N] [--from STEP] [--system-prompt-file F] [--model M] [--tools-file F] [--live] | --all [--since T] [--label K=V]... [--concurrency N]", replayHelp)
+	fs := g.flags("replay", "ID [--turn N] [--from STEP] [--system-prompt-file F] [--model M] [--tools-file F] [--max-steps N] [--live] | --all [--since T] [--label K=V]... [--concurrency N]", replayHelp)
 	turn := fs.Int("turn", 0, "replay only turn `N`")
 	from := fs.String("from", "", "compare from step `STEP` on: its id, or its # in tahctl show")
 	promptFile := fs.String("system-prompt-file", "", "replace the system prompt with the content of `FILE`")
 	model := fs.String("model", "", "replace the model with `M`")
 	toolsFile := fs.String("tools-file", "", "replace the tools offered with those of `FILE` (JSON)")
+	maxSteps := fs.Int("max-steps", 0, "replace the most LLM calls of a turn with `N` (0: unlimited)")
 	live := fs.Bool("live", false, "at a divergence, run the diverging turn again in a new session with the real model and tools, and follow it")
 	all := fs.Bool("all", false, "replay every session (but replays), and print a table")
 	since := fs.String("since", "", "with --all: only sessions updated since `T` (RFC 3339, 2006-01-02, or a duration back: 24h, 7d)")
@@ -75,6 +77,12 @@ func runReplay(ctx context.Context, g *globals, args []string) error {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["max-steps"] {
+		if *maxSteps < 0 {
+			return usageError("--max-steps 5 (0: unlimited)", "--max-steps %d is negative", *maxSteps)
+		}
+		req.MaxSteps = maxSteps
+	}
 	if *all {
 		o, err := allOptionsOf(pos, set, *since, ls, *concurrency)
 		if err != nil {
@@ -169,9 +177,15 @@ func (c *conn) replayLive(ctx context.Context, req wire.ReplayLiveRequest) error
 			held = "recorded turn 1"
 		}
 	}
-	w.note(w.st.dim("live: session ") + w.st.cyan(l.Session) + w.st.dim(fmt.Sprintf(" (replay-of=%s), with %s, runs turn %d again under the replay's definition:", r.Session, held, l.Turn)))
+	cmd, in := wire.CommandRun, wire.Input{Message: &l.Message}
+	how := fmt.Sprintf("runs turn %d again", l.Turn)
+	if l.AfterStep != "" {
+		cmd, in = wire.CommandResume, wire.Input{}
+		how = fmt.Sprintf("and turn %d up to step %s, runs it on", l.Turn, l.AfterStep)
+	}
+	w.note(w.st.dim("live: session ") + w.st.cyan(l.Session) + w.st.dim(fmt.Sprintf(" (replay-of=%s), with %s, %s under the replay's definition:", r.Session, held, how)))
 	w.note(w.st.dim("  > ") + oneLine(l.Message.Content, 100))
-	if err := w.start(ctx, wire.CommandRun, wire.Input{Message: &l.Message}); err != nil {
+	if err := w.start(ctx, cmd, in); err != nil {
 		return err
 	}
 	if err := w.wait(ctx); err != nil {

@@ -108,7 +108,7 @@ func replayAll(ctx context.Context, g *globals, req wire.ReplayRequest, o allOpt
 		return err
 	}
 	defer c.Close()
-	changed := req.SystemPrompt != nil || req.Model != "" || req.Tools != nil
+	changed := req.SystemPrompt != nil || req.Model != "" || req.Tools != nil || req.MaxSteps != nil
 	sids, skipped, err := c.replayable(ctx, o, changed)
 	if err != nil {
 		return err

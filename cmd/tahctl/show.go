@@ -31,6 +31,12 @@ from its price table (docs/operations.md, Cost): "no price" for a model the
 table does not price, never a guessed cost. --json has them as numbers: the
 session's "cost", each step's "cost" and each of "turns".
 
+Each turn records a digest of the definition of its agent (system prompt,
+tools, model, settings, loop, the node's version): when it changed between
+turns, "Definition changed" says which parts at which turn; --json has the
+session's "definitions" and each of "turns" its "definition" digest. A fork
+says where it comes from: the step it was made at, and its edit.
+
 With --request STEP, prints instead the request a model call sent, as JSON:
 rebuilt from the session's log and checked against the hash recorded when it
 was sent. STEP is the # of the step in the timeline, or its id.`

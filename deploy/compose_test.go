@@ -129,6 +129,12 @@ func TestComposeCluster(t *testing.T) {
 		c.start(n)
 	}
 	c.waitNodes(ctx, nodeServices)
+	// As docs/operations.md has it: docker compose exec tah-1 tahctl --creds
+	// /var/lib/tah/trust/admin.creds status (the node's data directory, from
+	// the container's environment, says where NATS is).
+	root := filepath.Join(c.dir, "containers", "tah-1")
+	run(t, ctx, c.dir, []string{"TAH_DATA_DIR=" + filepath.Join(root, "var/lib/tah/tah-1")},
+		c.tahctl, "--creds", filepath.Join(root, "var/lib/tah/trust/admin.creds"), "status")
 
 	// Sessions spread over the nodes by partition: enough that each node
 	// owns some.

@@ -64,6 +64,11 @@ IMAGE_BIN  := $(BIN)/image
 # main module): rebuilt when deploy/go.mod changes.
 HELM       := $(BIN)/helm
 HELM_VERSION = $(shell sed -n 's|^[[:space:]]*helm.sh/helm/v4 \(v[^ ]*\).*|\1|p' deploy/go.mod)
+# The deploy module builds TAH's packages from this tree (replace ../): when
+# go.mod here gains or raises a dependency, -mod=mod lets its go.mod and
+# go.sum follow (commit them: cd deploy && go mod tidy) instead of failing.
+DEPLOY_GO  = cd deploy && $(GO)
+DEPLOY_MOD = -mod=mod
 # Where make install puts tah-node and tahctl: PREFIX/bin when PREFIX is given,
 # else GOBIN, else the bin of go env GOPATH (where go install would).
 PREFIX     ?=
@@ -142,14 +147,14 @@ test: lint js-deps $(NATSCLI) ## vet, staticcheck, every test with the race dete
 .PHONY: deploy-test image helm
 deploy-test: $(HELM) ## the deploy module's tests: the image, the Helm chart, the compose file's cluster (about a minute once built)
 	@start=$$(date +%s); \
-	cd deploy && $(GO) vet ./... && HELM=$(CURDIR)/$(HELM) $(GO) test -count=1 -timeout 10m ./...; rc=$$?; \
+	$(DEPLOY_GO) vet $(DEPLOY_MOD) ./... && HELM=$(CURDIR)/$(HELM) $(GO) test $(DEPLOY_MOD) -count=1 -timeout 10m ./...; rc=$$?; \
 	echo "== deploy tests took $$(( $$(date +%s) - start ))s"; exit $$rc
 
 helm: $(HELM) ## bin/helm: helm v4 (deploy/go.mod's version), built from the Go module proxy
 	@$(HELM) version --short
 
 $(HELM): deploy/go.mod deploy/go.sum
-	cd deploy && $(GO) build -trimpath -ldflags='-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' -o $(CURDIR)/$(HELM) helm.sh/helm/v4/cmd/helm
+	$(DEPLOY_GO) build $(DEPLOY_MOD) -trimpath -ldflags='-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' -o $(CURDIR)/$(HELM) helm.sh/helm/v4/cmd/helm
 
 # Static (CGO_ENABLED=0), trimmed paths and the VCS stamp (--version, and the
 # image's labels, read from tah-node's build information); tah-image
@@ -157,8 +162,8 @@ $(HELM): deploy/go.mod deploy/go.sum
 image: ## bin/tah-image.tar: the image of tah-node, tahctl and tah-trust (docker load -i / podman load -i)
 	CGO_ENABLED=0 $(GO) build -trimpath $(BUILDFLAGS) -ldflags='-s -w' -o $(IMAGE_BIN)/tah-node ./cmd/node
 	CGO_ENABLED=0 $(GO) build -trimpath $(BUILDFLAGS) -ldflags='-s -w' -o $(IMAGE_BIN)/tahctl ./cmd/tahctl
-	cd deploy && CGO_ENABLED=0 $(GO) build -trimpath $(BUILDFLAGS) -ldflags='-s -w' -o $(CURDIR)/$(IMAGE_BIN)/tah-trust ./cmd/tah-trust
-	cd deploy && $(GO) run ./cmd/tah-image --out $(CURDIR)/$(IMAGE_TAR) --repo $(IMAGE_REPO) \
+	cd deploy && CGO_ENABLED=0 $(GO) build $(DEPLOY_MOD) -trimpath $(BUILDFLAGS) -ldflags='-s -w' -o $(CURDIR)/$(IMAGE_BIN)/tah-trust ./cmd/tah-trust
+	$(DEPLOY_GO) run $(DEPLOY_MOD) ./cmd/tah-image --out $(CURDIR)/$(IMAGE_TAR) --repo $(IMAGE_REPO) \
 		--bin tah-node=$(CURDIR)/$(IMAGE_BIN)/tah-node --bin tahctl=$(CURDIR)/$(IMAGE_BIN)/tahctl --bin tah-trust=$(CURDIR)/$(IMAGE_BIN)/tah-trust
 
 unit: js-deps $(NATSCLI) ## fast tests without the race detector

@@ -77,7 +77,13 @@ func buildTools(dir string) error {
 		{".", "tah-image", "./cmd/tah-image"},
 	}
 	for _, b := range builds {
-		cmd := exec.Command(goCmd(), "build", "-trimpath", "-buildvcs=auto", "-o", filepath.Join(dir, b.out), b.pkg)
+		args := []string{"build", "-trimpath", "-buildvcs=auto", "-o", filepath.Join(dir, b.out)}
+		if b.moduleDir == "." {
+			// This module builds TAH's packages from the tree (replace ../):
+			// its go.sum follows a dependency the main module gained.
+			args = append(args, "-mod=mod")
+		}
+		cmd := exec.Command(goCmd(), append(args, b.pkg)...)
 		cmd.Dir = b.moduleDir
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -2,7 +2,9 @@ package inspector
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/tah-dev/tah/client"
@@ -26,6 +28,8 @@ import (
 type replayView struct {
 	Session string
 	Report  replay.Report
+	// Asked is what the form asked, to show it again for the next try.
+	Asked replayAsked
 	// Changed says what the form changed of the node's definition.
 	Changed []string
 	// Messages are the two requests' messages side by side, up to and
@@ -50,9 +54,38 @@ type messagePair struct {
 	Recorded, Replay string
 }
 
+// replayAsked is what a replay form asked, as it was typed.
+type replayAsked struct {
+	Prompt   string
+	NoPrompt bool
+	Model    string
+	MaxSteps string
+}
+
+// replayFormView is the replay form of a session (template "replayform"):
+// empty on its page, as last asked on a replay's, where it is open.
+type replayFormView struct {
+	CSRF, Session string
+	Asked         replayAsked
+	Open          bool
+}
+
+func init() {
+	// The form is on two pages: the template gets its page's CSRF token.
+	funcs["replayForm"] = func(csrf, sid string, asked any) replayFormView {
+		v := replayFormView{CSRF: csrf, Session: sid}
+		if a, ok := asked.(replayAsked); ok { // nil on the session's page
+			v.Asked, v.Open = a, true
+		}
+		return v
+	}
+}
+
 // replayForm reads the form: an empty system prompt keeps the node's, the
-// box "no system prompt" sends none; an empty model keeps the node's.
-func replayForm(r *http.Request, sid string) (wire.ReplayRequest, []string) {
+// box "no system prompt" sends none; an empty model keeps the node's, and
+// an empty max_steps (0: unlimited). A max_steps that is not a number of
+// 0 or more is an error.
+func replayForm(r *http.Request, sid string) (wire.ReplayRequest, []string, error) {
 	req := wire.ReplayRequest{Session: sid, Model: strings.TrimSpace(r.PostFormValue("model"))}
 	var changed []string
 	switch p := r.PostFormValue("system_prompt"); {
@@ -68,18 +101,29 @@ func replayForm(r *http.Request, sid string) (wire.ReplayRequest, []string) {
 	if req.Model != "" {
 		changed = append(changed, "model "+req.Model)
 	}
-	return req, changed
+	if m := strings.TrimSpace(r.PostFormValue("max_steps")); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil || n < 0 {
+			return req, nil, fmt.Errorf("max steps %q is not a number of steps (0: unlimited)", m)
+		}
+		req.MaxSteps = &n
+		changed = append(changed, "max_steps "+m)
+	}
+	return req, changed, nil
 }
 
 // replaySession is the form's action: the replay, live when asked, shown.
 func (h *Handler) replaySession(w http.ResponseWriter, r *http.Request) {
 	sid := r.PathValue("sid")
-	req, changed := replayForm(r, sid)
+	req, changed, err := replayForm(r, sid)
+	if err != nil {
+		redirect(w, r, "/s/"+sid, flash{Err: "replay: " + err.Error()})
+		return
+	}
 	live := r.PostFormValue("live") != ""
 	ctx, cancel := context.WithTimeout(r.Context(), commandTimeout)
 	defer cancel()
 	var rep replay.Report
-	var err error
 	if live {
 		rep, err = h.c.ReplayLive(ctx, req)
 	} else {
@@ -89,7 +133,8 @@ func (h *Handler) replaySession(w http.ResponseWriter, r *http.Request) {
 		redirect(w, r, "/s/"+sid, errFlash("replay", err))
 		return
 	}
-	v := replayView{Session: sid, Report: rep, Changed: changed}
+	v := replayView{Session: sid, Report: rep, Changed: changed, Asked: replayAsked{Prompt: r.PostFormValue("system_prompt"),
+		NoPrompt: r.PostFormValue("no_system_prompt") != "", Model: req.Model, MaxSteps: r.PostFormValue("max_steps")}}
 	if l := rep.Live; l != nil {
 		v.LiveErr = h.startLive(ctx, l)
 	}

@@ -200,6 +200,13 @@ func TestAPI(t *testing.T) {
 			}
 			return err
 		},
+		wire.EndpointReplayLive: func() error { // replay_live_test.go goes live; an identical replay makes no session
+			r, err := c.ReplayLive(ctx, wire.ReplayLiveRequest{Session: "s_api"})
+			if err == nil && (!r.Identical || r.Live != nil) {
+				t.Errorf("replay live: %+v", r)
+			}
+			return err
+		},
 		wire.EndpointArtifact: func() error { // node/artifacts_test.go reads one; here, none to read
 			_, err := c.ArtifactPiece(ctx, wire.ArtifactRequest{Session: "s_api", Artifact: "nope.txt"})
 			var ae *client.APIError

@@ -3,6 +3,7 @@ package tahtest
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -140,7 +141,7 @@ func TestSubAgentsFile(t *testing.T) {
 	if err := got.Load(path, func(string) (string, bool) { return "", false }); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(got.Agent.SubAgents, defs) || got.Agent.MaxSteps != config.Default().Agent.MaxSteps {
+	if !reflect.DeepEqual(got.Agent.SubAgents, defs) || got.Agent.MaxSteps != config.Default().Agent.MaxSteps {
 		t.Fatalf("the file gives agent %+v", got.Agent)
 	}
 	if p, err := newProcess(Options{}, 0, Options{Nodes: 1}.config(l, 0, "/tmp/root"), "tah-node", l.Dir); err != nil || strings.Contains(strings.Join(p.args, " "), "--config") {

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/tah-dev/tah/client"
@@ -45,7 +46,13 @@ type Handler struct {
 	pages *template.Template
 	mux   *http.ServeMux
 	log   *slog.Logger
+	// streams counts the live streams open (LiveStreams).
+	streams atomic.Int64
 }
+
+// LiveStreams is how many pages' live streams are open now: each an HTTP
+// connection held, and a follower of a session's log.
+func (h *Handler) LiveStreams() int64 { return h.streams.Load() }
 
 // How long the inspector waits for TAH.
 const (

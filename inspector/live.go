@@ -62,6 +62,8 @@ func (h *Handler) live(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer f.Close()
+	h.streams.Add(1)
+	defer h.streams.Add(-1)
 	s := &stream{h: h, w: w, rc: http.NewResponseController(w), t: t, dirty: map[*block]bool{}}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")

@@ -27,9 +27,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/config"
+	"github.com/tah-dev/tah/inspector"
 	"github.com/tah-dev/tah/internal/buildinfo"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/llm"
@@ -434,6 +437,10 @@ func serve(ctx context.Context, stop func(), cfg config.Config, stdout, stderr i
 		mux.Handle("/healthz", n.HealthHandler())
 		web = startUI(ctx, cfg, localURL(n.Bus().ClientURL()), log)
 		defer web.close()
+		if h, ok := web.handler.(*inspector.Handler); ok {
+			n.Metrics.Registry().MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tah_ui_live_streams",
+				Help: "The web UI's pages following a session live: each holds an HTTP connection."}, func() float64 { return float64(h.LiveStreams()) }))
+		}
 		mux.Handle("/", web.handler)
 		// The UI's live streams end with uiCtx, before the server's shutdown
 		// waits for its connections.

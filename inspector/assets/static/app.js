@@ -24,6 +24,14 @@ function liveSession() {
   const timeline = document.getElementById("timeline");
   const pending = new Map(); // step id -> text that came before its element
   const src = new EventSource(head.dataset.live);
+  // A page left for another keeps its stream open while the browser keeps
+  // the page (its back/forward cache), and a browser opens six connections
+  // a host at most: the seventh page waited until one was dropped (a
+  // minute, in chromium). The stream is closed when the page is left, and
+  // the page read again if the browser shows it once more.
+  src.addEventListener("open", () => { document.body.dataset.live = "open"; });
+  window.addEventListener("pagehide", () => src.close());
+  window.addEventListener("pageshow", (ev) => { if (ev.persisted) location.reload(); });
   src.addEventListener("block", (ev) => {
     const { key, html } = JSON.parse(ev.data);
     const open = new Set([...document.querySelectorAll(`#${CSS.escape(key)} details[open]`)].map(pathOf));

@@ -84,7 +84,7 @@ func runFork(ctx context.Context, g *globals, args []string) error {
 		req.Turns = turns
 	}
 	if *at != "" {
-		if req.AtStep, err = c.forkStepID(ctx, id, *at); err != nil {
+		if req.AtStep, err = c.anyStepID(ctx, id, *at); err != nil {
 			return err
 		}
 	}
@@ -195,7 +195,7 @@ func (e forkEditFile) request(ctx context.Context, c *conn, id, at string) (*wir
 		default:
 			return nil, usageError(`"step": 4 (its # in tahctl show) or "step": "tool-…" (its id)`, "the edit's step %s is neither a number nor an id", e.Step)
 		}
-		id, err := c.forkStepID(ctx, id, s)
+		id, err := c.anyStepID(ctx, id, s)
 		if err != nil {
 			return nil, err
 		}
@@ -204,22 +204,4 @@ func (e forkEditFile) request(ctx context.Context, c *conn, id, at string) (*wir
 		r.Step = at
 	}
 	return r, nil
-}
-
-// forkStepID is the id of the step that STEP names, of any kind: its # in
-// the timeline of `tahctl show` (a number), or its id.
-func (c *conn) forkStepID(ctx context.Context, id, step string) (string, error) {
-	n, err := strconv.Atoi(step)
-	if err != nil {
-		return step, nil
-	}
-	r, err := c.Steps(ctx, wire.StepsRequest{Session: id, Brief: true})
-	if err != nil {
-		return "", c.failed(wire.EndpointSteps, err)
-	}
-	if n < 1 || n > len(r.Steps) {
-		return "", errorf(exitNotFound, "`tahctl show "+id+"` lists its steps (the # column)",
-			"session %s has %s: there is no step #%d", id, plural(len(r.Steps), "step"), n)
-	}
-	return r.Steps[n-1].ID, nil
 }

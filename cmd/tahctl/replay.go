@@ -217,24 +217,6 @@ func readTools(file string) ([]llm.ToolSchema, error) {
 	return ts, nil
 }
 
-// anyStepID is the id of the step that STEP names: its # in the timeline
-// of `tahctl show` (a number), or its id; "" for none.
-func (c *conn) anyStepID(ctx context.Context, id, step string) (string, error) {
-	n, err := strconv.Atoi(step)
-	if step == "" || err != nil {
-		return step, nil
-	}
-	r, err := c.Steps(ctx, wire.StepsRequest{Session: id, Brief: true})
-	if err != nil {
-		return "", c.failed(wire.EndpointSteps, err)
-	}
-	if n < 1 || n > len(r.Steps) {
-		return "", errorf(exitNotFound, "`tahctl show "+id+"` lists its steps (the # column)",
-			"session %s has %s: there is no step #%d", id, plural(len(r.Steps), "step"), n)
-	}
-	return r.Steps[n-1].ID, nil
-}
-
 // printReplay writes the report for people: its verdict (or the
 // divergence, with its diffs) on stdout, what it was compared with on
 // stderr.

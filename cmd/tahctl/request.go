@@ -50,27 +50,50 @@ func showRequest(ctx context.Context, g *globals, c *conn, id, step string) erro
 	return nil
 }
 
-// stepID is the id of the step that STEP names: its # in the timeline of
-// `tahctl show` (a number), or its id.
+// stepID is the id of the model call that STEP names: its # in the
+// timeline of `tahctl show` (a number), or its id.
 func (c *conn) stepID(ctx context.Context, id, step string) (string, error) {
-	n, err := strconv.Atoi(step)
-	if err != nil {
-		return step, nil
+	s, n, err := c.namedStep(ctx, id, step)
+	if err != nil || n == 0 {
+		return step, err
 	}
-	r, err := c.Steps(ctx, wire.StepsRequest{Session: id, Brief: true})
-	if err != nil {
-		return "", c.failed(wire.EndpointSteps, err)
-	}
-	if n < 1 || n > len(r.Steps) {
-		return "", errorf(exitNotFound, "`tahctl show "+id+"` lists its steps (the # column)",
-			"session %s has %s: there is no step #%d", id, plural(len(r.Steps), "step"), n)
-	}
-	s := r.Steps[n-1]
 	if s.Type != projection.StepLLM {
 		return "", usageError("pick a step of kind llm in `tahctl show "+id+"`",
 			"step #%d of %s is a %s step (%s): only a model call sends a request", n, id, s.Type, s.ID)
 	}
 	return s.ID, nil
+}
+
+// anyStepID is the id of the step, of any kind, that STEP names: its # in
+// the timeline of `tahctl show` (a number), or its id; "" for none.
+func (c *conn) anyStepID(ctx context.Context, id, step string) (string, error) {
+	if step == "" {
+		return "", nil
+	}
+	s, n, err := c.namedStep(ctx, id, step)
+	if err != nil || n == 0 {
+		return step, err
+	}
+	return s.ID, nil
+}
+
+// namedStep is the step that STEP names when it is a number, its # in the
+// timeline of `tahctl show` (n, from 1); a STEP that is not a number is a
+// step's id, taken as it is (n is 0: nothing is asked).
+func (c *conn) namedStep(ctx context.Context, id, step string) (projection.Step, int, error) {
+	n, err := strconv.Atoi(step)
+	if err != nil {
+		return projection.Step{}, 0, nil
+	}
+	r, err := c.Steps(ctx, wire.StepsRequest{Session: id, Brief: true})
+	if err != nil {
+		return projection.Step{}, 0, c.failed(wire.EndpointSteps, err)
+	}
+	if n < 1 || n > len(r.Steps) {
+		return projection.Step{}, 0, errorf(exitNotFound, "`tahctl show "+id+"` lists its steps (the # column)",
+			"session %s has %s: there is no step #%d", id, plural(len(r.Steps), "step"), n)
+	}
+	return r.Steps[n-1], n, nil
 }
 
 // printRequest writes the request as indented JSON to stdout, and what it is

@@ -18,21 +18,7 @@ import (
 // prompt a replay of turn 2 says, before its steps, that the prompt
 // changed since.
 func TestRunAForkAtAStepWithAnEdit(t *testing.T) {
-	f, err := os.Open("../projection/testdata/fork_at_step_edit.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var evs []event.Event
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var e event.Event
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, e)
-	}
+	evs := readLogFile(t, "../projection/testdata/fork_at_step_edit.jsonl")
 	var offered []llm.ToolSchema
 	for _, e := range evs {
 		if e.Type == event.ToolsOffered {
@@ -56,4 +42,28 @@ func TestRunAForkAtAStepWithAnEdit(t *testing.T) {
 		rep.DefinitionChanged.Changes[0].Part != event.PartSystemPrompt {
 		t.Fatalf("another prompt: %+v %v", rep, err)
 	}
+}
+
+// readLogFile reads a log written one event a line (`tahctl events --json`).
+func readLogFile(t *testing.T, path string) []event.Event {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var evs []event.Event
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var e event.Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, e)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }

@@ -54,18 +54,18 @@ func TestReplayAllOf200Sessions(t *testing.T) {
 	if err := os.WriteFile(prompt, []byte("You echo, loudly.\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	tahctl := func(args ...string) (error, string, string) {
+	tahctl := func(args ...string) (string, string, error) {
 		g, out, errb := testGlobals(nil)
 		g.timeout = 30 * time.Second
 		err := run(ctx, g, append(args, "--data-dir", dir))
-		return err, out.String(), errb.String()
+		return out.String(), errb.String(), err
 	}
-	if err, out, errb := tahctl("replay", sids[0], "--live", "--system-prompt-file", prompt); exitCode(err) != exitDiverged || !strings.Contains(errb, "live: session ") {
+	if out, errb, err := tahctl("replay", sids[0], "--live", "--system-prompt-file", prompt); exitCode(err) != exitDiverged || !strings.Contains(errb, "live: session ") {
 		t.Fatalf("replay --live: %v\n%s\n%s", err, out, errb)
 	}
 	waitListed(ctx, t, c, sessions+1) // the read model lists what the log holds a moment later
 
-	err, out, errb := tahctl("replay", "--all", "--json", "--concurrency", "8")
+	out, errb, err := tahctl("replay", "--all", "--json", "--concurrency", "8")
 	var all allReport
 	if err != nil || json.Unmarshal([]byte(out), &all) != nil {
 		t.Fatalf("replay --all: %v\n%s\n%s", err, out, errb)
@@ -77,7 +77,7 @@ func TestReplayAllOf200Sessions(t *testing.T) {
 		t.Errorf("%d progress lines, want one per session:\n%s", n, errb)
 	}
 
-	err, out, _ = tahctl("replay", "--all", "--system-prompt-file", prompt, "--concurrency", "8")
+	out, _, err = tahctl("replay", "--all", "--system-prompt-file", prompt, "--concurrency", "8")
 	if exitCode(err) != exitDiverged {
 		t.Fatalf("another prompt: %v, want exit %d\n%s", err, exitDiverged, out)
 	}
@@ -90,7 +90,7 @@ func TestReplayAllOf200Sessions(t *testing.T) {
 		t.Errorf("the totals:\n%s", out)
 	}
 
-	err, out, _ = tahctl("replay", "--all", "--label", "suite=a", "--json")
+	out, _, err = tahctl("replay", "--all", "--label", "suite=a", "--json")
 	if err != nil || json.Unmarshal([]byte(out), &all) != nil || len(all.Sessions) != labelled || all.Identical != labelled {
 		t.Fatalf("replay --all --label: %v %+v", err, all)
 	}

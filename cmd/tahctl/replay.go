@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/replay"
 	"github.com/tah-dev/tah/wire"
@@ -235,6 +236,11 @@ func printReplay(g *globals, r replay.Report) error {
 		tools = "tools " + strings.Join(d.Tools, ", ")
 	}
 	fmt.Fprintln(g.stderr, st.dim(fmt.Sprintf("Replayed %s of %s against %s, %s; no model asked, no tool run", plural(r.Events, "event"), r.Session, what, tools)))
+	if c := r.DefinitionChanged; c != nil && len(c.Changes) > 0 {
+		// What differs from the agent the recorded turn says it ran under,
+		// before any step is compared: why a divergence may come.
+		fmt.Fprintf(g.stderr, "%s %s\n", st.bold(fmt.Sprintf("Changed since turn %d:", c.Turn)), event.DescribeChanges(c.Changes))
+	}
 	if r.Divergence == nil {
 		_, err := fmt.Fprintln(g.stdout, r.Summary())
 		return err

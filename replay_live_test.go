@@ -1,17 +1,14 @@
 package tah_test
 
 import (
-	"context"
 	"errors"
-	"log/slog"
-	"path/filepath"
 	"testing"
 
 	"github.com/tah-dev/tah"
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -23,22 +20,10 @@ import (
 // completes. The live session replays identically under its own
 // definition; an identical replay makes none; tools may not be changed.
 func TestReplayLiveThroughTheGoAPI(t *testing.T) {
-	dir := t.TempDir()
-	nats := bus.Default()
-	nats.DataDir, nats.Port, nats.Partitions = dir, -1, 2
 	tool := &counter{name: "count"}
 	model := mock.Scripted(mock.CallTool("count", `{}`), mock.Say("counted"), mock.Say("again"), // the recording
 		mock.CallTool("count", `{}`), mock.Say("live")) // the live turn
-	rt := tah.New().WithLogger(slog.New(slog.DiscardHandler)).
-		Use(tah.NATS(nats)).
-		Use(tah.Storage(tah.StorageOptions{Path: filepath.Join(dir, "data.db")})).
-		Use(tah.LLM(tah.LLMOptions{Instance: model})).
-		Use(tah.Agent(tah.AgentOptions{SystemPrompt: "You count."})).
-		Use(tah.Tools(tool))
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
+	rt := env{dir: t.TempDir(), provider: model, tools: []tools.Tool{tool}, agent: tah.AgentOptions{SystemPrompt: "You count."}}.start(t)
 	ctx := ctxT(t)
 	s, err := tah.Get(rt, tah.SessionKey).Create(ctx)
 	if err != nil {
@@ -103,21 +88,9 @@ func TestReplayLiveThroughTheGoAPI(t *testing.T) {
 // recorded call and result in its history, under the replay's max_steps
 // (the node's 1 would fail the turn at once), and answers.
 func TestReplayLiveFromInsideATurn(t *testing.T) {
-	dir := t.TempDir()
-	nats := bus.Default()
-	nats.DataDir, nats.Port, nats.Partitions = dir, -1, 2
 	tool := &counter{name: "count"}
 	model := mock.Scripted(mock.CallTool("count", `{}`), mock.Say("counted, live"))
-	rt := tah.New().WithLogger(slog.New(slog.DiscardHandler)).
-		Use(tah.NATS(nats)).
-		Use(tah.Storage(tah.StorageOptions{Path: filepath.Join(dir, "data.db")})).
-		Use(tah.LLM(tah.LLMOptions{Instance: model})).
-		Use(tah.Agent(tah.AgentOptions{SystemPrompt: "You count.", MaxSteps: 1})).
-		Use(tah.Tools(tool))
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
+	rt := env{dir: t.TempDir(), provider: model, tools: []tools.Tool{tool}, agent: tah.AgentOptions{SystemPrompt: "You count.", MaxSteps: 1}}.start(t)
 	ctx := ctxT(t)
 	s, err := tah.Get(rt, tah.SessionKey).Create(ctx)
 	if err != nil {

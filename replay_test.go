@@ -1,35 +1,20 @@
 package tah_test
 
 import (
-	"context"
-	"log/slog"
-	"path/filepath"
 	"testing"
 
 	"github.com/tah-dev/tah"
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/tools"
 )
 
 // TestReplayThroughTheGoAPI: a session replays identically under the
 // runtime's own agent, without asking the model or running the tool, and
 // diverges at its first step under another system prompt.
 func TestReplayThroughTheGoAPI(t *testing.T) {
-	dir := t.TempDir()
-	nats := bus.Default()
-	nats.DataDir, nats.Port, nats.Partitions = dir, -1, 2
 	tool := &counter{name: "count"}
 	model := mock.Scripted(mock.CallTool("count", `{}`), mock.Say("counted"))
-	rt := tah.New().WithLogger(slog.New(slog.DiscardHandler)).
-		Use(tah.NATS(nats)).
-		Use(tah.Storage(tah.StorageOptions{Path: filepath.Join(dir, "data.db")})).
-		Use(tah.LLM(tah.LLMOptions{Instance: model})).
-		Use(tah.Agent(tah.AgentOptions{SystemPrompt: "You count."})).
-		Use(tah.Tools(tool))
-	if err := rt.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rt.Close(context.Background()) })
+	rt := env{dir: t.TempDir(), provider: model, tools: []tools.Tool{tool}, agent: tah.AgentOptions{SystemPrompt: "You count."}}.start(t)
 	ctx := ctxT(t)
 	s, err := tah.Get(rt, tah.SessionKey).Create(ctx)
 	if err != nil {

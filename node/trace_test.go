@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
@@ -80,24 +81,7 @@ func TestTurnIsOneTrace(t *testing.T) {
 		return ok
 	})
 
-	if _, err := session.Create(ctx, n.bus, "s1", session.Config{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	// The client's span: package client sends it with the input (W3C
-	// traceparent header).
-	cl, err := client.New(nc, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, clientSpan := sdktrace.NewTracerProvider().Tracer("client").Start(ctx, "client asks")
-	run, err := cl.Run(cctx, "s1", wire.Input{ID: "in_1", Text: "SECRET-PROMPT"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, err := run.Outcome(ctx); err != nil || o.Status != projection.StatusCompleted {
-		t.Fatalf("%+v %v", o, err)
-	}
-	clientSpan.End()
+	clientSpan := tracedTurn(t, ctx, n, nc, "SECRET-PROMPT")
 	_ = svcProvider.ForceFlush(ctx)
 	if err := n.tracing.ForceFlush(ctx); err != nil {
 		t.Fatal(err)
@@ -170,6 +154,31 @@ func TestTurnIsOneTrace(t *testing.T) {
 			t.Errorf("%s was exported with content capture off", secret)
 		}
 	}
+}
+
+// tracedTurn creates session s1 and runs a turn of it with text (input
+// in_1) from a client in a span of its own, which package client sends
+// with the input (W3C traceparent header); it returns that span, ended,
+// once the turn completed.
+func tracedTurn(t *testing.T, ctx context.Context, n *Node, nc *nats.Conn, text string) trace.Span {
+	t.Helper()
+	if _, err := session.Create(ctx, n.bus, "s1", session.Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := client.New(nc, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, clientSpan := sdktrace.NewTracerProvider().Tracer("client").Start(ctx, "client asks")
+	run, err := cl.Run(cctx, "s1", wire.Input{ID: "in_1", Text: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := run.Outcome(ctx); err != nil || o.Status != projection.StatusCompleted {
+		t.Fatalf("%+v %v", o, err)
+	}
+	clientSpan.End()
+	return clientSpan
 }
 
 func inTrace(spans []oteltest.Span, traceID string) []oteltest.Span {
@@ -359,22 +368,7 @@ func TestSubAgentTurnIsInItsParentsTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	if _, err := session.Create(ctx, n.bus, "s1", session.Config{}, nil); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(nc, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, clientSpan := sdktrace.NewTracerProvider().Tracer("client").Start(ctx, "client asks")
-	run, err := cl.Run(cctx, "s1", wire.Input{ID: "in_1", Text: "research the sea"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if o, err := run.Outcome(ctx); err != nil || o.Status != projection.StatusCompleted {
-		t.Fatalf("%+v %v", o, err)
-	}
-	clientSpan.End()
+	clientSpan := tracedTurn(t, ctx, n, nc, "research the sea")
 	if err := n.tracing.ForceFlush(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -347,8 +347,10 @@ func spawn(ctx context.Context, a *AgentContext, call llm.ToolCall, task string)
 
 // collectAgents records the result of every waiting sub-agent call whose
 // child has ended (its log read), and sends again the task of those whose
-// child has not (a node that died before it did finds the same child, and
-// the input is taken once): what a resume of the parent does.
+// child has not begun it (a node that died before it made the child or sent
+// the task: it finds the same child, and the input is taken once); a child
+// that works on its task is left to it, its end resumes the parent. What a
+// resume of the parent does.
 func collectAgents(ctx context.Context, a *AgentContext) error {
 	for _, s := range a.State().WaitingChildren() {
 		call := stepCall(s)
@@ -357,7 +359,10 @@ func collectAgents(ctx context.Context, a *AgentContext) error {
 		if err != nil {
 			return err
 		}
-		if st == nil || st.Turn == 0 || st.Status.Active() {
+		if st != nil && st.Turn > 0 && st.Status.Active() {
+			continue // at work: its end sends the parent a resume
+		}
+		if st == nil || st.Turn == 0 {
 			var in struct {
 				Task string `json:"task"`
 			}

@@ -77,8 +77,9 @@ type ScaleRun struct {
 	NodeStats []ScaleNode `json:"node_stats"`
 	// Placement is, for each of the streams that carry the load (the log's
 	// shards and TAH_IN), the node whose server holds it (R1) or leads it
-	// (R3) at the end; Balanced whether they were spread (no server more
-	// than one over another) when the measurement began.
+	// (R3) at the end; Balanced whether they were placed (each shard with
+	// the node that runs its sessions, see placed) when the measurement
+	// began.
 	Placement map[string]string `json:"placement"`
 	Balanced  bool              `json:"balanced_at_start"`
 	// FloorRecords, in a run of the floor, are the records of the turn its
@@ -588,11 +589,52 @@ func spread(placement map[string]string, ids []string) error {
 	return nil
 }
 
-// waitSpread waits until the nodes have spread the load's streams over
-// their servers (bus's placement: the streams at R1, their leaders at R3).
+// placed reports whether the load's streams are where the nodes put them
+// (bus's placement): when the partitions go in units of a shard's, each
+// shard of the log on (R1) or led by (R3) the server of the node that pulls
+// its partitions (recs: node ids are server names here), the rest anywhere;
+// otherwise spread.
+func placed(placement map[string]string, ids []string, recs []wire.NodeRecord, partitions, shards int) error {
+	if shards <= 0 || partitions < shards || partitions%shards != 0 {
+		return spread(placement, ids)
+	}
+	home := map[string]string{}
+	for _, r := range recs {
+		for _, p := range r.Partitions {
+			home[wire.EventShardStream(p%shards)] = r.Node
+		}
+	}
+	var wrong []string
+	for st, id := range placement {
+		if !slices.Contains(ids, id) {
+			return fmt.Errorf("%s has no server (%s)", st, id)
+		}
+		if want, ok := home[st]; ok && want != id {
+			wrong = append(wrong, fmt.Sprintf("%s on %s, its sessions' node %s", st, id, want))
+		}
+	}
+	if len(home) < shards {
+		return fmt.Errorf("the nodes pull the partitions of %d of the %d shards", len(home), shards)
+	}
+	if len(wrong) > 0 {
+		slices.Sort(wrong)
+		return errors.New(strings.Join(wrong, "; "))
+	}
+	return nil
+}
+
+// waitSpread waits until the nodes have placed the load's streams on their
+// servers (bus's placement: the streams at R1, their leaders at R3).
 func (s *scaleScenario) waitSpread() error {
 	return natstest.Poll(scaleSettleWithin, 500*time.Millisecond, func() error {
-		return spread(s.placement(), s.c.IDs())
+		ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
+		defer cancel()
+		recs, err := s.c.Bus().ListNodes(ctx)
+		if err != nil {
+			return err
+		}
+		b := s.c.Bus()
+		return placed(s.placement(), s.c.IDs(), recs, b.Config().Partitions, b.Shards())
 	})
 }
 

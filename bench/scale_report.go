@@ -203,7 +203,7 @@ func (r *Report) scaleAnalysis(w func(string, ...any)) {
 		}
 		w(": %s. Streams (held at R1, led at R3): %s", strings.Join(nodes, "; "), placementOf(x))
 		if !x.Balanced {
-			w(" (not spread when the window began)")
+			w(" (not placed when the window began)")
 		}
 		if l := x.lag(s.CatchUpWithin); l != "" {
 			w(". Read models: %s", l)

@@ -16,6 +16,7 @@ import (
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/openai"
 	"github.com/tah-dev/tah/tahtest/natstest"
+	"github.com/tah-dev/tah/wire"
 )
 
 func TestParseStatCPU(t *testing.T) {
@@ -57,6 +58,28 @@ func TestSpread(t *testing.T) {
 		if err := spread(c.p, ids); (err == nil) != c.ok {
 			t.Errorf("%v: %v, want spread %v", c.p, err, c.ok)
 		}
+	}
+}
+
+// placed wants each shard with the node that pulls its partitions, and
+// falls back to spread when the partitions do not go by shard.
+func TestPlaced(t *testing.T) {
+	ids := []string{"n0", "n1", "n2"}
+	recs := []wire.NodeRecord{{Node: "n0", Partitions: []int{0, 4}}, {Node: "n1", Partitions: []int{1, 5, 2, 6}}, {Node: "n2", Partitions: []int{3, 7}}}
+	at := map[string]string{wire.EventShardStream(0): "n0", wire.EventShardStream(1): "n1", wire.EventShardStream(2): "n1",
+		wire.EventShardStream(3): "n2", wire.InputStream: "n2"}
+	if err := placed(at, ids, recs, 8, 4); err != nil {
+		t.Fatalf("placed: %v", err)
+	}
+	at[wire.EventShardStream(2)] = "n2"
+	if err := placed(at, ids, recs, 8, 4); err == nil || !strings.Contains(err.Error(), "TAH_EVT_2 on n2, its sessions' node n1") {
+		t.Fatalf("a shard away from its node: %v", err)
+	}
+	if err := placed(at, ids, recs[:2], 8, 4); err == nil {
+		t.Fatal("a shard no node pulls")
+	}
+	if err := placed(map[string]string{"a": "n0", "b": "n0", "c": "n0"}, ids, recs, 6, 4); err == nil {
+		t.Fatal("6 partitions over 4 shards: not spread, and not by shard")
 	}
 }
 
@@ -214,8 +237,8 @@ func TestScaleRow(t *testing.T) {
 				t.Errorf("%d node(s), node %+v", r.Nodes, nd)
 			}
 		}
-		if err := spread(r.Placement, []string{"n0", "n1", "n2"}[:r.Nodes]); err != nil {
-			t.Errorf("%d node(s): the streams at the end: %v", r.Nodes, err)
+		if !r.Balanced {
+			t.Errorf("%d node(s): the streams were not placed with their sessions' nodes: %v", r.Nodes, r.Placement)
 		}
 	}
 	if table := rep.Table(); !strings.Contains(table, "≥ 2.4× one node") {

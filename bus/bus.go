@@ -64,6 +64,8 @@ type Bus struct {
 	mu      sync.Mutex
 	closed  bool
 	handles map[stopper]struct{}
+	// homes says where streams should be (placement.go); nil: anywhere.
+	homes func() map[string]string
 
 	// watch keeps the embedded server's JetStream store writable; nil with
 	// an external server.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -34,6 +35,12 @@ import (
 //   - at R3, where every server of three holds every stream, by balancing the
 //     streams' leaders (which take the writes) with leader stepdowns naming a
 //     preferred server.
+//
+// A node may also name a home for streams (SetStreamHomes): the server its
+// sessions of a shard append from, so that a step's appends do not cross a
+// route to another server (issue 28). A stream with a home goes there (at R1)
+// or has its leader there (at R3), and the streams without one are spread
+// around them as above.
 //
 // Streams on a server that is offline are left where they are (at R1 their
 // data is there). Against an external NATS cluster TAH places nothing: its
@@ -83,6 +90,28 @@ func (b *Bus) SpreadStreams() {
 		default:
 		}
 	}
+}
+
+// SetStreamHomes gives the placer the servers streams should be on: homes
+// returns stream name -> server name, and is asked at every look of the
+// meta leader's placer (a stream it leaves out, or names an offline server
+// for, is placed by balance). A node sets it once, before the cluster
+// changes; nil takes the homes away.
+func (b *Bus) SetStreamHomes(homes func() map[string]string) {
+	b.mu.Lock()
+	b.homes = homes
+	b.mu.Unlock()
+}
+
+// streamHomes are the homes the node gives now; nil without any.
+func (b *Bus) streamHomes() map[string]string {
+	b.mu.Lock()
+	f := b.homes
+	b.mu.Unlock()
+	if f == nil {
+		return nil
+	}
+	return f()
 }
 
 // findPlacer returns the Bus's placer, nil when it has none (it is one of
@@ -163,12 +192,13 @@ func (p *placer) pass(ctx context.Context) {
 	}
 	servers := srv.JetStreamClusterPeers() // online, with JetStream
 	slices.Sort(servers)
-	key := strings.Join(servers, ",")
+	homes := p.b.streamHomes()
+	key := strings.Join(servers, ",") + " " + homesKey(homes)
 	if key == p.settled {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, placeAttempt)
-	acted, busy, err := p.b.spread(pctx, servers)
+	acted, busy, err := p.b.spread(pctx, servers, homes)
 	cancel()
 	log := p.b.cfg.Logger
 	switch {
@@ -193,6 +223,17 @@ func (p *placer) pass(ctx context.Context) {
 	}
 }
 
+// homesKey is homes in a canonical form, so that the placer sees when they
+// change.
+func homesKey(homes map[string]string) string {
+	keys := slices.Sorted(maps.Keys(homes))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + homes[k] + ";")
+	}
+	return b.String()
+}
+
 // placedStreams are the streams whose placement matters for load: the log's
 // shards and TAH_IN.
 func (b *Bus) placedStreams() []string {
@@ -203,11 +244,11 @@ func (b *Bus) placedStreams() []string {
 	return append(names, wire.InputStream)
 }
 
-// spread moves streams (R1) or their leaders (R3) so that no server of
-// servers holds more than one over another. acted says it asked for moves
-// or stepdowns, busy that streams are moving or electing a leader (it then
-// leaves them alone until they settle).
-func (b *Bus) spread(ctx context.Context, servers []string) (acted, busy bool, err error) {
+// spread moves streams (R1) or their leaders (R3) to their homes, and the
+// others so that no server of servers holds more than one over another.
+// acted says it asked for moves or stepdowns, busy that streams are moving
+// or electing a leader (it then leaves them alone until they settle).
+func (b *Bus) spread(ctx context.Context, servers []string, homes map[string]string) (acted, busy bool, err error) {
 	if len(servers) < 2 {
 		return false, false, nil
 	}
@@ -246,7 +287,7 @@ func (b *Bus) spread(ctx context.Context, servers []string) (acted, busy bool, e
 	if busy {
 		return false, true, nil
 	}
-	moves := plan(servers, spots)
+	moves := plan(servers, homed(servers, spots, homes))
 	var errs []error
 	for _, m := range moves {
 		cfg := configs[m.stream]
@@ -318,27 +359,52 @@ type spot struct {
 	stream string
 	at     string
 	peers  []string
+	home   bool // peers[0] is its home: it goes there whatever the balance
 }
 
 type move struct{ stream, from, to string }
 
-// plan chooses the moves that leave no server of servers holding more than
-// one spot over another, moving a spot only to a server among its peers:
-// each from a server holding the most to one holding the fewest, as few as
-// that takes. Spots on servers not in servers (offline) stay and count for
-// none. It is deterministic: ties go by name.
+// homed pins the spots that have a home among servers (and among their
+// peers) to it: plan then moves each that is elsewhere there, and spreads
+// the others around them.
+func homed(servers []string, spots []spot, homes map[string]string) []spot {
+	out := slices.Clone(spots)
+	for i, sp := range out {
+		home, ok := homes[sp.stream]
+		if !ok || !slices.Contains(servers, home) || (sp.peers != nil && !slices.Contains(sp.peers, home)) {
+			continue
+		}
+		out[i].peers, out[i].home = []string{home}, true
+	}
+	return out
+}
+
+// plan moves each spot with a home there, then chooses the moves that leave
+// no server of servers holding more than one spot over another (as far as
+// the spots without a home can: those with one stay), moving a spot only to
+// a server among its peers: each from a server holding the most to one
+// holding the fewest, as few as that takes. Spots on servers not in servers
+// (offline) stay and count for none. It is deterministic: ties go by name.
 func plan(servers []string, spots []spot) []move {
 	held := map[string][]int{}
 	for _, s := range servers {
 		held[s] = nil
 	}
-	for i, sp := range spots {
-		if _, ok := held[sp.at]; ok {
-			held[sp.at] = append(held[sp.at], i)
-		}
-	}
 	var moves []move
 	moved := map[int]bool{} // a stream moves once: a second move would meet the first under way
+	for i, sp := range spots {
+		at := sp.at
+		if sp.home {
+			moved[i] = true // pinned
+			if home := sp.peers[0]; home != at {
+				moves = append(moves, move{stream: sp.stream, from: at, to: home})
+				at = home
+			}
+		}
+		if _, ok := held[at]; ok {
+			held[at] = append(held[at], i)
+		}
+	}
 	for range spots {
 		order := slices.Clone(servers)
 		slices.SortStableFunc(order, func(a, c string) int { return cmp.Compare(len(held[a]), len(held[c])) })

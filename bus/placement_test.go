@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -298,6 +299,58 @@ func TestStreamLeadersSpreadAtR3(t *testing.T) {
 	t.Logf("leaders: %v", at)
 }
 
+// A stream with a home goes there (R1) or has its leader there (R3), the
+// others spread around the homed ones, and the streams follow when the homes
+// change: what a node's membership asks so that its sessions append to
+// their own server (node's streamHomes).
+func TestStreamsGoHome(t *testing.T) {
+	for _, replicas := range []int{1, 3} {
+		t.Run(fmt.Sprintf("R%d", replicas), func(t *testing.T) {
+			c := startEmbedded(t, 3, 3, replicas)
+			shards := len(c.buses[0].shards)
+			var mu sync.Mutex
+			homes := map[string]string{}
+			setHomes := func(home func(k int) string) {
+				mu.Lock()
+				defer mu.Unlock()
+				clear(homes)
+				for k := range shards {
+					homes[wire.EventShardStream(k)] = home(k)
+				}
+			}
+			for _, b := range c.buses {
+				b.SetStreamHomes(func() map[string]string {
+					mu.Lock()
+					defer mu.Unlock()
+					return maps.Clone(homes)
+				})
+			}
+			for round, home := range []func(k int) string{
+				func(k int) string { return fmt.Sprintf("node%d", k%2) },   // none on node2
+				func(k int) string { return fmt.Sprintf("node%d", 2-k%2) }, // none on node0
+			} {
+				setHomes(home)
+				bustest.Eventually(t, 2*time.Minute, fmt.Sprintf("round %d: the shards at home", round), func() bool {
+					for _, b := range c.buses {
+						b.SpreadStreams()
+					}
+					at, ok := c.where()
+					if !ok {
+						return false
+					}
+					for k := range shards {
+						if at[wire.EventShardStream(k)] != home(k) {
+							return false
+						}
+					}
+					// TAH_IN, without a home, goes where no shard is.
+					return at[wire.InputStream] == fmt.Sprintf("node%d", 2-2*round)
+				})
+			}
+		})
+	}
+}
+
 // plan moves as few streams as it takes, never to a server that is not among
 // a stream's peers, and leaves streams of servers that are not running.
 func TestPlan(t *testing.T) {
@@ -349,5 +402,22 @@ func TestPlan(t *testing.T) {
 		if m.to != "b" {
 			t.Errorf("leader of %s to %s, not a peer", m.stream, m.to)
 		}
+	}
+	// Homes: the streams with one go there whatever the balance (s0..s2 to
+	// a, s3 stays on b), the one without spreads around them, and a home
+	// that is offline or not among a stream's peers is no home.
+	sp := spots("b", "c", "a", "b", "c")
+	homes := map[string]string{"s0": "a", "s1": "a", "s2": "a", "s3": "b"}
+	moves = plan(abc, homed(abc, sp, homes))
+	if got := count(abc, sp, moves); len(moves) != 2 || got["a"] != 3 || got["b"] != 1 || got["c"] != 1 {
+		t.Errorf("homes %v: %d moves %v, %v", homes, len(moves), moves, got)
+	}
+	sp = spots("a", "a", "a", "a")
+	moves = plan(abc, homed(abc, sp, map[string]string{"s0": "a", "s1": "a", "s2": "a"}))
+	if len(moves) != 1 || moves[0].stream != "s3" {
+		t.Errorf("three homed on a, the fourth spreads: %v", moves)
+	}
+	if moves := plan(abc, homed(abc, r3, map[string]string{"x": "c", "y": "d"})); len(moves) != 1 || moves[0].to != "b" {
+		t.Errorf("homes that are no peer or offline: %v", moves)
 	}
 }

@@ -127,6 +127,9 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 		_ = m.presence.Unsubscribe()
 		return nil, err
 	}
+	// The shards' streams follow the sessions (a no-op but in an embedded
+	// cluster, and on the meta leader's node).
+	n.bus.SetStreamHomes(m.streamHomes)
 	m.rebalance(ctx, false)
 	wctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -184,7 +187,8 @@ func (m *membership) heard(msg *nats.Msg) {
 		m.forget(r.Node)
 	default:
 		at, known := m.seen[r.Node]
-		changed = !known || time.Since(at) > m.ttl
+		was := m.last[r.Node]
+		changed = !known || time.Since(at) > m.ttl || was.Worker != r.Worker || was.ShareOut != r.ShareOut
 		m.seen[r.Node] = time.Now()
 		if m.heardConn(r) {
 			changed = true
@@ -353,7 +357,7 @@ func (m *membership) record(leaving bool) wire.NodeRecord {
 	return wire.NodeRecord{Node: m.n.ID(), Started: m.started, Heartbeat: time.Now().UTC(),
 		Partitions: m.n.inputs.Partitions(), ActiveSessions: m.n.sessions.Active(),
 		NATS: m.n.bus.ClientURL(), NATSServer: nc.ConnectedServerName(), NATSServerID: nc.ConnectedServerId(), NATSClientID: cid,
-		Provider: m.n.opts.Provider.Name(), Fenced: fenced, Leaving: leaving}
+		Provider: m.n.opts.Provider.Name(), Worker: m.n.opts.Worker, ShareOut: wire.ShareOutByShard, Fenced: fenced, Leaving: leaving}
 }
 
 // publish sends the node's presence on core NATS: what the others go by.
@@ -409,12 +413,52 @@ func (m *membership) live() []string {
 	return out
 }
 
+// peers are the live nodes (live) as Assign takes them: a node is a worker
+// as its last presence says.
+func (m *membership) peers() []Peer {
+	ids := m.live()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Peer, len(ids))
+	for i, id := range ids {
+		r := m.last[id]
+		out[i] = Peer{ID: id, Worker: r.Worker, Legacy: r.ShareOut < wire.ShareOutByShard}
+		if id == m.n.ID() {
+			out[i] = Peer{ID: id, Worker: m.n.opts.Worker}
+		}
+	}
+	return out
+}
+
+// streamHomes are the servers the log's shards should be on (the placer of
+// the meta leader's bus asks, bus.SetStreamHomes): each shard's on the server
+// of the node whose sessions append to it, so that their appends cross no
+// route. A shard whose node's server is not known has none.
+func (m *membership) streamHomes() map[string]string {
+	shards := m.n.bus.Shards()
+	owners := ShardOwners(Assign(m.peers(), m.parts, shards), m.parts, shards)
+	self := m.n.bus.PresenceConn().ConnectedServerName()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]string, len(owners))
+	for k, id := range owners {
+		server := m.last[id].NATSServer
+		if id == m.n.ID() {
+			server = self
+		}
+		if server != "" {
+			out[wire.EventShardStream(k)] = server
+		}
+	}
+	return out
+}
+
 // rebalance pulls this node's share of the partitions and hands the rest over
 // (all of them while the node is fenced: live leaves it out). With resume, the
 // turns left open in partitions it takes are resumed at once (see
 // resumeOpenTurns); a node starting leaves them to its inputs' redelivery.
 func (m *membership) rebalance(ctx context.Context, resume bool) {
-	want := Assign(m.live(), m.parts)[m.n.ID()]
+	want := Assign(m.peers(), m.parts, m.n.bus.Shards())[m.n.ID()]
 	have := m.n.inputs.Partitions()
 	var drop []int
 	for _, p := range have {
@@ -501,6 +545,7 @@ func (m *membership) close(ctx context.Context) error {
 	}
 	m.closed = true
 	m.mu.Unlock()
+	m.n.bus.SetStreamHomes(nil)
 	m.cancel()
 	m.wg.Wait()
 	m.stopWatch()

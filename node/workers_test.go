@@ -222,7 +222,7 @@ func TestKilledWorkersTurnsResumeOnAWorker(t *testing.T) {
 	c := newRoleCluster(t, 10*time.Minute, 1, 2)
 	recs := c.balanced("n0", "n1", "n2")
 	// Sessions of n2's partitions that n1 (a worker) pulls once n2 is gone.
-	after := node.Assign([]string{"n0", "n1"}, c.Bus().Config().Partitions)["n1"]
+	after := node.Assign([]node.Peer{{ID: "n0"}, {ID: "n1", Worker: true}}, c.Bus().Config().Partitions, c.Bus().Shards())["n1"]
 	var mine []int
 	for _, r := range recs {
 		if r.Node == "n2" {

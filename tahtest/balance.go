@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
@@ -15,19 +16,24 @@ import (
 // Balanced reports, as an error that says what is wrong, whether recs (the
 // nodes' presence: tah_nodes, or what they publish) are exactly the nodes
 // ids, none fenced, with disjoint shares of the partitions that cover
-// 0..partitions-1 and differ by one at most.
-func Balanced(recs []wire.NodeRecord, ids []string, partitions int) error {
+// 0..partitions-1, each as large as node.Assign makes it for these nodes
+// (by their worker flags) and a log of shards shards.
+func Balanced(recs []wire.NodeRecord, ids []string, partitions, shards int) error {
 	if len(ids) == 0 {
 		return errors.New("no nodes to balance over")
 	}
 	var got []string
 	owner := map[int]string{}
-	lo, hi := partitions/len(ids), (partitions+len(ids)-1)/len(ids)
+	peers := make([]node.Peer, len(recs))
+	for i, r := range recs {
+		peers[i] = node.Peer{ID: r.Node, Worker: r.Worker, Legacy: r.ShareOut < wire.ShareOutByShard}
+	}
+	share := node.Assign(peers, partitions, shards)
 	var errs []string
 	for _, r := range recs {
 		got = append(got, r.Node)
-		if len(r.Partitions) < lo || len(r.Partitions) > hi {
-			errs = append(errs, fmt.Sprintf("%s has %d partitions %v, want %d to %d", r.Node, len(r.Partitions), r.Partitions, lo, hi))
+		if want := len(share[r.Node]); len(r.Partitions) != want {
+			errs = append(errs, fmt.Sprintf("%s has %d partitions %v, want %d", r.Node, len(r.Partitions), r.Partitions, want))
 		}
 		if r.Fenced {
 			errs = append(errs, r.Node+" is fenced")
@@ -90,7 +96,7 @@ func (c *Cluster) BalancedWithin(within time.Duration, ids ...string) ([]wire.No
 		if recs, err = b.ListNodes(ctx); err != nil {
 			return err
 		}
-		if err := Balanced(recs, ids, b.Config().Partitions); err != nil {
+		if err := Balanced(recs, ids, b.Config().Partitions, b.Shards()); err != nil {
 			return fmt.Errorf("%v: %s", err, DescribeNodes(recs))
 		}
 		return nil

@@ -92,14 +92,14 @@ func TestBalanced(t *testing.T) {
 		want string // in the error; empty for none
 	}{
 		{[]wire.NodeRecord{rec("n1", 2, 3), rec("n0", 0, 1)}, ""},
-		{[]wire.NodeRecord{rec("n0", 0, 1, 2), rec("n1", 3)}, "n1 has 1 partitions [3], want 2 to 2"},
+		{[]wire.NodeRecord{rec("n0", 0, 1, 2), rec("n1", 3)}, "n1 has 1 partitions [3], want 2"},
 		{[]wire.NodeRecord{rec("n0", 0, 1), rec("n1", 1, 2)}, "partition 1 is held by both n0 and n1"},
 		{[]wire.NodeRecord{rec("n0", 0, 1), rec("n1", 2, 3), rec("n2")}, "nodes [n0 n1 n2], want [n0 n1]"},
 		{[]wire.NodeRecord{rec("n0", 0, 1), rec("n1", 2, 4)}, "partition 3 is held by no node"},
 		{[]wire.NodeRecord{rec("n0", 0, 1), {Node: "n1", Partitions: []int{2, 3}, Fenced: true}}, "n1 is fenced"},
 	}
 	for _, tc := range tests {
-		err := Balanced(tc.recs, ids, 4)
+		err := Balanced(tc.recs, ids, 4, 0)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %v, want %q", DescribeNodes(tc.recs), err, tc.want)
 		}

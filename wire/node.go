@@ -7,6 +7,11 @@ import "time"
 // share its partitions out) and kept, for status and for nodes starting, in
 // the KV bucket tah_nodes under the node id. A node that stops gracefully
 // says so (Leaving) and deletes its entry.
+// ShareOutByShard is NodeRecord.ShareOut of a node that shares the
+// partitions of a shard of the log out together, a worker taking more than
+// a node with a read model.
+const ShareOutByShard = 2
+
 type NodeRecord struct {
 	// Node is the node's id (the key), as recorded in session.claimed.
 	Node string `json:"node"`
@@ -34,6 +39,16 @@ type NodeRecord struct {
 	NATSClientID uint64 `json:"nats_client_id,omitempty"`
 	// Provider names the node's LLM provider.
 	Provider string `json:"provider,omitempty"`
+	// Worker is set when the node holds no read model (the setting
+	// read_model=false): the nodes then give it a larger share of the
+	// partitions than a node that folds the cluster's steps into its read
+	// model. Absent in the records of nodes older than this field.
+	Worker bool `json:"worker,omitempty"`
+	// ShareOut is how the node shares the partitions out: ShareOutByShard,
+	// or absent for nodes older than it (a partition at a time, equal
+	// shares). The nodes share by the oldest way among them, so that during
+	// a rolling upgrade all of them compute the same share-out.
+	ShareOut int `json:"share_out,omitempty"`
 	// Fenced is set while the node has lost touch with NATS for longer than the
 	// node TTL and has stopped its sessions.
 	Fenced bool `json:"fenced,omitempty"`

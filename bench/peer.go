@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -47,6 +48,9 @@ type PeerRow struct {
 	TAHConcurrent *PeerConcurrent `json:"tah_concurrent,omitempty"`
 	// Restate is the second peer's side, at the setting that matches.
 	Restate *RestatePeer `json:"restate,omitempty"`
+	// NATSFloor is the floor of TAHConcurrent: the same sessions' appends
+	// alone (natsFloor).
+	NATSFloor *PeerConcurrent `json:"nats_floor,omitempty"`
 }
 
 // PeerConcurrent is PeerResult.Sessions sessions running turns at once.
@@ -61,6 +65,8 @@ type PeerConcurrent struct {
 	// and the Node.js process of the SDK's endpoint and the driver) over
 	// Steps.
 	CPUPerStep time.Duration `json:"cpu_per_step_ns"`
+
+	sid string // TAH's: one of the sessions, whose turns natsFloor appends again
 }
 
 // RestatePeer is Restate's side of a row 8 setting.
@@ -121,6 +127,9 @@ func (s *peerScenario) Run(ctx context.Context, rep *Report) error {
 			return err
 		}
 		row.TAHConcurrent = c
+		if row.NATSFloor, err = s.natsFloor(ctx, c.sid); err != nil {
+			return err
+		}
 	}
 	row.PeerPerStep, row.NotRun = s.peer(ctx, row.Synchronous)
 	if s.cfg.RestateDir != "" {
@@ -180,7 +189,44 @@ func (s *peerScenario) concurrent(ctx context.Context) (*PeerConcurrent, error) 
 	}
 	steps := n * s.cfg.PeerSessionTurns * s.cfg.PeerSteps
 	return &PeerConcurrent{Steps: steps, Elapsed: elapsed, StepsPerSec: float64(steps) / elapsed.Seconds(),
-		PerStep: medianDur(slices.Concat(per...)), CPUPerStep: cpu / time.Duration(steps)}, nil
+		PerStep: medianDur(slices.Concat(per...)), CPUPerStep: cpu / time.Duration(steps), sid: sids[0]}, nil
+}
+
+// natsFloor is the floor of the concurrent measure: the records of its
+// session sid's measured turns (as the node wrote them, in their sizes),
+// appended by PeerSessions writers at once to the node's server, each record
+// by one fenced append as a session's owner makes it, each writer a session
+// of its own with an id as long: what NATS alone allows for those sessions'
+// writes at this durability, with no loop, no read model and no client.
+func (s *peerScenario) natsFloor(ctx context.Context, sid string) (*PeerConcurrent, error) {
+	evs, err := readLog(ctx, s.st.cl, sid, 0)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := secondTurnRecords(evs) // the turns after the warm-up
+	if err != nil {
+		return nil, err
+	}
+	n := s.cfg.PeerSessions
+	base := "peerf_" + strings.TrimPrefix(sid[:strings.LastIndexByte(sid, '_')], "peerc_")
+	b := s.st.c.Bus()
+	per := make([]time.Duration, n)
+	cpu0, begin := cpuTime(), time.Now()
+	err = parallel(ctx, n, n, func(i int) error {
+		t := time.Now()
+		if _, err := appendRecords(ctx, b, fmt.Sprintf("%s_%02d", base, i), recs); err != nil {
+			return err
+		}
+		per[i] = time.Since(t) / time.Duration(s.cfg.PeerSessionTurns*s.cfg.PeerSteps)
+		return nil
+	})
+	elapsed, cpu := time.Since(begin), cpuTime()-cpu0
+	if err != nil {
+		return nil, fmt.Errorf("row 8's floor: %w", err)
+	}
+	steps := n * s.cfg.PeerSessionTurns * s.cfg.PeerSteps
+	return &PeerConcurrent{Steps: steps, Elapsed: elapsed, StepsPerSec: float64(steps) / elapsed.Seconds(),
+		PerStep: medianDur(per), CPUPerStep: cpu / time.Duration(steps)}, nil
 }
 
 // peerOut is what bench/peer/langgraph/agent.mjs prints.

@@ -64,17 +64,46 @@ func (r *Report) restateRows(p *PeerRow) []row {
 		if p.TAHConcurrent != nil {
 			out = append(out, row{"8", conc, setting, tahConc, "Restate not run", "", fmt.Sprintf("≥ %s×", trimFloat(targetRestateRate)), ""})
 		}
-		return out
+		return append(out, r.floorRow(p, nil)...)
 	}
 	times := float64(rs.PerStep) / float64(max(p.TAHPerStep, 1))
 	out := []row{{"8", perStep, setting, fdur(p.TAHPerStep), "Restate: " + fdur(rs.PerStep), lessOrMore(times), "less",
 		metOr(times > 1, fmt.Sprintf("missed: %s× more", trimFloat(round1(1/max(times, 1e-9)))))}}
 	if c, rc := p.TAHConcurrent, rs.Concurrent; c != nil && rc != nil {
 		x := c.StepsPerSec / max(rc.StepsPerSec, 1e-9)
-		out = append(out, row{"8", conc, setting, tahConc, "Restate: " + concurrentFigures(rc), fratio(x), fmt.Sprintf("≥ %s×", trimFloat(targetRestateRate)),
-			metOr(x >= targetRestateRate, fmt.Sprintf("missed: %s×", trimFloat(round2(x))))})
+		verdict := metOr(x >= targetRestateRate, fmt.Sprintf("missed: %s×", trimFloat(round2(x))))
+		if f := p.NATSFloor; x < targetRestateRate && f != nil && f.StepsPerSec < targetRestateRate*rc.StepsPerSec {
+			verdict += fmt.Sprintf("; beyond the floor: NATS alone makes %s× Restate's rate with these appends (see the next line)",
+				trimFloat(round2(f.StepsPerSec/max(rc.StepsPerSec, 1e-9))))
+		}
+		out = append(out, row{"8", conc, setting, tahConc, "Restate: " + concurrentFigures(rc), fratio(x), fmt.Sprintf("≥ %s×", trimFloat(targetRestateRate)), verdict})
 	}
-	return out
+	return append(out, r.floorRow(p, rs)...)
+}
+
+// targetOfFloor: row 8, where NATS alone cannot make targetRestateRate
+// times Restate's rate with the concurrent sessions' appends, TAH's rate
+// over that floor (the target the floor allows).
+const targetOfFloor = 0.8
+
+// floorRow is row 8's line of the concurrent sessions against their floor,
+// the same appends by NATS alone; rs is Restate's side (nil when it did not
+// run), which says whether the floor sets the target.
+func (r *Report) floorRow(p *PeerRow, rs *RestatePeer) []row {
+	c, f := p.TAHConcurrent, p.NATSFloor
+	if c == nil || f == nil {
+		return nil
+	}
+	measure := fmt.Sprintf("%d sessions at once: TAH against the floor of its writes, the records of the same turns appended by NATS alone (%d writers at once, each record by one fenced append, to the node's server; no loop, no read model, no client)",
+		r.Peer.Sessions, r.Peer.Sessions)
+	x := c.StepsPerSec / max(f.StepsPerSec, 1e-9)
+	tgt, verdict := "", ""
+	if rs != nil && rs.Concurrent != nil && f.StepsPerSec < targetRestateRate*rs.Concurrent.StepsPerSec {
+		tgt = fmt.Sprintf("≥ %s%% of it (the floor is below %s× Restate's rate)", trimFloat(targetOfFloor*100), trimFloat(targetRestateRate))
+		verdict = metOr(x >= targetOfFloor, fmt.Sprintf("missed: %s%%", trimFloat(round1(x*100))))
+	}
+	return []row{{"8", measure, "TAH " + p.Durability, concurrentFigures(c), "NATS alone: " + concurrentFigures(f),
+		fmt.Sprintf("%s%% of it", trimFloat(round1(x*100))), tgt, verdict}}
 }
 
 // concurrentFigures is a concurrent measure's cell: rate, time per step, CPU.

@@ -52,3 +52,54 @@ func TestRows(t *testing.T) {
 		t.Errorf("table:\n%s", table)
 	}
 }
+
+// Row 8's TAH side at tiny sizes (the peers are tested on their own): the
+// concurrent sessions and their floor, the same turns' records appended by
+// NATS alone, each with every step counted.
+func TestRowEightFloor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a node: not in -short")
+	}
+	c := Default()
+	c.Rows, c.Durability, c.Tmp, c.RestateDir = []string{"8"}, []time.Duration{2 * time.Minute}, t.TempDir(), ""
+	c.PeerSteps, c.PeerTurns, c.PeerSessions, c.PeerSessionTurns = 3, 1, 3, 2
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Peer == nil || len(rep.Peer.Rows) != 1 {
+		t.Fatalf("row 8: %+v", rep.Peer)
+	}
+	p := rep.Peer.Rows[0]
+	for name, m := range map[string]*PeerConcurrent{"TAH": p.TAHConcurrent, "its floor": p.NATSFloor} {
+		if m == nil || m.Steps != 18 || m.StepsPerSec <= 0 || m.PerStep <= 0 || m.CPUPerStep <= 0 {
+			t.Errorf("%s: %+v", name, m)
+		}
+	}
+	if table := rep.Table(); !strings.Contains(table, "NATS alone: ") {
+		t.Errorf("table:\n%s", table)
+	}
+}
+
+// Where the appends alone cannot make 1.5x Restate's rate, the floor sets
+// row 8's target (a share of the floor) and the Restate line says why it
+// is missed.
+func TestRowEightFloorSetsTheTarget(t *testing.T) {
+	conc := func(rate float64) *PeerConcurrent {
+		return &PeerConcurrent{Steps: 960, StepsPerSec: rate, PerStep: time.Millisecond, CPUPerStep: time.Millisecond}
+	}
+	row := &PeerRow{Durability: "fsync always", TAHPerStep: time.Millisecond, TAHConcurrent: conc(1000), NATSFloor: conc(1200),
+		Restate: &RestatePeer{Setting: restateFsync, PerStep: 2 * time.Millisecond, Concurrent: conc(1000)}}
+	rep := &Report{Peer: &PeerResult{Steps: 20, Turns: 5, Sessions: 16, SessionTurns: 3}}
+	rows := rep.restateRows(row)
+	if len(rows) != 3 || !strings.Contains(rows[1].verdict, "beyond the floor: NATS alone makes 1.2× Restate's") ||
+		!strings.Contains(rows[2].target, "≥ 80% of it") || rows[2].verdict != "met" || rows[2].ratio != "83% of it" {
+		t.Fatalf("rows %+v", rows)
+	}
+	row.NATSFloor = conc(3000) // the floor allows 1.5x: no target of its own
+	if rows := rep.restateRows(row); rows[2].target != "" || strings.Contains(rows[1].verdict, "floor") {
+		t.Fatalf("rows %+v", rows)
+	}
+}

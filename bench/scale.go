@@ -590,9 +590,10 @@ func spread(placement map[string]string, ids []string) error {
 }
 
 // placed reports whether the load's streams are where the nodes put them
-// (bus's placement): when the partitions go in units of a shard's, each
-// shard of the log on (R1) or led by (R3) the server of the node that pulls
-// its partitions (recs: node ids are server names here), the rest anywhere;
+// (bus's placement): when the partitions are a multiple of the shards, each
+// shard k of the log on (R1) or led by (R3) the server of the node that
+// pulls partition k, and so all of the shard's partitions when they go by
+// shard (recs: node ids are server names here), the rest anywhere;
 // otherwise spread.
 func placed(placement map[string]string, ids []string, recs []wire.NodeRecord, partitions, shards int) error {
 	if shards <= 0 || partitions < shards || partitions%shards != 0 {
@@ -601,7 +602,9 @@ func placed(placement map[string]string, ids []string, recs []wire.NodeRecord, p
 	home := map[string]string{}
 	for _, r := range recs {
 		for _, p := range r.Partitions {
-			home[wire.EventShardStream(p%shards)] = r.Node
+			if p < shards { // shard p's home: its first partition's node (node.ShardOwners)
+				home[wire.EventShardStream(p)] = r.Node
+			}
 		}
 	}
 	var wrong []string

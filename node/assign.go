@@ -30,8 +30,9 @@ const (
 // computes the same answer from the same set of live nodes, so that no
 // coordinator is needed.
 //
-// The partitions go in units: when partitions is a multiple of shards, the
-// partitions of one shard of the log together (a session's partition is
+// The partitions go in units: when partitions is a multiple of shards and
+// there are two shards a node or more (byShard), the partitions of one
+// shard of the log together (a session's partition is
 // fnv(sid) mod partitions, its shard fnv(sid) mod shards, so partition p's
 // sessions all append to shard p mod shards), so that a node's sessions
 // append to its own shards only, whose streams an embedded cluster places on
@@ -63,7 +64,7 @@ func Assign(peers []Peer, partitions, shards int) map[string][]int {
 		}
 	}
 	units := partitions
-	if aligned(partitions, shards) && !legacy {
+	if byShard(partitions, shards, len(ps)) && !legacy {
 		units = shards
 	}
 	room := rooms(ps, units)
@@ -90,9 +91,18 @@ func Assign(peers []Peer, partitions, shards int) map[string][]int {
 	return out
 }
 
-// aligned says whether the partitions go in units of a shard's.
+// aligned says whether the partitions can go in units of a shard's.
 func aligned(partitions, shards int) bool {
 	return shards > 0 && partitions >= shards && partitions%shards == 0
+}
+
+// byShard says whether the partitions go in units of a shard's among nodes
+// nodes: when they can, and there are two shards a node or more (with
+// fewer, a unit is too large a share to balance: 8 shards over 5 nodes
+// would give some twice what others get, so each partition is a unit and a
+// shard's stream goes with its first partition).
+func byShard(partitions, shards, nodes int) bool {
+	return aligned(partitions, shards) && shards >= 2*nodes
 }
 
 // rooms is how many of units each of ps (sorted by id) takes.

@@ -27,11 +27,11 @@ func owner(a map[string][]int, p int) string {
 func TestAssignIsBalancedCompleteAndOrderFree(t *testing.T) {
 	for _, shards := range []int{0, 8} {
 		for _, parts := range []int{1, 3, 16, 17, 64} {
-			units, per := parts, 1
-			if aligned(parts, shards) {
-				units, per = shards, parts/shards
-			}
 			for n := 1; n <= 7; n++ {
+				units, per := parts, 1
+				if byShard(parts, shards, n) {
+					units, per = shards, parts/shards
+				}
 				var ids []string
 				for i := range n {
 					ids = append(ids, fmt.Sprintf("node-%d", i))
@@ -87,6 +87,9 @@ func TestAssignKeepsAShardsPartitionsTogether(t *testing.T) {
 func TestAssignGivesWorkersTheLargerShare(t *testing.T) {
 	peers := []Peer{{ID: "rm"}, {ID: "w1", Worker: true}, {ID: "w2", Worker: true}}
 	a := Assign(peers, 64, 8)
+	if five := Assign(append(peers, Peer{ID: "w3", Worker: true}, Peer{ID: "w4", Worker: true}), 16, 8); len(five["rm"]) != 1 {
+		t.Fatal("5 nodes over 8 shards: a partition at a time")
+	}
 	if len(a["rm"]) != 8 || len(a["w1"])+len(a["w2"]) != 56 || len(a["w1"]) < 24 || len(a["w2"]) < 24 {
 		t.Fatalf("1 read model, 2 workers, 64 partitions in 8 units: %d %d %d", len(a["rm"]), len(a["w1"]), len(a["w2"]))
 	}

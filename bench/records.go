@@ -65,10 +65,13 @@ func stepGroups(recs [][]event.Event) []span {
 
 // fullToolStep reports whether the events of a step's span are the whole
 // work of one LLM+tool step in the middle of a turn: the previous step's
-// tool result, the model call and its answer, and the tool's start. Their
-// bytes are what one step must make durable.
+// tool result, the model call and its answer, and the tool's start (or, in
+// one record, the answer, the tool's start and result and the next call).
+// Their bytes are what one step must make durable. The turn's first and
+// last spans are not: they hold its start or its end.
 func fullToolStep(evs []event.Event) bool {
-	return has(evs, event.ToolFinished) && has(evs, event.LLMStarted) && has(evs, event.LLMCompleted) && has(evs, event.ToolStarted)
+	return has(evs, event.ToolFinished) && has(evs, event.LLMStarted) && has(evs, event.LLMCompleted) && has(evs, event.ToolStarted) &&
+		!has(evs, event.TurnStarted) && !has(evs, event.AgentFinished)
 }
 
 // intervals returns, for each LLM call k, the indexes of the records

@@ -29,9 +29,10 @@ func TestRows(t *testing.T) {
 	if rep.SQLiteRowP50 <= 0 || len(rep.Step) != 1 || len(rep.Load) != 1 || rep.Resume == nil {
 		t.Fatalf("report %+v", rep)
 	}
-	// A tool step writes two records of four events (the previous tool's
-	// result with the llm.started, the answer with the tool's start).
-	if s := rep.Step[0]; s.PerStep <= 0 || s.FloorAppendPerStep <= 0 || s.ClientRun <= 0 || s.EventsPerStep != 4 || s.RecordsPerStep != 2 ||
+	// A tool step writes four events in one record (the noop tool is the
+	// node's own and idempotent, so its start waits for its end: runTools),
+	// or two when the machine held it past quietStart.
+	if s := rep.Step[0]; s.PerStep <= 0 || s.FloorAppendPerStep <= 0 || s.ClientRun <= 0 || s.EventsPerStep != 4 || s.RecordsPerStep < 1 || s.RecordsPerStep > 2 ||
 		s.StepRecordP50 <= 0 || s.OneEventP50 <= 0 || s.StepRecordBytesMean <= s.EventBytesMean || s.CPUPerStep <= 0 || s.TurnEnd <= 0 ||
 		s.AllocsPerStep <= 0 || s.AllocBytesPerStep < s.AllocsPerStep {
 		t.Errorf("row 2: %+v", s)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tah-dev/tah/actors/toolrunner"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/telemetry"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Loop drives a turn that has begun (its turn.started is in the state) until it
@@ -227,16 +229,34 @@ func failStep(ctx context.Context, a *AgentContext, stepID string, err error, to
 	return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Error: msg, Code: code, Steps: st.TurnLLMCalls})
 }
 
+// quietStart is how long a batch of the node's own idempotent tools may run
+// before its tool.started are written (see runTools): long enough for the
+// quick calls (a file read, a listing) to end first, short enough that
+// watchers see a slow call start at once. A variable for the tests only.
+var quietStart = 5 * time.Millisecond
+
 // runTools runs calls that have no result yet: tool.started for each, naming
 // where it runs, all written in one record (with the answer that asked for
 // them, staged) before any runs, then the batch (see runBatch).
+//
+// When every call is to an idempotent tool of the node's own, the record
+// waits instead until the batch has run for quietStart: a batch that ends
+// sooner is written with its results and the next llm.started, one record
+// and one durable write for the whole step instead of two. That is safe
+// because such a call may run twice: a crash before the record loses the
+// model's answer with it, and the next owner asks the model again (as after
+// a crash during the call), so the calls run again or others do.
 func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error {
 	ids := make([]string, len(calls))
+	quiet := true
+	for _, c := range calls {
+		quiet = quiet && a.Tools.Idempotent(c.Name) && a.Tools.Runner(c.Name) == wire.ToolRunnerLocal
+	}
 	for i, c := range calls {
 		ids[i] = a.NewStepID("tool")
 		started := event.ToolStartedData{StepID: ids[i], Call: c, Idempotent: a.Tools.Idempotent(c.Name), Runner: a.Tools.Runner(c.Name)}
 		var err error
-		if i < len(calls)-1 {
+		if i < len(calls)-1 || quiet {
 			err = a.Stage(event.ToolStarted, started)
 		} else {
 			err = a.Append(ctx, event.ToolStarted, started)
@@ -245,7 +265,11 @@ func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error 
 			return err
 		}
 	}
-	return runBatch(ctx, a, ids, calls)
+	var flush func() error
+	if quiet {
+		flush = func() error { return a.Flush(ctx) }
+	}
+	return runBatch(ctx, a, ids, calls, flush)
 }
 
 // runBatch runs calls whose tool.started is in the log, at steps ids (see
@@ -254,10 +278,12 @@ func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error 
 // latest, before the model sees them. A call a cancel stopped gets its
 // result (cancelled, or what its service stored just in time) in the same
 // turn; only when the owner stops (or lost the session) does a stopped call
-// keep no result, for the next owner to look up.
-func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall) error {
+// keep no result, for the next owner to look up. With flush, the
+// tool.started are staged instead, and flush writes them if the batch runs
+// for quietStart (see runTools).
+func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall, flush func() error) error {
 	spans := toolSpans(ctx, a, ids, calls)
-	results, err := runCalls(ctx, a, ids, calls, spanContexts(spans))
+	results, err := runCalls(ctx, a, ids, calls, spanContexts(spans), flush)
 	endTools(spans, a, results)
 	if err != nil {
 		return err
@@ -369,7 +395,7 @@ func PrepareResume(ctx context.Context, a *AgentContext) error {
 		return err
 	}
 	if len(rerun) > 0 {
-		return runBatch(ctx, a, rerunIDs, rerun)
+		return runBatch(ctx, a, rerunIDs, rerun, nil)
 	}
 	return nil
 }

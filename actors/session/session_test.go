@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -144,6 +145,50 @@ func types(t *testing.T, b *bus.Bus, sid string) []event.Type {
 		out = append(out, e.Type)
 	}
 	return out
+}
+
+// waitType waits until the log of sid holds an event of type ty.
+func waitType(t *testing.T, b *bus.Bus, sid string, ty event.Type) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a hang's bound only
+	for !slices.Contains(types(t, b, sid), ty) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s in the log of %s: %v", ty, sid, types(t, b, sid))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A step whose calls are all to the node's own idempotent tools and end
+// within quietStart is one record: the answer, the calls' start and end,
+// and the next llm.started; a non-idempotent tool's start is written before
+// it runs, as a record of its own.
+func TestQuickIdempotentStepIsOneRecord(t *testing.T) {
+	was := quietStart
+	quietStart = time.Hour // the call ends first, however busy the machine
+	t.Cleanup(func() { quietStart = was })
+	b := openBus(t)
+	Create(context.Background(), b, "s1", Config{}, nil)
+	tt := &testTools{}
+	m := startManager(t, b, mock.Scripted(mock.CallTool("echo", `{}`), mock.Say("done")), Config{}, tt.config())
+	if o := do(t, m, "s1", run("go")); o.Status != projection.StatusCompleted {
+		t.Fatalf("%+v", o)
+	}
+	evs, _, err := b.Replay(context.Background(), "s1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := map[uint64][]event.Type{}
+	var step uint64
+	for _, e := range evs {
+		records[e.Seq] = append(records[e.Seq], e.Type)
+		if e.Type == event.ToolStarted {
+			step = e.Seq
+		}
+	}
+	if got := records[step]; !slices.Equal(got, []event.Type{event.LLMCompleted, event.ToolStarted, event.ToolFinished, event.LLMStarted}) {
+		t.Fatalf("the tool step's record: %v (all: %v)", got, records)
+	}
 }
 
 func TestRunTurnWithToolsAndDeltas(t *testing.T) {
@@ -431,6 +476,9 @@ func TestResumeInterruptedTools(t *testing.T) {
 			cmd.Done = func(Outcome) {}
 			m1.Deliver("s1", &cmd)
 			<-tools1.started
+			// An idempotent tool's start is written once it has run for
+			// quietStart (runTools): the owner stops after that.
+			waitType(t, b, "s1", event.ToolStarted)
 			m1.Close(context.Background())
 
 			tools2 := &testTools{}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -134,6 +135,28 @@ func (t *Tools) Execute(ctx context.Context, sid string, calls []llm.ToolCall, s
 			Result: tools.Failed(code, fmt.Sprintf("Error: the call to %s did not run: %v.", c.Name, err))}
 	}
 	return out
+}
+
+// executeQuiet is Execute that, with flush, calls flush on the caller's
+// goroutine (the session's: the batch runs in the runner's) if the batch
+// runs for quietStart, and then waits for it still. Its error is flush's:
+// the log could not be written, so the step's results cannot be either.
+func (t *Tools) executeQuiet(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext, flush func() error) ([]toolrunner.CallResult, error) {
+	if flush == nil {
+		return t.Execute(ctx, sid, calls, spans), nil
+	}
+	done := make(chan []toolrunner.CallResult, 1)
+	go func() { done <- t.Execute(ctx, sid, calls, spans) }() // owned by this call, which waits for it
+	quiet := time.NewTimer(quietStart)
+	defer quiet.Stop()
+	select {
+	case res := <-done:
+		return res, nil
+	case <-quiet.C:
+	}
+	err := flush()
+	res := <-done
+	return res, err
 }
 
 // Lookup returns the result a tool service stored for a call that a previous

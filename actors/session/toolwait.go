@@ -88,9 +88,14 @@ func lastOffered(st *projection.State) []string {
 // for the service, with a tool.waiting in the log, for up to the waiter's
 // ServiceWait (one wait for the whole batch), and runs when the service is
 // back; one still waiting then ends with code tool_unavailable, and one a
-// cancel stops while it waits, cancelled.
-func runCalls(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall, spans []trace.SpanContext) ([]toolrunner.CallResult, error) {
-	results := a.Tools.Execute(ctx, a.Session, calls, spans)
+// cancel stops while it waits, cancelled. With flush, the calls'
+// tool.started are staged, and flush writes them once the batch has run for
+// quietStart (runTools).
+func runCalls(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall, spans []trace.SpanContext, flush func() error) ([]toolrunner.CallResult, error) {
+	results, err := a.Tools.executeQuiet(ctx, a.Session, calls, spans, flush)
+	if err != nil {
+		return nil, err
+	}
 	w := a.Tools.waiter
 	if w == nil {
 		return results, nil

@@ -591,11 +591,11 @@ func spread(placement map[string]string, ids []string) error {
 
 // placed reports whether the load's streams are where the nodes put them
 // (bus's placement): when the partitions are a multiple of the shards, each
-// shard k of the log on (R1) or led by (R3) the server of the node that
-// pulls partition k, and so all of the shard's partitions when they go by
-// shard (recs: node ids are server names here), the rest anywhere;
-// otherwise spread.
-func placed(placement map[string]string, ids []string, recs []wire.NodeRecord, partitions, shards int) error {
+// shard k of the log on the server of the node that pulls partition k (R1),
+// and so all of the shard's partitions when they go by shard, or led from
+// any other server (R3) (recs: node ids are server names here), the rest
+// anywhere; otherwise spread.
+func placed(placement map[string]string, ids []string, recs []wire.NodeRecord, partitions, shards, replicas int) error {
 	if shards <= 0 || partitions < shards || partitions%shards != 0 {
 		return spread(placement, ids)
 	}
@@ -612,8 +612,11 @@ func placed(placement map[string]string, ids []string, recs []wire.NodeRecord, p
 		if !slices.Contains(ids, id) {
 			return fmt.Errorf("%s has no server (%s)", st, id)
 		}
-		if want, ok := home[st]; ok && want != id {
+		switch want, ok := home[st]; {
+		case ok && replicas <= 1 && want != id:
 			wrong = append(wrong, fmt.Sprintf("%s on %s, its sessions' node %s", st, id, want))
+		case ok && replicas > 1 && len(ids) > 1 && want == id:
+			wrong = append(wrong, fmt.Sprintf("%s led from %s, its sessions' node", st, id))
 		}
 	}
 	if len(home) < shards {
@@ -637,7 +640,7 @@ func (s *scaleScenario) waitSpread() error {
 			return err
 		}
 		b := s.c.Bus()
-		return placed(s.placement(), s.c.IDs(), recs, b.Config().Partitions, b.Shards())
+		return placed(s.placement(), s.c.IDs(), recs, b.Config().Partitions, b.Shards(), s.spec.replicas)
 	})
 }
 

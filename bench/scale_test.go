@@ -68,17 +68,20 @@ func TestPlaced(t *testing.T) {
 	recs := []wire.NodeRecord{{Node: "n0", Partitions: []int{0, 4}}, {Node: "n1", Partitions: []int{1, 5, 2, 6}}, {Node: "n2", Partitions: []int{3, 7}}}
 	at := map[string]string{wire.EventShardStream(0): "n0", wire.EventShardStream(1): "n1", wire.EventShardStream(2): "n1",
 		wire.EventShardStream(3): "n2", wire.InputStream: "n2"}
-	if err := placed(at, ids, recs, 8, 4); err != nil {
+	if err := placed(at, ids, recs, 8, 4, 1); err != nil {
 		t.Fatalf("placed: %v", err)
 	}
 	at[wire.EventShardStream(2)] = "n2"
-	if err := placed(at, ids, recs, 8, 4); err == nil || !strings.Contains(err.Error(), "TAH_EVT_2 on n2, its sessions' node n1") {
+	if err := placed(at, ids, recs, 8, 4, 1); err == nil || !strings.Contains(err.Error(), "TAH_EVT_2 on n2, its sessions' node n1") {
 		t.Fatalf("a shard away from its node: %v", err)
 	}
-	if err := placed(at, ids, recs[:2], 8, 4); err == nil {
+	if err := placed(at, ids, recs, 8, 4, 3); err == nil || !strings.Contains(err.Error(), "TAH_EVT_0 led from n0, its sessions' node") {
+		t.Fatalf("R3: a shard led from its node's server: %v", err)
+	}
+	if err := placed(at, ids, recs[:2], 8, 4, 1); err == nil {
 		t.Fatal("a shard no node pulls")
 	}
-	if err := placed(map[string]string{"a": "n0", "b": "n0", "c": "n0"}, ids, recs, 6, 4); err == nil {
+	if err := placed(map[string]string{"a": "n0", "b": "n0", "c": "n0"}, ids, recs, 6, 4, 1); err == nil {
 		t.Fatal("6 partitions over 4 shards: not spread, and not by shard")
 	}
 }

@@ -37,10 +37,11 @@ import (
 //     preferred server.
 //
 // A node may also name a home for streams (SetStreamHomes): the server its
-// sessions of a shard append from, so that a step's appends do not cross a
-// route to another server (issue 28). A stream with a home goes there (at R1)
-// or has its leader there (at R3), and the streams without one are spread
-// around them as above.
+// sessions of a shard append from. At R1 a stream with a home goes there,
+// so that a step's appends do not cross a route to another server (issue
+// 28); at R3 its leader goes anywhere but there, so that the node's death
+// does not take the leader its sessions need with it (see homed). The
+// streams without one are spread around them as above.
 //
 // Streams on a server that is offline are left where they are (at R1 their
 // data is there). Against an external NATS cluster TAH places nothing: its
@@ -287,7 +288,16 @@ func (b *Bus) spread(ctx context.Context, servers []string, homes map[string]str
 	if busy {
 		return false, true, nil
 	}
-	moves := plan(servers, homed(servers, spots, homes))
+	moves := plan(servers, homed(servers, spots, homes, configs))
+	if configs[wire.InputStream].Replicas > 1 {
+		// The partitions' consumers keep their leaders off their pullers'
+		// servers too (leadAway).
+		stepped, err := b.leadAway(ctx, servers, homes)
+		if err != nil {
+			return false, false, err
+		}
+		acted = stepped
+	}
 	var errs []error
 	for _, m := range moves {
 		cfg := configs[m.stream]
@@ -306,7 +316,65 @@ func (b *Bus) spread(ctx context.Context, servers []string, homes map[string]str
 			b.cfg.Logger.Info(what, "stream", m.stream, "from", m.from, "to", m.to)
 		}
 	}
-	return len(moves) > 0, false, errors.Join(errs...)
+	return acted || len(moves) > 0, false, errors.Join(errs...)
+}
+
+// ConsumerHome is the key of SetStreamHomes' map for the consumer of input
+// partition p: its value is the server of the node that pulls the
+// partition.
+func ConsumerHome(p int) string { return wire.InputStream + "/" + wire.PartitionConsumer(p) }
+
+// leadAway steps down the leader of each input partition's consumer (R3)
+// that is on its home, the server of the node that pulls the partition, to
+// the server leading the fewest of them: the node's death then does not
+// take the consumer's leader with it, and the node that takes the partition
+// over pulls at once instead of after the consumer's Raft election (4 to 9
+// s). It reports whether it asked for a stepdown.
+func (b *Bus) leadAway(ctx context.Context, servers []string, homes map[string]string) (bool, error) {
+	type lead struct{ name, at, home string }
+	var leads []lead
+	count := map[string]int{}
+	for p := range b.cfg.Partitions {
+		name := wire.PartitionConsumer(p)
+		c, err := b.in.Consumer(ctx, name)
+		if err != nil {
+			return false, fmt.Errorf("consumer %s: %w", name, err)
+		}
+		ci := c.CachedInfo().Cluster
+		if ci == nil || ci.Leader == "" {
+			continue // electing: looked at again on the next pass
+		}
+		count[ci.Leader]++
+		if home := homes[ConsumerHome(p)]; home == ci.Leader {
+			leads = append(leads, lead{name: name, at: ci.Leader, home: home})
+		}
+	}
+	var errs []error
+	for _, l := range leads {
+		to := ""
+		for _, s := range servers {
+			if s != l.home && (to == "" || count[s] < count[to]) {
+				to = s
+			}
+		}
+		if to == "" {
+			continue
+		}
+		count[l.at]--
+		count[to]++
+		if err := b.stepDownConsumer(ctx, l.name, to); err != nil {
+			errs = append(errs, fmt.Errorf("consumer %s from %s to %s: %w", l.name, l.at, to, err))
+		} else if b.cfg.Logger != nil {
+			b.cfg.Logger.Info("consumer leader moved off its puller's server", "consumer", l.name, "from", l.at, "to", to)
+		}
+	}
+	return len(leads) > 0, errors.Join(errs...)
+}
+
+// stepDownConsumer asks the leader of TAH_IN's consumer name to hand its
+// leadership to the server to.
+func (b *Bus) stepDownConsumer(ctx context.Context, name, to string) error {
+	return b.askStepDown(ctx, "$JS.API.CONSUMER.LEADER.STEPDOWN."+wire.InputStream+"."+name, to)
 }
 
 // moveStream asks JetStream to move the stream of cfg (its present
@@ -333,8 +401,14 @@ func taggedServer(p *jetstream.Placement) string {
 // stepDown asks the leader of stream to hand its leadership to the server to
 // ($JS.API.STREAM.LEADER.STEPDOWN with a preferred placement).
 func (b *Bus) stepDown(ctx context.Context, stream, to string) error {
+	return b.askStepDown(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, to)
+}
+
+// askStepDown sends a leader stepdown request to subject, naming the
+// server to as the preferred leader, and returns the API's error.
+func (b *Bus) askStepDown(ctx context.Context, subject, to string) error {
 	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": to}})
-	msg, err := b.nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, body)
+	msg, err := b.nc.RequestWithContext(ctx, subject, body)
 	if err != nil {
 		return err
 	}
@@ -359,19 +433,29 @@ type spot struct {
 	stream string
 	at     string
 	peers  []string
-	home   bool // peers[0] is its home: it goes there whatever the balance
+	home   bool   // peers[0] is its home: it goes there whatever the balance
+	away   string // a server it must not be on (R3: its home)
 }
 
 type move struct{ stream, from, to string }
 
-// homed pins the spots that have a home among servers (and among their
-// peers) to it: plan then moves each that is elsewhere there, and spreads
-// the others around them.
-func homed(servers []string, spots []spot, homes map[string]string) []spot {
+// homed pins the spots of one replica that have a home among servers to
+// it: plan then moves each that is elsewhere there, and spreads the others
+// around them. A stream of several replicas keeps its leader away from its
+// home instead: led from the server of the node whose sessions append to
+// it, it would die with that node, and the sessions would wait for the
+// stream's Raft election (4 to 9 s in nats-server) on top of the node's
+// death before they could resume elsewhere; led from another server, they
+// resume as soon as the node is known dead.
+func homed(servers []string, spots []spot, homes map[string]string, configs map[string]jetstream.StreamConfig) []spot {
 	out := slices.Clone(spots)
 	for i, sp := range out {
 		home, ok := homes[sp.stream]
-		if !ok || !slices.Contains(servers, home) || (sp.peers != nil && !slices.Contains(sp.peers, home)) {
+		if !ok || !slices.Contains(servers, home) {
+			continue
+		}
+		if configs[sp.stream].Replicas > 1 {
+			out[i].away = home
 			continue
 		}
 		out[i].peers, out[i].home = []string{home}, true
@@ -379,7 +463,8 @@ func homed(servers []string, spots []spot, homes map[string]string) []spot {
 	return out
 }
 
-// plan moves each spot with a home there, then chooses the moves that leave
+// plan moves each spot with a home there and each spot on the server it
+// must keep away from off it, then chooses the moves that leave
 // no server of servers holding more than one spot over another (as far as
 // the spots without a home can: those with one stay), moving a spot only to
 // a server among its peers: each from a server holding the most to one
@@ -405,6 +490,26 @@ func plan(servers []string, spots []spot) []move {
 			held[at] = append(held[at], i)
 		}
 	}
+	// A spot on the server it must keep away from goes to the allowed
+	// server holding the fewest.
+	for i, sp := range spots {
+		if sp.away == "" || sp.at != sp.away || moved[i] {
+			continue
+		}
+		to := ""
+		for _, s := range servers {
+			if s != sp.away && (sp.peers == nil || slices.Contains(sp.peers, s)) && (to == "" || len(held[s]) < len(held[to])) {
+				to = s
+			}
+		}
+		if to == "" {
+			continue
+		}
+		held[sp.at] = slices.DeleteFunc(held[sp.at], func(j int) bool { return j == i })
+		held[to] = append(held[to], i)
+		moves = append(moves, move{stream: sp.stream, from: sp.at, to: to})
+		moved[i] = true
+	}
 	for range spots {
 		order := slices.Clone(servers)
 		slices.SortStableFunc(order, func(a, c string) int { return cmp.Compare(len(held[a]), len(held[c])) })
@@ -416,7 +521,7 @@ func plan(servers []string, spots []spot) []move {
 					break
 				}
 				for j, i := range held[from] {
-					if sp := spots[i]; !moved[i] && (sp.peers == nil || slices.Contains(sp.peers, to)) {
+					if sp := spots[i]; !moved[i] && sp.away != to && (sp.peers == nil || slices.Contains(sp.peers, to)) {
 						held[from] = slices.Delete(held[from], j, j+1)
 						held[to] = append(held[to], i)
 						moves = append(moves, move{stream: sp.stream, from: from, to: to})

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/wire"
@@ -299,10 +301,10 @@ func TestStreamLeadersSpreadAtR3(t *testing.T) {
 	t.Logf("leaders: %v", at)
 }
 
-// A stream with a home goes there (R1) or has its leader there (R3), the
-// others spread around the homed ones, and the streams follow when the homes
-// change: what a node's membership asks so that its sessions append to
-// their own server (node's streamHomes).
+// A stream with a home goes there (R1) or has its leader anywhere else (R3),
+// the others spread around the homed ones, and the streams follow when the
+// homes change: what a node's membership asks so that its sessions append
+// to their own server, and at R3 survive its death (node's streamHomes).
 func TestStreamsGoHome(t *testing.T) {
 	for _, replicas := range []int{1, 3} {
 		t.Run(fmt.Sprintf("R%d", replicas), func(t *testing.T) {
@@ -339,12 +341,14 @@ func TestStreamsGoHome(t *testing.T) {
 						return false
 					}
 					for k := range shards {
-						if at[wire.EventShardStream(k)] != home(k) {
+						// At R1 a shard is on its home; at R3 it is led
+						// from anywhere else.
+						if (at[wire.EventShardStream(k)] == home(k)) != (replicas == 1) {
 							return false
 						}
 					}
-					// TAH_IN, without a home, goes where no shard is.
-					return at[wire.InputStream] == fmt.Sprintf("node%d", 2-2*round)
+					// TAH_IN, without a home, goes where no shard is (R1).
+					return replicas > 1 || at[wire.InputStream] == fmt.Sprintf("node%d", 2-2*round)
 				})
 			}
 		})
@@ -408,16 +412,30 @@ func TestPlan(t *testing.T) {
 	// that is offline or not among a stream's peers is no home.
 	sp := spots("b", "c", "a", "b", "c")
 	homes := map[string]string{"s0": "a", "s1": "a", "s2": "a", "s3": "b"}
-	moves = plan(abc, homed(abc, sp, homes))
+	moves = plan(abc, homed(abc, sp, homes, nil))
 	if got := count(abc, sp, moves); len(moves) != 2 || got["a"] != 3 || got["b"] != 1 || got["c"] != 1 {
 		t.Errorf("homes %v: %d moves %v, %v", homes, len(moves), moves, got)
 	}
 	sp = spots("a", "a", "a", "a")
-	moves = plan(abc, homed(abc, sp, map[string]string{"s0": "a", "s1": "a", "s2": "a"}))
+	moves = plan(abc, homed(abc, sp, map[string]string{"s0": "a", "s1": "a", "s2": "a"}, nil))
 	if len(moves) != 1 || moves[0].stream != "s3" {
 		t.Errorf("three homed on a, the fourth spreads: %v", moves)
 	}
-	if moves := plan(abc, homed(abc, r3, map[string]string{"x": "c", "y": "d"})); len(moves) != 1 || moves[0].to != "b" {
-		t.Errorf("homes that are no peer or offline: %v", moves)
+	r1 := map[string]jetstream.StreamConfig{}
+	sp = spots("b", "c", "a", "b", "c")
+	if got := count(abc, sp, plan(abc, homed(abc, sp, homes, r1))); got["a"] != 3 {
+		t.Errorf("homes at R1: %v", got)
+	}
+	// R3: a leader keeps away from its home (x and y are led from a, their
+	// home), and goes to the peer holding the fewest.
+	rep3 := map[string]jetstream.StreamConfig{"x": {Replicas: 3}, "y": {Replicas: 3}, "z": {Replicas: 3}}
+	lead := []spot{{stream: "x", at: "a", peers: abc}, {stream: "y", at: "a", peers: abc}, {stream: "z", at: "b", peers: abc}}
+	moves = plan(abc, homed(abc, lead, map[string]string{"x": "a", "y": "a", "z": "c", "w": "d"}, rep3))
+	at := map[string]string{"x": "a", "y": "a", "z": "b"}
+	for _, m := range moves {
+		at[m.stream] = m.to
+	}
+	if at["x"] == "a" || at["y"] == "a" || at["z"] == "c" || at["x"] == at["y"] {
+		t.Errorf("leaders away from their homes: %v (moves %v)", at, moves)
 	}
 }

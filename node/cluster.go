@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -430,24 +431,39 @@ func (m *membership) peers() []Peer {
 	return out
 }
 
-// streamHomes are the servers the log's shards should be on (the placer of
-// the meta leader's bus asks, bus.SetStreamHomes): each shard's on the server
-// of the node whose sessions append to it, so that their appends cross no
-// route. A shard whose node's server is not known has none.
+// streamHomes are the homes the placer of the meta leader's bus asks for
+// (bus.SetStreamHomes): each shard's the server of the node whose sessions
+// append to it (at R1 the shard goes there, so that their appends cross no
+// route; at R3 its leader stays off it, so that the node's death does not
+// take it), and each input partition's consumer's the server of the node
+// that pulls it (at R3 its leader stays off it). One whose node's server is
+// not known has none.
 func (m *membership) streamHomes() map[string]string {
 	shards := m.n.bus.Shards()
-	owners := ShardOwners(Assign(m.peers(), m.parts, shards), m.parts, shards)
+	assign := Assign(m.peers(), m.parts, shards)
+	owners := ShardOwners(assign, m.parts, shards)
 	self := m.n.bus.PresenceConn().ConnectedServerName()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make(map[string]string, len(owners))
-	for k, id := range owners {
-		server := m.last[id].NATSServer
+	serverOf := func(id string) string {
 		if id == m.n.ID() {
-			server = self
+			return self
 		}
-		if server != "" {
+		return m.last[id].NATSServer
+	}
+	out := make(map[string]string, len(owners)+m.parts)
+	for k, id := range owners {
+		if server := serverOf(id); server != "" {
 			out[wire.EventShardStream(k)] = server
+		}
+	}
+	// The partitions' consumers: their pullers' servers (bus.leadAway keeps
+	// their leaders elsewhere at R3).
+	for id, ps := range assign {
+		for _, p := range ps {
+			if server := serverOf(id); server != "" {
+				out[bus.ConsumerHome(p)] = server
+			}
 		}
 	}
 	return out

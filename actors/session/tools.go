@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -119,7 +118,13 @@ func (t *Tools) Runner(name string) string { return tools.RunnerIn(t.catalog, na
 // ctx reaches every running tool at once; a cancelled call's result has code
 // event.CodeCancelled. Failures are results, never an error.
 func (t *Tools) Execute(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext) []toolrunner.CallResult {
-	res, err := t.runner.Execute(ctx, toolrunner.ExecuteBatch{Session: sid, Calls: calls, Spans: spans})
+	return t.execute(ctx, sid, calls, spans, nil)
+}
+
+// execute is Execute that calls slow (on the caller's goroutine) if the
+// batch runs for quietStart.
+func (t *Tools) execute(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext, slow func()) []toolrunner.CallResult {
+	res, err := t.runner.ExecuteNoting(ctx, toolrunner.ExecuteBatch{Session: sid, Calls: calls, Spans: spans}, quietStart, slow)
 	if err == nil {
 		return res.Results
 	}
@@ -145,17 +150,8 @@ func (t *Tools) executeQuiet(ctx context.Context, sid string, calls []llm.ToolCa
 	if flush == nil {
 		return t.Execute(ctx, sid, calls, spans), nil
 	}
-	done := make(chan []toolrunner.CallResult, 1)
-	go func() { done <- t.Execute(ctx, sid, calls, spans) }() // owned by this call, which waits for it
-	quiet := time.NewTimer(quietStart)
-	defer quiet.Stop()
-	select {
-	case res := <-done:
-		return res, nil
-	case <-quiet.C:
-	}
-	err := flush()
-	res := <-done
+	var err error
+	res := t.execute(ctx, sid, calls, spans, func() { err = flush() })
 	return res, err
 }
 

@@ -37,6 +37,14 @@ func (r *Runner) PID() *actor.PID { return r.pid }
 // so that a result always comes back; the error is set only when the runner is
 // gone.
 func (r *Runner) Execute(ctx context.Context, b ExecuteBatch) (*BatchResult, error) {
+	return r.ExecuteNoting(ctx, b, 0, nil)
+}
+
+// ExecuteNoting is Execute that, with slow, calls slow once on the caller's
+// goroutine if the batch is still running after the delay after, and then
+// waits for it still (the session writes the calls' start then: a batch
+// that ends sooner is written with its results).
+func (r *Runner) ExecuteNoting(ctx context.Context, b ExecuteBatch, after time.Duration, slow func()) (*BatchResult, error) {
 	if b.ID == "" {
 		b.ID = event.NewID("b_")
 	}
@@ -58,12 +66,26 @@ func (r *Runner) Execute(ctx context.Context, b ExecuteBatch) (*BatchResult, err
 		v, err := f.Result()
 		done <- answer{v, err}
 	}()
+	var noted <-chan time.Time
+	if slow != nil {
+		t := time.NewTimer(after)
+		defer t.Stop()
+		noted = t.C
+	}
 	var a answer
-	select {
-	case a = <-done:
-	case <-ctx.Done():
-		r.root.Send(r.pid, &CancelBatch{ID: b.ID})
-		a = <-done
+wait:
+	for {
+		select {
+		case a = <-done:
+			break wait
+		case <-noted:
+			noted = nil
+			slow()
+		case <-ctx.Done():
+			r.root.Send(r.pid, &CancelBatch{ID: b.ID})
+			a = <-done
+			break wait
+		}
 	}
 	if a.err != nil {
 		return nil, fmt.Errorf("toolrunner: batch %s: %w", b.ID, a.err)

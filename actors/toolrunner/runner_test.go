@@ -503,3 +503,28 @@ func TestObserveSeesEveryCall(t *testing.T) {
 		t.Errorf("codes: c2 %q c3 %q", seen["c2"].Result.Code, seen["c3"].Result.Code)
 	}
 }
+
+// ExecuteNoting calls slow on the caller's goroutine while a batch still
+// runs after its delay (here none: the call waits for slow to release it),
+// once, and not at all for a batch that ends first.
+func TestExecuteNotingSlowBatch(t *testing.T) {
+	g := newGate("g")
+	r := spawn(t, system(t), toolrunner.Config{Executor: executor(g.tool())})
+	_, release, _ := g.chans("c1")
+	slows := 0
+	res, err := r.ExecuteNoting(context.Background(), toolrunner.ExecuteBatch{Session: "s_1", Calls: calls("g", "c1")}, 0, func() {
+		slows++
+		close(release) // the call can end only once slow has run
+	})
+	if err != nil || slows != 1 || strings.Join(outputs(res), " ") != "c1:done c1" {
+		t.Fatalf("slow called %d times; %v %v", slows, outputs(res), err)
+	}
+	_, release2, _ := g.chans("c2")
+	close(release2)
+	res, err = r.ExecuteNoting(context.Background(), toolrunner.ExecuteBatch{Session: "s_1", Calls: calls("g", "c2")}, time.Hour, func() {
+		t.Error("slow called for a batch that ended first")
+	})
+	if err != nil || strings.Join(outputs(res), " ") != "c2:done c2" {
+		t.Fatalf("%v %v", outputs(res), err)
+	}
+}

@@ -289,16 +289,17 @@ func (b *Bus) spread(ctx context.Context, servers []string, homes map[string]str
 		return false, true, nil
 	}
 	moves := plan(servers, homed(servers, spots, homes, configs))
+	var errs []error
 	if configs[wire.InputStream].Replicas > 1 {
 		// The partitions' consumers keep their leaders off their pullers'
-		// servers too (leadAway).
+		// servers too (leadAway); a consumer it cannot look at now holds
+		// back none of the streams' moves.
 		stepped, err := b.leadAway(ctx, servers, homes)
-		if err != nil {
-			return false, false, err
-		}
 		acted = stepped
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	var errs []error
 	for _, m := range moves {
 		cfg := configs[m.stream]
 		if cfg.Replicas > 1 {

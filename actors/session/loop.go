@@ -248,13 +248,14 @@ var quietStart = 5 * time.Millisecond
 // a crash during the call), so the calls run again or others do.
 func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error {
 	ids := make([]string, len(calls))
+	starts := make([]event.ToolStartedData, len(calls))
 	quiet := true
-	for _, c := range calls {
-		quiet = quiet && a.Tools.Idempotent(c.Name) && a.Tools.Runner(c.Name) == wire.ToolRunnerLocal
-	}
 	for i, c := range calls {
 		ids[i] = a.NewStepID("tool")
-		started := event.ToolStartedData{StepID: ids[i], Call: c, Idempotent: a.Tools.Idempotent(c.Name), Runner: a.Tools.Runner(c.Name)}
+		starts[i] = event.ToolStartedData{StepID: ids[i], Call: c, Idempotent: a.Tools.Idempotent(c.Name), Runner: a.Tools.Runner(c.Name)}
+		quiet = quiet && starts[i].Idempotent && starts[i].Runner == wire.ToolRunnerLocal
+	}
+	for i, started := range starts {
 		var err error
 		if i < len(calls)-1 || quiet {
 			err = a.Stage(event.ToolStarted, started)

@@ -63,9 +63,38 @@ func (p *steerable) wait(t *testing.T, prompt string) {
 	}
 }
 
-// barrier returns once the node took every input of sid published before
-// it: a cancel that names no input there is answered at once, after them
-// (one session's inputs are taken in order).
+// inputsStored is TAH_IN's last sequence: what storedAfter waits past.
+func inputsStored(t *testing.T, c *tahtest.Cluster) uint64 {
+	t.Helper()
+	s, err := c.Bus().JetStream().Stream(context.Background(), wire.InputStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo().State.LastSeq
+}
+
+// storedAfter waits until TAH_IN holds an input past seq: the gateway
+// answers a prompt's ack before it stores the input (the node streams on
+// the same subject), so an ack alone does not say it is stored.
+func storedAfter(t *testing.T, c *tahtest.Cluster, seq uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		s, err := c.Bus().JetStream().Stream(ctx, wire.InputStream)
+		if err != nil {
+			t.Fatalf("the input was never stored: %v", err)
+		}
+		if s.CachedInfo().State.LastSeq > seq {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// barrier returns once the node took every input of sid stored before it:
+// a cancel that names no input there is answered at once, after them (one
+// session's inputs are taken in order).
 func barrier(t *testing.T, c *tahtest.Cluster, sid string) {
 	t.Helper()
 	nc := c.Bus().Conn()
@@ -151,12 +180,13 @@ func TestSteerAndInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ := json.Marshal(map[string]any{"prompt": "go left", "session": sid, "when_busy": "steer"})
+	before := inputsStored(t, c)
 	if err := nc.PublishRequest(ctrl, steerInbox, req); err != nil {
 		t.Fatal(err)
 	}
-	// The steer is stored once its stream says which session: the gateway
-	// acks before it stores. Then the barrier: the node took it.
+	// The steer is stored after its ack; then the barrier: the node took it.
 	readUntil(t, steer, wire.StatusAck)
+	storedAfter(t, c, before)
 	barrier(t, c, sid)
 	close(release)
 

@@ -74,8 +74,10 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 			if o.Err == nil && kind != wire.CommandCompact && kind != wire.CommandBudget { // a turn that waits for approval is no end yet
 				n.Metrics.turnEnded(o.Status, time.Since(start))
 			}
-			n.ack(m)
+			// The answer first: the ack, in the background, waits on
+			// TAH_IN's server, and its work is done (acker).
 			n.reply(m, o)
+			n.ack(m)
 		}}
 	if err := n.sessions.Deliver(m.Session, cmd); err != nil {
 		n.finish(n.inflight.done(m.Seq, false), err)
@@ -179,24 +181,72 @@ func (f *inflight) done(seq uint64, ended bool) *bus.InputMsg {
 	return cur.msg
 }
 
-// ack acknowledges an input whose work has ended, trying again for up to the
-// input's ack wait: an ack lost in a consumer leader election (a node died)
-// would have the input delivered again, and its outcome published twice.
+// acker acknowledges the inputs whose work has ended, each in a goroutine
+// of its own, off the path of the work that answered them: an ack waits
+// for TAH_IN's server, which with fsync on every write queues it behind
+// every input stored and acknowledged before it (one stream, one fsync
+// at a time), and neither the session's next turn nor the partition's
+// next delivery waits for it. A lost ack costs nothing but a
+// redelivery, which the node recognises as done (inflight, or the log).
+// The node owns the goroutines: close waits for them before the bus
+// closes, and cancels the attempts left when its context ends.
+type acker struct {
+	wg     sync.WaitGroup
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newAcker() *acker {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &acker{ctx: ctx, cancel: cancel}
+}
+
+// close waits for the acks under way, and once ctx ends stops their
+// attempts and waits for them to return.
+func (k *acker) close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { k.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		k.cancel()
+		<-done
+	}
+	k.cancel()
+	return nil
+}
+
+// ack acknowledges an input whose work has ended, in the background (see
+// acker).
 func (n *Node) ack(m *bus.InputMsg) {
+	n.acks.wg.Add(1)
+	go func() {
+		defer n.acks.wg.Done()
+		n.ackNow(n.acks.ctx, m)
+	}()
+}
+
+// ackNow acknowledges m, trying again for up to the input's ack wait: an
+// ack lost in a consumer leader election (a node died) would have the
+// input delivered again, and its outcome published twice.
+func (n *Node) ackNow(ctx context.Context, m *bus.InputMsg) {
 	deadline := time.Now().Add(n.bus.Config().InputAckWait)
 	for attempt := 1; ; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		err := m.Ack(ctx)
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := m.Ack(actx)
 		cancel()
 		if err == nil {
 			return
 		}
-		if time.Now().After(deadline) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
 			n.log.Warn("input not acknowledged: it will be delivered again and recognised as done",
 				"session", m.Session, "input", m.ID, "attempts", attempt, "err", err)
 			return
 		}
-		time.Sleep(min(time.Duration(attempt)*250*time.Millisecond, time.Second))
+		select {
+		case <-time.After(min(time.Duration(attempt)*250*time.Millisecond, time.Second)):
+		case <-ctx.Done():
+		}
 	}
 }
 

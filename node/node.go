@@ -125,6 +125,7 @@ type Node struct {
 	Metrics  *Metrics
 	inputs   *bus.InputConsumer
 	inflight inflight // inputs whose work runs here
+	acks     *acker   // the acks of inputs whose work ended (input.go)
 	cluster  *membership
 	tools    tools.Catalog    // local and remote, as offered to the model
 	remote   *remote.Registry // nil without RemoteTools
@@ -284,7 +285,10 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	if n.sessions, err = session.NewManager(scfg, n.bus, measured(opts.Provider, n.Metrics), tc, opts.Loop); err != nil {
 		return nil, err
 	}
-	n.closers = append(n.closers, n.sessions.Close)
+	// The acks wait after the sessions (closers run last first): the work
+	// they stop answers its inputs.
+	n.acks = newAcker()
+	n.closers = append(n.closers, n.acks.close, n.sessions.Close)
 	// The claims of other nodes stop this node's stale actors: the claimer
 	// tells the previous owner directly (claims.go), and the projector, on
 	// a node that holds a read model, sees every record first as well.

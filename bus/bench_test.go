@@ -3,6 +3,7 @@ package bus
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,5 +95,63 @@ func BenchmarkReplay(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkInputs measures TAH_IN, the one stream every turn's input goes
+// through, with fsync on every write: N sessions publish an input each, all
+// at once, again and again, stored only ("stored"), or also taken by a
+// consumer of every partition and acknowledged as the node does once a
+// turn ends ("acked": the ack waits for the server, and deletes the input).
+// It reports inputs/s, to set beside BenchmarkGroupCommit's appends/s of
+// the log's shards.
+func BenchmarkInputs(b *testing.B) {
+	for _, n := range []int{16, 1000} {
+		for _, mode := range []string{"stored", "acked"} {
+			b.Run(fmt.Sprintf("%s/sessions=%d", mode, n), func(b *testing.B) {
+				bus := embedded(b)
+				ctx := context.Background()
+				var acked sync.WaitGroup
+				if mode == "acked" {
+					c, err := bus.ConsumeInputs(ctx, func(ctx context.Context, m *InputMsg) {
+						go func() {
+							defer acked.Done()
+							if err := m.Ack(ctx); err != nil {
+								b.Error(err)
+							}
+						}()
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(c.Stop)
+				}
+				inputs, round := 0, 0
+				for b.Loop() {
+					round++
+					var wg sync.WaitGroup
+					if mode == "acked" {
+						acked.Add(n)
+					}
+					for i := range n {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							sid := fmt.Sprintf("s_in%04d", i)
+							in := wire.Input{ID: fmt.Sprintf("in_%d_%d", round, i), Command: wire.CommandRun, Text: "hello"}
+							if _, err := bus.PublishInput(ctx, sid, in); err != nil {
+								b.Error(err)
+							}
+						}()
+					}
+					wg.Wait()
+					if mode == "acked" {
+						acked.Wait()
+					}
+					inputs += n
+				}
+				b.ReportMetric(float64(inputs)/b.Elapsed().Seconds(), "inputs/s")
+			})
+		}
 	}
 }

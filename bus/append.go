@@ -109,7 +109,11 @@ func (w *SessionWriter) Append(ctx context.Context, evs ...event.Event) ([]uint6
 	if err != nil {
 		return nil, err
 	}
+	begin := time.Now()
 	seq, err := w.commit(ctx, m)
+	if err == nil {
+		w.b.appendLatency.observe(time.Since(begin))
+	}
 	if err != nil {
 		if errors.Is(err, ErrFenced) || errors.Is(err, ErrOutcomeUnknown) {
 			w.broken = err

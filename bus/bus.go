@@ -33,6 +33,8 @@ type Bus struct {
 	// (pool.go), which Close drains.
 	appendLinks []*link
 	tailLink    *link
+	// appendLatency averages the appends' times (latency.go).
+	appendLatency appendLatency
 	// presence carries the node's presence (PresenceConn); main when
 	// Config.Conns is 1.
 	presence *nats.Conn

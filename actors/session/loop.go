@@ -230,17 +230,37 @@ func failStep(ctx context.Context, a *AgentContext, stepID string, err error, to
 }
 
 // quietStart is how long a batch of the node's own idempotent tools may run
-// before its tool.started are written (see runTools): long enough for the
-// quick calls (a file read, a listing) to end first, short enough that
-// watchers see a slow call start at once. A variable for the tests only.
+// before its tool.started are written (see runTools), on a node whose
+// writes are quick: long enough for the quick calls (a file read, a
+// listing) to end first, short enough that watchers see a slow call start
+// at once. A variable for the tests only.
 var quietStart = 5 * time.Millisecond
+
+// quietMax bounds quietFor: however slow the node's writes, a call that
+// runs this long has its start written.
+const quietMax = 500 * time.Millisecond
+
+// quietFor is how long a batch of quick calls runs before its tool.started
+// are written: quietStart, or as long as one of this node's writes takes
+// now (bus.AppendLatency), whichever is longer, up to quietMax. Writing the
+// start earlier would not show it earlier: the write itself lands about
+// one write's time later, when such a call has ended too. On a loaded node
+// (a busy disk with fsync on every write, or cores all busy) most calls
+// outlast 5 ms, and writing each start would add a write to every step,
+// more of the load that made them slow.
+func (a *AgentContext) quietFor() time.Duration {
+	if a.bus == nil {
+		return quietStart
+	}
+	return max(quietStart, min(a.bus.AppendLatency(), quietMax))
+}
 
 // runTools runs calls that have no result yet: tool.started for each, naming
 // where it runs, all written in one record (with the answer that asked for
 // them, staged) before any runs, then the batch (see runBatch).
 //
 // When every call is to an idempotent tool of the node's own, the record
-// waits instead until the batch has run for quietStart: a batch that ends
+// waits instead until the batch has run for quietFor: a batch that ends
 // sooner is written with its results and the next llm.started, one record
 // and one durable write for the whole step instead of two. That is safe
 // because such a call may run twice: a crash before the record loses the
@@ -281,7 +301,7 @@ func runTools(ctx context.Context, a *AgentContext, calls []llm.ToolCall) error 
 // turn; only when the owner stops (or lost the session) does a stopped call
 // keep no result, for the next owner to look up. With flush, the
 // tool.started are staged instead, and flush writes them if the batch runs
-// for quietStart (see runTools).
+// for quietFor (see runTools).
 func runBatch(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall, flush func() error) error {
 	spans := toolSpans(ctx, a, ids, calls)
 	results, err := runCalls(ctx, a, ids, calls, spanContexts(spans), flush)

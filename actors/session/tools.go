@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -118,13 +119,13 @@ func (t *Tools) Runner(name string) string { return tools.RunnerIn(t.catalog, na
 // ctx reaches every running tool at once; a cancelled call's result has code
 // event.CodeCancelled. Failures are results, never an error.
 func (t *Tools) Execute(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext) []toolrunner.CallResult {
-	return t.execute(ctx, sid, calls, spans, nil)
+	return t.execute(ctx, sid, calls, spans, 0, nil)
 }
 
 // execute is Execute that calls slow (on the caller's goroutine) if the
-// batch runs for quietStart.
-func (t *Tools) execute(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext, slow func()) []toolrunner.CallResult {
-	res, err := t.runner.ExecuteNoting(ctx, toolrunner.ExecuteBatch{Session: sid, Calls: calls, Spans: spans}, quietStart, slow)
+// batch runs for after.
+func (t *Tools) execute(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext, after time.Duration, slow func()) []toolrunner.CallResult {
+	res, err := t.runner.ExecuteNoting(ctx, toolrunner.ExecuteBatch{Session: sid, Calls: calls, Spans: spans}, after, slow)
 	if err == nil {
 		return res.Results
 	}
@@ -144,14 +145,14 @@ func (t *Tools) execute(ctx context.Context, sid string, calls []llm.ToolCall, s
 
 // executeQuiet is Execute that, with flush, calls flush on the caller's
 // goroutine (the session's: the batch runs in the runner's) if the batch
-// runs for quietStart, and then waits for it still. Its error is flush's:
-// the log could not be written, so the step's results cannot be either.
-func (t *Tools) executeQuiet(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext, flush func() error) ([]toolrunner.CallResult, error) {
+// runs for after, and then waits for it still. Its error is flush's: the
+// log could not be written, so the step's results cannot be either.
+func (t *Tools) executeQuiet(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext, after time.Duration, flush func() error) ([]toolrunner.CallResult, error) {
 	if flush == nil {
 		return t.Execute(ctx, sid, calls, spans), nil
 	}
 	var err error
-	res := t.execute(ctx, sid, calls, spans, func() { err = flush() })
+	res := t.execute(ctx, sid, calls, spans, after, func() { err = flush() })
 	return res, err
 }
 

@@ -90,9 +90,9 @@ func lastOffered(st *projection.State) []string {
 // back; one still waiting then ends with code tool_unavailable, and one a
 // cancel stops while it waits, cancelled. With flush, the calls'
 // tool.started are staged, and flush writes them once the batch has run for
-// quietStart (runTools).
+// quietFor (runTools).
 func runCalls(ctx context.Context, a *AgentContext, ids []string, calls []llm.ToolCall, spans []trace.SpanContext, flush func() error) ([]toolrunner.CallResult, error) {
-	results, err := a.Tools.executeQuiet(ctx, a.Session, calls, spans, flush)
+	results, err := a.Tools.executeQuiet(ctx, a.Session, calls, spans, a.quietFor(), flush)
 	if err != nil {
 		return nil, err
 	}

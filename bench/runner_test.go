@@ -85,15 +85,15 @@ func TestRunScenario(t *testing.T) {
 
 // The rows asked for give their scenarios, in order, one per durability
 // setting for rows 1-3 and 8, two for row 7 (the kill and the cut-off
-// case), one per cluster for row 9 (its five, the floor's two and the
-// curve's four).
+// case), one per cluster for row 9 (its six: one node before and after
+// the four three-node clusters; the floor's two and the curve's four).
 func TestScenarios(t *testing.T) {
 	c := Default()
 	var names []string
 	for _, sc := range Scenarios(c) {
 		names = append(names, sc.Name())
 	}
-	if len(names) != 1+2+2+5+2+11+1+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 11") {
+	if len(names) != 1+2+2+5+2+12+1+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 11") {
 		t.Fatalf("scenarios %v", names)
 	}
 	c.Rows, c.Durability = []string{"3"}, []time.Duration{time.Minute}

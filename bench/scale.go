@@ -51,6 +51,8 @@ type ScaleRun struct {
 	Replicas int `json:"replicas"`
 	// Floor marks a run of the floor: the NATS servers alone.
 	Floor bool `json:"floor,omitempty"`
+	// Again marks the one-node run after the three-node ones (scaleSpecs).
+	Again bool `json:"again,omitempty"`
 	// ReadModels is how many of the nodes hold a read model (the others are
 	// workers, read_model=false).
 	ReadModels int     `json:"read_models"`
@@ -153,6 +155,8 @@ type scaleSpec struct {
 	// floor measures the NATS servers alone (scale_floor.go): every node a
 	// worker, no session but a probe's.
 	floor bool
+	// again is the one-node run after the three-node ones (scaleSpecs).
+	again bool
 }
 
 func (p scaleSpec) readModel(i int) bool { return !p.floor && (p.allReadModels || i == 0) }
@@ -173,6 +177,8 @@ func (p scaleSpec) String() string {
 	}
 	layout := "read model on n0, the others workers"
 	switch {
+	case p.nodes == 1 && p.again:
+		layout = "with its read model, again after the 3-node runs"
 	case p.nodes == 1:
 		layout = "with its read model"
 	case p.nodes == 2 && !p.allReadModels:
@@ -183,14 +189,17 @@ func (p scaleSpec) String() string {
 	return fmt.Sprintf("%d node(s), R%d, %s, %s CPU each", p.nodes, p.replicas, layout, trimFloat(p.quota))
 }
 
-// scaleSpecs are row 9's clusters, in the order they run: the one-node run
-// first, the base of the ratios.
+// scaleSpecs are row 9's clusters, in the order they run: a one-node run
+// first and another after the three-node runs, whose mean is the base of
+// the ratios (a machine that drifts between them, busier or quieter, moves
+// both halves of a ratio alike).
 func scaleSpecs(c Config) []scaleSpec {
 	q := c.ScaleQuota
 	out := []scaleSpec{{nodes: 1, replicas: 1, quota: q}}
 	for _, r := range []int{1, 3} {
 		out = append(out, scaleSpec{nodes: 3, replicas: r, quota: q}, scaleSpec{nodes: 3, replicas: r, allReadModels: true, quota: q})
 	}
+	out = append(out, scaleSpec{nodes: 1, replicas: 1, quota: q, again: true})
 	for _, n := range c.ScaleFloor {
 		out = append(out, scaleSpec{nodes: n, replicas: 3, quota: q, floor: true})
 	}
@@ -335,7 +344,7 @@ func (s *scaleScenario) Run(ctx context.Context, rep *Report) error {
 	}); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	run := &ScaleRun{Nodes: s.spec.nodes, Replicas: s.spec.replicas, ReadModels: s.spec.readModels(), Quota: s.spec.quota}
+	run := &ScaleRun{Nodes: s.spec.nodes, Replicas: s.spec.replicas, ReadModels: s.spec.readModels(), Quota: s.spec.quota, Again: s.spec.again}
 	run.Balanced = s.waitSpread() == nil
 	if !run.Balanced {
 		s.env.Note("the streams were not spread within %v: %v", scaleSettleWithin, s.placement())

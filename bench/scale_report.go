@@ -6,33 +6,47 @@ import (
 	"time"
 )
 
-// base is the one-node run a run of row 9 is compared with: the one of the
-// same quota (nil when there is none).
-func (s *ScaleResult) base(r *ScaleRun) *ScaleRun {
+// bases are the one-node runs a run of row 9 is compared with: those of
+// the same quota (none when there is none), before and after the
+// three-node runs.
+func (s *ScaleResult) bases(r *ScaleRun) []*ScaleRun {
+	var out []*ScaleRun
 	for _, b := range append(append([]*ScaleRun{}, s.Runs...), s.Curve...) {
 		if b.Nodes == 1 && b.Quota == r.Quota {
-			return b
+			out = append(out, b)
 		}
 	}
-	return nil
+	return out
 }
 
-// ratio is r's steps/s over its one-node base's (0 without one).
+// baseRate is the mean steps/s and CPU-bound rate of r's one-node runs
+// (0 without one).
+func (s *ScaleResult) baseRate(r *ScaleRun) (steps, cpuBound float64) {
+	bs := s.bases(r)
+	for _, b := range bs {
+		steps += b.StepsPerSec / float64(len(bs))
+		cpuBound += b.CPUBound / float64(len(bs))
+	}
+	return steps, cpuBound
+}
+
+// ratio is r's steps/s over its one-node runs' mean (0 without one).
 func (s *ScaleResult) ratio(r *ScaleRun) float64 {
-	b := s.base(r)
-	if b == nil || b.StepsPerSec <= 0 {
+	b, _ := s.baseRate(r)
+	if b <= 0 {
 		return 0
 	}
-	return r.StepsPerSec / b.StepsPerSec
+	return r.StepsPerSec / b
 }
 
-// cpuRatio is r's CPU-bound rate over its one-node base's (0 without one).
+// cpuRatio is r's CPU-bound rate over its one-node runs' mean (0 without
+// one).
 func (s *ScaleResult) cpuRatio(r *ScaleRun) float64 {
-	b := s.base(r)
-	if b == nil || b.CPUBound <= 0 {
+	_, b := s.baseRate(r)
+	if b <= 0 {
 		return 0
 	}
-	return r.CPUBound / b.CPUBound
+	return r.CPUBound / b
 }
 
 // target is the ratio a run of row 9 must reach (0: none): three nodes in
@@ -52,6 +66,8 @@ func (r *ScaleRun) layout() string {
 	switch {
 	case r.Floor:
 		return fmt.Sprintf("the floor, %d NATS servers alone", r.Nodes)
+	case r.Nodes == 1 && r.Again:
+		return "1 node, again after the 3-node runs"
 	case r.Nodes == 1:
 		return "1 node"
 	case r.ReadModels == 1:
@@ -160,8 +176,9 @@ func (r *Report) scaleTarget(w func(string, ...any)) {
 	for _, x := range s.Runs {
 		if t := x.target(); t > 0 {
 			ratio := s.ratio(x)
-			w("- **Row 9, 3 nodes (one read model + workers) at least %s× one node at R%d**: %s steps/s against %s: %s×, %s.", trimFloat(t), x.Replicas,
-				fnum(x.StepsPerSec), fnum(s.base(x).StepsPerSec), trimFloat(round2(ratio)), metOr(ratio >= t, "**missed**"))
+			base, _ := s.baseRate(x)
+			w("- **Row 9, 3 nodes (one read model + workers) at least %s× one node at R%d**: %s steps/s against %s (%s): %s×, %s.", trimFloat(t), x.Replicas,
+				fnum(x.StepsPerSec), fnum(base), s.baseRuns(x), trimFloat(round2(ratio)), metOr(ratio >= t, "**missed**"))
 			if f := s.floorOf(x); f != nil {
 				w(" The NATS servers alone, in the same quotas at R3, allow %s steps/s: %s× one node, and TAH made %s%% of it.",
 					fnum(f.StepsPerSec), trimFloat(round2(s.ratio(f))), trimFloat(round1(100*x.StepsPerSec/f.StepsPerSec)))
@@ -171,9 +188,23 @@ func (r *Report) scaleTarget(w func(string, ...any)) {
 	}
 }
 
+// baseRuns names the one-node runs behind r's ratio: "one node" or "the
+// mean of one node's 700/s before and 650/s after".
+func (s *ScaleResult) baseRuns(r *ScaleRun) string {
+	bs := s.bases(r)
+	if len(bs) < 2 {
+		return "one node"
+	}
+	var rates []string
+	for _, b := range bs {
+		rates = append(rates, fnum(b.StepsPerSec)+"/s")
+	}
+	return "the mean of one node's " + strings.Join(rates, " before and ") + " after"
+}
+
 // scaleMethod says how row 9 is measured.
 func (r *Report) scaleMethod(w func(string, ...any)) {
-	w("9. **Nodes that add capacity.** Each node is a tah-node process of its own (this program again, `-tah-node`, as row 7's victim), confined to the same CPU quota by a cgroup v1 `cpu` controller (`cpu.cfs_quota_us` over a %s period; the node's command writes its pid to the cgroup's `cgroup.procs` before it execs the node), as if each were a small machine of its own; they share this machine's one disk, hence fsync every 2 minutes (with fsync always every node would wait on the same disk). Where no cgroup v1 `cpu` controller can be written (not root, a cgroup v2-only host) the row is skipped and says why. The model is an OpenAI-compatible server in this process (`llm/llmtest`'s encoding, streamed or not), answering every call after %s: a call of `%s` on the harness's small project when the conversation does not end with a tool's result, else a short answer. The sessions run in this process too, outside the quotas, through package `client`, one connection to each node's server (session *i* on node *i* mod *n*'s): each creates its session and takes a warm-up turn; once the partitions are shared and the streams placed (`bus`: at R1 each shard on the server of the node that runs its sessions, `TAH_IN` spread around them; at R3 each shard's leader and each input partition's consumer's leader off that server, and spread), every session runs turns back to back, and after a ramp the window is measured. Steps/s is the model's answered calls in the window over its length; the *model-bound* rate is every session waiting only for its model. A node's CPU is its process's user + system time (`/proc/<pid>/stat`) over the window, and its CPU per cluster step that over every step the cluster took. The placement is each stream's server (R1) or leader (R3) at the window's end; a read model's lag is the records of the log (each shard's last sequence) its `data.db` had not applied at the window's end (its `positions` table, read from this process) and how long it then took to apply them. Three nodes run in the recommended layout (`read_model=false` on all but n0: one read model and workers, docs/operations.md) and, for comparison, each with its read model; at R3 as at R1 the ratio is over the one node (a single server holds one replica). The *CPU-bound* rate is the nodes' quotas over the cluster's CPU per step: what the nodes would make if each got its whole quota, which a node on a shared machine may not (each node's CPU busy is in the analysis). The machine is shared with other work (its load average is in each run's line): the figures are indicative.\n",
+	w("9. **Nodes that add capacity.** Each node is a tah-node process of its own (this program again, `-tah-node`, as row 7's victim), confined to the same CPU quota by a cgroup v1 `cpu` controller (`cpu.cfs_quota_us` over a %s period; the node's command writes its pid to the cgroup's `cgroup.procs` before it execs the node), as if each were a small machine of its own; they share this machine's one disk, hence fsync every 2 minutes (with fsync always every node would wait on the same disk). Where no cgroup v1 `cpu` controller can be written (not root, a cgroup v2-only host) the row is skipped and says why. The model is an OpenAI-compatible server in this process (`llm/llmtest`'s encoding, streamed or not), answering every call after %s: a call of `%s` on the harness's small project when the conversation does not end with a tool's result, else a short answer. The sessions run in this process too, outside the quotas, through package `client`, one connection to each node's server (session *i* on node *i* mod *n*'s): each creates its session and takes a warm-up turn; once the partitions are shared and the streams placed (`bus`: at R1 each shard on the server of the node that runs its sessions, `TAH_IN` spread around them; at R3 each shard's leader and each input partition's consumer's leader off that server, and spread), every session runs turns back to back, and after a ramp the window is measured. Steps/s is the model's answered calls in the window over its length; the *model-bound* rate is every session waiting only for its model. A node's CPU is its process's user + system time (`/proc/<pid>/stat`) over the window, and its CPU per cluster step that over every step the cluster took. The placement is each stream's server (R1) or leader (R3) at the window's end; a read model's lag is the records of the log (each shard's last sequence) its `data.db` had not applied at the window's end (its `positions` table, read from this process) and how long it then took to apply them. Three nodes run in the recommended layout (`read_model=false` on all but n0: one read model and workers, docs/operations.md) and, for comparison, each with its read model; at R3 as at R1 the ratio is over the one node (a single server holds one replica), run twice, before the three-node runs and after them: the ratio is over the mean of the two, so that a machine that drifts (busier or quieter) meanwhile moves both halves of it alike, and the two say how far it drifted. The *CPU-bound* rate is the nodes' quotas over the cluster's CPU per step: what the nodes would make if each got its whole quota, which a node on a shared machine may not (each node's CPU busy is in the analysis). The machine is shared with other work (its load average is in each run's line): the figures are indicative.\n",
 		fdur(cfsPeriod), fdur(r.scaleDelay()), scaleTool)
 }
 

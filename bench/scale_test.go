@@ -266,3 +266,25 @@ func TestScaleNotRun(t *testing.T) {
 		t.Fatalf("target line %q", b.String())
 	}
 }
+
+// Row 9's ratios are over the mean of its one-node runs of the same
+// quota, the one before the three-node runs and the one after.
+func TestScaleRatioOverOneNodesMean(t *testing.T) {
+	s := &ScaleResult{Runs: []*ScaleRun{
+		{Nodes: 1, Replicas: 1, ReadModels: 1, Quota: 0.5, StepsPerSec: 600, CPUBound: 1000},
+		{Nodes: 3, Replicas: 1, ReadModels: 1, Quota: 0.5, StepsPerSec: 1750, CPUBound: 3000},
+		{Nodes: 1, Replicas: 1, ReadModels: 1, Quota: 0.5, StepsPerSec: 800, CPUBound: 1400, Again: true},
+	}, Curve: []*ScaleRun{{Nodes: 1, Replicas: 1, ReadModels: 1, Quota: 0.25, StepsPerSec: 100}}}
+	if got := s.ratio(s.Runs[1]); got != 2.5 {
+		t.Errorf("ratio %v, want 2.5 (1,750 over the mean of 600 and 800)", got)
+	}
+	if got := s.cpuRatio(s.Runs[1]); got != 2.5 {
+		t.Errorf("CPU ratio %v, want 2.5", got)
+	}
+	if got := s.baseRuns(s.Runs[1]); got != "the mean of one node's 600/s before and 800/s after" {
+		t.Errorf("base runs %q", got)
+	}
+	if got := s.Runs[2].layout(); got != "1 node, again after the 3-node runs" {
+		t.Errorf("layout %q", got)
+	}
+}

@@ -257,6 +257,7 @@ func checkStatefulSet(t *testing.T, s *appsv1.StatefulSet, configMaps map[string
 // every file the pod mounts from the Secret is one tah-trust writes.
 func TestChartRunsWithTahTrust(t *testing.T) {
 	t.Parallel()
+	builtTools(t) // before the hang bound below: a build on a busy machine may take minutes
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -116,6 +116,7 @@ func TestComposeCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three NATS servers and three nodes")
 	}
+	builtTools(t) // before the hang bound below: a build on a busy machine may take minutes
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	p := loadCompose(t)

@@ -40,6 +40,7 @@ func buildImage(t *testing.T, ctx context.Context, out string) string {
 // same binaries give the same bytes.
 func TestImage(t *testing.T) {
 	t.Parallel()
+	builtTools(t) // before the hang bound below: a build on a busy machine may take minutes
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -24,6 +24,10 @@ var tools struct {
 	err  error
 }
 
+// builtTools builds every program binary gives, once: a test calls it
+// before it starts the clock of its hang bound.
+func builtTools(t *testing.T) { binary(t, "tah-node") }
+
 // binary is the path of the built program name, building them all at the
 // first call.
 func binary(t *testing.T, name string) string {

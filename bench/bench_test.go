@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,13 +38,7 @@ func TestStepGroupsAndIntervals(t *testing.T) {
 		{event.LLMCompleted, event.AgentFinished},
 		{event.CheckpointCreated},
 	}
-	var evs []event.Event
-	for seq, rec := range types {
-		for i, ty := range rec {
-			evs = append(evs, event.Event{Type: ty, Seq: uint64(seq + 1), Index: i})
-		}
-	}
-	recs := records(evs)
+	recs := records(eventsOf(types))
 	if len(recs) != 5 || len(recs[2]) != 2 || recordName(recs[1]) != "llm.completed+tool.started" {
 		t.Fatalf("records %v", recs)
 	}
@@ -58,6 +53,20 @@ func TestStepGroupsAndIntervals(t *testing.T) {
 	if len(mid) != 4 || !fullToolStep(mid) {
 		t.Fatalf("a full tool step: %v", mid)
 	}
+	// A quick step in one record, then one whose tool's start was written
+	// alone: two spans, the first a full step of four events.
+	mixed := records(eventsOf([][]event.Type{
+		{event.TurnStarted, event.LLMStarted},
+		{event.LLMCompleted, event.ToolStarted, event.ToolFinished, event.LLMStarted},
+		{event.LLMCompleted, event.ToolStarted},
+		{event.ToolFinished, event.LLMStarted},
+		{event.LLMCompleted, event.ToolStarted},
+		{event.ToolFinished, event.LLMStarted},
+		{event.LLMCompleted, event.AgentFinished},
+	}))
+	if g := stepGroups(mixed); !slices.Equal(g, []span{{0, 1}, {1, 2}, {2, 3}, {3, 5}, {5, 7}}) {
+		t.Fatalf("mixed groups %v", g)
+	}
 	iv := intervals(recs)
 	// After call 0 began: the record of its answer and the tool's start,
 	// then the one of the tool's result and the next llm.started; after call
@@ -65,6 +74,18 @@ func TestStepGroupsAndIntervals(t *testing.T) {
 	if len(iv) != 2 || len(iv[0]) != 2 || iv[0][1] != 2 || len(iv[1]) != 2 {
 		t.Fatalf("intervals %v", iv)
 	}
+}
+
+// eventsOf makes the events of records of the types given, a record per
+// line.
+func eventsOf(types [][]event.Type) []event.Event {
+	var evs []event.Event
+	for seq, rec := range types {
+		for i, ty := range rec {
+			evs = append(evs, event.Event{Type: ty, Seq: uint64(seq + 1), Index: i})
+		}
+	}
+	return evs
 }
 
 func TestFormat(t *testing.T) {

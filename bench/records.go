@@ -43,19 +43,22 @@ type span struct{ from, to int }
 // model applies whole records): each from the record that holds the step's
 // llm.started (with what was written with it: the previous step's tool
 // results, or the turn's start) to the record before the next one's. The
-// first span also has what came before, the last the end of the turn.
+// first span also has what came before, the last the end of the turn. A
+// quick step is one record (its answer, its tools' start and end, and the
+// next llm.started: runTools): a span that holds an answer already ends
+// before a record with another, so that such a step followed by one whose
+// tool's start was written alone makes two spans, not one of six events.
 func stepGroups(recs [][]event.Event) []span {
 	var out []span
-	start, hasLLM := 0, false
+	start, hasLLM, answered := 0, false, false
 	for i, r := range recs {
-		if !has(r, event.LLMStarted) {
-			continue
-		}
-		if hasLLM {
+		cut := has(r, event.LLMStarted) && hasLLM || has(r, event.LLMCompleted) && answered
+		if cut {
 			out = append(out, span{start, i})
-			start = i
+			start, answered = i, false
 		}
-		hasLLM = true
+		hasLLM = hasLLM || has(r, event.LLMStarted)
+		answered = answered || has(r, event.LLMCompleted)
 	}
 	if start < len(recs) {
 		out = append(out, span{start, len(recs)})

@@ -309,6 +309,13 @@ func (s *stepScenario) measureTurn(ctx context.Context, sid string, profile bool
 			return m, err
 		}
 	}
+	// The turn's checkpoint is written after its outcome: its cost is the
+	// turn's, so the count goes on until it is in the log.
+	if s.cfg.Steps >= checkpointedSteps {
+		if err := awaitAfter(ctx, st, m.sid, o.LastSeq); err != nil {
+			return m, err
+		}
+	}
 	last, err := st.node().Bus().LastSeq(ctx, m.sid)
 	if err != nil {
 		return m, err
@@ -478,5 +485,29 @@ func allocsPhase(path string) (stop func()) {
 		runtime.GC()
 		write(path)
 		runtime.MemProfileRate = rate
+	}
+}
+
+// checkpointedSteps is the fewest steps of a measured turn that write a
+// checkpoint after it: the session's own CheckpointEvery (64 events), a
+// step writing 4 or more.
+const checkpointedSteps = 16
+
+// awaitAfter waits until session sid's log holds a record after seq (the
+// checkpoint its turn writes after the outcome), reading where it ends.
+func awaitAfter(ctx context.Context, st *stack, sid string, seq uint64) error {
+	for {
+		last, err := st.node().Bus().LastSeq(ctx, sid)
+		if err != nil {
+			return fmt.Errorf("the checkpoint of %s: %w", sid, err)
+		}
+		if last > seq {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the checkpoint of %s, after sequence %d: %w", sid, seq, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
 	}
 }

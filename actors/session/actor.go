@@ -89,6 +89,18 @@ type Command struct {
 	// interruptedBy, on a cancel the actor made for an interrupting run, is
 	// that run's input: agent.cancelled records it.
 	interruptedBy string
+	// settle, when set (this package's tests), tells when the command's
+	// work has ended: its Done comes before the checkpoint the work writes
+	// after it.
+	settle *workSettle
+}
+
+// workSettle tells whether a command ran as work of its own (started, set
+// before its Done) and, if so, when that work ended, its checkpoint
+// written (ended closed).
+type workSettle struct {
+	started atomic.Bool
+	ended   chan struct{}
 }
 
 // internal messages

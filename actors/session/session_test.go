@@ -106,11 +106,21 @@ func do(t *testing.T, m *Manager, sid string, cmd Command) Outcome {
 	t.Helper()
 	ch := make(chan Outcome, 1)
 	cmd.Done = func(o Outcome) { ch <- o }
+	cmd.settle = &workSettle{ended: make(chan struct{})}
 	if err := m.Deliver(sid, &cmd); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case o := <-ch:
+		// The outcome comes before the checkpoint its work writes: the
+		// caller reads the log once that is written too.
+		if cmd.settle.started.Load() {
+			select {
+			case <-cmd.settle.ended:
+			case <-time.After(hangBound):
+				t.Fatalf("%s on %s: its work did not end after its outcome", cmd.Kind, sid)
+			}
+		}
 		return o
 	case <-time.After(hangBound):
 		t.Fatalf("%s on %s: no outcome", cmd.Kind, sid)

@@ -38,16 +38,27 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 	}
 	s.workGen++
 	a, self, last, gen, box := s.a, ctx.Self(), s.lastCP, s.workGen, s.box
+	settle := cmd.settle
+	if settle != nil {
+		settle.started.Store(true)
+	}
 	s.m.goTracked(func() {
 		defer cancel(nil)
+		if settle != nil {
+			defer close(settle.ended)
+		}
 		out, a := s.m.workClaimed(wctx, a, cmd, func(epoch uint64) { s.m.sys.Root.Send(self, &claimedHere{epoch: epoch, gen: gen}) })
-		cp := s.m.checkpointAfter(wctx, a, out, last)
 		s.m.keepDeadline(wctx, a, cmd, out)
 		s.m.tellParent(wctx, a)
 		// Done first: after a shutdown the actor is gone and would drop the message.
 		ended.Store(true)
 		cmd.Done(out)
 		box.settle(out) // the steers the turn took
+		// The checkpoint after the answer: the turn's end is in the log, and
+		// its caller need not wait for a snapshot's put and its record (with
+		// fsync on every write, two more writes in the disk's queue). The
+		// session takes its next work once they are written (workDone).
+		cp := s.m.checkpointAfter(wctx, a, out, last)
 		s.m.sys.Root.Send(self, &workDone{out: out, checkpointAt: cp, lost: a.lost, a: a})
 	})
 }

@@ -3,6 +3,7 @@ package agents_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tahtest"
+	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -78,17 +80,18 @@ func inputsStored(t *testing.T, c *tahtest.Cluster) uint64 {
 // the same subject), so an ack alone does not say it is stored.
 func storedAfter(t *testing.T, c *tahtest.Cluster, seq uint64) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for {
-		s, err := c.Bus().JetStream().Stream(ctx, wire.InputStream)
+	err := natstest.Poll(time.Minute, 5*time.Millisecond, func() error {
+		s, err := c.Bus().JetStream().Stream(context.Background(), wire.InputStream)
 		if err != nil {
-			t.Fatalf("the input was never stored: %v", err)
+			return err
 		}
-		if s.CachedInfo().State.LastSeq > seq {
-			return
+		if last := s.CachedInfo().State.LastSeq; last <= seq {
+			return fmt.Errorf("%s ends at %d, the steer not stored past %d", wire.InputStream, last, seq)
 		}
-		time.Sleep(5 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("the steer was never stored: %v", err)
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
-	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -151,30 +150,28 @@ func llmStep(ctx context.Context, a *AgentContext) error {
 			return err
 		}
 	}
-	// The step's one write before the model is asked: llm.started, with what
-	// was staged since the last write (the tool results the request holds,
-	// a new turn's start, the tools offered), so that the request's
-	// reference points into the log.
+	// The step's one write before the model's answer is used: llm.started,
+	// with what was staged since the last write (the tool results the
+	// request holds, a new turn's start, the tools offered), so that the
+	// request's reference points into the log. The model is asked while it
+	// is written (see modelCall): a step costs the longer of the two, not
+	// their sum.
 	req, stepID := next.Request, a.NewStepID("llm")
+	cctx, span := chatSpan(ctx, a, stepID, req, false)
+	call := askModel(cctx, a, stepID, req, span)
 	if err := a.Append(ctx, event.LLMStarted, next.Started(stepID)); err != nil {
+		call.drop()
+		endChat(span, a, llm.Response{}, err)
 		return err
 	}
 	if next.Trim.Trimmed() {
 		if err := a.Stage(event.ContextTrimmed, event.ContextTrimmedData{StepID: stepID, Report: next.Trim}); err != nil {
+			call.drop()
+			endChat(span, a, llm.Response{}, err)
 			return err
 		}
 	}
-	begin := a.now()
-	cctx, span := chatSpan(ctx, a, stepID, req, false)
-	first := true
-	resp, err := llm.Run(cctx, a.Provider, req, func(d llm.Delta) {
-		if first && span.IsRecording() {
-			first = false
-			span.SetAttributes(telemetry.KeyTTFT.Int64(a.now().Sub(begin).Milliseconds()))
-		}
-		a.Delta(ctx, stepID, d)
-	})
-	took := a.now().Sub(begin).Milliseconds()
+	resp, took, err := call.answer()
 	endChat(span, a, resp, err)
 	if err != nil {
 		return failStep(ctx, a, stepID, err, took)

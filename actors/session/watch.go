@@ -9,7 +9,8 @@ import (
 // A Watcher follows, as it happens on this node, the work on a turn whose
 // caller waits for a stream (turn.started caller): the events the work
 // writes, the deltas of its LLM steps, and the end of the work. Its methods
-// are called from the work goroutine, in that order, and must not block:
+// are called one at a time, in that order (a step's deltas from its model
+// call's goroutine while the work waits for it), and must not block:
 // the node's agent protocol stream (package agents) is one.
 type Watcher interface {
 	// Event is called for each event written, after it was folded into st.

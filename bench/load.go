@@ -42,11 +42,12 @@ type LoadResult struct {
 	Stagger    time.Duration `json:"stagger_ns"`
 	ModelBound float64       `json:"model_bound_steps_per_s"`
 	// The disk's bound, measured in the same run before and after the turns:
-	// the turns' records appended again (and their checkpoints put) by
-	// Sessions writers at once, the read model paused. DiskWritesPerSec is
-	// the fsynced writes per second that reached; WritesPerStep TAH's
-	// durable writes per step (its records and checkpoint puts over its
-	// steps); DiskBound the first over the second.
+	// the turns written again by Sessions writers at once, the read model
+	// paused (loadFloor: each its input stored, its records appended, its
+	// checkpoint put, its input removed). DiskWritesPerSec is the fsynced
+	// writes per second that reached; WritesPerStep TAH's durable writes per
+	// step (a turn's input's store and removal, its records and checkpoint
+	// puts, over its steps); DiskBound the first over the second.
 	FloorBefore      time.Duration `json:"floor_before_wall_ns"`
 	FloorAfter       time.Duration `json:"floor_after_wall_ns"`
 	FloorWall        time.Duration `json:"floor_wall_ns"`
@@ -366,33 +367,42 @@ func (s *loadScenario) lastTurns(ctx context.Context, n int, from []uint64) ([]t
 	return out, nil
 }
 
-// loadFloor appends the records of turns[i] again as session <prefix><i>,
-// one writer per session, all at once, each followed by its checkpoint put,
-// with the read model paused, and returns the time it took and the durable
-// writes it made. With last, the read model stays paused (the node is about
+// loadFloor writes turns[i] again as session <prefix><i>, one writer per
+// session, all at once, with the read model paused: the turn's input stored
+// (floorInputs), its records appended, its checkpoint put, the input removed.
+// It returns the time it took and the durable writes it made. With last, the read model stays paused (the node is about
 // to stop).
 func loadFloor(ctx context.Context, st *stack, turns []turnEvents, prefix string, last bool) (time.Duration, int, error) {
 	resume := st.pauseProjector(ctx)
 	b := st.node().Bus()
 	kv := b.Checkpoints()
+	inputs, err := floorInputs(ctx, b.JetStream())
+	if err != nil {
+		return 0, 0, fmt.Errorf("load floor: %w", err)
+	}
 	writes := 0
 	for _, t := range turns {
-		writes += len(t.recs)
+		writes += inputWrites + len(t.recs)
 		if t.checkpoint != nil {
 			writes++
 		}
 	}
 	t0 := time.Now()
-	err := parallel(ctx, len(turns), len(turns), func(i int) error {
+	err = parallel(ctx, len(turns), len(turns), func(i int) error {
 		fsid := fmt.Sprintf("%s%05d", prefix, i)
+		seq, err := inputs.store(ctx, fsid, int64(b.MaxPayload()))
+		if err != nil {
+			return err
+		}
 		if _, err := appendRecords(ctx, b, fsid, turns[i].recs); err != nil {
 			return err
 		}
-		if turns[i].checkpoint == nil {
-			return nil
+		if turns[i].checkpoint != nil {
+			if _, err := kv.Put(ctx, fsid, turns[i].checkpoint); err != nil {
+				return err
+			}
 		}
-		_, err := kv.Put(ctx, fsid, turns[i].checkpoint)
-		return err
+		return inputs.remove(ctx, seq)
 	})
 	took := time.Since(t0)
 	if err != nil {

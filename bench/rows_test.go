@@ -46,6 +46,11 @@ func TestRows(t *testing.T) {
 		l.DiskBound <= 0 || l.WritesPerStep <= 0 || l.ModelBound <= 0 {
 		t.Errorf("row 3: %+v", l)
 	}
+	// The disk's bound counts a turn's input (its store and its removal) with
+	// its records.
+	if l := rep.Load[0]; l.WritesPerStep*float64(c.LoadSteps) < float64(inputWrites+l.RecordsPerTurn)-0.01 {
+		t.Errorf("row 3: %.2f writes a step over %d steps a turn, fewer than the turn's input (%d) and records (%d)", l.WritesPerStep, c.LoadSteps, inputWrites, l.RecordsPerTurn)
+	}
 	if r := rep.Resume; len(r.Lengths) != 2 || r.Lengths[1].Events < 40 || r.Lengths[0].FirstCall <= 0 || r.StreamEvents == 0 {
 		t.Errorf("row 4: %+v", r)
 	}

@@ -49,6 +49,12 @@ import (
 //
 // A queued append waits only for something already sent to complete: appends
 // in flight never wait for one another.
+//
+// TAH_IN has a committer too, for the inputs this node stores (Bus.storeInput:
+// the API's commands, the agent protocol's prompts, sub-agents' tasks). An
+// input has no fence, only its Nats-Msg-Id: when its batch fails it is sent
+// alone with the same id, and the duplicate window answers with the batch's
+// sequence if the batch landed after all.
 
 // minGroup is the fewest queued appends that go as one atomic batch; fewer go
 // one by one. maxAlone is how many single appends may be in flight on a shard
@@ -98,8 +104,7 @@ type committer struct {
 
 // pending is one append waiting in a committer's queue.
 type pending struct {
-	w    *SessionWriter
-	m    *nats.Msg // with the fencing headers for w.last
+	m    *nats.Msg // a record with its fencing headers, or an input
 	size int
 	// dispatched is closed when the append leaves the queue: alone, or as a
 	// member of batch.
@@ -120,13 +125,14 @@ type batch struct {
 	unknown bool
 }
 
-// newCommitter returns the committer of a shard, or nil when its appends go
-// one by one: the stream does not allow atomic publish (an external server
-// older than 2.12, or a log this build has not set up), it is replicated (an
-// R3 stream's Raft leader already sends the proposals that are queued
-// together in one append entry, and a batch would only add a round trip), or
-// the embedded server fsyncs on an interval (there is no fsync to share, and a
-// batch would only cost its staging).
+// newCommitter returns the committer of a stream (a shard of the log, or
+// TAH_IN), or nil when its messages go one by one: the stream does not allow
+// atomic publish (an external server older than 2.12, or a log this build
+// has not set up), it is replicated (an R3 stream's Raft leader already
+// sends the proposals that are queued together in one append entry, and a
+// batch would only add a round trip), or the embedded server fsyncs on an
+// interval (there is no fsync to share, and a batch would only cost its
+// staging).
 func newCommitter(b *Bus, cfg jetstream.StreamConfig) *committer {
 	if !cfg.AllowAtomicPublish || cfg.Replicas > 1 || (b.cfg.Embedded() && b.cfg.SyncInterval > 0) {
 		return nil
@@ -156,7 +162,22 @@ func (w *SessionWriter) commit(ctx context.Context, m *nats.Msg) (uint64, error)
 		// Too large to carry the batch's headers too: it goes alone, always.
 		return w.appendOne(ctx, m, w.positionID)
 	}
-	p := &pending{w: w, m: m, size: size, dispatched: make(chan struct{})}
+	return c.send(ctx, m, size, func(ctx context.Context) (uint64, error) {
+		return w.appendOne(ctx, m, w.positionID)
+	}, func(ctx context.Context, unknown bool) (uint64, error) {
+		// Alone, which tells fenced from landed from unknown; after a lost
+		// answer it first reads the log back.
+		return w.appendAfter(ctx, m, w.positionID, unknown)
+	})
+}
+
+// send stores m, of size bytes, through c: by alone when c lets it go alone
+// (at once, or after a wait in its queue), or as a member of a batch. When
+// its batch failed as a whole, again stores it alone, told whether the
+// batch's answer was lost (it may have landed). It returns m's sequence.
+func (c *committer) send(ctx context.Context, m *nats.Msg, size int,
+	alone func(context.Context) (uint64, error), again func(ctx context.Context, unknown bool) (uint64, error)) (uint64, error) {
+	p := &pending{m: m, size: size, dispatched: make(chan struct{})}
 	if !c.enter(p) {
 		// Something already sent completes, and then leave dispatches p.
 		select {
@@ -171,7 +192,7 @@ func (w *SessionWriter) commit(ctx context.Context, m *nats.Msg) (uint64, error)
 	bt := p.batch
 	if bt == nil {
 		defer c.leave()
-		return w.appendOne(ctx, m, w.positionID)
+		return alone(ctx)
 	}
 	if p.index == 0 {
 		// The first member leads the batch, for all of its members, whatever
@@ -185,10 +206,7 @@ func (w *SessionWriter) commit(ctx context.Context, m *nats.Msg) (uint64, error)
 	if bt.err == nil {
 		return bt.seqs[p.index], nil
 	}
-	// The batch failed as a whole: this member appends alone, which tells
-	// fenced from landed from unknown; after a lost answer it first reads the
-	// log back.
-	return w.appendAfter(ctx, m, w.positionID, bt.unknown)
+	return again(ctx, bt.unknown)
 }
 
 // committerOf is the committer of shard k, nil when it has none.

@@ -56,6 +56,10 @@ type Bus struct {
 	// commits[k] groups the appends to shard k into atomic batches, nil
 	// where they go one by one (batch.go).
 	commits []*committer
+	// inputCommit groups the inputs this node stores in TAH_IN at the same
+	// moment (API commands, agent protocol prompts, sub-agents' inputs), nil
+	// where they go one by one.
+	inputCommit *committer
 
 	// publish sends one record on l and waits for its ack. Tests replace it
 	// to lose acknowledgements.

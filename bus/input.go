@@ -27,10 +27,35 @@ func (b *Bus) PublishInput(ctx context.Context, sid string, in wire.Input) (stri
 		return "", err
 	}
 	telemetry.Inject(ctx, m.Header) // the caller's trace goes on in the turn (W3C headers)
-	if _, err := natsx.PublishRetrying(ctx, b.js, m, nil); err != nil {
+	if _, err := b.storeInput(ctx, m); err != nil {
 		return "", fmt.Errorf("publish input %s for session %s: %w", id, sid, err)
 	}
 	return id, nil
+}
+
+// storeInput stores m in TAH_IN and returns its sequence: alone, or with
+// the other inputs this node stores at the same moment as one atomic batch
+// (TAH_IN's committer, batch.go). Alone it is retried in tries of
+// natsx.PublishTry with its Nats-Msg-Id, so that it is stored once however
+// often it is sent; after a batch that failed (its answer lost, say) it is
+// sent alone in the same way, and the duplicate window answers with the
+// batch's sequence when the batch did land.
+func (b *Bus) storeInput(ctx context.Context, m *nats.Msg) (uint64, error) {
+	alone := func(ctx context.Context) (uint64, error) {
+		ack, err := natsx.PublishRetrying(ctx, b.js, m, nil)
+		if err != nil {
+			return 0, err
+		}
+		return ack.Sequence, nil
+	}
+	c := b.inputCommit
+	if m.Header.Get(wire.HeaderMsgID) == "" {
+		return 0, natsx.ErrNoMsgID
+	}
+	if size := natsx.MsgSize(m); c != nil && size+batchHeaders <= b.MaxPayload() {
+		return c.send(ctx, m, size, alone, func(ctx context.Context, _ bool) (uint64, error) { return alone(ctx) })
+	}
+	return alone(ctx)
 }
 
 // parseInput reads an input from a message of TAH_IN stored at seq. The

@@ -73,6 +73,7 @@ func (b *Bus) setup(ctx context.Context) error {
 	if b.in, err = b.ensureStream(ctx, b.inputStreamConfig()); err != nil {
 		return err
 	}
+	b.inputCommit = newCommitter(b, b.in.CachedInfo().Config)
 	if err := b.ensureInputConsumers(ctx); err != nil {
 		return err
 	}
@@ -282,6 +283,9 @@ func (b *Bus) inputStreamConfig() jetstream.StreamConfig {
 		Replicas:     b.cfg.Replicas,
 		Duplicates:   wire.DuplicateWindow,
 		AllowDirect:  true,
+		// Inputs a node stores at the same moment share one fsync (batch.go),
+		// where the server has atomic batches (2.12+).
+		AllowAtomicPublish: !b.cfg.NoSetup && b.atomicPublishSupported(),
 		SubjectTransform: &jetstream.SubjectTransformConfig{
 			Source:      wire.InputSubjects,
 			Destination: wire.InputTransform(b.cfg.Partitions),

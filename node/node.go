@@ -145,7 +145,9 @@ type Node struct {
 
 // openStore opens the read model at path; a damaged one (store.ErrDamaged)
 // is set aside and a new one made, which the projector fills from the log.
-// One that cannot be written is refused with what to do about it.
+// One that cannot be written is refused with what to do about it. With
+// opts.DeferCheck the integrity check is the projector's, once started
+// (checkOpened): damage Open does not meet is found there.
 func openStore(ctx context.Context, path string, opts store.Options, log *slog.Logger) (*store.Store, error) {
 	s, err := store.OpenWith(ctx, path, opts)
 	if err == nil || !errors.Is(err, store.ErrDamaged) {
@@ -246,7 +248,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return nil, fmt.Errorf("node: read model directory: %w", err)
 		}
-		if n.store, err = openStore(ctx, path, store.Options{Shards: n.bus.Shards(), CacheSize: opts.ReadModelCache}, log); err != nil {
+		if n.store, err = openStore(ctx, path, store.Options{Shards: n.bus.Shards(), CacheSize: opts.ReadModelCache, DeferCheck: true}, log); err != nil {
 			return nil, err
 		}
 		n.closers = append(n.closers, func(context.Context) error { return n.store.Close() })

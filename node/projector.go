@@ -90,6 +90,16 @@ var projectorQueue = projectorBatch
 // startProjector is StartProjector with onFail (see Projector).
 func startProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.Logger, onClaim func(sid string, epoch uint64), onFail func(error)) (*Projector, error) {
 	pos, err := s.Positions(ctx, store.DefaultConsumer)
+	if store.IsDamaged(err) {
+		// Opened unchecked (store.Options.DeferCheck), the file may be
+		// damaged where the positions are: start over on a new one.
+		aside, rerr := s.Reset(ctx)
+		if rerr != nil {
+			return nil, fmt.Errorf("projector: %w (and no new read model can be made: %w)", err, rerr)
+		}
+		log.Warn("read model damaged: set aside, rebuilding it from the log", "damaged", aside, "err", err)
+		pos, err = s.Positions(ctx, store.DefaultConsumer)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("projector: %w", err)
 	}
@@ -102,7 +112,34 @@ func startProjector(ctx context.Context, b *bus.Bus, s *store.Store, log *slog.L
 	}
 	p.wg.Add(1)
 	go p.run()
+	if s.Unchecked() {
+		p.wg.Add(1)
+		go p.checkOpened()
+	}
 	return p, nil
+}
+
+// checkOpened runs the integrity check the node's Open left out
+// (store.Options.DeferCheck) beside the batches and the reads: it reads the
+// whole file (about 2 s for 500 MB), which held up the node's start. A
+// damaged file is rebuilt as when a read meets the damage (Rebuild); until
+// then the reads and batches that meet it fail and ask the same.
+func (p *Projector) checkOpened() {
+	defer p.wg.Done()
+	gen := p.s.Generation()
+	start := time.Now()
+	err := p.s.Check(p.ctx)
+	switch {
+	case err == nil:
+		p.log.Debug("read model checked", "took", time.Since(start))
+	case store.IsDamaged(err):
+		p.log.Warn("read model damaged: rebuilding it from the log", "err", err)
+		p.Rebuild(gen, err)
+	case p.ctx.Err() == nil:
+		// Not damage (the disk, the file's permissions): the batches meet
+		// it too, and act on it.
+		p.log.Warn("read model: the integrity check could not run", "err", err)
+	}
 }
 
 // follow starts a tail of every shard after pos.

@@ -22,7 +22,9 @@
 //
 // Open checks the file's integrity (SQLite's quick_check) and that it can be
 // written: a damaged file fails with ErrDamaged, to be set aside (MoveAside)
-// and rebuilt; an unwritable one with ErrReadOnly, for a person to fix. An
+// and rebuilt; an unwritable one with ErrReadOnly, for a person to fix. With
+// Options.DeferCheck the check (which reads the whole file) is the caller's,
+// to run beside its work (Check, Unchecked), unless a migration is due. An
 // open Store found damaged later starts over on a new file (Reset) while its
 // reads go on.
 //

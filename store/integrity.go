@@ -161,11 +161,26 @@ func (s *Store) Check(ctx context.Context) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
-	if err := check(ctx, s.r); err != nil {
+	gen := s.Generation()
+	db, err := sql.Open("sqlite", s.readDSN) // the same file after a Reset
+	if err != nil {
+		return fmt.Errorf("store: integrity check: %w", err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if err := check(ctx, db); err != nil {
 		return diagnose(s.path, err)
+	}
+	if gen == s.Generation() {
+		s.unchecked.Store(false)
 	}
 	return nil
 }
+
+// Unchecked reports whether Open left the integrity check of the file to
+// the caller (Options.DeferCheck, no migration due) and no Check has passed
+// since: run Check. A file made by Reset is new, so checked.
+func (s *Store) Unchecked() bool { return s.unchecked.Load() }
 
 // Generation counts the Resets of the store: an error met by a read that
 // started at another generation was not the current file's.
@@ -208,6 +223,7 @@ func (s *Store) Reset(ctx context.Context) (aside string, err error) {
 		return broken(err)
 	}
 	s.w, s.r.db, s.stmts = h.w, h.r, h.stmts
+	s.unchecked.Store(!h.checked)
 	return aside, nil
 }
 

@@ -97,6 +97,54 @@ func TestOpenFindsADamagedFile(t *testing.T) {
 	checkEquivalent(t, s, evs)
 }
 
+// With DeferCheck, Open leaves the integrity check to its caller (the
+// node's projector runs it beside its work): a damaged file opens, says
+// Unchecked, and Check finds the damage. A new file is checked at Open (a
+// migration is due: it must not build on a damaged file), and so is the
+// new file of a Reset; a Check that passes clears Unchecked.
+func TestOpenCanLeaveTheCheckToTheCaller(t *testing.T) {
+	ctx := context.Background()
+	evs := manySessions(t)
+	path := filepath.Join(t.TempDir(), "data.db")
+	s := openAt(t, path, Options{DeferCheck: true})
+	if s.Unchecked() {
+		t.Fatal("a new file was not checked at Open")
+	}
+	apply(t, s, evs, 50)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = openAt(t, path, Options{DeferCheck: true})
+	if !s.Unchecked() {
+		t.Fatal("the check was not left to the caller")
+	}
+	if err := s.Check(ctx); err != nil || s.Unchecked() {
+		t.Fatalf("check of a sound file: %v, unchecked %v", err, s.Unchecked())
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	damage(t, path)
+	s, err := OpenWith(ctx, path, Options{DeferCheck: true})
+	if err != nil {
+		t.Fatalf("a damaged file whose check is the caller's: %v", err)
+	}
+	defer s.Close()
+	if err := s.Check(ctx); !IsDamaged(err) || !s.Unchecked() {
+		t.Fatalf("check of the damaged file: %v, unchecked %v", err, s.Unchecked())
+	}
+	if _, err := s.Reset(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s.Unchecked() {
+		t.Fatal("the new file of a Reset says it is unchecked")
+	}
+	apply(t, s, evs, 50)
+	checkEquivalent(t, s, evs)
+}
+
 // A file this process cannot write is refused at Open (ErrReadOnly, with
 // the file and what to do), not found out at the first Apply: a projector
 // would retry that forever.

@@ -306,6 +306,16 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	}
 }
 
+// migrationDue reports whether the file's schema is older than this
+// build's: Open then migrates it.
+func migrationDue(ctx context.Context, db *sql.DB) (bool, error) {
+	var v int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return false, fmt.Errorf("read schema version: %w", err)
+	}
+	return v < len(migrations), nil
+}
+
 // migrateOne applies the next migration, if any. The version is read inside the
 // write transaction (BEGIN IMMEDIATE), so two processes opening the same file
 // never apply the same migration twice.

@@ -76,6 +76,12 @@ type Options struct {
 	SnapshotEvery int
 	// Readers is the size of the read connection pool. Default 4.
 	Readers int
+	// DeferCheck leaves SQLite's integrity check out of Open, unless a
+	// migration is due (a migration must not build on a damaged file): the
+	// caller runs Check once the store is open, beside its work (the node's
+	// projector does, in the background). The check reads the whole file,
+	// about 2 s for 500 MB: at Open it held up a node's start by as much.
+	DeferCheck bool
 }
 
 // PageCacheKB is the size of the writer's SQLite page cache for a state
@@ -140,6 +146,15 @@ type Store struct {
 	// snapBuf is where Apply encodes snapshots.
 	snapBuf bytes.Buffer
 
+	// readDSN opens a read-only connection to the file: Check's own, so
+	// that it neither holds a reader of the pool for seconds nor fills
+	// their page caches (a read that meets damage on disk asks for a
+	// rebuild; one served from a cache would not).
+	readDSN string
+	// unchecked: Open left the integrity check to the caller
+	// (Options.DeferCheck; Unchecked), and no Check has passed since.
+	unchecked atomic.Bool
+
 	closed atomic.Bool
 	// broken is why the store cannot be used any more (a Reset that could
 	// not open a new file), nil while it can.
@@ -187,6 +202,8 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	s.w, s.r, s.stmts = h.w, &readers{db: h.r}, h.stmts
 	s.cache = newLRU(s.opts.CacheSize)
+	s.unchecked.Store(!h.checked)
+	s.readDSN = h.readDSN
 	return s, nil
 }
 
@@ -194,6 +211,10 @@ func OpenWith(ctx context.Context, path string, opts Options) (*Store, error) {
 type handles struct {
 	w, r  *sql.DB
 	stmts *stmts
+	// checked: openFile ran the integrity check.
+	checked bool
+	// readDSN opens a read-only connection to the file (Check's).
+	readDSN string
 }
 
 // openFile opens the database at abs: its integrity checked, its schema
@@ -226,17 +247,30 @@ func openFile(ctx context.Context, abs string, opts Options) (*handles, error) {
 		return nil, diagnose(abs, err)
 	}
 	// The check before anything writes: a migration must not build on a
-	// damaged file.
-	if err := check(ctx, w); err != nil {
-		return fail(err)
+	// damaged file. Deferred (Options.DeferCheck), it runs here only when a
+	// migration is due.
+	checkNow := !opts.DeferCheck
+	if !checkNow {
+		due, err := migrationDue(ctx, w)
+		if err != nil {
+			return fail(err)
+		}
+		checkNow = due
 	}
+	if checkNow {
+		if err := check(ctx, w); err != nil {
+			return fail(err)
+		}
+	}
+	h.checked = checkNow
 	if err := migrate(ctx, w); err != nil {
 		return fail(err)
 	}
 	if err := tryWrite(ctx, w); err != nil {
 		return fail(err)
 	}
-	if h.r, err = sql.Open("sqlite", base+"&_query_only=1"); err != nil {
+	h.readDSN = base + "&_query_only=1"
+	if h.r, err = sql.Open("sqlite", h.readDSN); err != nil {
 		return fail(fmt.Errorf("open: %w", err))
 	}
 	h.r.SetMaxOpenConns(opts.Readers)

@@ -254,20 +254,34 @@ func (s *State) Restore(elided []llm.Message) error {
 	return nil
 }
 
-// Slim drops what a session's own writer no longer reads of the turns before
-// the current one: their finished steps, their tool calls that have a result,
-// the artifacts and checkpoints folded so far. The log and the read model
-// keep them; the snapshot stays the size of a turn.
+// Slim drops what a session's own writer no longer reads of the turns that
+// have ended: their finished steps but the last LLM step's (the tools its
+// request offered are what the next turn's first step waits for after a
+// restart: awaitOffered), their tool calls that have a result, the artifacts
+// and checkpoints folded so far. A turn in progress keeps its steps and
+// calls. The log and the read model keep them all; the snapshot stays the
+// size of a turn's messages (a checkpoint after a turn of 200 tool steps
+// held their 200 steps and calls too: three quarters of its bytes).
 func (s *State) Slim() {
+	ended := !s.Status.Active()
+	lastLLM := -1
+	if ended {
+		for i := len(s.Steps) - 1; i >= 0; i-- {
+			if s.Steps[i].Type == StepLLM && !s.Steps[i].Compaction {
+				lastLLM = i
+				break
+			}
+		}
+	}
 	steps := s.Steps[:0:0]
-	for _, st := range s.Steps {
-		if st.Turn == s.Turn || !st.Status.Done() {
+	for i, st := range s.Steps {
+		if st.Turn == s.Turn && !ended || !st.Status.Done() || i == lastLLM {
 			steps = append(steps, st)
 		}
 	}
 	calls := s.ToolCalls[:0:0]
 	for _, c := range s.ToolCalls {
-		if c.Turn == s.Turn || !c.HasResult {
+		if c.Turn == s.Turn && !ended || !c.HasResult {
 			calls = append(calls, c)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tah-dev/tah/event"
@@ -192,7 +193,7 @@ func TestNoElisionWithoutBudget(t *testing.T) {
 }
 
 func TestSlimKeepsTheCurrentTurn(t *testing.T) {
-	st := State{Turn: 2,
+	st := State{Turn: 2, Status: StatusRunning,
 		Steps:     []Step{{ID: "a", Turn: 1, Status: StepCompleted}, {ID: "b", Turn: 1, Status: StepRunning}, {ID: "c", Turn: 2, Status: StepCompleted}},
 		ToolCalls: []ToolCallRecord{{CallID: "x", Turn: 1, HasResult: true}, {CallID: "y", Turn: 1}, {CallID: "z", Turn: 2, HasResult: true}},
 		Artifacts: []Artifact{{Seq: 3}}, Checkpoints: []Checkpoint{{Seq: 4}}}
@@ -205,6 +206,30 @@ func TestSlimKeepsTheCurrentTurn(t *testing.T) {
 	}
 	if len(st.Artifacts)+len(st.Checkpoints) != 0 {
 		t.Fatal("artifacts or checkpoints left")
+	}
+}
+
+// Once the turn has ended, Slim keeps of it only what the writer still
+// reads: its steps and calls still open, and its last LLM step (whose
+// request's tools the next turn's first step waits for after a restart).
+func TestSlimDropsAnEndedTurn(t *testing.T) {
+	for _, status := range []Status{StatusCompleted, StatusFailed, StatusCancelled} {
+		st := State{Turn: 2, Status: status,
+			Steps: []Step{{ID: "a", Turn: 1, Type: StepLLM, Status: StepCompleted}, {ID: "b", Turn: 2, Type: StepLLM, Status: StepCompleted},
+				{ID: "c", Turn: 2, Type: StepTool, Status: StepCompleted}, {ID: "d", Turn: 2, Type: StepLLM, Status: StepCompleted},
+				{ID: "e", Turn: 2, Type: StepLLM, Status: StepCompleted, Compaction: true}, {ID: "f", Turn: 2, Type: StepTool, Status: StepRunning}},
+			ToolCalls: []ToolCallRecord{{CallID: "x", Turn: 2, HasResult: true}, {CallID: "y", Turn: 2}}}
+		st.Slim()
+		var ids []string
+		for _, s := range st.Steps {
+			ids = append(ids, s.ID)
+		}
+		if strings.Join(ids, ",") != "d,f" {
+			t.Errorf("%s: steps after Slim: %v, want the last LLM step and the open one (d,f)", status, ids)
+		}
+		if len(st.ToolCalls) != 1 || st.ToolCall("y") == nil {
+			t.Errorf("%s: tool calls after Slim: %+v", status, st.ToolCalls)
+		}
 	}
 }
 

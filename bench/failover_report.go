@@ -91,7 +91,7 @@ func (r *Report) failoverCutAnalysis(w func(string, ...any)) {
 		if k := r.Failover; k != nil && k.NotMeasured == "" {
 			kill = fmt.Sprintf(" (after the kill: %d, while the streams the dead server led elected new leaders)", k.ReadTimeouts)
 		}
-		w("**The survivors' loads of the sessions timed out %d times**%s: the streams are R3 with `allow_direct`, so a direct get (a checkpoint, a session's records) is answered by any replica, and the routes to the stopped server stay up until nats-server's pings find them stale (the embedded server keeps nats-server's defaults, a ping every 2 minutes, two unanswered; the survivors' logs above say when they saw the routes go), so a share of the gets went to a server that never answered, and each such load waited out its deadline before it was tried again: the slow tail of this case. *Still to do* (bus): shorter pings on the embedded server's routes (about NodeTTL), or a direct get that tries again at once, on another replica, after a short timeout.\n\n", f.ReadTimeouts, kill)
+		w("**The survivors' loads of the sessions timed out %d times**%s: the streams are R3 with `allow_direct`, so a direct get (a checkpoint, a session's records) is answered by any replica, and until the routes to the stopped server are lost (the embedded server pings them every NodeTTL/2, two unanswered; the survivors' logs above say when they saw the routes go) a share of the gets goes to a server that never answers: a read asks again after 2 s, on a reply subject of its own (bus: `directRequest`, the checkpoints' reads), and a load whose reads went unanswered for its whole attempt (15 s) is tried again: the slow tail of this case.\n\n", f.ReadTimeouts, kill)
 	} else {
 		w("No survivor's read of a session timed out.\n\n")
 	}

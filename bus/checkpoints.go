@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tah-dev/tah/llm"
@@ -56,7 +57,7 @@ func (c *CheckpointStore) Bucket() string { return c.kv.Bucket() }
 // another session): the session is replayed from the start of its log. An
 // error says the bucket could not be read.
 func (c *CheckpointStore) Snapshot(ctx context.Context, sid string) (st projection.State, ok bool, err error) {
-	e, err := c.kv.Get(ctx, sid)
+	e, err := c.get(ctx, sid)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return projection.State{}, false, nil
 	}
@@ -67,6 +68,22 @@ func (c *CheckpointStore) Snapshot(ctx context.Context, sid string) (st projecti
 		return projection.State{}, false, nil
 	}
 	return st, true, nil
+}
+
+// get reads key in tries of lastMsgTry until ctx ends: the bucket's
+// reads are direct gets, answered by any replica, and one whose server has
+// stopped without closing its sockets answers none until the routes to it
+// are lost (row 7's cut-off: a load's read of its checkpoint waited out its
+// whole 15 s attempt).
+func (c *CheckpointStore) get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	for {
+		tctx, cancel := context.WithTimeout(ctx, lastMsgTry)
+		e, err := c.kv.Get(tctx, key)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) {
+			return e, err
+		}
+	}
 }
 
 // PutSnapshot stores st as the snapshot of session sid, replacing the
@@ -135,7 +152,7 @@ func (c *CheckpointStore) History(ctx context.Context, sid string, e projection.
 	msgs := make([]llm.Message, 0, e.Messages)
 	from := 0
 	for _, k := range e.Segments {
-		entry, err := c.kv.Get(ctx, segmentKey(sid, from, k))
+		entry, err := c.get(ctx, segmentKey(sid, from, k))
 		if err != nil {
 			return nil, fmt.Errorf("read %d messages of the history from %d: %w", k, from, err)
 		}

@@ -131,21 +131,19 @@ func (b *Bus) directBatch(ctx context.Context, stream, filter string, from uint6
 		Batch    int    `json:"batch"`
 		MaxBytes int    `json:"max_bytes"`
 	}{from, filter, replayBatch, replayMaxBytes})
-	r, err := b.replies.open()
+	r, first, err := b.directRequest(ctx, stream, req)
 	if err != nil {
 		return evs, 0, false, err
 	}
 	defer b.replies.close(r)
-	if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, r.subject, req); err != nil {
-		return evs, 0, false, err
-	}
 	rctx, cancel := context.WithTimeout(ctx, b.cfg.AppendTimeout)
 	defer cancel()
 	var end uint64
-	for {
-		m, err := r.next(rctx)
-		if err != nil {
-			return evs, end, false, fmt.Errorf("direct get: %w", err)
+	for m := first; ; m = nil {
+		if m == nil {
+			if m, err = r.next(rctx); err != nil {
+				return evs, end, false, fmt.Errorf("direct get: %w", err)
+			}
 		}
 		if len(m.Data) == 0 {
 			switch st := m.Header.Get("Status"); st {
@@ -249,8 +247,41 @@ type storedMsg struct {
 	data    []byte
 }
 
-// lastMsgTry bounds one request of lastMsg.
+// lastMsgTry bounds one request of lastMsg, and the wait for the first
+// reply of one direct get (directRequest).
 const lastMsgTry = 2 * time.Second
+
+// directRequest sends a direct get of stream and waits for its first reply,
+// in tries of lastMsgTry until ctx ends: a direct get is answered by any
+// replica of the stream, and one whose server has stopped without closing
+// its sockets (a host cut off) answers none until the routes to it are
+// lost, so a get that waited the whole AppendTimeout for it held a load of
+// a session that long (row 7's cut-off: loads waited out 5 s, then tried
+// again). Each try has its own reply subject, so that a late answer to an
+// earlier try is never read as this one's. It returns the reply queue
+// (closed by the caller) and the first reply.
+func (b *Bus) directRequest(ctx context.Context, stream string, req []byte) (*replyQueue, *nats.Msg, error) {
+	for {
+		r, err := b.replies.open()
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := b.nc.PublishRequest("$JS.API.DIRECT.GET."+stream, r.subject, req); err != nil {
+			b.replies.close(r)
+			return nil, nil, err
+		}
+		tctx, cancel := context.WithTimeout(ctx, lastMsgTry)
+		m, err := r.next(tctx)
+		cancel()
+		if err == nil {
+			return r, m, nil
+		}
+		b.replies.close(r)
+		if ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return nil, nil, fmt.Errorf("direct get: %w", err)
+		}
+	}
+}
 
 // lastMsg returns the last message of stream on filter (a wildcard is
 // allowed), asked of the stream leader (STREAM.MSG.GET, not a direct get that

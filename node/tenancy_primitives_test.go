@@ -113,6 +113,21 @@ func primConnect(t *testing.T, s *server.Server, user string) (*nats.Conn, *prim
 	return nc, v
 }
 
+// primNode is primServer with the node's JetStream context, and a context
+// that ends with the test (only a hang's bound).
+func primNode(t *testing.T) (*server.Server, context.Context, jetstream.JetStream) {
+	t.Helper()
+	s := primServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	nc, _ := primConnect(t, s, "node")
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, ctx, js
+}
+
 // primShard is a shard of the log as the design has it: default-tenant and
 // tenant session subjects, every stored record republished to the live feed.
 func primShard(ctx context.Context, t *testing.T, js jetstream.JetStream) {
@@ -130,11 +145,7 @@ func primShard(ctx context.Context, t *testing.T, js jetstream.JetStream) {
 // sequence and the writer's fence, never a write the stream refused, and
 // may not listen to another tenant's.
 func TestTenancyPrimitiveLiveFeed(t *testing.T) {
-	s := primServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	nodeNC, _ := primConnect(t, s, "node")
-	js, _ := jetstream.New(nodeNC)
+	s, ctx, js := primNode(t)
 	primShard(ctx, t, js)
 
 	alice, v := primConnect(t, s, "alice")
@@ -188,11 +199,7 @@ func TestTenancyPrimitiveLiveFeed(t *testing.T) {
 // pull names only the stream and the consumer, and a direct get by
 // sequence names only the stream: both read another tenant's records.
 func TestTenancyPrimitiveJetStreamLeaks(t *testing.T) {
-	s := primServer(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	nodeNC, _ := primConnect(t, s, "node")
-	js, _ := jetstream.New(nodeNC)
+	s, ctx, js := primNode(t)
 	primShard(ctx, t, js)
 	if _, err := js.Publish(ctx, "tah.evt.0.beta.s2", []byte("beta's")); err != nil {
 		t.Fatal(err)
@@ -227,15 +234,11 @@ func TestTenancyPrimitiveJetStreamLeaks(t *testing.T) {
 // joined without their dot, and the server checks the publish permission on
 // the mapped subject, which names the tenant and the credential.
 func TestTenancyPrimitiveInputMapping(t *testing.T) {
-	s := primServer(t)
+	s, ctx, js := primNode(t)
 	const partitions = 8
 	if err := s.GlobalAccount().AddMapping("tah.sess.*.*.in.*", "tah.in.{{partition(8,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}"); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	nodeNC, _ := primConnect(t, s, "node")
-	js, _ := jetstream.New(nodeNC)
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TAH_IN", Subjects: []string{"tah.in.*.*.*.*"}})
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/config"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/localnode"
 	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/projection"
@@ -155,6 +156,14 @@ func TestClaimNoticeStopsTheStaleOwner(t *testing.T) {
 	sid := c.sessionsOn(recs, 2, 1, "s_notice")[0]
 	c.send(sid, "in_"+sid, "hello")
 	bustest.Eventually(t, 30*time.Second, "the turn in flight on n2", func() bool { return c.models[2].calls.Load() == 1 })
+	// The call starts while its llm.started (with the turn.started) is
+	// appended: until that record is in the log, a node that loads the
+	// session finds it idle and has nothing to resume or claim (it failed
+	// so under load).
+	bustest.Eventually(t, 30*time.Second, "the turn's llm.started in the log", func() bool {
+		evs, _, err := c.Node(0).Bus().Replay(t.Context(), sid, 1)
+		return err == nil && slices.ContainsFunc(evs, func(e event.Event) bool { return e.Type == event.LLMStarted })
+	})
 
 	// n1 claims the session n2 runs, as a node that took its partition over
 	// while n2 was thought dead would.

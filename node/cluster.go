@@ -41,7 +41,8 @@ import (
 //     it published and its connection answers a ping: its own copy is only
 //     late, the others hear it), whose main
 //     connection is down as long, or that hears no other node while it cannot
-//     write to JetStream either (its server lost the cluster), is about to be
+//     write to JetStream either for twice NodeTTL (its server lost the
+//     cluster; not sooner: see outOfTouch), is about to be
 //     replaced: it stops its sessions and pulls at once, and rejoins when it
 //     is back in touch.
 //
@@ -353,9 +354,18 @@ func (m *membership) outOfTouch() (why, late string) {
 		return "", fmt.Sprintf("its own presence not heard back for %v although published %v ago (connection to NATS lost or stalled: it did not answer a ping either; the last presence came back in %v)",
 			s.Round(time.Millisecond), time.Since(m.sent).Round(time.Millisecond), m.echoLag.Round(time.Millisecond))
 	}
-	if s := time.Since(m.storedOK); s > limit && len(m.seen) > 0 {
+	// Twice the TTL, not limit: after another node's death the survivors'
+	// servers elect leaders for every replicated stream at once and may stall
+	// for seconds, their routes with them; a survivor that heard nobody and
+	// wrote nothing for 4-7 s then took itself for cut off and gave its
+	// sessions up for nothing (the clean-clone CI saw it under the full
+	// suite's load). A node whose server really lost the cluster cannot write
+	// a step meanwhile (a stale write is refused by its fence), and the others
+	// take its partitions over after one TTL of its silence whatever it does.
+	lost := 2 * m.ttl
+	if s := time.Since(m.storedOK); s > lost && len(m.seen) > 0 {
 		for _, at := range m.seen {
-			if time.Since(at) <= limit {
+			if time.Since(at) <= lost {
 				return "", "" // the others hear us: JetStream is only busy (a leader election)
 			}
 		}

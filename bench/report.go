@@ -193,7 +193,7 @@ func (r *Report) floorRows() []row {
 			row{"1", fmt.Sprintf("fenced append of a record of one event (a step's events: mean %s; llm.started %s–%s)", fbytes(s.EventBytesMean), fbytes(s.LLMStartedBytesMin), fbytes(s.LLMStartedBytesMax)),
 				s.Durability, "", fmt.Sprintf("p50 %s · %s/s", fdur(s.OneEventP50), fnum(s.OneEventRate)), "", "", ""},
 			row{"1", fmt.Sprintf("**fenced append of one record of a whole step's %s events (%s): the physical floor of a step**", trimFloat(s.EventsPerStep), fbytes(s.StepRecordBytesMean)),
-				s.Durability, "", fmt.Sprintf("p50 %s · %s/s", fdur(s.StepRecordP50), fnum(s.StepRecordRate)), "", "", ""},
+				s.Durability, "", fmt.Sprintf("p50 %s · %s/s%s", fdur(s.StepRecordP50), fnum(s.StepRecordRate), cpuFloor(s)), "", "", ""},
 			row{"1", fmt.Sprintf("one step's %s records as TAH writes them (%s)", trimFloat(s.RecordsPerStep), strings.Join(s.StepRecords, " | ")),
 				s.Durability, "", "p50 " + fdur(s.StepAppendsP50), "", "", ""})
 	}
@@ -206,6 +206,15 @@ func (r *Report) floorRows() []row {
 				fmt.Sprintf("p50 %s · %s/s", fdur(r.SQLiteRowP50), fnum(r.SQLiteRowRate)), "", "", ""})
 	}
 	return out
+}
+
+// cpuFloor is " · CPU <d>" of a step's record's append, or "" when not
+// measured.
+func cpuFloor(s *StepResult) string {
+	if s.StepRecordCPU <= 0 {
+		return ""
+	}
+	return " · CPU " + fdur(s.StepRecordCPU)
 }
 
 // stepRows are row 2: a step against the one append of its record (the
@@ -233,8 +242,12 @@ func (r *Report) stepRows() []row {
 			tgt = "≤ " + fdur(targetCPUPerStep)
 			verdict = metOr(s.CPUPerStep <= targetCPUPerStep, fmt.Sprintf("missed: %s× over", trimFloat(round1(float64(s.CPUPerStep)/float64(targetCPUPerStep)))))
 		}
+		floor, ratio := "", ""
+		if s.StepRecordCPU > 0 {
+			floor, ratio = fdur(s.StepRecordCPU)+" (CPU of one append of the step's record: client and server)", fratio(s.CPURatio)
+		}
 		out = append(out, row{"2", "CPU (user + system) of the whole process per step: loop, projector, embedded server, client", s.Durability,
-			fdur(s.CPUPerStep), "", "", tgt, verdict})
+			fdur(s.CPUPerStep), floor, ratio, tgt, verdict})
 		if s.AllocsPerStep > 0 {
 			out = append(out, row{"2", "heap allocations of the whole process per step (objects · bytes), same span", s.Durability,
 				fnum(s.AllocsPerStep) + " · " + fbytes(int(s.AllocBytesPerStep+0.5)), "", "", "", ""})

@@ -90,6 +90,13 @@ type StepResult struct {
 	// of one step's events, one durable write of its bytes.
 	StepRecordP50  time.Duration `json:"step_record_p50_ns"`
 	StepRecordRate float64       `json:"step_record_per_s"`
+	// StepRecordCPU is the CPU floor of a step: this process's CPU (user +
+	// system) per such append, the client's and the embedded server's with
+	// the read model paused (median of the turns). It is what NATS costs
+	// for the one write a step cannot avoid, measured in isolation on the
+	// same machine; CPURatio is CPUPerStep over it.
+	StepRecordCPU time.Duration `json:"step_record_cpu_ns,omitempty"`
+	CPURatio      float64       `json:"cpu_ratio,omitempty"`
 	// OneEventP50 is a record of one event (each event of the steps alone).
 	OneEventP50  time.Duration `json:"one_event_p50_ns"`
 	OneEventRate float64       `json:"one_event_per_s"`
@@ -359,6 +366,9 @@ type stepFloor struct {
 	groups   []span          // the steps' records
 	steps    []span          // the full tool steps among groups
 	stepRecs sample          // one per full tool step: its events in one record
+	// stepRecsCPU is the process's CPU per append of stepRecs (the client's
+	// and the embedded server's, the read model paused).
+	stepRecsCPU time.Duration
 	oneEvent sample          // one per event of the full tool steps
 	kvPut    time.Duration
 	applies  sample // one per group
@@ -391,8 +401,12 @@ func (s *stepScenario) floorOf(ctx context.Context, i int, m stepTurn) (stepFloo
 	if f.appends, err = appendRecords(ctx, b, fsid, f.recs); err != nil {
 		return f, err
 	}
+	cpu0 := cpuTime()
 	if f.stepRecs, err = appendRecords(ctx, b, fmt.Sprintf("g_step%03d", i), whole); err != nil {
 		return f, err
+	}
+	if len(whole) > 0 {
+		f.stepRecsCPU = (cpuTime() - cpu0) / time.Duration(len(whole))
 	}
 	if f.oneEvent, err = appendRecords(ctx, b, fmt.Sprintf("h_step%03d", i), single); err != nil {
 		return f, err

@@ -12,7 +12,7 @@ import (
 type stepAcc struct {
 	res                                            *StepResult
 	perStep, provider, caughtUp, floorStep, kvPuts []time.Duration
-	clientRun, cpu                                 []time.Duration
+	clientRun, cpu, stepRecCPU                     []time.Duration
 	gaps, gapFloors, early, late, starts, ends     sample
 	gapRatios, allocs, allocBytes                  []float64
 	stepRecs, oneEvent, applies, stepAppends       sample
@@ -47,6 +47,9 @@ func (a *stepAcc) add(m stepTurn, f stepFloor) {
 	}
 	a.provider = append(a.provider, prov/time.Duration(len(calls)))
 	a.stepRecs = append(a.stepRecs, f.stepRecs...)
+	if f.stepRecsCPU > 0 {
+		a.stepRecCPU = append(a.stepRecCPU, f.stepRecsCPU)
+	}
 	a.oneEvent = append(a.oneEvent, f.oneEvent...)
 	a.applies = append(a.applies, f.applies...)
 	a.addGaps(m, f)
@@ -139,6 +142,10 @@ func (a *stepAcc) result() *StepResult {
 	res.OwnEarly, res.OwnLate = a.early.p50(), a.late.p50()
 	res.TurnStart, res.TurnEnd = a.starts.p50(), a.ends.p50()
 	res.StepRecordP50, res.StepRecordRate = a.stepRecs.p50(), perSec(len(a.stepRecs), a.stepRecs.sum())
+	if len(a.stepRecCPU) > 0 {
+		res.StepRecordCPU = medianDur(a.stepRecCPU)
+		res.CPURatio = float64(res.CPUPerStep) / float64(max(res.StepRecordCPU, 1))
+	}
 	res.OneEventP50, res.OneEventRate = a.oneEvent.p50(), perSec(len(a.oneEvent), a.oneEvent.sum())
 	res.StepAppendsP50 = a.stepAppends.p50()
 	res.ApplyP50, res.ApplyRate = a.applies.p50(), perSec(len(a.applies), a.applies.sum())

@@ -44,7 +44,7 @@ func (a *AgentContext) inlineLimit() int { return a.writer.Bus().MaxPayload() / 
 func (a *AgentContext) completed(ctx context.Context, stepID string, req llm.Request, resp llm.Response, took int64) (event.LLMCompletedData, error) {
 	d := event.LLMCompletedData{StepID: stepID, Response: resp, DurationMS: took, Cost: a.cost(req, resp)}
 	limit := a.inlineLimit()
-	if payloadSize(d) <= limit {
+	if completedBound(d) <= limit || payloadSize(d) <= limit {
 		return d, nil
 	}
 	whole, err := json.Marshal(resp)
@@ -77,7 +77,7 @@ func (a *AgentContext) completed(ctx context.Context, stepID string, req llm.Req
 // (tools.Options.MaxOutput); this catches the rest: a larger MaxOutput, a
 // tool service's stored result, a tool that set its own artifact.
 func (a *AgentContext) fitResult(ctx context.Context, d event.ToolFinishedData) (event.ToolFinishedData, error) {
-	if payloadSize(d) <= a.inlineLimit() {
+	if limit := a.inlineLimit(); finishedBound(d) <= limit || payloadSize(d) <= limit {
 		return d, nil
 	}
 	if d.Artifact == nil {
@@ -103,6 +103,42 @@ func (a *AgentContext) putArtifact(ctx context.Context, name string, data []byte
 		return ref, fmt.Errorf("session %s: %d bytes too large for the log could not be kept in the object store: %w", a.Session, len(data), err)
 	}
 	return ref, nil
+}
+
+// A bound on the size of a payload's JSON, from the bytes of its strings
+// and raw JSON values: JSON escapes a byte into at most six ("\u003c"), and
+// keys, numbers and punctuation take less than payloadOverhead a payload and
+// callOverhead a tool call. Under the limit, an answer or a result skips the
+// encoding payloadSize makes only to measure it (5% of a step's CPU in make
+// bench's row 2: every answer was encoded twice).
+const (
+	escapedMax      = 6
+	payloadOverhead = 2048
+	callOverhead    = 128
+)
+
+// completedBound is at least the size of d's payload (see escapedMax).
+func completedBound(d event.LLMCompletedData) int {
+	r := d.Response
+	n := len(d.StepID) + len(r.Model) + len(r.Content) + len(r.Reasoning) + len(r.FinishReason) + artifactBytes(d.Artifact)
+	for _, c := range r.ToolCalls {
+		n += len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	return escapedMax*n + payloadOverhead + callOverhead*len(r.ToolCalls)
+}
+
+// finishedBound is at least the size of d's payload (see escapedMax).
+func finishedBound(d event.ToolFinishedData) int {
+	n := len(d.StepID) + len(d.CallID) + len(d.Name) + len(d.Output) + len(d.Code) + artifactBytes(d.Artifact)
+	return escapedMax*n + payloadOverhead
+}
+
+// artifactBytes is the bytes of ref's strings, 0 without one.
+func artifactBytes(ref *event.ArtifactRef) int {
+	if ref == nil {
+		return 0
+	}
+	return len(ref.Bucket) + len(ref.Object) + len(ref.SHA256)
 }
 
 // payloadSize is the size of v encoded as an event's payload; -1 when it

@@ -382,16 +382,25 @@ func cancelled(ctx context.Context) error {
 	return &llm.ProviderError{Provider: Name, Message: "request cancelled: " + ctx.Err().Error(), Err: ctx.Err()}
 }
 
-// estimateUsage counts a token per four characters of input, and one per streamed
-// token (and per four characters of tool call) of output.
+// estimateUsage counts a token per four bytes of input, and one per streamed
+// token (and per four bytes of tool call) of output. Bytes, not characters:
+// the whole history is counted on every call, and counting its runes made
+// the mock a tenth of a long turn's CPU in make bench's row 2 (a real
+// provider's counting is not in TAH's process).
 func estimateUsage(req llm.Request, a answer) llm.Usage {
-	in := llm.TotalChars(req.Messages)
+	in := 0
+	for _, m := range req.Messages {
+		in += len(m.Content)
+		for _, c := range m.ToolCalls {
+			in += len(c.Name) + len(c.Arguments)
+		}
+	}
 	for _, t := range req.Tools {
-		in += len([]rune(t.Name)) + len([]rune(t.Description)) + len(t.InputSchema)
+		in += len(t.Name) + len(t.Description) + len(t.InputSchema)
 	}
 	out := len(a.tokens) + len(a.reasoning)
 	for _, c := range a.calls {
-		out += (len([]rune(c.Name)) + len(c.Arguments) + 3) / 4
+		out += (len(c.Name) + len(c.Arguments) + 3) / 4
 	}
 	return llm.Usage{InputTokens: (in + 3) / 4, OutputTokens: out}
 }

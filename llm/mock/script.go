@@ -67,7 +67,7 @@ type Reply struct {
 	Pace  Duration `json:"pace,omitempty"`
 	Hold  Duration `json:"hold,omitempty"`
 
-	// Usage replaces the estimate (a token per four characters of input, one per
+	// Usage replaces the estimate (a token per four bytes of input, one per
 	// streamed token of output).
 	Usage *llm.Usage `json:"usage,omitempty"`
 	// FinishReason replaces the default: tool_calls when there are calls, else stop.

@@ -369,9 +369,9 @@ type stepFloor struct {
 	// stepRecsCPU is the process's CPU per append of stepRecs (the client's
 	// and the embedded server's, the read model paused).
 	stepRecsCPU time.Duration
-	oneEvent sample          // one per event of the full tool steps
-	kvPut    time.Duration
-	applies  sample // one per group
+	oneEvent    sample // one per event of the full tool steps
+	kvPut       time.Duration
+	applies     sample // one per group
 	// checkpoint is the checkpoint's size.
 	checkpoint int
 }

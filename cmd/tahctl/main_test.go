@@ -126,6 +126,22 @@ func natscliBuilt(repo string) (bool, error) {
 // pollDeadline bounds every wait of the scripts' own commands.
 const pollDeadline = 60 * time.Second
 
+// pollPause is the pause before try n+1 of a wait that runs a command
+// (waitnode, waitfor): each try starts a process of the race-built test
+// binary, so a wait that goes on takes longer pauses, lest the waiting
+// scripts take the cores from the nodes they wait for (make test runs this
+// package beside the cluster's).
+func pollPause(n int) time.Duration {
+	switch {
+	case n < 10:
+		return 100 * time.Millisecond
+	case n < 30:
+		return 250 * time.Millisecond
+	default:
+		return 500 * time.Millisecond
+	}
+}
+
 // dataDir is the script's node data directory: $WORK/.tah, or the argument.
 func dataDir(ts *testscript.TestScript, args []string) string {
 	if len(args) > 0 {
@@ -143,7 +159,7 @@ func cmdWaitNode(ts *testscript.TestScript, neg bool, args []string) {
 	dir := dataDir(ts, args)
 	deadline := time.Now().Add(pollDeadline)
 	var last error
-	for time.Now().Before(deadline) {
+	for try := 0; time.Now().Before(deadline); try++ {
 		info, err := localnode.ReadNodeInfo(dir)
 		if err == nil && syscall.Kill(info.PID, 0) == nil {
 			if last = ts.Exec("tahctl", "--data-dir", dir, "status"); last == nil {
@@ -152,7 +168,7 @@ func cmdWaitNode(ts *testscript.TestScript, neg bool, args []string) {
 		} else {
 			last = err
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(pollPause(try))
 	}
 	ts.Fatalf("the node of %s is not ready after %v: %v", dir, pollDeadline, last)
 }
@@ -179,11 +195,11 @@ func cmdWaitFor(ts *testscript.TestScript, neg bool, args []string) {
 	re, err := regexp.Compile(args[0])
 	ts.Check(err)
 	deadline := time.Now().Add(pollDeadline)
-	for time.Now().Before(deadline) {
+	for try := 0; time.Now().Before(deadline); try++ {
 		if ts.Exec(args[1], args[2:]...) == nil && re.MatchString(ts.ReadFile("stdout")) {
 			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(pollPause(try))
 	}
 	ts.Fatalf("%s never printed %q within %v", strings.Join(args[1:], " "), args[0], pollDeadline)
 }

@@ -32,7 +32,8 @@
 // pulling, stop those sessions, unpin); a node that stops says it leaves; a
 // node not heard of for bus.Config.NodeTTL is dead and its partitions move; a
 // node that does not hear itself, or hears no other node while JetStream is
-// not writable, stops its sessions (it is about to be replaced); and a
+// not writable for twice the TTL, stops its sessions (it is about to be
+// replaced); and a
 // session.claimed with a newer epoch, seen by the projector, stops a stale
 // actor at once. The log's
 // fencing makes all of it safe: a node that lost a session cannot write to it.

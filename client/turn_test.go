@@ -2,13 +2,16 @@ package client_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -275,6 +278,12 @@ func TestResumeFollowsTheTurnThatRuns(t *testing.T) {
 	sid := newSession(t, c)
 	run := startTurn(t, c, sid, "slow")
 	model.waitStarted(t, "slow")
+	// The model is called while the turn's first record (turn.started with
+	// llm.started) is written, not after it: the resumes are published once
+	// the turn is in the log, so that they follow it from there (one
+	// published before it could read the turn.started as another's: the
+	// clean-clone CI of 56a9d21 saw that, "nothing to resume").
+	waitLogged(t, c, sid, event.TurnStarted)
 	watching, err := c.Resume(ctx, sid, client.WithEvents(), client.WithDeltas())
 	if err != nil {
 		t.Fatal(err)
@@ -298,6 +307,26 @@ func TestResumeFollowsTheTurnThatRuns(t *testing.T) {
 	}
 	if got := types(evs); !strings.HasSuffix(got, "agent.finished") {
 		t.Errorf("the resume's events: %s", got)
+	}
+}
+
+// waitLogged waits until session sid's log holds an event of type typ.
+func waitLogged(t *testing.T, c *client.Client, sid string, typ event.Type) {
+	t.Helper()
+	err := natstest.Poll(30*time.Second, 10*time.Millisecond, func() error {
+		r, err := c.Events(ctxT(t), wire.EventsRequest{Session: sid})
+		if err != nil {
+			return err
+		}
+		for _, e := range r.Events {
+			if e.Type == typ {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s in the log of %s yet", typ, sid)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -104,16 +104,89 @@ func TestResumeTakesTheOpenTurn(t *testing.T) {
 		t.Fatalf("outcome of the end: %+v", o)
 	}
 
-	// A resume whose turn had ended: the next turn is another's.
+	// A resume whose turn had ended: the next turn, begun after the node
+	// answered (its outcome names turn 4), is another's.
 	st = newTurnState(asked{sid: "s", inputID: "in_resume", command: wire.CommandResume}, 20)
 	if ours, _ := feed(st, numbered(21, event.MustNew("s", event.TurnStarted, event.TurnStartedData{Turn: 5, InputID: "in_other", Message: llm.User("x")}),
-		event.MustNew("s", event.LLMStarted, event.LLMStartedData{StepID: "st_3"}))); ours != "" || !st.over {
-		t.Fatalf("took %q", ours)
+		event.MustNew("s", event.LLMStarted, event.LLMStartedData{StepID: "st_3"}))); ours != "" || st.over {
+		t.Fatalf("took %q before the answer (over %v)", ours, st.over)
+	}
+	st.answer(wire.Outcome{Turn: 4, FailureCode: wire.FailureNothingToResume})
+	if evs, _ := st.decide(); len(evs) != 0 || !st.over {
+		t.Fatalf("took %d events of another's turn (over %v)", len(evs), st.over)
 	}
 	// Its outcome's last sequence is behind the log read: nothing more to wait for.
 	st = newTurnState(asked{sid: "s", inputID: "in_resume", command: wire.CommandResume}, 20)
 	if st.eventsOver(&wire.Outcome{LastSeq: 21}, false) || !st.eventsOver(&wire.Outcome{LastSeq: 20}, false) || !st.eventsOver(nil, true) {
 		t.Fatal("events over")
+	}
+}
+
+// A resume published as a turn began, before the turn's first record was in
+// the log: the node answers it once that turn is over ("nothing to resume",
+// naming that turn), and the turn is the resume's, its held deltas too.
+func TestResumeTakesTheTurnThatBeganAsItWasPublished(t *testing.T) {
+	turn := func() []event.Event {
+		return numbered(21,
+			event.MustNew("s", event.TurnStarted, event.TurnStartedData{Turn: 5, InputID: "in_run", Message: llm.User("x")}),
+			event.MustNew("s", event.LLMStarted, event.LLMStartedData{StepID: "st_1"}),
+			event.MustNew("s", event.LLMCompleted, event.LLMCompletedData{StepID: "st_1", Response: llm.Response{Usage: llm.Usage{InputTokens: 3, OutputTokens: 2}}}),
+			event.MustNew("s", event.AgentFinished, event.AgentFinishedData{Turn: 5, Content: "done", Steps: 1}),
+			event.MustNew("s", event.TurnStarted, event.TurnStartedData{Turn: 6, InputID: "in_next", Message: llm.User("y")}),
+			event.MustNew("s", event.LLMStarted, event.LLMStartedData{StepID: "st_2"}),
+		)
+	}
+	types := func(evs []event.Event) string {
+		var ts []string
+		for _, ev := range evs {
+			ts = append(ts, string(ev.Type))
+		}
+		return strings.Join(ts, " ")
+	}
+
+	// The answer after the log: the candidate waits for it.
+	st := newTurnState(asked{sid: "s", inputID: "in_resume", command: wire.CommandResume}, 20)
+	if _, ok := st.delta(delta("st_1", "he", "1")); ok {
+		t.Fatal("a delta of a step not seen yet was taken")
+	}
+	if ours, released := feed(st, turn()); ours != "" || released != "" || st.over || st.end != nil {
+		t.Fatalf("took %q (deltas %q) before the answer", ours, released)
+	}
+	st.answer(wire.Outcome{Turn: 5, LastSeq: 24, FailureCode: wire.FailureNothingToResume})
+	evs, ds := st.decide()
+	if got := types(evs); got != "turn.started llm.started llm.completed agent.finished" {
+		t.Fatalf("took %q", got)
+	}
+	if len(ds) != 1 || ds[0].Text != "he" {
+		t.Fatalf("released deltas %+v", ds)
+	}
+	if !st.over || st.end == nil || st.end.Seq != 24 {
+		t.Fatalf("the turn's end: over %v, end %+v", st.over, st.end)
+	}
+	if o := st.outcomeOfEnd(); o.Status != "completed" || o.Content != "done" || o.Turn != 5 || o.Usage.OutputTokens != 2 {
+		t.Fatalf("outcome of the end: %+v", o)
+	}
+	if evs, _ := st.decide(); evs != nil {
+		t.Fatal("decided twice")
+	}
+
+	// The answer first: the candidate is decided as soon as it is read.
+	st = newTurnState(asked{sid: "s", inputID: "in_resume", command: wire.CommandResume}, 20)
+	st.answer(wire.Outcome{Turn: 5, LastSeq: 24, FailureCode: wire.FailureNothingToResume})
+	if ours, _ := feed(st, turn()[:1]); ours != "" {
+		t.Fatalf("took %q before deciding", ours)
+	}
+	if evs, _ := st.decide(); types(evs) != "turn.started" {
+		t.Fatalf("took %q", types(evs))
+	}
+	if ours, _ := feed(st, turn()[1:]); ours != "llm.started llm.completed agent.finished" || !st.over {
+		t.Fatalf("then took %q", ours)
+	}
+
+	// An approve never takes a turn that began after it.
+	st = newTurnState(asked{sid: "s", inputID: "in_ok", command: wire.CommandApprove}, 20)
+	if ours, _ := feed(st, turn()); ours != "" || !st.over {
+		t.Fatalf("an approve took %q", ours)
 	}
 }
 

@@ -149,10 +149,9 @@ func (l *turnLoop) record(rec []event.Event, ok bool) {
 		if ours && l.t.opts.events && !l.eventsDone {
 			l.evq = append(l.evq, ev)
 		}
-		if l.t.opts.deltas && !l.eventsDone {
-			l.dq = append(l.dq, released...)
-		}
+		l.deliver(nil, released)
 	}
+	l.deliver(l.st.decide())
 	if l.st.end != nil && l.waiting != nil && !l.t.isDecided() {
 		l.settle(l.st.outcomeOfEnd(), nil)
 	}
@@ -162,10 +161,27 @@ func (l *turnLoop) record(rec []event.Event, ok bool) {
 	l.settleHeld()
 }
 
+// deliver queues this turn's events and deltas, as the Turn was asked to.
+func (l *turnLoop) deliver(evs []event.Event, ds []Delta) {
+	if l.eventsDone {
+		return
+	}
+	if l.t.opts.events {
+		l.evq = append(l.evq, evs...)
+	}
+	if l.t.opts.deltas {
+		l.dq = append(l.dq, ds...)
+	}
+}
+
 // reply reads a message on the input's reply subject.
 func (l *turnLoop) reply(m *nats.Msg) {
 	t := l.t
 	o, final, err := t.a.reply(m)
+	if final && !t.isDecided() {
+		l.st.answer(o)
+		l.deliver(l.st.decide())
+	}
 	switch {
 	case !final || t.isDecided():
 	case o.AwaitsAgents():

@@ -23,12 +23,25 @@ const maxPending = 10000
 // on, until the end of that turn or the start of another. Session-level
 // events (claims, checkpoints) are no turn's. A delta belongs to
 // the turn of its LLM step's llm.started; deltas of steps not seen yet wait.
+//
+// A resume's first turn.started is the one case the log alone cannot tell:
+// the turn may have begun before the resume was published (its node calls
+// the model while it writes the turn's first record, so the log read when
+// the resume was published may not show it yet; the node answers the resume
+// once that turn is over) or after the resume was answered (another's).
+// Its events wait as a candidate until the node's answer says which (answer).
 // It belongs to the Turn's goroutine.
 type turnState struct {
 	asked
-	ours bool // the events are this turn's now
-	over bool // this turn's events are over
-	end  *event.Event
+	ours  bool // the events are this turn's now
+	over  bool // this turn's events are over
+	began bool // an event of this turn was read
+	end   *event.Event
+
+	cand       *candidate
+	adopted    uint64 // the sequence of the candidate's turn.started, once it is this turn's
+	answered   bool   // the node answered the input; answerTurn is its outcome's turn
+	answerTurn int
 
 	lastSeq  uint64
 	llmCalls int
@@ -62,11 +75,19 @@ func (s *turnState) event(ev event.Event) (ours bool, released []Delta) {
 	if s.over {
 		return false, nil
 	}
+	if s.cand != nil {
+		s.cand.read(ev)
+		return false, nil
+	}
 	if ev.Type == event.TurnStarted {
 		d, _ := event.DecodeAs[event.TurnStartedData](ev)
 		switch {
 		case s.command == wire.CommandRun && d.InputID == s.inputID:
 			s.ours = true
+		case ev.Seq == s.adopted: // the candidate, which is this turn
+		case s.ours && s.command == wire.CommandResume && !s.began:
+			s.cand = &candidate{start: ev.Seq, turn: d.Turn, evs: []event.Event{ev}}
+			return false, nil
 		case s.ours: // a resume's turn was over before it was resumed; this one is another's
 			s.ours, s.over = false, true
 			return false, nil
@@ -90,6 +111,7 @@ func (s *turnState) event(ev event.Event) (ours bool, released []Delta) {
 	if !s.ours || sessionLevel[ev.Type] {
 		return false, nil
 	}
+	s.began = true
 	switch ev.Type {
 	case event.LLMStarted:
 		s.llmCalls++
@@ -103,6 +125,63 @@ func (s *turnState) event(ev event.Event) (ours bool, released []Delta) {
 		s.end, s.over = &ev, true
 	}
 	return true, released
+}
+
+// candidate is a resume's first turn.started and the events after it, until
+// the node's answer says whether that turn is the resume's.
+type candidate struct {
+	start uint64 // its turn.started's sequence
+	turn  int
+	evs   []event.Event
+	// closed: another turn began after it, so nothing later is its.
+	closed bool
+}
+
+func (c *candidate) read(ev event.Event) {
+	switch {
+	case c.closed:
+	case ev.Type == event.TurnStarted:
+		c.closed = true
+	default:
+		c.evs = append(c.evs, ev)
+	}
+}
+
+// answer records the node's final answer to the input (the session's last
+// turn when it answered: Outcome.Turn), which decides a resume's candidate.
+func (s *turnState) answer(o wire.Outcome) {
+	if !s.answered {
+		s.answered, s.answerTurn = true, o.Turn
+	}
+}
+
+// decide settles the candidate once both it and the answer are known: the
+// turn is the resume's when the node answered after it began (its outcome
+// names that turn or a later one: "nothing to resume" once it was over, or
+// the turn the resume carried on), another's otherwise. It returns the
+// candidate's events and held deltas that are this turn's.
+func (s *turnState) decide() (evs []event.Event, released []Delta) {
+	c := s.cand
+	if c == nil || !s.answered {
+		return nil, nil
+	}
+	s.cand = nil
+	if s.answerTurn < c.turn {
+		s.ours, s.over = false, true
+		return nil, nil
+	}
+	s.adopted = c.start
+	for _, ev := range c.evs {
+		ours, ds := s.event(ev)
+		if ours {
+			evs = append(evs, ev)
+		}
+		released = append(released, ds...)
+	}
+	if c.closed {
+		s.ours, s.over = false, true
+	}
+	return evs, released
 }
 
 // delta reads a delta message; it returns the delta when it is of this

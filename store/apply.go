@@ -145,7 +145,7 @@ type batch struct {
 	// from are the shards' positions before the batch, to those after it.
 	from, to []uint64
 
-	stepRows, callRows, snapshots, hits, misses, refolded, tailRows, statements int
+	stepRows, callRows, snapshotRows, hits, misses, refolded, tailRows, statements int
 
 	// tail are the events folded whose rows of the table tail are not
 	// written yet (writeTail).
@@ -157,7 +157,7 @@ type batch struct {
 	// statements of rowChunk rows (rowWriter): with many sessions in a
 	// batch, each with a record or two, a session had a statement of one
 	// or two rows in each table.
-	sessions, messages, steps, calls, positions *rowWriter
+	sessions, messages, steps, calls, positions, snapshots *rowWriter
 }
 
 // stmt is the prepared statement p bound to the batch's transaction, once per
@@ -192,6 +192,7 @@ func (b *batch) run(events []event.Event) error {
 	st := b.s.stmts
 	b.sessions, b.positions = b.rows(st.upsertSessions), b.rows(st.upsertPositions)
 	b.messages, b.steps, b.calls = b.rows(st.upsertMessages), b.rows(st.upsertSteps), b.rows(st.upsertCalls)
+	b.snapshots = b.rows(st.upsertSnapshots)
 	for i, e := range events {
 		if err := b.done.Err(); err != nil {
 			return err
@@ -242,7 +243,7 @@ func (b *batch) run(events []event.Event) error {
 	for _, w := range []struct {
 		rows *rowWriter
 		what string
-	}{{b.messages, "messages"}, {b.steps, "steps"}, {b.calls, "tool calls"}} {
+	}{{b.messages, "messages"}, {b.steps, "steps"}, {b.calls, "tool calls"}, {b.snapshots, "snapshots"}} {
 		if err := w.rows.flush(); err != nil {
 			return fmt.Errorf("rows of %s: %w", w.what, err)
 		}
@@ -414,26 +415,12 @@ func (b *batch) entry(sid string) (*entry, error) {
 		b.refolded += n
 		e = newEntry(sid, st)
 		e.rejected = rejected
-		e.snapEvents = snapshotEvents(st, n)
+		e.tailed = true // a snapshot of an older build may have left a tail: pruned once
 	}
 	e.resetBounds()
 	b.touched[sid] = e
 	b.order = append(b.order, e)
 	return e, nil
-}
-
-// snapshotEvents is how many events the stored snapshot of a state loaded by
-// folding n tail events holds.
-func snapshotEvents(st projection.State, n int) int { return max(st.Events-n, 0) }
-
-// snapshotDue reports whether the state should be written again: the tail a
-// load would fold has grown past SnapshotEvery and a quarter of the session.
-// The geometric part keeps the bytes written for snapshots within a constant
-// factor (about 5) of the session's final size, however long it runs, while a
-// load folds at most a quarter of the session's events again.
-func (s *Store) snapshotDue(e *entry) bool {
-	tail := e.st.Events - e.snapEvents
-	return tail >= max(s.opts.SnapshotEvery, e.st.Events/4)
 }
 
 // flush writes the rows of a touched session but its sessions row (run
@@ -588,6 +575,9 @@ func (b *batch) writeTail(skip map[string]bool) error {
 	for _, e := range b.tail {
 		if !skip[e.Session] {
 			rows = append(rows, e)
+			if ent := b.touched[e.Session]; ent != nil {
+				ent.tailed = true
+			}
 		}
 	}
 	b.tail = b.tail[:0]
@@ -614,14 +604,14 @@ func (b *batch) writeTail(skip map[string]bool) error {
 	return nil
 }
 
-// snapshotNow reports whether flush writes e's snapshot: it is due, or the
-// session's log was faulted by this batch (the event that faulted it is in
-// no tail, so only the snapshot keeps the fault).
+// snapshotNow reports whether flush writes e's snapshot: every batch that
+// changed the session does (see snapshot).
 func (b *batch) snapshotNow(e *entry) bool {
-	return e.dirty && e.st.ID != "" && (b.s.snapshotDue(e) || e.newFault)
+	return e.dirty && e.st.ID != ""
 }
 
-// writeSnapshot stores the state when snapshotNow says so.
+// writeSnapshot stores the state when snapshotNow says so, without the
+// lists that its rows hold (slimSnapshot).
 func (b *batch) writeSnapshot(e *entry) error {
 	if !b.snapshotNow(e) {
 		return nil
@@ -629,24 +619,27 @@ func (b *batch) writeSnapshot(e *entry) error {
 	e.newFault = false
 	st := &e.st
 	// Encoded into the store's buffer (Apply holds s.mu), which keeps the
-	// size of the largest snapshot: json.Marshal grew a new one by doubling
-	// for every snapshot, twice its size in garbage.
+	// size of the largest snapshot.
 	buf := &b.s.snapBuf
 	buf.Reset()
-	if err := json.NewEncoder(buf).Encode(st); err != nil {
+	sn := slimSnapshot(st)
+	if err := json.NewEncoder(buf).Encode(&sn); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	raw := bytes.TrimSuffix(buf.Bytes(), []byte("\n")) // Encode's newline: the value is Marshal's
-	if _, err := b.exec(b.s.stmts.upsertSnapshot, st.ID, int64(st.LastSeq), string(raw)); err != nil {
+	if err := b.snapshots.add(st.ID, int64(st.LastSeq), string(raw)); err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
 	// The snapshot holds the whole records up to st.LastSeq (a batch holds
-	// whole records): their events leave the tail.
-	if _, err := b.exec(b.s.stmts.pruneTail, st.ID, int64(st.LastSeq)); err != nil {
-		return fmt.Errorf("snapshot: %w", err)
+	// whole records): their events leave the tail, where a snapshot of an
+	// older build or a rebuild in this batch left some.
+	if e.tailed {
+		if _, err := b.exec(b.s.stmts.pruneTail, st.ID, int64(st.LastSeq)); err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		e.tailed = false
 	}
-	e.snapEvents = st.Events
-	b.snapshots++
+	b.snapshotRows++
 	return nil
 }
 
@@ -885,7 +878,7 @@ func (b *batch) count() {
 	c.messageRows.Add(int64(b.res.MessageRows))
 	c.stepRows.Add(int64(b.stepRows))
 	c.toolCallRows.Add(int64(b.callRows))
-	c.snapshots.Add(int64(b.snapshots))
+	c.snapshots.Add(int64(b.snapshotRows))
 	c.tailRows.Add(int64(b.tailRows))
 	c.cacheHits.Add(int64(b.hits))
 	c.cacheMisses.Add(int64(b.misses))

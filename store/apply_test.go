@@ -24,7 +24,7 @@ var variants = []struct {
 	opts Options
 }{
 	{"default", Options{}},
-	{"cold", Options{CacheSize: 1, SnapshotEvery: 1}},
+	{"cold", Options{CacheSize: 1}},
 }
 
 // TestFoldEquivalence applies each recorded log in batches of every size, and

@@ -49,7 +49,7 @@ func TestRowKeepsBudgetAndSpend(t *testing.T) {
 	failed, running := budgetLog(t, "s_failed", false), budgetLog(t, "s_running", true)
 	evs := merge(failed, running)
 	path := filepath.Join(t.TempDir(), "data.db")
-	s := openAt(t, path, Options{CacheSize: 1, SnapshotEvery: 3})
+	s := openAt(t, path, Options{CacheSize: 1})
 	apply(t, s, evs, 4)
 
 	// Each call of budgetLog costs 15 tokens, the first two $0.000045

@@ -21,7 +21,7 @@ type entry struct {
 	st projection.State
 
 	rejected   int // events of this session consumed but not folded
-	snapEvents int // st.Events when the stored snapshot was taken; 0 for none
+	tailed     bool // the table tail may hold rows of the session (writeSnapshot prunes them)
 
 	msgs   []llm.Message
 	steps  []projection.Step

@@ -13,12 +13,15 @@
 // counts exactly once. Events that cannot be folded are counted (with why the
 // last one was not) and returned as Problems, never failing the batch.
 //
-// Apply keeps the folded states of recent sessions in memory and snapshots
-// them now and then in a table of their own, with the events folded since
-// (the tail, dropped at the next snapshot), so folding never starts over from
-// a session's first event, and it writes only the rows a batch changed: the
-// cost of a step does not grow with the length of the history. It keeps no
-// other copy of the log.
+// Apply keeps the folded states of recent sessions in memory, writes only
+// the rows a batch changed, and with them a snapshot of each changed
+// session's state that leaves out the lists those rows hold (snapshot.go):
+// a session loads from its snapshot and rows and folding never starts over
+// from its first event, and the cost of a step does not grow with the length
+// of the history. The table tail holds the events folded after a snapshot
+// only inside a batch (a rebuild after a panic) and in a read model of an
+// older build, whose snapshots came now and then; the next snapshot drops
+// them. It keeps no other copy of the log.
 //
 // Open checks the file's integrity (SQLite's quick_check) and that it can be
 // written: a damaged file fails with ErrDamaged, to be set aside (MoveAside)

@@ -156,3 +156,30 @@ func BenchmarkProject(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProjectLongSession applies one long session (longSession: turns
+// of a tool step and an answer, a summary every 50 turns) in batches of 128
+// events, as the projector follows one busy session (row 2 of make bench): what
+// a batch costs must not grow with the history.
+func BenchmarkProjectLongSession(b *testing.B) {
+	const batch, warm = 128, 1024
+	evs := longSession(b, "s_long", warm+max(b.N, batch))
+	ctx := context.Background()
+	s := openTest(b, Options{})
+	s.verify = false
+	for i := 0; i < warm; i += batch {
+		if _, err := s.Apply(ctx, evs[i:i+batch]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	evs = evs[warm:]
+	b.ResetTimer()
+	cpu0 := processCPU()
+	for i := 0; i < len(evs); i += batch {
+		if _, err := s.Apply(ctx, evs[i:min(i+batch, len(evs))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(len(evs)), "cpu-ns/event")
+}

@@ -378,29 +378,9 @@ func (s *Store) readSession(ctx context.Context, what, id string, fn func(*sql.T
 // unknown session.
 func (s *Store) Messages(ctx context.Context, id string) ([]llm.Message, error) {
 	out := []llm.Message{}
-	err := s.readSession(ctx, "messages", id, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, name, is_error
-			FROM messages WHERE session_id = ? ORDER BY idx`, id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var m llm.Message
-			var role string
-			var calls sql.NullString
-			if err := rows.Scan(&role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.IsError); err != nil {
-				return err
-			}
-			m.Role = llm.Role(role)
-			if calls.Valid {
-				if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
-					return err
-				}
-			}
-			out = append(out, m)
-		}
-		return rows.Err()
+	err := s.readSession(ctx, "messages", id, func(tx *sql.Tx) (err error) {
+		out, err = readMessages(ctx, tx, id, out)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -408,58 +388,90 @@ func (s *Store) Messages(ctx context.Context, id string) ([]llm.Message, error) 
 	return out, nil
 }
 
+// readMessages appends the session's message rows to out, in order.
+func readMessages(ctx context.Context, q querier, id string, out []llm.Message) ([]llm.Message, error) {
+	rows, err := q.QueryContext(ctx, `SELECT role, content, tool_calls, tool_call_id, name, is_error
+		FROM messages WHERE session_id = ? ORDER BY idx`, id)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var m llm.Message
+		var role string
+		var calls sql.NullString
+		if err := rows.Scan(&role, &m.Content, &calls, &m.ToolCallID, &m.Name, &m.IsError); err != nil {
+			return out, err
+		}
+		m.Role = llm.Role(role)
+		if calls.Valid {
+			if err := json.Unmarshal([]byte(calls.String), &m.ToolCalls); err != nil {
+				return out, err
+			}
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
 // Steps returns the session's steps in order. ErrNotFound for an unknown session.
 func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error) {
 	out := []projection.Step{}
-	err := s.readSession(ctx, "steps", id, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT step_id, type, turn, status, tool, call_id, input, output,
-			idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
-			started_at, ended_at, duration_ms, compaction, cost_usd, cost_unpriced, child FROM steps WHERE session_id = ? ORDER BY idx`, id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var st projection.Step
-			var typ, status string
-			var input, art, ref, resp, trim sql.NullString
-			var startSeq, endSeq, started, ended int64
-			var costUSD sql.NullFloat64
-			var unpriced int
-			if err := rows.Scan(&st.ID, &typ, &st.Turn, &status, &st.Tool, &st.CallID, &input, &st.Output,
-				&st.Idempotent, &art, &ref, &resp, &trim, &st.Content, &st.Error, &st.Code, &startSeq, &endSeq,
-				&started, &ended, &st.DurationMS, &st.Compaction, &costUSD, &unpriced, &st.Child); err != nil {
-				return err
-			}
-			if costUSD.Valid {
-				st.Cost = &pricing.Cost{USD: costUSD.Float64, Unpriced: unpriced}
-			}
-			st.Type, st.Status = projection.StepType(typ), projection.StepStatus(status)
-			st.StartSeq, st.EndSeq = uint64(startSeq), uint64(endSeq)
-			st.StartedAt, st.EndedAt = fromUnixNano(started), fromUnixNano(ended)
-			if input.Valid {
-				st.Input = json.RawMessage(input.String)
-			}
-			if err := unmarshalOpt(art, &st.Artifact); err != nil {
-				return err
-			}
-			if err := unmarshalOpt(ref, &st.RequestRef); err != nil {
-				return err
-			}
-			if err := unmarshalOpt(resp, &st.Response); err != nil {
-				return err
-			}
-			if err := unmarshalOpt(trim, &st.Trim); err != nil {
-				return err
-			}
-			out = append(out, st)
-		}
-		return rows.Err()
+	err := s.readSession(ctx, "steps", id, func(tx *sql.Tx) (err error) {
+		out, err = readSteps(ctx, tx, id, out)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// readSteps appends the session's steps rows to out, in order.
+func readSteps(ctx context.Context, q querier, id string, out []projection.Step) ([]projection.Step, error) {
+	rows, err := q.QueryContext(ctx, `SELECT step_id, type, turn, status, tool, call_id, input, output,
+		idempotent, artifact, request_ref, response, trim, content, error, code, start_seq, end_seq,
+		started_at, ended_at, duration_ms, compaction, cost_usd, cost_unpriced, child FROM steps WHERE session_id = ? ORDER BY idx`, id)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st projection.Step
+		var typ, status string
+		var input, art, ref, resp, trim sql.NullString
+		var startSeq, endSeq, started, ended int64
+		var costUSD sql.NullFloat64
+		var unpriced int
+		if err := rows.Scan(&st.ID, &typ, &st.Turn, &status, &st.Tool, &st.CallID, &input, &st.Output,
+			&st.Idempotent, &art, &ref, &resp, &trim, &st.Content, &st.Error, &st.Code, &startSeq, &endSeq,
+			&started, &ended, &st.DurationMS, &st.Compaction, &costUSD, &unpriced, &st.Child); err != nil {
+			return out, err
+		}
+		if costUSD.Valid {
+			st.Cost = &pricing.Cost{USD: costUSD.Float64, Unpriced: unpriced}
+		}
+		st.Type, st.Status = projection.StepType(typ), projection.StepStatus(status)
+		st.StartSeq, st.EndSeq = uint64(startSeq), uint64(endSeq)
+		st.StartedAt, st.EndedAt = fromUnixNano(started), fromUnixNano(ended)
+		if input.Valid {
+			st.Input = json.RawMessage(input.String)
+		}
+		if err := unmarshalOpt(art, &st.Artifact); err != nil {
+			return out, err
+		}
+		if err := unmarshalOpt(ref, &st.RequestRef); err != nil {
+			return out, err
+		}
+		if err := unmarshalOpt(resp, &st.Response); err != nil {
+			return out, err
+		}
+		if err := unmarshalOpt(trim, &st.Trim); err != nil {
+			return out, err
+		}
+		out = append(out, st)
+	}
+	return out, rows.Err()
 }
 
 func unmarshalOpt[T any](ns sql.NullString, dst **T) error {
@@ -478,57 +490,48 @@ func unmarshalOpt[T any](ns sql.NullString, dst **T) error {
 // an unknown session.
 func (s *Store) ToolCalls(ctx context.Context, id string) ([]projection.ToolCallRecord, error) {
 	out := []projection.ToolCallRecord{}
-	err := s.readSession(ctx, "tool calls", id, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT call_id, name, arguments, turn, step_id, status, is_error, code,
-			has_result FROM tool_calls WHERE session_id = ? ORDER BY idx`, id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c projection.ToolCallRecord
-			var args sql.NullString
-			var status string
-			if err := rows.Scan(&c.CallID, &c.Name, &args, &c.Turn, &c.StepID, &status, &c.IsError, &c.Code,
-				&c.HasResult); err != nil {
-				return err
-			}
-			c.Status = projection.StepStatus(status)
-			if args.Valid {
-				c.Arguments = json.RawMessage(args.String)
-			}
-			out = append(out, c)
-		}
-		return rows.Err()
+	err := s.readSession(ctx, "tool calls", id, func(tx *sql.Tx) (err error) {
+		out, err = readToolCalls(ctx, tx, id, out)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// readToolCalls appends the session's tool calls rows to out, in order.
+func readToolCalls(ctx context.Context, q querier, id string, out []projection.ToolCallRecord) ([]projection.ToolCallRecord, error) {
+	rows, err := q.QueryContext(ctx, `SELECT call_id, name, arguments, turn, step_id, status, is_error, code,
+		has_result FROM tool_calls WHERE session_id = ? ORDER BY idx`, id)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c projection.ToolCallRecord
+		var args sql.NullString
+		var status string
+		if err := rows.Scan(&c.CallID, &c.Name, &args, &c.Turn, &c.StepID, &status, &c.IsError, &c.Code,
+			&c.HasResult); err != nil {
+			return out, err
+		}
+		c.Status = projection.StepStatus(status)
+		if args.Valid {
+			c.Arguments = json.RawMessage(args.String)
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // Artifacts returns the session's artifacts in order. ErrNotFound for an
 // unknown session.
 func (s *Store) Artifacts(ctx context.Context, id string) ([]projection.Artifact, error) {
 	out := []projection.Artifact{}
-	err := s.readSession(ctx, "artifacts", id, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, name, step_id, call_id, content_type, bucket, object, size,
-			sha256, seq FROM artifacts WHERE session_id = ? ORDER BY idx`, id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var a projection.Artifact
-			var seq int64
-			if err := rows.Scan(&a.ID, &a.Name, &a.StepID, &a.CallID, &a.ContentType, &a.Ref.Bucket,
-				&a.Ref.Object, &a.Ref.Size, &a.Ref.SHA256, &seq); err != nil {
-				return err
-			}
-			a.Seq = uint64(seq)
-			out = append(out, a)
-		}
-		return rows.Err()
+	err := s.readSession(ctx, "artifacts", id, func(tx *sql.Tx) (err error) {
+		out, err = readArtifacts(ctx, tx, id, out)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -536,32 +539,59 @@ func (s *Store) Artifacts(ctx context.Context, id string) ([]projection.Artifact
 	return out, nil
 }
 
+// readArtifacts appends the session's artifacts rows to out, in order.
+func readArtifacts(ctx context.Context, q querier, id string, out []projection.Artifact) ([]projection.Artifact, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, name, step_id, call_id, content_type, bucket, object, size,
+		sha256, seq FROM artifacts WHERE session_id = ? ORDER BY idx`, id)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a projection.Artifact
+		var seq int64
+		if err := rows.Scan(&a.ID, &a.Name, &a.StepID, &a.CallID, &a.ContentType, &a.Ref.Bucket,
+			&a.Ref.Object, &a.Ref.Size, &a.Ref.SHA256, &seq); err != nil {
+			return out, err
+		}
+		a.Seq = uint64(seq)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
 // Checkpoints returns the session's checkpoints in order. ErrNotFound for an
 // unknown session.
 func (s *Store) Checkpoints(ctx context.Context, id string) ([]projection.Checkpoint, error) {
 	out := []projection.Checkpoint{}
-	err := s.readSession(ctx, "checkpoints", id, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT id, up_to_seq, bucket, key, events, seq
-			FROM checkpoints WHERE session_id = ? ORDER BY idx`, id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var c projection.Checkpoint
-			var upTo, seq int64
-			if err := rows.Scan(&c.ID, &upTo, &c.Bucket, &c.Key, &c.Events, &seq); err != nil {
-				return err
-			}
-			c.UpToSeq, c.Seq = uint64(upTo), uint64(seq)
-			out = append(out, c)
-		}
-		return rows.Err()
+	err := s.readSession(ctx, "checkpoints", id, func(tx *sql.Tx) (err error) {
+		out, err = readCheckpoints(ctx, tx, id, out)
+		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// readCheckpoints appends the session's checkpoints rows to out, in order.
+func readCheckpoints(ctx context.Context, q querier, id string, out []projection.Checkpoint) ([]projection.Checkpoint, error) {
+	rows, err := q.QueryContext(ctx, `SELECT id, up_to_seq, bucket, key, events, seq
+		FROM checkpoints WHERE session_id = ? ORDER BY idx`, id)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c projection.Checkpoint
+		var upTo, seq int64
+		if err := rows.Scan(&c.ID, &upTo, &c.Bucket, &c.Key, &c.Events, &seq); err != nil {
+			return out, err
+		}
+		c.UpToSeq, c.Seq = uint64(upTo), uint64(seq)
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // scanEvent reads a row of the tail into e.
@@ -604,15 +634,20 @@ func (s *Store) loadState(ctx context.Context, q querier, id string) (projection
 		return st, 0, 0, err
 	}
 	var snap string
+	var sn snapshot
 	err = q.QueryRowContext(ctx, `SELECT state FROM snapshots WHERE session_id = ?`, id).Scan(&snap)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return st, 0, 0, err
-	case json.Unmarshal([]byte(snap), &st) != nil:
+	case json.Unmarshal([]byte(snap), &sn) != nil:
 		// A snapshot this build cannot read: the tail alone cannot rebuild the
 		// session. Delete the read model to rebuild it from the log.
 		return st, 0, 0, fmt.Errorf("the snapshot of session %q is not readable: delete the read model (%s) to rebuild it from the log", id, s.path)
+	default:
+		if st, err = sn.state(ctx, q, id); err != nil {
+			return st, 0, 0, fmt.Errorf("the snapshot of session %q: its rows: %w", id, err)
+		}
 	}
 	rows, err := q.QueryContext(ctx, `SELECT seq, idx, session_id, type, time, epoch, data FROM tail
 		WHERE session_id = ? ORDER BY seq, idx`, id)

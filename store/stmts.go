@@ -12,10 +12,10 @@ import (
 // thousands of times per second and parsing SQL would dominate.
 type stmts struct {
 	insertTail, insertTailChunk, pruneTail, upsertRejection *sql.Stmt
-	upsertSnapshot, deleteLabels, insertLabel               *sql.Stmt
+	deleteLabels, insertLabel                               *sql.Stmt
 	deleteMessages, deleteSteps, deleteCalls                *sql.Stmt
 	// The upserts of n rows at once (rowsOf), at index n, 1 to rowChunk.
-	upsertSessions, upsertMessages, upsertSteps, upsertCalls, upsertPositions []*sql.Stmt
+	upsertSessions, upsertMessages, upsertSteps, upsertCalls, upsertPositions, upsertSnapshots []*sql.Stmt
 	upsertArtifact, deleteArtifacts                                           *sql.Stmt
 	upsertCheckpoint, deleteCheckpoints                                       *sql.Stmt
 	all                                                                       []*sql.Stmt
@@ -32,8 +32,6 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.pruneTail, `DELETE FROM tail WHERE session_id = ? AND seq <= ?`},
 		{&s.upsertRejection, `INSERT INTO rejections (session_id, count, last_error) VALUES (?, 1, ?)
 			ON CONFLICT (session_id) DO UPDATE SET count = rejections.count + 1, last_error = excluded.last_error`},
-		{&s.upsertSnapshot, `INSERT INTO snapshots (session_id, seq, state) VALUES (?, ?, ?)
-			ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, state = excluded.state`},
 		{&s.deleteLabels, `DELETE FROM session_labels WHERE session_id = ?`},
 		{&s.insertLabel, `INSERT INTO session_labels (session_id, key, value) VALUES (?, ?, ?)`},
 		{&s.deleteMessages, `DELETE FROM messages WHERE session_id = ? AND idx >= ?`},
@@ -63,6 +61,7 @@ func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.upsertSteps, stepUpsert},
 		{&s.upsertCalls, callUpsert},
 		{&s.upsertPositions, positionUpsert},
+		{&s.upsertSnapshots, snapshotUpsert},
 	} {
 		*p.dst = make([]*sql.Stmt, rowChunk+1)
 		for n := 1; n <= rowChunk; n++ {
@@ -129,6 +128,8 @@ const (
 				turn_time_ms = excluded.turn_time_ms, time_ms = excluded.time_ms,
 				turn_running_since = excluded.turn_running_since, parent = excluded.parent,
 				parent_session = excluded.parent_session, definitions = excluded.definitions`
+	snapshotUpsert = `INSERT INTO snapshots (session_id, seq, state) VALUES (?, ?, ?)
+			ON CONFLICT (session_id) DO UPDATE SET seq = excluded.seq, state = excluded.state`
 	positionUpsert = `INSERT INTO positions (consumer, shard, seq) VALUES (?, ?, ?)
 			ON CONFLICT (consumer, shard) DO UPDATE SET seq = max(positions.seq, excluded.seq)`
 	messageUpsert = `INSERT INTO messages (session_id, idx, role, content, tool_calls, tool_call_id, name, is_error, summary)

@@ -64,16 +64,11 @@ type Options struct {
 	Shards int
 	// CacheSize is how many folded session states Apply keeps in memory, least
 	// recently used out first. A session missing from the cache is loaded from its
-	// snapshot and the tail of its events, so this only bounds memory and speed:
+	// snapshot and its rows, so this only bounds memory and speed:
 	// set it above the number of sessions active at once. Default 2048 (a few
 	// kilobytes to a few hundred each, by the length of their histories).
 	// SQLite's page cache of the writer follows it (PageCacheKB).
 	CacheSize int
-	// SnapshotEvery is the fewest events between two snapshots of a session's
-	// state. The gap also grows with the session (a quarter of its events), so
-	// that rewriting snapshots costs amortised O(1) per event.
-	// Default 128.
-	SnapshotEvery int
 	// Readers is the size of the read connection pool. Default 4.
 	Readers int
 	// DeferCheck leaves SQLite's integrity check out of Open, unless a
@@ -115,9 +110,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.CacheSize <= 0 {
 		o.CacheSize = 2048
-	}
-	if o.SnapshotEvery <= 0 {
-		o.SnapshotEvery = 128
 	}
 	if o.Readers <= 0 {
 		o.Readers = 4

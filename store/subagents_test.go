@@ -59,7 +59,7 @@ func family(t testing.TB) []event.Event {
 func TestRowsLinkSubAgents(t *testing.T) {
 	ctx := context.Background()
 	evs := family(t)
-	s := openTest(t, Options{CacheSize: 1, SnapshotEvery: 3})
+	s := openTest(t, Options{CacheSize: 1})
 	apply(t, s, evs, 5)
 	checkEquivalent(t, s, evs)
 

@@ -20,8 +20,8 @@ type entry struct {
 	id string
 	st projection.State
 
-	rejected   int // events of this session consumed but not folded
-	tailed     bool // the table tail may hold rows of the session (writeSnapshot prunes them)
+	rejected int  // events of this session consumed but not folded
+	tailed   bool // the table tail may hold rows of the session (writeSnapshot prunes them)
 
 	msgs   []llm.Message
 	steps  []projection.Step

@@ -16,9 +16,9 @@ type stmts struct {
 	deleteMessages, deleteSteps, deleteCalls                *sql.Stmt
 	// The upserts of n rows at once (rowsOf), at index n, 1 to rowChunk.
 	upsertSessions, upsertMessages, upsertSteps, upsertCalls, upsertPositions, upsertSnapshots []*sql.Stmt
-	upsertArtifact, deleteArtifacts                                           *sql.Stmt
-	upsertCheckpoint, deleteCheckpoints                                       *sql.Stmt
-	all                                                                       []*sql.Stmt
+	upsertArtifact, deleteArtifacts                                                            *sql.Stmt
+	upsertCheckpoint, deleteCheckpoints                                                        *sql.Stmt
+	all                                                                                        []*sql.Stmt
 }
 
 func prepare(ctx context.Context, db *sql.DB) (*stmts, error) {

@@ -3,8 +3,10 @@ package bus
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/bus/bustest"
@@ -194,5 +196,61 @@ func TestConfigValidate(t *testing.T) {
 	ext.URL, ext.DataDir, ext.Replicas = "nats://127.0.0.1:4222", "", 3
 	if err := ext.Validate(); err != nil {
 		t.Errorf("external R3: %v", err)
+	}
+}
+
+// TestSetupReplacesInputConsumersKeptOnFile: the partitions' consumers an
+// older version set up with their state on file are made again with it in
+// memory (the server cannot change that of a consumer); the inputs waiting
+// stay in TAH_IN, and one delivered and not acknowledged is delivered again
+// to the new consumer.
+func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
+	srv := bustest.Server(t)
+	b1 := connected(t, srv.ClientURL())
+	for p := range b1.cfg.Partitions { // as an older version set them up
+		old := b1.inputConsumerConfig(p)
+		old.MemoryStorage = false
+		if err := b1.in.DeleteConsumer(ctxT(t), old.Durable); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b1.in.CreateConsumer(ctxT(t), old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held := &inbox{} // delivers, never acknowledges
+	c, err := b1.ConsumeInputs(ctxT(t), held.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b1.PublishInput(ctxT(t), "s_held", wire.Input{ID: "in_held", Command: wire.CommandRun, Text: "held"}); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 30*time.Second, "the first input delivered", func() bool { return held.len() == 1 })
+	c.Stop()
+	if _, err := b1.PublishInput(ctxT(t), "s_waiting", wire.Input{ID: "in_waiting", Command: wire.CommandRun, Text: "waiting"}); err != nil {
+		t.Fatal(err)
+	}
+
+	b2 := connected(t, srv.ClientURL()) // this version's setup
+	for p := range b2.cfg.Partitions {
+		c, err := b2.in.Consumer(ctxT(t), wire.PartitionConsumer(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.CachedInfo().Config.MemoryStorage {
+			t.Errorf("consumer %d keeps its state on file", p)
+		}
+	}
+	got := &inbox{ack: true}
+	c2, err := b2.ConsumeInputs(ctxT(t), got.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Stop()
+	bustest.Eventually(t, 30*time.Second, "both inputs delivered", func() bool { return got.len() == 2 })
+	ids := []string{got.get()[0].ID, got.get()[1].ID}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"in_held", "in_waiting"}) {
+		t.Fatalf("delivered %v", ids)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/bus/bustest"
+	"github.com/tah-dev/tah/tahtest/natstest"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -199,14 +200,18 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestSetupReplacesInputConsumersKeptOnFile: the partitions' consumers an
-// older version set up with their state on file are made again with it in
-// memory (the server cannot change that of a consumer); the inputs waiting
-// stay in TAH_IN, and one delivered and not acknowledged is delivered again
-// to the new consumer.
+// TestSetupReplacesInputConsumersKeptOnFile: at R3 the partitions' consumers
+// an older version set up with their state on file are made again with it
+// in memory (the server cannot change that of a consumer); the inputs
+// waiting stay in TAH_IN, and one delivered and not acknowledged is
+// delivered again to the new consumer.
 func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
-	srv := bustest.Server(t)
-	b1 := connected(t, srv.ClientURL())
+	if testing.Short() {
+		t.Skip("three-server cluster: not in -short")
+	}
+	c := natstest.Start(t, 3)
+	r3 := func(cfg *Config) { cfg.Replicas, cfg.Partitions = 3, 2 }
+	b1 := connected(t, c.URLs(), r3)
 	for p := range b1.cfg.Partitions { // as an older version set them up
 		old := b1.inputConsumerConfig(p)
 		old.MemoryStorage = false
@@ -218,7 +223,7 @@ func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
 		}
 	}
 	held := &inbox{} // delivers, never acknowledges
-	c, err := b1.ConsumeInputs(ctxT(t), held.handle)
+	hc, err := b1.ConsumeInputs(ctxT(t), held.handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,18 +231,18 @@ func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 30*time.Second, "the first input delivered", func() bool { return held.len() == 1 })
-	c.Stop()
+	hc.Stop()
 	if _, err := b1.PublishInput(ctxT(t), "s_waiting", wire.Input{ID: "in_waiting", Command: wire.CommandRun, Text: "waiting"}); err != nil {
 		t.Fatal(err)
 	}
 
-	b2 := connected(t, srv.ClientURL()) // this version's setup
+	b2 := connected(t, c.URLs(), r3) // this version's setup
 	for p := range b2.cfg.Partitions {
-		c, err := b2.in.Consumer(ctxT(t), wire.PartitionConsumer(p))
+		pc, err := b2.in.Consumer(ctxT(t), wire.PartitionConsumer(p))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !c.CachedInfo().Config.MemoryStorage {
+		if !pc.CachedInfo().Config.MemoryStorage {
 			t.Errorf("consumer %d keeps its state on file", p)
 		}
 	}

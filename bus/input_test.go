@@ -384,3 +384,53 @@ func TestPinnedPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestInputsNotAcknowledgedOutliveARestart: after a restart of the embedded
+// server the inputs not acknowledged are delivered again, those
+// acknowledged never (the work queue let them go).
+func TestInputsNotAcknowledgedOutliveARestart(t *testing.T) {
+	cfg := testConfig(t)
+	b := open(t, cfg)
+	held := &inbox{}
+	c, err := b.ConsumeInputs(ctxT(t), held.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"in_1", "in_2"} {
+		if _, err := b.PublishInput(ctxT(t), "s_x", wire.Input{ID: id, Command: wire.CommandRun, Text: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bustest.Eventually(t, 30*time.Second, "both delivered", func() bool { return held.len() == 2 })
+	if err := held.get()[0].Ack(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop()
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	b = open(t, cfg)
+	got := &inbox{ack: true}
+	c, err = b.ConsumeInputs(ctxT(t), got.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if _, err := b.PublishInput(ctxT(t), "s_x", wire.Input{ID: "in_3", Command: wire.CommandRun, Text: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	// One session's inputs are one partition's, delivered in order: once in_3
+	// is in, whatever came before it is.
+	bustest.Eventually(t, 30*time.Second, "the input after the restart delivered", func() bool {
+		ms := got.get()
+		return len(ms) > 0 && ms[len(ms)-1].ID == "in_3"
+	})
+	var ids []string
+	for _, m := range got.get() {
+		ids = append(ids, m.ID)
+	}
+	if !slices.Equal(ids, []string{"in_2", "in_3"}) {
+		t.Fatalf("delivered after the restart: %v, want in_2 (not acknowledged) and in_3", ids)
+	}
+}

@@ -232,7 +232,7 @@ func TestBrowserSteer(t *testing.T) {
 			document.querySelector("#turn-1 .step.llm:last-child .md")?.textContent.includes("Steered: also check the tests") &&
 			document.querySelectorAll("#timeline > li.block").length === 1 && !document.querySelector("#turn-2") &&
 			document.querySelector("#turn-1 > .input").textContent === "User: a long task" &&
-			document.querySelector("#steer").disabled && document.querySelector("#interrupt").disabled
+			document.querySelector("#steer")?.disabled === true && document.querySelector("#interrupt")?.disabled === true
 	})()`
 	wait("the steer shows inside turn 1, which completes with its answer", steered)
 	shot("steer.png")
@@ -244,7 +244,7 @@ func TestBrowserSteer(t *testing.T) {
 
 	do("another long task", chromedp.SendKeys("#text", "another long task"), chromedp.Submit("#text"))
 	model.wait(t, "another long task")
-	wait("turn 2 runs", `document.querySelector("#turn-2 h2 .badge")?.textContent === "running" && !document.querySelector("#interrupt").disabled`)
+	wait("turn 2 runs", `document.querySelector("#turn-2 h2 .badge")?.textContent === "running" && document.querySelector("#interrupt")?.disabled === false`)
 	do("an interrupt", chromedp.SendKeys("#text", "do this instead"), chromedp.Click("#interrupt"))
 	wait("turn 2 is cancelled by it, and turn 3 answers it", `(() => {
 		const out = document.querySelector("#turn-2 > .outcome")?.textContent || "";

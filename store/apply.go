@@ -338,7 +338,7 @@ func (b *batch) unreadable(ent *entry, e event.Event) error {
 func (b *batch) fault(ent *entry, f *projection.Fault) {
 	if ent.st.Fault == nil && ent.st.ID != "" {
 		ent.st.SetFault(f)
-		ent.newFault, ent.dirty = true, true
+		ent.dirty = true
 	}
 }
 
@@ -616,7 +616,6 @@ func (b *batch) writeSnapshot(e *entry) error {
 	if !b.snapshotNow(e) {
 		return nil
 	}
-	e.newFault = false
 	st := &e.st
 	// Encoded into the store's buffer (Apply holds s.mu), which keeps the
 	// size of the largest snapshot.

@@ -34,9 +34,6 @@ type entry struct {
 	// below it, the state's slices equal their shadows (see bounds.go).
 	msgFrom, stepFrom, callFrom int
 	dirty                       bool // the row needs writing
-	// newFault: the state's Fault was set by the current batch, and is in no
-	// snapshot yet.
-	newFault bool
 	// rowCodec keeps the JSON of the session row's configuration and labels
 	// with the values it encodes (writeSession).
 	rowCodec struct {

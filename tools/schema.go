@@ -42,13 +42,13 @@ func CompileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = anyObject
 	}
-	key := string(raw)
 	compiled.Lock()
-	s, ok := compiled.m[key]
+	s, ok := compiled.m[string(raw)] // no copy of raw made for the lookup
 	compiled.Unlock()
 	if ok {
 		return s, nil
 	}
+	key := string(raw)
 	s, err := compileSchema(raw)
 	if err != nil {
 		return nil, err

@@ -44,6 +44,7 @@ func (s *stream) emit(d llm.Delta) {
 // broken connection (io.ErrUnexpectedEOF).
 func (s *stream) read(body io.Reader) error {
 	sse := httpx.NewSSEReader(body)
+	defer sse.Close()
 	for {
 		ev, err := sse.Next()
 		if errors.Is(err, io.EOF) {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +21,7 @@ import (
 func readAll(t *testing.T, in string) ([]Event, error) {
 	t.Helper()
 	r := NewSSEReader(strings.NewReader(in))
+	defer r.Close()
 	var out []Event
 	for {
 		ev, err := r.Next()
@@ -79,6 +82,38 @@ func TestSSEReaderLongLine(t *testing.T) {
 	_, err = readAll(t, "data: "+strings.Repeat("x", MaxEventLine+1)+"\n\n")
 	if !errors.Is(err, ErrLineTooLong) {
 		t.Fatalf("over-long line: error = %v, want ErrLineTooLong", err)
+	}
+}
+
+// TestSSEReaderClosed: a closed reader's buffer serves the next ones (from
+// many goroutines at once), none sees another's bytes, and the closed one
+// reads nothing more.
+func TestSSEReaderClosed(t *testing.T) {
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				want := fmt.Sprintf("%d-%d-%s", g, i, strings.Repeat("y", i*1500)) // some beyond a buffer
+				r := NewSSEReader(strings.NewReader("data: " + want + "\n\n"))
+				ev, err := r.Next()
+				if err != nil || ev.Data != want {
+					errs <- fmt.Errorf("reader %d/%d: %q, %v", g, i, ev.Data[:min(len(ev.Data), 20)], err)
+					return
+				}
+				r.Close()
+				if _, err := r.Next(); !errors.Is(err, io.EOF) {
+					errs <- fmt.Errorf("a closed reader: %v, want io.EOF", err)
+					return
+				}
+				r.Close() // twice: nothing
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 

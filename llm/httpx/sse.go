@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 )
 
 // MaxEventLine is the longest line an SSEReader accepts.
@@ -29,14 +30,39 @@ type SSEReader struct {
 	r *bufio.Reader
 }
 
-// NewSSEReader reads events from r.
+// sseBufSize is the buffer of an SSEReader: a line longer than it is read in
+// pieces (readLine), so it bounds nothing but the reads' size.
+const sseBufSize = 64 << 10
+
+// sseBufs keeps the buffers of closed SSEReaders: a model's answer is one
+// stream, and a buffer made for each was, zeroed and collected, 5% of a
+// node's CPU under load (row 9 of make bench, perf).
+var sseBufs = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, sseBufSize) }}
+
+// NewSSEReader reads events from r. Close gives its buffer back.
 func NewSSEReader(r io.Reader) *SSEReader {
-	return &SSEReader{r: bufio.NewReaderSize(r, 64<<10)}
+	br := sseBufs.Get().(*bufio.Reader)
+	br.Reset(r)
+	return &SSEReader{r: br}
+}
+
+// Close ends the reader's use of its buffer, for another SSEReader to take:
+// after Close, Next returns io.EOF. It does not close the stream read.
+func (s *SSEReader) Close() {
+	if s.r == nil {
+		return
+	}
+	s.r.Reset(nil) // holds nothing of the stream
+	sseBufs.Put(s.r)
+	s.r = nil
 }
 
 // Next returns the next event. It returns io.EOF when the stream ends cleanly
 // between events, and io.ErrUnexpectedEOF when it ends inside one.
 func (s *SSEReader) Next() (Event, error) {
+	if s.r == nil {
+		return Event{}, io.EOF // closed
+	}
 	var (
 		ev      Event
 		data    strings.Builder
@@ -83,6 +109,9 @@ func (s *SSEReader) readLine() (string, error) {
 	var buf []byte
 	for {
 		chunk, err := s.r.ReadSlice('\n')
+		if err == nil && buf == nil { // the whole line in the buffer: one copy
+			return string(trimLineEnd(chunk)), nil
+		}
 		if len(buf)+len(chunk) > MaxEventLine {
 			return "", ErrLineTooLong
 		}
@@ -98,9 +127,14 @@ func (s *SSEReader) readLine() (string, error) {
 		}
 		break
 	}
-	buf = buf[:len(buf)-1]
-	if n := len(buf); n > 0 && buf[n-1] == '\r' {
-		buf = buf[:n-1]
+	return string(trimLineEnd(buf)), nil
+}
+
+// trimLineEnd drops a line's LF and the CR before it, if any.
+func trimLineEnd(line []byte) []byte {
+	line = line[:len(line)-1]
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		line = line[:n-1]
 	}
-	return string(buf), nil
+	return line
 }

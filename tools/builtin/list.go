@@ -49,25 +49,27 @@ func (t *ListFilesTool) Description() string {
 
 func (t *ListFilesTool) Schema() json.RawMessage {
 	l := t.Limits.withDefaults()
-	return mustJSON(map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"path": map[string]any{
-				"type":        "string",
-				"description": "Directory to list, relative to the project root. Default: the root (\".\").",
+	return memo(describedKey{"list_files", "schema", l}, func() json.RawMessage {
+		return mustJSON(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"path": map[string]any{
+					"type":        "string",
+					"description": "Directory to list, relative to the project root. Default: the root (\".\").",
+				},
+				"recursive": map[string]any{
+					"type":        "boolean",
+					"description": fmt.Sprintf("List subdirectories too, depth first, down to %d levels. Default: false.", l.MaxDepth),
+				},
+				"max_entries": map[string]any{
+					"type":        "integer",
+					"minimum":     1,
+					"maximum":     l.MaxEntries,
+					"description": fmt.Sprintf("Most entries to return. Default and maximum: %d.", l.MaxEntries),
+				},
 			},
-			"recursive": map[string]any{
-				"type":        "boolean",
-				"description": fmt.Sprintf("List subdirectories too, depth first, down to %d levels. Default: false.", l.MaxDepth),
-			},
-			"max_entries": map[string]any{
-				"type":        "integer",
-				"minimum":     1,
-				"maximum":     l.MaxEntries,
-				"description": fmt.Sprintf("Most entries to return. Default and maximum: %d.", l.MaxEntries),
-			},
-		},
-		"additionalProperties": false,
+			"additionalProperties": false,
+		})
 	})
 }
 

@@ -41,38 +41,42 @@ func (t *ReadFileTool) Name() string     { return "read_file" }
 func (t *ReadFileTool) Idempotent() bool { return true }
 func (t *ReadFileTool) Description() string {
 	l := t.Limits.withDefaults()
-	return fmt.Sprintf("Read a text file of the project. Paths are relative to the project root. "+
-		"Returns at most %d lines and %d bytes at a time; a longer file ends with a note that says which offset to continue from. "+
-		"Binary files are described, not shown.", l.MaxLines, l.MaxBytes)
+	return memo(describedKey{"read_file", "description", l}, func() string {
+		return fmt.Sprintf("Read a text file of the project. Paths are relative to the project root. "+
+			"Returns at most %d lines and %d bytes at a time; a longer file ends with a note that says which offset to continue from. "+
+			"Binary files are described, not shown.", l.MaxLines, l.MaxBytes)
+	})
 }
 
 func (t *ReadFileTool) Schema() json.RawMessage {
 	l := t.Limits.withDefaults()
-	return mustJSON(map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"path": map[string]any{
-				"type":        "string",
-				"description": "File to read, relative to the project root.",
+	return memo(describedKey{"read_file", "schema", l}, func() json.RawMessage {
+		return mustJSON(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"path": map[string]any{
+					"type":        "string",
+					"description": "File to read, relative to the project root.",
+				},
+				"offset": map[string]any{
+					"type":        "integer",
+					"minimum":     0,
+					"description": "With unit \"lines\": how many lines to skip. With unit \"bytes\": the byte offset to start at. Default: 0.",
+				},
+				"limit": map[string]any{
+					"type":        "integer",
+					"minimum":     1,
+					"description": fmt.Sprintf("Most lines (or bytes) to return. Default and maximum: %d lines, %d bytes.", l.MaxLines, l.MaxBytes),
+				},
+				"unit": map[string]any{
+					"type":        "string",
+					"enum":        []string{"lines", "bytes"},
+					"description": "What offset and limit count. Default: \"lines\".",
+				},
 			},
-			"offset": map[string]any{
-				"type":        "integer",
-				"minimum":     0,
-				"description": "With unit \"lines\": how many lines to skip. With unit \"bytes\": the byte offset to start at. Default: 0.",
-			},
-			"limit": map[string]any{
-				"type":        "integer",
-				"minimum":     1,
-				"description": fmt.Sprintf("Most lines (or bytes) to return. Default and maximum: %d lines, %d bytes.", l.MaxLines, l.MaxBytes),
-			},
-			"unit": map[string]any{
-				"type":        "string",
-				"enum":        []string{"lines", "bytes"},
-				"description": "What offset and limit count. Default: \"lines\".",
-			},
-		},
-		"required":             []string{"path"},
-		"additionalProperties": false,
+			"required":             []string{"path"},
+			"additionalProperties": false,
+		})
 	})
 }
 

@@ -50,21 +50,23 @@ func (t *WriteFileTool) Description() string {
 
 func (t *WriteFileTool) Schema() json.RawMessage {
 	l := t.Limits.withDefaults()
-	return mustJSON(map[string]any{
-		"type": "object",
-		"properties": map[string]any{
-			"path": map[string]any{
-				"type":        "string",
-				"description": "File to write, relative to the project root.",
+	return memo(describedKey{"write_file", "schema", l}, func() json.RawMessage {
+		return mustJSON(map[string]any{
+			"type": "object",
+			"properties": map[string]any{
+				"path": map[string]any{
+					"type":        "string",
+					"description": "File to write, relative to the project root.",
+				},
+				"content": map[string]any{
+					"type":        "string",
+					"maxLength":   l.MaxWriteBytes,
+					"description": fmt.Sprintf("The whole new content of the file, at most %d bytes.", l.MaxWriteBytes),
+				},
 			},
-			"content": map[string]any{
-				"type":        "string",
-				"maxLength":   l.MaxWriteBytes,
-				"description": fmt.Sprintf("The whole new content of the file, at most %d bytes.", l.MaxWriteBytes),
-			},
-		},
-		"required":             []string{"path", "content"},
-		"additionalProperties": false,
+			"required":             []string{"path", "content"},
+			"additionalProperties": false,
+		})
 	})
 }
 

@@ -163,6 +163,11 @@ type InputConsumer struct {
 	mu      sync.Mutex
 	parts   map[int]*partitionPull
 	stopped bool
+
+	// look asks heal to look at a partition whose pulls report trouble
+	// (lookAt); heal ends with ctx, healed is closed then.
+	look   chan int
+	healed chan struct{}
 }
 
 type partitionPull struct {
@@ -203,11 +208,13 @@ func (b *Bus) ConsumeInputs(ctx context.Context, h InputHandler, partitions ...i
 // NewInputConsumer returns a consumer that pulls no partition yet: Add them.
 func (b *Bus) NewInputConsumer(h InputHandler) (*InputConsumer, error) {
 	cctx, cancel := context.WithCancel(context.Background())
-	c := &InputConsumer{b: b, h: h, ctx: cctx, cancel: cancel, parts: map[int]*partitionPull{}}
+	c := &InputConsumer{b: b, h: h, ctx: cctx, cancel: cancel, parts: map[int]*partitionPull{},
+		look: make(chan int, b.cfg.Partitions), healed: make(chan struct{})}
 	if err := b.track(c); err != nil {
 		cancel()
 		return nil, err
 	}
+	go c.heal()
 	return c, nil
 }
 
@@ -231,12 +238,7 @@ func (c *InputConsumer) Add(ctx context.Context, p int) error {
 	cons, err := c.b.in.Consumer(ctx, pp.name)
 	if err == nil {
 		pp.mu.Lock()
-		pp.cc, err = cons.Consume(func(m jetstream.Msg) { c.deliver(pp, m) },
-			jetstream.PullPriorityGroup(wire.InputGroup),
-			jetstream.PullExpiry(max(c.b.cfg.InputPinnedTTL/3, time.Second)),
-			jetstream.PullMaxMessages(min(100, c.b.cfg.InputMaxAckPending)),
-			jetstream.ConsumeErrHandler(func(jetstream.ConsumeContext, error) {}),
-		)
+		err = c.consume(pp, cons)
 		pp.mu.Unlock()
 	}
 	if err != nil {
@@ -244,6 +246,124 @@ func (c *InputConsumer) Add(ctx context.Context, p int) error {
 	}
 	c.parts[p] = pp
 	return nil
+}
+
+// consume starts pulling pp through cons (pp.mu held).
+func (c *InputConsumer) consume(pp *partitionPull, cons jetstream.Consumer) error {
+	cc, err := cons.Consume(func(m jetstream.Msg) { c.deliver(pp, m) },
+		jetstream.PullPriorityGroup(wire.InputGroup),
+		jetstream.PullExpiry(max(c.b.cfg.InputPinnedTTL/3, time.Second)),
+		jetstream.PullMaxMessages(min(100, c.b.cfg.InputMaxAckPending)),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			// The consumer deleted (its pulls end), or pulls that nobody
+			// answers (no heartbeat; no responders: gone with a restart of
+			// JetStream, or not elected yet): heal looks.
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrNoHeartbeat) || errors.Is(err, nats.ErrNoResponders) {
+				c.lookAt(pp.p)
+			}
+		}),
+	)
+	if err != nil {
+		return err
+	}
+	pp.cc = cc
+	return nil
+}
+
+// Healing. A partition's durable consumer can go while it is pulled: an
+// operator (or a credential that may) deletes it; a server of its own (R1)
+// keeps a memory consumer nowhere across the restart of its JetStream after
+// a full disk; every replica of one restarts. Its pulls then end (deleted)
+// or go unanswered, and without a consumer the partition's inputs would
+// wait in TAH_IN for good. heal makes the consumer again (unless the
+// operator sets TAH up: Config.NoSetup, then it says so and looks again
+// later) and pulls it afresh. A consumer made again delivers the
+// partition's inputs not acknowledged from the start (TAH_IN is a work
+// queue: what it holds is what is left to do), as after an ack wait.
+const healEvery = time.Second // the least time between two looks at a partition
+
+// lookAt asks heal to look at partition p; it never blocks.
+func (c *InputConsumer) lookAt(p int) {
+	select {
+	case c.look <- p:
+	default: // a look is due already
+	}
+}
+
+// heal runs until the consumer stops, looking at the partitions lookAt
+// names, each at most once per healEvery.
+func (c *InputConsumer) heal() {
+	defer close(c.healed)
+	last := map[int]time.Time{}
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case p := <-c.look:
+			if wait := healEvery - time.Since(last[p]); wait > 0 {
+				select {
+				case <-c.ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
+			last[p] = time.Now()
+			if err := c.healPartition(p); err != nil && c.b.cfg.Logger != nil {
+				c.b.cfg.Logger.Warn("input partition: its consumer could not be made again; looking again", "partition", p, "err", err)
+				c.lookAt(p)
+			}
+		}
+	}
+}
+
+// healPartition makes partition p's consumer again if it is gone, and pulls
+// it afresh if it was gone or its pulls ended.
+func (c *InputConsumer) healPartition(p int) error {
+	c.mu.Lock()
+	pp := c.parts[p]
+	c.mu.Unlock()
+	if pp == nil {
+		return nil // removed meanwhile
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	cons, err := c.b.in.Consumer(ctx, pp.name)
+	gone := errors.Is(err, jetstream.ErrConsumerNotFound)
+	switch {
+	case gone && c.b.cfg.NoSetup:
+		return fmt.Errorf("consumer %s of %s is gone, and this node sets nothing up (run the setup): %w", pp.name, wire.InputStream, err)
+	case gone:
+		cons, err = c.b.in.CreateConsumer(ctx, c.b.inputConsumerConfig(p))
+		if errors.Is(err, jetstream.ErrConsumerExists) { // made meanwhile (another node), otherwise
+			cons, err = c.b.in.Consumer(ctx, pp.name)
+		}
+		if err != nil {
+			return fmt.Errorf("make consumer %s of %s again: %w", pp.name, wire.InputStream, err)
+		}
+		if c.b.cfg.Logger != nil {
+			c.b.cfg.Logger.Warn("input partition: its consumer was gone, made again", "partition", p, "consumer", pp.name)
+		}
+	case err != nil:
+		c.lookAt(p) // JetStream not answering (a leader election, a restart): look again
+		return nil
+	}
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.done {
+		return nil
+	}
+	if !gone && pp.cc != nil {
+		select {
+		case <-pp.cc.Closed():
+		default:
+			return nil // pulling: nothing to heal
+		}
+	}
+	if pp.cc != nil {
+		pp.cc.Stop()
+	}
+	pp.pinID = ""
+	return c.consume(pp, cons)
 }
 
 // Remove hands partitions over: it stops pulling them, waits until no
@@ -349,6 +469,7 @@ func (c *InputConsumer) stop() {
 		pp.stop()
 	}
 	c.cancel()
+	<-c.healed
 }
 
 // stop ends the pulls of pp and waits for a handler call in progress.

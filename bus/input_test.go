@@ -437,3 +437,69 @@ func TestInputsNotAcknowledgedOutliveARestart(t *testing.T) {
 		return err == nil && si.State.Msgs == 0
 	})
 }
+
+// TestInputConsumerMadeAgain: a partition's consumer deleted while it is
+// pulled, or lost with its JetStream (a memory consumer of a server of its
+// own, after the restart a full disk brings), is made again by the node
+// pulling it: the input held then (not acknowledged) comes again, the next
+// ones come, none is lost.
+func TestInputConsumerMadeAgain(t *testing.T) {
+	for name, lose := range map[string]func(t *testing.T, b *Bus){
+		"deleted": func(t *testing.T, b *Bus) {
+			if err := b.in.DeleteConsumer(ctxT(t), wire.PartitionConsumer(0)); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"JetStream restarted": func(t *testing.T, b *Bus) {
+			if err := b.watch.restart(); err != nil {
+				t.Fatal(err)
+			}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg := testConfig(t)
+			cfg.Partitions = 1
+			b := open(t, cfg)
+			got := &inbox{}
+			c, err := b.ConsumeInputs(ctxT(t), got.handle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Stop()
+			publish := func(id string) {
+				t.Helper()
+				if _, err := b.PublishInput(ctxT(t), "s_x", wire.Input{ID: id, Command: wire.CommandRun, Text: "x"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			publish("in_1")
+			publish("in_2")
+			bustest.Eventually(t, 30*time.Second, "in_1 and in_2 delivered", func() bool { return got.len() == 2 })
+			if err := got.get()[0].Ack(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			lose(t, b) // in_2 held, not acknowledged
+			publish("in_3")
+			ids := func() []string {
+				var out []string
+				for _, m := range got.get()[2:] {
+					if !slices.Contains(out, m.ID) {
+						out = append(out, m.ID)
+					}
+				}
+				slices.Sort(out)
+				return out
+			}
+			bustest.Eventually(t, 60*time.Second, "in_2 again and in_3", func() bool { return slices.Equal(ids(), []string{"in_2", "in_3"}) })
+			for _, m := range got.get()[2:] {
+				if err := m.Ack(ctxT(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bustest.Eventually(t, 30*time.Second, "TAH_IN empty", func() bool {
+				si, err := b.in.Info(ctxT(t))
+				return err == nil && si.State.Msgs == 0
+			})
+		})
+	}
+}

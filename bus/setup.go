@@ -425,22 +425,22 @@ func transformString(t *jetstream.SubjectTransformConfig) string {
 
 // inputConsumerConfig is the durable consumer of partition p.
 //
-// Replicated (Replicas > 1), its state (what it delivered, what is
-// acknowledged) is kept in memory (MemoryStorage) on each replica: TAH_IN is
-// a work queue, so an acknowledged input is gone from the stream and the
-// stream alone says what is left to do. A replica that restarts catches up
-// from the others; a consumer whose state was lost with every replica
-// starts again from the stream's first input, which is exactly the inputs
-// not acknowledged (delivered again, as after an ack wait), and the cluster's
-// meta layer keeps the consumer itself. On file each replica rewrote its
-// state file up to ten times a second under load (nats-server's consumer
-// flush): with 16 partitions at R3, 48 files, 8.6% of three nodes' CPU in
-// row 9 of make bench. A server of its own (R1) keeps a memory consumer
-// nowhere across a restart of its JetStream (a full disk's, bus/server.go):
-// there the state stays on file.
+// Its state (what it delivered, what is acknowledged) is kept in memory
+// (MemoryStorage): TAH_IN is a work queue, so an acknowledged input is gone
+// from the stream and the stream alone says what is left to do. On file,
+// nats-server rewrote each consumer's state file (a new file and a rename)
+// up to ten times a second under load: with 16 partitions, 8.6% of three
+// nodes' CPU at R3 and 8.7% of the node holding TAH_IN at R1 in row 9 of
+// make bench. Replicated, a replica that restarts catches up from the
+// others and the cluster's meta layer keeps the consumer. A consumer whose
+// state went with every replica, or with its server's JetStream (R1: a
+// restart, a full disk's, bus/server.go), starts again from the stream's
+// first input, which is exactly the inputs not acknowledged (delivered
+// again, as after an ack wait); a consumer gone altogether is made again by
+// the node pulling it (InputConsumer's heal) or its next setup.
 func (b *Bus) inputConsumerConfig(p int) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		MemoryStorage:  b.cfg.Replicas > 1,
+		MemoryStorage:  true,
 		Durable:        wire.PartitionConsumer(p),
 		Description:    fmt.Sprintf("TAH input partition %d", p),
 		FilterSubject:  wire.PartitionFilter(p),

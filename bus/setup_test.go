@@ -200,7 +200,7 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-// TestSetupReplacesInputConsumersKeptOnFile: at R3 the partitions' consumers
+// TestSetupReplacesInputConsumersKeptOnFile: the partitions' consumers (here at R3)
 // an older version set up with their state on file are made again with it
 // in memory (the server cannot change that of a consumer); the inputs
 // waiting stay in TAH_IN, and one delivered and not acknowledged is
@@ -258,4 +258,45 @@ func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
 	if !slices.Equal(ids, []string{"in_held", "in_waiting"}) {
 		t.Fatalf("delivered %v", ids)
 	}
+}
+
+// TestSetupReplacesInputConsumersKeptOnFileAtR1: a server of its own, as
+// an older version left it (the consumers' state on file), is set up with
+// them in memory, the input it held waiting delivered.
+func TestSetupReplacesInputConsumersKeptOnFileAtR1(t *testing.T) {
+	cfg := testConfig(t)
+	b := open(t, cfg)
+	for p := range cfg.Partitions {
+		old := b.inputConsumerConfig(p)
+		old.MemoryStorage = false
+		if err := b.in.DeleteConsumer(ctxT(t), old.Durable); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.in.CreateConsumer(ctxT(t), old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.PublishInput(ctxT(t), "s_waiting", wire.Input{ID: "in_waiting", Command: wire.CommandRun, Text: "waiting"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	b = open(t, cfg)
+	for p := range cfg.Partitions {
+		pc, err := b.in.Consumer(ctxT(t), wire.PartitionConsumer(p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pc.CachedInfo().Config.MemoryStorage {
+			t.Errorf("consumer %d keeps its state on file", p)
+		}
+	}
+	got := &inbox{ack: true}
+	c, err := b.ConsumeInputs(ctxT(t), got.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	bustest.Eventually(t, 30*time.Second, "the waiting input delivered", func() bool { return got.len() == 1 })
 }

@@ -291,16 +291,18 @@ func (c *InputConsumer) lookAt(p int) {
 }
 
 // heal runs until the consumer stops, looking at the partitions lookAt
-// names, each at most once per healEvery.
+// names, each at most once per healEvery, and after n failures in a row
+// once per healEvery<<n up to healEvery<<5 (half a minute: a consumer only
+// its operator's setup makes is not asked for, nor logged, every second).
 func (c *InputConsumer) heal() {
 	defer close(c.healed)
-	last := map[int]time.Time{}
+	last, fails := map[int]time.Time{}, map[int]int{}
 	for {
 		select {
 		case <-c.ctx.Done():
 			return
 		case p := <-c.look:
-			if wait := healEvery - time.Since(last[p]); wait > 0 {
+			if wait := healEvery<<min(fails[p], 5) - time.Since(last[p]); wait > 0 {
 				select {
 				case <-c.ctx.Done():
 					return
@@ -308,10 +310,16 @@ func (c *InputConsumer) heal() {
 				}
 			}
 			last[p] = time.Now()
-			if err := c.healPartition(p); err != nil && c.b.cfg.Logger != nil {
-				c.b.cfg.Logger.Warn("input partition: its consumer could not be made again; looking again", "partition", p, "err", err)
-				c.lookAt(p)
+			err := c.healPartition(p)
+			if err == nil {
+				fails[p] = 0
+				continue
 			}
+			fails[p]++
+			if c.b.cfg.Logger != nil {
+				c.b.cfg.Logger.Warn("input partition: its consumer could not be made again; looking again", "partition", p, "err", err, "in", healEvery<<min(fails[p], 5))
+			}
+			c.lookAt(p)
 		}
 	}
 }

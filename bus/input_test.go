@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/llm"
@@ -503,3 +505,53 @@ func TestInputConsumerMadeAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestInputConsumerGoneWithoutSetup: a node that sets nothing up (its
+// operator does) does not make a deleted consumer again, and pulls it again
+// once the setup has.
+func TestInputConsumerGoneWithoutSetup(t *testing.T) {
+	b := embedded(t, func(c *Config) { c.Partitions = 1 })
+	var logged struct {
+		sync.Mutex
+		strings.Builder
+	}
+	worker := connected(t, b.ClientURL(), func(c *Config) {
+		c.NoSetup, c.Partitions, c.CredsFile = true, 1, auth.NodeCredsPath(b.cfg.DataDir)
+		c.Logger = slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			logged.Lock()
+			defer logged.Unlock()
+			return logged.Write(p)
+		}), nil))
+	})
+	got := &inbox{ack: true}
+	c, err := worker.ConsumeInputs(ctxT(t), got.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if err := b.in.DeleteConsumer(ctxT(t), wire.PartitionConsumer(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PublishInput(ctxT(t), "s_x", wire.Input{ID: "in_1", Command: wire.CommandRun, Text: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	// The worker's heal looks, and says it cannot make the consumer: it
+	// stays gone.
+	bustest.Eventually(t, 30*time.Second, "the worker says the consumer is gone", func() bool {
+		logged.Lock()
+		defer logged.Unlock()
+		return strings.Contains(logged.String(), "run the setup")
+	})
+	if _, err := b.in.Consumer(ctxT(t), wire.PartitionConsumer(0)); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Fatalf("the consumer was made again by a node that sets nothing up: %v", err)
+	}
+	if err := b.ensureInputConsumers(ctxT(t)); err != nil { // the operator's setup
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 30*time.Second, "in_1 delivered to the worker", func() bool { return got.len() == 1 })
+}
+
+// writerFunc is an io.Writer of a function.
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -212,17 +212,8 @@ func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
 	c := natstest.Start(t, 3)
 	r3 := func(cfg *Config) { cfg.Replicas, cfg.Partitions = 3, 2 }
 	b1 := connected(t, c.URLs(), r3)
-	for p := range b1.cfg.Partitions { // as an older version set them up
-		old := b1.inputConsumerConfig(p)
-		old.MemoryStorage = false
-		if err := b1.in.DeleteConsumer(ctxT(t), old.Durable); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := b1.in.CreateConsumer(ctxT(t), old); err != nil {
-			t.Fatal(err)
-		}
-	}
-	held := &inbox{} // delivers, never acknowledges
+	keepInputConsumersOnFile(t, b1) // as an older version set them up
+	held := &inbox{}                // delivers, never acknowledges
 	hc, err := b1.ConsumeInputs(ctxT(t), held.handle)
 	if err != nil {
 		t.Fatal(err)
@@ -237,15 +228,7 @@ func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
 	}
 
 	b2 := connected(t, c.URLs(), r3) // this version's setup
-	for p := range b2.cfg.Partitions {
-		pc, err := b2.in.Consumer(ctxT(t), wire.PartitionConsumer(p))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !pc.CachedInfo().Config.MemoryStorage {
-			t.Errorf("consumer %d keeps its state on file", p)
-		}
-	}
+	inputConsumersInMemory(t, b2)
 	got := &inbox{ack: true}
 	c2, err := b2.ConsumeInputs(ctxT(t), got.handle)
 	if err != nil {
@@ -266,7 +249,29 @@ func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
 func TestSetupReplacesInputConsumersKeptOnFileAtR1(t *testing.T) {
 	cfg := testConfig(t)
 	b := open(t, cfg)
-	for p := range cfg.Partitions {
+	keepInputConsumersOnFile(t, b)
+	if _, err := b.PublishInput(ctxT(t), "s_waiting", wire.Input{ID: "in_waiting", Command: wire.CommandRun, Text: "waiting"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	b = open(t, cfg)
+	inputConsumersInMemory(t, b)
+	got := &inbox{ack: true}
+	c, err := b.ConsumeInputs(ctxT(t), got.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	bustest.Eventually(t, 30*time.Second, "the waiting input delivered", func() bool { return got.len() == 1 })
+}
+
+// keepInputConsumersOnFile makes b's partitions' consumers again as an
+// older version set them up: their state on file.
+func keepInputConsumersOnFile(t *testing.T, b *Bus) {
+	t.Helper()
+	for p := range b.cfg.Partitions {
 		old := b.inputConsumerConfig(p)
 		old.MemoryStorage = false
 		if err := b.in.DeleteConsumer(ctxT(t), old.Durable); err != nil {
@@ -276,14 +281,13 @@ func TestSetupReplacesInputConsumersKeptOnFileAtR1(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.PublishInput(ctxT(t), "s_waiting", wire.Input{ID: "in_waiting", Command: wire.CommandRun, Text: "waiting"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	b = open(t, cfg)
-	for p := range cfg.Partitions {
+}
+
+// inputConsumersInMemory checks that b's partitions' consumers keep their
+// state in memory.
+func inputConsumersInMemory(t *testing.T, b *Bus) {
+	t.Helper()
+	for p := range b.cfg.Partitions {
 		pc, err := b.in.Consumer(ctxT(t), wire.PartitionConsumer(p))
 		if err != nil {
 			t.Fatal(err)
@@ -292,11 +296,4 @@ func TestSetupReplacesInputConsumersKeptOnFileAtR1(t *testing.T) {
 			t.Errorf("consumer %d keeps its state on file", p)
 		}
 	}
-	got := &inbox{ack: true}
-	c, err := b.ConsumeInputs(ctxT(t), got.handle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Stop()
-	bustest.Eventually(t, 30*time.Second, "the waiting input delivered", func() bool { return got.len() == 1 })
 }

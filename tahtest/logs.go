@@ -26,8 +26,10 @@ func (c *Cluster) checkLogs() {
 			}
 			s := string(b)
 			for _, bad := range badLines {
-				if strings.Contains(s, bad) {
-					c.tb.Errorf("tahtest: %s (run %d): %q in its log %s", c.ID(i), run+1, bad, path)
+				if at := strings.Index(s, bad); at >= 0 {
+					// The report itself, for a harness that does not print the
+					// log below (and removes it with its temporary directory).
+					c.tb.Errorf("tahtest: %s (run %d): %q in its log %s:\n%s", c.ID(i), run+1, bad, path, headLines(s[at:], 80))
 				}
 			}
 			if c.tb.Failed() {
@@ -105,4 +107,13 @@ func tailLines(s string, n int) string {
 		return strings.Join(lines, "\n")
 	}
 	return fmt.Sprintf("[... %d lines before]\n", len(lines)-n) + strings.Join(lines[len(lines)-n:], "\n")
+}
+
+// headLines is the first n lines of s.
+func headLines(s string, n int) string {
+	lines := strings.SplitAfterN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = lines[:n]
+	}
+	return strings.Join(lines, "")
 }

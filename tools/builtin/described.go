@@ -15,31 +15,32 @@ type describedKey struct {
 	limits     Limits // with their defaults
 }
 
-// described holds what memo built: a string or a json.RawMessage, never
-// modified once stored.
-var described sync.Map
-
-// maxDescribed bounds described: past it (limits made afresh per tool
-// value, say) memo keeps nothing more.
-const maxDescribed = 256
-
-var describedCount struct {
+// described holds what memo built (a string or a json.RawMessage, never
+// modified once stored), at most maxDescribed of them: past that (limits
+// made afresh per tool value, say) memo keeps nothing more.
+var described struct {
 	sync.Mutex
-	n int
+	m map[describedKey]any
 }
+
+const maxDescribed = 256
 
 // memo returns what build returns for key, made once while described has room.
 func memo[T string | json.RawMessage](key describedKey, build func() T) T {
-	if v, ok := described.Load(key); ok {
+	described.Lock()
+	v, ok := described.m[key]
+	described.Unlock()
+	if ok {
 		return v.(T)
 	}
-	v := build()
-	describedCount.Lock()
-	defer describedCount.Unlock()
-	if describedCount.n < maxDescribed {
-		if _, loaded := described.LoadOrStore(key, v); !loaded {
-			describedCount.n++
-		}
+	made := build()
+	described.Lock()
+	defer described.Unlock()
+	if described.m == nil {
+		described.m = make(map[describedKey]any)
 	}
-	return v
+	if len(described.m) < maxDescribed {
+		described.m[key] = made
+	}
+	return made
 }

@@ -58,9 +58,17 @@ const (
 	placeAttempt = 10 * time.Second
 	// placeTries is how many passes that acted may follow each other before
 	// the placer takes the servers as balanced as they can be (a leader that
-	// will not move): it looks again when the servers change.
+	// will not move): it looks again when the servers or homes change, or
+	// after placeRecheck.
 	placeTries = 5
 )
+
+// placeRecheck is how long the placer trusts a balanced look of the same
+// servers and homes: an R3 stream's leader can come back to its home by an
+// election the placer did not ask for (a follower's timeout, a stepdown by
+// hand), and nothing else would make it look. A variable for the tests,
+// which set it before they start a Bus.
+var placeRecheck = 30 * time.Second
 
 // serverTags are the tags of the embedded server of cfg: its name's, in a
 // cluster.
@@ -155,8 +163,10 @@ type placer struct {
 	once   sync.Once
 
 	// Owned by run.
-	settled string // the servers the streams were last left balanced over
-	tries   int    // passes in a row that acted
+	settled   string    // the servers and homes the streams were last left balanced over
+	settledAt time.Time // when
+	tries     int       // passes in a row that acted
+	actedAt   time.Time // when a pass last asked for moves or stepdowns
 }
 
 func (p *placer) stop() {
@@ -169,22 +179,26 @@ func (p *placer) run(ctx context.Context) {
 	t := time.NewTicker(placeEvery)
 	defer t.Stop()
 	for {
+		asked := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-p.kick:
+			asked = true
 		case <-t.C:
 		}
 		if p.b.nc.IsClosed() {
 			return // an Open that failed after setup: nothing to place with
 		}
-		p.pass(ctx)
+		p.pass(ctx, asked)
 	}
 }
 
 // pass balances the streams if this Bus's server is the meta leader and the
-// servers changed since they were last balanced.
-func (p *placer) pass(ctx context.Context) {
+// servers or homes changed since they were last balanced, the last balanced
+// look is older than placeRecheck, or asked (SpreadStreams) says to look
+// at once.
+func (p *placer) pass(ctx context.Context, asked bool) {
 	srv := p.b.srv
 	if !srv.JetStreamIsLeader() {
 		// Another server's Bus decides; should this one lead later, it looks.
@@ -195,12 +209,22 @@ func (p *placer) pass(ctx context.Context) {
 	slices.Sort(servers)
 	homes := p.b.streamHomes()
 	key := strings.Join(servers, ",") + " " + homesKey(homes)
-	if key == p.settled {
+	if time.Since(p.actedAt) < placeEvery/2 {
+		// The moves a pass asked for just now may not show yet: asking
+		// again would step down the leaders they are making.
 		return
 	}
+	if !asked && key == p.settled && time.Since(p.settledAt) < placeRecheck {
+		return
+	}
+	was := p.settled
+	p.settled = "" // unless this pass finds them balanced
 	pctx, cancel := context.WithTimeout(ctx, placeAttempt)
 	acted, busy, err := p.b.spread(pctx, servers, homes)
 	cancel()
+	if acted {
+		p.actedAt = time.Now()
+	}
 	log := p.b.cfg.Logger
 	switch {
 	case err != nil:
@@ -213,14 +237,17 @@ func (p *placer) pass(ctx context.Context) {
 	case busy:
 		// Moves or elections under way: look again.
 	default:
-		p.settled, p.tries = key, 0
+		if log != nil && was != key {
+			log.Debug("streams placed", "servers", servers)
+		}
+		p.settled, p.settledAt, p.tries = key, time.Now(), 0
 		return
 	}
 	if p.tries >= placeTries {
 		if log != nil {
-			log.Warn("the streams stay as they are: balancing did not settle", "servers", servers, "passes", p.tries)
+			log.Warn("the streams stay as they are for now: balancing did not settle", "servers", servers, "passes", p.tries, "again_in", placeRecheck)
 		}
-		p.settled, p.tries = key, 0
+		p.settled, p.settledAt, p.tries = key, time.Now(), 0
 	}
 }
 
@@ -248,7 +275,8 @@ func (b *Bus) placedStreams() []string {
 // spread moves streams (R1) or their leaders (R3) to their homes, and the
 // others so that no server of servers holds more than one over another.
 // acted says it asked for moves or stepdowns, busy that streams are moving
-// or electing a leader (it then leaves them alone until they settle).
+// or electing a leader (it then leaves them alone until they settle), or
+// that a leader on its home has no follower caught up to take over yet.
 func (b *Bus) spread(ctx context.Context, servers []string, homes map[string]string) (acted, busy bool, err error) {
 	if len(servers) < 2 {
 		return false, false, nil
@@ -288,7 +316,18 @@ func (b *Bus) spread(ctx context.Context, servers []string, homes map[string]str
 	if busy {
 		return false, true, nil
 	}
-	moves := plan(servers, homed(servers, spots, homes, configs))
+	spots = homed(servers, spots, homes, configs)
+	moves := plan(servers, spots)
+	// A leader on the server it must keep away from, without a follower
+	// caught up to hand over to yet (a stream just made or scaled), is
+	// looked at again rather than taken as placed.
+	for _, sp := range spots {
+		if sp.away != "" && sp.at == sp.away && !slices.ContainsFunc(servers, func(s string) bool {
+			return s != sp.away && slices.Contains(sp.peers, s)
+		}) {
+			busy = true
+		}
+	}
 	var errs []error
 	if configs[wire.InputStream].Replicas > 1 {
 		// The partitions' consumers keep their leaders off their pullers'
@@ -317,7 +356,7 @@ func (b *Bus) spread(ctx context.Context, servers []string, homes map[string]str
 			b.cfg.Logger.Info(what, "stream", m.stream, "from", m.from, "to", m.to)
 		}
 	}
-	return acted || len(moves) > 0, false, errors.Join(errs...)
+	return acted || len(moves) > 0, busy, errors.Join(errs...)
 }
 
 // ConsumerHome is the key of SetStreamHomes' map for the consumer of input

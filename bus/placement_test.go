@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/tah-dev/tah/auth"
@@ -28,6 +30,7 @@ type embeddedCluster struct {
 	trust    string // the data directory whose trust every server copies
 	ports    []int  // route ports, one per server that may run
 	buses    []*Bus
+	logs     logRecorder // what the servers' Buses logged
 }
 
 // startEmbedded starts n of at most most servers (the first n route to each
@@ -87,9 +90,11 @@ func (c *embeddedCluster) config(i, n int) Config {
 	cfg.Replicas = c.replicas
 	cfg.Partitions = 2
 	cfg.Cluster = ClusterConfig{Name: "tah", Port: c.ports[i], Routes: routes}
+	var h slog.Handler = &c.logs
 	if os.Getenv("TAH_DEBUG") != "" {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("server", i)
+		h = slog.NewMultiHandler(h, slog.NewTextHandler(os.Stderr, nil))
 	}
+	cfg.Logger = slog.New(h).With("server", i)
 	return cfg
 }
 
@@ -306,6 +311,8 @@ func TestStreamLeadersSpreadAtR3(t *testing.T) {
 // homes change: what a node's membership asks so that its sessions append
 // to their own server, and at R3 survive its death (node's streamHomes).
 func TestStreamsGoHome(t *testing.T) {
+	defer func(was time.Duration) { placeRecheck = was }(placeRecheck) // after the subtests' Buses closed
+	placeRecheck = 3 * time.Second
 	for _, replicas := range []int{1, 3} {
 		t.Run(fmt.Sprintf("R%d", replicas), func(t *testing.T) {
 			c := startEmbedded(t, 3, 3, replicas)
@@ -361,6 +368,54 @@ func TestStreamsGoHome(t *testing.T) {
 					return replicas > 1 || at[wire.InputStream] == fmt.Sprintf("node%d", 2-2*round)
 				})
 			}
+			if replicas == 1 {
+				return
+			}
+			// A leader back on its home by an election the placer did not
+			// ask for (here a stepdown by hand) leaves it again, though
+			// neither servers nor homes changed: at the placer's next look
+			// if it had not yet taken them as balanced, at its recheck
+			// (placeRecheck) if it had.
+			shard := wire.EventShardStream(1)
+			mu.Lock()
+			home := homes[shard]
+			mu.Unlock()
+			// The placer took them as balanced (it looks again only after
+			// placeRecheck): its last word is "placed", not "moved".
+			bustest.Eventually(t, time.Minute, "the placer done", func() bool {
+				said := c.logs.matching("streams placed", " moved")
+				return len(said) > 0 && strings.Contains(said[len(said)-1], "streams placed")
+			})
+			elected := make(chan string, 16)
+			sub, err := c.buses[0].nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED."+shard, func(m *nats.Msg) {
+				var adv struct {
+					Leader string `json:"leader"`
+				}
+				if json.Unmarshal(m.Data, &adv) == nil {
+					elected <- adv.Leader
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sub.Unsubscribe()
+			if err := c.buses[0].nc.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.buses[0].stepDown(ctxT(t), shard, home); err != nil {
+				t.Fatalf("step %s's leader down to its home %s: %v", shard, home, err)
+			}
+			for leader := ""; leader != home; {
+				select {
+				case leader = <-elected:
+				case <-time.After(time.Minute):
+					t.Fatalf("%s: no leader elected on its home %s", shard, home)
+				}
+			}
+			bustest.Eventually(t, 2*time.Minute, shard+" led from elsewhere again", func() bool {
+				at, ok := c.where()
+				return ok && at[shard] != "" && at[shard] != home
+			})
 		})
 	}
 }

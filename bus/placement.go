@@ -205,15 +205,15 @@ func (p *placer) pass(ctx context.Context, asked bool) {
 		p.settled, p.tries = "", 0
 		return
 	}
-	servers := srv.JetStreamClusterPeers() // online, with JetStream
-	slices.Sort(servers)
-	homes := p.b.streamHomes()
-	key := strings.Join(servers, ",") + " " + homesKey(homes)
 	if time.Since(p.actedAt) < placeEvery/2 {
 		// The moves a pass asked for just now may not show yet: asking
 		// again would step down the leaders they are making.
 		return
 	}
+	servers := srv.JetStreamClusterPeers() // online, with JetStream
+	slices.Sort(servers)
+	homes := p.b.streamHomes()
+	key := strings.Join(servers, ",") + " " + homesKey(homes)
 	if !asked && key == p.settled && time.Since(p.settledAt) < placeRecheck {
 		return
 	}
@@ -318,13 +318,11 @@ func (b *Bus) spread(ctx context.Context, servers []string, homes map[string]str
 	}
 	spots = homed(servers, spots, homes, configs)
 	moves := plan(servers, spots)
-	// A leader on the server it must keep away from, without a follower
-	// caught up to hand over to yet (a stream just made or scaled), is
-	// looked at again rather than taken as placed.
+	// A leader on the server it must keep away from that plan could not
+	// move (no follower caught up to hand over to yet: a stream just made
+	// or scaled) is looked at again rather than taken as placed.
 	for _, sp := range spots {
-		if sp.away != "" && sp.at == sp.away && !slices.ContainsFunc(servers, func(s string) bool {
-			return s != sp.away && slices.Contains(sp.peers, s)
-		}) {
+		if sp.away != "" && sp.at == sp.away && !slices.ContainsFunc(moves, func(m move) bool { return m.stream == sp.stream }) {
 			busy = true
 		}
 	}

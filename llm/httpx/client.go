@@ -127,7 +127,7 @@ func (c *Client) once(ctx context.Context, build func(context.Context) (*http.Re
 	// event of a stream, a failed connection's URL), is redacted here, before
 	// Do logs or returns it.
 	defer func() { err = llm.RedactError(err, c.Secrets...) }()
-	actx, cancel := ctx, context.CancelFunc(func() {})
+	actx, cancel := context.WithCancel(ctx)
 	if c.Timeout > 0 {
 		actx, cancel = context.WithTimeout(ctx, c.Timeout)
 	}
@@ -159,6 +159,9 @@ func (c *Client) once(ctx context.Context, build func(context.Context) (*http.Re
 		}
 	}
 	delivered, err = read(resp)
+	if err == nil {
+		drainRest(resp.Body, cancel)
+	}
 	if err != nil {
 		var pe *llm.ProviderError
 		if !errors.As(err, &pe) {
@@ -166,6 +169,26 @@ func (c *Client) once(ctx context.Context, build func(context.Context) (*http.Re
 		}
 	}
 	return delivered, 0, false, err
+}
+
+// What is read of a body after its reader stopped (drainRest).
+const (
+	drainMax  = 4 << 10
+	drainWait = 250 * time.Millisecond
+)
+
+// drainRest reads the end of a body whose reader stopped before it (a
+// stream read up to its "data: [DONE]" event), so that the transport puts
+// the connection back among the idle ones for the next call: a body closed
+// before its end closes its connection, and whether the end (the chunked
+// encoding's last chunk, sent right after the event) had arrived by then was
+// a matter of timing. At most drainMax bytes and drainWait, after which
+// cancel ends the request (and the connection) as before: a server that
+// keeps a stream open after its last event costs that wait once per call.
+func drainRest(body io.Reader, cancel context.CancelFunc) {
+	t := time.AfterFunc(drainWait, cancel)
+	defer t.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, drainMax))
 }
 
 // broken describes a failed or broken connection.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"testing"
@@ -107,11 +108,30 @@ func streamed(ctx context.Context, c *Client, url string) (string, error) {
 	return text.String(), err
 }
 
-// wave makes n streamed calls at once and waits for all of them.
+// wave makes n streamed calls at once and waits for all of them, and for
+// their connections to be back in the client's pool of idle ones: the
+// transport puts a connection back on a goroutine of its own once it has
+// read the end of the body, after the call returned, and a wave started
+// before that would dial anew for want of them.
 func wave(t *testing.T, c *Client, srv *waveServer, n int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // catches a hang only
 	defer cancel()
+	idle := make(chan struct{}, n)
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{PutIdleConn: func(err error) {
+		if err == nil {
+			idle <- struct{}{}
+		}
+	}})
+	defer func() {
+		for range n {
+			select {
+			case <-idle:
+			case <-ctx.Done():
+				t.Fatalf("the calls' connections never came back to the pool: %v", ctx.Err())
+			}
+		}
+	}()
 	errs := make(chan error, n)
 	for range n {
 		go func() {

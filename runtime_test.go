@@ -136,7 +136,7 @@ func TestRuntimeToolLoopStepsAndEvents(t *testing.T) {
 	if _, err := sessions.Get(ctx, "s_nope"); !errors.Is(err, tah.ErrNotFound) {
 		t.Fatalf("get unknown: %v", err)
 	}
-	if _, err := sessions.Get(ctx, "bad.id"); !errors.Is(err, event.ErrInvalidSessionID) {
+	if _, err := sessions.Get(ctx, "bad.id.x"); !errors.Is(err, event.ErrInvalidSessionID) {
 		t.Fatalf("get invalid: %v", err)
 	}
 }
@@ -572,7 +572,7 @@ func TestConnectToARemoteNode(t *testing.T) {
 	if snap, err := f.Snapshot(ctx); err != nil || snap.ForkedFrom != s.ID() || countRole(snap.Messages, llm.RoleUser) != 1 {
 		t.Fatalf("fork: %+v %v", snap, err)
 	}
-	if _, err := tah.Get(rt, tah.SessionKey).Get(ctx, "bad.id"); !errors.Is(err, event.ErrInvalidSessionID) {
+	if _, err := tah.Get(rt, tah.SessionKey).Get(ctx, "bad.id.x"); !errors.Is(err, event.ErrInvalidSessionID) {
 		t.Fatalf("get invalid: %v", err)
 	}
 	waitFor(t, "the read model lists both", func() bool {

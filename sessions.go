@@ -148,16 +148,20 @@ type CreateOptions struct {
 	// on its turns together. The node's (AgentOptions.Budget), when
 	// tighter, still wins; SetBudget changes it later.
 	Budget *Budget
+	// Tenant makes it a session of that tenant: its id is <tenant>.s_…
+	// (docs/tenancy.md). Empty: the default tenant's.
+	Tenant string
 }
 
 // CreateWith is Create with a session's own settings. Labels over their
-// limits, or a negative limit, fail it with ErrBadRequest.
+// limits, a negative limit or a tenant's name that is not one, fail it
+// with ErrBadRequest.
 func (ss *SessionService) CreateWith(ctx context.Context, opts CreateOptions) (*Session, error) {
 	c, err := ss.rt.running()
 	if err != nil {
 		return nil, err
 	}
-	r, err := c.Create(ctx, wire.CreateRequest{Labels: opts.Labels, Budget: opts.Budget})
+	r, err := c.Create(ctx, wire.CreateRequest{Tenant: opts.Tenant, Labels: opts.Labels, Budget: opts.Budget})
 	if err != nil {
 		return nil, fmt.Errorf("tah: create: %w", err)
 	}

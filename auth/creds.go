@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"time"
 
 	"github.com/nats-io/jwt/v2"
@@ -89,23 +90,48 @@ func UICredsPath(dataDir string) string { return filepath.Join(dataDir, "ui.cred
 
 // EnsureCreds issues a credential of role named name into the file path
 // (mode 0600) when there is none yet; a file written meanwhile by another
-// process is kept.
+// process is kept. A credential of this trust there already whose
+// permissions are not the role's of this build (issued by an older one: a
+// role that gained subjects since, as a tenant's inputs) is issued again in
+// its place, atomically: the older one stays valid, with what it allowed.
 func (t *Trust) EnsureCreds(path string, role wire.Role, name string) error {
-	if _, err := os.Stat(path); err == nil {
-		return nil
-	}
 	u, err := RoleUser(role, name, nil)
 	if err != nil {
 		return err
+	}
+	b, err := os.ReadFile(path)
+	if err == nil && !t.outdated(b, u) {
+		return nil
 	}
 	issued, err := t.Issue(u)
 	if err != nil {
 		return err
 	}
+	if b != nil {
+		if err := replaceSecret(path, issued.Creds); err != nil {
+			return fmt.Errorf("credentials %s: %w", path, err)
+		}
+		return nil
+	}
 	if err := writeSecret(path, issued.Creds); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("credentials %s: %w", path, err)
 	}
 	return nil
+}
+
+// outdated reports whether creds is a credential of this trust's account,
+// named as u, whose permissions are not u's. Anything else (a file that is
+// not a credential, another account's) is not replaced.
+func (t *Trust) outdated(creds []byte, u User) bool {
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return false
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil || uc.IssuerAccount != t.Account() || uc.Name != u.Name {
+		return false
+	}
+	return !reflect.DeepEqual(uc.Permissions, u.Permissions)
 }
 
 // RoleUser is the user of a credential named name with role's permissions

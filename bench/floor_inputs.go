@@ -57,7 +57,7 @@ func floorInputs(ctx context.Context, js jetstream.JetStream) (*inputLog, error)
 // body and headers, its id for the duplicate window) and returns its
 // sequence.
 func (l *inputLog) store(ctx context.Context, sid string, maxPayload int64) (uint64, error) {
-	m, _, err := natsx.NewInputMsg(sid, wire.Input{Command: wire.CommandRun, Text: "go on"}, maxPayload)
+	m, _, err := natsx.NewInputMsg(sid, wire.NodeSender, wire.Input{Command: wire.CommandRun, Text: "go on"}, maxPayload)
 	if err != nil {
 		return 0, err
 	}

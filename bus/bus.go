@@ -165,6 +165,10 @@ func Open(ctx context.Context, cfg Config) (*Bus, error) {
 		b.abort(ctx)
 		return nil, err
 	}
+	if err := b.ensureTenantInputs(ctx); err != nil { // found by setup, unless it migrated
+		b.abort(ctx)
+		return nil, err
+	}
 	if b.watch != nil {
 		b.watch.start()
 	}

@@ -22,7 +22,7 @@ import (
 // (an unknown session, say) are reported on tah.sess.<sid>.err: see
 // SubscribeErrors.
 func (b *Bus) PublishInput(ctx context.Context, sid string, in wire.Input) (string, error) {
-	m, id, err := natsx.NewInputMsg(sid, in, int64(b.MaxPayload()))
+	m, id, err := natsx.NewInputMsg(sid, wire.NodeSender, in, int64(b.MaxPayload()))
 	if err != nil {
 		return "", err
 	}

@@ -171,7 +171,7 @@ func TestInputGroupCommitDuplicate(t *testing.T) {
 // be retried without being stored twice.
 func TestStoreInputNeedsAnID(t *testing.T) {
 	b := embedded(t)
-	m, _, err := natsx.NewInputMsg("s_noid", wire.Input{Command: wire.CommandRun, Text: "x"}, int64(b.MaxPayload()))
+	m, _, err := natsx.NewInputMsg("s_noid", wire.NodeSender, wire.Input{Command: wire.CommandRun, Text: "x"}, int64(b.MaxPayload()))
 	if err != nil {
 		t.Fatal(err)
 	}

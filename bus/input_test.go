@@ -119,7 +119,7 @@ func TestInputIDsAreSessionScoped(t *testing.T) {
 	}
 	// Inputs as a client of the protocol writes them, without a body id.
 	for _, msgID := range []string{"s_one:in_scoped", "in_bare", "s_two:in_named"} {
-		m := nats.NewMsg(wire.InputSubject("s_one"))
+		m := nats.NewMsg(wire.InputSubject("s_one", ""))
 		m.Header.Set(wire.HeaderCommand, string(wire.CommandResume))
 		m.Header.Set(wire.HeaderMsgID, msgID)
 		if _, err := b.js.PublishMsg(ctxT(t), m); err != nil {
@@ -150,7 +150,7 @@ func TestPartitionMatchesServerTransform(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := wire.PartitionSubject(wire.Partition(sid, 7), sid); m.Subject != want {
+		if want := wire.PartitionSubject(wire.Partition(sid, 7), sid, ""); m.Subject != want {
 			t.Fatalf("%s stored as %s, Partition says %s", sid, m.Subject, want)
 		}
 	}
@@ -192,7 +192,7 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 	sent := 0
 	raw := func(cmd, body string) {
 		t.Helper()
-		m := nats.NewMsg(wire.InputSubject(sid))
+		m := nats.NewMsg(wire.InputSubject(sid, ""))
 		sent++
 		m.Header.Set(wire.HeaderMsgID, fmt.Sprintf("raw-%d", sent))
 		if cmd != "" {

@@ -50,16 +50,46 @@ func (b *Bus) scheduleStreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// inputSources are the input stream's sources: the fired schedules, each
-// routed to its session's partition.
+// inputSources are the input stream's sources: the fired schedules and the
+// inputs of tenants' sessions, each routed to its session's partition.
 func (b *Bus) inputSources() []*jetstream.StreamSource {
 	return []*jetstream.StreamSource{{
 		Name: wire.ScheduleStream,
 		SubjectTransforms: []jetstream.SubjectTransformConfig{{
 			Source:      wire.ScheduleFireSubjects,
 			Destination: wire.ScheduleTransform(b.cfg.Partitions),
+		}, {
+			Source:      wire.TenantScheduleFireSubjects,
+			Destination: wire.TenantScheduleTransform(b.cfg.Partitions),
+		}},
+	}, {
+		Name: wire.TenantInputStream,
+		SubjectTransforms: []jetstream.SubjectTransformConfig{{
+			Source:      wire.TenantInputSubjects,
+			Destination: wire.TenantInputTransform(b.cfg.Partitions),
 		}},
 	}}
+}
+
+// tenantInputStreamConfig is the stream of the inputs clients publish for
+// tenants' sessions (wire.TenantInputStream), which the input stream
+// sources: each is there once (its Nats-Msg-Id, as in the input stream) and
+// for wire.TenantInputMaxAge, long after the input stream has it.
+func (b *Bus) tenantInputStreamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        wire.TenantInputStream,
+		Description: "TAH inputs and commands of tenants' sessions, on their way to TAH_IN (docs/tenancy.md)",
+		Subjects:    []string{wire.TenantInputSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
+		MaxAge:      wire.TenantInputMaxAge,
+		Discard:     jetstream.DiscardOld,
+		Storage:     jetstream.FileStorage,
+		Replicas:    b.cfg.Replicas,
+		Duplicates:  wire.DuplicateWindow,
+		Metadata:    b.metadata(),
+	}
 }
 
 // sourcesString is a stream's sources as streamDiffs compares them.

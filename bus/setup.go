@@ -66,9 +66,18 @@ func (b *Bus) setup(ctx context.Context) error {
 	if err := b.ensureLog(ctx); err != nil {
 		return err
 	}
-	// The schedules first: the input stream sources what they fire.
+	// The schedules and tenants' inputs first: the input stream sources them.
 	if _, err = b.ensureStream(ctx, b.scheduleStreamConfig()); err != nil {
 		return err
+	}
+	legacy, err := b.legacyLog(ctx)
+	if err != nil {
+		return err
+	}
+	if legacy == nil { // else after the migration: see ensureTenantInputs
+		if err := b.ensureTenantInputs(ctx); err != nil {
+			return err
+		}
 	}
 	if b.in, err = b.ensureStream(ctx, b.inputStreamConfig()); err != nil {
 		return err
@@ -90,6 +99,17 @@ func (b *Bus) setup(ctx context.Context) error {
 		return err
 	}
 	b.artifacts, err = b.ensureObjectStore(ctx)
+	return err
+}
+
+// ensureTenantInputs sets up the stream of tenants' inputs
+// (tenantInputStreamConfig). Its subjects overlap those of a log of version
+// 1 (tah.sess.<sid>.evt.<type>), which the server refuses: where one is still
+// there, it is set up once the log is migrated (Open), the input stream
+// sourcing it meanwhile from nothing (the server tries again until it is
+// there; no tenant's input can be stored before it is).
+func (b *Bus) ensureTenantInputs(ctx context.Context) error {
+	_, err := b.ensureStream(ctx, b.tenantInputStreamConfig())
 	return err
 }
 

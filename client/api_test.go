@@ -266,7 +266,7 @@ func TestAPIErrors(t *testing.T) {
 	}
 	// Ids that cannot be a session's are refused before anything is sent.
 	for _, call := range []func() error{
-		func() error { _, err := c.Get(ctx, "a.b"); return err },
+		func() error { _, err := c.Get(ctx, "a.b.c"); return err },
 		func() error { _, err := c.Events(ctx, wire.EventsRequest{Session: ""}); return err },
 		func() error { _, err := c.Create(ctx, wire.CreateRequest{Session: "two words"}); return err },
 		func() error { _, err := c.Run(ctx, "a.*", wire.Input{Text: "x"}); return err },

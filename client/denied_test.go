@@ -44,7 +44,7 @@ func TestRefusedPublishesFailAtOnce(t *testing.T) {
 	if _, err := obs.Create(ctx, wire.CreateRequest{}); !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), wire.APISubject(wire.EndpointCreate)) {
 		t.Fatalf("an observer's create: %v", err)
 	}
-	if _, err := obs.Run(ctx, sid, wire.Input{Text: "hi"}); !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), wire.InputSubject(sid)) {
+	if _, err := obs.Run(ctx, sid, wire.Input{Text: "hi"}); !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), wire.InputSubject(sid, "")) {
 		t.Fatalf("an observer's run: %v", err)
 	}
 	if _, err := obs.Cancel(ctx, sid, "no"); !errors.Is(err, client.ErrPermissionDenied) {

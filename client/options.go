@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Options say how a Client reaches TAH. Connect uses all of them; New, over
@@ -40,6 +41,11 @@ type Options struct {
 	// endpoint's subject), err says why. It runs on the caller's goroutine and
 	// must not block.
 	OnRetry func(what string, err error)
+	// Sender is the name the inputs of a tenant's sessions carry as their
+	// sender (wire.InputSubject): the credential's name, which the server's
+	// permissions of a credential pin. Default: the name in CredsFile's
+	// user JWT, else wire.AnonymousSender.
+	Sender string
 }
 
 // ConnEvent is a change of the connection's state.
@@ -69,6 +75,8 @@ func (o Options) Validate() error {
 		return bad("request timeout %v is negative", o.RequestTimeout)
 	case (o.TLSCertFile == "") != (o.TLSKeyFile == ""):
 		return bad("give both a TLS certificate and its key (cert %q, key %q)", o.TLSCertFile, o.TLSKeyFile)
+	case o.Sender != "" && wire.ValidCredentialName(o.Sender) != nil:
+		return bad("sender %q: %v", o.Sender, wire.ValidCredentialName(o.Sender))
 	}
 	return nil
 }
@@ -79,6 +87,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
+	}
+	if o.Sender == "" && o.CredsFile != "" {
+		o.Sender = credentialName(o.CredsFile)
+	}
+	if o.Sender == "" {
+		o.Sender = wire.AnonymousSender
 	}
 	return o
 }

@@ -56,8 +56,11 @@ func TestNewRejects(t *testing.T) {
 }
 
 func TestValidSessionID(t *testing.T) {
-	ok := []string{"s_1", "abc", "A-b_9", strings.Repeat("x", MaxSessionIDLen), NewSessionID()}
-	bad := []string{"", "a.b", "a*", "a>", "a b", "a\tb", "é", "a/b", strings.Repeat("x", MaxSessionIDLen+1), "$JS"}
+	ok := []string{"s_1", "abc", "A-b_9", strings.Repeat("x", MaxSessionIDLen), NewSessionID(),
+		"acme.s_1", "a-1.A-b_9", "acme." + NewSessionID(), strings.Repeat("t", MaxTenantLen) + ".x"}
+	bad := []string{"", "a*", "a>", "a b", "a\tb", "é", "a/b", strings.Repeat("x", MaxSessionIDLen+1), "$JS",
+		// tenants: one '.', a valid tenant before it, a token after it
+		"a.b.c", ".b", "a.", "A.b", "1a.b", "a_b.c", "a..b", "a.b*", strings.Repeat("t", MaxTenantLen+1) + ".x", "a." + strings.Repeat("x", MaxSessionIDLen-1)}
 	for _, id := range ok {
 		if err := ValidSessionID(id); err != nil {
 			t.Errorf("%q: %v", id, err)
@@ -66,6 +69,14 @@ func TestValidSessionID(t *testing.T) {
 	for _, id := range bad {
 		if err := ValidSessionID(id); !errors.Is(err, ErrInvalidSessionID) {
 			t.Errorf("%q accepted", id)
+		}
+	}
+	for sid, tenant := range map[string]string{"s_1": "", "acme.s_1": "acme"} {
+		if got := TenantOf(sid); got != tenant {
+			t.Errorf("TenantOf(%q) = %q, want %q", sid, got, tenant)
+		}
+		if got := InTenant(tenant, strings.TrimPrefix(sid, tenant+TenantSep)); got != sid {
+			t.Errorf("InTenant(%q, …) = %q, want %q", tenant, got, sid)
 		}
 	}
 	if a, b := NewSessionID(), NewSessionID(); a == b || !strings.HasPrefix(a, "s_") || len(a) != 22 {

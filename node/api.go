@@ -196,8 +196,16 @@ func (n *Node) needSession(ctx context.Context, id string) error {
 
 func (n *Node) apiCreate(ctx context.Context, req wire.CreateRequest) (wire.CreateReply, error) {
 	sid := req.Session
+	if req.Tenant != "" {
+		if err := event.ValidTenant(req.Tenant); err != nil {
+			return wire.CreateReply{}, badRequest("tenant: %v", err)
+		}
+		if sid != "" && event.TenantOf(sid) != req.Tenant {
+			return wire.CreateReply{}, badRequest("session %q is not of tenant %q: give the tenant's ids as %s.<id>", sid, req.Tenant, req.Tenant)
+		}
+	}
 	if sid == "" {
-		sid = event.NewSessionID()
+		sid = event.InTenant(req.Tenant, event.NewSessionID())
 	}
 	if err := wire.CheckLabels(req.Labels); err != nil {
 		return wire.CreateReply{}, &apiError{wire.APIErrBadRequest, fmt.Errorf("%w (limits: docs/protocol.md, tah.api.create)", err)}
@@ -287,7 +295,7 @@ func (n *Node) apiFork(ctx context.Context, req wire.ForkRequest) (wire.ForkRepl
 		opts.Edit = &projection.Edit{Message: e.Message, Turn: e.Turn, CallID: e.ToolResult, StepID: e.Step,
 			Content: e.Content, IsError: e.IsError, By: e.By}
 	}
-	sid := event.NewSessionID()
+	sid := event.InTenant(event.TenantOf(req.Session), event.NewSessionID()) // a fork stays in its tenant
 	f, err := session.Fork(ctx, n.bus, req.Session, sid, opts, n.opts.Session)
 	switch {
 	case errors.Is(err, projection.ErrUnknownStep):

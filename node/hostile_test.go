@@ -208,7 +208,7 @@ func TestHostileInputsAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	target := wire.ShardSubject(h.c.Node(0).Bus().ShardOf("s_in"), "s_in")
-	m := nats.NewMsg(wire.InputSubject("s_in"))
+	m := nats.NewMsg(wire.InputSubject("s_in", ""))
 	m.Data = []byte(`{"id":"in_hostile","input":"hi"}`)
 	m.Header.Set(wire.HeaderCommand, string(wire.CommandRun))
 	m.Header.Set(wire.HeaderMsgID, "in_hostile")

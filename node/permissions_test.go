@@ -203,7 +203,7 @@ func TestHostileClient(t *testing.T) {
 		"a delete of a consumer of the log": "$JS.API.CONSUMER.DELETE." + shard + ".tail",
 		"an ephemeral consumer on TAH_IN":   "$JS.API.CONSUMER.CREATE." + wire.InputStream,
 		"a durable consumer":                "$JS.API.CONSUMER.DURABLE.CREATE." + shard + ".mine",
-		"an input partition":                wire.PartitionSubject(0, h.sid),
+		"an input partition":                wire.PartitionSubject(0, h.sid, ""),
 		"an answer as a tool":               wire.ToolSubject("read_file"),
 		"an API endpoint of credentials":    wire.CredsAPIPrefix + "add",
 		"the system account":                "$SYS.REQ.SERVER.PING",
@@ -211,6 +211,13 @@ func TestHostileClient(t *testing.T) {
 		"a schedule of its own":             wire.ScheduleSubject(h.sid, "mine"),
 		"a fired schedule":                  wire.ScheduleFireSubject(h.sid),
 		"a read of the schedules":           "$JS.API.STREAM.MSG.GET." + wire.ScheduleStream,
+		// A tenant's session: its inputs under another credential's name,
+		// straight into a partition, a forged record.
+		"a tenant's input as another":           wire.InputSubject("acme.s_1", "alice"),
+		"a tenant's input as the node":          wire.InputSubject("acme.s_1", wire.NodeSender),
+		"a tenant's input partition":            wire.PartitionSubject(0, "acme.s_1", "mallory"),
+		"a forged record of a tenant's session": wire.ShardSubject(h.n.bus.ShardOf("acme.s_1"), "acme.s_1"),
+		"a purge of the tenants' inputs":        "$JS.API.STREAM.PURGE." + wire.TenantInputStream,
 	} {
 		_ = a.nc.Publish(subj, []byte(`{}`))
 		h.refused(a, what)
@@ -227,14 +234,18 @@ func TestHostileClient(t *testing.T) {
 		}
 		h.refused(a, what)
 	}
-	h.unchanged(before, shard, wire.InputStream, "KV_"+wire.CheckpointBucket, "KV_"+wire.NodeBucket, "KV_"+wire.ToolResultBucket)
-	// What a client is for still works with the same credential.
+	h.unchanged(before, shard, wire.InputStream, wire.TenantInputStream, "KV_"+wire.CheckpointBucket, "KV_"+wire.NodeBucket, "KV_"+wire.ToolResultBucket)
+	// What a client is for still works with the same credential: a session
+	// of the default tenant's and one of a tenant's, whose inputs go under
+	// its own name.
 	c := h.client(creds)
-	s, err := c.Create(h.ctx, wire.CreateRequest{})
-	if err != nil {
-		t.Fatal(err)
+	for _, tenant := range []string{"", "acme"} {
+		s, err := c.Create(h.ctx, wire.CreateRequest{Tenant: tenant})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.run(c, s.Session)
 	}
-	h.run(c, s.Session)
 	if evs, err := c.Events(h.ctx, wire.EventsRequest{Session: h.sid}); err != nil || len(evs.Events) == 0 {
 		t.Fatalf("reading another session's events: %d %v", len(evs.Events), err)
 	}
@@ -261,7 +272,7 @@ func TestHostileObserver(t *testing.T) {
 		"a fork":        wire.APISubject(wire.EndpointFork),
 		"a live replay": wire.APISubject(wire.EndpointReplayLive),
 		"a cancel":      wire.APISubject(wire.EndpointCancel),
-		"an input":      wire.InputSubject(h.sid),
+		"an input":      wire.InputSubject(h.sid, ""),
 		"a compact":     wire.APISubject(wire.EndpointCompact),
 	} {
 		_ = a.nc.Publish(subj, []byte(`{}`))

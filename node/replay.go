@@ -67,7 +67,7 @@ func (n *Node) apiReplayLive(ctx context.Context, req wire.ReplayLiveRequest) (w
 	if d.Turn < 1 {
 		return r, badRequest("session %s diverges before its first turn (%s): there is no turn to run live", req.Session, d.Summary)
 	}
-	sid := event.NewSessionID()
+	sid := event.InTenant(event.TenantOf(req.Session), event.NewSessionID())
 	after := stepBefore(evs, *d)
 	lf, err := session.ForkLive(ctx, n.bus, req.Session, sid, d.Turn, after, def.Config, map[string]string{wire.LabelReplayOf: req.Session})
 	if err != nil {

@@ -183,7 +183,7 @@ func TestBadEventsAreCountedAndReported(t *testing.T) {
 	orphan := &sessionLog{t: t, id: "s_orphan", seq: 100}
 	orphan.userTurn("before creation") // no session.created yet: rejected
 	evs = append(evs, orphan.events...)
-	invalid := &sessionLog{t: t, id: "bad.id", seq: 200}
+	invalid := &sessionLog{t: t, id: "bad.id.x", seq: 200}
 	invalid.add(event.SessionCreated, event.SessionCreatedData{})
 	evs = append(evs, invalid.events...)
 	evs = append(evs, event.Event{Session: "s_good", Type: event.AgentFinished, Data: []byte(`{}`)}) // no sequence
@@ -217,11 +217,11 @@ func TestBadEventsAreCountedAndReported(t *testing.T) {
 		row.Fault == nil || row.Fault.Code != projection.FaultCorruptLog || row.Fault.Seq != 3 || row.Fault.Type != "agent.dreamed" {
 		t.Fatalf("row: %+v (fault %+v)", row, row.Fault)
 	}
-	if _, err := s.GetSession(ctx, "bad.id"); !errors.Is(err, ErrNotFound) {
+	if _, err := s.GetSession(ctx, "bad.id.x"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("invalid id: %v", err)
 	}
 	// Why the last one was rejected is kept, for every session.
-	for sid, want := range map[string]string{"s_good": "no turn", "bad.id": "not allowed"} {
+	for sid, want := range map[string]string{"s_good": "no turn", "bad.id.x": "not allowed"} {
 		var why string
 		if err := s.r.QueryRowContext(ctx, `SELECT last_error FROM rejections WHERE session_id = ?`, sid).Scan(&why); err != nil ||
 			!strings.Contains(why, want) {

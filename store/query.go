@@ -328,7 +328,8 @@ func cutRow(r *wire.SessionSummary) {
 	sort.Strings(r.Elided)
 }
 
-// A cursor is "<updated_at ns>.<id>": session ids never hold a '.'.
+// A cursor is "<updated_at ns>.<id>": the first '.' ends the time (a tenant's
+// session id holds one of its own).
 func formatCursor(at int64, id string) string { return strconv.FormatInt(at, 10) + "." + id }
 
 func parseCursor(c string) (int64, string, error) {

@@ -60,6 +60,11 @@ type CreateRequest struct {
 	// Session is the id to give it; a fresh one when empty. A session of that
 	// id that exists already is APIErrConflict.
 	Session string `json:"session,omitempty"`
+	// Tenant is the tenant whose session it is (docs/tenancy.md): a fresh id
+	// is then <tenant>.s_…, and a Session given must be one of its ids
+	// (<tenant>.<id>), else APIErrBadRequest. Empty: the default tenant, or
+	// Session's.
+	Tenant string `json:"tenant,omitempty"`
 	// Labels are the session's free-form tags, shown by list: at most 64
 	// labels, keys of 1 to 63 bytes, values of at most 256 bytes, 16 KiB in
 	// all, printable UTF-8 (CheckLabels, MaxLabels...). Labels over these

@@ -22,6 +22,11 @@ const (
 	LogMigrationLock = "log-v2"
 	// InputStream is the work queue of inputs and commands.
 	InputStream = "TAH_IN"
+	// TenantInputStream keeps the inputs clients publish for tenants'
+	// sessions (TenantInputSubjects) until InputStream, which sources it,
+	// has them in their partitions: a stream has one subject transform,
+	// InputStream's being the default tenant's. Kept TenantInputMaxAge.
+	TenantInputStream = "TAH_TIN"
 	// CheckpointBucket is the KV bucket of state snapshots, keyed by session id.
 	CheckpointBucket = "tah_checkpoints"
 	// ToolResultBucket is the KV bucket where tool services store calls
@@ -74,6 +79,10 @@ const (
 	// DuplicateWindow is how long the streams remember Nats-Msg-Id: a publish
 	// retried within it is stored once.
 	DuplicateWindow = 2 * time.Minute
+	// TenantInputMaxAge is how long TenantInputStream keeps an input: the
+	// input stream sources it within moments, and resumes where it stopped
+	// after an outage of up to this long.
+	TenantInputMaxAge = 24 * time.Hour
 	// ToolResultTTL is the max age of the tool result bucket when a tool
 	// service creates it.
 	ToolResultTTL = 24 * time.Hour

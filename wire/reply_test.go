@@ -18,7 +18,7 @@ func TestCheckReplySubject(t *testing.T) {
 	for _, bad := range []string{
 		"", "_INBOX", "_INBOX.", "_INBOX_", "_INBOX_.x", "_INBOX_alice", "_INBOX.*", "_INBOX.>", "_INBOX.a b",
 		"_INBOXx.a", "x._INBOX.a",
-		wire.ShardSubject(0, "s_1"), wire.InputSubject("s_1"), wire.PartitionSubject(1, "s_1"), wire.DeltaSubject("s_1"),
+		wire.ShardSubject(0, "s_1"), wire.InputSubject("s_1", ""), wire.PartitionSubject(1, "s_1", ""), wire.DeltaSubject("s_1"),
 		wire.ErrorSubject("s_1"), wire.APISubject("get"), wire.ToolSubject("echo"), wire.NodeSubject("n1"),
 		"$JS.API.STREAM.DELETE.TAH_IN", "$SYS.REQ.SERVER.PING", "$KV.tah_checkpoints.s_1",
 	} {

@@ -113,7 +113,11 @@ func readEvents() []string {
 }
 
 // nodeStreams are the streams of the node's inputs, buckets and object
-// store: no client reads them or touches their consumers. (The registry of
+// store: no client reads them or touches their consumers. (TenantInputStream
+// is not among them: it allows no direct gets and has no durable consumer,
+// only the input stream's sourcing, which no pattern of readEvents reaches;
+// and every byte here is in every credential's JWT, which a server's
+// default max_control_line of 4 KiB must take.) (The registry of
 // credentials is among them: only nodes, and admins through the API, read
 // it.)
 func nodeStreams() []string {
@@ -176,6 +180,13 @@ func clientDenies() []string { return append(append(nodeOnly(), nodeStreamDenies
 // calls, stored inputs, the system account.
 func subscribeDenies() []string { return []string{ToolPrefix + ">", APIPrefix + ">", "tah.in.>"} }
 
+// sessionFeeds are what a client or an observer receives: its inbox, every
+// session's deltas and refusals (the default tenant's and the tenants'),
+// and the agents' heartbeats.
+func sessionFeeds(inbox string) []string {
+	return []string{inbox, DeltaSubjects, TenantDeltaSubjects, ErrorSubjects, TenantErrorSubjects, AgentsHeartbeats}
+}
+
 // RolePermissions is the table of what each role may do, for the credential
 // named name (tools: the tool names a tool credential serves, and
 // "<ns>__*" for every tool of namespace ns). The node's
@@ -192,12 +203,14 @@ func RolePermissions(role Role, name string, tools []string) (Permissions, error
 	case RoleNode:
 		return Permissions{}, nil
 	case RoleAdmin, RoleClient:
-		pub := append([]string{APIPrefix + "*", InputSubjects, AnswerSubjects, agentPrompts, agentStatuses}, readEvents()...)
+		// A tenant's session's inputs name their sender: this credential's
+		// name, and no other (wire.InputSubject).
+		pub := append([]string{APIPrefix + "*", InputSubjects, TenantInputSubjectsOf(name), AnswerSubjects, agentPrompts, agentStatuses}, readEvents()...)
 		if role == RoleAdmin {
 			pub = append(pub, CredsAPIPrefix+">")
 		}
 		return Permissions{PublishAllow: append(pub, agentsDiscovery()...), PublishDeny: clientDenies(),
-			SubscribeAllow: []string{inbox, DeltaSubjects, ErrorSubjects, AgentsHeartbeats}, SubscribeDeny: subscribeDenies()}, nil
+			SubscribeAllow: sessionFeeds(inbox), SubscribeDeny: subscribeDenies()}, nil
 	case RoleObserver:
 		pub := []string{agentStatuses}
 		for _, e := range readEndpoints {
@@ -205,7 +218,7 @@ func RolePermissions(role Role, name string, tools []string) (Permissions, error
 		}
 		pub = append(append(pub, readEvents()...), agentsDiscovery()...)
 		return Permissions{PublishAllow: pub, PublishDeny: append(clientDenies(), InputSubjects, AnswerSubjects, agentPrompts),
-			SubscribeAllow: []string{inbox, DeltaSubjects, ErrorSubjects, AgentsHeartbeats}, SubscribeDeny: subscribeDenies()}, nil
+			SubscribeAllow: sessionFeeds(inbox), SubscribeDeny: subscribeDenies()}, nil
 	case RoleAgents:
 		// Replies go to the callers' inboxes, whatever their prefix: every
 		// subject but TAH's, the system's, the discovery verbs and the
@@ -262,9 +275,11 @@ func toolPermissions(inbox string, tools []string) (Permissions, error) {
 // kind: a credential the node runs with (an external cluster's, made with
 // nsc) must allow them all. node names the node (its presence).
 func NodeNeeds(node string) (publish, subscribe []string) {
-	const sid = "s_00000000000000000000"
+	const sid, tenantSID = "s_00000000000000000000", "acme.s_00000000000000000000"
 	publish = []string{
-		ShardSubject(0, sid), PartitionSubject(0, sid), InputSubject(sid), ErrorSubject(sid), DeltaSubject(sid),
+		ShardSubject(0, sid), PartitionSubject(0, sid, ""), InputSubject(sid, ""), ErrorSubject(sid), DeltaSubject(sid),
+		ShardSubject(0, tenantSID), PartitionSubject(0, tenantSID, NodeSender), InputSubject(tenantSID, NodeSender),
+		ErrorSubject(tenantSID), DeltaSubject(tenantSID),
 		NodeSubject(node), ClaimNoticeSubject("other"), ToolSubject("read_file"), ToolCancelSubject("call_1"),
 		"$KV." + CheckpointBucket + "." + sid, "$KV." + NodeBucket + "." + node, "$KV." + ToolResultBucket + "." + ResultKey("read_file", sid, "call_1"),
 		"$O." + ArtifactBucket + ".C.x",

@@ -50,8 +50,21 @@ func ScheduleSubject(sid, name string) string { return "tah.sched.def." + sid + 
 // ScheduleDefinitions is the filter of session sid's definitions.
 func ScheduleDefinitions(sid string) string { return "tah.sched.def." + sid + ".*" }
 
-// ScheduleFireSubject is where session sid's schedules fire.
+// ScheduleFireSubject is where session sid's schedules fire:
+// tah.sched.fire.<sid>, two tokens for a tenant's session
+// (TenantScheduleFireSubjects).
 func ScheduleFireSubject(sid string) string { return "tah.sched.fire." + sid }
+
+// TenantScheduleFireSubjects is the filter of the fired schedules of
+// tenants' sessions.
+const TenantScheduleFireSubjects = "tah.sched.fire.*.*"
+
+// TenantScheduleTransform is ScheduleTransform for a tenant's session: its
+// partition as TenantInputTransform computes it, and NodeSender as its
+// sender.
+func TenantScheduleTransform(partitions int) string {
+	return fmt.Sprintf("tah.in.{{partition(%d,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.%s", partitions, NodeSender)
+}
 
 // ScheduleTransform routes a fired input (ScheduleFireSubjects: its one
 // wildcard is the session) to its session's partition of the input

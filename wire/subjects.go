@@ -11,20 +11,38 @@ import (
 // session (or node, or tool).
 const (
 	// EventSubjects is the filter of every record of every session, in every
-	// shard of the log.
-	EventSubjects = "tah.evt.*.*"
+	// shard of the log: tah.evt.<k>.<sid>, whose <sid> is one token for a
+	// session of the default tenant and two for a tenant's (<tenant>.<id>).
+	EventSubjects = "tah.evt.*.>"
 	// LegacyEventSubjects is the filter of every event of a log written
 	// before shards and records (LegacyEventStream): tah.sess.<sid>.evt.<type>.
 	// Only the migration reads it.
 	LegacyEventSubjects = "tah.sess.*.evt.>"
-	// InputSubjects is the filter of inputs as clients publish them.
+	// InputSubjects is the filter of inputs as clients publish them, for the
+	// sessions of the default tenant: tah.sess.<sid>.in.
 	InputSubjects = "tah.sess.*.in"
-	// PartitionSubjects is the filter of inputs as TAH_IN stores them.
-	PartitionSubjects = "tah.in.*.*"
-	// DeltaSubjects is the filter of every session's token deltas.
-	DeltaSubjects = "tah.sess.*.delta"
-	// ErrorSubjects is the filter of every session's refusals (Refusal).
-	ErrorSubjects = "tah.sess.*.err"
+	// TenantInputSubjects is the filter of inputs as clients publish them
+	// for a tenant's sessions: tah.sess.<tenant>.<id>.in.<sender>, the
+	// sender being the name of the publisher's credential (InputSubject).
+	TenantInputSubjects = "tah.sess.*.*.in.*"
+	// PartitionSubjects is the filter of inputs as TAH_IN stores them:
+	// tah.in.<p>.<sid> and tah.in.<p>.<tenant>.<id>.<sender>.
+	PartitionSubjects = "tah.in.*.>"
+	// DeltaSubjects is the filter of the default tenant's sessions' token
+	// deltas; TenantDeltaSubjects is the tenants'.
+	DeltaSubjects       = "tah.sess.*.delta"
+	TenantDeltaSubjects = "tah.sess.*.*.delta"
+	// ErrorSubjects is the filter of the default tenant's sessions' refusals
+	// (Refusal); TenantErrorSubjects is the tenants'.
+	ErrorSubjects       = "tah.sess.*.err"
+	TenantErrorSubjects = "tah.sess.*.*.err"
+	// NodeSender is the sender token of the inputs a node makes itself (a
+	// fired schedule, the Go API of its process): never a credential's name
+	// (ValidCredentialName refuses it).
+	NodeSender = "$node"
+	// AnonymousSender is the sender token of a client's inputs that knows no
+	// name of its credential (one connected without a .creds file).
+	AnonymousSender = "$anon"
 	// NodeSubjects is the filter of every node's presence.
 	NodeSubjects = "tah.nodes.*"
 	// APIPrefix starts the subject of every API endpoint: tah.api.<endpoint>.
@@ -47,13 +65,14 @@ const (
 func ShardSubject(k int, sid string) string { return "tah.evt." + strconv.Itoa(k) + "." + sid }
 
 // ShardSubjects is the filter of every session's records in shard k, the
-// subjects of EventShardStream(k): tah.evt.<k>.*.
-func ShardSubjects(k int) string { return "tah.evt." + strconv.Itoa(k) + ".*" }
+// subjects of EventShardStream(k): tah.evt.<k>.> (a tenant's session ids
+// are two tokens).
+func ShardSubjects(k int) string { return "tah.evt." + strconv.Itoa(k) + ".>" }
 
 // Shard returns the shard of the log that holds session sid's records among
-// n shards: the FNV-1a 32-bit hash of the session id, modulo n (the hash of
-// Partition, applied to the log's shard count, which is independent of the
-// input partitions).
+// n shards: the FNV-1a 32-bit hash of the session id's tokens (without the
+// '.' of a tenant's), modulo n (the hash of Partition, applied to the log's
+// shard count, which is independent of the input partitions).
 func Shard(sid string, n int) int { return fnvMod(sid, n) }
 
 // LegacySessionEvents is the filter of session sid's events in a log written
@@ -61,15 +80,52 @@ func Shard(sid string, n int) int { return fnvMod(sid, n) }
 // the migration reads it.
 func LegacySessionEvents(sid string) string { return "tah.sess." + sid + ".evt.>" }
 
-// InputSubject is where clients publish inputs for session sid: tah.sess.<sid>.in.
-func InputSubject(sid string) string { return "tah.sess." + sid + ".in" }
+// InputSubject is where a client publishes inputs for session sid:
+// tah.sess.<sid>.in for a session of the default tenant, and
+// tah.sess.<tenant>.<id>.in.<sender> for a tenant's, sender being the name of
+// the publisher's credential (NodeSender for the node's own), which the
+// server's permissions pin so that the node can tell who sent an input
+// from its subject. sender is not used for the default tenant.
+func InputSubject(sid, sender string) string {
+	if strings.Contains(sid, ".") {
+		return "tah.sess." + sid + ".in." + sender
+	}
+	return "tah.sess." + sid + ".in"
+}
+
+// TenantInputSubjectsOf is the filter of the inputs of every tenant's
+// sessions sent by the credential named sender: tah.sess.*.*.in.<sender>.
+func TenantInputSubjectsOf(sender string) string { return "tah.sess.*.*.in." + sender }
 
 // PartitionSubject is the subject TAH_IN stores an input of session sid
-// under, with p = Partition(sid, partitions): tah.in.<p>.<sid>.
-func PartitionSubject(p int, sid string) string { return fmt.Sprintf("tah.in.%d.%s", p, sid) }
+// under, with p = Partition(sid, partitions): tah.in.<p>.<sid>, and
+// tah.in.<p>.<tenant>.<id>.<sender> for a tenant's session.
+func PartitionSubject(p int, sid, sender string) string {
+	if strings.Contains(sid, ".") {
+		return fmt.Sprintf("tah.in.%d.%s.%s", p, sid, sender)
+	}
+	return fmt.Sprintf("tah.in.%d.%s", p, sid)
+}
 
-// PartitionFilter is the filter of partition p's consumer: tah.in.<p>.*.
-func PartitionFilter(p int) string { return fmt.Sprintf("tah.in.%d.*", p) }
+// InputOfSubject returns the session and the sender of an input as TAH_IN
+// stores it (PartitionSubject): sender is "" for the default tenant's, whose
+// subjects do not say. ok is false for any other subject.
+func InputOfSubject(subj string) (sid, sender string, ok bool) {
+	parts := strings.Split(subj, ".")
+	if len(parts) < 4 || parts[0] != "tah" || parts[1] != "in" {
+		return "", "", false
+	}
+	switch len(parts) {
+	case 4:
+		return parts[3], "", true
+	case 6:
+		return parts[3] + "." + parts[4], parts[5], true
+	}
+	return "", "", false
+}
+
+// PartitionFilter is the filter of partition p's consumer: tah.in.<p>.>.
+func PartitionFilter(p int) string { return fmt.Sprintf("tah.in.%d.>", p) }
 
 // PartitionConsumerPrefix starts the durable name of every partition's
 // consumer.
@@ -83,6 +139,14 @@ func PartitionConsumer(p int) string { return fmt.Sprintf("%s%d", PartitionConsu
 // tah.in.<FNV-1a(sid) mod partitions>.<sid>.
 func InputTransform(partitions int) string {
 	return fmt.Sprintf("tah.in.{{partition(%d,1)}}.{{wildcard(1)}}", partitions)
+}
+
+// TenantInputTransform is InputTransform for a tenant's inputs
+// (TenantInputSubjects): tah.sess.<tenant>.<id>.in.<sender> to
+// tah.in.<FNV-1a(<tenant><id>) mod partitions>.<tenant>.<id>.<sender>, the
+// partition Partition computes for the session id.
+func TenantInputTransform(partitions int) string {
+	return fmt.Sprintf("tah.in.{{partition(%d,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}", partitions)
 }
 
 // DeltaSubject is the core NATS subject of session sid's token deltas.
@@ -124,29 +188,40 @@ func ToolFromSubject(subj string) string {
 }
 
 // Partition returns the input partition of session sid among n partitions,
-// as the server's subject transform {{partition(n,1)}} computes it: the
-// FNV-1a 32-bit hash of the session id, modulo n.
+// as the server's subject transforms compute it ({{partition(n,1)}} of the
+// default tenant's one token, {{partition(n,1,2)}} of a tenant's two): the
+// FNV-1a 32-bit hash of the session id's tokens without the '.' between
+// them, modulo n.
 func Partition(sid string, n int) int { return fnvMod(sid, n) }
 
-// fnvMod is the FNV-1a 32-bit hash of s modulo n (0 when n is not positive).
+// fnvMod is the FNV-1a 32-bit hash of s's bytes but '.', modulo n (0 when n
+// is not positive): the server's partition hash of s's tokens.
 func fnvMod(s string, n int) int {
 	if n <= 0 {
 		return 0
 	}
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
+	for len(s) > 0 {
+		tok, rest, _ := strings.Cut(s, ".")
+		_, _ = h.Write([]byte(tok))
+		s = rest
+	}
 	return int(h.Sum32() % uint32(n))
 }
 
-// SessionFromSubject returns the session of a tah.sess.<sid>.…,
-// tah.in.<p>.<sid> or tah.evt.<k>.<sid> subject, or "".
+// SessionFromSubject returns the session of a tah.in.<p>.… (InputOfSubject)
+// or tah.evt.<k>.<sid> subject, or of a legacy tah.sess.<sid>.evt.… one, or
+// "".
 func SessionFromSubject(subj string) string {
-	parts := strings.Split(subj, ".")
+	if sid, _, ok := InputOfSubject(subj); ok {
+		return sid
+	}
+	parts := strings.SplitN(subj, ".", 4)
 	switch {
-	case len(parts) >= 3 && parts[0] == "tah" && parts[1] == "sess":
-		return parts[2]
-	case len(parts) == 4 && parts[0] == "tah" && (parts[1] == "in" || parts[1] == "evt"):
+	case len(parts) == 4 && parts[0] == "tah" && parts[1] == "evt":
 		return parts[3]
+	case len(parts) == 4 && parts[0] == "tah" && parts[1] == "sess":
+		return parts[2]
 	}
 	return ""
 }

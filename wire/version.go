@@ -26,5 +26,9 @@ var ProtocolString = strconv.Itoa(ProtocolVersion)
 // allows it (and migrates a log of version 1, the one stream TAH_EVT, into
 // the shards of version 2); a node finding a newer one stops and asks to be
 // upgraded. Version 3 adds the schedules' stream (ScheduleStream), which
-// the input stream sources: an older node would drop that source.
-const SetupVersion = 3
+// the input stream sources: an older node would drop that source. Version 4
+// takes tenants' session ids (<tenant>.<id>): the shards store tah.evt.<k>.>,
+// the input stream also sources TenantInputStream and tenants' fired
+// schedules, and the partitions' consumers filter tah.in.<p>.>; an older node
+// would take those back.
+const SetupVersion = 4

@@ -109,12 +109,12 @@ func TestSubjects(t *testing.T) {
 	sid := "s_4f2k9q1w7e3r5t6y8v0b"
 	for got, want := range map[string]string{
 		wire.ShardSubject(5, sid):          "tah.evt.5.s_4f2k9q1w7e3r5t6y8v0b",
-		wire.ShardSubjects(5):              "tah.evt.5.*",
+		wire.ShardSubjects(5):              "tah.evt.5.>",
 		wire.EventShardStream(5):           "TAH_EVT_5",
 		wire.LegacySessionEvents(sid):      "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.evt.>",
-		wire.InputSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.in",
-		wire.PartitionSubject(3, sid):      "tah.in.3.s_4f2k9q1w7e3r5t6y8v0b",
-		wire.PartitionFilter(3):            "tah.in.3.*",
+		wire.InputSubject(sid, ""):         "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.in",
+		wire.PartitionSubject(3, sid, ""):  "tah.in.3.s_4f2k9q1w7e3r5t6y8v0b",
+		wire.PartitionFilter(3):            "tah.in.3.>",
 		wire.PartitionConsumer(3):          "tah_in_3",
 		wire.InputTransform(16):            "tah.in.{{partition(16,1)}}.{{wildcard(1)}}",
 		wire.DeltaSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.delta",
@@ -123,6 +123,13 @@ func TestSubjects(t *testing.T) {
 		wire.APISubject(wire.EndpointFork): "tah.api.fork",
 		wire.ToolSubject("shout"):          "tah.tool.shout",
 		wire.ToolCancelSubject("a.b"):      "tah.tool.cancel.=YS5i",
+		// a tenant's session: its id is two tokens, and its inputs name their sender
+		wire.ShardSubject(5, "acme."+sid):              "tah.evt.5.acme.s_4f2k9q1w7e3r5t6y8v0b",
+		wire.InputSubject("acme."+sid, "alice"):        "tah.sess.acme.s_4f2k9q1w7e3r5t6y8v0b.in.alice",
+		wire.PartitionSubject(3, "acme."+sid, "alice"): "tah.in.3.acme.s_4f2k9q1w7e3r5t6y8v0b.alice",
+		wire.TenantInputTransform(16):                  "tah.in.{{partition(16,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}",
+		wire.DeltaSubject("acme." + sid):               "tah.sess.acme.s_4f2k9q1w7e3r5t6y8v0b.delta",
+		wire.ScheduleFireSubject("acme." + sid):        "tah.sched.fire.acme.s_4f2k9q1w7e3r5t6y8v0b",
 	} {
 		if got != want {
 			t.Errorf("got %q, want %q", got, want)
@@ -134,8 +141,29 @@ func TestSubjects(t *testing.T) {
 	if s := wire.SessionFromSubject("tah.sess." + sid + ".evt.turn.started"); s != sid {
 		t.Errorf("session of a legacy event subject: %q", s)
 	}
-	if s := wire.SessionFromSubject(wire.PartitionSubject(0, sid)); s != sid {
+	if s := wire.SessionFromSubject(wire.PartitionSubject(0, sid, "")); s != sid {
 		t.Errorf("session of a partition subject: %q", s)
+	}
+	for _, c := range []struct{ subj, sid, sender string }{
+		{wire.PartitionSubject(2, sid, "alice"), sid, ""},
+		{wire.PartitionSubject(2, "acme."+sid, "alice"), "acme." + sid, "alice"},
+		{wire.PartitionSubject(2, "acme."+sid, wire.NodeSender), "acme." + sid, wire.NodeSender},
+	} {
+		got, sender, ok := wire.InputOfSubject(c.subj)
+		if !ok || got != c.sid || sender != c.sender {
+			t.Errorf("InputOfSubject(%q) = %q, %q, %v", c.subj, got, sender, ok)
+		}
+		if s := wire.SessionFromSubject(c.subj); s != c.sid {
+			t.Errorf("session of %q: %q", c.subj, s)
+		}
+	}
+	for _, subj := range []string{"tah.in.1", "tah.in.1.a.b", "tah.in.1.a.b.c.d", "tah.evt.1.x"} {
+		if _, _, ok := wire.InputOfSubject(subj); ok {
+			t.Errorf("InputOfSubject(%q) took it", subj)
+		}
+	}
+	if s := wire.SessionFromSubject(wire.ShardSubject(3, "acme."+sid)); s != "acme."+sid {
+		t.Errorf("session of a tenant's shard subject: %q", s)
 	}
 	if s := wire.SessionFromSubject("foo.bar"); s != "" {
 		t.Errorf("session of a foreign subject: %q", s)
@@ -158,6 +186,11 @@ func TestShard(t *testing.T) {
 	}
 	if wire.Shard("x", 0) != 0 {
 		t.Fatal("no shards")
+	}
+	// A tenant's session: the hash of its tokens without the '.', as the
+	// server's {{partition(n,1,2)}} computes it over two wildcards.
+	if got, want := wire.Shard("acme.s_1", 8), wire.Shard("acmes_1", 8); got != want {
+		t.Errorf("Shard of a tenant's session = %d, want the hash of its tokens joined, %d", got, want)
 	}
 }
 

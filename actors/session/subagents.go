@@ -102,7 +102,8 @@ func ValidateSubAgents(defs []SubAgent) error {
 }
 
 // ChildID is the session id of the child that call callID of session
-// parent makes: the same for the same call, whatever node makes it.
+// parent makes: the same for the same call, whatever node makes it, in the
+// parent's tenant.
 func ChildID(parent, callID string) string {
 	sum := sha256.Sum256([]byte(parent + "\x00" + callID))
 	enc := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(sum[:]))
@@ -116,7 +117,7 @@ func ChildID(parent, callID string) string {
 			b.WriteRune(c)
 		}
 	}
-	return b.String()
+	return event.InTenant(event.TenantOf(parent), b.String())
 }
 
 // childInputID is the id of the run input that starts a child's turn.

@@ -110,7 +110,7 @@ func TestPreview(t *testing.T) {
 }
 
 func TestUsageErrorsNeedNoNode(t *testing.T) {
-	for _, args := range [][]string{{}, {"frob"}, {"show"}, {"show", "a.b"}, {"send", ""}, {"list", "--status", "x"}, {"fork", "s_1", "--turns", "-2"},
+	for _, args := range [][]string{{}, {"frob"}, {"show"}, {"show", "a.b.c"}, {"send", ""}, {"list", "--status", "x"}, {"fork", "s_1", "--turns", "-2"},
 		{"budget", "s_1"}, {"budget", "s_1", "--turn-tokens", "-1"}, {"new", "--session-time", "soon"}, {"send", "--budget-cost", "$x", "hi"},
 		{"replay"}, {"replay", "s_1", "--turn", "-1"}, {"replay", "s_1", "--system-prompt-file", "/nonexistent/prompt.txt"}} {
 		g, _, _ := testGlobals(nil)
@@ -194,7 +194,7 @@ func TestShardOfTheProtocolsExample(t *testing.T) {
 		t.Errorf("tahctl shard printed\n%s\nwant\n%s", out, want)
 	}
 	g, _, _ = testGlobals(nil)
-	if err := run(context.Background(), g, []string{"shard", "a.b", "--shards", "8"}); exitCode(err) != exitUsage {
+	if err := run(context.Background(), g, []string{"shard", "a.b.c", "--shards", "8"}); exitCode(err) != exitUsage {
 		t.Errorf("an invalid id: %v", err)
 	}
 }

@@ -254,7 +254,7 @@ func checkID(id string) error {
 		return usageError("`tahctl list` shows the sessions", "no session id given")
 	}
 	if err := event.ValidSessionID(id); err != nil {
-		return usageError("`tahctl list` shows the sessions; ids look like s_4f2k9q1w7e3r5t6y8v0b",
+		return usageError("`tahctl list` shows the sessions; ids look like s_4f2k9q1w7e3r5t6y8v0b, or acme.s_4f2k9q1w7e3r5t6y8v0b for tenant acme",
 			"%q is not a session id: %v", id, err)
 	}
 	return nil

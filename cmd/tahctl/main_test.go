@@ -185,7 +185,7 @@ func cmdWaitNode(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Fatalf("the node of %s is not ready after %v: %v", dir, pollDeadline, last)
 }
 
-var sidRE = regexp.MustCompile(`s_[0-9a-z]{20}`)
+var sidRE = regexp.MustCompile(`(?:\b[a-z][a-z0-9-]{0,31}\.)?s_[0-9a-z]{20}`) // a tenant's too (acme.s_…)
 
 // sid NAME: sets $NAME to the first session id in the last command's stdout.
 func cmdSID(ts *testscript.TestScript, neg bool, args []string) {

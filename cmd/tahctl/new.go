@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -32,11 +33,28 @@ The limit flags give it a budget of its own: limits on each of its turns
 output), US dollars and wall time (90s, 5m). The node's agent.budget, when
 tighter, still wins; tahctl budget changes them later.`
 
+// checkTenant refuses a --tenant that cannot name one, or given with an
+// existing session's id (which says its tenant itself).
+func checkTenant(tenant, sid string) error {
+	if tenant == "" {
+		return nil
+	}
+	if err := event.ValidTenant(tenant); err != nil {
+		return usageError("tenant names are lower-case letters, digits and '-', starting with a letter: --tenant acme", "%v", err)
+	}
+	if sid != "" {
+		return usageError("give --tenant for a new session only: an existing session's id names its tenant (acme.s_…)",
+			"--tenant %s with -s %s", tenant, sid)
+	}
+	return nil
+}
+
 // runNew is `tahctl new`: create a session and print its id.
 func runNew(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("new", "[--label K=V]... [--turn-tokens N] [--turn-cost USD] [--turn-time DURATION] [--session-tokens N] [--session-cost USD] [--session-time DURATION]", newHelp)
+	fs := g.flags("new", "[--tenant NAME] [--label K=V]... [--turn-tokens N] [--turn-cost USD] [--turn-time DURATION] [--session-tokens N] [--session-cost USD] [--session-time DURATION]", newHelp)
 	ls := labels{}
 	fs.Var(ls, "label", "a label `K=V` of the session (repeatable)")
+	tenant := fs.String("tenant", "", "make it a session of tenant `NAME` (its id NAME.s_…)")
 	var lf limitFlags
 	lf.register(fs, "", "0: no limit")
 	pos, err := parse(fs, args)
@@ -46,6 +64,9 @@ func runNew(ctx context.Context, g *globals, args []string) error {
 	if len(pos) > 0 {
 		return usageError("`tahctl send TEXT` creates a session and sends TEXT", "new takes no arguments, got %q", pos[0])
 	}
+	if err := checkTenant(*tenant, ""); err != nil {
+		return err
+	}
 	if err := wire.CheckLabels(ls); err != nil {
 		return usageError(fmt.Sprintf("at most %d labels, %d bytes in all", wire.MaxLabels, wire.MaxLabelsBytes), "%v", err)
 	}
@@ -54,7 +75,7 @@ func runNew(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	r, err := c.Create(ctx, wire.CreateRequest{Labels: ls, Budget: lf.budget()})
+	r, err := c.Create(ctx, wire.CreateRequest{Tenant: *tenant, Labels: ls, Budget: lf.budget()})
 	if err != nil {
 		return c.failed(wire.EndpointCreate, err)
 	}

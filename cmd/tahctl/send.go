@@ -50,9 +50,10 @@ this input next. Both need -s; on an idle session both are a plain send.`
 
 // runSend is `tahctl send [-s ID] TEXT`.
 func runSend(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("send", "[-s ID] TEXT", sendHelp)
+	fs := g.flags("send", "[-s ID | --tenant NAME] TEXT", sendHelp)
 	sid := fs.String("s", "", "continue the session `ID` (default: a new session)")
 	fs.StringVar(sid, "session", "", "same as -s `ID`")
+	tenant := fs.String("tenant", "", "make the new session one of tenant `NAME`'s (its id NAME.s_…)")
 	maxSteps := fs.Int("max-steps", 0, "at most `N` LLM calls in this turn (default: the session's maxSteps)")
 	steer := fs.Bool("steer", false, "join the session's running turn at its next step, instead of waiting for it to end")
 	interrupt := fs.Bool("interrupt", false, "cancel the session's running turn and run this input next")
@@ -67,6 +68,9 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	}
 	whenBusy, err := whenBusyOf(*sid, *steer, *interrupt)
 	if err != nil {
+		return err
+	}
+	if err := checkTenant(*tenant, *sid); err != nil {
 		return err
 	}
 	text := strings.Join(pos, " ")
@@ -99,7 +103,7 @@ func runSend(ctx context.Context, g *globals, args []string) error {
 	}
 	created := false
 	if *sid == "" {
-		r, err := c.Create(ctx, wire.CreateRequest{})
+		r, err := c.Create(ctx, wire.CreateRequest{Tenant: *tenant})
 		if err != nil {
 			return c.failed(wire.EndpointCreate, err)
 		}

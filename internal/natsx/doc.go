@@ -13,7 +13,7 @@
 //
 // The smallest use:
 //
-//	m, id, err := natsx.NewInputMsg(sid, wire.Input{Command: wire.CommandRun, Text: "hi"}, nc.MaxPayload())
+//	m, id, err := natsx.NewInputMsg(sid, wire.NodeSender, wire.Input{Command: wire.CommandRun, Text: "hi"}, nc.MaxPayload())
 //	if err != nil { ... }                       // ErrMalformedInput, ErrPayloadTooLarge, an invalid id
 //	_, err = natsx.PublishRetrying(ctx, js, m, nil) // stored once, however often it is tried
 package natsx

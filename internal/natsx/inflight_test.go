@@ -61,7 +61,7 @@ func TestPublishRetryingWaitsForItsInFlightTry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := natsx.NewInputMsg("s_1", wire.Input{Command: wire.CommandResume}, nc.MaxPayload())
+	m, _, err := natsx.NewInputMsg("s_1", wire.NodeSender, wire.Input{Command: wire.CommandResume}, nc.MaxPayload())
 	if err != nil {
 		t.Fatal(err)
 	}

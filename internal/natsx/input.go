@@ -13,14 +13,15 @@ import (
 // ErrPayloadTooLarge: a message larger than the server's max payload.
 var ErrPayloadTooLarge = errors.New("payload too large")
 
-// NewInputMsg builds the message of input in for session sid: the JSON body
-// on wire.InputSubject(sid), with the id in the body (in.ID, generated when
+// NewInputMsg builds the message of input in for session sid, sent by the
+// credential named sender (wire.InputSubject): the JSON body
+// on wire.InputSubject(sid, sender), with the id in the body (in.ID, generated when
 // empty, which it returns), and the headers Tah-Command, Nats-Msg-Id
 // (wire.InputMsgID: the session and the id, since TAH_IN de-duplicates
 // across every session) and, when in.ReplyTo is set, Tah-Reply-To. It fails with event.ErrInvalidSessionID,
 // wire.ErrMalformedInput (in does not validate) or ErrPayloadTooLarge (the
 // message would be over maxPayload bytes).
-func NewInputMsg(sid string, in wire.Input, maxPayload int64) (*nats.Msg, string, error) {
+func NewInputMsg(sid, sender string, in wire.Input, maxPayload int64) (*nats.Msg, string, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, "", err
 	}
@@ -34,7 +35,7 @@ func NewInputMsg(sid string, in wire.Input, maxPayload int64) (*nats.Msg, string
 	if err != nil {
 		return nil, "", fmt.Errorf("input: %w", err)
 	}
-	m := nats.NewMsg(wire.InputSubject(sid))
+	m := nats.NewMsg(wire.InputSubject(sid, sender))
 	m.Data = body
 	m.Header.Set(wire.HeaderCommand, string(in.Command))
 	m.Header.Set(wire.HeaderMsgID, wire.InputMsgID(sid, in.ID))

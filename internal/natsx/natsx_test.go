@@ -49,25 +49,25 @@ func TestTemporary(t *testing.T) {
 }
 
 func TestNewInputMsg(t *testing.T) {
-	m, id, err := natsx.NewInputMsg("s_1", wire.Input{Command: wire.CommandRun, Text: "hi", ReplyTo: "_INBOX.x"}, 1<<20)
+	m, id, err := natsx.NewInputMsg("s_1", wire.NodeSender, wire.Input{Command: wire.CommandRun, Text: "hi", ReplyTo: "_INBOX.x"}, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(id, "in_") || m.Subject != wire.InputSubject("s_1") || m.Header.Get(wire.HeaderMsgID) != "s_1:"+id ||
+	if !strings.HasPrefix(id, "in_") || m.Subject != wire.InputSubject("s_1", "") || m.Header.Get(wire.HeaderMsgID) != "s_1:"+id ||
 		m.Header.Get(wire.HeaderCommand) != "run" || m.Header.Get(wire.HeaderReplyTo) != "_INBOX.x" ||
 		string(m.Data) != `{"id":"`+id+`","input":"hi"}` {
 		t.Fatalf("%s %s %v %s", id, m.Subject, m.Header, m.Data)
 	}
-	if m, id, _ := natsx.NewInputMsg("s_1", wire.Input{ID: "mine", Command: wire.CommandResume}, 1<<20); id != "mine" || m.Header.Get(wire.HeaderReplyTo) != "" {
+	if m, id, _ := natsx.NewInputMsg("s_1", wire.NodeSender, wire.Input{ID: "mine", Command: wire.CommandResume}, 1<<20); id != "mine" || m.Header.Get(wire.HeaderReplyTo) != "" {
 		t.Fatalf("given id: %s %v", id, m.Header)
 	}
-	if _, _, err := natsx.NewInputMsg("a.b", wire.Input{Command: wire.CommandResume}, 1<<20); !errors.Is(err, event.ErrInvalidSessionID) {
+	if _, _, err := natsx.NewInputMsg("a.b.c", wire.NodeSender, wire.Input{Command: wire.CommandResume}, 1<<20); !errors.Is(err, event.ErrInvalidSessionID) {
 		t.Errorf("bad session id: %v", err)
 	}
-	if _, _, err := natsx.NewInputMsg("s_1", wire.Input{Command: wire.CommandRun}, 1<<20); !errors.Is(err, wire.ErrMalformedInput) {
+	if _, _, err := natsx.NewInputMsg("s_1", wire.NodeSender, wire.Input{Command: wire.CommandRun}, 1<<20); !errors.Is(err, wire.ErrMalformedInput) {
 		t.Errorf("run without text: %v", err)
 	}
-	_, _, err = natsx.NewInputMsg("s_1", wire.Input{Command: wire.CommandRun, Text: strings.Repeat("a", 1000)}, 1000)
+	_, _, err = natsx.NewInputMsg("s_1", wire.NodeSender, wire.Input{Command: wire.CommandRun, Text: strings.Repeat("a", 1000)}, 1000)
 	if !errors.Is(err, natsx.ErrPayloadTooLarge) || !strings.Contains(err.Error(), "max payload of 1000 bytes") {
 		t.Errorf("too large: %v", err)
 	}
@@ -81,7 +81,7 @@ func TestMsgSizeIsWhatTheServerCounts(t *testing.T) {
 	nc := bustest.Connect(t, srv)
 	var largest *nats.Msg
 	for n := 1500; n < 2100; n++ {
-		m, _, err := natsx.NewInputMsg("s_1", wire.Input{ID: "in_1", Command: wire.CommandRun, Text: strings.Repeat("a", n)}, nc.MaxPayload())
+		m, _, err := natsx.NewInputMsg("s_1", wire.NodeSender, wire.Input{ID: "in_1", Command: wire.CommandRun, Text: strings.Repeat("a", n)}, nc.MaxPayload())
 		if errors.Is(err, natsx.ErrPayloadTooLarge) {
 			break
 		}
@@ -112,7 +112,7 @@ func TestPublishRetryingWaitsForTheStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, _, err := natsx.NewInputMsg("s_1", wire.Input{Command: wire.CommandResume}, nc.MaxPayload())
+	m, _, err := natsx.NewInputMsg("s_1", wire.NodeSender, wire.Input{Command: wire.CommandResume}, nc.MaxPayload())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestPublishRetryingWaitsForTheStream(t *testing.T) {
 	}
 
 	// Without an id, a retry could store it twice: refused.
-	if _, err := natsx.PublishRetrying(ctxT(t), js, nats.NewMsg(wire.InputSubject("s_1")), nil); !errors.Is(err, natsx.ErrNoMsgID) {
+	if _, err := natsx.PublishRetrying(ctxT(t), js, nats.NewMsg(wire.InputSubject("s_1", "")), nil); !errors.Is(err, natsx.ErrNoMsgID) {
 		t.Fatalf("no id: %v", err)
 	}
 	// The context ends the tries; the error says why they failed.

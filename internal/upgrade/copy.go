@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -207,8 +206,8 @@ func checkEmpty(ctx context.Context, to jetstream.JetStream, name string) error 
 // against the old stream, its data.
 func republished(m *jetstream.RawStreamMsg) *nats.Msg {
 	subject := m.Subject
-	if sid, ok := storedInputSession(subject); ok {
-		subject = wire.InputSubject(sid)
+	if sid, sender, ok := wire.InputOfSubject(subject); ok {
+		subject = wire.InputSubject(sid, sender)
 	}
 	h := nats.Header{}
 	for k, v := range m.Header {
@@ -217,18 +216,4 @@ func republished(m *jetstream.RawStreamMsg) *nats.Msg {
 		}
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: m.Data}
-}
-
-// storedInputSession is the session of an input as TAH_IN stores it,
-// tah.in.<partition>.<sid>.
-func storedInputSession(subject string) (string, bool) {
-	parts := strings.Split(subject, ".")
-	if len(parts) != 4 {
-		return "", false
-	}
-	p, err := strconv.Atoi(parts[2])
-	if err != nil || wire.PartitionSubject(p, parts[3]) != subject {
-		return "", false
-	}
-	return parts[3], true
 }

@@ -75,7 +75,7 @@ func OldCluster(t testing.TB) Old {
 	check(t, err)
 	_, err = b.Artifacts().PutBytes(ctx, old.Artifact, []byte(old.ArtifactContent))
 	check(t, err)
-	msg, _, err := natsx.NewInputMsg(old.PendingSession, wire.Input{ID: old.PendingInput, Command: wire.CommandRun, Text: "still to run"}, 1<<20)
+	msg, _, err := natsx.NewInputMsg(old.PendingSession, wire.NodeSender, wire.Input{ID: old.PendingInput, Command: wire.CommandRun, Text: "still to run"}, 1<<20)
 	check(t, err)
 	_, err = b.JetStream().PublishMsg(ctx, msg)
 	check(t, err)

@@ -1,0 +1,110 @@
+package client_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/wire"
+)
+
+// TestTenantSession drives a session of tenant acme (id acme.s_…) through a
+// real node beside one of the default tenant: created with its tenant, its
+// inputs through TAH_TIN (naming their sender) into their partition, its
+// records in the log, a fork and a fired schedule that stay in the tenant.
+func TestTenantSession(t *testing.T) {
+	n := startNode(t, newGated())
+	c := connect(t, n)
+	ctx := ctxT(t)
+
+	created, err := c.Create(ctx, wire.CreateRequest{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := created.Session
+	if !strings.HasPrefix(sid, "acme.s_") {
+		t.Fatalf("a fresh id of tenant acme: %q", sid)
+	}
+	// The default tenant's session named like the tenant lives beside it.
+	if _, err := c.Create(ctx, wire.CreateRequest{Session: "acme"}); err != nil {
+		t.Fatal(err)
+	}
+	if o := run(t, c, sid, "hello"); o.Status != projection.StatusCompleted || o.Content != "answer to hello" {
+		t.Fatalf("the tenant's turn: %+v", o)
+	}
+	if o := run(t, c, "acme", "plain"); o.Status != projection.StatusCompleted || o.Content != "answer to plain" {
+		t.Fatalf("the default tenant's turn: %+v", o)
+	}
+
+	// The input went through TAH_TIN under its sender's name.
+	js, err := jetstream.New(n.Bus().Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tin, err := js.Stream(ctx, wire.TenantInputStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := tin.GetLastMsgForSubject(ctx, wire.TenantInputSubjects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(m.Subject, "tah.sess."+sid+".in.") || strings.HasSuffix(m.Subject, "."+wire.AnonymousSender) {
+		t.Fatalf("the tenant's input was stored on %s: want tah.sess.%s.in.<the admin credential's name>", m.Subject, sid)
+	}
+
+	summary, err := c.Get(ctx, sid)
+	if err != nil || summary.ID != sid {
+		t.Fatalf("get %s: %+v, %v", sid, summary, err)
+	}
+	f, err := c.Fork(ctx, wire.ForkRequest{Session: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(f.Session, "acme.s_") {
+		t.Fatalf("a fork of %s left its tenant: %s", sid, f.Session)
+	}
+	if o := run(t, c, f.Session, "again"); o.Status != projection.StatusCompleted {
+		t.Fatalf("the fork's turn: %+v", o)
+	}
+
+	// A fired schedule reaches the tenant's session (TAH_SCHED's fires are
+	// routed to its partition with the node as sender).
+	fol, err := c.Follow(ctx, sid, summary.LastSeq+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fol.Close)
+	if _, err := c.Schedule(ctx, wire.ScheduleRequest{Session: sid, Name: "soon", At: time.Now().Add(2 * time.Second), Text: "scheduled"}); err != nil {
+		t.Fatal(err)
+	}
+	for done := false; !done; {
+		select {
+		case ev, ok := <-fol.Events():
+			if !ok {
+				t.Fatalf("the follower of %s stopped", sid)
+			}
+			done = ev.Type == event.AgentFinished
+		case <-ctx.Done():
+			t.Fatalf("the scheduled turn of %s never completed", sid)
+		}
+	}
+
+	for _, bad := range []wire.CreateRequest{
+		{Tenant: "Acme"},
+		{Tenant: "acme", Session: "beta.s_1"},
+		{Tenant: "acme", Session: "s_1"},
+		{Session: "acme.s_1.x"},
+	} {
+		_, err := c.Create(ctx, bad)
+		var apiErr *client.APIError
+		if !errors.As(err, &apiErr) && !errors.Is(err, event.ErrInvalidSessionID) {
+			t.Errorf("create %+v: %v, want a refusal", bad, err)
+		}
+	}
+}

@@ -79,7 +79,30 @@ func parseInput(m *nats.Msg, seq uint64) (wire.Input, error) {
 	if in.ID == "" {
 		in.ID = "in-" + strconv.FormatUint(seq, 10)
 	}
+	authenticatedBy(&in, m.Subject)
 	return in, nil
+}
+
+// authenticatedBy records, as who decided an approve, a deny or a budget
+// change of a tenant's session, the sender its subject names
+// (tah.in.<p>.<tenant>.<id>.<sender>), which the server pinned to the
+// publisher's credential's name, over the body's informative by. The node's
+// own inputs ($node) and a client's that knows no name of its own ($anon)
+// keep the body's; the default tenant's subjects name no sender.
+func authenticatedBy(in *wire.Input, subject string) {
+	switch in.Command {
+	case wire.CommandApprove, wire.CommandDeny, wire.CommandBudget:
+	default:
+		return
+	}
+	_, sender, ok := wire.InputOfSubject(subject)
+	if !ok || wire.ValidCredentialName(sender) != nil {
+		return
+	}
+	if in.Decision == nil {
+		in.Decision = &wire.Decision{}
+	}
+	in.Decision.By = sender
 }
 
 // reportRefusal publishes the refusal o on the session's error subject, and

@@ -1,15 +1,24 @@
 package client_test
 
 import (
+	"cmp"
+	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/actors/session"
+	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -105,6 +114,73 @@ func TestTenantSession(t *testing.T) {
 		var apiErr *client.APIError
 		if !errors.As(err, &apiErr) && !errors.Is(err, event.ErrInvalidSessionID) {
 			t.Errorf("create %+v: %v, want a refusal", bad, err)
+		}
+	}
+}
+
+// TestTenantDecisionNamesItsSender: an approve of a tenant's session records
+// as who decided the name of the credential that sent it (its subject's
+// sender, pinned by the server), not the by its body claims; the default
+// tenant's keeps the body's (informative) by.
+func TestTenantDecisionNamesItsSender(t *testing.T) {
+	ctx := ctxT(t)
+	reg, err := tools.NewRegistry(tools.Func(tools.Spec{Name: "write"}, func(context.Context, json.RawMessage) (tools.Result, error) {
+		return tools.Result{Output: "written"}, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = t.TempDir(), -1, 2
+	p := mock.Scripted(mock.CallTool("write", `{}`).OnPrompt("plan of acme"), mock.CallTool("write", `{}`).OnPrompt("plan of nobody"),
+		mock.Say("done").Always())
+	n, err := node.Start(ctx, node.Options{Bus: cfg, Provider: p, Tools: reg, Logger: slog.New(slog.DiscardHandler),
+		Approval: session.ApprovalPolicy{Rules: map[string]string{"write": session.ApprovalAlways}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	if err := n.StartAPI(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, n) // the data directory's admin credential, named "admin"
+	for tenant, want := range map[string]string{"acme": "admin", "": "somebody else"} {
+		created, err := c.Create(ctx, wire.CreateRequest{Tenant: tenant})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sid := created.Session
+		if o := run(t, c, sid, "plan of "+cmp.Or(tenant, "nobody")); !o.AwaitsApproval() {
+			t.Fatalf("%s: the turn: %+v", sid, o)
+		}
+		turn, err := c.Approve(ctx, sid, wire.Decision{By: "somebody else"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, err := turn.Outcome(ctx); err != nil || o.Status != projection.StatusCompleted {
+			t.Fatalf("%s: approved: %+v %v", sid, o, err)
+		}
+		turn.Close()
+		evs, err := c.Events(ctx, wire.EventsRequest{Session: sid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, ev := range evs.Events {
+			if ev.Type != event.ToolApproved {
+				continue
+			}
+			d, err := ev.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if by := d.(*event.ToolApprovedData).By; by != want {
+				t.Fatalf("%s: approved by %q, want %q", sid, by, want)
+			}
+			found = true
+		}
+		if !found {
+			t.Fatalf("%s: no tool.approved", sid)
 		}
 	}
 }

@@ -125,7 +125,9 @@ type Decision struct {
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	// By says who decided, as the client says (tahctl: its credential's
 	// name). The node records it as given: it is informative, not
-	// authenticated (see docs/security.md).
+	// authenticated (see docs/security.md); but in a tenant's session the
+	// node records the sender its subject names instead (InputSubject),
+	// which the server pinned to the publisher's credential.
 	By string `json:"by,omitempty"`
 	// Expired, on a deny, denies the calls whose approval deadline passed,
 	// and nothing while it has not: what the node schedules at a wait's

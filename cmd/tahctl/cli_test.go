@@ -119,7 +119,7 @@ func TestUsageErrorsNeedNoNode(t *testing.T) {
 		}
 	}
 	g, out, _ := testGlobals(nil)
-	if err := run(context.Background(), g, []string{"help", "send"}); err != nil || !strings.Contains(out.String(), "Usage: tahctl send [-s ID] TEXT") {
+	if err := run(context.Background(), g, []string{"help", "send"}); err != nil || !strings.Contains(out.String(), "Usage: tahctl send [-s ID | --tenant NAME] TEXT") {
 		t.Errorf("help send: %v\n%s", err, out)
 	}
 	g, out, _ = testGlobals(nil)

@@ -151,9 +151,21 @@ func RoleUser(role wire.Role, name string, tools []string) (User, error) {
 
 // The prefixes of a user JWT's tags.
 const (
-	RoleTag = "role:"
-	ToolTag = "tool:"
+	RoleTag   = "role:"
+	ToolTag   = "tool:"
+	TenantTag = "tenant:"
 )
+
+// TenantUser is the user of a credential named name of tenant with role's
+// permissions there (wire.TenantRolePermissions: a client or an observer),
+// tagged with its role and its tenant.
+func TenantUser(tenant string, role wire.Role, name string) (User, error) {
+	p, err := wire.TenantRolePermissions(tenant, role, name)
+	if err != nil {
+		return User{}, err
+	}
+	return User{Name: name, Permissions: JWTPermissions(p), Tags: []string{RoleTag + string(role), TenantTag + tenant}}, nil
+}
 
 // responseWindow is how long a tool may take to answer a request it
 // received (the reply permission of AllowResponses): longer than any tool's

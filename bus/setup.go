@@ -285,7 +285,11 @@ func (b *Bus) shardStreamConfig(k, n int) jetstream.StreamConfig {
 		// a node that only checks the setup (NoSetup) asks for nothing more
 		// than the log has.
 		AllowAtomicPublish: !b.cfg.NoSetup && b.atomicPublishSupported(),
-		Metadata:           b.metadata(wire.MetaShards, strconv.Itoa(n)),
+		// Tenants' sessions' records, as stored, on their live feed: how a
+		// tenant's credential, which has no JetStream API, follows them
+		// (wire.LiveSubject). A default tenant's record matches no source.
+		RePublish: &jetstream.RePublish{Source: wire.LiveRePublishSource(k), Destination: wire.LiveRePublishDestination},
+		Metadata:  b.metadata(wire.MetaShards, strconv.Itoa(n)),
 	}
 }
 
@@ -414,6 +418,9 @@ func streamDiffs(have, want jetstream.StreamConfig) []string {
 	}
 	if have.Duplicates != want.Duplicates {
 		add("duplicate_window", have.Duplicates, want.Duplicates)
+	}
+	if hr, wr := rePublishString(have.RePublish), rePublishString(want.RePublish); hr != wr {
+		add("republish", hr, wr)
 	}
 	if hs, ws := sourcesString(have.Sources), sourcesString(want.Sources); hs != ws {
 		add("sources", hs, ws)
@@ -569,3 +576,11 @@ func (b *Bus) Nodes() jetstream.KeyValue { return b.nodes }
 
 // Artifacts is the object store tah_artifacts.
 func (b *Bus) Artifacts() jetstream.ObjectStore { return b.artifacts }
+
+// rePublishString is a stream's RePublish as streamDiffs shows it.
+func rePublishString(r *jetstream.RePublish) string {
+	if r == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%s to %s (headers only: %v)", r.Source, r.Destination, r.HeadersOnly)
+}

@@ -37,7 +37,7 @@ func request[Rep any](ctx context.Context, c *Client, endpoint string, req any) 
 // cut off keeps its place in the group for a while; another try most likely
 // reaches a live node. Other endpoints are tried once.
 func (c *Client) call(ctx context.Context, endpoint string, req, rep any) error {
-	subj := wire.APISubject(endpoint)
+	subj := c.apiSubject(endpoint)
 	body, err := json.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("%s: %w", subj, err)

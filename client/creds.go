@@ -2,9 +2,11 @@ package client
 
 import (
 	"os"
+	"strings"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -24,17 +26,52 @@ func credsOptions(path string) []nats.Option {
 // when it can name an inbox; "" otherwise (the file is then reported by the
 // connection, which reads it too).
 func credentialName(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
-	}
-	token, err := jwt.ParseDecoratedJWT(b)
-	if err != nil {
-		return ""
-	}
-	uc, err := jwt.DecodeUserClaims(token)
-	if err != nil || wire.ValidCredentialName(uc.Name) != nil {
+	uc := userClaims(path)
+	if uc == nil || wire.ValidCredentialName(uc.Name) != nil {
 		return ""
 	}
 	return uc.Name
+}
+
+// credentialTenant is the tenant the user JWT of the .creds file at path
+// was issued for (its tag tenant:<name>), or "".
+func credentialTenant(path string) string {
+	uc := userClaims(path)
+	if uc == nil {
+		return ""
+	}
+	for _, tag := range uc.Tags {
+		// The server keeps tags in lower case: so are tenants' names.
+		if t, ok := strings.CutPrefix(tag, "tenant:"); ok && event.ValidTenant(t) == nil {
+			return t
+		}
+	}
+	return ""
+}
+
+// userClaims are the claims of the user JWT of the .creds file at path, or
+// nil when it has none that decodes.
+func userClaims(path string) *jwt.UserClaims {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	token, err := jwt.ParseDecoratedJWT(b)
+	if err != nil {
+		return nil
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return nil
+	}
+	return uc
+}
+
+// apiSubject is the subject of endpoint for this Client: the tenant's API
+// for a credential of a tenant.
+func (c *Client) apiSubject(endpoint string) string {
+	if c.opts.Tenant != "" {
+		return wire.TenantAPISubject(c.opts.Tenant, c.opts.Sender, endpoint)
+	}
+	return wire.APISubject(endpoint)
 }

@@ -20,13 +20,25 @@ import (
 // with mode 0600. The user's key pair is made here: a node signs a user JWT
 // for its public key, and the seed never leaves this process.
 func (c *Client) IssueCreds(ctx context.Context, name string, role wire.Role, tools []string) ([]byte, wire.Credential, error) {
+	return c.issue(ctx, wire.CredsAddRequest{Name: name, Role: role, Tools: tools})
+}
+
+// IssueTenantCreds is IssueCreds of a credential of tenant: a client or an
+// observer of that tenant's sessions only (wire.TenantRolePermissions).
+func (c *Client) IssueTenantCreds(ctx context.Context, tenant, name string, role wire.Role) ([]byte, wire.Credential, error) {
+	return c.issue(ctx, wire.CredsAddRequest{Name: name, Role: role, Tenant: tenant})
+}
+
+// issue makes a user key pair, has req signed for its public key, and
+// returns the .creds file of both.
+func (c *Client) issue(ctx context.Context, req wire.CredsAddRequest) ([]byte, wire.Credential, error) {
 	kp, err := nkeys.CreateUser()
 	if err != nil {
 		return nil, wire.Credential{}, fmt.Errorf("a user key pair: %w", err)
 	}
 	pub, _ := kp.PublicKey()
-	rep, err := request[wire.CredsAddReply](ctx, c, wire.EndpointCredsAdd,
-		wire.CredsAddRequest{Name: name, Role: role, Tools: tools, PublicKey: pub})
+	req.PublicKey = pub
+	rep, err := request[wire.CredsAddReply](ctx, c, wire.EndpointCredsAdd, req)
 	if err != nil {
 		return nil, wire.Credential{}, err
 	}

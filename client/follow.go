@@ -34,9 +34,15 @@ type Follower struct {
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when the loop has ended
 
+	// A tenant's Client follows the session's live feed instead of a
+	// consumer (live.go): its subscription, and the records it brings.
+	live     *nats.Subscription
+	liveMsgs chan *nats.Msg
+
 	// Owned by the loop.
-	cc   jetstream.ConsumeContext
-	next uint64 // the first sequence not delivered yet
+	cc     jetstream.ConsumeContext
+	next   uint64 // the first sequence not delivered yet
+	behind bool   // on the live feed: records before the next one may be missing
 }
 
 // Follow delivers session sid's events from stream sequence from of its
@@ -52,27 +58,36 @@ func (c *Client) follow(ctx context.Context, sid string, from uint64, records bo
 	if err := validSession(sid); err != nil {
 		return nil, err
 	}
-	k, err := c.shardOf(ctx, sid)
-	if err != nil {
-		return nil, err
-	}
-	if from == 0 {
-		if from, err = c.logEnd(ctx, k); err != nil {
-			return nil, err
-		}
-	}
-	f := &Follower{c: c, sid: sid, shard: k, events: make(chan event.Event), msgs: make(chan jetstream.Msg, 256),
-		done: make(chan struct{}), next: from}
+	f := &Follower{c: c, sid: sid, events: make(chan event.Event), done: make(chan struct{})}
 	if records {
 		f.records = make(chan []event.Event)
 	}
+	if c.opts.Tenant == "" {
+		k, err := c.shardOf(ctx, sid)
+		if err != nil {
+			return nil, err
+		}
+		f.shard = k
+	}
+	if from == 0 {
+		var err error
+		if from, err = c.sessionEnd(ctx, sid); err != nil {
+			return nil, err
+		}
+	}
+	f.next = from
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.status = c.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
-	cc, err := f.consume(ctx, from)
+	var err error
+	if c.opts.Tenant != "" {
+		err = f.followLive()
+	} else {
+		f.msgs = make(chan jetstream.Msg, 256)
+		f.cc, err = f.consume(ctx, from)
+	}
 	if err == nil {
-		err = c.track(f)
-		if err != nil {
-			cc.Stop()
+		if err = c.track(f); err != nil {
+			f.stopSource()
 		}
 	}
 	if err != nil {
@@ -80,8 +95,11 @@ func (c *Client) follow(ctx context.Context, sid string, from uint64, records bo
 		c.nc.RemoveStatusListener(f.status)
 		return nil, err
 	}
-	f.cc = cc
-	go f.loop()
+	if f.live != nil {
+		go f.liveLoop()
+	} else {
+		go f.loop()
+	}
 	return f, nil
 }
 
@@ -191,13 +209,7 @@ func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeC
 func (f *Follower) loop() {
 	defer func() {
 		f.cc.Stop()
-		f.c.nc.RemoveStatusListener(f.status)
-		close(f.events)
-		if f.records != nil {
-			close(f.records)
-		}
-		f.c.untrack(f)
-		close(f.done)
+		f.finish()
 	}()
 	for {
 		select {
@@ -219,6 +231,27 @@ func (f *Follower) loop() {
 			f.refollow()
 		}
 	}
+}
+
+// stopSource stops what brings the Follower its records.
+func (f *Follower) stopSource() {
+	if f.live != nil {
+		_ = f.live.Unsubscribe()
+	}
+	if f.cc != nil {
+		f.cc.Stop()
+	}
+}
+
+// finish is the end of a Follower's loop, once its source has stopped.
+func (f *Follower) finish() {
+	f.c.nc.RemoveStatusListener(f.status)
+	close(f.events)
+	if f.records != nil {
+		close(f.records)
+	}
+	f.c.untrack(f)
+	close(f.done)
 }
 
 // deliver hands a record on, whole or an event at a time; false when the

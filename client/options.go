@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
@@ -46,6 +47,11 @@ type Options struct {
 	// permissions of a credential pin. Default: the name in CredsFile's
 	// user JWT, else wire.AnonymousSender.
 	Sender string
+	// Tenant is the tenant of a credential issued for one (tahctl creds add
+	// --tenant): its API requests go to the tenant's API,
+	// tah.tapi.<tenant>.<Sender>.<endpoint> (docs/tenancy.md). Default: the
+	// tenant CredsFile's user JWT names, else none.
+	Tenant string
 }
 
 // ConnEvent is a change of the connection's state.
@@ -77,6 +83,8 @@ func (o Options) Validate() error {
 		return bad("give both a TLS certificate and its key (cert %q, key %q)", o.TLSCertFile, o.TLSKeyFile)
 	case o.Sender != "" && wire.ValidCredentialName(o.Sender) != nil:
 		return bad("sender %q: %v", o.Sender, wire.ValidCredentialName(o.Sender))
+	case o.Tenant != "" && event.ValidTenant(o.Tenant) != nil:
+		return bad("tenant: %v", event.ValidTenant(o.Tenant))
 	}
 	return nil
 }
@@ -90,6 +98,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Sender == "" && o.CredsFile != "" {
 		o.Sender = credentialName(o.CredsFile)
+	}
+	if o.Tenant == "" && o.CredsFile != "" {
+		o.Tenant = credentialTenant(o.CredsFile)
 	}
 	if o.Sender == "" {
 		o.Sender = wire.AnonymousSender

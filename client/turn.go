@@ -113,11 +113,8 @@ func (c *Client) startTurn(ctx context.Context, sid string, in wire.Input, opts 
 	// log after all, it reads the session's from its start.
 	t.from = 1
 	if t.opts.events || t.opts.deltas || in.Command != wire.CommandRun {
-		k, err := c.shardOf(ctx, sid)
-		if err != nil {
-			return nil, err
-		}
-		if t.from, err = c.logEnd(ctx, k); err != nil {
+		var err error
+		if t.from, err = c.sessionEnd(ctx, sid); err != nil {
 			return nil, err
 		}
 	}

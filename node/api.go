@@ -38,7 +38,7 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		return fmt.Errorf("api: %w", err)
 	}
 	g := svc.AddGroup(wire.APIGroup)
-	for name, h := range map[string]micro.Handler{
+	handlers := map[string]micro.Handler{
 		wire.EndpointCreate:    endpoint(n, wire.EndpointCreate, n.apiCreate),
 		wire.EndpointGet:       endpoint(n, wire.EndpointGet, n.apiGet),
 		wire.EndpointList:      endpoint(n, wire.EndpointList, n.apiList),
@@ -63,14 +63,21 @@ func (n *Node) StartAPI(ctx context.Context) error {
 		wire.EndpointUnschedule: endpoint(n, wire.EndpointUnschedule, n.apiUnschedule),
 		wire.EndpointReplay:     endpoint(n, wire.EndpointReplay, n.apiReplay),
 		wire.EndpointReplayLive: endpoint(n, wire.EndpointReplayLive, n.apiReplayLive),
-	} {
+	}
+	for name := range handlers {
 		if n.store == nil && slices.Contains(wire.ReadModelEndpoints(), name) {
-			continue
+			delete(handlers, name)
 		}
+	}
+	for name, h := range handlers {
 		if err := g.AddEndpoint(name, h); err != nil {
 			svc.Stop()
 			return fmt.Errorf("api endpoint %s: %w", name, err)
 		}
+	}
+	if err := addTenantEndpoints(svc, handlers); err != nil {
+		svc.Stop()
+		return err
 	}
 	if err := n.addCredsEndpoints(ctx, svc); err != nil {
 		svc.Stop()
@@ -255,7 +262,12 @@ func (n *Node) apiList(ctx context.Context, req wire.ListRequest) (wire.ListRepl
 	}
 	// A page is cut to what one reply holds, so that no session, however
 	// large its row, makes the listing fail for everyone (Next goes on).
-	page, err := n.store.ListSessions(ctx, store.ListOptions{Status: req.Status, Limit: limit, Offset: req.Offset, Before: req.Before,
+	if req.Tenant != "" {
+		if err := event.ValidTenant(req.Tenant); err != nil {
+			return wire.ListReply{}, badRequest("tenant: %v", err)
+		}
+	}
+	page, err := n.store.ListSessions(ctx, store.ListOptions{Status: req.Status, Tenant: req.Tenant, Limit: limit, Offset: req.Offset, Before: req.Before,
 		MaxBytes: n.replyLimit()})
 	if err != nil {
 		return wire.ListReply{}, err

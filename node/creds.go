@@ -120,6 +120,12 @@ func (a *credsAPI) add(ctx context.Context, req wire.CredsAddRequest) (wire.Cred
 		return wire.CredsAddReply{}, badRequest("the node role is not issued: a node runs with its data directory's node.creds; give role admin, client, tool or observer")
 	}
 	u, err := auth.RoleUser(req.Role, req.Name, req.Tools)
+	if req.Tenant != "" {
+		if len(req.Tools) > 0 {
+			return wire.CredsAddReply{}, badRequest("a tenant's credential is a client or an observer, and serves no tools")
+		}
+		u, err = auth.TenantUser(req.Tenant, req.Role, req.Name)
+	}
 	if err != nil {
 		return wire.CredsAddReply{}, badRequest("%v", err)
 	}
@@ -130,7 +136,7 @@ func (a *credsAPI) add(ctx context.Context, req wire.CredsAddRequest) (wire.Cred
 	if err != nil {
 		return wire.CredsAddReply{}, err
 	}
-	c := wire.Credential{Name: req.Name, Role: req.Role, Tools: req.Tools, PublicKey: req.PublicKey, Issued: issued}
+	c := wire.Credential{Name: req.Name, Role: req.Role, Tenant: req.Tenant, Tools: req.Tools, PublicKey: req.PublicKey, Issued: issued}
 	err = a.register(ctx, c)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return wire.CredsAddReply{}, &apiError{wire.APIErrConflict,
@@ -139,7 +145,7 @@ func (a *credsAPI) add(ctx context.Context, req wire.CredsAddRequest) (wire.Cred
 	if err != nil {
 		return wire.CredsAddReply{}, fmt.Errorf("register the credential %s: %w", req.Name, err)
 	}
-	a.n.log.Info("credential issued", "name", c.Name, "role", c.Role, "public_key", c.PublicKey)
+	a.n.log.Info("credential issued", "name", c.Name, "role", c.Role, "tenant", c.Tenant, "public_key", c.PublicKey)
 	return wire.CredsAddReply{Credential: c, JWT: token}, nil
 }
 

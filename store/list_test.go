@@ -247,3 +247,24 @@ func TestListOversizedRows(t *testing.T) {
 		t.Fatalf("get s_huge: %d bytes of blob, elided %v, %v", len(r.Labels["blob"]), r.Elided, err)
 	}
 }
+
+// TestListTenant: a tenant's listing holds its sessions, none of a tenant
+// whose name it begins or is begun by, nor the default tenant's.
+func TestListTenant(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	var logs [][]event.Event
+	for _, id := range []string{"acme.s_1", "acme.s_2", "acme-x.s_1", "acme0.s_1", "acm.s_1", "acme", "s_acme"} {
+		logs = append(logs, newSession(t, id, event.Config{}, nil).events)
+	}
+	apply(t, s, merge(logs...), 10)
+	page, err := s.ListSessions(ctx, ListOptions{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := idsOf(page.Sessions, rowID)
+	slices.Sort(got)
+	if fmt.Sprint(got) != "[acme.s_1 acme.s_2]" {
+		t.Fatalf("tenant acme lists %v", got)
+	}
+}

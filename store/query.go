@@ -166,6 +166,9 @@ func (s *Store) family(ctx context.Context, r *wire.SessionSummary) error {
 type ListOptions struct {
 	// Status keeps only the sessions in that state; empty keeps all.
 	Status projection.Status
+	// Tenant keeps only that tenant's sessions (ids <tenant>.<id>); empty
+	// keeps all.
+	Tenant string
 	// Labels keeps only the sessions that have every one of these labels with
 	// that value; an empty value only requires the label.
 	Labels map[string]string
@@ -214,6 +217,12 @@ func (s *Store) ListSessions(ctx context.Context, opts ListOptions) (Page, error
 	if opts.Status != "" {
 		where = append(where, "status = ?")
 		args = append(args, string(opts.Status))
+	}
+	if opts.Tenant != "" {
+		// The ids between "<tenant>." and "<tenant>/" ('/' follows '.'):
+		// a range of the primary key.
+		where = append(where, "id > ? AND id < ?")
+		args = append(args, opts.Tenant+".", opts.Tenant+"/")
 	}
 	keys := make([]string, 0, len(opts.Labels))
 	for k := range opts.Labels {

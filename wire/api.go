@@ -177,6 +177,10 @@ type TreeTotals struct {
 type ListRequest struct {
 	// Status keeps only the sessions in that state.
 	Status projection.Status `json:"status,omitempty"`
+	// Tenant keeps only that tenant's sessions (ids <tenant>.<id>). A
+	// tenant's own API (TenantAPISubject) lists its tenant's whatever it
+	// says.
+	Tenant string `json:"tenant,omitempty"`
 	// Limit is the page size: ListDefault when 0, at most ListMax.
 	Limit  int `json:"limit,omitempty" jsonschema:"minimum=0"`
 	Offset int `json:"offset,omitempty" jsonschema:"minimum=0"`

@@ -36,8 +36,11 @@ const CredsAccountKey = "account"
 // Credential is an issued credential: who, what for, and its public key
 // (the key of CredsBucket, the name a revocation gives). Never a seed.
 type Credential struct {
-	Name      string    `json:"name"`
-	Role      Role      `json:"role"`
+	Name string `json:"name"`
+	Role Role   `json:"role"`
+	// Tenant is the tenant whose sessions alone the credential may use
+	// (TenantRolePermissions); empty for one of every tenant's.
+	Tenant    string    `json:"tenant,omitempty"`
 	Tools     []string  `json:"tools,omitempty"`
 	PublicKey string    `json:"public_key"`
 	Issued    time.Time `json:"issued"`
@@ -54,6 +57,9 @@ type CredsAddRequest struct {
 	Name string `json:"name"`
 	// Role is admin, client, tool or observer (never node).
 	Role Role `json:"role"`
+	// Tenant makes it a credential of that tenant: a client or an observer
+	// of its sessions only (TenantRolePermissions, docs/tenancy.md).
+	Tenant string `json:"tenant,omitempty"`
 	// Tools are the tools a tool credential serves: required for the tool
 	// role, refused for the others.
 	Tools []string `json:"tools,omitempty"`

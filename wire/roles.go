@@ -50,6 +50,8 @@ var (
 	// that cannot be a subject token or a namespace's grant that names no
 	// valid namespace; or tool names given to another role.
 	ErrBadToolNames = errors.New("invalid tool names")
+	// ErrBadTenant: a tenant's name that is not one (event.ValidTenant).
+	ErrBadTenant = errors.New("invalid tenant name")
 )
 
 // Permissions are a credential's NATS publish and subscribe allow and deny

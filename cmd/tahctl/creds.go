@@ -16,7 +16,7 @@ import (
 	"github.com/tah-dev/tah/wire"
 )
 
-const credsHelp = `tahctl creds add --role ROLE [--tool NAME]... NAME issues a NATS credential of
+const credsHelp = `tahctl creds add --role ROLE [--tool NAME]... [--tenant TENANT] NAME issues a NATS credential of
 a role and writes it to <data dir>/creds/NAME.creds (mode 0600; without a data
 directory, to the user's configuration directory: ~/.config/tah/creds on
 Linux; -o FILE writes it elsewhere), a file that tahctl --creds, the Go
@@ -78,6 +78,7 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 	role := fset.String("role", "", "the credential's `ROLE`: client, observer, tool, admin, or agents (an agent protocol gateway's)")
 	var tools toolNames
 	fset.Var(&tools, "tool", "a tool `NAME` the credential serves (role tool)")
+	tenant := fset.String("tenant", "", "make it a credential of tenant `NAME`: a client or an observer of that tenant's sessions only (docs/tenancy.md)")
 	out := fset.String("o", "", "the `FILE` to write (default: <data dir>/creds/NAME.creds, or the user's configuration directory's tah/creds/NAME.creds when there is no data directory)")
 	pos, err := parse(fset, args)
 	if err != nil {
@@ -88,6 +89,12 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 	}
 	name := pos[0]
 	user, err := auth.RoleUser(wire.Role(*role), name, tools)
+	if *tenant != "" && err == nil {
+		if len(tools) > 0 {
+			return usageError("tahctl creds add --tenant acme --role client NAME", "a tenant's credential serves no tools")
+		}
+		user, err = auth.TenantUser(*tenant, wire.Role(*role), name)
+	}
 	if err != nil || wire.Role(*role) == wire.RoleNode {
 		if err == nil {
 			err = errors.New("the node's credential is the data directory's node.creds: it is not issued")
@@ -110,13 +117,19 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 	defer t.close()
 	var creds []byte
 	var c wire.Credential
-	if t.api != nil {
-		creds, c, err = t.api.IssueCreds(ctx, name, wire.Role(*role), tools)
-		if err != nil {
+	switch {
+	case t.api != nil && *tenant != "":
+		if creds, c, err = t.api.IssueTenantCreds(ctx, *tenant, name, wire.Role(*role)); err != nil {
 			return t.failed(wire.EndpointCredsAdd, err)
 		}
-	} else if creds, c, err = issueLocally(t.trust, user, name, wire.Role(*role), tools); err != nil {
-		return err
+	case t.api != nil:
+		if creds, c, err = t.api.IssueCreds(ctx, name, wire.Role(*role), tools); err != nil {
+			return t.failed(wire.EndpointCredsAdd, err)
+		}
+	default:
+		if creds, c, err = issueLocally(t.trust, user, wire.Credential{Name: name, Role: wire.Role(*role), Tenant: *tenant, Tools: tools}); err != nil {
+			return err
+		}
 	}
 	if err := writeCreds(path, creds); err != nil {
 		return errorf(exitFailed, "revoke it with `tahctl creds revoke "+name+"` and issue it again",
@@ -188,14 +201,14 @@ func shortPath(path string) string {
 
 // issueLocally issues user with the data directory's trust material and
 // records it in its registry, which the node imports at its next start.
-func issueLocally(trust *auth.Trust, user auth.User, name string, role wire.Role, tools []string) ([]byte, wire.Credential, error) {
+func issueLocally(trust *auth.Trust, user auth.User, c wire.Credential) ([]byte, wire.Credential, error) {
 	issued, err := trust.Issue(user)
 	if err != nil {
 		return nil, wire.Credential{}, errorf(exitFailed, "", "%v", err)
 	}
-	c := wire.Credential{Name: name, Role: role, Tools: tools, PublicKey: issued.PublicKey, Issued: issued.IssuedAt}
+	c.PublicKey, c.Issued = issued.PublicKey, issued.IssuedAt
 	if err := trust.Record(c); err != nil {
-		return nil, wire.Credential{}, errorf(exitFailed, "", "credential %s is issued, but not listed: %v", name, err)
+		return nil, wire.Credential{}, errorf(exitFailed, "", "credential %s is issued, but not listed: %v", c.Name, err)
 	}
 	return issued.Creds, c, nil
 }
@@ -235,13 +248,17 @@ func credsList(ctx context.Context, g *globals, args []string) error {
 		return printCredentials(g, creds)
 	}
 	tb := &table{}
-	tb.add(plain("NAME"), plain("ROLE"), plain("TOOLS"), plain("ISSUED"), plain("STATE"), plain("PUBLIC KEY"))
+	tb.add(plain("NAME"), plain("ROLE"), plain("TENANT"), plain("TOOLS"), plain("ISSUED"), plain("STATE"), plain("PUBLIC KEY"))
 	for _, c := range creds {
 		state := "valid"
 		if c.Revoked {
 			state = "revoked"
 		}
-		tb.add(plain(c.Name), plain(string(c.Role)), plain(strings.Join(c.Tools, ",")), plain(c.Issued.Local().Format(time.DateTime)), plain(state), plain(c.PublicKey))
+		tenant := c.Tenant
+		if tenant == "" {
+			tenant = "-" // every tenant's
+		}
+		tb.add(plain(c.Name), plain(string(c.Role)), plain(tenant), plain(strings.Join(c.Tools, ",")), plain(c.Issued.Local().Format(time.DateTime)), plain(state), plain(c.PublicKey))
 	}
 	return tb.write(g.stdout)
 }

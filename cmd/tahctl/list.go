@@ -12,8 +12,9 @@ import (
 
 // runList is `tahctl list`.
 func runList(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("list", "[--status S] [--limit N]", "Lists the sessions, the most recently updated first.")
+	fs := g.flags("list", "[--status S] [--tenant NAME] [--limit N]", "Lists the sessions, the most recently updated first. With a tenant's credential, the tenant's only.")
 	status := fs.String("status", "", "only sessions in this `state`: idle, running, waiting_tool, completed, failed, cancelled, needs_newer_node")
+	tenant := fs.String("tenant", "", "only tenant `NAME`'s sessions (ids NAME.s_…)")
 	limit := fs.Int("limit", 50, "at most `N` sessions (1 to 1000)")
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -27,6 +28,9 @@ func runList(ctx context.Context, g *globals, args []string) error {
 	default:
 		return usageError("use idle, running, waiting_tool, completed, failed or cancelled", "unknown --status %q", *status)
 	}
+	if err := checkTenant(*tenant, ""); err != nil {
+		return err
+	}
 	if *limit < 1 || *limit > 1000 {
 		return usageError("--limit 50", "--limit %d is not within 1 to 1000", *limit)
 	}
@@ -35,7 +39,7 @@ func runList(ctx context.Context, g *globals, args []string) error {
 		return err
 	}
 	defer c.Close()
-	req := wire.ListRequest{Status: projection.Status(*status), Limit: *limit}
+	req := wire.ListRequest{Status: projection.Status(*status), Tenant: *tenant, Limit: *limit}
 	r, err := c.List(ctx, req)
 	// A node cuts a page to what one reply holds: the rest, up to --limit,
 	// is on the next pages.

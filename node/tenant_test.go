@@ -1,0 +1,261 @@
+package node
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
+)
+
+// issueTenant writes a credential of tenant (role client or observer) named
+// name, issued through the credentials API as tahctl creds add --tenant
+// does, and returns its path.
+func (h *hostile) issueTenant(tenant string, role wire.Role, name string) string {
+	h.t.Helper()
+	admin := h.client(h.issue(wire.RoleAdmin, "root-"+name))
+	creds, c, err := admin.IssueTenantCreds(h.ctx, tenant, name, role)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if c.Tenant != tenant || c.Role != role {
+		h.t.Fatalf("issued %+v", c)
+	}
+	path := filepath.Join(h.t.TempDir(), name+".creds")
+	if err := os.WriteFile(path, creds, 0o600); err != nil {
+		h.t.Fatal(err)
+	}
+	return path
+}
+
+// acmeSession issues tenant acme's client alice, and creates a session
+// with it: one of acme's.
+func (h *hostile) acmeSession() (*client.Client, string) {
+	h.t.Helper()
+	acme := h.client(h.issueTenant("acme", wire.RoleClient, "alice"))
+	created, err := acme.Create(h.ctx, wire.CreateRequest{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if !strings.HasPrefix(created.Session, "acme.s_") {
+		h.t.Fatalf("acme's credential created %q", created.Session)
+	}
+	return acme, created.Session
+}
+
+// TestHostileTenant: credentials of tenant beta (a client and an observer)
+// try every read and write of tenant acme's session, through the tenants'
+// API, inputs, deltas and refusals, the JetStream API and the all-tenant
+// API; the server or the node refuses each, and acme's client works
+// throughout, its sessions confined to acme.
+func TestHostileTenant(t *testing.T) {
+	h := newHostile(t)
+	acme, sid := h.acmeSession()
+	h.run(acme, sid)
+
+	// Through the node: beta's client asks the tenants' API for acme's
+	// session, and acme's client for the default tenant's.
+	bob := h.client(h.issueTenant("beta", wire.RoleClient, "bob"))
+	for _, c := range []struct {
+		who string
+		cl  *client.Client
+		sid string
+	}{{"beta's client", bob, sid}, {"acme's client", acme, h.sid}} {
+		if _, err := c.cl.Get(h.ctx, c.sid); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("%s gets %s: %v", c.who, c.sid, err)
+		}
+		if _, err := c.cl.Events(h.ctx, wire.EventsRequest{Session: c.sid}); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("%s reads %s's events: %v", c.who, c.sid, err)
+		}
+		if _, err := c.cl.Fork(h.ctx, wire.ForkRequest{Session: c.sid}); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("%s forks %s: %v", c.who, c.sid, err)
+		}
+		if _, err := c.cl.Cancel(h.ctx, c.sid, ""); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("%s cancels %s: %v", c.who, c.sid, err)
+		}
+	}
+	if _, err := bob.Create(h.ctx, wire.CreateRequest{Tenant: "acme"}); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("beta's client creates a session of acme: %v", err)
+	}
+	// A field in another case, which encoding/json would take for the one
+	// checked.
+	for _, body := range []string{`{"session":"beta.s_1","Session":"` + sid + `"}`, `{"SESSION":"` + sid + `"}`} {
+		m, err := bob.Conn().Request(wire.TenantAPISubject("beta", "bob", wire.EndpointGet), []byte(body), 5*time.Second)
+		if err != nil || m.Header.Get("Nats-Service-Error-Code") != "400" {
+			t.Errorf("beta's client gets %s: %v %v %s", body, err, m.Header, m.Data)
+		}
+	}
+	if _, err := bob.Create(h.ctx, wire.CreateRequest{Session: "acme.mine"}); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("beta's client creates acme.mine: %v", err)
+	}
+	page, err := bob.List(h.ctx, wire.ListRequest{Tenant: "acme"})
+	if err != nil || len(page.Sessions) != 0 {
+		t.Errorf("beta's client lists %d sessions (%v), want none of acme's", len(page.Sessions), err)
+	}
+	if page, err := acme.List(h.ctx, wire.ListRequest{}); err != nil || len(page.Sessions) != 1 || page.Sessions[0].ID != sid {
+		t.Errorf("acme's client lists %+v (%v), want its session only", page.Sessions, err)
+	}
+
+	// Through the server: beta's credentials publish and subscribe where
+	// acme's are, and reach for the JetStream API and the all-tenant API.
+	for _, who := range []struct{ creds, name string }{
+		{h.issueTenant("beta", wire.RoleClient, "carol"), "carol"},
+		{h.issueTenant("beta", wire.RoleObserver, "olga"), "olga"},
+	} {
+		a := h.attacker(who.creds, who.name)
+		before := h.snapshot()
+		for what, subj := range map[string]string{
+			"acme's API as itself":           wire.TenantAPISubject("acme", who.name, wire.EndpointGet),
+			"acme's API as acme's alice":     wire.TenantAPISubject("acme", "alice", wire.EndpointGet),
+			"its tenant's API as alice":      wire.TenantAPISubject("beta", "alice", wire.EndpointGet),
+			"the all-tenant API":             wire.APISubject(wire.EndpointList),
+			"an input to acme's session":     wire.InputSubject(sid, who.name),
+			"an input as alice":              wire.InputSubject(sid, "alice"),
+			"an input to a default session":  wire.InputSubject(h.sid, ""),
+			"an input partition":             wire.PartitionSubject(0, sid, who.name),
+			"the JetStream API":              "$JS.API.INFO",
+			"a consumer of acme's records":   "$JS.API.CONSUMER.CREATE." + wire.EventShardStream(h.n.bus.ShardOf(sid)) + ".x." + wire.ShardSubject(h.n.bus.ShardOf(sid), sid),
+			"a direct get of the log":        "$JS.API.DIRECT.GET." + wire.EventShardStream(h.n.bus.ShardOf(sid)),
+			"a pull of a consumer it learns": "$JS.API.CONSUMER.MSG.NEXT." + wire.EventShardStream(0) + ".x",
+			"the credentials' API":           wire.CredsAPIPrefix + "ls",
+			"an answer to a query":           wire.AnswerSubject(h.sid, "call_1"),
+		} {
+			_ = a.nc.Publish(subj, []byte(`{"session":"`+sid+`"}`))
+			h.refused(a, who.name+": "+what)
+		}
+		for what, subj := range map[string]string{
+			"acme's deltas":         wire.DeltaSubject(sid),
+			"every tenant's deltas": wire.TenantDeltaSubjects,
+			"acme's refusals":       wire.ErrorSubject(sid),
+			"acme's live feed":      wire.LiveSubject(sid),
+			"every live feed":       wire.LiveSubjects,
+			"acme's inputs":         "tah.sess.acme.>",
+			"the log":               "tah.evt.>",
+			"alice's inbox":         wire.CredentialInbox("alice") + ".>",
+		} {
+			if _, err := a.nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {
+				t.Fatal(err)
+			}
+			h.refused(a, who.name+": "+what)
+		}
+		h.unchanged(before, wire.InputStream, wire.TenantInputStream, wire.EventShardStream(h.n.bus.ShardOf(sid)))
+	}
+
+	// acme's observer reads and cannot write.
+	olive := h.client(h.issueTenant("acme", wire.RoleObserver, "olive"))
+	if s, err := olive.Get(h.ctx, sid); err != nil || s.ID != sid {
+		t.Fatalf("acme's observer gets %s: %v", sid, err)
+	}
+	if _, err := olive.Create(h.ctx, wire.CreateRequest{}); err == nil {
+		t.Fatal("acme's observer created a session")
+	}
+	// And acme's client still works.
+	h.run(acme, sid)
+}
+
+// TestTenantFollows: a tenant's client, which has no JetStream API, follows
+// its session's turn on the live feed the log republishes, and reads what
+// came before the feed through its API: a Follower from the session's
+// start gets every record once, in order, then the next turn's as they
+// come. The default tenant's records are not republished.
+func TestTenantFollows(t *testing.T) {
+	h := newHostile(t)
+	acme, sid := h.acmeSession()
+	// Every record republished, seen by a connection of the node's own.
+	var mu sync.Mutex
+	var fed []string
+	feed, err := h.n.bus.Conn().Subscribe(wire.LiveSubjects, func(m *nats.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		fed = append(fed, m.Subject)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = feed.Unsubscribe() }()
+
+	turn, err := acme.Run(h.ctx, sid, wire.Input{Text: "hello"}, client.WithEvents(), client.WithDeltas())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deltas := make(chan int)
+	go func() {
+		n := 0
+		for range turn.Deltas() {
+			n++
+		}
+		deltas <- n
+	}()
+	var types []event.Type
+	for ev := range turn.Events() {
+		types = append(types, ev.Type)
+	}
+	if n := <-deltas; n == 0 {
+		t.Error("no delta")
+	}
+	out, err := turn.Outcome(h.ctx)
+	turn.Close()
+	if err != nil || out.Status != "completed" {
+		t.Fatalf("the turn: %+v %v", out, err)
+	}
+	if len(types) == 0 || types[len(types)-1] != event.AgentFinished {
+		t.Fatalf("the turn's events: %v", types)
+	}
+
+	// A Follower from the start: the API's records, then the feed's.
+	f, err := acme.Follow(h.ctx, sid, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var seqs []uint64
+	next := func() event.Event {
+		t.Helper()
+		select {
+		case ev, ok := <-f.Events():
+			if !ok {
+				t.Fatal("the Follower stopped")
+			}
+			if len(seqs) > 0 && ev.Seq < seqs[len(seqs)-1] {
+				t.Fatalf("seq %d after %d", ev.Seq, seqs[len(seqs)-1])
+			}
+			seqs = append(seqs, ev.Seq)
+			return ev
+		case <-h.ctx.Done():
+			t.Fatal(h.ctx.Err())
+		}
+		return event.Event{}
+	}
+	for ev := next(); ev.Type != event.AgentFinished; ev = next() {
+	}
+	h.run(acme, sid)
+	for ev := next(); ev.Type != event.AgentFinished; ev = next() {
+	}
+	all, err := acme.Events(h.ctx, wire.EventsRequest{Session: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Events) != len(seqs) {
+		t.Fatalf("the Follower delivered %d events, the log has %d", len(seqs), len(all.Events))
+	}
+
+	h.run(h.client(h.issue(wire.RoleClient, "dora")), h.sid) // a default tenant's turn
+	mu.Lock()
+	defer mu.Unlock()
+	for _, subj := range fed {
+		if subj != wire.LiveSubject(sid) {
+			t.Errorf("republished on %s", subj)
+		}
+	}
+	if len(fed) == 0 {
+		t.Error("nothing republished")
+	}
+}

@@ -1,0 +1,94 @@
+package wire_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tah-dev/tah/wire"
+)
+
+func TestTenantAPISubjects(t *testing.T) {
+	subj := wire.TenantAPISubject("acme", "alice", wire.EndpointGet)
+	if subj != "tah.tapi.acme.alice.get" {
+		t.Fatalf("TenantAPISubject: %q", subj)
+	}
+	if tenant, cred, ep, ok := wire.TenantOfAPISubject(subj); !ok || tenant != "acme" || cred != "alice" || ep != wire.EndpointGet {
+		t.Fatalf("TenantOfAPISubject(%q) = %q %q %q %v", subj, tenant, cred, ep, ok)
+	}
+	for _, bad := range []string{"tah.api.get", "tah.tapi.acme.get", "tah.tapi.Acme.alice.get", "tah.tapi.acme.a b.get", "tah.tapi.acme.alice."} {
+		if _, _, _, ok := wire.TenantOfAPISubject(bad); ok {
+			t.Errorf("TenantOfAPISubject(%q) is a tenant's API subject", bad)
+		}
+	}
+	if got := wire.TenantAPIEndpointSubject(wire.EndpointList); got != "tah.tapi.*.*.list" {
+		t.Errorf("TenantAPIEndpointSubject: %q", got)
+	}
+	for _, own := range []string{wire.EndpointStatus, wire.EndpointTools} {
+		if slices.Contains(wire.TenantEndpoints(), own) {
+			t.Errorf("a tenant's API serves the node's own %s", own)
+		}
+	}
+}
+
+func TestLiveSubjects(t *testing.T) {
+	if got := wire.LiveSubject("acme.s_1"); got != "tah.live.acme.s_1" {
+		t.Errorf("LiveSubject: %q", got)
+	}
+	if got := wire.LiveSubject("s_1"); got != "" {
+		t.Errorf("a default tenant's session has a live feed: %q", got)
+	}
+	// The source matches a tenant's shard subject, one token longer than
+	// a default tenant's, which it does not.
+	src := strings.Split(wire.LiveRePublishSource(3), ".")
+	for subj, want := range map[string]bool{wire.ShardSubject(3, "acme.s_1"): true, wire.ShardSubject(3, "s_1"): false, wire.ShardSubject(4, "acme.s_1"): false} {
+		toks := strings.Split(subj, ".")
+		match := len(toks) == len(src)
+		for i := 0; match && i < len(src); i++ {
+			match = src[i] == "*" || src[i] == toks[i]
+		}
+		if match != want {
+			t.Errorf("%s matches %s: %v, want %v", wire.LiveRePublishSource(3), subj, match, want)
+		}
+	}
+}
+
+func TestTenantRolePermissions(t *testing.T) {
+	p, err := wire.TenantRolePermissions("acme", wire.RoleClient, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tah.tapi.acme.alice.*", "tah.sess.acme.*.in.alice"} {
+		if !slices.Contains(p.PublishAllow, want) {
+			t.Errorf("a tenant's client may not publish %s: %v", want, p.PublishAllow)
+		}
+	}
+	for _, want := range []string{"_INBOX_alice.>", "tah.sess.acme.*.delta", "tah.sess.acme.*.err", "tah.live.acme.*"} {
+		if !slices.Contains(p.SubscribeAllow, want) {
+			t.Errorf("a tenant's client may not subscribe %s: %v", want, p.SubscribeAllow)
+		}
+	}
+	for _, subj := range append(p.PublishAllow, p.SubscribeAllow...) {
+		if strings.HasPrefix(subj, "$JS") || strings.Contains(subj, ">") && !strings.HasPrefix(subj, "_INBOX_alice.") {
+			t.Errorf("a tenant's client reaches %s", subj)
+		}
+	}
+	o, err := wire.TenantRolePermissions("acme", wire.RoleObserver, "olga")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, subj := range o.PublishAllow {
+		if strings.HasSuffix(subj, "."+wire.EndpointCreate) || strings.Contains(subj, ".in.") || strings.HasSuffix(subj, ".*") {
+			t.Errorf("a tenant's observer may publish %s", subj)
+		}
+	}
+	if _, err := wire.TenantRolePermissions("Acme", wire.RoleClient, "alice"); !errors.Is(err, wire.ErrBadTenant) {
+		t.Errorf("tenant Acme: %v", err)
+	}
+	for _, role := range []wire.Role{wire.RoleAdmin, wire.RoleTool, wire.RoleNode} {
+		if _, err := wire.TenantRolePermissions("acme", role, "x"); !errors.Is(err, wire.ErrUnknownRole) {
+			t.Errorf("role %s of a tenant: %v", role, err)
+		}
+	}
+}

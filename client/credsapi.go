@@ -65,3 +65,24 @@ func (c *Client) RevokeCreds(ctx context.Context, req wire.CredsRevokeRequest) (
 	rep, err := request[wire.CredsRevokeReply](ctx, c, wire.EndpointCredsRevoke, req)
 	return rep.Revoked, err
 }
+
+// AddTenant adds tenant name, whose credentials may then be issued
+// (IssueTenantCreds). One added already is ErrConflict.
+func (c *Client) AddTenant(ctx context.Context, name string) (wire.Tenant, error) {
+	rep, err := request[wire.TenantAddReply](ctx, c, wire.EndpointTenantsAdd, wire.TenantRequest{Name: name})
+	return rep.Tenant, err
+}
+
+// Tenants lists the tenants added, by name, with their valid credentials
+// and sessions counted.
+func (c *Client) Tenants(ctx context.Context) ([]wire.Tenant, error) {
+	rep, err := request[wire.TenantsListReply](ctx, c, wire.EndpointTenantsList, wire.EmptyRequest{})
+	return rep.Tenants, err
+}
+
+// RemoveTenant revokes the valid credentials of tenant name, on every
+// server at once, and removes it; its sessions stay. A tenant not added is
+// ErrNotFound.
+func (c *Client) RemoveTenant(ctx context.Context, name string) (wire.TenantRemoveReply, error) {
+	return request[wire.TenantRemoveReply](ctx, c, wire.EndpointTenantsRemove, wire.TenantRequest{Name: name})
+}

@@ -75,9 +75,12 @@ func (n *Node) addCredsEndpoints(ctx context.Context, svc micro.Service) error {
 		return fmt.Errorf("credentials API: %w", err)
 	}
 	for name, h := range map[string]micro.Handler{
-		wire.EndpointCredsAdd:    endpoint(n, wire.EndpointCredsAdd, a.add),
-		wire.EndpointCredsList:   endpoint(n, wire.EndpointCredsList, a.list),
-		wire.EndpointCredsRevoke: endpoint(n, wire.EndpointCredsRevoke, a.revoke),
+		wire.EndpointCredsAdd:      endpoint(n, wire.EndpointCredsAdd, a.add),
+		wire.EndpointCredsList:     endpoint(n, wire.EndpointCredsList, a.list),
+		wire.EndpointCredsRevoke:   endpoint(n, wire.EndpointCredsRevoke, a.revoke),
+		wire.EndpointTenantsAdd:    endpoint(n, wire.EndpointTenantsAdd, a.tenantAdd),
+		wire.EndpointTenantsList:   endpoint(n, wire.EndpointTenantsList, a.tenantList),
+		wire.EndpointTenantsRemove: endpoint(n, wire.EndpointTenantsRemove, a.tenantRemove),
 	} {
 		// A micro endpoint's name is one token: the subject says where.
 		if err := svc.AddEndpoint(strings.ReplaceAll(name, ".", "-"), h, micro.WithEndpointSubject(wire.APISubject(name))); err != nil {
@@ -125,6 +128,11 @@ func (a *credsAPI) add(ctx context.Context, req wire.CredsAddRequest) (wire.Cred
 			return wire.CredsAddReply{}, badRequest("a tenant's credential is a client or an observer, and serves no tools")
 		}
 		u, err = auth.TenantUser(req.Tenant, req.Role, req.Name)
+		if err == nil {
+			if _, err := a.tenant(ctx, req.Tenant); err != nil {
+				return wire.CredsAddReply{}, err
+			}
+		}
 	}
 	if err != nil {
 		return wire.CredsAddReply{}, badRequest("%v", err)
@@ -179,8 +187,8 @@ func (a *credsAPI) readCredentials(ctx context.Context) ([]wire.Credential, erro
 	account := a.serverJWT()
 	out := []wire.Credential{}
 	for key := range keys.Keys() {
-		if key == wire.CredsAccountKey {
-			continue
+		if key == wire.CredsAccountKey || strings.HasPrefix(key, wire.CredsTenantKeyPrefix) {
+			continue // not a credential: the account's JWT, a tenant
 		}
 		e, err := a.kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {

@@ -174,6 +174,11 @@ func TestCredsAPIBadInput(t *testing.T) {
 		{"revoke nothing named", wire.EndpointCredsRevoke, wire.CredsRevokeRequest{}, wire.APIErrBadRequest, "give the name"},
 		{"revoke both", wire.EndpointCredsRevoke, wire.CredsRevokeRequest{Name: "x", PublicKey: pub}, wire.APIErrBadRequest, "give the name"},
 		{"revoke unknown", wire.EndpointCredsRevoke, wire.CredsRevokeRequest{Name: "nobody"}, wire.APIErrNotFound, "no valid credential"},
+		{"a tenant's tool", wire.EndpointCredsAdd, wire.CredsAddRequest{Name: "x", Role: wire.RoleTool, Tenant: "acme", Tools: []string{"t"}, PublicKey: pub}, wire.APIErrBadRequest, "serves no tools"},
+		{"a tenant's admin", wire.EndpointCredsAdd, wire.CredsAddRequest{Name: "x", Role: wire.RoleAdmin, Tenant: "acme", PublicKey: pub}, wire.APIErrBadRequest, "client or an observer"},
+		{"a tenant not added", wire.EndpointCredsAdd, wire.CredsAddRequest{Name: "x", Role: wire.RoleClient, Tenant: "ghost", PublicKey: pub}, wire.APIErrNotFound, "tahctl tenant add ghost"},
+		{"a bad tenant name", wire.EndpointTenantsAdd, wire.TenantRequest{Name: "Acme"}, wire.APIErrBadRequest, "lower-case"},
+		{"remove a tenant not added", wire.EndpointTenantsRemove, wire.TenantRequest{Name: "ghost"}, wire.APIErrNotFound, "no tenant ghost"},
 	} {
 		body, ok := c.req.(string)
 		if !ok {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,9 @@ import (
 func (h *hostile) issueTenant(tenant string, role wire.Role, name string) string {
 	h.t.Helper()
 	admin := h.client(h.issue(wire.RoleAdmin, "root-"+name))
+	if _, err := admin.AddTenant(h.ctx, tenant); err != nil && !errors.Is(err, client.ErrConflict) {
+		h.t.Fatal(err)
+	}
 	creds, c, err := admin.IssueTenantCreds(h.ctx, tenant, name, role)
 	if err != nil {
 		h.t.Fatal(err)
@@ -257,5 +261,65 @@ func TestTenantFollows(t *testing.T) {
 	}
 	if len(fed) == 0 {
 		t.Error("nothing republished")
+	}
+}
+
+// TestTenantLifecycle: an admin adds a tenant (once), issues its
+// credentials (not before), lists it with its credentials and sessions
+// counted, and removes it: its credentials are refused at once, its
+// sessions stay.
+func TestTenantLifecycle(t *testing.T) {
+	h := newHostile(t)
+	admin := h.client(h.issue(wire.RoleAdmin, "root"))
+	if _, _, err := admin.IssueTenantCreds(h.ctx, "acme", "alice", wire.RoleClient); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("a credential of a tenant not added: %v", err)
+	}
+	added, err := admin.AddTenant(h.ctx, "acme")
+	if err != nil || added.Name != "acme" || added.Added.IsZero() {
+		t.Fatalf("add: %+v %v", added, err)
+	}
+	if _, err := admin.AddTenant(h.ctx, "acme"); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("added twice: %v", err)
+	}
+	alice := h.issueTenant("acme", wire.RoleClient, "alice")
+	acme := h.client(alice)
+	created, err := acme.Create(h.ctx, wire.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenants, err := admin.Tenants(h.ctx)
+	if err != nil || len(tenants) != 1 || tenants[0].Name != "acme" || tenants[0].Credentials != 1 {
+		t.Fatalf("ls: %+v %v", tenants, err)
+	}
+	// The read model counts the session once it has folded it.
+	for tenants[0].Sessions == nil || *tenants[0].Sessions != 1 {
+		select {
+		case <-h.ctx.Done():
+			t.Fatalf("ls never counted acme's session: %+v", tenants)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if tenants, err = admin.Tenants(h.ctx); err != nil || len(tenants) != 1 {
+			t.Fatalf("ls: %+v %v", tenants, err)
+		}
+	}
+	if creds, err := admin.ListCreds(h.ctx); err != nil || slices.ContainsFunc(creds, func(c wire.Credential) bool { return c.Name == "" }) {
+		t.Fatalf("the registry's tenants listed as credentials: %+v %v", creds, err)
+	}
+
+	removed, err := admin.RemoveTenant(h.ctx, "acme")
+	if err != nil || removed.Tenant.Name != "acme" || len(removed.Revoked) != 1 || removed.Revoked[0].Name != "alice" {
+		t.Fatalf("rm: %+v %v", removed, err)
+	}
+	if _, err := client.Connect(h.ctx, client.Options{URL: h.n.bus.ClientURL(), CredsFile: alice}); !errors.Is(err, client.ErrAuth) {
+		t.Fatalf("a removed tenant's credential connects: %v", err)
+	}
+	if s, err := admin.Get(h.ctx, created.Session); err != nil || s.ID != created.Session {
+		t.Fatalf("the removed tenant's session: %+v %v", s, err)
+	}
+	if tenants, err := admin.Tenants(h.ctx); err != nil || len(tenants) != 0 {
+		t.Fatalf("ls after rm: %+v %v", tenants, err)
+	}
+	if _, err := admin.RemoveTenant(h.ctx, "acme"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("removed twice: %v", err)
 	}
 }

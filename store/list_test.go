@@ -267,4 +267,7 @@ func TestListTenant(t *testing.T) {
 	if fmt.Sprint(got) != "[acme.s_1 acme.s_2]" {
 		t.Fatalf("tenant acme lists %v", got)
 	}
+	if n, err := s.CountTenantSessions(ctx, "acme"); err != nil || n != 2 {
+		t.Fatalf("tenant acme counts %d sessions (%v), want 2", n, err)
+	}
 }

@@ -162,6 +162,19 @@ func (s *Store) family(ctx context.Context, r *wire.SessionSummary) error {
 	return nil
 }
 
+// CountTenantSessions counts the sessions of tenant (ids <tenant>.<id>):
+// a range of the primary key, as ListOptions.Tenant.
+func (s *Store) CountTenantSessions(ctx context.Context, tenant string) (int, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE id > ? AND id < ?`, tenant+".", tenant+"/").Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: count the sessions of tenant %s: %w", tenant, err)
+	}
+	return n, nil
+}
+
 // ListOptions select and page the sessions of ListSessions.
 type ListOptions struct {
 	// Status keeps only the sessions in that state; empty keeps all.

@@ -11,6 +11,11 @@ const (
 	EndpointCredsAdd    = "creds.add"
 	EndpointCredsList   = "creds.ls"
 	EndpointCredsRevoke = "creds.revoke"
+	// The tenants, whose credentials the API issues (docs/tenancy.md): a
+	// credential of a tenant is issued only once its tenant is added.
+	EndpointTenantsAdd    = "creds.tenants.add"
+	EndpointTenantsList   = "creds.tenants.ls"
+	EndpointTenantsRemove = "creds.tenants.rm"
 )
 
 // CredsEndpoints lists the credentials API, in the order of docs/protocol.md.
@@ -19,6 +24,9 @@ func CredsEndpoints() []Endpoint {
 		{EndpointCredsAdd, CredsAddRequest{}, CredsAddReply{}},
 		{EndpointCredsList, EmptyRequest{}, CredsListReply{}},
 		{EndpointCredsRevoke, CredsRevokeRequest{}, CredsRevokeReply{}},
+		{EndpointTenantsAdd, TenantRequest{}, TenantAddReply{}},
+		{EndpointTenantsList, EmptyRequest{}, TenantsListReply{}},
+		{EndpointTenantsRemove, TenantRequest{}, TenantRemoveReply{}},
 	}
 }
 
@@ -32,6 +40,10 @@ const CredsBucket = "tah_creds"
 // signed after the one it replaces and holds all of its revocations, so
 // that servers, which keep the newest, never roll a revocation back.
 const CredsAccountKey = "account"
+
+// CredsTenantKeyPrefix starts the keys of CredsBucket that hold a Tenant:
+// tenant.<name>.
+const CredsTenantKeyPrefix = "tenant."
 
 // Credential is an issued credential: who, what for, and its public key
 // (the key of CredsBucket, the name a revocation gives). Never a seed.
@@ -91,5 +103,40 @@ type CredsRevokeRequest struct {
 // CredsRevokeReply lists the credentials revoked, on every server of the
 // cluster, without a restart.
 type CredsRevokeReply struct {
+	Revoked []Credential `json:"revoked"`
+}
+
+// Tenant is a tenant added to the registry of credentials: one whose
+// credentials may be issued (CredsAddRequest.Tenant).
+type Tenant struct {
+	Name  string    `json:"name"`
+	Added time.Time `json:"added"`
+	// Credentials counts its valid credentials, and Sessions its sessions
+	// in the read model (absent where the node has none): in
+	// tah.api.creds.tenants.ls only.
+	Credentials int  `json:"credentials"`
+	Sessions    *int `json:"sessions,omitempty"`
+}
+
+// TenantRequest names the tenant to add (tah.api.creds.tenants.add) or to
+// remove (tah.api.creds.tenants.rm).
+type TenantRequest struct {
+	Name string `json:"name"`
+}
+
+// TenantAddReply is the tenant added.
+type TenantAddReply struct {
+	Tenant Tenant `json:"tenant"`
+}
+
+// TenantsListReply lists the tenants added, by name.
+type TenantsListReply struct {
+	Tenants []Tenant `json:"tenants"`
+}
+
+// TenantRemoveReply is the tenant removed and the credentials of it that
+// the removal revoked. Its sessions stay.
+type TenantRemoveReply struct {
+	Tenant  Tenant       `json:"tenant"`
 	Revoked []Credential `json:"revoked"`
 }

@@ -37,7 +37,8 @@ When no node runs, tahctl issues and revokes with the trust material of the
 data directory (--data-dir), and the node applies it at its next start.
 For an external NATS cluster, whose operator issues users with nsc, tahctl
 creds nsc --role ROLE [--tool NAME]... NAME prints the nsc command that makes
-the same user.`
+the same user. With --tenant NAME (role client or observer), a credential of
+a tenant that tahctl tenant add added: it uses that tenant's sessions only.`
 
 // toolNames is a repeatable, comma-separated --tool.
 type toolNames []string
@@ -126,6 +127,9 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 		if creds, c, err = t.api.IssueCreds(ctx, name, wire.Role(*role), tools); err != nil {
 			return t.failed(wire.EndpointCredsAdd, err)
 		}
+	case *tenant != "":
+		return errorf(exitUnavailable, "start the node (tah-node), or reach one with --server URL --creds admin.creds",
+			"a tenant's credential is issued by a running node, which checks that the tenant was added (tahctl tenant add %s)", *tenant)
 	default:
 		if creds, c, err = issueLocally(t.trust, user, wire.Credential{Name: name, Role: wire.Role(*role), Tenant: *tenant, Tools: tools}); err != nil {
 			return err

@@ -27,7 +27,7 @@ const exitCodesHelp = `Exit status:
   0    done (send, resume: the turn completed)
   1    the turn failed, or the command could not be carried out
   2    bad usage or input: unknown command or flag, invalid session id, empty or oversized input
-  3    no such session, or no such artifact or step of it, or credential (creds revoke)
+  3    no such session, or no such artifact or step of it, or credential (creds revoke), or tenant (tenant rm, creds add --tenant)
   4    no node: nothing answers, the credentials were refused or may not do this
        (permission denied), or the connection was lost
   5    the turn was cancelled

@@ -54,6 +54,7 @@ func commands() []command {
 		{"tools", "", "list the tools the node offers to the model", runTools},
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
 		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (with an admin credential)", runCreds},
+		{"tenant", "add|ls|rm NAME", "add, list and remove tenants, whose credentials see their own sessions only (with an admin credential)", runTenant},
 		{"upgrade-cluster", "--from URL --from-credentials FILE", "copy a user-and-password era cluster's sessions into this one", runUpgrade},
 		{"mcp", "serve FILE", "serve the tools of MCP servers (an mcpServers file) as TAH tool services", runMCP},
 		{"help", "[COMMAND]", "show this help, or a command's", nil},

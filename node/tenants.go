@@ -1,0 +1,167 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/wire"
+)
+
+// The tenants (docs/tenancy.md) are kept in the registry of credentials,
+// under wire.CredsTenantKeyPrefix: a tenant is what credentials are issued
+// for, and the registry is where they are (and where no credential but a
+// node's reaches, so no permission had to grow for it).
+
+// tenantKey is the registry's key of tenant name.
+func tenantKey(name string) string { return wire.CredsTenantKeyPrefix + name }
+
+// tenantAdd is tah.api.creds.tenants.add.
+func (a *credsAPI) tenantAdd(ctx context.Context, req wire.TenantRequest) (wire.TenantAddReply, error) {
+	if err := event.ValidTenant(req.Name); err != nil {
+		return wire.TenantAddReply{}, badRequest("%v", err)
+	}
+	t := wire.Tenant{Name: req.Name, Added: time.Now().UTC()}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return wire.TenantAddReply{}, err
+	}
+	_, err = a.kv.Create(ctx, tenantKey(req.Name), b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return wire.TenantAddReply{}, &apiError{wire.APIErrConflict, fmt.Errorf("tenant %s exists already (tah.api.creds.tenants.ls lists the tenants)", req.Name)}
+	}
+	if err != nil {
+		return wire.TenantAddReply{}, fmt.Errorf("register tenant %s: %w", req.Name, err)
+	}
+	a.n.log.Info("tenant added", "tenant", req.Name)
+	return wire.TenantAddReply{Tenant: t}, nil
+}
+
+// tenantList is tah.api.creds.tenants.ls: the tenants by name, each with
+// its valid credentials and its sessions counted.
+func (a *credsAPI) tenantList(ctx context.Context, _ wire.EmptyRequest) (wire.TenantsListReply, error) {
+	tenants, err := a.tenants(ctx)
+	if err != nil {
+		return wire.TenantsListReply{}, err
+	}
+	creds, err := a.credentials(ctx)
+	if err != nil {
+		return wire.TenantsListReply{}, err
+	}
+	for i := range tenants {
+		t := &tenants[i]
+		for _, c := range creds {
+			if c.Tenant == t.Name && !c.Revoked {
+				t.Credentials++
+			}
+		}
+		if a.n.store != nil {
+			n, err := a.n.store.CountTenantSessions(ctx, t.Name)
+			if err != nil {
+				return wire.TenantsListReply{}, err
+			}
+			t.Sessions = &n
+		}
+	}
+	return wire.TenantsListReply{Tenants: tenants}, nil
+}
+
+// tenantRemove is tah.api.creds.tenants.rm: it revokes the tenant's valid
+// credentials, then removes the tenant. Its sessions stay, for the
+// credentials of every tenant (an admin's) to read.
+func (a *credsAPI) tenantRemove(ctx context.Context, req wire.TenantRequest) (wire.TenantRemoveReply, error) {
+	t, err := a.tenant(ctx, req.Name)
+	if err != nil {
+		return wire.TenantRemoveReply{}, err
+	}
+	creds, err := a.credentials(ctx)
+	if err != nil {
+		return wire.TenantRemoveReply{}, err
+	}
+	revoked := []wire.Credential{}
+	var pubs []string
+	for _, c := range creds {
+		if c.Tenant == t.Name && !c.Revoked {
+			c.Revoked = true
+			revoked, pubs = append(revoked, c), append(pubs, c.PublicKey)
+		}
+	}
+	if len(pubs) > 0 {
+		// First: a tenant removed whose credentials still worked would be
+		// worse than one left with none.
+		if err := a.updateAccount(ctx, pubs); err != nil {
+			return wire.TenantRemoveReply{}, err
+		}
+	}
+	if err := a.kv.Delete(ctx, tenantKey(t.Name)); err != nil {
+		return wire.TenantRemoveReply{}, fmt.Errorf("remove tenant %s (its %d credentials are revoked): %w", t.Name, len(pubs), err)
+	}
+	a.n.log.Info("tenant removed", "tenant", t.Name, "revoked", pubs)
+	return wire.TenantRemoveReply{Tenant: t, Revoked: revoked}, nil
+}
+
+// tenant reads tenant name from the registry: an APIErrNotFound when it
+// was not added (or was removed).
+func (a *credsAPI) tenant(ctx context.Context, name string) (wire.Tenant, error) {
+	if err := event.ValidTenant(name); err != nil {
+		return wire.Tenant{}, badRequest("%v", err)
+	}
+	var e jetstream.KeyValueEntry
+	err := natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
+		var err error
+		e, err = a.kv.Get(ctx, tenantKey(name))
+		return err
+	}, nil)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return wire.Tenant{}, &apiError{wire.APIErrNotFound, fmt.Errorf("no tenant %s: add it first (tahctl tenant add %s)", name, name)}
+	}
+	if err != nil {
+		return wire.Tenant{}, fmt.Errorf("the registry's tenant %s: %w", name, err)
+	}
+	var t wire.Tenant
+	if err := json.Unmarshal(e.Value(), &t); err != nil {
+		return wire.Tenant{}, fmt.Errorf("the registry's tenant %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// tenants are the tenants of the registry, by name.
+func (a *credsAPI) tenants(ctx context.Context) ([]wire.Tenant, error) {
+	out := []wire.Tenant{}
+	err := natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
+		out = out[:0]
+		keys, err := a.kv.ListKeysFiltered(ctx, wire.CredsTenantKeyPrefix+"*")
+		if err != nil {
+			return err
+		}
+		defer keys.Stop()
+		for key := range keys.Keys() {
+			e, err := a.kv.Get(ctx, key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue // removed meanwhile
+			}
+			if err != nil {
+				return err
+			}
+			var t wire.Tenant
+			if err := json.Unmarshal(e.Value(), &t); err != nil {
+				return fmt.Errorf("the registry's entry %s: %w", key, err)
+			}
+			out = append(out, t)
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("the registry's tenants: %w", err)
+	}
+	slices.SortFunc(out, func(x, y wire.Tenant) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
+}

@@ -131,6 +131,10 @@ func TestHostileTenant(t *testing.T) {
 			"a pull of a consumer it learns": "$JS.API.CONSUMER.MSG.NEXT." + wire.EventShardStream(0) + ".x",
 			"the credentials' API":           wire.CredsAPIPrefix + "ls",
 			"an answer to a query":           wire.AnswerSubject(h.sid, "call_1"),
+			"a prompt to an agent":           wire.AgentsPrefix + wire.AgentVerbPrompt + ".tah.tah.new",
+			"a tool's endpoint":              wire.ToolPrefix + "read_file",
+			"a bucket":                       "$KV." + wire.CheckpointBucket + "." + sid,
+			"the live feed":                  wire.LiveSubject(sid),
 		} {
 			_ = a.nc.Publish(subj, []byte(`{"session":"`+sid+`"}`))
 			h.refused(a, who.name+": "+what)
@@ -144,6 +148,15 @@ func TestHostileTenant(t *testing.T) {
 			"acme's inputs":         "tah.sess.acme.>",
 			"the log":               "tah.evt.>",
 			"alice's inbox":         wire.CredentialInbox("alice") + ".>",
+			"acme's API requests":   wire.TenantAPIPrefix + "acme.>",
+			"the all-tenant API":    wire.APISubject("*"),
+			"a tool's calls":        wire.ToolPrefix + ">",
+			"agents' prompts":       wire.AgentsPrefix + ">",
+			"services' discovery":   "$SRV.>",
+			"the JetStream API":     "$JS.>",
+			"the buckets":           "$KV.>",
+			"the object store":      "$O.>",
+			"everything":            ">",
 		} {
 			if _, err := a.nc.Subscribe(subj, func(*nats.Msg) {}); err != nil {
 				t.Fatal(err)

@@ -153,6 +153,16 @@ func (a *credsAPI) add(ctx context.Context, req wire.CredsAddRequest) (wire.Cred
 	if err != nil {
 		return wire.CredsAddReply{}, fmt.Errorf("register the credential %s: %w", req.Name, err)
 	}
+	if req.Tenant != "" {
+		// A tenant removed while this was issued (tenantRemove revoked the
+		// credentials registered before it looked): revoke this one too.
+		if _, err := a.tenant(ctx, req.Tenant); err != nil {
+			if rerr := a.updateAccount(ctx, []string{req.PublicKey}); rerr != nil {
+				return wire.CredsAddReply{}, fmt.Errorf("%w; and revoking the credential issued meanwhile: %w", err, rerr)
+			}
+			return wire.CredsAddReply{}, err
+		}
+	}
 	a.n.log.Info("credential issued", "name", c.Name, "role", c.Role, "tenant", c.Tenant, "public_key", c.PublicKey)
 	return wire.CredsAddReply{Credential: c, JWT: token}, nil
 }

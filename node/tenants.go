@@ -74,38 +74,51 @@ func (a *credsAPI) tenantList(ctx context.Context, _ wire.EmptyRequest) (wire.Te
 	return wire.TenantsListReply{Tenants: tenants}, nil
 }
 
-// tenantRemove is tah.api.creds.tenants.rm: it revokes the tenant's valid
-// credentials, then removes the tenant. Its sessions stay, for the
-// credentials of every tenant (an admin's) to read.
+// tenantRemove is tah.api.creds.tenants.rm: it removes the tenant, then
+// revokes its valid credentials. Its sessions stay, for the credentials of
+// every tenant (an admin's) to read. The entry goes first so that a
+// credential of the tenant issued meanwhile is either among those revoked
+// here or revoked by add, which looks for its tenant again once the
+// credential is registered.
 func (a *credsAPI) tenantRemove(ctx context.Context, req wire.TenantRequest) (wire.TenantRemoveReply, error) {
 	t, err := a.tenant(ctx, req.Name)
 	if err != nil {
 		return wire.TenantRemoveReply{}, err
 	}
+	if err := a.kv.Delete(ctx, tenantKey(t.Name)); err != nil {
+		return wire.TenantRemoveReply{}, fmt.Errorf("remove tenant %s: %w", t.Name, err)
+	}
+	revoked, err := a.revokeTenant(ctx, t.Name)
+	if err != nil {
+		// Put it back, so that the removal can be asked again: a tenant
+		// gone whose credentials still worked would be lost from sight.
+		if b, merr := json.Marshal(t); merr == nil {
+			_, _ = a.kv.Create(ctx, tenantKey(t.Name), b)
+		}
+		return wire.TenantRemoveReply{}, fmt.Errorf("revoke the credentials of tenant %s (it is kept: remove it again): %w", t.Name, err)
+	}
+	a.n.log.Info("tenant removed", "tenant", t.Name, "revoked", len(revoked))
+	return wire.TenantRemoveReply{Tenant: t, Revoked: revoked}, nil
+}
+
+// revokeTenant revokes the valid credentials of tenant and returns them.
+func (a *credsAPI) revokeTenant(ctx context.Context, tenant string) ([]wire.Credential, error) {
 	creds, err := a.credentials(ctx)
 	if err != nil {
-		return wire.TenantRemoveReply{}, err
+		return nil, err
 	}
 	revoked := []wire.Credential{}
 	var pubs []string
 	for _, c := range creds {
-		if c.Tenant == t.Name && !c.Revoked {
+		if c.Tenant == tenant && !c.Revoked {
 			c.Revoked = true
 			revoked, pubs = append(revoked, c), append(pubs, c.PublicKey)
 		}
 	}
-	if len(pubs) > 0 {
-		// First: a tenant removed whose credentials still worked would be
-		// worse than one left with none.
-		if err := a.updateAccount(ctx, pubs); err != nil {
-			return wire.TenantRemoveReply{}, err
-		}
+	if len(pubs) == 0 {
+		return revoked, nil
 	}
-	if err := a.kv.Delete(ctx, tenantKey(t.Name)); err != nil {
-		return wire.TenantRemoveReply{}, fmt.Errorf("remove tenant %s (its %d credentials are revoked): %w", t.Name, len(pubs), err)
-	}
-	a.n.log.Info("tenant removed", "tenant", t.Name, "revoked", pubs)
-	return wire.TenantRemoveReply{Tenant: t, Revoked: revoked}, nil
+	return revoked, a.updateAccount(ctx, pubs)
 }
 
 // tenant reads tenant name from the registry: an APIErrNotFound when it

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -182,5 +184,95 @@ func TestTenantDecisionNamesItsSender(t *testing.T) {
 		if !found {
 			t.Fatalf("%s: no tool.approved", sid)
 		}
+	}
+}
+
+// TestTenantFollowerAcrossAReconnect: a Follower of a tenant's credential,
+// which follows the session's live feed and reads the rest through the
+// tenant's API, loses its connection (the server closes it) while a turn
+// runs, and still delivers every record of the session once, in order, to
+// the turn's end.
+func TestTenantFollowerAcrossAReconnect(t *testing.T) {
+	n := startNode(t, newGated())
+	admin := connect(t, n)
+	ctx := ctxT(t)
+	if _, err := admin.AddTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	alice, _, err := admin.IssueTenantCreds(ctx, "acme", "alice", wire.RoleClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "alice.creds")
+	if err := os.WriteFile(path, alice, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	states := make(chan client.ConnEvent, 16)
+	c, err := client.Connect(ctx, client.Options{URL: n.Bus().ClientURL(), CredsFile: path,
+		OnConnection: func(e client.ConnEvent) { states <- e }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	created, err := c.Create(ctx, wire.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := created.Session
+	f, err := c.Follow(ctx, sid, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	next := func() event.Event {
+		t.Helper()
+		select {
+		case ev, ok := <-f.Events():
+			if !ok {
+				t.Fatal("the Follower stopped")
+			}
+			return ev
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		return event.Event{}
+	}
+	if ev := next(); ev.Type != event.SessionCreated {
+		t.Fatalf("first: %s", ev.Type)
+	}
+	id, err := c.Conn().GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Bus().Server().DisconnectClientByID(id); err != nil {
+		t.Fatal(err)
+	}
+	if e := <-states; e != client.Disconnected {
+		t.Fatalf("state %s", e)
+	}
+	if o := run(t, admin, sid, "while away"); o.Status != projection.StatusCompleted {
+		t.Fatalf("the turn: %+v", o)
+	}
+	if e := <-states; e != client.Reconnected {
+		t.Fatalf("state %s", e)
+	}
+	last := uint64(1)
+	var types []event.Type
+	for ev := next(); ; ev = next() {
+		if ev.Seq < last {
+			t.Fatalf("%s at %d after %d", ev.Type, ev.Seq, last)
+		}
+		last = ev.Seq
+		types = append(types, ev.Type)
+		if ev.Type == event.AgentFinished {
+			break
+		}
+	}
+	all, err := admin.Events(ctx, wire.EventsRequest{Session: sid, FromSeq: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Events) != len(types) {
+		t.Fatalf("delivered %v, the log has %d events after the first", types, len(all.Events))
 	}
 }

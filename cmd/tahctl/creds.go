@@ -36,8 +36,8 @@ here, the node signs its public key, and the seed never leaves this machine.
 When no node runs, tahctl issues and revokes with the trust material of the
 data directory (--data-dir), and the node applies it at its next start.
 For an external NATS cluster, whose operator issues users with nsc, tahctl
-creds nsc --role ROLE [--tool NAME]... NAME prints the nsc command that makes
-the same user. With --tenant NAME (role client or observer), a credential of
+creds nsc --role ROLE [--tool NAME]... [--tenant NAME] NAME prints the nsc
+command that makes the same user. With --tenant NAME (role client or observer), a credential of
 a tenant that tahctl tenant add added: it uses that tenant's sessions only.`
 
 // toolNames is a repeatable, comma-separated --tool.
@@ -342,6 +342,7 @@ func credsNSC(g *globals, args []string) error {
 	role := fset.String("role", "", "the user's `ROLE`: node, client, observer, tool, admin or agents")
 	var tools toolNames
 	fset.Var(&tools, "tool", "a tool `NAME` the user serves (role tool)")
+	tenant := fset.String("tenant", "", "a user of tenant `NAME`: a client or an observer of that tenant's sessions only (docs/tenancy.md)")
 	pos, err := parse(fset, args)
 	if err != nil {
 		return err
@@ -350,10 +351,20 @@ func credsNSC(g *globals, args []string) error {
 		return usageError("tahctl creds nsc --role client NAME", "give the user's name, once")
 	}
 	p, err := wire.RolePermissions(wire.Role(*role), pos[0], tools)
+	if *tenant != "" && err == nil {
+		if len(tools) > 0 {
+			return usageError("tahctl creds nsc --tenant acme --role client NAME", "a tenant's user serves no tools")
+		}
+		p, err = wire.TenantRolePermissions(*tenant, wire.Role(*role), pos[0])
+	}
 	if err != nil {
-		return usageError("tahctl creds nsc --role node|client|observer|tool|admin|agents [--tool NAME] NAME", "%v", err)
+		return usageError("tahctl creds nsc --role node|client|observer|tool|admin|agents [--tool NAME] [--tenant NAME] NAME", "%v", err)
 	}
 	cmd := []string{"nsc", "add", "user", "--account", "TAH", pos[0]}
+	if *tenant != "" {
+		// The tags tell TAH's clients the user's tenant (its API's subject).
+		cmd = append(cmd, "--tag", auth.RoleTag+*role, "--tag", auth.TenantTag+*tenant)
+	}
 	for _, f := range []struct {
 		flag string
 		list []string

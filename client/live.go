@@ -137,6 +137,7 @@ func (f *Follower) catchUp() (bool, error) {
 		if err != nil {
 			return true, err
 		}
+		before := f.next
 		for evs := rep.Events; len(evs) > 0; {
 			n := 1 // one record: its events share its sequence
 			for n < len(evs) && evs[n].Seq == evs[0].Seq {
@@ -150,7 +151,9 @@ func (f *Follower) catchUp() (bool, error) {
 			}
 			evs = evs[n:]
 		}
-		if len(rep.Events) == 0 || f.next > rep.LastSeq {
+		// The end, or a page that brought nothing new (which would
+		// otherwise be asked for again and again).
+		if len(rep.Events) == 0 || f.next > rep.LastSeq || f.next == before {
 			f.behind = false
 			return true, nil
 		}

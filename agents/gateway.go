@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
@@ -185,6 +186,8 @@ func (g *Gateway) apply() {
 		g.mu.Unlock()
 		for _, a := range todo {
 			switch {
+			case event.TenantOf(a.sid) != "":
+				// Not served as an agent yet (prompt.go): no instance.
 			case a.active && (!a.check || g.opts.Host.SessionActive(a.sid)):
 				if err := g.register(a.sid, a.sid); err != nil {
 					g.log.Warn("agent instance of a session not registered", "session", a.sid, "err", err)

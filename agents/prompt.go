@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
@@ -82,6 +83,15 @@ func (g *Gateway) admit(inst *instance, reply string, data []byte, trace telemet
 				status, code = wire.AgentStatusNotFound, wire.AgentErrNotFound
 			}
 			g.fail(reply, status, wire.AgentError{Error: code, Message: err.Error(), Session: env.Session})
+			return
+		}
+		if event.TenantOf(env.Session) != "" {
+			// Its subjects (agents.*.tah.<owner>.<sid>, the answers'
+			// tah.sess.<sid>.answer.<call>) take one token per id: a
+			// tenant's id has two. Served with the gateway per tenant
+			// (docs/tenancy.md, step 3).
+			g.fail(reply, wire.AgentStatusBadRequest, wire.AgentError{Error: wire.AgentErrBadRequest, Session: env.Session,
+				Message: fmt.Sprintf("session %s is a tenant's: a tenant's sessions are not served as agents yet (drive it through the API, docs/protocol.md)", env.Session)})
 			return
 		}
 		sid = env.Session

@@ -37,6 +37,11 @@ func request[Rep any](ctx context.Context, c *Client, endpoint string, req any) 
 // cut off keeps its place in the group for a while; another try most likely
 // reaches a live node. Other endpoints are tried once.
 func (c *Client) call(ctx context.Context, endpoint string, req, rep any) error {
+	if c.opts.Tenant != "" && !slices.Contains(wire.TenantEndpoints(), endpoint) {
+		// Nothing would answer it (no responders, which says "no node").
+		return fmt.Errorf("%s is not a tenant's: a credential of tenant %s calls its tenant's API, which has no %s (docs/protocol.md, A tenant's API): %w",
+			wire.APISubject(endpoint), c.opts.Tenant, endpoint, ErrPermissionDenied)
+	}
 	subj := c.apiSubject(endpoint)
 	body, err := json.Marshal(req)
 	if err != nil {

@@ -149,11 +149,11 @@ func RoleUser(role wire.Role, name string, tools []string) (User, error) {
 	return User{Name: name, Permissions: JWTPermissions(p), Tags: tags}, nil
 }
 
-// The prefixes of a user JWT's tags.
+// The prefixes of a user JWT's tags (wire's: clients read them too).
 const (
-	RoleTag   = "role:"
-	ToolTag   = "tool:"
-	TenantTag = "tenant:"
+	RoleTag   = wire.RoleTag
+	ToolTag   = wire.ToolTag
+	TenantTag = wire.TenantTag
 )
 
 // TenantUser is the user of a credential named name of tenant with role's

@@ -41,8 +41,7 @@ func credentialTenant(path string) string {
 		return ""
 	}
 	for _, tag := range uc.Tags {
-		// The server keeps tags in lower case: so are tenants' names.
-		if t, ok := strings.CutPrefix(tag, "tenant:"); ok && event.ValidTenant(t) == nil {
+		if t, ok := strings.CutPrefix(tag, wire.TenantTag); ok && event.ValidTenant(t) == nil {
 			return t
 		}
 	}

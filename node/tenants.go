@@ -56,13 +56,15 @@ func (a *credsAPI) tenantList(ctx context.Context, _ wire.EmptyRequest) (wire.Te
 	if err != nil {
 		return wire.TenantsListReply{}, err
 	}
+	valid := map[string]int{} // by tenant
+	for _, c := range creds {
+		if c.Tenant != "" && !c.Revoked {
+			valid[c.Tenant]++
+		}
+	}
 	for i := range tenants {
 		t := &tenants[i]
-		for _, c := range creds {
-			if c.Tenant == t.Name && !c.Revoked {
-				t.Credentials++
-			}
-		}
+		t.Credentials = valid[t.Name]
 		if a.n.store != nil {
 			n, err := a.n.store.CountTenantSessions(ctx, t.Name)
 			if err != nil {

@@ -162,14 +162,19 @@ func (s *Store) family(ctx context.Context, r *wire.SessionSummary) error {
 	return nil
 }
 
-// CountTenantSessions counts the sessions of tenant (ids <tenant>.<id>):
-// a range of the primary key, as ListOptions.Tenant.
+// tenantIDs bound the ids of tenant's sessions, each bound left out: they
+// are between "<tenant>." and "<tenant>/" ('/' follows '.'), a range of
+// the primary key.
+func tenantIDs(tenant string) (lo, hi string) { return tenant + ".", tenant + "/" }
+
+// CountTenantSessions counts the sessions of tenant (ids <tenant>.<id>).
 func (s *Store) CountTenantSessions(ctx context.Context, tenant string) (int, error) {
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
 	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE id > ? AND id < ?`, tenant+".", tenant+"/").Scan(&n); err != nil {
+	lo, hi := tenantIDs(tenant)
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE id > ? AND id < ?`, lo, hi).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: count the sessions of tenant %s: %w", tenant, err)
 	}
 	return n, nil
@@ -232,10 +237,9 @@ func (s *Store) ListSessions(ctx context.Context, opts ListOptions) (Page, error
 		args = append(args, string(opts.Status))
 	}
 	if opts.Tenant != "" {
-		// The ids between "<tenant>." and "<tenant>/" ('/' follows '.'):
-		// a range of the primary key.
+		lo, hi := tenantIDs(opts.Tenant)
 		where = append(where, "id > ? AND id < ?")
-		args = append(args, opts.Tenant+".", opts.Tenant+"/")
+		args = append(args, lo, hi)
 	}
 	keys := make([]string, 0, len(opts.Labels))
 	for k := range opts.Labels {

@@ -54,6 +54,15 @@ var (
 	ErrBadTenant = errors.New("invalid tenant name")
 )
 
+// The prefixes of the tags of a credential's user JWT: its role, each tool
+// it serves, its tenant (TenantRolePermissions). A client reads its tenant
+// there; the server keeps tags in lower case, as every value here is.
+const (
+	RoleTag   = "role:"
+	ToolTag   = "tool:"
+	TenantTag = "tenant:"
+)
+
 // Permissions are a credential's NATS publish and subscribe allow and deny
 // lists (a deny wins over an allow; what no allow names is denied, unless
 // the allow list is empty: then everything is allowed).

@@ -131,7 +131,7 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 		return errorf(exitUnavailable, "start the node (tah-node), or reach one with --server URL --creds admin.creds",
 			"a tenant's credential is issued by a running node, which checks that the tenant was added (tahctl tenant add %s)", *tenant)
 	default:
-		if creds, c, err = issueLocally(t.trust, user, wire.Credential{Name: name, Role: wire.Role(*role), Tenant: *tenant, Tools: tools}); err != nil {
+		if creds, c, err = issueLocally(t.trust, user, wire.Credential{Name: name, Role: wire.Role(*role), Tools: tools}); err != nil {
 			return err
 		}
 	}

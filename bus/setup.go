@@ -98,6 +98,11 @@ func (b *Bus) setup(ctx context.Context) error {
 	if b.answers, err = b.ensureStream(ctx, b.answerStreamConfig()); err != nil {
 		return err
 	}
+	for _, cfg := range b.usageStreamConfigs() {
+		if _, err = b.ensureStream(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	b.artifacts, err = b.ensureObjectStore(ctx)
 	return err
 }
@@ -131,6 +136,37 @@ func (b *Bus) answerStreamConfig() jetstream.StreamConfig {
 		Replicas:    b.cfg.Replicas,
 		Duplicates:  wire.DuplicateWindow,
 		Metadata:    b.metadata(),
+	}
+}
+
+// usageStreamConfigs are the streams of the tenants' usage (package quota):
+// counters (AllowMsgCounter), each subject's last value kept. A day's
+// counters go after two days: each is read on its own day only. Only
+// nodes read or write them (no client role is allowed their subjects, and
+// they allow no direct get).
+func (b *Bus) usageStreamConfigs() []jetstream.StreamConfig {
+	usage := func(name, desc, subjects string, age time.Duration) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:              name,
+			Description:       desc,
+			Subjects:          []string{subjects},
+			Retention:         jetstream.LimitsPolicy,
+			MaxMsgs:           -1,
+			MaxBytes:          -1,
+			MaxAge:            age,
+			MaxMsgsPerSubject: 1,
+			MaxMsgSize:        1 << 10,
+			Discard:           jetstream.DiscardOld,
+			Storage:           jetstream.FileStorage,
+			Replicas:          b.cfg.Replicas,
+			Duplicates:        wire.DuplicateWindow, // the server's default, said so that setups compare
+			AllowMsgCounter:   true,
+			Metadata:          b.metadata(),
+		}
+	}
+	return []jetstream.StreamConfig{
+		usage(wire.UsageStream, "TAH tenants' usage: sessions (docs/tenancy.md)", wire.UsageSubjects, 0),
+		usage(wire.UsageDayStream, "TAH tenants' usage per UTC day: tokens and cost (docs/tenancy.md)", wire.UsageDaySubjects, 48*time.Hour),
 	}
 }
 
@@ -430,6 +466,9 @@ func streamDiffs(have, want jetstream.StreamConfig) []string {
 	}
 	if want.AllowMsgTTL && !have.AllowMsgTTL {
 		add("allow_msg_ttl", have.AllowMsgTTL, want.AllowMsgTTL)
+	}
+	if have.AllowMsgCounter != want.AllowMsgCounter {
+		add("allow_msg_counter", have.AllowMsgCounter, want.AllowMsgCounter) // the server cannot change it
 	}
 	ht, wt := transformString(have.SubjectTransform), transformString(want.SubjectTransform)
 	if ht != wt {

@@ -81,7 +81,12 @@ func (c *Client) call(ctx context.Context, endpoint string, req, rep any) error 
 		return fmt.Errorf("%s: %w", subj, err)
 	}
 	if code := m.Header.Get(wire.HeaderServiceErrorCode); code != "" {
-		return &APIError{Endpoint: endpoint, Code: code, Message: m.Header.Get(wire.HeaderServiceError)}
+		e := &APIError{Endpoint: endpoint, Code: code, Message: m.Header.Get(wire.HeaderServiceError)}
+		var q wire.QuotaError
+		if code == wire.APIErrQuota && json.Unmarshal(m.Data, &q) == nil && q.Quota != "" {
+			e.Quota = &q.QuotaReached
+		}
+		return e
 	}
 	if err := json.Unmarshal(m.Data, rep); err != nil {
 		return fmt.Errorf("%s: the reply is not a %T (%v): is the node of another version?", subj, rep, err)

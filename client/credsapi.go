@@ -80,6 +80,14 @@ func (c *Client) Tenants(ctx context.Context) ([]wire.Tenant, error) {
 	return rep.Tenants, err
 }
 
+// SetTenantLimits changes a tenant's quotas as req says (a field absent is
+// left as it is, a negative one removes the limit) and returns the tenant
+// with its limits and usage. A tenant not added is ErrNotFound.
+func (c *Client) SetTenantLimits(ctx context.Context, req wire.TenantSetRequest) (wire.Tenant, error) {
+	rep, err := request[wire.TenantSetReply](ctx, c, wire.EndpointTenantsSet, req)
+	return rep.Tenant, err
+}
+
 // RemoveTenant revokes the valid credentials of tenant name, on every
 // server at once, and removes it; its sessions stay. A tenant not added is
 // ErrNotFound.

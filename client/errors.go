@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/wire"
 )
@@ -52,6 +53,10 @@ var (
 	// ErrTooLarge: the API's reply would not fit in one NATS message (413):
 	// ask for less (a limit, a later from_seq, brief steps).
 	ErrTooLarge = errors.New("reply too large")
+	// ErrQuotaExceeded: the request is over one of its tenant's quotas
+	// (429): its *APIError's Quota says which, its limit and when it
+	// resets (docs/tenancy.md).
+	ErrQuotaExceeded = errors.New("quota exceeded")
 	// ErrPayloadTooLarge: an input larger than the server's max payload, not
 	// sent, or one a node refused as over its input limit (input_too_large).
 	// Put large texts in a file the agent reads.
@@ -120,6 +125,9 @@ type APIError struct {
 	Endpoint string
 	Code     string
 	Message  string
+	// Quota, for code 429 (ErrQuotaExceeded), is the tenant's quota the
+	// request was over.
+	Quota *event.QuotaReached
 }
 
 func (e *APIError) Error() string {
@@ -136,6 +144,8 @@ func (e *APIError) Unwrap() error {
 		return ErrConflict
 	case wire.APIErrTooLarge:
 		return ErrTooLarge
+	case wire.APIErrQuota:
+		return ErrQuotaExceeded
 	}
 	return nil
 }

@@ -734,6 +734,9 @@ type AgentFailedData struct {
 	Steps int    `json:"steps"`
 	// Budget, with code budget_exceeded, is the limit the turn reached.
 	Budget *BudgetReached `json:"budget,omitempty"`
+	// Quota, with code quota_exceeded, is the tenant's quota the turn
+	// reached (docs/tenancy.md).
+	Quota *QuotaReached `json:"quota,omitempty"`
 }
 
 // AgentCancelledData is the payload of agent.cancelled.

@@ -15,6 +15,7 @@ import (
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/quota"
 	"github.com/tah-dev/tah/store"
 	"github.com/tah-dev/tah/wire"
 )
@@ -147,6 +148,14 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 			case errors.Is(err, session.ErrExists):
 				code = wire.APIErrConflict
 			}
+			var qe *quota.ExceededError
+			if errors.As(err, &qe) {
+				// The quota's figures, for a program to act on (wait, or
+				// tell its user); the description says it for people.
+				body, _ := json.Marshal(wire.QuotaError{Error: event.CodeQuotaExceeded, QuotaReached: qe.Reached})
+				r.Error(wire.APIErrQuota, err.Error(), body)
+				return
+			}
 			r.Error(code, err.Error(), nil)
 			return
 		}
@@ -222,11 +231,33 @@ func (n *Node) apiCreate(ctx context.Context, req wire.CreateRequest) (wire.Crea
 			return wire.CreateReply{}, badRequest("budget: %v", err)
 		}
 	}
-	ev, err := session.CreateWithBudget(ctx, n.bus, sid, n.opts.Session, req.Labels, req.Budget)
+	made, err := n.countSession(ctx, sid)
 	if err != nil {
 		return wire.CreateReply{}, err
 	}
+	ev, err := session.CreateWithBudget(ctx, n.bus, sid, n.opts.Session, req.Labels, req.Budget)
+	if made(err) != nil {
+		return wire.CreateReply{}, err
+	}
 	return wire.CreateReply{Session: sid, Seq: ev.Seq}, nil
+}
+
+// countSession counts session sid, about to be made, in its tenant's
+// quota of sessions (package quota), or fails with a *quota.ExceededError
+// when the quota is used up. The caller hands made the outcome of the
+// making: a session not made is taken back from the count. The default
+// tenant's sessions are not counted.
+func (n *Node) countSession(ctx context.Context, sid string) (made func(error) error, err error) {
+	undo, err := n.quotas.AddSession(ctx, event.TenantOf(sid))
+	if err != nil {
+		return nil, err
+	}
+	return func(err error) error {
+		if err != nil {
+			undo(context.WithoutCancel(ctx))
+		}
+		return err
+	}, nil
 }
 
 // apiGet answers from the read model, or from the log's fold while the read
@@ -308,8 +339,12 @@ func (n *Node) apiFork(ctx context.Context, req wire.ForkRequest) (wire.ForkRepl
 			Content: e.Content, IsError: e.IsError, By: e.By}
 	}
 	sid := event.InTenant(event.TenantOf(req.Session), event.NewSessionID()) // a fork stays in its tenant
+	made, err := n.countSession(ctx, sid)
+	if err != nil {
+		return wire.ForkReply{}, err
+	}
 	f, err := session.Fork(ctx, n.bus, req.Session, sid, opts, n.opts.Session)
-	switch {
+	switch err = made(err); {
 	case errors.Is(err, projection.ErrUnknownStep):
 		return wire.ForkReply{}, &apiError{wire.APIErrNotFound, fmt.Errorf("%w (tahctl show %s lists its steps)", err, req.Session)}
 	case errors.Is(err, projection.ErrBadFork):

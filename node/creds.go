@@ -81,6 +81,7 @@ func (n *Node) addCredsEndpoints(ctx context.Context, svc micro.Service) error {
 		wire.EndpointTenantsAdd:    endpoint(n, wire.EndpointTenantsAdd, a.tenantAdd),
 		wire.EndpointTenantsList:   endpoint(n, wire.EndpointTenantsList, a.tenantList),
 		wire.EndpointTenantsRemove: endpoint(n, wire.EndpointTenantsRemove, a.tenantRemove),
+		wire.EndpointTenantsSet:    endpoint(n, wire.EndpointTenantsSet, a.tenantSet),
 	} {
 		// A micro endpoint's name is one token: the subject says where.
 		if err := svc.AddEndpoint(strings.ReplaceAll(name, ".", "-"), h, micro.WithEndpointSubject(wire.APISubject(name))); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/tah-dev/tah/internal/buildinfo"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/quota"
 	"github.com/tah-dev/tah/store"
 	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/telemetry/otlp"
@@ -121,6 +122,7 @@ type Node struct {
 	proj     atomic.Pointer[Projector] // swapped by PauseReadModel; nil on a worker
 	onClaim  func(sid string, epoch uint64)
 	sessions *session.Manager
+	quotas   *quota.Meter // the tenants' quotas
 	// Metrics are the node's Prometheus metrics (serve Metrics.Handler).
 	Metrics  *Metrics
 	inputs   *bus.InputConsumer
@@ -268,6 +270,11 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	}
 	scfg.Active = n.sessionActive
 	scfg.Claimed = n.tellPrevious
+	// The tenants' quotas (package quota), checked by the API and the
+	// sessions; closed after them (closers run last first).
+	n.quotas = quota.Start(n.bus.JetStream(), log.With("component", "quota"))
+	n.closers = append(n.closers, func(context.Context) error { n.quotas.Close(); return nil })
+	scfg.Quotas = n.quotas
 	if scfg.Tracing == nil {
 		tr, err := otlp.Start(ctx, opts.Tracing, otlp.Resource{NodeID: scfg.Node, Version: buildinfo.Read().Version}, os.LookupEnv)
 		if err != nil {

@@ -184,7 +184,8 @@ func TestHostileClient(t *testing.T) {
 	a := h.attacker(creds, "mallory")
 	shard := wire.EventShardStream(h.n.bus.ShardOf(h.sid))
 	before := h.snapshot()
-	for _, stream := range []string{shard, wire.InputStream, wire.ScheduleStream, "KV_" + wire.CheckpointBucket, "OBJ_" + wire.ArtifactBucket} {
+	for _, stream := range []string{shard, wire.InputStream, wire.ScheduleStream, "KV_" + wire.CheckpointBucket, "OBJ_" + wire.ArtifactBucket,
+		wire.UsageStream, wire.UsageDayStream} {
 		for _, op := range []string{"PURGE", "DELETE"} {
 			_ = a.nc.Publish("$JS.API.STREAM."+op+"."+stream, nil)
 			h.refused(a, op+" "+stream)
@@ -195,6 +196,8 @@ func TestHostileClient(t *testing.T) {
 		"node presence":                   wire.NodeSubject("mallory"),
 		"node presence in its bucket":     "$KV." + wire.NodeBucket + ".mallory",
 		"a forged checkpoint":             "$KV." + wire.CheckpointBucket + "." + h.sid,
+		"a tenant's sessions uncounted":   wire.UsageSessionsSubject("acme"),
+		"a tenant's tokens uncounted":     wire.UsageDaySubject("acme", time.Now(), wire.UsageDayTokens),
 		"a forged tool result":            "$KV." + wire.ToolResultBucket + ".read_file." + h.sid + ".call_1",
 		"a pull from the node's consumer": "$JS.API.CONSUMER.MSG.NEXT." + wire.InputStream + "." + wire.PartitionConsumer(0),
 		"a delete of the node's consumer": "$JS.API.CONSUMER.DELETE." + wire.InputStream + "." + wire.PartitionConsumer(0),
@@ -211,6 +214,7 @@ func TestHostileClient(t *testing.T) {
 		"a schedule of its own":             wire.ScheduleSubject(h.sid, "mine"),
 		"a fired schedule":                  wire.ScheduleFireSubject(h.sid),
 		"a read of the schedules":           "$JS.API.STREAM.MSG.GET." + wire.ScheduleStream,
+		"a read of the tenants' usage":      "$JS.API.STREAM.MSG.GET." + wire.UsageStream,
 		// A tenant's session: its inputs under another credential's name,
 		// straight into a partition, a forged record.
 		"a tenant's input as another":           wire.InputSubject("acme.s_1", "alice"),

@@ -69,8 +69,12 @@ func (n *Node) apiReplayLive(ctx context.Context, req wire.ReplayLiveRequest) (w
 	}
 	sid := event.InTenant(event.TenantOf(req.Session), event.NewSessionID())
 	after := stepBefore(evs, *d)
-	lf, err := session.ForkLive(ctx, n.bus, req.Session, sid, d.Turn, after, def.Config, map[string]string{wire.LabelReplayOf: req.Session})
+	made, err := n.countSession(ctx, sid)
 	if err != nil {
+		return r, err
+	}
+	lf, err := session.ForkLive(ctx, n.bus, req.Session, sid, d.Turn, after, def.Config, map[string]string{wire.LabelReplayOf: req.Session})
+	if made(err) != nil {
 		return r, fmt.Errorf("live session of %s at turn %d: %w", req.Session, d.Turn, err)
 	}
 	r.Live = &replay.Live{Session: sid, Turn: d.Turn, Turns: lf.Turns, Message: lf.Message}

@@ -336,3 +336,96 @@ func TestTenantLifecycle(t *testing.T) {
 		t.Fatalf("removed twice: %v", err)
 	}
 }
+
+// TestTenantQuotas: a tenant's quotas (docs/tenancy.md), set by an admin
+// and reached by its credential: a create, a fork or a replay's live
+// session over its sessions are refused with 429, the quota's figures in
+// the reply; a turn over its tokens per day fails before its LLM call with
+// quota_exceeded, its input kept; raised, the tenant works on, and nothing
+// stored was lost. Another tenant is not affected.
+func TestTenantQuotas(t *testing.T) {
+	h := newHostile(t)
+	admin := h.client(h.issue(wire.RoleAdmin, "root"))
+	acme, sid := h.acmeSession()
+	h.run(acme, sid)
+	beta := h.client(h.issueTenant("beta", wire.RoleClient, "bob"))
+
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "nobody", MaxSessions: ptr(int64(1))}); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("the limits of a tenant not added: %v", err)
+	}
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme"}); !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("no limit given: %v", err)
+	}
+	tn, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxSessions: ptr(int64(1))})
+	if err != nil || tn.Limits.MaxSessions == nil || *tn.Limits.MaxSessions != 1 || tn.Usage == nil || tn.Usage.Sessions != 1 || tn.Usage.TokensDay == 0 {
+		t.Fatalf("set: %+v %v", tn, err)
+	}
+	if _, err := acme.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxSessions: ptr(int64(-1))}); err == nil {
+		t.Fatal("a tenant's client raised its own quota")
+	}
+
+	over := func(what string, err error, quota string) {
+		t.Helper()
+		var ae *client.APIError
+		if !errors.Is(err, client.ErrQuotaExceeded) || !errors.As(err, &ae) || ae.Quota == nil || ae.Quota.Quota != quota || ae.Quota.Tenant != "acme" {
+			t.Fatalf("%s over the quota: %v (%+v)", what, err, ae)
+		}
+		if !strings.Contains(err.Error(), "tahctl tenant set acme") {
+			t.Errorf("%s: the error says not what to do: %v", what, err)
+		}
+	}
+	_, err = acme.Create(h.ctx, wire.CreateRequest{})
+	over("a create", err, event.QuotaSessions)
+	_, err = acme.Fork(h.ctx, wire.ForkRequest{Session: sid})
+	over("a fork", err, event.QuotaSessions)
+	if _, err := beta.Create(h.ctx, wire.CreateRequest{}); err != nil {
+		t.Fatalf("another tenant's create: %v", err)
+	}
+
+	// A day's tokens used up: the next turn stops before its LLM call.
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", TokensPerDay: ptr(tn.Usage.TokensDay)}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := acme.Run(h.ctx, sid, wire.Input{Text: "once more"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := turn.Outcome(h.ctx)
+	turn.Close()
+	if err != nil || out.Code != event.CodeQuotaExceeded || out.Quota == nil || out.Quota.Quota != event.QuotaTokensPerDay ||
+		out.Quota.Resets == nil || out.Steps != 0 {
+		t.Fatalf("the turn over the quota: %+v %v", out, err)
+	}
+	evs, err := acme.Events(h.ctx, wire.EventsRequest{Session: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []event.Type
+	for _, ev := range evs.Events {
+		types = append(types, ev.Type)
+	}
+	turns := 0
+	for _, ty := range types {
+		if ty == event.TurnStarted {
+			turns++
+		}
+	}
+	if n := len(types); n < 2 || types[n-1] != event.AgentFailed || !slices.Contains(types, event.AgentFinished) || turns != 2 {
+		t.Fatalf("the log: %v: want the first turn finished and the second started and failed", types)
+	}
+
+	// Raised: the tenant works on, from the same session.
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxSessions: ptr(int64(-1)), TokensPerDay: ptr(int64(-1))}); err != nil {
+		t.Fatal(err)
+	}
+	h.run(acme, sid)
+	if _, err := acme.Create(h.ctx, wire.CreateRequest{}); err != nil {
+		t.Fatalf("a create once raised: %v", err)
+	}
+	tenants, err := admin.Tenants(h.ctx)
+	if err != nil || len(tenants) != 2 || tenants[0].Usage == nil || tenants[0].Usage.Sessions != 2 || !tenants[0].Limits.IsZero() {
+		t.Fatalf("ls: %+v %v", tenants, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -65,6 +66,11 @@ func (a *credsAPI) tenantList(ctx context.Context, _ wire.EmptyRequest) (wire.Te
 	for i := range tenants {
 		t := &tenants[i]
 		t.Credentials = valid[t.Name]
+		u, err := a.n.quotas.Usage(ctx, t.Name)
+		if err != nil {
+			return wire.TenantsListReply{}, err
+		}
+		t.Usage = &u
 		if a.n.store != nil {
 			n, err := a.n.store.CountTenantSessions(ctx, t.Name)
 			if err != nil {
@@ -74,6 +80,48 @@ func (a *credsAPI) tenantList(ctx context.Context, _ wire.EmptyRequest) (wire.Te
 		}
 	}
 	return wire.TenantsListReply{Tenants: tenants}, nil
+}
+
+// tenantSet is tah.api.creds.tenants.set: the tenant's limits changed as
+// the request says, on its entry of the registry (compare-and-set, so that
+// two admins' changes at once both hold), applied here at once and on
+// every other node by its watch (package quota).
+func (a *credsAPI) tenantSet(ctx context.Context, req wire.TenantSetRequest) (wire.TenantSetReply, error) {
+	if err := req.Validate(); err != nil {
+		return wire.TenantSetReply{}, badRequest("%v", err)
+	}
+	if req.CostPerDay != nil && (math.IsNaN(*req.CostPerDay) || math.IsInf(*req.CostPerDay, 0)) {
+		return wire.TenantSetReply{}, badRequest("cost_usd_per_day: give a number of US dollars")
+	}
+	var t wire.Tenant
+	for {
+		var rev uint64
+		var err error
+		if t, rev, err = a.tenantEntry(ctx, req.Name); err != nil {
+			return wire.TenantSetReply{}, err
+		}
+		t.Limits = req.Apply(t.Limits)
+		b, err := json.Marshal(t)
+		if err != nil {
+			return wire.TenantSetReply{}, err
+		}
+		_, err = a.kv.Update(ctx, tenantKey(t.Name), b, rev)
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue // another change meanwhile (or a removal): read it again
+		}
+		if err != nil {
+			return wire.TenantSetReply{}, fmt.Errorf("set tenant %s's limits: %w", t.Name, err)
+		}
+		break
+	}
+	a.n.quotas.SetLimits(t.Name, t.Limits)
+	u, err := a.n.quotas.Usage(ctx, t.Name)
+	if err != nil {
+		return wire.TenantSetReply{}, err
+	}
+	t.Usage = &u
+	a.n.log.Info("tenant's limits set", "tenant", t.Name, "limits", t.Limits)
+	return wire.TenantSetReply{Tenant: t}, nil
 }
 
 // tenantRemove is tah.api.creds.tenants.rm: it removes the tenant, then
@@ -126,8 +174,14 @@ func (a *credsAPI) revokeTenant(ctx context.Context, tenant string) ([]wire.Cred
 // tenant reads tenant name from the registry: an APIErrNotFound when it
 // was not added (or was removed).
 func (a *credsAPI) tenant(ctx context.Context, name string) (wire.Tenant, error) {
+	t, _, err := a.tenantEntry(ctx, name)
+	return t, err
+}
+
+// tenantEntry is tenant with the revision of its entry.
+func (a *credsAPI) tenantEntry(ctx context.Context, name string) (wire.Tenant, uint64, error) {
 	if err := event.ValidTenant(name); err != nil {
-		return wire.Tenant{}, badRequest("%v", err)
+		return wire.Tenant{}, 0, badRequest("%v", err)
 	}
 	var e jetstream.KeyValueEntry
 	err := natsx.Retry(ctx, natsx.PublishTry, func(ctx context.Context) error {
@@ -136,16 +190,16 @@ func (a *credsAPI) tenant(ctx context.Context, name string) (wire.Tenant, error)
 		return err
 	}, nil)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return wire.Tenant{}, &apiError{wire.APIErrNotFound, fmt.Errorf("no tenant %s: add it first (tahctl tenant add %s)", name, name)}
+		return wire.Tenant{}, 0, &apiError{wire.APIErrNotFound, fmt.Errorf("no tenant %s: add it first (tahctl tenant add %s)", name, name)}
 	}
 	if err != nil {
-		return wire.Tenant{}, fmt.Errorf("the registry's tenant %s: %w", name, err)
+		return wire.Tenant{}, 0, fmt.Errorf("the registry's tenant %s: %w", name, err)
 	}
 	var t wire.Tenant
 	if err := json.Unmarshal(e.Value(), &t); err != nil {
-		return wire.Tenant{}, fmt.Errorf("the registry's tenant %s: %w", name, err)
+		return wire.Tenant{}, 0, fmt.Errorf("the registry's tenant %s: %w", name, err)
 	}
-	return t, nil
+	return t, e.Revision(), nil
 }
 
 // tenants are the tenants of the registry, by name.

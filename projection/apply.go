@@ -166,7 +166,7 @@ func apply(s *State, e event.Event, payload any) error {
 		s.Turn, s.TurnLLMCalls, s.TurnUsage, s.TurnCompactTried, s.LastInputID = d.Turn, 0, llm.Usage{}, false, d.InputID
 		s.TurnCost = pricing.Cost{}
 		s.TurnMaxSteps, s.TurnCaller, s.TurnTrace = d.MaxSteps, d.Caller, d.Trace
-		s.TurnBudget, s.TurnTimeMS, s.TurnRunningSince, s.LastBudget = event.Limits{}, 0, e.Time, nil
+		s.TurnBudget, s.TurnTimeMS, s.TurnRunningSince, s.LastBudget, s.LastQuota = event.Limits{}, 0, e.Time, nil, nil
 		if d.Budget != nil {
 			s.TurnBudget = *d.Budget
 		}
@@ -294,7 +294,7 @@ func apply(s *State, e event.Event, payload any) error {
 			return err
 		}
 		s.AwaitingApproval, s.ApprovalDeadline = false, time.Time{}
-		s.Status, s.LastError, s.LastCode, s.LastBudget = StatusFailed, d.Error, d.Code, d.Budget
+		s.Status, s.LastError, s.LastCode, s.LastBudget, s.LastQuota = StatusFailed, d.Error, d.Code, d.Budget, d.Quota
 		s.failOpenSteps(e, d.Code, d.Error)
 		s.turnStopped(e)
 

@@ -246,6 +246,9 @@ type State struct {
 	// LastBudget is the limit the last turn reached, when it failed at its
 	// budget (agent.failed's budget).
 	LastBudget *event.BudgetReached `json:"last_budget,omitempty"`
+	// LastQuota is the tenant's quota the last turn reached, when it
+	// failed at it (code quota_exceeded).
+	LastQuota *event.QuotaReached `json:"last_quota,omitempty"`
 	// Fault, when set, is where this node stopped folding the log (see
 	// ApplyLog): the session is failed (a corrupt log) or needs a newer node.
 	Fault *Fault `json:"fault,omitempty"`

@@ -45,6 +45,7 @@ const (
 	APIErrConflict   = "409" // the session exists already
 	APIErrTooLarge   = "413" // the reply would not fit in one NATS message: ask for less
 	APIErrInternal   = "500" // anything else; the description says what
+	// APIErrQuota ("429", quota.go): over one of the tenant's quotas.
 )
 
 // List limits.

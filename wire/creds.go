@@ -27,6 +27,7 @@ func CredsEndpoints() []Endpoint {
 		{EndpointTenantsAdd, TenantRequest{}, TenantAddReply{}},
 		{EndpointTenantsList, EmptyRequest{}, TenantsListReply{}},
 		{EndpointTenantsRemove, TenantRequest{}, TenantRemoveReply{}},
+		{EndpointTenantsSet, TenantSetRequest{}, TenantSetReply{}},
 	}
 }
 
@@ -116,6 +117,10 @@ type Tenant struct {
 	// tah.api.creds.tenants.ls only.
 	Credentials int  `json:"credentials"`
 	Sessions    *int `json:"sessions,omitempty"`
+	// Limits are its quotas (TenantLimits; absent: none), Usage what it
+	// used of them: in tah.api.creds.tenants.ls and set only.
+	Limits TenantLimits `json:"limits,omitzero"`
+	Usage  *TenantUsage `json:"usage,omitempty"`
 }
 
 // TenantRequest names the tenant to add (tah.api.creds.tenants.add) or to

@@ -35,6 +35,9 @@ type Outcome struct {
 	// at what figure (agent.failed's budget); on a resume refused with
 	// failure code budget_exceeded, the limit that still stops it.
 	Budget *event.BudgetReached `json:"budget,omitempty"`
+	// Quota, with code quota_exceeded, is the tenant's quota the turn
+	// reached (agent.failed's quota).
+	Quota *event.QuotaReached `json:"quota,omitempty"`
 	// Steps counts the LLM calls of the turn.
 	Steps int `json:"steps"`
 	// Usage is the tokens of the turn's LLM calls; SessionUsage the

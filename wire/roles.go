@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"time"
 )
 
 // Role is a kind of credential: what its holder may publish and subscribe
@@ -297,6 +298,7 @@ func NodeNeeds(node string) (publish, subscribe []string) {
 		jsAPI + "INFO", jsAPI + "STREAM.CREATE." + EventShardStream(0), jsAPI + "STREAM.UPDATE." + InputStream,
 		jsAPI + "CONSUMER.CREATE." + InputStream + "." + PartitionConsumer(0), jsAPI + "CONSUMER.MSG.NEXT." + InputStream + "." + PartitionConsumer(0),
 		jsAPI + "DIRECT.GET." + EventShardStream(0), "$JS.ACK." + InputStream + ".x",
+		UsageSessionsSubject("acme"), UsageDaySubject("acme", time.Unix(0, 0), UsageDayTokens), jsAPI + "STREAM.MSG.GET." + UsageDayStream,
 		"_INBOX.x", CredentialInbox("alice") + ".x", "$SRV.INFO",
 	}
 	subscribe = []string{

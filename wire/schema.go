@@ -27,6 +27,7 @@ func Schemas() []Schema {
 		{"tool.cancel.json", "Tool cancel (body of a message on tah.tool.cancel.<call token>)", ToolCancel{}},
 		{"tool.stored.json", "Stored tool call (a value of the KV bucket tah_tool_results)", StoredCall{}},
 		{"credential.json", "Credential (a value of the KV bucket tah_creds, and an entry of tah.api.creds.ls)", Credential{}},
+		{"quota.error.json", "Quota error (body of an API error of code 429: over a tenant's quota)", QuotaError{}},
 	}
 	for _, e := range append(Endpoints(), CredsEndpoints()...) {
 		out = append(out,

@@ -69,6 +69,9 @@ type Config struct {
 	// (agent_<name>); a sub-agent's child runs with its definition's.
 	// Empty: every tool.
 	Tools []string
+	// Quotas checks and counts the use of the model by the sessions of a
+	// tenant (quota.go); nil: no quota.
+	Quotas Quotas
 }
 
 // allows reports whether c lets a session call the tool named name.

@@ -81,6 +81,8 @@ type AgentContext struct {
 	// checkpointed is the event count of the checkpoint the load read (0
 	// without one): the next checkpoint is counted from it.
 	checkpointed int
+	// counted is the usage the tenant's quotas counted (quota.go).
+	counted countedUse
 	// staged are events folded into state and not written yet: the next
 	// Append writes them, in one record with its own event.
 	staged []event.Event
@@ -145,6 +147,7 @@ func (a *AgentContext) Append(ctx context.Context, typ event.Type, payload any) 
 	projection.Stamp(a.state, evs[len(evs)-1].Seq)
 	a.staged = nil
 	a.observe(evs)
+	a.spent(ctx)
 	return nil
 }
 
@@ -203,6 +206,7 @@ func (a *AgentContext) Flush(ctx context.Context) error {
 	projection.Stamp(a.state, evs[len(evs)-1].Seq)
 	a.staged = nil
 	a.observe(evs)
+	a.spent(ctx)
 	return nil
 }
 
@@ -300,7 +304,7 @@ func (a *AgentContext) outcome(err error) Outcome {
 	case projection.StatusCompleted:
 		o.Content = st.LastOutput
 	case projection.StatusFailed, projection.StatusCancelled:
-		o.Error, o.Code, o.Budget = st.LastError, st.LastCode, st.LastBudget
+		o.Error, o.Code, o.Budget, o.Quota = st.LastError, st.LastCode, st.LastBudget, st.LastQuota
 	}
 	awaiting(&o.Outcome, st)
 	if errors.Is(err, errFenced) {

@@ -89,7 +89,8 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 		return nil, err
 	}
 	return &AgentContext{Session: sid, Config: m.configOf(&st), Provider: m.provider, Tools: m.tools,
-		state: &st, bus: m.bus, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed, loop: loopName(m.loop)}, nil
+		state: &st, bus: m.bus, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed, loop: loopName(m.loop),
+		counted: countedUse{usage: st.Usage, usd: st.Cost.USD}}, nil
 }
 
 // claim claims a loaded session for this node: session.claimed with the

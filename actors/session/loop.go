@@ -108,6 +108,10 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 			return a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Code: event.CodeMaxSteps, Steps: st.TurnLLMCalls,
 				Error: fmt.Sprintf("the turn reached maxSteps (%d LLM calls) without a final answer; send another message to continue, or raise maxSteps", max)})
 		}
+		// The tenant's quotas, before each LLM call.
+		if ended, err := checkQuota(ctx, a); ended || err != nil {
+			return err
+		}
 		if err := llmStep(ctx, a); err != nil {
 			return err
 		}

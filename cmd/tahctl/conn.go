@@ -231,6 +231,8 @@ func (c *conn) failed(endpoint string, err error) error {
 			return errorf(exitFailed, "", "%s", ae.Message)
 		case wire.APIErrTooLarge:
 			return errorf(exitFailed, "ask for less: `tahctl events --from SEQ`", "%s", ae.Message)
+		case wire.APIErrQuota: // the message says what to do
+			return errorf(exitFailed, "", "%s [%s]", ae.Message, event.CodeQuotaExceeded)
 		}
 		return errorf(exitFailed, "see the node's log", "%s failed (%s): %s", subj, ae.Code, ae.Message)
 	case errors.Is(err, client.ErrPermissionDenied):

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tah-dev/tah/client"
@@ -20,9 +22,13 @@ follows that tenant's sessions (ids NAME.s_…) and no other's: the NATS server
 refuses it every other subject. tahctl tenant ls lists the tenants with
 their valid credentials and sessions; tahctl tenant rm NAME revokes every
 credential of the tenant, on every server at once, and removes it (its
-sessions stay: an admin still reads them). With an admin credential, against
-a running node that embeds its NATS server (the tenants are kept with the
-credentials).`
+sessions stay: an admin still reads them). tahctl tenant set NAME
+--max-sessions N --tokens-per-day N --cost-per-day USD sets its quotas
+(none: no limit; a limit left out stays as it is): over one, a create or a
+fork is refused with quota_exceeded, and a turn stops before its next LLM
+call until the day's quota resets (UTC midnight) or is raised. With an
+admin credential, against a running node that embeds its NATS server (the
+tenants are kept with the credentials).`
 
 // runTenant is `tahctl tenant add|ls|rm`.
 func runTenant(ctx context.Context, g *globals, args []string) error {
@@ -37,8 +43,11 @@ func runTenant(ctx context.Context, g *globals, args []string) error {
 		return tenantList(ctx, g, args[1:])
 	case "rm":
 		return tenantRemove(ctx, g, args[1:])
+	case "set":
+		return tenantSet(ctx, g, args[1:])
 	}
-	return usageError("tahctl tenant add NAME; tahctl tenant ls; tahctl tenant rm NAME", "tenant: the subcommands are add, ls and rm")
+	return usageError("tahctl tenant add NAME; tahctl tenant ls; tahctl tenant set NAME --max-sessions N; tahctl tenant rm NAME",
+		"tenant: the subcommands are add, ls, set and rm")
 }
 
 // tenantTarget connects to a node's credentials API, which keeps the
@@ -125,15 +134,117 @@ func tenantList(ctx context.Context, g *globals, args []string) error {
 		return nil
 	}
 	tb := &table{}
-	tb.add(plain("NAME"), plain("CREDENTIALS"), plain("SESSIONS"), plain("ADDED"))
+	tb.add(plain("NAME"), plain("CREDENTIALS"), plain("SESSIONS"), plain("TOKENS TODAY"), plain("COST TODAY"), plain("ADDED"))
 	for _, tn := range tenants {
-		sessions := "-" // no read model on the node that answered
-		if tn.Sessions != nil {
-			sessions = strconv.Itoa(*tn.Sessions)
+		var u wire.TenantUsage
+		if tn.Usage != nil {
+			u = *tn.Usage
 		}
-		tb.add(plain(tn.Name), plain(strconv.Itoa(tn.Credentials)), plain(sessions), plain(tn.Added.Local().Format(time.DateTime)))
+		// The sessions its credentials made, as its quota counts them
+		// (its sub-agents' children are not: --json has every session
+		// of the read model as sessions).
+		l := tn.Limits
+		tb.add(plain(tn.Name), plain(strconv.Itoa(tn.Credentials)), plain(strconv.FormatInt(u.Sessions, 10)+ofLimit(l.MaxSessions)),
+			plain(strconv.FormatInt(u.TokensDay, 10)+ofLimit(l.TokensPerDay)), plain(usd(u.CostDayUSD)+ofUSD(l.CostPerDay)),
+			plain(tn.Added.Local().Format(time.DateTime)))
 	}
 	return tb.write(g.stdout)
+}
+
+// ofLimit is " / N" for limit N, nothing for none.
+func ofLimit(limit *int64) string {
+	if limit == nil {
+		return ""
+	}
+	return " / " + strconv.FormatInt(*limit, 10)
+}
+
+// ofUSD is ofLimit of a limit in US dollars.
+func ofUSD(limit *float64) string {
+	if limit == nil {
+		return ""
+	}
+	return " / " + usd(*limit)
+}
+
+// usd is an amount of US dollars for people: $0.0421.
+func usd(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
+
+// tenantSet is `tahctl tenant set NAME --max-sessions N --tokens-per-day N
+// --cost-per-day USD`.
+func tenantSet(ctx context.Context, g *globals, args []string) error {
+	fs := g.flags("tenant set", "NAME [--max-sessions N|none] [--tokens-per-day N|none] [--cost-per-day USD|none]", tenantHelp)
+	req := wire.TenantSetRequest{}
+	count := func(into **int64) func(string) error {
+		return func(v string) error {
+			n := int64(-1) // none: no limit
+			if v != "none" {
+				var err error
+				if n, err = strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+					return fmt.Errorf("give a whole number of 0 or more, or none for no limit")
+				}
+			}
+			*into = &n
+			return nil
+		}
+	}
+	fs.Func("max-sessions", "the most sessions the tenant's credentials make (create, fork), for good; none: no limit", count(&req.MaxSessions))
+	fs.Func("tokens-per-day", "the most tokens its sessions' LLM calls use per UTC day; none: no limit", count(&req.TokensPerDay))
+	fs.Func("cost-per-day", "the most its sessions' LLM calls cost per UTC day, in US dollars; none: no limit", func(v string) error {
+		d := -1.0
+		if v != "none" {
+			var err error
+			if d, err = strconv.ParseFloat(strings.TrimPrefix(v, "$"), 64); err != nil || d < 0 || math.IsInf(d, 0) {
+				return fmt.Errorf("give an amount of US dollars (0.5), or none for no limit")
+			}
+		}
+		req.CostPerDay = &d
+		return nil
+	})
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	const usage = "tahctl tenant set acme --max-sessions 100 --tokens-per-day 1000000 --cost-per-day 20 (none: no limit)"
+	if len(pos) != 1 {
+		return usageError(usage, "give the tenant's name, once")
+	}
+	if err := event.ValidTenant(pos[0]); err != nil {
+		return usageError(usage, "%v", err)
+	}
+	req.Name = pos[0]
+	if req.Validate() != nil {
+		return usageError(usage, "give at least one limit to set")
+	}
+	t, err := tenantTarget(ctx, g)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	tn, err := t.api.SetTenantLimits(ctx, req)
+	if errors.Is(err, client.ErrNotFound) {
+		return errorf(exitNotFound, "tahctl tenant ls lists the tenants; tahctl tenant add "+req.Name+" adds it", "no tenant %s", req.Name)
+	}
+	if err != nil {
+		return t.failed(wire.EndpointTenantsSet, err)
+	}
+	if g.json {
+		return printJSON(g.stdout, tn)
+	}
+	var u wire.TenantUsage
+	if tn.Usage != nil {
+		u = *tn.Usage
+	}
+	l := tn.Limits
+	none := func(s string) string {
+		if s == "" {
+			return " (no limit)"
+		}
+		return s
+	}
+	fmt.Fprintf(g.stdout, "tenant %s's quotas: sessions %d%s, tokens today %d%s, cost today %s%s\n", tn.Name,
+		u.Sessions, none(ofLimit(l.MaxSessions)), u.TokensDay, none(ofLimit(l.TokensPerDay)), usd(u.CostDayUSD), none(ofUSD(l.CostPerDay)))
+	return nil
 }
 
 // tenantRemove is `tahctl tenant rm NAME`.

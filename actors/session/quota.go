@@ -1,0 +1,89 @@
+package session
+
+import (
+	"context"
+	"time"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
+)
+
+// Quotas checks and counts a tenant's use of the model (package quota's
+// Meter, docs/tenancy.md): its sessions' LLM steps stop, the turn failing
+// with code quota_exceeded, once a quota per day is used up; each step's
+// tokens and cost are added once its record is stored. Only sessions of a
+// tenant (event.TenantOf) are checked and counted.
+type Quotas interface {
+	// Reached is the quota of tenant that is used up, if one is.
+	Reached(ctx context.Context, tenant string) (*event.QuotaReached, error)
+	// Spend adds what an LLM call of one of tenant's sessions used.
+	Spend(ctx context.Context, tenant string, tokens int64, costUSD float64) error
+}
+
+// quotaTry bounds a check or a count of a quota: a NATS too slow to answer
+// it does not hold the turn up (the step's own write waits for NATS
+// anyway).
+const quotaTry = 5 * time.Second
+
+// checkQuota ends the turn, before an LLM call, when a quota of the
+// session's tenant is used up (agent.failed, code quota_exceeded, which
+// quota and when it resets), and reports whether it did. A check that
+// fails (NATS unavailable) lets the call go on, logged: the quota is
+// counted and enforced again on the next step.
+func checkQuota(ctx context.Context, a *AgentContext) (ended bool, err error) {
+	tenant := event.TenantOf(a.Session)
+	if a.Config.Quotas == nil || tenant == "" {
+		return false, nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, quotaTry)
+	defer cancel()
+	q, err := a.Config.Quotas.Reached(qctx, tenant)
+	if err != nil {
+		a.log.Warn("the tenant's quotas could not be checked: the step goes on", "session", a.Session, "tenant", tenant, "err", err)
+		return false, nil
+	}
+	if q == nil {
+		return false, nil
+	}
+	st := a.State()
+	return true, a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Code: event.CodeQuotaExceeded, Steps: st.TurnLLMCalls,
+		Quota: q, Error: quotaAdvice(*q)})
+}
+
+// quotaAdvice is agent.failed's error for quota q: what was reached, and
+// what to do next.
+func quotaAdvice(q event.QuotaReached) string {
+	return q.String() + "; the session's next input runs once it resets, or once an admin raises it (tahctl tenant set " + q.Tenant + ")"
+}
+
+// spent counts in the tenant's quotas what the session's LLM steps used
+// since the last count: the session's usage and cost (projection.State)
+// grown since, once the records that hold them are stored. A count that
+// fails is logged and lost: the quota counts a little less, nothing
+// stored is touched.
+func (a *AgentContext) spent(ctx context.Context) {
+	tenant := event.TenantOf(a.Session)
+	if a.Config.Quotas == nil || tenant == "" {
+		return
+	}
+	st := a.State()
+	tokens := int64(st.Usage.Total() - a.counted.usage.Total())
+	usd := st.Cost.USD - a.counted.usd
+	if tokens <= 0 && usd <= 0 {
+		return
+	}
+	a.counted.usage, a.counted.usd = st.Usage, st.Cost.USD
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), quotaTry)
+	defer cancel()
+	if err := a.Config.Quotas.Spend(qctx, tenant, tokens, usd); err != nil {
+		a.log.Warn("a step's use was not counted in its tenant's quotas", "session", a.Session, "tenant", tenant, "tokens", tokens, "err", err)
+	}
+}
+
+// countedUse is the session's usage and cost as the quotas last counted
+// them: at first, what the log held when the session was loaded (counted
+// by the nodes that wrote those steps).
+type countedUse struct {
+	usage llm.Usage
+	usd   float64
+}

@@ -1,0 +1,316 @@
+package quota
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
+)
+
+// ErrExceeded: a tenant's quota is reached (an *ExceededError says which).
+var ErrExceeded = errors.New(event.CodeQuotaExceeded)
+
+// ExceededError is a request over a quota: which, its limit, what was
+// used, when it resets.
+type ExceededError struct{ Reached event.QuotaReached }
+
+func (e *ExceededError) Error() string {
+	return e.Reached.String() + ": " + advice(e.Reached)
+}
+
+func (e *ExceededError) Unwrap() error { return ErrExceeded }
+
+// advice says what to do about reached quota q.
+func advice(q event.QuotaReached) string {
+	flag := map[string]string{event.QuotaSessions: "--max-sessions", event.QuotaTokensPerDay: "--tokens-per-day", event.QuotaCostPerDay: "--cost-per-day"}[q.Quota]
+	raise := fmt.Sprintf("an admin raises it with tahctl tenant set %s %s N", q.Tenant, flag)
+	if q.Resets != nil {
+		return "wait until it resets, or " + raise
+	}
+	return raise
+}
+
+// Meter counts tenants' usage and checks it against their limits. Its
+// methods may be called from any goroutine; Close stops the watch of the
+// limits it owns.
+type Meter struct {
+	js  jetstream.JetStream
+	log *slog.Logger
+	now func() time.Time
+
+	mu      sync.RWMutex
+	limits  map[string]wire.TenantLimits // by tenant; absent: none
+	streams map[string]jetstream.Stream  // by name, once found
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// watchRetry is how long the watch of the limits waits before it looks
+// again for a registry that is not there yet (a node on an external NATS
+// has none: its tenants have no limits), or after it failed.
+const watchRetry = 2 * time.Second
+
+// Start returns a Meter on js, following the tenants' limits in the
+// registry from now until Close.
+func Start(js jetstream.JetStream, log *slog.Logger) *Meter {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Meter{js: js, log: log, now: time.Now, limits: map[string]wire.TenantLimits{}, streams: map[string]jetstream.Stream{},
+		cancel: cancel, done: make(chan struct{})}
+	go m.watch(ctx)
+	return m
+}
+
+// Close stops following the limits.
+func (m *Meter) Close() {
+	m.cancel()
+	<-m.done
+}
+
+// watch follows the registry's tenants, their limits into m.limits.
+func (m *Meter) watch(ctx context.Context) {
+	defer close(m.done)
+	for {
+		kv, err := m.js.KeyValue(ctx, wire.CredsBucket)
+		if err == nil {
+			err = m.follow(ctx, kv)
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			m.log.Warn("following the tenants' limits: retrying", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(watchRetry):
+		}
+	}
+}
+
+// follow applies every change of a tenant's entry of kv until ctx ends.
+func (m *Meter) follow(ctx context.Context, kv jetstream.KeyValue) error {
+	w, err := kv.WatchFiltered(ctx, []string{wire.CredsTenantKeyPrefix + "*"})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("the watch of the registry ended")
+			}
+			if e == nil {
+				continue // the entries there were are all in
+			}
+			name := strings.TrimPrefix(e.Key(), wire.CredsTenantKeyPrefix)
+			if e.Operation() != jetstream.KeyValuePut {
+				m.SetLimits(name, wire.TenantLimits{})
+				continue
+			}
+			var t wire.Tenant
+			if err := json.Unmarshal(e.Value(), &t); err != nil {
+				m.log.Warn("a tenant's entry of the registry is not a tenant: its limits are left as they were", "key", e.Key(), "error", err)
+				continue
+			}
+			m.SetLimits(name, t.Limits)
+		}
+	}
+}
+
+// SetLimits makes l tenant's limits here at once: the node that changed
+// them applies them before the watch brings them back.
+func (m *Meter) SetLimits(tenant string, l wire.TenantLimits) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l.IsZero() {
+		delete(m.limits, tenant)
+		return
+	}
+	m.limits[tenant] = l
+}
+
+// Limits are tenant's limits as this node knows them.
+func (m *Meter) Limits(tenant string) wire.TenantLimits {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.limits[tenant]
+}
+
+// AddSession counts one more session of tenant, which the caller is about
+// to make, and returns undo, which takes it back when the session was not
+// made. Over tenant's MaxSessions it counts nothing and fails with an
+// *ExceededError. The default tenant ("") is not counted.
+func (m *Meter) AddSession(ctx context.Context, tenant string) (undo func(context.Context), err error) {
+	if tenant == "" {
+		return func(context.Context) {}, nil
+	}
+	subj := wire.UsageSessionsSubject(tenant)
+	total, err := m.add(ctx, subj, 1)
+	if err != nil {
+		return nil, fmt.Errorf("count tenant %s's sessions: %w", tenant, err)
+	}
+	undo = func(ctx context.Context) {
+		if _, err := m.add(ctx, subj, -1); err != nil {
+			m.log.Warn("a session not made is still counted in its tenant's quota", "tenant", tenant, "error", err)
+		}
+	}
+	if max := m.Limits(tenant).MaxSessions; max != nil && total > *max {
+		undo(ctx)
+		return nil, &ExceededError{event.QuotaReached{Tenant: tenant, Quota: event.QuotaSessions, Limit: float64(*max), Used: float64(total - 1)}}
+	}
+	return undo, nil
+}
+
+// Reached is the quota per day of tenant that is used up, if one is: its
+// LLM calls stop until it resets. nil for a tenant without such limits.
+func (m *Meter) Reached(ctx context.Context, tenant string) (*event.QuotaReached, error) {
+	l := m.Limits(tenant)
+	if tenant == "" || (l.TokensPerDay == nil && l.CostPerDay == nil) {
+		return nil, nil
+	}
+	now := m.now().UTC()
+	resets := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
+	if l.TokensPerDay != nil {
+		used, err := m.value(ctx, wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayTokens))
+		if err != nil {
+			return nil, fmt.Errorf("tenant %s's tokens today: %w", tenant, err)
+		}
+		if used >= *l.TokensPerDay {
+			return &event.QuotaReached{Tenant: tenant, Quota: event.QuotaTokensPerDay, Limit: float64(*l.TokensPerDay), Used: float64(used), Resets: &resets}, nil
+		}
+	}
+	if l.CostPerDay != nil {
+		micro, err := m.value(ctx, wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayCost))
+		if err != nil {
+			return nil, fmt.Errorf("tenant %s's cost today: %w", tenant, err)
+		}
+		if used := float64(micro) / 1e6; used >= *l.CostPerDay {
+			return &event.QuotaReached{Tenant: tenant, Quota: event.QuotaCostPerDay, Limit: *l.CostPerDay, Used: used, Resets: &resets}, nil
+		}
+	}
+	return nil, nil
+}
+
+// Spend adds tokens and costUSD, what an LLM call of a session of tenant
+// used, to the tenant's counts of today. The default tenant is not
+// counted.
+func (m *Meter) Spend(ctx context.Context, tenant string, tokens int64, costUSD float64) error {
+	if tenant == "" {
+		return nil
+	}
+	now := m.now()
+	if tokens > 0 {
+		if _, err := m.add(ctx, wire.UsageDaySubject(tenant, now, wire.UsageDayTokens), tokens); err != nil {
+			return fmt.Errorf("count tenant %s's tokens: %w", tenant, err)
+		}
+	}
+	if micro := int64(math.Round(costUSD * 1e6)); micro > 0 {
+		if _, err := m.add(ctx, wire.UsageDaySubject(tenant, now, wire.UsageDayCost), micro); err != nil {
+			return fmt.Errorf("count tenant %s's cost: %w", tenant, err)
+		}
+	}
+	return nil
+}
+
+// Usage is what tenant used: its sessions, today's tokens and cost.
+func (m *Meter) Usage(ctx context.Context, tenant string) (wire.TenantUsage, error) {
+	var u wire.TenantUsage
+	now := m.now()
+	var micro int64
+	for _, c := range []struct {
+		stream, subject string
+		into            *int64
+	}{
+		{wire.UsageStream, wire.UsageSessionsSubject(tenant), &u.Sessions},
+		{wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayTokens), &u.TokensDay},
+		{wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayCost), &micro},
+	} {
+		v, err := m.value(ctx, c.stream, c.subject)
+		if err != nil {
+			return u, fmt.Errorf("tenant %s's usage: %w", tenant, err)
+		}
+		*c.into = v
+	}
+	u.CostDayUSD = float64(micro) / 1e6
+	return u, nil
+}
+
+// add adds delta to the counter subj and returns its new total.
+func (m *Meter) add(ctx context.Context, subj string, delta int64) (int64, error) {
+	msg := nats.NewMsg(subj)
+	msg.Header.Set(wire.HeaderIncr, fmt.Sprintf("%+d", delta))
+	ack, err := m.js.PublishMsg(ctx, msg)
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(ack.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("counter %s: the total %q is not a number: %w", subj, ack.Value, err)
+	}
+	return v, nil
+}
+
+// counter is the body of a counter's message.
+type counter struct {
+	Value string `json:"val"`
+}
+
+// value is the total of counter subj of stream name; 0 when it never was
+// added to (or its day is over).
+func (m *Meter) value(ctx context.Context, name, subj string) (int64, error) {
+	s, err := m.stream(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	msg, err := s.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var c counter
+	if err := json.Unmarshal(msg.Data, &c); err != nil {
+		return 0, fmt.Errorf("counter %s: %w", subj, err)
+	}
+	v, err := strconv.ParseInt(c.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("counter %s: the total %q is not a number: %w", subj, c.Value, err)
+	}
+	return v, nil
+}
+
+// stream is the stream name, looked up once.
+func (m *Meter) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	m.mu.RLock()
+	s, ok := m.streams[name]
+	m.mu.RUnlock()
+	if ok {
+		return s, nil
+	}
+	s, err := m.js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", name, err)
+	}
+	m.mu.Lock()
+	m.streams[name] = s
+	m.mu.Unlock()
+	return s, nil
+}

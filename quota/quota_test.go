@@ -1,0 +1,199 @@
+package quota_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/bus/bustest"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/quota"
+	"github.com/tah-dev/tah/wire"
+)
+
+// meter is a Meter on a real nats-server whose streams TAH's bus set up,
+// with the registry of credentials, for the test to write tenants in.
+func meter(t *testing.T) (*quota.Meter, jetstream.KeyValue) {
+	t.Helper()
+	b := openBus(t)
+	kv, err := b.EnsureKV(context.Background(), jetstream.KeyValueConfig{Bucket: wire.CredsBucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := quota.Start(b.JetStream(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	t.Cleanup(m.Close)
+	return m, kv
+}
+
+// openBus is TAH's bus on a nats-server of the test's own.
+func openBus(t *testing.T) *bus.Bus {
+	t.Helper()
+	cfg := bus.Default()
+	cfg.URL = bustest.Server(t).ClientURL()
+	b, err := bus.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	return b
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// putTenant writes tenant name with limits l in the registry, as
+// tah.api.creds.tenants.set does, and waits for m to follow it.
+func putTenant(t *testing.T, m *quota.Meter, kv jetstream.KeyValue, name string, l wire.TenantLimits) {
+	t.Helper()
+	b, _ := json.Marshal(wire.Tenant{Name: name, Added: time.Now(), Limits: l})
+	if _, err := kv.Put(context.Background(), wire.CredsTenantKeyPrefix+name, b); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := json.Marshal(l)
+	bustest.Eventually(t, 30*time.Second, "the meter follows the registry", func() bool {
+		have, _ := json.Marshal(m.Limits(name))
+		return string(have) == string(want)
+	})
+}
+
+// TestSessionsQuotaHoldsUnderConcurrentCreates: of many creates at once,
+// exactly the quota's number are counted; the others are refused with
+// which quota, its limit and what was used; a session not made is taken
+// back; the default tenant is not counted.
+func TestSessionsQuotaHoldsUnderConcurrentCreates(t *testing.T) {
+	m, kv := meter(t)
+	ctx := context.Background()
+	putTenant(t, m, kv, "acme", wire.TenantLimits{MaxSessions: ptr(int64(5))})
+
+	var mu sync.Mutex
+	var ok, refused int
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			_, err := m.AddSession(ctx, "acme")
+			mu.Lock()
+			defer mu.Unlock()
+			var qe *quota.ExceededError
+			switch {
+			case err == nil:
+				ok++
+			case errors.As(err, &qe) && errors.Is(err, quota.ErrExceeded):
+				refused++
+				if qe.Reached.Quota != event.QuotaSessions || qe.Reached.Limit != 5 || qe.Reached.Tenant != "acme" || qe.Reached.Resets != nil {
+					t.Errorf("refusal %+v", qe.Reached)
+				}
+			default:
+				t.Errorf("AddSession: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok != 5 || refused != 15 {
+		t.Fatalf("%d counted, %d refused: want 5 and 15", ok, refused)
+	}
+	u, err := m.Usage(ctx, "acme")
+	if err != nil || u.Sessions != 5 {
+		t.Fatalf("usage %+v, %v: want 5 sessions", u, err)
+	}
+
+	// Raised: one more is counted, and taken back when it was not made.
+	putTenant(t, m, kv, "acme", wire.TenantLimits{MaxSessions: ptr(int64(6))})
+	undo, err := m.AddSession(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	undo(ctx)
+	if _, err := m.AddSession(ctx, "acme"); err != nil {
+		t.Fatalf("the session taken back is free again: %v", err)
+	}
+	if _, err := m.AddSession(ctx, "acme"); !errors.Is(err, quota.ErrExceeded) {
+		t.Fatalf("the seventh: %v, want ErrExceeded", err)
+	}
+	if _, err := m.AddSession(ctx, ""); err != nil {
+		t.Fatalf("the default tenant: %v", err)
+	}
+	if _, err := m.AddSession(ctx, "beta"); err != nil {
+		t.Fatalf("a tenant without limits: %v", err)
+	}
+}
+
+// TestDayQuotas: tokens and cost per day are reached once spent, say when
+// they reset (the next UTC midnight), and go away with the limit; another
+// tenant's spend is its own.
+func TestDayQuotas(t *testing.T) {
+	m, kv := meter(t)
+	ctx := context.Background()
+	putTenant(t, m, kv, "acme", wire.TenantLimits{TokensPerDay: ptr(int64(1000)), CostPerDay: ptr(0.5)})
+	if q, err := m.Reached(ctx, "acme"); err != nil || q != nil {
+		t.Fatalf("nothing spent: %+v, %v", q, err)
+	}
+	if err := m.Spend(ctx, "acme", 999, 0.25); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Spend(ctx, "beta", 5000, 9); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := m.Reached(ctx, "acme"); err != nil || q != nil {
+		t.Fatalf("under both: %+v, %v", q, err)
+	}
+	if err := m.Spend(ctx, "acme", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	q, err := m.Reached(ctx, "acme")
+	if err != nil || q == nil || q.Quota != event.QuotaTokensPerDay || q.Used != 1000 || q.Limit != 1000 || q.Resets == nil {
+		t.Fatalf("at the token quota: %+v, %v", q, err)
+	}
+	now := time.Now().UTC()
+	if !q.Resets.After(now) || q.Resets.Sub(now) > 24*time.Hour || q.Resets.Hour() != 0 || q.Resets.Minute() != 0 {
+		t.Fatalf("resets %v: want the next UTC midnight", q.Resets)
+	}
+
+	putTenant(t, m, kv, "acme", wire.TenantLimits{CostPerDay: ptr(0.5)})
+	if err := m.Spend(ctx, "acme", 10, 0.25); err != nil {
+		t.Fatal(err)
+	}
+	q, err = m.Reached(ctx, "acme")
+	if err != nil || q == nil || q.Quota != event.QuotaCostPerDay || q.Used != 0.5 {
+		t.Fatalf("at the cost quota: %+v, %v", q, err)
+	}
+	u, err := m.Usage(ctx, "acme")
+	if err != nil || u.TokensDay != 1010 || u.CostDayUSD != 0.5 {
+		t.Fatalf("usage %+v, %v", u, err)
+	}
+
+	// Removed from the registry: no limit.
+	if err := kv.Delete(ctx, wire.CredsTenantKeyPrefix+"acme"); err != nil {
+		t.Fatal(err)
+	}
+	bustest.Eventually(t, 30*time.Second, "the meter follows the removal", func() bool { return m.Limits("acme").IsZero() })
+	if q, err := m.Reached(ctx, "acme"); err != nil || q != nil {
+		t.Fatalf("no limit: %+v, %v", q, err)
+	}
+}
+
+// TestNoRegistry: a node on a NATS without the registry (an external
+// cluster's) knows no limits, and counts all the same.
+func TestNoRegistry(t *testing.T) {
+	ctx := context.Background()
+	b := openBus(t)
+	m := quota.Start(b.JetStream(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer m.Close()
+	for range 3 {
+		if _, err := m.AddSession(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q, err := m.Reached(ctx, "acme"); err != nil || q != nil {
+		t.Fatalf("%+v, %v", q, err)
+	}
+	if u, err := m.Usage(ctx, "acme"); err != nil || u.Sessions != 3 {
+		t.Fatalf("usage %+v, %v", u, err)
+	}
+}

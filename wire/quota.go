@@ -1,0 +1,129 @@
+package wire
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tah-dev/tah/event"
+)
+
+// A tenant's quotas (docs/tenancy.md) are the limits of its entry in the
+// registry (Tenant.Limits), set with tah.api.creds.tenants.set; what it
+// used is counted by the nodes in the usage streams, with JetStream's
+// distributed counters (a stream that allows message counters: a publish
+// with the header Nats-Incr adds to its subject's value).
+const (
+	// EndpointTenantsSet changes a tenant's limits (admin only).
+	EndpointTenantsSet = "creds.tenants.set"
+
+	// UsageStream holds the counters that last: a tenant's sessions on
+	// UsageSessionsSubject.
+	UsageStream = "TAH_USAGE"
+	// UsageDayStream holds the counters of a UTC day (UsageDaySubject),
+	// kept two days: a day's counter is read on its day only.
+	UsageDayStream = "TAH_USAGE_DAY"
+	// UsageSubjects and UsageDaySubjects are their subjects.
+	UsageSubjects    = "tah.usage.*.sessions"
+	UsageDaySubjects = "tah.usage.*.day.>"
+
+	// UsageDayTokens and UsageDayCost are the counters of a day: tokens,
+	// and cost in millionths of a US dollar (a counter is an integer).
+	UsageDayTokens = "tokens"
+	UsageDayCost   = "cost_microusd"
+
+	// HeaderIncr is the header of a publish that adds to a counter.
+	HeaderIncr = "Nats-Incr"
+)
+
+// APIErrQuota is the API's error code of a request over one of its
+// tenant's quotas: its reply's body is a QuotaError.
+const APIErrQuota = "429"
+
+// UsageSessionsSubject is the counter of tenant's sessions.
+func UsageSessionsSubject(tenant string) string { return "tah.usage." + tenant + ".sessions" }
+
+// UsageDaySubject is tenant's counter named what (UsageDayTokens,
+// UsageDayCost) of the UTC day of t: tah.usage.<tenant>.day.<yyyymmdd>.<what>.
+func UsageDaySubject(tenant string, t time.Time, what string) string {
+	return "tah.usage." + tenant + ".day." + t.UTC().Format("20060102") + "." + what
+}
+
+// TenantLimits are a tenant's quotas; a field absent has no limit.
+type TenantLimits struct {
+	// MaxSessions bounds the sessions its credentials make (create, fork,
+	// a replay's live session; not its sessions' sub-agents' children,
+	// which are the work of a turn).
+	MaxSessions *int64 `json:"max_sessions,omitempty"`
+	// TokensPerDay bounds the tokens of its sessions' LLM calls per UTC
+	// day, CostPerDay their cost in US dollars.
+	TokensPerDay *int64   `json:"tokens_per_day,omitempty"`
+	CostPerDay   *float64 `json:"cost_usd_per_day,omitempty"`
+}
+
+// IsZero reports whether l limits nothing.
+func (l TenantLimits) IsZero() bool {
+	return l.MaxSessions == nil && l.TokensPerDay == nil && l.CostPerDay == nil
+}
+
+// TenantUsage is what a tenant used: its sessions, and today's tokens and
+// cost (UTC); in tah.api.creds.tenants.ls and set.
+type TenantUsage struct {
+	Sessions   int64   `json:"sessions"`
+	TokensDay  int64   `json:"tokens_today"`
+	CostDayUSD float64 `json:"cost_usd_today"`
+}
+
+// TenantSetRequest changes tenant Name's limits (tah.api.creds.tenants.set):
+// a field absent is left as it is, a negative one removes the limit, any
+// other is the new limit (0 allows nothing more).
+type TenantSetRequest struct {
+	Name         string   `json:"name"`
+	MaxSessions  *int64   `json:"max_sessions,omitempty"`
+	TokensPerDay *int64   `json:"tokens_per_day,omitempty"`
+	CostPerDay   *float64 `json:"cost_usd_per_day,omitempty"`
+}
+
+// Apply returns limits l changed as r says.
+func (r TenantSetRequest) Apply(l TenantLimits) TenantLimits {
+	if r.MaxSessions != nil {
+		l.MaxSessions = nonNegative(r.MaxSessions)
+	}
+	if r.TokensPerDay != nil {
+		l.TokensPerDay = nonNegative(r.TokensPerDay)
+	}
+	if r.CostPerDay != nil {
+		l.CostPerDay = r.CostPerDay
+		if *r.CostPerDay < 0 {
+			l.CostPerDay = nil
+		}
+	}
+	return l
+}
+
+// Validate refuses a request that changes nothing.
+func (r TenantSetRequest) Validate() error {
+	if r.MaxSessions == nil && r.TokensPerDay == nil && r.CostPerDay == nil {
+		return fmt.Errorf("no limit given: set max_sessions, tokens_per_day or cost_usd_per_day (negative: no limit)")
+	}
+	return nil
+}
+
+func nonNegative(v *int64) *int64 {
+	if *v < 0 {
+		return nil
+	}
+	return v
+}
+
+// TenantSetReply is the tenant with its limits as they now are.
+type TenantSetReply struct {
+	Tenant Tenant `json:"tenant"`
+}
+
+// QuotaError is the body of an APIErrQuota reply: Error is
+// event.CodeQuotaExceeded, the rest says which quota of which tenant, its
+// limit, what was used, and when it resets (absent: when it is raised).
+type QuotaError struct {
+	Error string `json:"error"`
+	event.QuotaReached
+}

@@ -21,7 +21,7 @@ const (
 )
 
 // The rows there are, in the order they run.
-var allRows = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}
+var allRows = []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"}
 
 // Config is a run's rows, sizes and settings: Default's are the issue's
 // sizes, QuickSizes' a smoke run's.
@@ -91,6 +91,11 @@ type Config struct {
 	// agent protocol, and the same turns through client.Run.
 	AgentPrompts int
 
+	// Row 12: TenantSessions sessions run TenantTurns measured turns each,
+	// spread over Tenants tenants, against the same on one tenant and on
+	// the default tenant.
+	Tenants, TenantSessions, TenantTurns int
+
 	// FailoverSessions: row 7's sessions of the killed node with a turn in
 	// flight, and as many idle ones sent an input after the kill.
 	FailoverSessions int
@@ -151,6 +156,7 @@ func Default() Config {
 		ScaleSync: 2 * time.Minute, ScaleCurve: []int{1, 2, 3, 5}, ScaleCurveQuota: 0.25, ScaleFloor: []int{3, 5},
 		UISessions: 10000, UISteps: 1000,
 		AgentPrompts: 20,
+		Tenants:      100, TenantSessions: 400, TenantTurns: 3,
 	}
 }
 
@@ -167,6 +173,7 @@ func (c Config) QuickSizes() Config {
 	c.ScaleSessions, c.ScaleDuration, c.ScaleCurve = 60, 5*time.Second, nil
 	c.UISessions, c.UISteps = 500, 200
 	c.AgentPrompts = 5
+	c.Tenants, c.TenantSessions, c.TenantTurns = 10, 40, 1
 	return c
 }
 
@@ -205,6 +212,8 @@ func (c Config) Validate() error {
 		return bad("row 8 needs a turn or more for each of its %d sessions at once, not %d", c.PeerSessions, c.PeerSessionTurns)
 	case c.AgentPrompts < 1:
 		return bad("-agent-prompts: %d is not at least 1", c.AgentPrompts)
+	case c.Tenants < 2 || c.TenantSessions < c.Tenants || c.TenantTurns < 1:
+		return bad("row 12 needs 2 tenants or more, a session at least for each, and a turn, not %d, %d and %d", c.Tenants, c.TenantSessions, c.TenantTurns)
 	case c.MemSessions < 1:
 		return bad("row 6 needs sessions")
 	case c.ScaleSessions < 1 || c.ScaleDelay <= 0 || c.ScaleDuration <= 0 || c.ScaleSync < 0:

@@ -39,7 +39,11 @@
 //  11. a turn over the Synadia Agent Protocol (package agents, the gateway
 //     tah-node runs): a caller's prompt to the ack, the first response
 //     chunk and the terminator, against the model's own times and against
-//     the same turn through client.Run.
+//     the same turn through client.Run;
+//  12. tenants: the same turns by sessions of the default tenant, of one
+//     tenant and of many (a hundred), each tenant with quotas that every
+//     step checks and counts; a turn's time and the node's memory, many
+//     tenants against one.
 //
 // Rows 1-3, 8 and 9 run under each durability setting: fsync on every write
 // (bus.Config.SyncInterval 0, the default) and every 2 minutes (the NATS
@@ -50,7 +54,7 @@
 // Report, Teardown stops what Setup started; Run calls them in order, on a
 // TB of the harness's (natstest.Run), so that what a scenario started stops
 // with it even when it fails. The nodes are the cluster harness's (tahtest):
-// one in-process node for rows 2 to 6, 8, 10 and 11, three for rows 7 and 9. The
+// one in-process node for rows 2 to 6, 8, 10, 11 and 12, three for rows 7 and 9. The
 // sessions are driven as any client drives them, through package client
 // (Create, Run and the Turn's outcome, Log), and row 11's also as a caller
 // of the agent protocol (plain nats.go); only the floors and row 9's

@@ -23,7 +23,7 @@ func (r *Report) markdown(table string) string {
 	w("TAH's overhead must stay close to the durable writes it cannot avoid. These machines are noisy (here, the latency of one fsync varied by a factor of two between runs), so every figure stands beside a **floor measured in the same run, on the same node**, and the targets are ratios. The raw data is in [benchmarks.json](benchmarks.json).\n\n")
 
 	w("## Machine\n\n| CPUs | CPU (/proc/cpuinfo) | memory | kernel | Go | load average at start / end |\n|---|---|---|---|---|---|\n| %d | %s | %s | %s | %s | %s / %s |\n\n", m.CPUs, m.CPU, m.MemTotal, m.Kernel, m.Go, m.LoadAvgStart, m.LoadAvgEnd)
-	w("Rows 1–6, 8, 10 and 11 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject and the session's input errors: a `Turn` asked only for its outcome follows no log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node. Row 7 runs three nodes, row 9 clusters of tah-node processes.\n\n")
+	w("Rows 1–6, 8, 10, 11 and 12 run one node of the cluster harness (`tahtest`) in this process, as a single node runs: the embedded nats-server (JetStream, file store in a temporary directory), the node (`node.Start` and its API: the session actors, the tool runner, the input consumers, the projector and its SQLite read model) and `llm/mock`. The sessions are driven the way every client drives them, through package `client`, over a connection of its own: `client.Run` subscribes to what the input causes (the outcome's reply subject and the session's input errors: a `Turn` asked only for its outcome follows no log), then publishes the `run` input to `TAH_IN`; the outcome is what the `Turn` reports. The client runs in the same process, on the same cores as the node. Row 7 runs three nodes, row 9 clusters of tah-node processes.\n\n")
 
 	s := r.Sizes
 	w("## Sizes of this run\n\n")
@@ -107,6 +107,7 @@ func (r *Report) analysis(w func(string, ...any)) {
 	r.failoverAnalysis(w)
 	r.peerAnalysis(w)
 	r.agentAnalysis(w)
+	r.tenantsAnalysis(w)
 }
 
 // resumeAnalysis explains row 4.

@@ -30,6 +30,7 @@ type Report struct {
 	Scale         *ScaleResult    `json:"scale,omitempty"`
 	UI            *UIResult       `json:"ui,omitempty"`
 	Agent         *AgentResult    `json:"agent,omitempty"`
+	Tenants       *TenantsResult  `json:"tenants,omitempty"`
 	Took          time.Duration   `json:"took_ns"`
 
 	// FailoverCut is row 7's cut-off case (KillStop).
@@ -62,6 +63,9 @@ type Sizes struct {
 	UISessions       int           `json:"ui_sessions,omitempty"`
 	UISteps          int           `json:"ui_steps,omitempty"`
 	AgentPrompts     int           `json:"agent_prompts,omitempty"`
+	Tenants          int           `json:"tenants,omitempty"`
+	TenantSessions   int           `json:"tenant_sessions,omitempty"`
+	TenantTurns      int           `json:"tenant_turns,omitempty"`
 }
 
 // Machine describes where the run happened.
@@ -124,7 +128,8 @@ func newReport(c Config) *Report {
 		DeltaTokens: c.DeltaTokens, DeltaPace: c.DeltaPace, MemSessions: c.MemSessions, FailoverSessions: c.FailoverSessions,
 		PeerSteps: c.PeerSteps, PeerTurns: c.PeerTurns, ScaleSessions: c.ScaleSessions, ScaleDuration: c.ScaleDuration,
 		ScaleQuota: c.ScaleQuota, ScaleCurveQuota: c.ScaleCurveQuota,
-		UISessions: c.UISessions, UISteps: c.UISteps, AgentPrompts: c.AgentPrompts}}
+		UISessions: c.UISessions, UISteps: c.UISteps, AgentPrompts: c.AgentPrompts,
+		Tenants: c.Tenants, TenantSessions: c.TenantSessions, TenantTurns: c.TenantTurns}}
 }
 
 // The targets (issue 15's, and issue 9's that still hold).
@@ -180,7 +185,8 @@ func (r *Report) rows() []row {
 	out = append(out, r.peerRows()...)
 	out = append(out, r.scaleRows()...)
 	out = append(out, r.uiRows()...)
-	return append(out, r.agentRows()...)
+	out = append(out, r.agentRows()...)
+	return append(out, r.tenantsRows()...)
 }
 
 // floorRows are row 1: the fenced appends of one record of one event, of

@@ -81,5 +81,8 @@ func Scenarios(c Config) []Scenario {
 	if c.runs("11") {
 		out = append(out, &agentScenario{cfg: c})
 	}
+	if c.runs("12") {
+		out = append(out, &tenantsScenario{cfg: c})
+	}
 	return out
 }

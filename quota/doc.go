@@ -16,8 +16,15 @@
 //     total is over the limit (or the create failed), so that two nodes'
 //     creates at once cannot both take the last one;
 //   - tokens and cost per UTC day: checked before each LLM call, added
-//     after the call's record is stored; a tenant may overshoot by the
-//     calls already running, never lose what is stored.
+//     after the call's record is stored, by a flusher of the Meter's own
+//     that sends each counter's amounts added up, so that no step waits
+//     for a durable write of its count; a check counts what is not sent
+//     yet, and reads each counter at most once a second (readFresh). Row
+//     12 of make bench measured why: with a durable write and two reads a
+//     step, a tenant's turn took 1.55× the default tenant's; with neither
+//     on the step's path, 1.07×. A tenant may overshoot by the calls
+//     already running, and by what other nodes spent in the last second;
+//     it never loses what is stored.
 //
 // A request over a quota fails with an *ExceededError (errors.Is
 // ErrExceeded), which says which quota, its limit, what was used and when

@@ -53,6 +53,14 @@ type Meter struct {
 	mu      sync.RWMutex
 	limits  map[string]wire.TenantLimits // by tenant; absent: none
 	streams map[string]jetstream.Stream  // by name, once found
+	// unsent are the amounts Spend added to each counter that the flusher
+	// has not yet had acknowledged (flush.go); kick wakes it.
+	unsent map[string]int64
+	kick   chan struct{}
+	// known are the counters' totals as last read or acknowledged, and
+	// when: a check within readFresh of it takes the total from here
+	// (package doc).
+	known map[string]knownTotal
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -68,12 +76,16 @@ const watchRetry = 2 * time.Second
 func Start(js jetstream.JetStream, log *slog.Logger) *Meter {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Meter{js: js, log: log, now: time.Now, limits: map[string]wire.TenantLimits{}, streams: map[string]jetstream.Stream{},
-		cancel: cancel, done: make(chan struct{})}
-	go m.watch(ctx)
+		unsent: map[string]int64{}, kick: make(chan struct{}, 1), known: map[string]knownTotal{}, cancel: cancel, done: make(chan struct{})}
+	var wg sync.WaitGroup
+	wg.Go(func() { m.watch(ctx) })
+	wg.Go(func() { m.flusher(ctx) })
+	go func() { wg.Wait(); close(m.done) }()
 	return m
 }
 
-// Close stops following the limits.
+// Close stops following the limits, and sends what Spend counted that is
+// not sent yet (for at most flushOnClose).
 func (m *Meter) Close() {
 	m.cancel()
 	<-m.done
@@ -81,7 +93,6 @@ func (m *Meter) Close() {
 
 // watch follows the registry's tenants, their limits into m.limits.
 func (m *Meter) watch(ctx context.Context) {
-	defer close(m.done)
 	for {
 		kv, err := m.js.KeyValue(ctx, wire.CredsBucket)
 		if err == nil {
@@ -166,10 +177,14 @@ func (m *Meter) AddSession(ctx context.Context, tenant string) (undo func(contex
 	if err != nil {
 		return nil, fmt.Errorf("count tenant %s's sessions: %w", tenant, err)
 	}
+	m.acknowledged(subj, total)
 	undo = func(ctx context.Context) {
-		if _, err := m.add(ctx, subj, -1); err != nil {
+		total, err := m.add(ctx, subj, -1)
+		if err != nil {
 			m.log.Warn("a session not made is still counted in its tenant's quota", "tenant", tenant, "error", err)
+			return
 		}
+		m.acknowledged(subj, total)
 	}
 	if max := m.Limits(tenant).MaxSessions; max != nil && total > *max {
 		undo(ctx)
@@ -188,7 +203,7 @@ func (m *Meter) Reached(ctx context.Context, tenant string) (*event.QuotaReached
 	now := m.now().UTC()
 	resets := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
 	if l.TokensPerDay != nil {
-		used, err := m.value(ctx, wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayTokens))
+		used, err := m.total(ctx, wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayTokens))
 		if err != nil {
 			return nil, fmt.Errorf("tenant %s's tokens today: %w", tenant, err)
 		}
@@ -197,7 +212,7 @@ func (m *Meter) Reached(ctx context.Context, tenant string) (*event.QuotaReached
 		}
 	}
 	if l.CostPerDay != nil {
-		micro, err := m.value(ctx, wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayCost))
+		micro, err := m.total(ctx, wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayCost))
 		if err != nil {
 			return nil, fmt.Errorf("tenant %s's cost today: %w", tenant, err)
 		}
@@ -209,22 +224,31 @@ func (m *Meter) Reached(ctx context.Context, tenant string) (*event.QuotaReached
 }
 
 // Spend adds tokens and costUSD, what an LLM call of a session of tenant
-// used, to the tenant's counts of today. The default tenant is not
-// counted.
-func (m *Meter) Spend(ctx context.Context, tenant string, tokens int64, costUSD float64) error {
+// used, to the tenant's counts of today. It does not wait for the counters:
+// the Meter's flusher sends what was spent, added up per counter, a publish
+// at a time (flush.go), so that a step does not wait for a durable write of
+// its own, and many steps share one; Reached counts what is not sent yet.
+// The default tenant is not counted. It never fails.
+func (m *Meter) Spend(_ context.Context, tenant string, tokens int64, costUSD float64) error {
 	if tenant == "" {
 		return nil
 	}
 	now := m.now()
-	if tokens > 0 {
-		if _, err := m.add(ctx, wire.UsageDaySubject(tenant, now, wire.UsageDayTokens), tokens); err != nil {
-			return fmt.Errorf("count tenant %s's tokens: %w", tenant, err)
-		}
+	micro := int64(math.Round(costUSD * 1e6))
+	if tokens <= 0 && micro <= 0 {
+		return nil
 	}
-	if micro := int64(math.Round(costUSD * 1e6)); micro > 0 {
-		if _, err := m.add(ctx, wire.UsageDaySubject(tenant, now, wire.UsageDayCost), micro); err != nil {
-			return fmt.Errorf("count tenant %s's cost: %w", tenant, err)
-		}
+	m.mu.Lock()
+	if tokens > 0 {
+		m.unsent[wire.UsageDaySubject(tenant, now, wire.UsageDayTokens)] += tokens
+	}
+	if micro > 0 {
+		m.unsent[wire.UsageDaySubject(tenant, now, wire.UsageDayCost)] += micro
+	}
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default: // a flush is due already
 	}
 	return nil
 }
@@ -242,7 +266,7 @@ func (m *Meter) Usage(ctx context.Context, tenant string) (wire.TenantUsage, err
 		{wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayTokens), &u.TokensDay},
 		{wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayCost), &micro},
 	} {
-		v, err := m.value(ctx, c.stream, c.subject)
+		v, err := m.total(ctx, c.stream, c.subject)
 		if err != nil {
 			return u, fmt.Errorf("tenant %s's usage: %w", tenant, err)
 		}
@@ -267,6 +291,33 @@ func (m *Meter) add(ctx context.Context, subj string, delta int64) (int64, error
 	return v, nil
 }
 
+// total is counter subj's value with what Spend added to it that is not
+// sent yet.
+func (m *Meter) total(ctx context.Context, name, subj string) (int64, error) {
+	if _, err := m.value(ctx, name, subj); err != nil {
+		return 0, err
+	}
+	// Read again under the lock that the flusher takes to move an amount
+	// from unsent into the total, so that no amount counts twice or never.
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.known[subj].total + m.unsent[subj], nil
+}
+
+// knownTotal is a counter's total at a time.
+type knownTotal struct {
+	total int64
+	at    time.Time
+}
+
+// readFresh is how long a counter's total, read or acknowledged, stands
+// for it: a check of a day's quota reads each counter at most once in that
+// time, however many steps check it (row 12 of make bench measured a read
+// a check as a fifth of a tenant's turn). A node's own spend is always in
+// its totals (the flusher's acknowledgements, and unsent); what the other
+// nodes' sessions of the tenant spent in the last readFresh may not be yet.
+const readFresh = time.Second
+
 // counter is the body of a counter's message.
 type counter struct {
 	Value string `json:"val"`
@@ -275,6 +326,43 @@ type counter struct {
 // value is the total of counter subj of stream name; 0 when it never was
 // added to (or its day is over).
 func (m *Meter) value(ctx context.Context, name, subj string) (int64, error) {
+	m.mu.RLock()
+	k, ok := m.known[subj]
+	m.mu.RUnlock()
+	if ok && m.now().Sub(k.at) < readFresh {
+		return k.total, nil
+	}
+	v, err := m.read(ctx, name, subj)
+	if err != nil {
+		return 0, err
+	}
+	m.remember(subj, v)
+	return v, nil
+}
+
+// acknowledged records total, the server's acknowledgement of an add, as
+// counter subj's, now.
+func (m *Meter) acknowledged(subj string, total int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.known[subj] = knownTotal{total: total, at: m.now()}
+}
+
+// remember records total, read from the server, as counter subj's, now;
+// unless the flusher had an acknowledgement of a larger one meanwhile (a
+// day's counters only grow): the read may have been answered before it.
+func (m *Meter) remember(subj string, total int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if k, ok := m.known[subj]; ok && k.total > total && now.Sub(k.at) < readFresh {
+		total = k.total
+	}
+	m.known[subj] = knownTotal{total: total, at: now}
+}
+
+// read reads counter subj of stream name from the server.
+func (m *Meter) read(ctx context.Context, name, subj string) (int64, error) {
 	s, err := m.stream(ctx, name)
 	if err != nil {
 		return 0, err

@@ -197,3 +197,23 @@ func TestNoRegistry(t *testing.T) {
 		t.Fatalf("usage %+v, %v", u, err)
 	}
 }
+
+// TestSpentIsSentByClose: what Spend counted reaches the counters, even
+// when the Meter closes at once (another node's Meter reads it).
+func TestSpentIsSentByClose(t *testing.T) {
+	ctx := context.Background()
+	b := openBus(t)
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	m := quota.Start(b.JetStream(), discard)
+	for range 100 {
+		if err := m.Spend(ctx, "acme", 7, 0.001); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m.Close()
+	other := quota.Start(b.JetStream(), discard)
+	defer other.Close()
+	if u, err := other.Usage(ctx, "acme"); err != nil || u.TokensDay != 700 || u.CostDayUSD != 0.1 {
+		t.Fatalf("usage %+v, %v: want 700 tokens and $0.1", u, err)
+	}
+}

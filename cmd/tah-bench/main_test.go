@@ -66,7 +66,7 @@ func TestRender(t *testing.T) {
 // A bad configuration is refused before anything starts.
 func TestRunRefusesBadConfig(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), []string{"-rows", "12", "-out", ""}, &stdout, &stderr)
+	err := run(context.Background(), []string{"-rows", "13", "-out", ""}, &stdout, &stderr)
 	if !errors.Is(err, bench.ErrInvalidConfig) {
 		t.Fatalf("%v", err)
 	}

@@ -108,10 +108,16 @@ func (m *InputMsg) Term(ctx context.Context, reason string) error {
 // on tah.sess.<sid>.err and on its ReplyTo, where its sender sees it: for
 // inputs that are well formed but cannot be served.
 func (m *InputMsg) Reject(ctx context.Context, code string, cause error) error {
-	if err := m.Term(ctx, code+": "+cause.Error()); err != nil {
+	return m.RejectAs(ctx, wire.Refusal(m.Session, m.ID, code, cause.Error()))
+}
+
+// RejectAs is Reject with the refusal refusal (a wire.Refusal, which may
+// say more: the quota an input was over).
+func (m *InputMsg) RejectAs(ctx context.Context, refusal wire.Outcome) error {
+	if err := m.Term(ctx, refusal.FailureCode+": "+refusal.Failure); err != nil {
 		return err
 	}
-	return m.b.reportRefusal(wire.Refusal(m.Session, m.ID, code, cause.Error()), m.ReplyTo, m.Reply)
+	return m.b.reportRefusal(refusal, m.ReplyTo, m.Reply)
 }
 
 // KeepAlive calls InProgress every interval (0: a third of

@@ -164,9 +164,12 @@ func (b *Bus) usageStreamConfigs() []jetstream.StreamConfig {
 			Metadata:          b.metadata(),
 		}
 	}
+	sec := usage(wire.UsageSecStream, "TAH tenants' inputs per second (docs/tenancy.md)", wire.UsageSecSubjects, wire.DuplicateWindow) // the least a duplicate window allows
+	sec.Storage = jetstream.MemoryStorage                                                                                              // a rate needs no disk: a restart forgets a second's count
 	return []jetstream.StreamConfig{
 		usage(wire.UsageStream, "TAH tenants' usage: sessions (docs/tenancy.md)", wire.UsageSubjects, 0),
 		usage(wire.UsageDayStream, "TAH tenants' usage per UTC day: tokens and cost (docs/tenancy.md)", wire.UsageDaySubjects, 48*time.Hour),
+		sec,
 	}
 }
 

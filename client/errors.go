@@ -53,9 +53,10 @@ var (
 	// ErrTooLarge: the API's reply would not fit in one NATS message (413):
 	// ask for less (a limit, a later from_seq, brief steps).
 	ErrTooLarge = errors.New("reply too large")
-	// ErrQuotaExceeded: the request is over one of its tenant's quotas
-	// (429): its *APIError's Quota says which, its limit and when it
-	// resets (docs/tenancy.md).
+	// ErrQuotaExceeded: the request is over one of its tenant's quotas:
+	// an API call (429: its *APIError's Quota says which, its limit and
+	// when it resets) or an input over the inputs per second (a
+	// *CommandError, whose Outcome's Quota says so) (docs/tenancy.md).
 	ErrQuotaExceeded = errors.New("quota exceeded")
 	// ErrPayloadTooLarge: an input larger than the server's max payload, not
 	// sent, or one a node refused as over its input limit (input_too_large).
@@ -192,6 +193,8 @@ func (e *CommandError) Unwrap() error {
 		return ErrRejected
 	case wire.FailureWithdrawn:
 		return ErrWithdrawn
+	case wire.CodeQuotaExceeded:
+		return ErrQuotaExceeded
 	}
 	return nil
 }

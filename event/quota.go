@@ -23,6 +23,9 @@ const (
 	// QuotaCostPerDay: what its sessions' LLM calls cost, in US dollars,
 	// per UTC day.
 	QuotaCostPerDay = "cost_usd_per_day"
+	// QuotaInputsPerSecond: the inputs its sessions are sent (but
+	// cancels) in a second of the clock.
+	QuotaInputsPerSecond = "inputs_per_second"
 )
 
 // QuotaReached says which quota of which tenant was reached, at what

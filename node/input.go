@@ -10,8 +10,10 @@ import (
 
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/projection"
+	"github.com/tah-dev/tah/quota"
 	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
 )
@@ -25,6 +27,9 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	n.Metrics.inputs.WithLabelValues(string(kind)).Inc()
 	if err := n.checkInputSize(m); err != nil {
 		n.refuse(m, wire.CodeInputTooLarge, err)
+		return
+	}
+	if n.overRate(ctx, m, kind) {
 		return
 	}
 	if kind == wire.CommandCancel {
@@ -82,6 +87,31 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	if err := n.sessions.Deliver(m.Session, cmd); err != nil {
 		n.finish(n.inflight.done(m.Seq, false), err)
 	}
+}
+
+// overRate counts input m in its tenant's inputs per second (package
+// quota; a cancel is not counted, nor an input delivered again) and, over
+// the limit, refuses it with code quota_exceeded and the quota's figures,
+// and reports that it did. A count that cannot be made lets the input go
+// on, logged: the rate is a guard, not a reason to lose work.
+func (n *Node) overRate(ctx context.Context, m *bus.InputMsg, kind wire.Command) bool {
+	if kind == wire.CommandCancel || m.Delivered > 1 {
+		return false
+	}
+	err := n.quotas.AddInput(ctx, event.TenantOf(m.Session))
+	var qe *quota.ExceededError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &qe):
+		n.Metrics.inputsRefused.Inc()
+		refusal := wire.Refusal(m.Session, m.ID, wire.CodeQuotaExceeded, qe.Error())
+		refusal.Quota = &qe.Reached
+		_ = m.RejectAs(context.Background(), refusal)
+		return true
+	}
+	n.log.Warn("a tenant's input was not counted in its rate: it goes on", "session", m.Session, "input", m.ID, "error", err)
+	return false
 }
 
 // verdict is what becomes of an input whose work has ended, decided once

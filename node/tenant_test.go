@@ -414,8 +414,31 @@ func TestTenantQuotas(t *testing.T) {
 		t.Fatalf("the log: %v: want the first turn finished and the second started and failed", types)
 	}
 
+	// No input a second: a run is refused, saying so, and never stored; a
+	// cancel is not counted.
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", TokensPerDay: ptr(int64(-1)), InputsPerSec: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err = acme.Run(h.ctx, sid, wire.Input{Text: "too fast"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = turn.Outcome(h.ctx)
+	turn.Close()
+	var ce *client.CommandError
+	if !errors.Is(err, client.ErrQuotaExceeded) || !errors.As(err, &ce) || ce.Outcome.Quota == nil || ce.Outcome.Quota.Quota != event.QuotaInputsPerSecond ||
+		!strings.Contains(ce.Message, "--inputs-per-second") {
+		t.Fatalf("an input over the rate: %+v %v", out, err)
+	}
+	if _, err := acme.Cancel(h.ctx, sid, "nothing runs"); err != nil {
+		t.Fatalf("a cancel over the rate: %v", err)
+	}
+	if after, err := acme.Events(h.ctx, wire.EventsRequest{Session: sid}); err != nil || len(after.Events) != len(evs.Events) {
+		t.Fatalf("the refused input reached the log: %d events, were %d (%v)", len(after.Events), len(evs.Events), err)
+	}
+
 	// Raised: the tenant works on, from the same session.
-	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxSessions: ptr(int64(-1)), TokensPerDay: ptr(int64(-1))}); err != nil {
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxSessions: ptr(int64(-1)), InputsPerSec: ptr(int64(-1))}); err != nil {
 		t.Fatal(err)
 	}
 	h.run(acme, sid)

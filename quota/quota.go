@@ -34,7 +34,8 @@ func (e *ExceededError) Unwrap() error { return ErrExceeded }
 
 // advice says what to do about reached quota q.
 func advice(q event.QuotaReached) string {
-	flag := map[string]string{event.QuotaSessions: "--max-sessions", event.QuotaTokensPerDay: "--tokens-per-day", event.QuotaCostPerDay: "--cost-per-day"}[q.Quota]
+	flag := map[string]string{event.QuotaSessions: "--max-sessions", event.QuotaTokensPerDay: "--tokens-per-day", event.QuotaCostPerDay: "--cost-per-day",
+		event.QuotaInputsPerSecond: "--inputs-per-second"}[q.Quota]
 	raise := fmt.Sprintf("an admin raises it with tahctl tenant set %s %s N", q.Tenant, flag)
 	if q.Resets != nil {
 		return "wait until it resets, or " + raise
@@ -53,10 +54,12 @@ type Meter struct {
 	mu      sync.RWMutex
 	limits  map[string]wire.TenantLimits // by tenant; absent: none
 	streams map[string]jetstream.Stream  // by name, once found
-	// unsent are the amounts Spend added to each counter that the flusher
-	// has not yet had acknowledged (flush.go); kick wakes it.
-	unsent map[string]int64
-	kick   chan struct{}
+	// unsent are the amounts Spend added to each counter that are in no
+	// batch yet, sending those of the flusher's batch not yet acknowledged
+	// (flush.go); kick wakes the flusher.
+	unsent  map[string]int64
+	sending map[string]sendingAmount
+	kick    chan struct{}
 	// known are the counters' totals as last read or acknowledged, and
 	// when: a check within readFresh of it takes the total from here
 	// (package doc).
@@ -76,7 +79,8 @@ const watchRetry = 2 * time.Second
 func Start(js jetstream.JetStream, log *slog.Logger) *Meter {
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Meter{js: js, log: log, now: time.Now, limits: map[string]wire.TenantLimits{}, streams: map[string]jetstream.Stream{},
-		unsent: map[string]int64{}, kick: make(chan struct{}, 1), known: map[string]knownTotal{}, cancel: cancel, done: make(chan struct{})}
+		unsent: map[string]int64{}, sending: map[string]sendingAmount{}, kick: make(chan struct{}, 1), known: map[string]knownTotal{},
+		cancel: cancel, done: make(chan struct{})}
 	var wg sync.WaitGroup
 	wg.Go(func() { m.watch(ctx) })
 	wg.Go(func() { m.flusher(ctx) })
@@ -173,24 +177,48 @@ func (m *Meter) AddSession(ctx context.Context, tenant string) (undo func(contex
 		return func(context.Context) {}, nil
 	}
 	subj := wire.UsageSessionsSubject(tenant)
-	total, err := m.add(ctx, subj, 1)
+	total, seq, err := m.add(ctx, subj, 1, "")
 	if err != nil {
 		return nil, fmt.Errorf("count tenant %s's sessions: %w", tenant, err)
 	}
-	m.acknowledged(subj, total)
+	m.learn(subj, total, seq)
 	undo = func(ctx context.Context) {
-		total, err := m.add(ctx, subj, -1)
+		total, seq, err := m.add(ctx, subj, -1, "")
 		if err != nil {
 			m.log.Warn("a session not made is still counted in its tenant's quota", "tenant", tenant, "error", err)
 			return
 		}
-		m.acknowledged(subj, total)
+		m.learn(subj, total, seq)
 	}
 	if max := m.Limits(tenant).MaxSessions; max != nil && total > *max {
 		undo(ctx)
 		return nil, &ExceededError{event.QuotaReached{Tenant: tenant, Quota: event.QuotaSessions, Limit: float64(*max), Used: float64(total - 1)}}
 	}
 	return undo, nil
+}
+
+// AddInput counts an input to a session of tenant, in the second it came,
+// when tenant has a limit of inputs per second, and fails with an
+// *ExceededError when the second's count is over it (the input is to be
+// refused; it stays counted: a tenant that floods is refused for the rest
+// of the second). Without a limit it counts nothing and costs nothing. The
+// counters are in memory (wire.UsageSecStream): exact across nodes, lost
+// with a second's count when the server that holds them restarts.
+func (m *Meter) AddInput(ctx context.Context, tenant string) error {
+	limit := m.Limits(tenant).InputsPerSecond
+	if tenant == "" || limit == nil {
+		return nil
+	}
+	now := m.now()
+	total, _, err := m.add(ctx, wire.UsageSecSubject(tenant, now), 1, "")
+	if err != nil {
+		return fmt.Errorf("count tenant %s's inputs: %w", tenant, err)
+	}
+	if total > *limit {
+		resets := now.Truncate(time.Second).Add(time.Second).UTC()
+		return &ExceededError{event.QuotaReached{Tenant: tenant, Quota: event.QuotaInputsPerSecond, Limit: float64(*limit), Used: float64(total - 1), Resets: &resets}}
+	}
+	return nil
 }
 
 // Reached is the quota per day of tenant that is used up, if one is: its
@@ -276,19 +304,30 @@ func (m *Meter) Usage(ctx context.Context, tenant string) (wire.TenantUsage, err
 	return u, nil
 }
 
-// add adds delta to the counter subj and returns its new total.
-func (m *Meter) add(ctx context.Context, subj string, delta int64) (int64, error) {
+// add adds delta to the counter subj and returns its new total and the
+// sequence of the message that holds it, for the caller to learn. With
+// id, the add is stored once however often it is sent within the stream's
+// duplicate window (Nats-Msg-Id): the flusher sends a batch again after an
+// error that may have followed its storing; then the total is not told
+// (sequence 0).
+func (m *Meter) add(ctx context.Context, subj string, delta int64, id string) (total int64, seq uint64, err error) {
 	msg := nats.NewMsg(subj)
 	msg.Header.Set(wire.HeaderIncr, fmt.Sprintf("%+d", delta))
+	if id != "" {
+		msg.Header.Set(wire.HeaderMsgID, id)
+	}
 	ack, err := m.js.PublishMsg(ctx, msg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	if ack.Duplicate {
+		return 0, 0, nil
 	}
 	v, err := strconv.ParseInt(ack.Value, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("counter %s: the total %q is not a number: %w", subj, ack.Value, err)
+		return 0, 0, fmt.Errorf("counter %s: the total %q is not a number: %w", subj, ack.Value, err)
 	}
-	return v, nil
+	return v, ack.Sequence, nil
 }
 
 // total is counter subj's value with what Spend added to it that is not
@@ -301,12 +340,14 @@ func (m *Meter) total(ctx context.Context, name, subj string) (int64, error) {
 	// from unsent into the total, so that no amount counts twice or never.
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.known[subj].total + m.unsent[subj], nil
+	return m.known[subj].total + m.unsent[subj] + m.sending[subj].n, nil
 }
 
-// knownTotal is a counter's total at a time.
+// knownTotal is a counter's total as of its message of sequence seq in
+// its stream, learnt at a time.
 type knownTotal struct {
 	total int64
+	seq   uint64
 	at    time.Time
 }
 
@@ -332,57 +373,55 @@ func (m *Meter) value(ctx context.Context, name, subj string) (int64, error) {
 	if ok && m.now().Sub(k.at) < readFresh {
 		return k.total, nil
 	}
-	v, err := m.read(ctx, name, subj)
-	if err != nil {
+	if err := m.read(ctx, name, subj); err != nil {
 		return 0, err
 	}
-	m.remember(subj, v)
-	return v, nil
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.known[subj].total, nil
 }
 
-// acknowledged records total, the server's acknowledgement of an add, as
-// counter subj's, now.
-func (m *Meter) acknowledged(subj string, total int64) {
+// learn records total, of the counter's message of sequence seq, as
+// counter subj's, now, unless one of a later sequence is known (the
+// answers to adds and reads on several goroutines come in any order).
+func (m *Meter) learn(subj string, total int64, seq uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.known[subj] = knownTotal{total: total, at: m.now()}
+	m.learnLocked(subj, total, seq)
 }
 
-// remember records total, read from the server, as counter subj's, now;
-// unless the flusher had an acknowledgement of a larger one meanwhile (a
-// day's counters only grow): the read may have been answered before it.
-func (m *Meter) remember(subj string, total int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.now()
-	if k, ok := m.known[subj]; ok && k.total > total && now.Sub(k.at) < readFresh {
-		total = k.total
+func (m *Meter) learnLocked(subj string, total int64, seq uint64) {
+	if k, ok := m.known[subj]; ok && k.seq > seq {
+		return
 	}
-	m.known[subj] = knownTotal{total: total, at: now}
+	m.known[subj] = knownTotal{total: total, seq: seq, at: m.now()}
 }
 
-// read reads counter subj of stream name from the server.
-func (m *Meter) read(ctx context.Context, name, subj string) (int64, error) {
+// read reads counter subj of stream name from the server, and learns its
+// total (0 when it was never added to, or its day is over).
+func (m *Meter) read(ctx context.Context, name, subj string) error {
 	s, err := m.stream(ctx, name)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	msg, err := s.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
+		m.learn(subj, 0, 0)
+		return nil
 	}
 	if err != nil {
-		return 0, err
+		return err
 	}
 	var c counter
 	if err := json.Unmarshal(msg.Data, &c); err != nil {
-		return 0, fmt.Errorf("counter %s: %w", subj, err)
+		return fmt.Errorf("counter %s: %w", subj, err)
 	}
 	v, err := strconv.ParseInt(c.Value, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("counter %s: the total %q is not a number: %w", subj, c.Value, err)
+		return fmt.Errorf("counter %s: the total %q is not a number: %w", subj, c.Value, err)
 	}
-	return v, nil
+	m.learn(subj, v, msg.Sequence)
+	return nil
 }
 
 // stream is the stream name, looked up once.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -215,5 +216,39 @@ func TestSpentIsSentByClose(t *testing.T) {
 	defer other.Close()
 	if u, err := other.Usage(ctx, "acme"); err != nil || u.TokensDay != 700 || u.CostDayUSD != 0.1 {
 		t.Fatalf("usage %+v, %v: want 700 tokens and $0.1", u, err)
+	}
+}
+
+// TestInputsPerSecond: a tenant's inputs in one second of the clock are
+// counted up to its limit, the next refused until the second ends; a
+// tenant without the limit is not counted at all.
+func TestInputsPerSecond(t *testing.T) {
+	m, kv := meter(t)
+	ctx := context.Background()
+	at := time.Date(2026, 12, 5, 10, 0, 0, 250e6, time.UTC)
+	quota.SetClock(m, func() time.Time { return at })
+	putTenant(t, m, kv, "acme", wire.TenantLimits{InputsPerSecond: ptr(int64(3))})
+	for i := range 3 {
+		if err := m.AddInput(ctx, "acme"); err != nil {
+			t.Fatalf("input %d: %v", i, err)
+		}
+	}
+	err := m.AddInput(ctx, "acme")
+	var qe *quota.ExceededError
+	if !errors.As(err, &qe) || qe.Reached.Quota != event.QuotaInputsPerSecond || qe.Reached.Used != 3 || qe.Reached.Limit != 3 ||
+		qe.Reached.Resets == nil || !qe.Reached.Resets.Equal(at.Truncate(time.Second).Add(time.Second)) {
+		t.Fatalf("the fourth input: %v", err)
+	}
+	if !strings.Contains(err.Error(), "--inputs-per-second") {
+		t.Errorf("the error says not what to do: %v", err)
+	}
+	at = at.Add(time.Second) // the next second
+	if err := m.AddInput(ctx, "acme"); err != nil {
+		t.Fatalf("the next second: %v", err)
+	}
+	for range 10 {
+		if err := m.AddInput(ctx, "beta"); err != nil {
+			t.Fatalf("a tenant without the limit: %v", err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/tah-dev/tah/event"
@@ -25,6 +26,10 @@ const (
 	// UsageSubjects and UsageDaySubjects are their subjects.
 	UsageSubjects    = "tah.usage.*.sessions"
 	UsageDaySubjects = "tah.usage.*.day.>"
+	// UsageSecStream holds the counters of a second (UsageSecSubject), in
+	// memory, for two minutes: a rate needs no disk.
+	UsageSecStream   = "TAH_USAGE_SEC"
+	UsageSecSubjects = "tah.usage.*.sec.*"
 
 	// UsageDayTokens and UsageDayCost are the counters of a day: tokens,
 	// and cost in millionths of a US dollar (a counter is an integer).
@@ -48,6 +53,12 @@ func UsageDaySubject(tenant string, t time.Time, what string) string {
 	return "tah.usage." + tenant + ".day." + t.UTC().Format("20060102") + "." + what
 }
 
+// UsageSecSubject is tenant's counter of inputs in the second of t (Unix
+// time): tah.usage.<tenant>.sec.<unix seconds>.
+func UsageSecSubject(tenant string, t time.Time) string {
+	return "tah.usage." + tenant + ".sec." + strconv.FormatInt(t.Unix(), 10)
+}
+
 // TenantLimits are a tenant's quotas; a field absent has no limit.
 type TenantLimits struct {
 	// MaxSessions bounds the sessions its credentials make (create, fork,
@@ -58,11 +69,15 @@ type TenantLimits struct {
 	// day, CostPerDay their cost in US dollars.
 	TokensPerDay *int64   `json:"tokens_per_day,omitempty"`
 	CostPerDay   *float64 `json:"cost_usd_per_day,omitempty"`
+	// InputsPerSecond bounds the inputs its sessions are sent (every
+	// command but cancel) in a second of the clock; an input over it is
+	// refused (code quota_exceeded).
+	InputsPerSecond *int64 `json:"inputs_per_second,omitempty"`
 }
 
 // IsZero reports whether l limits nothing.
 func (l TenantLimits) IsZero() bool {
-	return l.MaxSessions == nil && l.TokensPerDay == nil && l.CostPerDay == nil
+	return l.MaxSessions == nil && l.TokensPerDay == nil && l.CostPerDay == nil && l.InputsPerSecond == nil
 }
 
 // TenantUsage is what a tenant used: its sessions, and today's tokens and
@@ -81,6 +96,7 @@ type TenantSetRequest struct {
 	MaxSessions  *int64   `json:"max_sessions,omitempty"`
 	TokensPerDay *int64   `json:"tokens_per_day,omitempty"`
 	CostPerDay   *float64 `json:"cost_usd_per_day,omitempty"`
+	InputsPerSec *int64   `json:"inputs_per_second,omitempty"`
 }
 
 // Apply returns limits l changed as r says.
@@ -90,6 +106,9 @@ func (r TenantSetRequest) Apply(l TenantLimits) TenantLimits {
 	}
 	if r.TokensPerDay != nil {
 		l.TokensPerDay = nonNegative(r.TokensPerDay)
+	}
+	if r.InputsPerSec != nil {
+		l.InputsPerSecond = nonNegative(r.InputsPerSec)
 	}
 	if r.CostPerDay != nil {
 		l.CostPerDay = r.CostPerDay
@@ -102,8 +121,8 @@ func (r TenantSetRequest) Apply(l TenantLimits) TenantLimits {
 
 // Validate refuses a request that changes nothing.
 func (r TenantSetRequest) Validate() error {
-	if r.MaxSessions == nil && r.TokensPerDay == nil && r.CostPerDay == nil {
-		return fmt.Errorf("no limit given: set max_sessions, tokens_per_day or cost_usd_per_day (negative: no limit)")
+	if r.MaxSessions == nil && r.TokensPerDay == nil && r.CostPerDay == nil && r.InputsPerSec == nil {
+		return fmt.Errorf("no limit given: set max_sessions, tokens_per_day, cost_usd_per_day or inputs_per_second (negative: no limit)")
 	}
 	return nil
 }

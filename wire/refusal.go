@@ -24,6 +24,9 @@ const (
 	CodeUnknownSession = FailureUnknownSession
 	// CodeRejected: the node could not hand the input to its session.
 	CodeRejected = "rejected"
+	// CodeQuotaExceeded: the input is over its tenant's inputs per second
+	// (the refusal's Quota says which quota, its limit and when it resets).
+	CodeQuotaExceeded = "quota_exceeded"
 )
 
 // Refusal is the outcome of an input that a node refused (code, one of the

@@ -298,7 +298,8 @@ func NodeNeeds(node string) (publish, subscribe []string) {
 		jsAPI + "INFO", jsAPI + "STREAM.CREATE." + EventShardStream(0), jsAPI + "STREAM.UPDATE." + InputStream,
 		jsAPI + "CONSUMER.CREATE." + InputStream + "." + PartitionConsumer(0), jsAPI + "CONSUMER.MSG.NEXT." + InputStream + "." + PartitionConsumer(0),
 		jsAPI + "DIRECT.GET." + EventShardStream(0), "$JS.ACK." + InputStream + ".x",
-		UsageSessionsSubject("acme"), UsageDaySubject("acme", time.Unix(0, 0), UsageDayTokens), jsAPI + "STREAM.MSG.GET." + UsageDayStream,
+		UsageSessionsSubject("acme"), UsageDaySubject("acme", time.Unix(0, 0), UsageDayTokens), UsageSecSubject("acme", time.Unix(0, 0)),
+		jsAPI + "STREAM.MSG.GET." + UsageDayStream,
 		"_INBOX.x", CredentialInbox("alice") + ".x", "$SRV.INFO",
 	}
 	subscribe = []string{

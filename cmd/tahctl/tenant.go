@@ -23,10 +23,11 @@ refuses it every other subject. tahctl tenant ls lists the tenants with
 their valid credentials and sessions; tahctl tenant rm NAME revokes every
 credential of the tenant, on every server at once, and removes it (its
 sessions stay: an admin still reads them). tahctl tenant set NAME
---max-sessions N --tokens-per-day N --cost-per-day USD sets its quotas
-(none: no limit; a limit left out stays as it is): over one, a create or a
-fork is refused with quota_exceeded, and a turn stops before its next LLM
-call until the day's quota resets (UTC midnight) or is raised. With an
+--max-sessions N --tokens-per-day N --cost-per-day USD --inputs-per-second N
+sets its quotas (none: no limit; a limit left out stays as it is): over
+one, a create or a fork is refused with quota_exceeded, a turn stops before
+its next LLM call until the day's quota resets (UTC midnight) or is raised,
+and an input over the second's rate is refused. With an
 admin credential, against a running node that embeds its NATS server (the
 tenants are kept with the credentials).`
 
@@ -173,7 +174,7 @@ func usd(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
 // tenantSet is `tahctl tenant set NAME --max-sessions N --tokens-per-day N
 // --cost-per-day USD`.
 func tenantSet(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("tenant set", "NAME [--max-sessions N|none] [--tokens-per-day N|none] [--cost-per-day USD|none]", tenantHelp)
+	fs := g.flags("tenant set", "NAME [--max-sessions N|none] [--tokens-per-day N|none] [--cost-per-day USD|none] [--inputs-per-second N|none]", tenantHelp)
 	req := wire.TenantSetRequest{}
 	count := func(into **int64) func(string) error {
 		return func(v string) error {
@@ -190,6 +191,7 @@ func tenantSet(ctx context.Context, g *globals, args []string) error {
 	}
 	fs.Func("max-sessions", "the most sessions the tenant's credentials make (create, fork), for good; none: no limit", count(&req.MaxSessions))
 	fs.Func("tokens-per-day", "the most tokens its sessions' LLM calls use per UTC day; none: no limit", count(&req.TokensPerDay))
+	fs.Func("inputs-per-second", "the most inputs its sessions are sent in a second (cancels are not counted); none: no limit", count(&req.InputsPerSec))
 	fs.Func("cost-per-day", "the most its sessions' LLM calls cost per UTC day, in US dollars; none: no limit", func(v string) error {
 		d := -1.0
 		if v != "none" {
@@ -205,7 +207,7 @@ func tenantSet(ctx context.Context, g *globals, args []string) error {
 	if err != nil {
 		return err
 	}
-	const usage = "tahctl tenant set acme --max-sessions 100 --tokens-per-day 1000000 --cost-per-day 20 (none: no limit)"
+	const usage = "tahctl tenant set acme --max-sessions 100 --tokens-per-day 1000000 --cost-per-day 20 --inputs-per-second 50 (none: no limit)"
 	if len(pos) != 1 {
 		return usageError(usage, "give the tenant's name, once")
 	}
@@ -242,8 +244,12 @@ func tenantSet(ctx context.Context, g *globals, args []string) error {
 		}
 		return s
 	}
-	fmt.Fprintf(g.stdout, "tenant %s's quotas: sessions %d%s, tokens today %d%s, cost today %s%s\n", tn.Name,
-		u.Sessions, none(ofLimit(l.MaxSessions)), u.TokensDay, none(ofLimit(l.TokensPerDay)), usd(u.CostDayUSD), none(ofUSD(l.CostPerDay)))
+	rate := "no limit"
+	if l.InputsPerSecond != nil {
+		rate = strconv.FormatInt(*l.InputsPerSecond, 10) + " a second"
+	}
+	fmt.Fprintf(g.stdout, "tenant %s's quotas: sessions %d%s, tokens today %d%s, cost today %s%s, inputs %s\n", tn.Name,
+		u.Sessions, none(ofLimit(l.MaxSessions)), u.TokensDay, none(ofLimit(l.TokensPerDay)), usd(u.CostDayUSD), none(ofUSD(l.CostPerDay)), rate)
 	return nil
 }
 

@@ -93,7 +93,7 @@ func TestScenarios(t *testing.T) {
 	for _, sc := range Scenarios(c) {
 		names = append(names, sc.Name())
 	}
-	if len(names) != 1+2+2+5+2+12+1+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 11") {
+	if len(names) != 1+2+2+5+2+12+1+1+1 || !strings.HasPrefix(names[0], "row 1") || !strings.HasPrefix(names[len(names)-1], "row 12") {
 		t.Fatalf("scenarios %v", names)
 	}
 	c.Rows, c.Durability = []string{"3"}, []time.Duration{time.Minute}
@@ -111,7 +111,10 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("quick %+v: %v", q, err)
 	}
 	for _, edit := range []func(*Config){
-		func(c *Config) { c.Rows = []string{"12"} },
+		func(c *Config) { c.Rows = []string{"13"} },
+		func(c *Config) { c.Tenants = 1 },
+		func(c *Config) { c.TenantSessions = c.Tenants - 1 },
+		func(c *Config) { c.TenantTurns = 0 },
 		func(c *Config) { c.AgentPrompts = 0 },
 		func(c *Config) { c.PeerSessionTurns = 0 },
 		func(c *Config) { c.UISteps = 0 },

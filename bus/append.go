@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,7 +49,14 @@ type SessionWriter struct {
 	mu     sync.Mutex
 	last   uint64
 	broken error // ErrFenced or ErrOutcomeUnknown, once it happened
+	// written counts the bytes of the records this writer appended (their
+	// bodies: a tenant's storage quota counts them).
+	written atomic.Int64
 }
+
+// Written is the bytes of the records w appended (their bodies), the log's
+// storage of them.
+func (w *SessionWriter) Written() int64 { return w.written.Load() }
 
 // Writer returns the writer of session sid for the owner at epoch, whose view
 // of the log ends at lastSeq (0 for a session with no event yet; otherwise the
@@ -121,6 +129,7 @@ func (w *SessionWriter) Append(ctx context.Context, evs ...event.Event) ([]uint6
 		return nil, fmt.Errorf("append %s to session %s: %w", recordTypes(evs), w.sid, err)
 	}
 	w.last = seq
+	w.written.Add(int64(len(m.Data)))
 	seqs := make([]uint64, len(evs))
 	for i := range evs {
 		evs[i].Seq, evs[i].Index = seq, i

@@ -26,6 +26,10 @@ const (
 	// QuotaInputsPerSecond: the inputs its sessions are sent (but
 	// cancels) in a second of the clock.
 	QuotaInputsPerSecond = "inputs_per_second"
+	// QuotaStorage: the bytes its sessions keep in the log (their
+	// records) and in the object store (what was too large for the log),
+	// for good.
+	QuotaStorage = "storage_bytes"
 )
 
 // QuotaReached says which quota of which tenant was reached, at what

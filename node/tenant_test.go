@@ -437,8 +437,29 @@ func TestTenantQuotas(t *testing.T) {
 		t.Fatalf("the refused input reached the log: %d events, were %d (%v)", len(after.Events), len(evs.Events), err)
 	}
 
+	// Its storage used up: the records of its turns are counted; a create
+	// is refused, and a turn stops before its LLM call.
+	tn, err = admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxSessions: ptr(int64(-1)), InputsPerSec: ptr(int64(-1))})
+	if err != nil || tn.Usage.StorageBytes == 0 {
+		t.Fatalf("the storage of acme's sessions was not counted: %+v %v", tn.Usage, err)
+	}
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxStorage: ptr(tn.Usage.StorageBytes)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = acme.Create(h.ctx, wire.CreateRequest{})
+	over("a create over the storage", err, event.QuotaStorage)
+	turn, err = acme.Run(h.ctx, sid, wire.Input{Text: "more to keep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err = turn.Outcome(h.ctx)
+	turn.Close()
+	if err != nil || out.Code != event.CodeQuotaExceeded || out.Quota == nil || out.Quota.Quota != event.QuotaStorage || out.Quota.Resets != nil {
+		t.Fatalf("a turn over the storage: %+v %v", out, err)
+	}
+
 	// Raised: the tenant works on, from the same session.
-	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxSessions: ptr(int64(-1)), InputsPerSec: ptr(int64(-1))}); err != nil {
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxStorage: ptr(int64(-1))}); err != nil {
 		t.Fatal(err)
 	}
 	h.run(acme, sid)

@@ -50,10 +50,7 @@ func (m *Meter) flusher(ctx context.Context) {
 			select {
 			case <-ctx.Done():
 			case <-time.After(flushRetry):
-				select {
-				case m.kick <- struct{}{}:
-				default:
-				}
+				m.wake()
 			}
 		}
 	}
@@ -97,10 +94,7 @@ func (m *Meter) flush(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 		if m.unsentIn(subj) {
-			select { // what Spend added meanwhile goes in the next batch
-			case m.kick <- struct{}{}:
-			default:
-			}
+			m.wake() // what Spend added meanwhile goes in the next batch
 		}
 	}
 	return nil

@@ -35,7 +35,7 @@ func (e *ExceededError) Unwrap() error { return ErrExceeded }
 // advice says what to do about reached quota q.
 func advice(q event.QuotaReached) string {
 	flag := map[string]string{event.QuotaSessions: "--max-sessions", event.QuotaTokensPerDay: "--tokens-per-day", event.QuotaCostPerDay: "--cost-per-day",
-		event.QuotaInputsPerSecond: "--inputs-per-second"}[q.Quota]
+		event.QuotaInputsPerSecond: "--inputs-per-second", event.QuotaStorage: "--max-storage"}[q.Quota]
 	raise := fmt.Sprintf("an admin raises it with tahctl tenant set %s %s N", q.Tenant, flag)
 	if q.Resets != nil {
 		return "wait until it resets, or " + raise
@@ -176,6 +176,12 @@ func (m *Meter) AddSession(ctx context.Context, tenant string) (undo func(contex
 	if tenant == "" {
 		return func(context.Context) {}, nil
 	}
+	if q, err := m.storageReached(ctx, tenant); err != nil || q != nil {
+		if err != nil {
+			return nil, err
+		}
+		return nil, &ExceededError{*q}
+	}
 	subj := wire.UsageSessionsSubject(tenant)
 	total, seq, err := m.add(ctx, subj, 1, "")
 	if err != nil {
@@ -221,12 +227,32 @@ func (m *Meter) AddInput(ctx context.Context, tenant string) error {
 	return nil
 }
 
-// Reached is the quota per day of tenant that is used up, if one is: its
-// LLM calls stop until it resets. nil for a tenant without such limits.
+// storageReached is tenant's storage quota when it is used up.
+func (m *Meter) storageReached(ctx context.Context, tenant string) (*event.QuotaReached, error) {
+	max := m.Limits(tenant).MaxStorage
+	if max == nil {
+		return nil, nil
+	}
+	used, err := m.total(ctx, wire.UsageStream, wire.UsageStorageSubject(tenant))
+	if err != nil {
+		return nil, fmt.Errorf("tenant %s's storage: %w", tenant, err)
+	}
+	if used >= *max {
+		return &event.QuotaReached{Tenant: tenant, Quota: event.QuotaStorage, Limit: float64(*max), Used: float64(used)}, nil
+	}
+	return nil, nil
+}
+
+// Reached is the quota of tenant that stops its LLM calls, if one is used
+// up: its storage, or a quota per day (until it resets). nil for a tenant
+// without such limits.
 func (m *Meter) Reached(ctx context.Context, tenant string) (*event.QuotaReached, error) {
 	l := m.Limits(tenant)
-	if tenant == "" || (l.TokensPerDay == nil && l.CostPerDay == nil) {
+	if tenant == "" || (l.TokensPerDay == nil && l.CostPerDay == nil && l.MaxStorage == nil) {
 		return nil, nil
+	}
+	if q, err := m.storageReached(ctx, tenant); err != nil || q != nil {
+		return q, err
 	}
 	now := m.now().UTC()
 	resets := time.Date(now.Year(), now.Month(), now.Day()+1, 0, 0, 0, 0, time.UTC)
@@ -274,14 +300,34 @@ func (m *Meter) Spend(_ context.Context, tenant string, tokens int64, costUSD fl
 		m.unsent[wire.UsageDaySubject(tenant, now, wire.UsageDayCost)] += micro
 	}
 	m.mu.Unlock()
-	select {
-	case m.kick <- struct{}{}:
-	default: // a flush is due already
-	}
+	m.wake()
 	return nil
 }
 
-// Usage is what tenant used: its sessions, today's tokens and cost.
+// Store adds bytes, what a session of tenant wrote to the log and the
+// object store, to the tenant's storage, as Spend adds (sent by the
+// flusher). The default tenant is not counted. It never fails.
+func (m *Meter) Store(_ context.Context, tenant string, bytes int64) error {
+	if tenant == "" || bytes <= 0 {
+		return nil
+	}
+	m.mu.Lock()
+	m.unsent[wire.UsageStorageSubject(tenant)] += bytes
+	m.mu.Unlock()
+	m.wake()
+	return nil
+}
+
+// wake kicks the flusher, unless a flush is due already.
+func (m *Meter) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Usage is what tenant used: its sessions and storage, today's tokens and
+// cost.
 func (m *Meter) Usage(ctx context.Context, tenant string) (wire.TenantUsage, error) {
 	var u wire.TenantUsage
 	now := m.now()
@@ -291,6 +337,7 @@ func (m *Meter) Usage(ctx context.Context, tenant string) (wire.TenantUsage, err
 		into            *int64
 	}{
 		{wire.UsageStream, wire.UsageSessionsSubject(tenant), &u.Sessions},
+		{wire.UsageStream, wire.UsageStorageSubject(tenant), &u.StorageBytes},
 		{wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayTokens), &u.TokensDay},
 		{wire.UsageDayStream, wire.UsageDaySubject(tenant, now, wire.UsageDayCost), &micro},
 	} {

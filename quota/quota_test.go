@@ -252,3 +252,38 @@ func TestInputsPerSecond(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageQuota: the bytes a tenant's sessions stored, once at its
+// limit, stop its LLM calls and refuse its creates, until it is raised.
+func TestStorageQuota(t *testing.T) {
+	m, kv := meter(t)
+	ctx := context.Background()
+	putTenant(t, m, kv, "acme", wire.TenantLimits{MaxStorage: ptr(int64(1000))})
+	if err := m.Store(ctx, "acme", 600); err != nil {
+		t.Fatal(err)
+	}
+	if q, err := m.Reached(ctx, "acme"); err != nil || q != nil {
+		t.Fatalf("under the limit: %+v, %v", q, err)
+	}
+	if _, err := m.AddSession(ctx, "acme"); err != nil {
+		t.Fatalf("a create under the limit: %v", err)
+	}
+	if err := m.Store(ctx, "acme", 400); err != nil {
+		t.Fatal(err)
+	}
+	q, err := m.Reached(ctx, "acme")
+	if err != nil || q == nil || q.Quota != event.QuotaStorage || q.Used != 1000 || q.Resets != nil {
+		t.Fatalf("at the limit: %+v, %v", q, err)
+	}
+	var qe *quota.ExceededError
+	if _, err := m.AddSession(ctx, "acme"); !errors.As(err, &qe) || qe.Reached.Quota != event.QuotaStorage || !strings.Contains(err.Error(), "--max-storage") {
+		t.Fatalf("a create at the limit: %v", err)
+	}
+	if u, err := m.Usage(ctx, "acme"); err != nil || u.StorageBytes != 1000 || u.Sessions != 1 {
+		t.Fatalf("usage %+v, %v", u, err)
+	}
+	putTenant(t, m, kv, "acme", wire.TenantLimits{MaxStorage: ptr(int64(2000))})
+	if q, err := m.Reached(ctx, "acme"); err != nil || q != nil {
+		t.Fatalf("raised: %+v, %v", q, err)
+	}
+}

@@ -17,14 +17,14 @@ const (
 	// EndpointTenantsSet changes a tenant's limits (admin only).
 	EndpointTenantsSet = "creds.tenants.set"
 
-	// UsageStream holds the counters that last: a tenant's sessions on
-	// UsageSessionsSubject.
+	// UsageStream holds the counters that last: a tenant's sessions
+	// (UsageSessionsSubject) and the bytes they keep (UsageStorageSubject).
 	UsageStream = "TAH_USAGE"
 	// UsageDayStream holds the counters of a UTC day (UsageDaySubject),
 	// kept two days: a day's counter is read on its day only.
 	UsageDayStream = "TAH_USAGE_DAY"
 	// UsageSubjects and UsageDaySubjects are their subjects.
-	UsageSubjects    = "tah.usage.*.sessions"
+	UsageSubjects    = "tah.usage.*.total.*"
 	UsageDaySubjects = "tah.usage.*.day.>"
 	// UsageSecStream holds the counters of a second (UsageSecSubject), in
 	// memory, for two minutes: a rate needs no disk.
@@ -45,7 +45,10 @@ const (
 const APIErrQuota = "429"
 
 // UsageSessionsSubject is the counter of tenant's sessions.
-func UsageSessionsSubject(tenant string) string { return "tah.usage." + tenant + ".sessions" }
+func UsageSessionsSubject(tenant string) string { return "tah.usage." + tenant + ".total.sessions" }
+
+// UsageStorageSubject is the counter of the bytes tenant's sessions keep.
+func UsageStorageSubject(tenant string) string { return "tah.usage." + tenant + ".total.bytes" }
 
 // UsageDaySubject is tenant's counter named what (UsageDayTokens,
 // UsageDayCost) of the UTC day of t: tah.usage.<tenant>.day.<yyyymmdd>.<what>.
@@ -73,19 +76,24 @@ type TenantLimits struct {
 	// command but cancel) in a second of the clock; an input over it is
 	// refused (code quota_exceeded).
 	InputsPerSecond *int64 `json:"inputs_per_second,omitempty"`
+	// MaxStorage bounds the bytes its sessions keep: their records in the
+	// log and what was too large for it in the object store. Over it, a
+	// create is refused and a turn stops before its next LLM call.
+	MaxStorage *int64 `json:"max_storage_bytes,omitempty"`
 }
 
 // IsZero reports whether l limits nothing.
 func (l TenantLimits) IsZero() bool {
-	return l.MaxSessions == nil && l.TokensPerDay == nil && l.CostPerDay == nil && l.InputsPerSecond == nil
+	return l.MaxSessions == nil && l.TokensPerDay == nil && l.CostPerDay == nil && l.InputsPerSecond == nil && l.MaxStorage == nil
 }
 
 // TenantUsage is what a tenant used: its sessions, and today's tokens and
 // cost (UTC); in tah.api.creds.tenants.ls and set.
 type TenantUsage struct {
-	Sessions   int64   `json:"sessions"`
-	TokensDay  int64   `json:"tokens_today"`
-	CostDayUSD float64 `json:"cost_usd_today"`
+	Sessions     int64   `json:"sessions"`
+	StorageBytes int64   `json:"storage_bytes"`
+	TokensDay    int64   `json:"tokens_today"`
+	CostDayUSD   float64 `json:"cost_usd_today"`
 }
 
 // TenantSetRequest changes tenant Name's limits (tah.api.creds.tenants.set):
@@ -97,6 +105,7 @@ type TenantSetRequest struct {
 	TokensPerDay *int64   `json:"tokens_per_day,omitempty"`
 	CostPerDay   *float64 `json:"cost_usd_per_day,omitempty"`
 	InputsPerSec *int64   `json:"inputs_per_second,omitempty"`
+	MaxStorage   *int64   `json:"max_storage_bytes,omitempty"`
 }
 
 // Apply returns limits l changed as r says.
@@ -110,6 +119,9 @@ func (r TenantSetRequest) Apply(l TenantLimits) TenantLimits {
 	if r.InputsPerSec != nil {
 		l.InputsPerSecond = nonNegative(r.InputsPerSec)
 	}
+	if r.MaxStorage != nil {
+		l.MaxStorage = nonNegative(r.MaxStorage)
+	}
 	if r.CostPerDay != nil {
 		l.CostPerDay = r.CostPerDay
 		if *r.CostPerDay < 0 {
@@ -121,8 +133,8 @@ func (r TenantSetRequest) Apply(l TenantLimits) TenantLimits {
 
 // Validate refuses a request that changes nothing.
 func (r TenantSetRequest) Validate() error {
-	if r.MaxSessions == nil && r.TokensPerDay == nil && r.CostPerDay == nil && r.InputsPerSec == nil {
-		return fmt.Errorf("no limit given: set max_sessions, tokens_per_day, cost_usd_per_day or inputs_per_second (negative: no limit)")
+	if r.MaxSessions == nil && r.TokensPerDay == nil && r.CostPerDay == nil && r.InputsPerSec == nil && r.MaxStorage == nil {
+		return fmt.Errorf("no limit given: set max_sessions, max_storage_bytes, tokens_per_day, cost_usd_per_day or inputs_per_second (negative: no limit)")
 	}
 	return nil
 }

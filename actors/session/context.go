@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/tah-dev/tah/bus"
@@ -81,8 +82,10 @@ type AgentContext struct {
 	// checkpointed is the event count of the checkpoint the load read (0
 	// without one): the next checkpoint is counted from it.
 	checkpointed int
-	// counted is the usage the tenant's quotas counted (quota.go).
-	counted countedUse
+	// counted is the usage the tenant's quotas counted (quota.go), and
+	// artifactBytes what putArtifact stored.
+	counted       countedUse
+	artifactBytes atomic.Int64
 	// staged are events folded into state and not written yet: the next
 	// Append writes them, in one record with its own event.
 	staged []event.Event

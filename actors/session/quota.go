@@ -8,16 +8,19 @@ import (
 	"github.com/tah-dev/tah/llm"
 )
 
-// Quotas checks and counts a tenant's use of the model (package quota's
-// Meter, docs/tenancy.md): its sessions' LLM steps stop, the turn failing
-// with code quota_exceeded, once a quota per day is used up; each step's
-// tokens and cost are added once its record is stored. Only sessions of a
-// tenant (event.TenantOf) are checked and counted.
+// Quotas checks and counts a tenant's use of the model and of storage
+// (package quota's Meter, docs/tenancy.md): its sessions' LLM steps stop,
+// the turn failing with code quota_exceeded, once a quota per day or its
+// storage is used up; each step's tokens and cost, and the bytes of the
+// records and artifacts a session wrote, are added once they are stored.
+// Only sessions of a tenant (event.TenantOf) are checked and counted.
 type Quotas interface {
 	// Reached is the quota of tenant that is used up, if one is.
 	Reached(ctx context.Context, tenant string) (*event.QuotaReached, error)
 	// Spend adds what an LLM call of one of tenant's sessions used.
 	Spend(ctx context.Context, tenant string, tokens int64, costUSD float64) error
+	// Store adds the bytes one of tenant's sessions stored.
+	Store(ctx context.Context, tenant string, bytes int64) error
 }
 
 // quotaTry bounds a check or a count of a quota: a NATS too slow to answer
@@ -53,6 +56,9 @@ func checkQuota(ctx context.Context, a *AgentContext) (ended bool, err error) {
 // quotaAdvice is agent.failed's error for quota q: what was reached, and
 // what to do next.
 func quotaAdvice(q event.QuotaReached) string {
+	if q.Resets == nil {
+		return q.String() + "; the session's next input runs once an admin raises it (tahctl tenant set " + q.Tenant + ")"
+	}
 	return q.String() + "; the session's next input runs once it resets, or once an admin raises it (tahctl tenant set " + q.Tenant + ")"
 }
 
@@ -67,14 +73,20 @@ func (a *AgentContext) spent(ctx context.Context) {
 		return
 	}
 	st := a.State()
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), quotaTry)
+	defer cancel()
+	if stored := a.writer.Written() + a.artifactBytes.Load(); stored > a.counted.bytes {
+		if err := a.Config.Quotas.Store(qctx, tenant, stored-a.counted.bytes); err != nil {
+			a.log.Warn("a record's bytes were not counted in its tenant's storage", "session", a.Session, "tenant", tenant, "err", err)
+		}
+		a.counted.bytes = stored
+	}
 	tokens := int64(st.Usage.Total() - a.counted.usage.Total())
 	usd := st.Cost.USD - a.counted.usd
 	if tokens <= 0 && usd <= 0 {
 		return
 	}
 	a.counted.usage, a.counted.usd = st.Usage, st.Cost.USD
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), quotaTry)
-	defer cancel()
 	if err := a.Config.Quotas.Spend(qctx, tenant, tokens, usd); err != nil {
 		a.log.Warn("a step's use was not counted in its tenant's quotas", "session", a.Session, "tenant", tenant, "tokens", tokens, "err", err)
 	}
@@ -82,8 +94,10 @@ func (a *AgentContext) spent(ctx context.Context) {
 
 // countedUse is the session's usage and cost as the quotas last counted
 // them: at first, what the log held when the session was loaded (counted
-// by the nodes that wrote those steps).
+// by the nodes that wrote those steps); bytes is what this context's
+// writer and artifacts stored, as counted.
 type countedUse struct {
 	usage llm.Usage
 	usd   float64
+	bytes int64
 }

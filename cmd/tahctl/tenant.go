@@ -23,11 +23,12 @@ refuses it every other subject. tahctl tenant ls lists the tenants with
 their valid credentials and sessions; tahctl tenant rm NAME revokes every
 credential of the tenant, on every server at once, and removes it (its
 sessions stay: an admin still reads them). tahctl tenant set NAME
---max-sessions N --tokens-per-day N --cost-per-day USD --inputs-per-second N
-sets its quotas (none: no limit; a limit left out stays as it is): over
-one, a create or a fork is refused with quota_exceeded, a turn stops before
-its next LLM call until the day's quota resets (UTC midnight) or is raised,
-and an input over the second's rate is refused. With an
+--max-sessions N --max-storage SIZE --tokens-per-day N --cost-per-day USD
+--inputs-per-second N sets its quotas (none: no limit; a limit left out
+stays as it is): over one, a create or a fork is refused with
+quota_exceeded, a turn stops before its next LLM call until the day's quota
+resets (UTC midnight) or a limit is raised, and an input over the second's
+rate is refused. With an
 admin credential, against a running node that embeds its NATS server (the
 tenants are kept with the credentials).`
 
@@ -135,7 +136,7 @@ func tenantList(ctx context.Context, g *globals, args []string) error {
 		return nil
 	}
 	tb := &table{}
-	tb.add(plain("NAME"), plain("CREDENTIALS"), plain("SESSIONS"), plain("TOKENS TODAY"), plain("COST TODAY"), plain("ADDED"))
+	tb.add(plain("NAME"), plain("CREDENTIALS"), plain("SESSIONS"), plain("STORAGE"), plain("TOKENS TODAY"), plain("COST TODAY"), plain("ADDED"))
 	for _, tn := range tenants {
 		var u wire.TenantUsage
 		if tn.Usage != nil {
@@ -146,6 +147,7 @@ func tenantList(ctx context.Context, g *globals, args []string) error {
 		// of the read model as sessions).
 		l := tn.Limits
 		tb.add(plain(tn.Name), plain(strconv.Itoa(tn.Credentials)), plain(strconv.FormatInt(u.Sessions, 10)+ofLimit(l.MaxSessions)),
+			plain(size(u.StorageBytes)+ofSize(l.MaxStorage)),
 			plain(strconv.FormatInt(u.TokensDay, 10)+ofLimit(l.TokensPerDay)), plain(usd(u.CostDayUSD)+ofUSD(l.CostPerDay)),
 			plain(tn.Added.Local().Format(time.DateTime)))
 	}
@@ -168,13 +170,54 @@ func ofUSD(limit *float64) string {
 	return " / " + usd(*limit)
 }
 
+// ofSize is ofLimit of a limit in bytes.
+func ofSize(limit *int64) string {
+	if limit == nil {
+		return ""
+	}
+	return " / " + size(*limit)
+}
+
+// size is a number of bytes for people: 1.5 MiB.
+func size(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	v, u := float64(n), 0
+	for v >= unit && u < 4 {
+		v, u = v/unit, u+1
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + " " + []string{"B", "KiB", "MiB", "GiB", "TiB"}[u]
+}
+
+// parseSize reads a number of bytes: 1048576, 500MB (10^6), 10GiB (2^30).
+func parseSize(v string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	num, mult := strings.TrimSpace(v), int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) || f*float64(mult) > math.MaxInt64/2 {
+		return 0, fmt.Errorf("give a size in bytes (1048576), or with a unit (500MB, 10GiB), or none for no limit")
+	}
+	return int64(f * float64(mult)), nil
+}
+
 // usd is an amount of US dollars for people: $0.0421.
 func usd(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
 
 // tenantSet is `tahctl tenant set NAME --max-sessions N --tokens-per-day N
 // --cost-per-day USD`.
 func tenantSet(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("tenant set", "NAME [--max-sessions N|none] [--tokens-per-day N|none] [--cost-per-day USD|none] [--inputs-per-second N|none]", tenantHelp)
+	fs := g.flags("tenant set", "NAME [--max-sessions N|none] [--max-storage SIZE|none] [--tokens-per-day N|none] [--cost-per-day USD|none] [--inputs-per-second N|none]", tenantHelp)
 	req := wire.TenantSetRequest{}
 	count := func(into **int64) func(string) error {
 		return func(v string) error {
@@ -192,6 +235,17 @@ func tenantSet(ctx context.Context, g *globals, args []string) error {
 	fs.Func("max-sessions", "the most sessions the tenant's credentials make (create, fork), for good; none: no limit", count(&req.MaxSessions))
 	fs.Func("tokens-per-day", "the most tokens its sessions' LLM calls use per UTC day; none: no limit", count(&req.TokensPerDay))
 	fs.Func("inputs-per-second", "the most inputs its sessions are sent in a second (cancels are not counted); none: no limit", count(&req.InputsPerSec))
+	fs.Func("max-storage", "the most its sessions keep in the log and the object store: bytes, or with a unit (500MB, 10GiB); none: no limit", func(v string) error {
+		n := int64(-1)
+		if v != "none" {
+			var err error
+			if n, err = parseSize(v); err != nil {
+				return err
+			}
+		}
+		req.MaxStorage = &n
+		return nil
+	})
 	fs.Func("cost-per-day", "the most its sessions' LLM calls cost per UTC day, in US dollars; none: no limit", func(v string) error {
 		d := -1.0
 		if v != "none" {
@@ -248,8 +302,9 @@ func tenantSet(ctx context.Context, g *globals, args []string) error {
 	if l.InputsPerSecond != nil {
 		rate = strconv.FormatInt(*l.InputsPerSecond, 10) + " a second"
 	}
-	fmt.Fprintf(g.stdout, "tenant %s's quotas: sessions %d%s, tokens today %d%s, cost today %s%s, inputs %s\n", tn.Name,
-		u.Sessions, none(ofLimit(l.MaxSessions)), u.TokensDay, none(ofLimit(l.TokensPerDay)), usd(u.CostDayUSD), none(ofUSD(l.CostPerDay)), rate)
+	fmt.Fprintf(g.stdout, "tenant %s's quotas: sessions %d%s, storage %s%s, tokens today %d%s, cost today %s%s, inputs %s\n", tn.Name,
+		u.Sessions, none(ofLimit(l.MaxSessions)), size(u.StorageBytes), none(ofSize(l.MaxStorage)), u.TokensDay, none(ofLimit(l.TokensPerDay)),
+		usd(u.CostDayUSD), none(ofUSD(l.CostPerDay)), rate)
 	return nil
 }
 

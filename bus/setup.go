@@ -140,10 +140,11 @@ func (b *Bus) answerStreamConfig() jetstream.StreamConfig {
 }
 
 // usageStreamConfigs are the streams of the tenants' usage (package quota):
-// counters (AllowMsgCounter), each subject's last value kept. A day's
-// counters go after two days: each is read on its own day only. Only
-// nodes read or write them (no client role is allowed their subjects, and
-// they allow no direct get).
+// counters (AllowMsgCounter), each subject's last value kept, and the
+// running turns (a message a turn, with a TTL). A day's counters go after
+// two days: each is read on its own day only; a second's and the running
+// turns are kept in memory. Only nodes read or write them (no client role
+// is allowed their subjects, and they allow no direct get).
 func (b *Bus) usageStreamConfigs() []jetstream.StreamConfig {
 	usage := func(name, desc, subjects string, age time.Duration) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
@@ -164,12 +165,18 @@ func (b *Bus) usageStreamConfigs() []jetstream.StreamConfig {
 			Metadata:          b.metadata(),
 		}
 	}
-	sec := usage(wire.UsageSecStream, "TAH tenants' inputs per second (docs/tenancy.md)", wire.UsageSecSubjects, wire.DuplicateWindow) // the least a duplicate window allows
-	sec.Storage = jetstream.MemoryStorage                                                                                              // a rate needs no disk: a restart forgets a second's count
+	// A turn's message goes with its TTL; a rate needs no disk (a restart
+	// forgets a second's count), and its age is the least a duplicate
+	// window allows.
+	turns := usage(wire.TurnStream, "TAH tenants' running turns (docs/tenancy.md)", wire.TurnSubjects, 0)
+	turns.Storage, turns.AllowMsgCounter, turns.AllowMsgTTL = jetstream.MemoryStorage, false, true
+	sec := usage(wire.UsageSecStream, "TAH tenants' inputs per second (docs/tenancy.md)", wire.UsageSecSubjects, wire.DuplicateWindow)
+	sec.Storage = jetstream.MemoryStorage
 	return []jetstream.StreamConfig{
-		usage(wire.UsageStream, "TAH tenants' usage: sessions (docs/tenancy.md)", wire.UsageSubjects, 0),
+		usage(wire.UsageStream, "TAH tenants' usage: sessions and storage (docs/tenancy.md)", wire.UsageSubjects, 0),
 		usage(wire.UsageDayStream, "TAH tenants' usage per UTC day: tokens and cost (docs/tenancy.md)", wire.UsageDaySubjects, 48*time.Hour),
 		sec,
+		turns,
 	}
 }
 

@@ -30,6 +30,10 @@ const (
 	// records) and in the object store (what was too large for the log),
 	// for good.
 	QuotaStorage = "storage_bytes"
+	// QuotaRunningTurns: the turns of its sessions working at once (an
+	// LLM call or a tool call on their way; a turn that waits for an
+	// approval or a sub-agent holds none). A turn over it waits.
+	QuotaRunningTurns = "running_turns"
 )
 
 // QuotaReached says which quota of which tenant was reached, at what

@@ -185,7 +185,7 @@ func TestHostileClient(t *testing.T) {
 	shard := wire.EventShardStream(h.n.bus.ShardOf(h.sid))
 	before := h.snapshot()
 	for _, stream := range []string{shard, wire.InputStream, wire.ScheduleStream, "KV_" + wire.CheckpointBucket, "OBJ_" + wire.ArtifactBucket,
-		wire.UsageStream, wire.UsageDayStream, wire.UsageSecStream} {
+		wire.UsageStream, wire.UsageDayStream, wire.UsageSecStream, wire.TurnStream} {
 		for _, op := range []string{"PURGE", "DELETE"} {
 			_ = a.nc.Publish("$JS.API.STREAM."+op+"."+stream, nil)
 			h.refused(a, op+" "+stream)
@@ -199,6 +199,7 @@ func TestHostileClient(t *testing.T) {
 		"a tenant's sessions uncounted":   wire.UsageSessionsSubject("acme"),
 		"a tenant's tokens uncounted":     wire.UsageDaySubject("acme", time.Now(), wire.UsageDayTokens),
 		"a tenant's inputs uncounted":     wire.UsageSecSubject("acme", time.Now()),
+		"a tenant's running turn faked":   wire.TurnSubject("acme.s_1"),
 		"a forged tool result":            "$KV." + wire.ToolResultBucket + ".read_file." + h.sid + ".call_1",
 		"a pull from the node's consumer": "$JS.API.CONSUMER.MSG.NEXT." + wire.InputStream + "." + wire.PartitionConsumer(0),
 		"a delete of the node's consumer": "$JS.API.CONSUMER.DELETE." + wire.InputStream + "." + wire.PartitionConsumer(0),

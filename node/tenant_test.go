@@ -458,8 +458,41 @@ func TestTenantQuotas(t *testing.T) {
 		t.Fatalf("a turn over the storage: %+v %v", out, err)
 	}
 
+	// No running turn allowed: a turn waits, started, until it is
+	// cancelled (or a slot frees).
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxStorage: ptr(int64(-1)), MaxTurns: ptr(int64(0))}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err = acme.Run(h.ctx, sid, wire.Input{Text: "wait for a slot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for started := false; !started; {
+		evs, err := acme.Events(h.ctx, wire.EventsRequest{Session: sid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := evs.Events[len(evs.Events)-1]
+		started = last.Type == event.TurnStarted
+		if !started {
+			select {
+			case <-h.ctx.Done():
+				t.Fatalf("the turn never started: %s last", last.Type)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	if _, err := acme.Cancel(h.ctx, sid, "no slot"); err != nil {
+		t.Fatal(err)
+	}
+	out, err = turn.Outcome(h.ctx)
+	turn.Close()
+	if out.Status != "cancelled" {
+		t.Fatalf("a turn waiting for a slot, cancelled: %+v %v", out, err)
+	}
+
 	// Raised: the tenant works on, from the same session.
-	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxStorage: ptr(int64(-1))}); err != nil {
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxTurns: ptr(int64(-1))}); err != nil {
 		t.Fatal(err)
 	}
 	h.run(acme, sid)

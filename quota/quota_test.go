@@ -287,3 +287,52 @@ func TestStorageQuota(t *testing.T) {
 		t.Fatalf("raised: %+v, %v", q, err)
 	}
 }
+
+// TestRunningTurns: with a limit of one running turn, a second turn of the
+// tenant waits until the first gives its slot back; with none left, a turn
+// waits until its context ends; another tenant's turns are not held.
+func TestRunningTurns(t *testing.T) {
+	m, kv := meter(t)
+	ctx := context.Background()
+	putTenant(t, m, kv, "acme", wire.TenantLimits{MaxRunningTurns: ptr(int64(1))})
+	first, err := m.TakeTurn(ctx, "acme.s_1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := make(chan event.QuotaReached, 1)
+	taken := make(chan error, 1)
+	var second func()
+	go func() {
+		var err error
+		second, err = m.TakeTurn(ctx, "acme.s_2", func(q event.QuotaReached) { waits <- q })
+		taken <- err
+	}()
+	select {
+	case q := <-waits:
+		if q.Quota != event.QuotaRunningTurns || q.Limit != 1 || q.Used != 1 {
+			t.Fatalf("waits at %+v", q)
+		}
+	case err := <-taken:
+		t.Fatalf("the second turn did not wait: %v", err)
+	}
+	if other, err := m.TakeTurn(ctx, "beta.s_1", nil); err != nil {
+		t.Fatalf("another tenant: %v", err)
+	} else {
+		other()
+	}
+	first()
+	if err := <-taken; err != nil {
+		t.Fatalf("the second turn once the first ended: %v", err)
+	}
+	second()
+
+	putTenant(t, m, kv, "acme", wire.TenantLimits{MaxRunningTurns: ptr(int64(0))})
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		_, err := m.TakeTurn(cctx, "acme.s_3", func(event.QuotaReached) { cancel() })
+		taken <- err
+	}()
+	if err := <-taken; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a turn with no slot, cancelled: %v", err)
+	}
+}

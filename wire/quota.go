@@ -30,6 +30,12 @@ const (
 	// memory, for two minutes: a rate needs no disk.
 	UsageSecStream   = "TAH_USAGE_SEC"
 	UsageSecSubjects = "tah.usage.*.sec.*"
+	// TurnStream holds a message per running turn of a tenant with a limit
+	// of them (TurnSubject), in memory, each with a TTL its owner renews
+	// while the turn works: the count of a tenant's subjects is its turns
+	// running, and a dead node's go with their TTL.
+	TurnStream   = "TAH_TURNS"
+	TurnSubjects = "tah.turns.>"
 
 	// UsageDayTokens and UsageDayCost are the counters of a day: tokens,
 	// and cost in millionths of a US dollar (a counter is an integer).
@@ -62,6 +68,13 @@ func UsageSecSubject(tenant string, t time.Time) string {
 	return "tah.usage." + tenant + ".sec." + strconv.FormatInt(t.Unix(), 10)
 }
 
+// TurnSubject is the running turn of session sid of a tenant:
+// tah.turns.<tenant>.<id>.
+func TurnSubject(sid string) string { return "tah.turns." + sid }
+
+// TenantTurnSubjects are the running turns of tenant's sessions.
+func TenantTurnSubjects(tenant string) string { return "tah.turns." + tenant + ".*" }
+
 // TenantLimits are a tenant's quotas; a field absent has no limit.
 type TenantLimits struct {
 	// MaxSessions bounds the sessions its credentials make (create, fork,
@@ -80,11 +93,15 @@ type TenantLimits struct {
 	// log and what was too large for it in the object store. Over it, a
 	// create is refused and a turn stops before its next LLM call.
 	MaxStorage *int64 `json:"max_storage_bytes,omitempty"`
+	// MaxRunningTurns bounds its sessions' turns working at once; a turn
+	// over it waits, before its LLM call, until another's ends or pauses.
+	MaxRunningTurns *int64 `json:"max_running_turns,omitempty"`
 }
 
 // IsZero reports whether l limits nothing.
 func (l TenantLimits) IsZero() bool {
-	return l.MaxSessions == nil && l.TokensPerDay == nil && l.CostPerDay == nil && l.InputsPerSecond == nil && l.MaxStorage == nil
+	return l.MaxSessions == nil && l.TokensPerDay == nil && l.CostPerDay == nil && l.InputsPerSecond == nil && l.MaxStorage == nil &&
+		l.MaxRunningTurns == nil
 }
 
 // TenantUsage is what a tenant used: its sessions, and today's tokens and
@@ -106,6 +123,7 @@ type TenantSetRequest struct {
 	CostPerDay   *float64 `json:"cost_usd_per_day,omitempty"`
 	InputsPerSec *int64   `json:"inputs_per_second,omitempty"`
 	MaxStorage   *int64   `json:"max_storage_bytes,omitempty"`
+	MaxTurns     *int64   `json:"max_running_turns,omitempty"`
 }
 
 // Apply returns limits l changed as r says.
@@ -122,6 +140,9 @@ func (r TenantSetRequest) Apply(l TenantLimits) TenantLimits {
 	if r.MaxStorage != nil {
 		l.MaxStorage = nonNegative(r.MaxStorage)
 	}
+	if r.MaxTurns != nil {
+		l.MaxRunningTurns = nonNegative(r.MaxTurns)
+	}
 	if r.CostPerDay != nil {
 		l.CostPerDay = r.CostPerDay
 		if *r.CostPerDay < 0 {
@@ -133,8 +154,8 @@ func (r TenantSetRequest) Apply(l TenantLimits) TenantLimits {
 
 // Validate refuses a request that changes nothing.
 func (r TenantSetRequest) Validate() error {
-	if r.MaxSessions == nil && r.TokensPerDay == nil && r.CostPerDay == nil && r.InputsPerSec == nil && r.MaxStorage == nil {
-		return fmt.Errorf("no limit given: set max_sessions, max_storage_bytes, tokens_per_day, cost_usd_per_day or inputs_per_second (negative: no limit)")
+	if r.MaxSessions == nil && r.TokensPerDay == nil && r.CostPerDay == nil && r.InputsPerSec == nil && r.MaxStorage == nil && r.MaxTurns == nil {
+		return fmt.Errorf("no limit given: set max_sessions, max_storage_bytes, max_running_turns, tokens_per_day, cost_usd_per_day or inputs_per_second (negative: no limit)")
 	}
 	return nil
 }

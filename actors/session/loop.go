@@ -33,6 +33,15 @@ var _ Loop = DefaultLoop{}
 func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 	ctx, stop := budgetDeadline(ctx, a)
 	defer stop()
+	// The tenant's running turn this run holds, once it makes a call
+	// (quota.go): given back when the run returns, the turn ended or
+	// waiting (for an approval, its sub-agents) holding nothing.
+	var slot func()
+	defer func() {
+		if slot != nil {
+			slot()
+		}
+	}()
 	for {
 		st := a.State()
 		if !st.Status.Active() {
@@ -111,6 +120,12 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 		// The tenant's quotas, before each LLM call.
 		if ended, err := checkQuota(ctx, a); ended || err != nil {
 			return err
+		}
+		if slot == nil {
+			var ok bool
+			if slot, ok = takeTurn(ctx, a); !ok {
+				continue // cancelled or stopped while it waited: the loop records it
+			}
 		}
 		if err := llmStep(ctx, a); err != nil {
 			return err

@@ -21,6 +21,10 @@ type Quotas interface {
 	Spend(ctx context.Context, tenant string, tokens int64, costUSD float64) error
 	// Store adds the bytes one of tenant's sessions stored.
 	Store(ctx context.Context, tenant string, bytes int64) error
+	// TakeTurn holds one of the tenant's running turns for session sid
+	// until release, waiting while the tenant has its limit of them
+	// running (or until ctx ends); waiting is told if it waits.
+	TakeTurn(ctx context.Context, sid string, waiting func(event.QuotaReached)) (release func(), err error)
 }
 
 // quotaTry bounds a check or a count of a quota: a NATS too slow to answer
@@ -51,6 +55,35 @@ func checkQuota(ctx context.Context, a *AgentContext) (ended bool, err error) {
 	st := a.State()
 	return true, a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Code: event.CodeQuotaExceeded, Steps: st.TurnLLMCalls,
 		Quota: q, Error: quotaAdvice(*q)})
+}
+
+// takeTurn holds one of the tenant's running turns for the loop's LLM and
+// tool calls (Quotas.TakeTurn): it waits while the tenant has its limit of
+// them running, until one ends or ctx does (a cancel, the node stopping:
+// then ok is false and the loop's next round records what ended it). A
+// slot that cannot be taken (NATS unavailable) lets the turn go on,
+// logged. release gives it back.
+func takeTurn(ctx context.Context, a *AgentContext) (release func(), ok bool) {
+	if a.Config.Quotas == nil || event.TenantOf(a.Session) == "" {
+		return func() {}, true
+	}
+	release, err := a.Config.Quotas.TakeTurn(ctx, a.Session, func(q event.QuotaReached) {
+		a.log.Info("the turn waits: its tenant's running turns are at their limit", "session", a.Session, "tenant", q.Tenant, "limit", q.Limit)
+		// What the loop staged (the turn's start, its tools' results) is
+		// written now, so that the log and its readers see the turn that
+		// waits, not only once it goes on.
+		if err := a.Flush(ctx); err != nil {
+			a.log.Warn("the turn's staged events were not written before it waits", "session", a.Session, "err", err)
+		}
+	})
+	if ctx.Err() != nil {
+		return func() {}, false
+	}
+	if err != nil {
+		a.log.Warn("the tenant's running turns could not be counted: the turn goes on", "session", a.Session, "err", err)
+		return func() {}, true
+	}
+	return release, true
 }
 
 // quotaAdvice is agent.failed's error for quota q: what was reached, and

@@ -24,11 +24,12 @@ their valid credentials and sessions; tahctl tenant rm NAME revokes every
 credential of the tenant, on every server at once, and removes it (its
 sessions stay: an admin still reads them). tahctl tenant set NAME
 --max-sessions N --max-storage SIZE --tokens-per-day N --cost-per-day USD
---inputs-per-second N sets its quotas (none: no limit; a limit left out
-stays as it is): over one, a create or a fork is refused with
-quota_exceeded, a turn stops before its next LLM call until the day's quota
-resets (UTC midnight) or a limit is raised, and an input over the second's
-rate is refused. With an
+--inputs-per-second N --max-running-turns N sets its quotas (none: no
+limit; a limit left out stays as it is): over one, a create or a fork is
+refused with quota_exceeded, a turn stops before its next LLM call until
+the day's quota resets (UTC midnight) or a limit is raised, an input over
+the second's rate is refused, and a turn over the running turns waits for
+another to end. With an
 admin credential, against a running node that embeds its NATS server (the
 tenants are kept with the credentials).`
 
@@ -217,7 +218,7 @@ func usd(v float64) string { return "$" + strconv.FormatFloat(v, 'f', -1, 64) }
 // tenantSet is `tahctl tenant set NAME --max-sessions N --tokens-per-day N
 // --cost-per-day USD`.
 func tenantSet(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("tenant set", "NAME [--max-sessions N|none] [--max-storage SIZE|none] [--tokens-per-day N|none] [--cost-per-day USD|none] [--inputs-per-second N|none]", tenantHelp)
+	fs := g.flags("tenant set", "NAME [--max-sessions N|none] [--max-storage SIZE|none] [--tokens-per-day N|none] [--cost-per-day USD|none] [--inputs-per-second N|none] [--max-running-turns N|none]", tenantHelp)
 	req := wire.TenantSetRequest{}
 	count := func(into **int64) func(string) error {
 		return func(v string) error {
@@ -235,6 +236,7 @@ func tenantSet(ctx context.Context, g *globals, args []string) error {
 	fs.Func("max-sessions", "the most sessions the tenant's credentials make (create, fork), for good; none: no limit", count(&req.MaxSessions))
 	fs.Func("tokens-per-day", "the most tokens its sessions' LLM calls use per UTC day; none: no limit", count(&req.TokensPerDay))
 	fs.Func("inputs-per-second", "the most inputs its sessions are sent in a second (cancels are not counted); none: no limit", count(&req.InputsPerSec))
+	fs.Func("max-running-turns", "the most turns of its sessions working at once (a turn over it waits); none: no limit", count(&req.MaxTurns))
 	fs.Func("max-storage", "the most its sessions keep in the log and the object store: bytes, or with a unit (500MB, 10GiB); none: no limit", func(v string) error {
 		n := int64(-1)
 		if v != "none" {
@@ -301,6 +303,9 @@ func tenantSet(ctx context.Context, g *globals, args []string) error {
 	rate := "no limit"
 	if l.InputsPerSecond != nil {
 		rate = strconv.FormatInt(*l.InputsPerSecond, 10) + " a second"
+	}
+	if l.MaxRunningTurns != nil {
+		rate += fmt.Sprintf(", at most %d turns running at once", *l.MaxRunningTurns)
 	}
 	fmt.Fprintf(g.stdout, "tenant %s's quotas: sessions %d%s, storage %s%s, tokens today %d%s, cost today %s%s, inputs %s\n", tn.Name,
 		u.Sessions, none(ofLimit(l.MaxSessions)), size(u.StorageBytes), none(ofSize(l.MaxStorage)), u.TokensDay, none(ofLimit(l.TokensPerDay)),

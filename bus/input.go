@@ -90,13 +90,14 @@ func parseInput(m *nats.Msg, seq uint64) (wire.Input, error) {
 // own inputs ($node) and a client's that knows no name of its own ($anon)
 // keep the body's; the default tenant's subjects name no sender.
 func authenticatedBy(in *wire.Input, subject string) {
+	_, sender, ok := wire.InputOfSubject(subject)
+	if !ok || wire.ValidCredentialName(sender) != nil {
+		return
+	}
+	in.Sender = sender // who ran or cancelled a turn (turn.started, agent.cancelled)
 	switch in.Command {
 	case wire.CommandApprove, wire.CommandDeny, wire.CommandBudget:
 	default:
-		return
-	}
-	_, sender, ok := wire.InputOfSubject(subject)
-	if !ok || wire.ValidCredentialName(sender) != nil {
 		return
 	}
 	if in.Decision == nil {

@@ -393,6 +393,11 @@ type TurnStartedData struct {
 	// turns. Absent in logs of nodes that did not record it; older nodes
 	// ignore it.
 	Definition *AgentDefinition `json:"definition,omitempty"`
+	// By is the name of the credential that sent the turn's input, as the
+	// NATS server authenticated it (a tenant's session's input names its
+	// sender in its subject); absent when not known (the default tenant's
+	// inputs name no sender).
+	By string `json:"by,omitempty"`
 }
 
 // TraceContext is a W3C trace context as its two headers carry it.
@@ -747,6 +752,10 @@ type AgentCancelledData struct {
 	// InterruptedBy, when an input sent with when_busy "interrupt" ended
 	// the turn, is that input's id: its turn starts next.
 	InterruptedBy string `json:"interrupted_by,omitempty"`
+	// By is the name of the credential that sent the cancel, as the NATS
+	// server authenticated it (as turn.started's by); absent when not
+	// known.
+	By string `json:"by,omitempty"`
 }
 
 // ContextTrimmedData is the payload of agent.context.trimmed.

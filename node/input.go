@@ -33,7 +33,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 		return
 	}
 	if kind == wire.CommandCancel {
-		err := n.sessions.Deliver(m.Session, &session.Command{Kind: kind, Reason: m.Reason, Target: m.Input.InputID, Done: func(o session.Outcome) {
+		err := n.sessions.Deliver(m.Session, &session.Command{Kind: kind, Reason: m.Reason, Target: m.Input.InputID, By: m.Sender, Done: func(o session.Outcome) {
 			n.reply(m, o)
 		}})
 		n.finish(m, err)
@@ -59,7 +59,7 @@ func (n *Node) handleInput(ctx context.Context, m *bus.InputMsg) {
 	cmd := &session.Command{Kind: kind, InputID: m.ID, Message: m.UserMessage(), MaxSteps: maxSteps, Decision: m.Decision,
 		Expired:    m.Decision != nil && m.Decision.Expired,
 		TurnBudget: m.TurnBudget(), Budget: m.Budget,
-		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle, WhenBusy: m.WhenBusy(),
+		Caller: m.Caller(), IfIdle: m.Options != nil && m.Options.IfIdle, WhenBusy: m.WhenBusy(), By: m.Sender,
 		// The client's trace context, parsed (a malformed one is dropped).
 		Trace: telemetry.ParentOf(telemetry.Extract(ctx, m.Header())),
 		Done: func(o session.Outcome) {

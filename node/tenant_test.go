@@ -490,6 +490,26 @@ func TestTenantQuotas(t *testing.T) {
 	if out.Status != "cancelled" {
 		t.Fatalf("a turn waiting for a slot, cancelled: %+v %v", out, err)
 	}
+	// Who ran the turn and who cancelled it, as the server authenticated
+	// them (the inputs' subjects), whatever their bodies say.
+	logged, err := acme.Events(h.ctx, wire.EventsRequest{Session: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var startedBy, cancelledBy string
+	for _, ev := range logged.Events {
+		switch ev.Type {
+		case event.TurnStarted:
+			d, _ := event.DecodeAs[event.TurnStartedData](ev)
+			startedBy = d.By
+		case event.AgentCancelled:
+			d, _ := event.DecodeAs[event.AgentCancelledData](ev)
+			cancelledBy = d.By
+		}
+	}
+	if startedBy != "alice" || cancelledBy != "alice" {
+		t.Fatalf("the last turn was started by %q and cancelled by %q: want alice and alice", startedBy, cancelledBy)
+	}
 
 	// Raised: the tenant works on, from the same session.
 	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", MaxTurns: ptr(int64(-1))}); err != nil {

@@ -77,6 +77,11 @@ type Input struct {
 	// digits, '-', '_', '.' and ':'. When absent, a node uses the id that
 	// Nats-Msg-Id names (InputIDOfMsgID), then "in-<stream sequence>".
 	ID string `json:"id,omitempty"`
+	// Sender is the name of the credential that sent the input, as its
+	// subject names it (a tenant's session's: tah.in.<p>.<tenant>.<id>.<sender>,
+	// which the server pins to the publisher's credential); never read
+	// from the body. Empty for the default tenant's inputs.
+	Sender string `json:"-"`
 	// Command is carried by the Tah-Command header.
 	Command Command `json:"-"`
 	// ReplyTo, carried by the optional Tah-Reply-To header, is a core NATS

@@ -71,6 +71,10 @@ type Command struct {
 	// Caller, on a run, waits for the turn's answer as a stream: recorded
 	// in turn.started, streamed to by every node that works on the turn.
 	Caller *event.Caller
+	// By is who sent the input, as NATS authenticated it (wire.Input's
+	// Sender; empty when it is not known): turn.started records it for a
+	// run, agent.cancelled for a cancel.
+	By string
 	// IfIdle, on a run, refuses it with ErrBusy when the session runs or
 	// waits on a turn, or has commands queued, instead of queueing it.
 	IfIdle bool
@@ -472,7 +476,7 @@ func (s *sessionActor) settle(cmd *Command) bool {
 // cancel of a session that runs nothing is answered at once with its state.
 func (s *sessionActor) cancelWork(ctx actor.Context, cmd *Command) {
 	if s.busy != nil && s.cancel != nil {
-		s.cancel(cancelled{reason: cancelReasonOf(cmd)})
+		s.cancel(cancelled{reason: cancelReasonOf(cmd), who: cmd.By})
 		s.cancels = append(s.cancels, cmd)
 		return
 	}

@@ -64,7 +64,8 @@ func (DefaultLoop) Run(ctx context.Context, a *AgentContext) error {
 			if err := answerAgents(ctx, a); err != nil {
 				return err
 			}
-			return a.Append(ctx, event.AgentCancelled, event.AgentCancelledData{Turn: st.Turn, Reason: cancelReason(ctx), InterruptedBy: interruptedBy(ctx)})
+			return a.Append(ctx, event.AgentCancelled, event.AgentCancelledData{Turn: st.Turn, Reason: cancelReason(ctx), InterruptedBy: interruptedBy(ctx),
+				By: cancelledBy(ctx)})
 		}
 		if st.AwaitingApproval {
 			return nil // the turn waits, holding nothing, for approve, deny, its deadline or a cancel
@@ -354,7 +355,7 @@ func BeginTurn(ctx context.Context, a *AgentContext, msg llm.Message, inputID st
 	// The span ctx holds (the work's, when tracing) is the turn's: recorded,
 	// so that the work on the turn elsewhere and later joins its trace.
 	return a.Stage(event.TurnStarted, event.TurnStartedData{Turn: a.State().Turn + 1, Message: msg, InputID: inputID, MaxSteps: opts.MaxSteps, Caller: caller,
-		Trace: turnTrace(ctx), Budget: opts.Budget, Definition: a.definition()})
+		Trace: turnTrace(ctx), Budget: opts.Budget, Definition: a.definition(), By: opts.By})
 }
 
 // TurnOptions are a turn's own settings, from its input: turn.started
@@ -364,6 +365,8 @@ type TurnOptions struct {
 	MaxSteps int
 	// Budget is the turn's own limits; nil for none.
 	Budget *event.Limits
+	// By is who sent the input, as NATS authenticated it ("": unknown).
+	By string
 }
 
 // PrepareResume settles what a previous owner left open, so that the loop can
@@ -474,12 +477,24 @@ type cancelled struct {
 	reason string
 	// by is the input that interrupted the turn (when_busy interrupt).
 	by string
+	// who sent the cancel, as NATS authenticated it (Command.By).
+	who string
 }
 
 func (c cancelled) Error() string { return c.reason }
 
 // interruptedBy is the input that interrupted the turn whose context ended,
 // or "".
+// cancelledBy is who sent the cancel that ended the turn whose context
+// ended, when it is known, or "".
+func cancelledBy(ctx context.Context) string {
+	var c cancelled
+	if errors.As(context.Cause(ctx), &c) {
+		return c.who
+	}
+	return ""
+}
+
 func interruptedBy(ctx context.Context) string {
 	var c cancelled
 	if errors.As(context.Cause(ctx), &c) {

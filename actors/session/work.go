@@ -34,7 +34,7 @@ func (s *sessionActor) start(ctx actor.Context, cmd *Command) {
 	wctx, cancel := context.WithCancelCause(context.Background())
 	s.cancel = cancel
 	if cmd.Kind == wire.CommandCancel {
-		cancel(cancelled{reason: cancelReasonOf(cmd), by: cmd.interruptedBy}) // a cancel of a turn that waits for approval
+		cancel(cancelled{reason: cancelReasonOf(cmd), by: cmd.interruptedBy, who: cmd.By}) // a cancel of a turn that waits for approval
 	}
 	s.workGen++
 	a, self, last, gen, box := s.a, ctx.Self(), s.lastCP, s.workGen, s.box
@@ -244,7 +244,7 @@ func (m *Manager) run(ctx context.Context, a *AgentContext, cmd *Command) error 
 		}
 		a.unwatch(a.outcome(nil))
 	}
-	err := BeginTurn(ctx, a, cmd.Message, cmd.InputID, TurnOptions{MaxSteps: cmd.MaxSteps, Budget: cmd.TurnBudget}, cmd.Caller)
+	err := BeginTurn(ctx, a, cmd.Message, cmd.InputID, TurnOptions{MaxSteps: cmd.MaxSteps, Budget: cmd.TurnBudget, By: cmd.By}, cmd.Caller)
 	if err == nil {
 		m.watch(a, false)
 		err = m.loop.Run(ctx, a)

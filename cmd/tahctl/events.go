@@ -144,7 +144,7 @@ func summary(ev event.Event) string {
 		return fmt.Sprintf("by node %s, epoch %d", d.Node, d.Epoch)
 	case event.TurnStarted:
 		d, _ := event.DecodeAs[event.TurnStartedData](ev)
-		return fmt.Sprintf("turn %d: %q", d.Turn, oneLine(d.Message.Content, 60))
+		return fmt.Sprintf("turn %d%s: %q", d.Turn, byWhom(d.By), oneLine(d.Message.Content, 60))
 	case event.TurnSteered:
 		d, _ := event.DecodeAs[event.TurnSteeredData](ev)
 		return fmt.Sprintf("turn %d steered: %q", d.Turn, oneLine(d.Message.Content, 60))
@@ -233,7 +233,7 @@ func summary(ev event.Event) string {
 		return fmt.Sprintf("turn %d: %s [%s]", d.Turn, oneLine(d.Error, 80), d.Code)
 	case event.AgentCancelled:
 		d, _ := event.DecodeAs[event.AgentCancelledData](ev)
-		return fmt.Sprintf("turn %d: %s", d.Turn, d.Reason)
+		return fmt.Sprintf("turn %d%s: %s", d.Turn, byWhom(d.By), d.Reason)
 	case event.ContextCompacted:
 		d, _ := event.DecodeAs[event.ContextCompactedData](ev)
 		return fmt.Sprintf("%s summarised, %s characters, %s → %s tokens%s", plural(d.Turns, "turn"), num(d.Chars),

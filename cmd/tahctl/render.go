@@ -124,7 +124,7 @@ func (w *watch) onEnd(ev event.Event) {
 	case event.AgentCancelled:
 		d, _ := event.DecodeAs[event.AgentCancelledData](ev)
 		w.ended(ev)
-		msg := "⊘ the turn was cancelled"
+		msg := "⊘ the turn was cancelled" + byWhom(d.By)
 		if d.Reason != "" {
 			msg += ": " + d.Reason
 		}

@@ -20,9 +20,9 @@
 //     that sends each counter's amounts added up, so that no step waits
 //     for a durable write of its count; a check counts what is not sent
 //     yet, and reads each counter at most once a second (readFresh). Row
-//     12 of make bench measured why: with a durable write and two reads a
-//     step, a tenant's turn took 1.55× the default tenant's; with neither
-//     on the step's path, 1.07×. A tenant may overshoot by the calls
+//     12 of make bench measured why: with the day's quotas set, a durable
+//     write and two reads a step made a tenant's turn 1.55× the default
+//     tenant's; with neither on the step's path, 1.07×. A tenant may overshoot by the calls
 //     already running, and by what other nodes spent in the last second;
 //     it never loses what is stored.
 //

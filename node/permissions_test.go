@@ -199,7 +199,7 @@ func TestHostileClient(t *testing.T) {
 		"a tenant's sessions uncounted":   wire.UsageSessionsSubject("acme"),
 		"a tenant's tokens uncounted":     wire.UsageDaySubject("acme", time.Now(), wire.UsageDayTokens),
 		"a tenant's inputs uncounted":     wire.UsageSecSubject("acme", time.Now()),
-		"a tenant's running turn faked":   wire.TurnSubject("acme.s_1"),
+		"a tenant's running turn faked":   wire.TurnSubject("acme", 0),
 		"a forged tool result":            "$KV." + wire.ToolResultBucket + ".read_file." + h.sid + ".call_1",
 		"a pull from the node's consumer": "$JS.API.CONSUMER.MSG.NEXT." + wire.InputStream + "." + wire.PartitionConsumer(0),
 		"a delete of the node's consumer": "$JS.API.CONSUMER.DELETE." + wire.InputStream + "." + wire.PartitionConsumer(0),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -334,5 +335,38 @@ func TestRunningTurns(t *testing.T) {
 	}()
 	if err := <-taken; !errors.Is(err, context.Canceled) {
 		t.Fatalf("a turn with no slot, cancelled: %v", err)
+	}
+}
+
+// TestRunningTurnsNeverOvershoot: many turns at once against a limit of
+// three: never more than three hold a slot, and every one gets its turn.
+func TestRunningTurnsNeverOvershoot(t *testing.T) {
+	m, kv := meter(t)
+	ctx := context.Background()
+	putTenant(t, m, kv, "acme", wire.TenantLimits{MaxRunningTurns: ptr(int64(3))})
+	var mu sync.Mutex
+	holding, most := 0, 0
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			release, err := m.TakeTurn(ctx, fmt.Sprintf("acme.s_%d", i), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			holding++
+			most = max(most, holding)
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // the turn's work
+			mu.Lock()
+			holding--
+			mu.Unlock()
+			release()
+		})
+	}
+	wg.Wait()
+	if most > 3 || most == 0 {
+		t.Fatalf("%d turns held a slot at once: want at most 3", most)
 	}
 }

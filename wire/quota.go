@@ -30,10 +30,10 @@ const (
 	// memory, for two minutes: a rate needs no disk.
 	UsageSecStream   = "TAH_USAGE_SEC"
 	UsageSecSubjects = "tah.usage.*.sec.*"
-	// TurnStream holds a message per running turn of a tenant with a limit
-	// of them (TurnSubject), in memory, each with a TTL its owner renews
-	// while the turn works: the count of a tenant's subjects is its turns
-	// running, and a dead node's go with their TTL.
+	// TurnStream holds a tenant's slots of running turns (TurnSubject), in
+	// memory: a slot with a message is taken, by the turn that published it
+	// with a compare-and-set; its TTL, which its owner renews while the
+	// turn works, frees a dead node's.
 	TurnStream   = "TAH_TURNS"
 	TurnSubjects = "tah.turns.>"
 
@@ -68,12 +68,11 @@ func UsageSecSubject(tenant string, t time.Time) string {
 	return "tah.usage." + tenant + ".sec." + strconv.FormatInt(t.Unix(), 10)
 }
 
-// TurnSubject is the running turn of session sid of a tenant:
-// tah.turns.<tenant>.<id>.
-func TurnSubject(sid string) string { return "tah.turns." + sid }
-
-// TenantTurnSubjects are the running turns of tenant's sessions.
-func TenantTurnSubjects(tenant string) string { return "tah.turns." + tenant + ".*" }
+// TurnSubject is tenant's slot n of its running turns (0 to its limit
+// less one): tah.turns.<tenant>.<n>.
+func TurnSubject(tenant string, n int64) string {
+	return "tah.turns." + tenant + "." + strconv.FormatInt(n, 10)
+}
 
 // TenantLimits are a tenant's quotas; a field absent has no limit.
 type TenantLimits struct {

@@ -299,7 +299,7 @@ func NodeNeeds(node string) (publish, subscribe []string) {
 		jsAPI + "CONSUMER.CREATE." + InputStream + "." + PartitionConsumer(0), jsAPI + "CONSUMER.MSG.NEXT." + InputStream + "." + PartitionConsumer(0),
 		jsAPI + "DIRECT.GET." + EventShardStream(0), "$JS.ACK." + InputStream + ".x",
 		UsageSessionsSubject("acme"), UsageDaySubject("acme", time.Unix(0, 0), UsageDayTokens), UsageSecSubject("acme", time.Unix(0, 0)),
-		TurnSubject("acme.s_00000000000000000000"), jsAPI + "STREAM.INFO." + TurnStream, jsAPI + "STREAM.PURGE." + TurnStream,
+		TurnSubject("acme", 0), jsAPI + "STREAM.MSG.DELETE." + TurnStream,
 		jsAPI + "STREAM.MSG.GET." + UsageDayStream,
 		"_INBOX.x", CredentialInbox("alice") + ".x", "$SRV.INFO",
 	}

@@ -89,10 +89,11 @@ func takeTurn(ctx context.Context, a *AgentContext) (release func(), ok bool) {
 // quotaAdvice is agent.failed's error for quota q: what was reached, and
 // what to do next.
 func quotaAdvice(q event.QuotaReached) string {
-	if q.Resets == nil {
-		return q.String() + "; the session's next input runs once an admin raises it (tahctl tenant set " + q.Tenant + ")"
+	when := "once an admin raises it (tahctl tenant set " + q.Tenant + ")"
+	if q.Resets != nil {
+		when = "once it resets, or " + when
 	}
-	return q.String() + "; the session's next input runs once it resets, or once an admin raises it (tahctl tenant set " + q.Tenant + ")"
+	return q.String() + "; the session's next input runs " + when
 }
 
 // spent counts in the tenant's quotas what the session's LLM steps used

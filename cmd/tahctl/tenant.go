@@ -147,37 +147,24 @@ func tenantList(ctx context.Context, g *globals, args []string) error {
 		// (its sub-agents' children are not: --json has every session
 		// of the read model as sessions).
 		l := tn.Limits
-		tb.add(plain(tn.Name), plain(strconv.Itoa(tn.Credentials)), plain(strconv.FormatInt(u.Sessions, 10)+ofLimit(l.MaxSessions)),
-			plain(size(u.StorageBytes)+ofSize(l.MaxStorage)),
-			plain(strconv.FormatInt(u.TokensDay, 10)+ofLimit(l.TokensPerDay)), plain(usd(u.CostDayUSD)+ofUSD(l.CostPerDay)),
+		tb.add(plain(tn.Name), plain(strconv.Itoa(tn.Credentials)), plain(whole(u.Sessions)+ofLimit(l.MaxSessions, whole)),
+			plain(size(u.StorageBytes)+ofLimit(l.MaxStorage, size)),
+			plain(whole(u.TokensDay)+ofLimit(l.TokensPerDay, whole)), plain(usd(u.CostDayUSD)+ofLimit(l.CostPerDay, usd)),
 			plain(tn.Added.Local().Format(time.DateTime)))
 	}
 	return tb.write(g.stdout)
 }
 
-// ofLimit is " / N" for limit N, nothing for none.
-func ofLimit(limit *int64) string {
+// ofLimit is " / N" for limit N, shown by show; nothing for none.
+func ofLimit[T any](limit *T, show func(T) string) string {
 	if limit == nil {
 		return ""
 	}
-	return " / " + strconv.FormatInt(*limit, 10)
+	return " / " + show(*limit)
 }
 
-// ofUSD is ofLimit of a limit in US dollars.
-func ofUSD(limit *float64) string {
-	if limit == nil {
-		return ""
-	}
-	return " / " + usd(*limit)
-}
-
-// ofSize is ofLimit of a limit in bytes.
-func ofSize(limit *int64) string {
-	if limit == nil {
-		return ""
-	}
-	return " / " + size(*limit)
-}
+// whole is a whole number for people.
+func whole(n int64) string { return strconv.FormatInt(n, 10) }
 
 // size is a number of bytes for people: 1.5 MiB.
 func size(n int64) string {
@@ -302,14 +289,14 @@ func tenantSet(ctx context.Context, g *globals, args []string) error {
 	}
 	rate := "no limit"
 	if l.InputsPerSecond != nil {
-		rate = strconv.FormatInt(*l.InputsPerSecond, 10) + " a second"
+		rate = whole(*l.InputsPerSecond) + " a second"
 	}
 	if l.MaxRunningTurns != nil {
 		rate += fmt.Sprintf(", at most %d turns running at once", *l.MaxRunningTurns)
 	}
 	fmt.Fprintf(g.stdout, "tenant %s's quotas: sessions %d%s, storage %s%s, tokens today %d%s, cost today %s%s, inputs %s\n", tn.Name,
-		u.Sessions, none(ofLimit(l.MaxSessions)), size(u.StorageBytes), none(ofSize(l.MaxStorage)), u.TokensDay, none(ofLimit(l.TokensPerDay)),
-		usd(u.CostDayUSD), none(ofUSD(l.CostPerDay)), rate)
+		u.Sessions, none(ofLimit(l.MaxSessions, whole)), size(u.StorageBytes), none(ofLimit(l.MaxStorage, size)), u.TokensDay, none(ofLimit(l.TokensPerDay, whole)),
+		usd(u.CostDayUSD), none(ofLimit(l.CostPerDay, usd)), rate)
 	return nil
 }
 

@@ -66,6 +66,10 @@ func userClaims(path string) *jwt.UserClaims {
 	return uc
 }
 
+// Tenant is the tenant whose sessions this Client uses alone (Options.Tenant:
+// its credential's), or "" for a credential of every tenant.
+func (c *Client) Tenant() string { return c.opts.Tenant }
+
 // apiSubject is the subject of endpoint for this Client: the tenant's API
 // for a credential of a tenant.
 func (c *Client) apiSubject(endpoint string) string {

@@ -50,6 +50,10 @@ type block struct {
 	Key   string // the element id in the page
 	Turn  int
 	Input string
+	// By is who sent the turn's input (turn.started's by: the credential
+	// its subject names), CancelledBy who cancelled it; empty when the log
+	// does not say (the default tenant's inputs name no sender).
+	By, CancelledBy string
 	// Ended is set by the turn's end event; Status, Error and Code are what
 	// it said.
 	Ended  bool
@@ -115,7 +119,7 @@ func (t *timeline) place(e event.Event) *block {
 	}
 	switch d := p.(type) {
 	case *event.TurnStartedData:
-		b := &block{Key: fmt.Sprintf("turn-%d", d.Turn), Turn: d.Turn, Input: d.Message.Content, Status: projection.StatusRunning, StartedAt: e.Time}
+		b := &block{Key: fmt.Sprintf("turn-%d", d.Turn), Turn: d.Turn, Input: d.Message.Content, By: d.By, Status: projection.StatusRunning, StartedAt: e.Time}
 		t.blocks = append(t.blocks, b)
 		return b
 	case *event.TurnSteeredData:
@@ -145,7 +149,11 @@ func (t *timeline) place(e event.Event) *block {
 	case *event.AgentFailedData:
 		return t.end(projection.StatusFailed, d.Error, d.Code, e.Time)
 	case *event.AgentCancelledData:
-		return t.end(projection.StatusCancelled, d.Reason, event.CodeCancelled, e.Time)
+		b := t.end(projection.StatusCancelled, d.Reason, event.CodeCancelled, e.Time)
+		if b != nil {
+			b.CancelledBy = d.By
+		}
+		return b
 	case *event.SessionForkedData:
 		return t.addItem(item{Note: forkNote(d), Seq: e.Seq, At: e.Time})
 	case *event.TurnForkedData:

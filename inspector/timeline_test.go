@@ -182,15 +182,26 @@ func TestTimelineForkAtAStep(t *testing.T) {
 			t.Errorf("notes %q lack %q", all, want)
 		}
 	}
-	pages, err := parsePages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := pages.ExecuteTemplate(&b, "session.html", page{Title: "x", Data: tl.sessionView(tl.state.ID)}); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "An edited README") {
+	if !strings.Contains(renderPage(t, tl), "An edited README") {
 		t.Error("the edit is not on the page")
+	}
+}
+
+// A turn's page says who sent its input and who cancelled it, as the log
+// recorded them from the inputs' subjects (turn.started's and
+// agent.cancelled's by); a log that names nobody shows nobody.
+func TestTurnSaysWhoRanAndCancelled(t *testing.T) {
+	tl := recordedWith(t, "cancel_repair_compact", map[uint64]string{
+		7:  `{"turn":2,"message":{"role":"user","content":"second"},"by":"alice"}`,
+		11: `{"turn":2,"reason":"cancelled by the user","by":"bob"}`,
+	})
+	page := renderPage(t, tl)
+	for _, want := range []string{"second <span class=\"muted by\" title=\"the credential that sent this input\">from alice</span>", "Turn cancelled by bob: cancelled by the user"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Count(page, `class="muted by"`) != 1 {
+		t.Errorf("turns whose input names no sender show one")
 	}
 }

@@ -51,6 +51,7 @@ func commands() []command {
 		{"replay", "ID [--turn N] [--from STEP] [--live]... | --all", "re-run a session's turns against today's agent, with no model call or tool run (--live: then on live from where it departs; --all: every session)", runReplay},
 		{"artifacts", "ID", "list a session's artifacts: files its tools made, outputs too large for the log", runArtifacts},
 		{"artifact", "get ID ARTIFACT [-o FILE]", "fetch an artifact's content (checked against its SHA-256)", runArtifact},
+		{"inspect", "[--listen ADDR]", "serve the step inspector (web UI) with this credential: a tenant's sees its own sessions only", runInspect},
 		{"tools", "", "list the tools the node offers to the model", runTools},
 		{"status", "", "show the nodes, partitions and sessions", runStatus},
 		{"creds", "add|ls|revoke ...", "issue, list and revoke NATS credentials (with an admin credential)", runCreds},

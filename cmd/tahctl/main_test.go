@@ -109,6 +109,7 @@ func TestScripts(t *testing.T) {
 			"httpget":       cmdHTTPGet,
 			"bigfile":       cmdBigFile,
 			"listen":        cmdListen,
+			"freeport":      cmdFreePort,
 			"tlsfiles":      cmdTLSFiles,
 			"shard":         cmdShard,
 			"inputs":        cmdInputs,
@@ -314,16 +315,27 @@ func cmdStrangerCreds(ts *testscript.TestScript, neg bool, args []string) {
 	ts.Check(os.WriteFile(ts.MkAbs(args[0]), b, 0o600))
 }
 
-// httpget PATH FILE [DATADIR]: GETs PATH from the node's HTTP address
-// (node.json) into FILE; it fails unless the status is 200 (! httpget:
-// unless it is not).
+// httpget PATH|URL FILE [DATADIR]: GETs PATH from the node's HTTP address
+// (node.json), or the whole URL (http://…), into FILE; it fails unless the
+// status is 200 (! httpget: unless it is not). A URL's server may still be
+// starting (a command in the background): a refused connection is tried
+// again until it listens.
 func cmdHTTPGet(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 && len(args) != 3 {
-		ts.Fatalf("usage: httpget PATH FILE [DATADIR]")
+		ts.Fatalf("usage: httpget PATH|URL FILE [DATADIR]")
 	}
-	info, err := localnode.ReadNodeInfo(dataDir(ts, args[2:]))
-	ts.Check(err)
-	resp, err := http.Get("http://" + info.HTTP + args[0])
+	url := args[0]
+	if !strings.HasPrefix(url, "http://") {
+		info, err := localnode.ReadNodeInfo(dataDir(ts, args[2:]))
+		ts.Check(err)
+		url = "http://" + info.HTTP + args[0]
+	}
+	resp, err := http.Get(url)
+	deadline := time.Now().Add(pollDeadline)
+	for try := 0; errors.Is(err, syscall.ECONNREFUSED) && time.Now().Before(deadline); try++ {
+		time.Sleep(pollPause(try))
+		resp, err = http.Get(url)
+	}
 	ts.Check(err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
@@ -333,6 +345,19 @@ func cmdHTTPGet(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("GET %s: %s", args[0], resp.Status)
 	}
 	ts.Check(os.WriteFile(ts.MkAbs(args[1]), body, 0o644))
+}
+
+// freeport NAME: sets $NAME to a local port free now (for a command in the
+// background to listen on, whose address a script must know).
+func cmdFreePort(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) != 1 {
+		ts.Fatalf("usage: freeport NAME")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	port := ln.Addr().(*net.TCPAddr).Port
+	ts.Check(ln.Close())
+	ts.Setenv(args[0], strconv.Itoa(port))
 }
 
 // bigfile NAME BYTES: writes a file of BYTES letters.

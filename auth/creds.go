@@ -157,14 +157,19 @@ const (
 )
 
 // TenantUser is the user of a credential named name of tenant with role's
-// permissions there (wire.TenantRolePermissions: a client or an observer),
-// tagged with its role and its tenant.
-func TenantUser(tenant string, role wire.Role, name string) (User, error) {
-	p, err := wire.TenantRolePermissions(tenant, role, name)
+// permissions there (wire.TenantRolePermissions: a client, an observer, or
+// a tool serving the tenant's tools named in tools), tagged with its role,
+// its tenant and its tools.
+func TenantUser(tenant string, role wire.Role, name string, tools []string) (User, error) {
+	p, err := wire.TenantRolePermissions(tenant, role, name, tools)
 	if err != nil {
 		return User{}, err
 	}
-	return User{Name: name, Permissions: JWTPermissions(p), Tags: []string{RoleTag + string(role), TenantTag + tenant}}, nil
+	tags := []string{RoleTag + string(role), TenantTag + tenant}
+	for _, t := range tools {
+		tags = append(tags, ToolTag+t)
+	}
+	return User{Name: name, Permissions: JWTPermissions(p), Tags: tags}, nil
 }
 
 // responseWindow is how long a tool may take to answer a request it

@@ -24,9 +24,10 @@ func (c *Client) IssueCreds(ctx context.Context, name string, role wire.Role, to
 }
 
 // IssueTenantCreds is IssueCreds of a credential of tenant: a client or an
-// observer of that tenant's sessions only (wire.TenantRolePermissions).
-func (c *Client) IssueTenantCreds(ctx context.Context, tenant, name string, role wire.Role) ([]byte, wire.Credential, error) {
-	return c.issue(ctx, wire.CredsAddRequest{Name: name, Role: role, Tenant: tenant})
+// observer of that tenant's sessions only, or a tool serving the tenant's
+// tools named in tools to them (wire.TenantRolePermissions).
+func (c *Client) IssueTenantCreds(ctx context.Context, tenant, name string, role wire.Role, tools ...string) ([]byte, wire.Credential, error) {
+	return c.issue(ctx, wire.CredsAddRequest{Name: name, Role: role, Tenant: tenant, Tools: tools})
 }
 
 // issue makes a user key pair, has req signed for its public key, and

@@ -125,10 +125,7 @@ func (a *credsAPI) add(ctx context.Context, req wire.CredsAddRequest) (wire.Cred
 	}
 	u, err := auth.RoleUser(req.Role, req.Name, req.Tools)
 	if req.Tenant != "" {
-		if len(req.Tools) > 0 {
-			return wire.CredsAddReply{}, badRequest("a tenant's credential is a client or an observer, and serves no tools")
-		}
-		u, err = auth.TenantUser(req.Tenant, req.Role, req.Name)
+		u, err = auth.TenantUser(req.Tenant, req.Role, req.Name, req.Tools)
 		if err == nil {
 			if _, err := a.tenant(ctx, req.Tenant); err != nil {
 				return wire.CredsAddReply{}, err

@@ -349,7 +349,8 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 
 // toolConfig is what the session actors run tools with: opts.Tools, and the
 // tools of the tool services when opts.RemoteTools is set (their registry
-// opened here, closed with the node), whose stored results a resume finds.
+// opened here, closed with the node), whose stored results a resume finds;
+// a tenant's sessions, its own tool services' too.
 func (n *Node) toolConfig(opts Options) (session.ToolConfig, error) {
 	if opts.ToolOptions.Logger == nil {
 		opts.ToolOptions.Logger = n.log.With("component", "tools")
@@ -376,6 +377,13 @@ func (n *Node) toolConfig(opts Options) (session.ToolConfig, error) {
 		tc.Catalog, tc.Finder = n.remote, n.remote
 		if opts.Tools != nil {
 			tc.Catalog = tools.Merge(opts.Tools, n.remote)
+		}
+		// A tenant's sessions get its own tools too, after every tenant's:
+		// the node's and the operator's services win a name.
+		shared := tc.Catalog
+		tc.ForTenant = func(tenant string) (tools.Catalog, session.ServiceWaiter) {
+			own := n.remote.Tenant(tenant)
+			return tools.Merge(shared, own), own
 		}
 	}
 	n.tools = tc.Catalog

@@ -82,6 +82,9 @@ func NewExecutor(cat Catalog, opts Options) *Executor {
 	return &Executor{cat: cat, opts: opts.withDefaults()}
 }
 
+// With is an executor of the tools of cat with e's options.
+func (e *Executor) With(cat Catalog) *Executor { return &Executor{cat: cat, opts: e.opts} }
+
 // Catalog returns the executor's tools.
 func (e *Executor) Catalog() Catalog { return e.cat }
 

@@ -137,8 +137,12 @@ func NamespaceResultSubjects(ns string) string {
 
 // CallResultKey is the key in ToolResultBucket of a call of the tool named
 // tool that service runs: NamespaceResultKey when service is its
-// namespace's (tah-tools-<ns>), ResultKey otherwise.
+// namespace's (tah-tools-<ns>), TenantResultKey when it is a tenant's
+// (tah-ttool-<tenant>__<tool>), ResultKey otherwise.
 func CallResultKey(service, tool, session, callID string) string {
+	if tenant, name, ok := TenantToolOfService(service); ok && name == tool {
+		return TenantResultKey(tenant, tool, session, callID)
+	}
 	if ns, ok := ToolNamespaceOfService(service); ok {
 		if tns, own, ok := SplitToolName(tool); ok && tns == ns {
 			return NamespaceResultKey(ns, own, session, callID)

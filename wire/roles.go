@@ -293,6 +293,7 @@ func NodeNeeds(node string) (publish, subscribe []string) {
 		ShardSubject(0, tenantSID), PartitionSubject(0, tenantSID, NodeSender), InputSubject(tenantSID, NodeSender),
 		ErrorSubject(tenantSID), DeltaSubject(tenantSID),
 		NodeSubject(node), ClaimNoticeSubject("other"), ToolSubject("read_file"), ToolCancelSubject("call_1"),
+		TenantToolSubject("acme", "shout"), TenantToolCancelSubject("acme", "call_1"),
 		"$KV." + CheckpointBucket + "." + sid, "$KV." + NodeBucket + "." + node, "$KV." + ToolResultBucket + "." + ResultKey("read_file", sid, "call_1"),
 		"$O." + ArtifactBucket + ".C.x",
 		jsAPI + "INFO", jsAPI + "STREAM.CREATE." + EventShardStream(0), jsAPI + "STREAM.UPDATE." + InputStream,

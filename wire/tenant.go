@@ -67,17 +67,24 @@ func tenantReadEndpoints() []string {
 // and their inputs, an observer reads them; both receive their deltas,
 // refusals and live feed (LiveSubject) and their own replies. No JetStream API at all (a pull names no
 // filter, and a direct get reads any record: docs/tenancy.md), no other
-// tenant's subject, nothing of the node's. Other roles have no tenant's
-// form (yet): ErrUnknownRole.
-func TenantRolePermissions(tenant string, role Role, name string) (Permissions, error) {
+// tenant's subject, nothing of the node's. A tool serves the tenant's tools
+// named in tools to the tenant's sessions (tenanttool.go); tools are a tool
+// credential's only (ErrBadToolNames). Other roles have no tenant's form
+// (yet): ErrUnknownRole.
+func TenantRolePermissions(tenant string, role Role, name string, tools []string) (Permissions, error) {
 	if err := event.ValidTenant(tenant); err != nil {
 		return Permissions{}, fmt.Errorf("%v: %w", err, ErrBadTenant)
 	}
 	if err := ValidCredentialName(name); err != nil {
 		return Permissions{}, err
 	}
+	if role != RoleTool && len(tools) > 0 {
+		return Permissions{}, fmt.Errorf("tool names for the %s role (only a tool credential serves tools): %w", role, ErrBadToolNames)
+	}
 	var pub []string
 	switch role {
+	case RoleTool:
+		return tenantToolPermissions(tenant, CredentialInbox(name)+".>", tools)
 	case RoleClient: // every endpoint the node serves on a tenant's API, and the inputs
 		pub = []string{TenantAPISubject(tenant, name, "*"), "tah.sess." + tenant + ".*.in." + name}
 	case RoleObserver:
@@ -85,7 +92,7 @@ func TenantRolePermissions(tenant string, role Role, name string) (Permissions, 
 			pub = append(pub, TenantAPISubject(tenant, name, e))
 		}
 	default:
-		return Permissions{}, fmt.Errorf("%q for a tenant (a tenant's credential is a client or an observer): %w", role, ErrUnknownRole)
+		return Permissions{}, fmt.Errorf("%q for a tenant (a tenant's credential is a client, an observer or a tool): %w", role, ErrUnknownRole)
 	}
 	return Permissions{PublishAllow: pub,
 		SubscribeAllow: []string{CredentialInbox(name) + ".>", "tah.sess." + tenant + ".*.delta", "tah.sess." + tenant + ".*.err",

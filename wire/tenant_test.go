@@ -55,7 +55,7 @@ func TestLiveSubjects(t *testing.T) {
 }
 
 func TestTenantRolePermissions(t *testing.T) {
-	p, err := wire.TenantRolePermissions("acme", wire.RoleClient, "alice")
+	p, err := wire.TenantRolePermissions("acme", wire.RoleClient, "alice", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestTenantRolePermissions(t *testing.T) {
 			t.Errorf("a tenant's client reaches %s", subj)
 		}
 	}
-	o, err := wire.TenantRolePermissions("acme", wire.RoleObserver, "olga")
+	o, err := wire.TenantRolePermissions("acme", wire.RoleObserver, "olga", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,12 +83,61 @@ func TestTenantRolePermissions(t *testing.T) {
 			t.Errorf("a tenant's observer may publish %s", subj)
 		}
 	}
-	if _, err := wire.TenantRolePermissions("Acme", wire.RoleClient, "alice"); !errors.Is(err, wire.ErrBadTenant) {
+	if _, err := wire.TenantRolePermissions("Acme", wire.RoleClient, "alice", nil); !errors.Is(err, wire.ErrBadTenant) {
 		t.Errorf("tenant Acme: %v", err)
 	}
-	for _, role := range []wire.Role{wire.RoleAdmin, wire.RoleTool, wire.RoleNode} {
-		if _, err := wire.TenantRolePermissions("acme", role, "x"); !errors.Is(err, wire.ErrUnknownRole) {
+	for _, role := range []wire.Role{wire.RoleAdmin, wire.RoleNode, wire.RoleAgents} {
+		if _, err := wire.TenantRolePermissions("acme", role, "x", nil); !errors.Is(err, wire.ErrUnknownRole) {
 			t.Errorf("role %s of a tenant: %v", role, err)
 		}
+	}
+	for _, c := range []struct {
+		role  wire.Role
+		tools []string
+	}{{wire.RoleTool, nil}, {wire.RoleTool, []string{"fs__*"}}, {wire.RoleTool, []string{"cancel"}}, {wire.RoleTool, []string{"a.b"}}, {wire.RoleClient, []string{"shout"}}} {
+		if _, err := wire.TenantRolePermissions("acme", c.role, "x", c.tools); !errors.Is(err, wire.ErrBadToolNames) {
+			t.Errorf("a tenant's %s with tools %q: %v", c.role, c.tools, err)
+		}
+	}
+}
+
+// A tenant's tool credential serves, describes and stores the calls of its
+// tenant's tools named, and nothing of another tenant's or of every
+// tenant's tools; it has no JetStream API but the direct gets of its own
+// ledger keys (a stream's info would list every key).
+func TestTenantToolPermissions(t *testing.T) {
+	p, err := wire.TenantRolePermissions("acme", wire.RoleTool, "shouter", []string{"shout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tah.ttool.acme.shout", "tah.ttool.acme.cancel.*", "$SRV.*.tah-ttool-acme__shout", "$SRV.INFO", "_INBOX_shouter.>"} {
+		if !slices.Contains(p.SubscribeAllow, want) {
+			t.Errorf("a tenant's tool may not subscribe %s: %v", want, p.SubscribeAllow)
+		}
+	}
+	for _, want := range []string{"$KV.tah_tool_results.t=acme.shout.>", "$JS.API.DIRECT.GET.KV_tah_tool_results.$KV.tah_tool_results.t=acme.shout.>"} {
+		if !slices.Contains(p.PublishAllow, want) {
+			t.Errorf("a tenant's tool may not publish %s: %v", want, p.PublishAllow)
+		}
+	}
+	for _, subj := range append(p.PublishAllow, p.SubscribeAllow...) {
+		if strings.HasPrefix(subj, "$JS.API.") && !strings.HasPrefix(subj, "$JS.API.DIRECT.GET.KV_tah_tool_results.$KV.tah_tool_results.t=acme.") ||
+			strings.HasPrefix(subj, "tah.tool.") || strings.Contains(subj, "beta") {
+			t.Errorf("a tenant's tool reaches %s", subj)
+		}
+	}
+	if !p.AllowResponses {
+		t.Error("a tenant's tool cannot answer its calls")
+	}
+	if tenant, name, ok := wire.TenantToolOfService(wire.TenantToolService("acme-2", "fs__read")); !ok || tenant != "acme-2" || name != "fs__read" {
+		t.Errorf("TenantToolOfService: %q %q %v", tenant, name, ok)
+	}
+	for _, svc := range []string{"tah-tool-shout", "tah-ttool-acme", "tah-ttool-Acme__shout", "tah-ttool-acme__a.b", "tah-ttool-acme__cancel", "tah-ttool-__shout"} {
+		if _, _, ok := wire.TenantToolOfService(svc); ok {
+			t.Errorf("%s is taken for a tenant's tool's service", svc)
+		}
+	}
+	if k := wire.CallResultKey(wire.TenantToolService("acme", "shout"), "shout", "acme.s_1", "call_1"); k != "t=acme.shout.=YWNtZS5zXzE.call_1" {
+		t.Errorf("a tenant's tool's call is stored at %s", k)
 	}
 }

@@ -88,7 +88,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &AgentContext{Session: sid, Config: m.configOf(&st), Provider: m.provider, Tools: m.tools,
+	return &AgentContext{Session: sid, Config: m.configOf(&st), Provider: m.provider, Tools: m.tools.forSession(sid),
 		state: &st, bus: m.bus, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed, loop: loopName(m.loop),
 		counted: countedUse{usage: st.Usage, usd: st.Cost.USD}}, nil
 }

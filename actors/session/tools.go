@@ -45,6 +45,12 @@ type ToolConfig struct {
 	// Approval says which calls wait for a person's approval; the zero
 	// policy approves every call.
 	Approval ApprovalPolicy
+	// ForTenant, when set, gives the tools of a tenant's sessions (ids
+	// <tenant>.<id>) instead of Catalog, and the waiter of their services
+	// instead of Waiter: Catalog's and the tenant's own (a node merges
+	// tools/remote.Registry.Tenant's), which no other session is offered.
+	// Called once per session loaded.
+	ForTenant func(tenant string) (tools.Catalog, ServiceWaiter)
 }
 
 // ResultFinder finds the result a tool service stored for a call
@@ -66,6 +72,10 @@ type Tools struct {
 	finder   ResultFinder
 	waiter   ServiceWaiter
 	approval ApprovalPolicy
+	// own is set on a tenant's session's Tools (forSession): its catalog is
+	// not the runner's, so each batch names it.
+	own       bool
+	forTenant func(tenant string) (tools.Catalog, ServiceWaiter)
 }
 
 // startTools spawns the tool runner under root.
@@ -90,7 +100,21 @@ func startTools(root *actor.RootContext, tc ToolConfig, log *slog.Logger) (*Tool
 	if w, ok := tc.Finder.(ServiceWaiter); ok && waiter == nil {
 		waiter = w
 	}
-	return &Tools{catalog: cat, runner: r, finder: tc.Finder, waiter: waiter, approval: tc.Approval}, nil
+	return &Tools{catalog: cat, runner: r, finder: tc.Finder, waiter: waiter, approval: tc.Approval, forTenant: tc.ForTenant}, nil
+}
+
+// forSession is the Tools of session sid: these, or for a tenant's session
+// with ToolConfig.ForTenant set, the same runner over the tenant's catalog
+// and waiter.
+func (t *Tools) forSession(sid string) *Tools {
+	tenant := event.TenantOf(sid)
+	if tenant == "" || t.forTenant == nil {
+		return t
+	}
+	own := *t
+	own.catalog, own.waiter = t.forTenant(tenant)
+	own.own = true
+	return &own
 }
 
 // Schemas lists the tools offered to the model, in a stable order.
@@ -125,7 +149,11 @@ func (t *Tools) Execute(ctx context.Context, sid string, calls []llm.ToolCall, s
 // execute is Execute that calls slow (on the caller's goroutine) if the
 // batch runs for after.
 func (t *Tools) execute(ctx context.Context, sid string, calls []llm.ToolCall, spans []trace.SpanContext, after time.Duration, slow func()) []toolrunner.CallResult {
-	res, err := t.runner.ExecuteNoting(ctx, toolrunner.ExecuteBatch{Session: sid, Calls: calls, Spans: spans}, after, slow)
+	batch := toolrunner.ExecuteBatch{Session: sid, Calls: calls, Spans: spans}
+	if t.own {
+		batch.Catalog = t.catalog
+	}
+	res, err := t.runner.ExecuteNoting(ctx, batch, after, slow)
 	if err == nil {
 		return res.Results
 	}

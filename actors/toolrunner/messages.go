@@ -33,6 +33,10 @@ type ExecuteBatch struct {
 	// the trace context with the call. The runner neither starts nor ends
 	// them.
 	Spans []trace.SpanContext
+	// Catalog, when set, holds the calls' tools instead of the runner's
+	// executor's (a tenant's session's: its tenant's tools too); the runner's
+	// executor options apply.
+	Catalog tools.Catalog
 }
 
 // BatchResult answers an ExecuteBatch: one result per call, in call order.

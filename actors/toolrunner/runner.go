@@ -174,10 +174,14 @@ func (r *runner) start(c actor.Context, m *ExecuteBatch) {
 
 	root, self := c.ActorSystem().Root, c.Self()
 	res := &BatchResult{ID: id, Session: m.Session, Results: make([]CallResult, len(calls))}
+	exec := r.cfg.Executor
+	if m.Catalog != nil {
+		exec = exec.With(m.Catalog)
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		r.runBatch(ctxs, calls, res.Results)
+		r.runBatch(exec, ctxs, calls, res.Results)
 		root.Send(replyTo, res)
 		root.Send(self, &batchDone{id: id})
 	}()
@@ -186,8 +190,7 @@ func (r *runner) start(c actor.Context, m *ExecuteBatch) {
 // runBatch runs calls, filling results in call order. Consecutive calls whose
 // tools are not exclusive run concurrently; an exclusive call runs alone, after
 // the calls before it and before the calls after it.
-func (r *runner) runBatch(ctxs []context.Context, calls []llm.ToolCall, results []CallResult) {
-	exec := r.cfg.Executor
+func (r *runner) runBatch(exec *tools.Executor, ctxs []context.Context, calls []llm.ToolCall, results []CallResult) {
 	exclusive := func(call llm.ToolCall) bool {
 		t, ok := exec.Tool(call.Name)
 		return ok && tools.IsExclusive(t)
@@ -204,7 +207,7 @@ func (r *runner) runBatch(ctxs []context.Context, calls []llm.ToolCall, results 
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[k] = r.runCall(ctxs[k], calls[k])
+				results[k] = r.runCall(ctxs[k], exec, calls[k])
 				if r.cfg.Observe != nil {
 					r.cfg.Observe(results[k])
 				}
@@ -216,9 +219,9 @@ func (r *runner) runBatch(ctxs []context.Context, calls []llm.ToolCall, results 
 }
 
 // runCall waits for a slot, then runs one call.
-func (r *runner) runCall(ctx context.Context, call llm.ToolCall) (res CallResult) {
+func (r *runner) runCall(ctx context.Context, exec *tools.Executor, call llm.ToolCall) (res CallResult) {
 	res.Call = call
-	res.Runner = tools.RunnerIn(r.cfg.Executor.Catalog(), call.Name)
+	res.Runner = tools.RunnerIn(exec.Catalog(), call.Name)
 	defer func() {
 		if v := recover(); v != nil { // the executor recovers tool panics; this guards the runner itself
 			r.log.Error("toolrunner: panic running a call", "tool", call.Name, "call", call.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
@@ -246,7 +249,7 @@ func (r *runner) runCall(ctx context.Context, call llm.ToolCall) (res CallResult
 		return res
 	}
 	res.Started = time.Now()
-	res.Result = r.cfg.Executor.Execute(ctx, call)
+	res.Result = exec.Execute(ctx, call)
 	res.Duration = time.Since(res.Started)
 	return res
 }

@@ -79,7 +79,7 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 	role := fset.String("role", "", "the credential's `ROLE`: client, observer, tool, admin, or agents (an agent protocol gateway's)")
 	var tools toolNames
 	fset.Var(&tools, "tool", "a tool `NAME` the credential serves (role tool)")
-	tenant := fset.String("tenant", "", "make it a credential of tenant `NAME`: a client or an observer of that tenant's sessions only (docs/tenancy.md)")
+	tenant := fset.String("tenant", "", "make it a credential of tenant `NAME`: a client or an observer of that tenant's sessions only, or a tool serving them (docs/tenancy.md)")
 	out := fset.String("o", "", "the `FILE` to write (default: <data dir>/creds/NAME.creds, or the user's configuration directory's tah/creds/NAME.creds when there is no data directory)")
 	pos, err := parse(fset, args)
 	if err != nil {
@@ -91,10 +91,7 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 	name := pos[0]
 	user, err := auth.RoleUser(wire.Role(*role), name, tools)
 	if *tenant != "" && err == nil {
-		if len(tools) > 0 {
-			return usageError("tahctl creds add --tenant acme --role client NAME", "a tenant's credential serves no tools")
-		}
-		user, err = auth.TenantUser(*tenant, wire.Role(*role), name)
+		user, err = auth.TenantUser(*tenant, wire.Role(*role), name, tools)
 	}
 	if err != nil || wire.Role(*role) == wire.RoleNode {
 		if err == nil {
@@ -120,7 +117,7 @@ func credsAdd(ctx context.Context, g *globals, args []string) error {
 	var c wire.Credential
 	switch {
 	case t.api != nil && *tenant != "":
-		if creds, c, err = t.api.IssueTenantCreds(ctx, *tenant, name, wire.Role(*role)); err != nil {
+		if creds, c, err = t.api.IssueTenantCreds(ctx, *tenant, name, wire.Role(*role), tools...); err != nil {
 			return t.failed(wire.EndpointCredsAdd, err)
 		}
 	case t.api != nil:
@@ -342,7 +339,7 @@ func credsNSC(g *globals, args []string) error {
 	role := fset.String("role", "", "the user's `ROLE`: node, client, observer, tool, admin or agents")
 	var tools toolNames
 	fset.Var(&tools, "tool", "a tool `NAME` the user serves (role tool)")
-	tenant := fset.String("tenant", "", "a user of tenant `NAME`: a client or an observer of that tenant's sessions only (docs/tenancy.md)")
+	tenant := fset.String("tenant", "", "a user of tenant `NAME`: a client or an observer of that tenant's sessions only, or a tool serving them (docs/tenancy.md)")
 	pos, err := parse(fset, args)
 	if err != nil {
 		return err
@@ -352,10 +349,7 @@ func credsNSC(g *globals, args []string) error {
 	}
 	p, err := wire.RolePermissions(wire.Role(*role), pos[0], tools)
 	if *tenant != "" && err == nil {
-		if len(tools) > 0 {
-			return usageError("tahctl creds nsc --tenant acme --role client NAME", "a tenant's user serves no tools")
-		}
-		p, err = wire.TenantRolePermissions(*tenant, wire.Role(*role), pos[0])
+		p, err = wire.TenantRolePermissions(*tenant, wire.Role(*role), pos[0], tools)
 	}
 	if err != nil {
 		return usageError("tahctl creds nsc --role node|client|observer|tool|admin|agents [--tool NAME] [--tenant NAME] NAME", "%v", err)

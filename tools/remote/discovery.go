@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
@@ -26,9 +27,12 @@ import (
 // from endpoints on tah.tool.<ns>.<tool>, as the tools <ns>__<tool>; a tool
 // service of the same name wins over a namespace's. A service that offers
 // another's tool is ignored, with a warning; so is an endpoint whose schema
-// is not valid. The tools known before, and those calls wait for (WaitFor),
-// are asked for directly too (a tool named <ns>__<tool> at its namespace's
-// as well). Refreshes run one at a time.
+// is not valid. A tenant's tools are taken the same way from the answers
+// to $SRV.INFO.tah-ttool-<tenant>__<tool>, only from endpoints on
+// tah.ttool.<tenant>.<tool>, and kept apart (Tenant). The tools known
+// before, and those calls wait for (WaitFor), are asked for directly too (a
+// tool named <ns>__<tool> at its namespace's as well). Refreshes run one at
+// a time.
 func (r *Registry) Refresh(ctx context.Context) error {
 	r.refreshMu.Lock()
 	defer r.refreshMu.Unlock()
@@ -36,24 +40,33 @@ func (r *Registry) Refresh(ctx context.Context) error {
 	r.started++
 	round := r.started
 	var names, namespaces []string
-	for name, t := range r.tools {
-		if t.ns != "" {
+	var tenants []tenantTool
+	for _, t := range r.tools {
+		switch {
+		case t.tenant != "":
+			tenants = append(tenants, tenantTool{t.tenant, t.name})
+		case t.ns != "":
 			namespaces = append(namespaces, t.ns)
-		} else {
-			names = append(names, name)
+		default:
+			names = append(names, t.name)
 		}
 	}
-	for name := range r.wanted {
-		if _, ok := r.tools[name]; !ok {
-			names = append(names, name)
-			if ns, _, ok := wire.SplitToolName(name); ok {
-				namespaces = append(namespaces, ns)
-			}
+	for key := range r.wanted {
+		if _, ok := r.tools[key]; ok {
+			continue
+		}
+		if tenant, name, ok := strings.Cut(key, "/"); ok {
+			tenants = append(tenants, tenantTool{tenant, name})
+			continue
+		}
+		names = append(names, key)
+		if ns, _, ok := wire.SplitToolName(key); ok {
+			namespaces = append(namespaces, ns)
 		}
 	}
 	r.mu.Unlock()
 
-	found, err := r.discover(ctx, names, namespaces)
+	found, err := r.discover(ctx, names, namespaces, tenants)
 	if err != nil {
 		return err
 	}
@@ -62,11 +75,16 @@ func (r *Registry) Refresh(ctx context.Context) error {
 }
 
 // ask is one request of a Refresh to the services of one name: a tool's
-// (tah-tool-<tool>) or a namespace's (tah-tools-<ns>).
+// (tah-tool-<tool>), a namespace's (tah-tools-<ns>) or a tenant's tool's
+// (tah-ttool-<tenant>__<tool>).
 type ask struct {
 	service  string
 	tool, ns string // one of them
+	tenant   string // with tool, for a tenant's
 }
+
+// tenantTool names a tenant's tool.
+type tenantTool struct{ tenant, name string }
 
 // discovery is one Refresh's requests: the generic one, whose answers name
 // services, and one per tool service or namespace, whose answers describe
@@ -87,7 +105,7 @@ const discoveryBuffer = 1024
 
 // discover sends the requests of one Refresh and collects the answers until
 // they stop for DiscoveryQuiet, or DiscoveryWait passed.
-func (r *Registry) discover(ctx context.Context, names, namespaces []string) (map[string]*Tool, error) {
+func (r *Registry) discover(ctx context.Context, names, namespaces []string, tenants []tenantTool) (map[string]*Tool, error) {
 	d := &discovery{r: r, base: r.nc.NewInbox(), asked: map[string]bool{}, found: map[string]*Tool{}}
 	ch := make(chan *nats.Msg, discoveryBuffer)
 	sub, err := r.nc.ChanSubscribe(d.base+".*", ch)
@@ -106,6 +124,11 @@ func (r *Registry) discover(ctx context.Context, names, namespaces []string) (ma
 	}
 	for _, ns := range namespaces {
 		if err := d.askNamespace(ns); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range tenants {
+		if err := d.askTenantTool(t.tenant, t.name); err != nil {
 			return nil, err
 		}
 	}
@@ -145,6 +168,15 @@ func (d *discovery) askNamespace(ns string) error {
 	return d.ask(ask{service: wire.ToolNamespaceService(ns), ns: ns})
 }
 
+// askTenantTool requests the info of the service of tenant's tool named
+// name, once.
+func (d *discovery) askTenantTool(tenant, name string) error {
+	if event.ValidTenant(tenant) != nil || tools.ValidName(name) != nil || name == "cancel" {
+		return nil
+	}
+	return d.ask(ask{service: wire.TenantToolService(tenant, name), tool: name, tenant: tenant})
+}
+
 func (d *discovery) ask(a ask) error {
 	if d.asked[a.service] {
 		return nil
@@ -178,6 +210,10 @@ func (d *discovery) answer(m *nats.Msg) error {
 			d.r.warnForeign(info, func(subj string) bool { return wire.ToolOfNamespaceSubject(ns, subj) != "" })
 			return d.askNamespace(ns)
 		}
+		if tenant, name, ok := wire.TenantToolOfService(info.Name); ok {
+			d.r.warnForeign(info, func(subj string) bool { return subj == wire.TenantToolSubject(tenant, name) })
+			return d.askTenantTool(tenant, name)
+		}
 		return nil // not a tool service
 	}
 	i, err := strconv.Atoi(token)
@@ -189,7 +225,7 @@ func (d *discovery) answer(m *nats.Msg) error {
 		return nil // a reply to $SRV.INFO.<service> always names that service
 	}
 	if a.ns == "" {
-		if t, ok := d.r.toolOf(info, a.tool); ok {
+		if t, ok := d.r.toolOf(info, a.tool, a.tenant); ok {
 			d.keep(t)
 		}
 		return nil
@@ -205,7 +241,7 @@ func (d *discovery) answer(m *nats.Msg) error {
 // equivalent, and the one of the smallest instance id is kept, the same on
 // every node.
 func (d *discovery) keep(t *Tool) {
-	old, ok := d.found[t.name]
+	old, ok := d.found[t.key()]
 	switch {
 	case !ok:
 	case (old.ns == "") != (t.ns == ""):
@@ -215,14 +251,14 @@ func (d *discovery) keep(t *Tool) {
 	case t.instance >= old.instance:
 		return
 	}
-	d.found[t.name] = t
+	d.found[t.key()] = t
 }
 
 // warnForeign logs the endpoints of a tool service (or a namespace's) on
 // another tool's subject, which own does not accept: they are never taken.
 func (r *Registry) warnForeign(info micro.Info, own func(subject string) bool) {
 	for _, ep := range info.Endpoints {
-		if strings.HasPrefix(ep.Subject, wire.ToolPrefix) && !own(ep.Subject) {
+		if (strings.HasPrefix(ep.Subject, wire.ToolPrefix) || strings.HasPrefix(ep.Subject, wire.TenantToolPrefix)) && !own(ep.Subject) {
 			r.cfg.Logger.Warn("remote tools: a service offers a tool it does not own; ignored",
 				"service", info.Name, "instance", info.ID, "subject", ep.Subject)
 		}
@@ -230,11 +266,20 @@ func (r *Registry) warnForeign(info micro.Info, own func(subject string) bool) {
 }
 
 // toolOf is the tool name that info, the answer of that tool's own service,
-// describes: its endpoint on tah.tool.<name>.
-func (r *Registry) toolOf(info micro.Info, name string) (*Tool, bool) {
+// describes: its endpoint on tah.tool.<name>, or for a tenant's tool on
+// tah.ttool.<tenant>.<name>.
+func (r *Registry) toolOf(info micro.Info, name, tenant string) (*Tool, bool) {
+	subject := wire.ToolSubject(name)
+	if tenant != "" {
+		subject = wire.TenantToolSubject(tenant, name)
+	}
 	for _, ep := range info.Endpoints {
-		if ep.Subject == wire.ToolSubject(name) {
-			return r.record(info, ep, name, "")
+		if ep.Subject == subject {
+			t, ok := r.record(info, ep, name, "")
+			if ok {
+				t.tenant = tenant
+			}
+			return t, ok
 		}
 	}
 	return nil, false

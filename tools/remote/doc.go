@@ -11,7 +11,10 @@
 // timeout_ms). The tools of a namespace (wire.ToolNamespaceGrant) are the
 // endpoints on tah.tool.<ns>.<tool> that the services tah-tools-<ns>
 // describe in their answers to $SRV.INFO.tah-tools-<ns>, as the tools
-// <ns>__<tool>. Discovery follows the services: it runs again on the
+// <ns>__<tool>. A tenant's tools (wire.TenantToolService) are the endpoints
+// on tah.ttool.<tenant>.<tool> that the services tah-ttool-<tenant>__<tool>
+// describe, kept apart: Registry.Tenant is the catalog of one tenant's,
+// which only its sessions get. Discovery follows the services: it runs again on the
 // connection's reconnect, when a call finds no service, while a call waits
 // for one (WaitFor) or a tool is missing, and on an optional period. It
 // implements tools.Catalog, so tools.Merge lists remote tools beside local

@@ -104,11 +104,22 @@ func (r *Registry) ServiceWait() time.Duration { return r.cfg.ServiceWait }
 // request. A tool the registry listed and lost is not expected: it is
 // missing (see Registry), and a call of it waits as any call does.
 func (r *Registry) Expected(name string) (until time.Time, ok bool) {
+	return r.expected(name)
+}
+
+// expected is Expected of a tool that any of keys names: none of them
+// listed or seen.
+func (r *Registry) expected(keys ...string) (until time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	until = r.opened.Add(r.cfg.ServiceWait)
-	if _, listed := r.tools[name]; listed || r.seen[name] || !time.Now().Before(until) {
+	if !time.Now().Before(until) {
 		return time.Time{}, false
+	}
+	for _, k := range keys {
+		if _, listed := r.tools[k]; listed || r.seen[k] {
+			return time.Time{}, false
+		}
 	}
 	return until, true
 }
@@ -118,21 +129,34 @@ func (r *Registry) Expected(name string) (until time.Time, ok bool) {
 // looks every MissingEvery. The caller bounds the wait with ctx (ServiceWait
 // is the configured bound); cancelling ctx ends it at once.
 func (r *Registry) WaitFor(ctx context.Context, name string) error {
+	return r.waitFor(ctx, name)
+}
+
+// waitFor is WaitFor of a tool that any of keys names.
+func (r *Registry) waitFor(ctx context.Context, keys ...string) error {
 	r.mu.Lock()
-	r.wanted[name]++
+	for _, k := range keys {
+		r.wanted[k]++
+	}
 	since := r.started
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		if r.wanted[name]--; r.wanted[name] <= 0 {
-			delete(r.wanted, name)
+		for _, k := range keys {
+			if r.wanted[k]--; r.wanted[k] <= 0 {
+				delete(r.wanted, k)
+			}
 		}
 		r.mu.Unlock()
 	}()
 	r.nudge()
 	for {
 		r.mu.Lock()
-		_, ok := r.tools[name]
+		ok := false
+		for _, k := range keys {
+			_, listed := r.tools[k]
+			ok = ok || listed
+		}
 		fresh, changed := r.fresh > since, r.changed
 		r.mu.Unlock()
 		if ok && fresh {

@@ -26,6 +26,19 @@ func says(name, text string) tools.Tool {
 	})
 }
 
+// holds is a tool named name that answers "released" once release is
+// closed, or ends with its context.
+func holds(name string, release <-chan struct{}) tools.Tool {
+	return tools.Func(tools.Spec{Name: name, Description: "Waits."}, func(ctx context.Context, _ json.RawMessage) (tools.Result, error) {
+		select {
+		case <-release:
+			return tools.Text("released"), nil
+		case <-ctx.Done():
+			return tools.Result{}, ctx.Err()
+		}
+	})
+}
+
 // gone waits until reg no longer lists name.
 func gone(t *testing.T, reg *remote.Registry, name string) {
 	t.Helper()
@@ -48,14 +61,7 @@ func TestNamespaceRoundTrip(t *testing.T) {
 	srv := bustest.Server(t)
 	release := make(chan struct{})
 	defer close(release)
-	hold := tools.Func(tools.Spec{Name: "fs__hold", Description: "Waits."}, func(ctx context.Context, _ json.RawMessage) (tools.Result, error) {
-		select {
-		case <-release:
-			return tools.Text("released"), nil
-		case <-ctx.Done():
-			return tools.Result{}, ctx.Err()
-		}
-	})
+	hold := holds("fs__hold", release)
 	cfg := toolservice.Config{Logger: quiet, Namespace: "fs"}
 	if _, err := toolservice.Start(ctx, bustest.Connect(t, srv), cfg, says("api__x", "x")); err == nil {
 		t.Fatal("a tool outside the namespace is served")

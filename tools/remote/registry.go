@@ -97,7 +97,9 @@ type Registry struct {
 	// replaces a newer one's tools.
 	refreshMu sync.Mutex
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// tools are by Tool.key: a tenant's by tenantKey, every tenant's by
+	// name (gone, wanted and seen too).
 	tools map[string]*Tool
 	// gone holds the tools that disappeared, and when.
 	gone map[string]time.Time
@@ -151,23 +153,40 @@ func (r *Registry) Close(ctx context.Context) error {
 	}
 }
 
-// Tool returns the remote tool named name, as of the last Refresh.
+// Tool returns the remote tool named name, as of the last Refresh: one of
+// every tenant's (a tenant's tools are its Tenant view's). A name that is
+// not a tool's is none: it could be a tenant's tool's key (tenantKey),
+// which a model's call must never reach.
 func (r *Registry) Tool(name string) (tools.Tool, bool) {
+	if tools.ValidName(name) != nil {
+		return nil, false
+	}
+	return r.tool(name)
+}
+
+// tool is the tool of key, as of the last Refresh.
+func (r *Registry) tool(key string) (tools.Tool, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t, ok := r.tools[name]
+	t, ok := r.tools[key]
 	if !ok {
 		return nil, false
 	}
 	return t, true
 }
 
-// Schemas describes the remote tools, sorted by name.
-func (r *Registry) Schemas() []llm.ToolSchema {
+// Schemas describes the remote tools of every tenant, sorted by name.
+func (r *Registry) Schemas() []llm.ToolSchema { return r.schemas("") }
+
+// schemas describes tenant's remote tools (every tenant's for ""), sorted
+// by name.
+func (r *Registry) schemas(tenant string) []llm.ToolSchema {
 	r.mu.Lock()
 	ts := make([]tools.Tool, 0, len(r.tools))
 	for _, t := range r.tools {
-		ts = append(ts, t)
+		if t.tenant == tenant {
+			ts = append(ts, t)
+		}
 	}
 	r.mu.Unlock()
 	reg, err := tools.NewRegistry(ts...)

@@ -21,6 +21,7 @@ type Results struct {
 	js     jetstream.JetStream
 	bucket string
 	create bool
+	direct bool
 	ttl    time.Duration
 
 	mu sync.Mutex
@@ -35,6 +36,12 @@ type ResultsConfig struct {
 	// Services set it; readers leave it off: a missing bucket means no result.
 	Create bool
 	TTL    time.Duration
+	// Direct reads and writes without binding the bucket, whose stream's
+	// info a tenant's tool credential may not read (it would list every
+	// key: wire.TenantRolePermissions): a Put is a JetStream publish on the
+	// key's subject, a Get a direct get of it, and Find is not served. The
+	// bucket must exist (a node makes it); Create is ignored.
+	Direct bool
 }
 
 // NewResults returns the stored calls of the bucket cfg names.
@@ -45,7 +52,7 @@ func NewResults(js jetstream.JetStream, cfg ResultsConfig) *Results {
 	if cfg.TTL <= 0 {
 		cfg.TTL = wire.ToolResultTTL
 	}
-	return &Results{js: js, bucket: cfg.Bucket, create: cfg.Create, ttl: cfg.TTL}
+	return &Results{js: js, bucket: cfg.Bucket, create: cfg.Create && !cfg.Direct, direct: cfg.Direct, ttl: cfg.TTL}
 }
 
 func (r *Results) bind(ctx context.Context) (jetstream.KeyValue, error) {
@@ -76,6 +83,9 @@ func (r *Results) bind(ctx context.Context) (jetstream.KeyValue, error) {
 // Put stores s under wire.CallResultKey(s.Service, s.Tool, s.Session,
 // s.CallID): a namespace's service stores its calls under the namespace.
 func (r *Results) Put(ctx context.Context, s wire.StoredCall) error {
+	if r.direct {
+		return r.putDirect(ctx, s)
+	}
 	kv, err := r.bind(ctx)
 	if err != nil {
 		return fmt.Errorf("remote: results bucket %s: %w", r.bucket, err)
@@ -99,6 +109,9 @@ func (r *Results) Get(ctx context.Context, tool, session, callID string) (wire.S
 // GetFor is Get of a call that the service named service runs: the call of
 // a namespace's tool is stored under the namespace (wire.CallResultKey).
 func (r *Results) GetFor(ctx context.Context, service, tool, session, callID string) (wire.StoredCall, error) {
+	if r.direct {
+		return r.getDirect(ctx, wire.CallResultKey(service, tool, session, callID), callID)
+	}
 	kv, err := r.bindToRead(ctx, callID)
 	if err != nil {
 		return wire.StoredCall{}, err
@@ -111,6 +124,9 @@ func (r *Results) GetFor(ctx context.Context, service, tool, session, callID str
 // over a session and knows the call, not which tool's service stored it.
 // It returns an error wrapping ErrNoResult when there is none.
 func (r *Results) Find(ctx context.Context, session, callID string) (wire.StoredCall, error) {
+	if r.direct {
+		return wire.StoredCall{}, errors.New("remote: a direct reader of the stored calls finds none by session (it lists no keys)")
+	}
 	kv, err := r.bindToRead(ctx, callID)
 	if err != nil {
 		return wire.StoredCall{}, err
@@ -149,6 +165,46 @@ func get(ctx context.Context, kv jetstream.KeyValue, key, callID string) (wire.S
 	}
 	var s wire.StoredCall
 	if err := json.Unmarshal(e.Value(), &s); err != nil {
+		return wire.StoredCall{}, fmt.Errorf("remote: call %s: malformed stored value: %w", callID, err)
+	}
+	return s, nil
+}
+
+// putDirect stores s with a JetStream publish on its key's subject, the
+// acknowledgement saying it is stored (Results.Direct).
+func (r *Results) putDirect(ctx context.Context, s wire.StoredCall) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	subj := "$KV." + r.bucket + "." + wire.CallResultKey(s.Service, s.Tool, s.Session, s.CallID)
+	if _, err := r.js.Publish(ctx, subj, b, jetstream.WithExpectStream("KV_"+r.bucket)); err != nil {
+		return fmt.Errorf("remote: store call %s: %w", s.CallID, err)
+	}
+	return nil
+}
+
+// getDirect reads the stored call at key with a direct get of its subject's
+// last message (Results.Direct): the one JetStream API request a tenant's
+// tool credential may make, and only on its own keys.
+func (r *Results) getDirect(ctx context.Context, key, callID string) (wire.StoredCall, error) {
+	subj := "$JS.API.DIRECT.GET.KV_" + r.bucket + ".$KV." + r.bucket + "." + key
+	m, err := r.js.Conn().RequestWithContext(ctx, subj, nil)
+	if err != nil {
+		return wire.StoredCall{}, fmt.Errorf("remote: read call %s: %w", callID, err)
+	}
+	switch status := m.Header.Get("Status"); status {
+	case "":
+	case "404":
+		return wire.StoredCall{}, fmt.Errorf("call %s: %w", callID, ErrNoResult)
+	default:
+		return wire.StoredCall{}, fmt.Errorf("remote: read call %s: status %s %s", callID, status, m.Header.Get("Description"))
+	}
+	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
+		return wire.StoredCall{}, fmt.Errorf("call %s: %w", callID, ErrNoResult)
+	}
+	var s wire.StoredCall
+	if err := json.Unmarshal(m.Data, &s); err != nil {
 		return wire.StoredCall{}, fmt.Errorf("remote: call %s: malformed stored value: %w", callID, err)
 	}
 	return s, nil

@@ -28,7 +28,10 @@ type Tool struct {
 	// for a tool its namespace serves.
 	subject string
 	// ns is the namespace whose service offers the tool, or "".
-	ns         string
+	ns string
+	// tenant is the tenant whose tool it is (offered to its sessions only,
+	// by Registry.Tenant), or "" for every tenant's.
+	tenant     string
 	idempotent bool
 	exclusive  bool
 	// approval: the service asks for approval of the tool's calls by default.
@@ -143,7 +146,7 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 				reason = wire.CancelReasonTimeout
 			}
 			notice, _ := json.Marshal(wire.ToolCancel{CallID: info.ID, Session: info.Session, Attempt: req.Attempt, Reason: reason})
-			_ = r.nc.Publish(wire.ToolCancelSubject(info.ID), notice)
+			_ = r.nc.Publish(t.cancelSubject(info.ID), notice)
 			select {
 			case m := <-replies:
 				return t.reply(m)
@@ -158,6 +161,24 @@ func (t *Tool) Run(ctx context.Context, input json.RawMessage) (tools.Result, er
 			return tools.Result{}, ctx.Err()
 		}
 	}
+}
+
+// cancelSubject is where a call of the tool with id callID is cancelled: a
+// tenant's tool's, or every tenant's tools'.
+func (t *Tool) cancelSubject(callID string) string {
+	if t.tenant != "" {
+		return wire.TenantToolCancelSubject(t.tenant, callID)
+	}
+	return wire.ToolCancelSubject(callID)
+}
+
+// key is the tool's key in its registry: its name, or for a tenant's tool
+// tenantKey(tenant, name).
+func (t *Tool) key() string {
+	if t.tenant != "" {
+		return tenantKey(t.tenant, t.name)
+	}
+	return t.name
 }
 
 // reply decodes a service's reply. No responders is code tool_unavailable:

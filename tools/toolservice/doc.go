@@ -17,6 +17,11 @@
 // namespace rather than naming each tool; Set changes the tools served
 // while the service runs (tools/mcp serves an MCP server's so).
 //
+// With Config.Tenant, the tools are a tenant's, offered to that tenant's
+// sessions alone (services tah-ttool-<tenant>__<name>, endpoints
+// tah.ttool.<tenant>.<name>, cancels on tah.ttool.<tenant>.cancel.*), under
+// a tool credential of the tenant, which NATS lets serve nothing else.
+//
 // The smallest use:
 //
 //	nc, _ := nats.Connect(url)

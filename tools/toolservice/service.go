@@ -49,6 +49,15 @@ type Config struct {
 	// namespace; a tool credential that grants the namespace serves
 	// whatever tools Set adds later.
 	Namespace string
+	// Tenant, when set, serves the tools to that tenant's sessions alone,
+	// with a tool credential of the tenant (tahctl creds add --tenant T
+	// --role tool --tool NAME): each tool's micro service is
+	// tah-ttool-<Tenant>__<name>, its endpoint tah.ttool.<Tenant>.<name>,
+	// its cancels come on tah.ttool.<Tenant>.cancel.*, and its calls are
+	// stored under t=<Tenant> without binding the bucket (such a
+	// credential reads no stream's info), which a node must have made
+	// (docs/protocol.md, "A tenant's tools"). Not with Namespace.
+	Tenant string
 	// TracerProvider makes the span of each call ("execute_tool <name>", a
 	// server span, the child of the caller's span when the request carries
 	// W3C trace context in its headers); nil: OpenTelemetry's global
@@ -112,6 +121,15 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 		cfg.Executor.Logger = cfg.Logger
 	}
 	cfg.Results.Create = true
+	if cfg.Tenant != "" {
+		if err := event.ValidTenant(cfg.Tenant); err != nil {
+			return nil, fmt.Errorf("toolservice: %w", err)
+		}
+		if cfg.Namespace != "" {
+			return nil, errors.New("toolservice: a tenant's tools are served one by one, not as a namespace")
+		}
+		cfg.Results.Direct = true
+	}
 	if cfg.Namespace != "" {
 		if err := wire.ValidToolNamespace(cfg.Namespace); err != nil {
 			return nil, fmt.Errorf("toolservice: %w", err)
@@ -144,12 +162,15 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 		service, tool = wire.ToolNamespaceService(cfg.Namespace), cfg.Namespace+wire.ToolNamespaceSep+"bind"
 	} else {
 		tool = ts[0].Name()
+		if cfg.Tenant != "" {
+			service = wire.TenantToolService(cfg.Tenant, tool)
+		}
 	}
 	if _, err := s.results.GetFor(ctx, service, tool, "", "bind"); err != nil && !errors.Is(err, remote.ErrNoResult) {
 		return nil, fmt.Errorf("toolservice: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	if s.cancelSub, err = nc.Subscribe(wire.ToolCancelPrefix+"*", s.onCancel); err != nil {
+	if s.cancelSub, err = nc.Subscribe(s.cancelPrefix()+"*", s.onCancel); err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("toolservice: subscribe to cancels: %w", err)
 	}
@@ -254,6 +275,9 @@ func (s *Service) add(t tools.Tool, meta map[string]string) (micro.Service, erro
 	name, subject := wire.ToolServicePrefix+t.Name(), wire.ToolSubject(t.Name())
 	if ns, tool, ok := wire.SplitToolName(t.Name()); ok && ns == s.cfg.Namespace {
 		name, subject = wire.ToolNamespaceService(ns), wire.NamespaceToolSubject(ns, tool)
+	}
+	if s.cfg.Tenant != "" {
+		name, subject = wire.TenantToolService(s.cfg.Tenant, t.Name()), wire.TenantToolSubject(s.cfg.Tenant, t.Name())
 	}
 	svc, err := micro.AddService(s.nc, micro.Config{
 		Name:        name,
@@ -518,9 +542,18 @@ func (s *Service) store(st wire.StoredCall) {
 	}
 }
 
+// cancelPrefix starts the subjects of the cancels of the calls served: a
+// tenant's, or every tenant's tools'.
+func (s *Service) cancelPrefix() string {
+	if s.cfg.Tenant != "" {
+		return wire.TenantToolCancelPrefix(s.cfg.Tenant)
+	}
+	return wire.ToolCancelPrefix
+}
+
 // onCancel cancels the calls a CancelNotice names.
 func (s *Service) onCancel(m *nats.Msg) {
-	token := strings.TrimPrefix(m.Subject, wire.ToolCancelPrefix)
+	token := strings.TrimPrefix(m.Subject, s.cancelPrefix())
 	var n wire.ToolCancel
 	_ = json.Unmarshal(m.Data, &n) // an empty or odd body cancels by call id alone
 	s.mu.Lock()

@@ -139,9 +139,17 @@ var commandEndpoints = map[wire.Command]string{
 	wire.CommandApprove: wire.EndpointApprove, wire.CommandDeny: wire.EndpointDeny, wire.CommandBudget: wire.EndpointBudget,
 }
 
-// Tools lists the tools the answering node offers to the model.
+// Tools lists the tools the answering node offers to the model: for a
+// Client of a tenant's credential, those its tenant's sessions are
+// offered (every tenant's and the tenant's own).
 func (c *Client) Tools(ctx context.Context) (wire.ToolsReply, error) {
-	return request[wire.ToolsReply](ctx, c, wire.EndpointTools, wire.EmptyRequest{})
+	return request[wire.ToolsReply](ctx, c, wire.EndpointTools, wire.ToolsRequest{})
+}
+
+// ToolsOf lists the tools a session of tenant is offered: every tenant's and
+// the tenant's own (an all-tenant credential's view of one tenant).
+func (c *Client) ToolsOf(ctx context.Context, tenant string) (wire.ToolsReply, error) {
+	return request[wire.ToolsReply](ctx, c, wire.EndpointTools, wire.ToolsRequest{Tenant: tenant})
 }
 
 // Status returns the answering node's status and every live node of the

@@ -491,7 +491,10 @@ func (n *Node) apiCommand(cmd wire.Command) func(context.Context, wire.CommandRe
 	}
 }
 
-func (n *Node) apiTools(ctx context.Context, _ wire.EmptyRequest) (wire.ToolsReply, error) {
+func (n *Node) apiTools(ctx context.Context, req wire.ToolsRequest) (wire.ToolsReply, error) {
+	if req.Tenant != "" && event.ValidTenant(req.Tenant) != nil {
+		return wire.ToolsReply{}, badRequest("tenant: %v", event.ValidTenant(req.Tenant))
+	}
 	if n.remote != nil {
 		// Discovery follows the services' comings and goings by events
 		// (remote.Registry); a person asking what the model may call wants
@@ -500,16 +503,25 @@ func (n *Node) apiTools(ctx context.Context, _ wire.EmptyRequest) (wire.ToolsRep
 			n.log.Debug("remote tools not refreshed", "err", err)
 		}
 	}
+	cat, mcp := n.tools, n.MCPServers()
+	if req.Tenant != "" {
+		// A tenant sees what its sessions are offered, not how the node
+		// bridges its MCP servers (the operator's).
+		mcp = nil
+		if n.forTenant != nil {
+			cat, _ = n.forTenant(req.Tenant)
+		}
+	}
 	var schemas []llm.ToolSchema
-	if n.tools != nil {
-		schemas = n.tools.Schemas()
+	if cat != nil {
+		schemas = cat.Schemas()
 	}
 	if schemas == nil {
 		schemas = []llm.ToolSchema{}
 	}
-	r := wire.ToolsReply{Tools: schemas, MCPServers: n.MCPServers()}
+	r := wire.ToolsReply{Tools: schemas, MCPServers: mcp}
 	for _, s := range schemas {
-		tool, _ := n.tools.Tool(s.Name)
+		tool, _ := cat.Tool(s.Name)
 		if n.opts.Approval.NeedsTool(s.Name, tool) {
 			r.Approval = append(r.Approval, s.Name)
 		}

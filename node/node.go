@@ -129,9 +129,11 @@ type Node struct {
 	inflight inflight // inputs whose work runs here
 	acks     *acker   // the acks of inputs whose work ended (input.go)
 	cluster  *membership
-	tools    tools.Catalog    // local and remote, as offered to the model
-	remote   *remote.Registry // nil without RemoteTools
-	closers  []func(context.Context) error
+	tools    tools.Catalog // local and remote, as offered to the model
+	// forTenant is the catalog of a tenant's sessions (session.ToolConfig.ForTenant); nil without remote tools.
+	forTenant func(tenant string) (tools.Catalog, session.ServiceWaiter)
+	remote    *remote.Registry // nil without RemoteTools
+	closers   []func(context.Context) error
 	// gateway serves the agent protocol (StartAgents); nil until then.
 	gateway atomic.Pointer[agents.Gateway]
 	// gatewayErr is why Options.Agents did not start (GatewayErr).
@@ -386,7 +388,7 @@ func (n *Node) toolConfig(opts Options) (session.ToolConfig, error) {
 			return tools.Merge(shared, own), own
 		}
 	}
-	n.tools = tc.Catalog
+	n.tools, n.forTenant = tc.Catalog, tc.ForTenant
 	return tc, nil
 }
 

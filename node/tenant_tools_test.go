@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/llm/mock"
 	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/tools/remote"
@@ -99,9 +101,31 @@ func TestTenantTools(t *testing.T) {
 		t.Errorf("acme's stored call: %+v %v", stored, err)
 	}
 
+	// The tools each one is offered, as tahctl tools lists them.
+	bob := h.client(h.issueTenant("beta", wire.RoleClient, "bob"))
+	admin := h.client(h.issue(wire.RoleAdmin, "root"))
+	for _, c := range []struct {
+		who   string
+		list  func() (wire.ToolsReply, error)
+		shout bool
+	}{
+		{"acme's client", func() (wire.ToolsReply, error) { return acme.Tools(ctx) }, true},
+		{"an admin, of acme", func() (wire.ToolsReply, error) { return admin.ToolsOf(ctx, "acme") }, true},
+		{"beta's client", func() (wire.ToolsReply, error) { return bob.Tools(ctx) }, false},
+		{"an admin", func() (wire.ToolsReply, error) { return admin.Tools(ctx) }, false},
+	} {
+		r, err := c.list()
+		if err != nil {
+			t.Fatalf("%s lists the tools: %v", c.who, err)
+		}
+		has := slices.ContainsFunc(r.Tools, func(s llm.ToolSchema) bool { return s.Name == "shout" })
+		if has != c.shout {
+			t.Errorf("%s is offered acme's shout: %v, want %v (%+v)", c.who, has, c.shout, r.Tools)
+		}
+	}
+
 	// beta's session, before and after beta serves its own shout; and the
 	// default tenant's.
-	bob := h.client(h.issueTenant("beta", wire.RoleClient, "bob"))
 	created, err := bob.Create(ctx, wire.CreateRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +133,6 @@ func TestTenantTools(t *testing.T) {
 	if out := tenantToolOutput(t, h, bob, created.Session); !strings.HasPrefix(out, "["+event.CodeUnknownTool+"]") {
 		t.Errorf("beta's session called acme's tool: %q", out)
 	}
-	admin := h.client(h.issue(wire.RoleAdmin, "root"))
 	def, err := admin.Create(ctx, wire.CreateRequest{})
 	if err != nil {
 		t.Fatal(err)

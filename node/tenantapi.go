@@ -68,7 +68,8 @@ func (r scopedRequest) Data() []byte { return r.data }
 
 // tenantScoped returns the body of a request of endpoint by credential cred
 // of tenant, confined to the tenant: create makes a session of the tenant,
-// list lists the tenant's, any other names a session of the tenant's (else
+// list lists the tenant's, tools the tools its sessions are offered, any
+// other names a session of the tenant's (else
 // it is not found, as for an unknown session: a tenant learns nothing of
 // another's). A decision's and a budget change's by is the credential's
 // name, and a command's reply_to must be under the credential's own inbox.
@@ -106,7 +107,7 @@ func tenantScoped(endpoint, tenant, cred string, data []byte) ([]byte, error) {
 			return nil, fmt.Errorf("tenant: a credential of tenant %s creates sessions of its own tenant only", tenant)
 		}
 		req["tenant"] = str(tenant)
-	case wire.EndpointList:
+	case wire.EndpointList, wire.EndpointTools:
 		req["tenant"] = str(tenant)
 	default:
 		sid, err := field("session")

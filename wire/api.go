@@ -359,8 +359,17 @@ type CommandReply struct {
 	Command Command `json:"command"`
 }
 
-// EmptyRequest is the request of tah.api.tools and tah.api.status.
+// EmptyRequest is the request of an endpoint that takes nothing:
+// tah.api.status, the credentials API's lists.
 type EmptyRequest struct{}
+
+// ToolsRequest is the request of tah.api.tools.
+type ToolsRequest struct {
+	// Tenant, when set, lists the tools a session of that tenant is
+	// offered: every tenant's and the tenant's own (docs/protocol.md, "A
+	// tenant's tools"). A tenant's API sets it to the caller's tenant.
+	Tenant string `json:"tenant,omitempty"`
+}
 
 // ToolsReply lists the tools the answering node offers to the model.
 type ToolsReply struct {
@@ -459,7 +468,7 @@ func Endpoints() []Endpoint {
 		{EndpointApprove, CommandRequest{}, CommandReply{}},
 		{EndpointDeny, CommandRequest{}, CommandReply{}},
 		{EndpointBudget, CommandRequest{}, CommandReply{}},
-		{EndpointTools, EmptyRequest{}, ToolsReply{}},
+		{EndpointTools, ToolsRequest{}, ToolsReply{}},
 		{EndpointStatus, EmptyRequest{}, StatusReply{}},
 		{EndpointArtifacts, SessionRequest{}, ArtifactsReply{}},
 		{EndpointArtifact, ArtifactRequest{}, ArtifactReply{}},

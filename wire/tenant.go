@@ -53,7 +53,8 @@ func TenantOfAPISubject(subj string) (tenant, cred, endpoint string, ok bool) {
 func TenantEndpoints() []string {
 	return []string{EndpointCreate, EndpointGet, EndpointList, EndpointFork, EndpointMessages, EndpointSteps, EndpointEvents,
 		EndpointRequest, EndpointCompact, EndpointResume, EndpointCancel, EndpointApprove, EndpointDeny, EndpointBudget,
-		EndpointArtifacts, EndpointArtifact, EndpointSchedule, EndpointSchedules, EndpointUnschedule, EndpointReplay, EndpointReplayLive}
+		EndpointArtifacts, EndpointArtifact, EndpointSchedule, EndpointSchedules, EndpointUnschedule, EndpointReplay, EndpointReplayLive,
+		EndpointTools}
 }
 
 // tenantReadEndpoints are the TenantEndpoints that change nothing: a

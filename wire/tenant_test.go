@@ -25,7 +25,7 @@ func TestTenantAPISubjects(t *testing.T) {
 	if got := wire.TenantAPIEndpointSubject(wire.EndpointList); got != "tah.tapi.*.*.list" {
 		t.Errorf("TenantAPIEndpointSubject: %q", got)
 	}
-	for _, own := range []string{wire.EndpointStatus, wire.EndpointTools} {
+	for _, own := range []string{wire.EndpointStatus} {
 		if slices.Contains(wire.TenantEndpoints(), own) {
 			t.Errorf("a tenant's API serves the node's own %s", own)
 		}

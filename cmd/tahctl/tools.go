@@ -12,9 +12,11 @@ import (
 
 // runTools is `tahctl tools`.
 func runTools(ctx context.Context, g *globals, args []string) error {
-	fs := g.flags("tools", "", "Lists the tools the node offers to the model: its own and those of tool services on NATS.\n"+
+	fs := g.flags("tools", "[--tenant NAME]", "Lists the tools the node offers to the model: its own and those of tool services on NATS\n"+
+		"(with a tenant's credential, or --tenant, those a tenant's sessions are offered: its own tools too).\n"+
 		"APPROVAL says which calls wait for a person's approval before they run (the node's\n"+
 		"tools.approval, --tools-approval): tahctl send asks on a terminal; tahctl approve decides.")
+	tenant := fs.String("tenant", "", "the tools tenant `NAME`'s sessions are offered")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -22,12 +24,20 @@ func runTools(ctx context.Context, g *globals, args []string) error {
 	if len(pos) > 0 {
 		return usageError("`tahctl tools`", "tools takes no arguments, got %q", pos[0])
 	}
+	if err := checkTenant(*tenant, ""); err != nil {
+		return err
+	}
 	c, err := g.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	r, err := c.Tools(ctx)
+	var r wire.ToolsReply
+	if *tenant != "" {
+		r, err = c.ToolsOf(ctx, *tenant)
+	} else {
+		r, err = c.Tools(ctx)
+	}
 	if err != nil {
 		return c.failed(wire.EndpointTools, err)
 	}

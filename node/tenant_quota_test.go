@@ -1,0 +1,52 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tah-dev/tah/bus/bustest"
+	"github.com/tah-dev/tah/wire"
+)
+
+// TestTenantQuotaCountsCompactions: a compaction's model call counts in
+// its tenant's tokens of the day, as a turn's do (its usage is the
+// session's: projection folds it), so that compacting is no way around a
+// tenant's quota.
+func TestTenantQuotaCountsCompactions(t *testing.T) {
+	h := newHostile(t)
+	admin := h.client(h.issue(wire.RoleAdmin, "root"))
+	acme, sid := h.acmeSession()
+	h.run(acme, sid)
+	tokens := func() int64 {
+		tenants, err := admin.Tenants(h.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tn := range tenants {
+			if tn.Name == "acme" && tn.Usage != nil {
+				return tn.Usage.TokensDay
+			}
+		}
+		return 0
+	}
+	// acme's one session's usage (the read model's, folded a moment after
+	// its records) is what acme's tokens of the day count, before the
+	// compaction and after.
+	counted := func(what string, more func(total int64) bool) int64 {
+		var total int64
+		bustest.Eventually(t, 30*time.Second, what, func() bool {
+			s, err := acme.Get(h.ctx, sid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			total = int64(s.Usage.Total())
+			return more(total) && tokens() == total
+		})
+		return total
+	}
+	before := counted("the turn's tokens counted", func(total int64) bool { return total > 0 })
+	if _, err := acme.Compact(h.ctx, sid); err != nil {
+		t.Fatal(err)
+	}
+	counted("the compaction's tokens counted", func(total int64) bool { return total > before })
+}

@@ -1,17 +1,21 @@
 package node
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/tah-dev/tah/bus/bustest"
+	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/wire"
 )
 
 // TestTenantQuotaCountsCompactions: a compaction's model call counts in
 // its tenant's tokens of the day, as a turn's do (its usage is the
-// session's: projection folds it), so that compacting is no way around a
-// tenant's quota.
+// session's: projection folds it), and over the quota a compaction is
+// refused before its call (quota_exceeded, which quota), so that
+// compacting is no way around a tenant's quota.
 func TestTenantQuotaCountsCompactions(t *testing.T) {
 	h := newHostile(t)
 	admin := h.client(h.issue(wire.RoleAdmin, "root"))
@@ -48,5 +52,27 @@ func TestTenantQuotaCountsCompactions(t *testing.T) {
 	if _, err := acme.Compact(h.ctx, sid); err != nil {
 		t.Fatal(err)
 	}
-	counted("the compaction's tokens counted", func(total int64) bool { return total > before })
+	used := counted("the compaction's tokens counted", func(total int64) bool { return total > before })
+
+	// Over the day's tokens, a compaction is refused before its call,
+	// saying which quota; lifted, it runs.
+	h.run(acme, sid)
+	used = counted("the second turn's tokens counted", func(total int64) bool { return total > used })
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", TokensPerDay: ptr(used)}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := acme.Compact(h.ctx, sid)
+	var ce *client.CommandError
+	if !errors.Is(err, client.ErrQuotaExceeded) || !errors.As(err, &ce) || ce.Outcome.Quota == nil || ce.Outcome.Quota.Quota != event.QuotaTokensPerDay {
+		t.Fatalf("a compaction over the quota: %v", err)
+	}
+	if s, err := acme.Get(h.ctx, sid); err != nil || int64(s.Usage.Total()) != used {
+		t.Fatalf("the refused compaction called the model: %+v %v", s.Usage, err)
+	}
+	if _, err := admin.SetTenantLimits(h.ctx, wire.TenantSetRequest{Name: "acme", TokensPerDay: ptr(int64(-1))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acme.Compact(h.ctx, sid); err != nil {
+		t.Fatalf("a compaction once the quota is lifted: %v", err)
+	}
 }

@@ -110,6 +110,10 @@ const (
 	// which still stops it (Failure says which limit): raise the budget
 	// first (the budget command).
 	FailureBudgetExceeded = "budget_exceeded"
+	// FailureQuotaExceeded: a compact of a tenant's session while its tenant
+	// is over a quota (its tokens or cost of the day, its storage: Quota
+	// says which, its limit and when it resets); the model was not called.
+	FailureQuotaExceeded = CodeQuotaExceeded
 )
 
 // AwaitsApproval reports whether o is a turn that waits for a person to

@@ -51,6 +51,11 @@ func Compact(ctx context.Context, a *AgentContext) (*wire.CompactResult, error) 
 	if !ok {
 		return nil, nil
 	}
+	// A compaction's call counts in its tenant's quotas as a step's does,
+	// and is checked before it runs the same way: over a quota, no call.
+	if q := reachedQuota(ctx, a); q != nil {
+		return nil, &QuotaError{Quota: *q}
+	}
 	content, call, err := summarise(ctx, a, plan)
 	if err != nil {
 		if ctx.Err() == nil {

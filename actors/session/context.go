@@ -42,6 +42,8 @@ func (o Outcome) Wire() wire.Outcome {
 		out.FailureCode = wire.FailureNothingToResume
 	case errors.Is(o.Err, ErrBudgetExceeded):
 		out.FailureCode = wire.FailureBudgetExceeded
+	case errors.Is(o.Err, ErrQuotaExceeded):
+		out.FailureCode = wire.FailureQuotaExceeded
 	case errors.Is(o.Err, ErrStopped):
 		out.FailureCode = wire.FailureStopped
 	case errors.Is(o.Err, ErrNotPending):

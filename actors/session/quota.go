@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/tah-dev/tah/event"
@@ -38,17 +39,7 @@ const quotaTry = 5 * time.Second
 // fails (NATS unavailable) lets the call go on, logged: the quota is
 // counted and enforced again on the next step.
 func checkQuota(ctx context.Context, a *AgentContext) (ended bool, err error) {
-	tenant := event.TenantOf(a.Session)
-	if a.Config.Quotas == nil || tenant == "" {
-		return false, nil
-	}
-	qctx, cancel := context.WithTimeout(ctx, quotaTry)
-	defer cancel()
-	q, err := a.Config.Quotas.Reached(qctx, tenant)
-	if err != nil {
-		a.log.Warn("the tenant's quotas could not be checked: the step goes on", "session", a.Session, "tenant", tenant, "err", err)
-		return false, nil
-	}
+	q := reachedQuota(ctx, a)
 	if q == nil {
 		return false, nil
 	}
@@ -56,6 +47,36 @@ func checkQuota(ctx context.Context, a *AgentContext) (ended bool, err error) {
 	return true, a.Append(ctx, event.AgentFailed, event.AgentFailedData{Turn: st.Turn, Code: event.CodeQuotaExceeded, Steps: st.TurnLLMCalls,
 		Quota: q, Error: quotaAdvice(*q)})
 }
+
+// reachedQuota is the quota of the session's tenant that is used up, or
+// nil: none is, the session is no tenant's, or the check failed (NATS
+// unavailable: logged, and the call goes on).
+func reachedQuota(ctx context.Context, a *AgentContext) *event.QuotaReached {
+	tenant := event.TenantOf(a.Session)
+	if a.Config.Quotas == nil || tenant == "" {
+		return nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, quotaTry)
+	defer cancel()
+	q, err := a.Config.Quotas.Reached(qctx, tenant)
+	if err != nil {
+		a.log.Warn("the tenant's quotas could not be checked: the step goes on", "session", a.Session, "tenant", tenant, "err", err)
+		return nil
+	}
+	return q
+}
+
+// ErrQuotaExceeded: a compact of a session whose tenant used up a quota
+// (its tokens or cost of the day, its storage): its model call does not
+// run, and nothing is written. A QuotaError says which.
+var ErrQuotaExceeded = errors.New("quota exceeded")
+
+// QuotaError is ErrQuotaExceeded with the quota reached.
+type QuotaError struct{ Quota event.QuotaReached }
+
+func (e *QuotaError) Error() string { return quotaAdvice(e.Quota) }
+
+func (e *QuotaError) Unwrap() error { return ErrQuotaExceeded }
 
 // takeTurn holds one of the tenant's running turns for the loop's LLM and
 // tool calls (Quotas.TakeTurn): it waits while the tenant has its limit of

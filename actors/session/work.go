@@ -174,6 +174,9 @@ func (m *Manager) work(ctx context.Context, a *AgentContext, cmd *Command) Outco
 		}
 		out := a.outcome(err)
 		out.Compact = res
+		if qe := (*QuotaError)(nil); errors.As(err, &qe) {
+			out.Quota = &qe.Quota
+		}
 		return out
 	default:
 		err = fmt.Errorf("unknown command %q", cmd.Kind)

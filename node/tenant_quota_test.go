@@ -1,13 +1,20 @@
 package node
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm/mock"
+	"github.com/tah-dev/tah/tools"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -75,4 +82,49 @@ func TestTenantQuotaCountsCompactions(t *testing.T) {
 	if _, err := acme.Compact(h.ctx, sid); err != nil {
 		t.Fatalf("a compaction once the quota is lifted: %v", err)
 	}
+}
+
+// TestTenantStorageCountsToolArtifacts: a tool's output too large for the
+// log, which the executor keeps whole in the object store, counts in its
+// tenant's storage, as the records do: the artifacts a tenant's sessions
+// refer to are its storage too, whoever stored them.
+func TestTenantStorageCountsToolArtifacts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	cfg := bus.Default()
+	cfg.DataDir, cfg.Port, cfg.Partitions = dir, -1, 2
+	const size = 200_000
+	big := tools.Func(tools.Spec{Name: "big"}, func(context.Context, json.RawMessage) (tools.Result, error) {
+		return tools.Text(strings.Repeat("x", size)), nil
+	})
+	p := mock.Scripted(mock.CallTool("big", `{}`), mock.Say("done"))
+	n, err := Start(ctx, Options{Bus: cfg, Provider: p, Tools: tools.MustRegistry(big), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	if err := n.StartAPI(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h := &hostile{t: t, n: n, dir: dir, ctx: ctx}
+	admin := h.client(h.issue(wire.RoleAdmin, "root"))
+	acme, sid := h.acmeSession()
+	h.run(acme, sid)
+	arts, err := acme.Artifacts(ctx, sid)
+	if err != nil || len(arts.Artifacts) != 1 || arts.Artifacts[0].Ref.Size != size {
+		t.Fatalf("the tool's output is not an artifact: %+v %v", arts, err)
+	}
+	bustest.Eventually(t, 30*time.Second, "the artifact in acme's storage", func() bool {
+		tenants, err := admin.Tenants(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tn := range tenants {
+			if tn.Name == "acme" {
+				return tn.Usage != nil && tn.Usage.StorageBytes >= size
+			}
+		}
+		return false
+	})
 }

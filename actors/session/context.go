@@ -85,7 +85,8 @@ type AgentContext struct {
 	// without one): the next checkpoint is counted from it.
 	checkpointed int
 	// counted is the usage the tenant's quotas counted (quota.go), and
-	// artifactBytes what putArtifact stored.
+	// artifactBytes the sizes of the artifacts the session's events refer
+	// to (withArtifacts).
 	counted       countedUse
 	artifactBytes atomic.Int64
 	// staged are events folded into state and not written yet: the next
@@ -168,6 +169,10 @@ func (a *AgentContext) withArtifacts(typ event.Type, payload any) ([]event.Event
 	a.logFailure(payload)
 	evs, payloads := []event.Event{ev}, []any{payload}
 	for _, art := range a.artifactsOf(payload) {
+		// Counted in the tenant's storage with the next record, whoever
+		// stored it: this node (an answer or a result too large for the
+		// log), the executor, or a tool service (a file a tool wrote).
+		a.artifactBytes.Add(art.Ref.Size)
 		ev, err := a.newEvent(event.ArtifactCreated, art)
 		if err != nil {
 			return nil, nil, err

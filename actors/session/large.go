@@ -102,7 +102,6 @@ func (a *AgentContext) putArtifact(ctx context.Context, name string, data []byte
 	if err != nil {
 		return ref, fmt.Errorf("session %s: %d bytes too large for the log could not be kept in the object store: %w", a.Session, len(data), err)
 	}
-	a.artifactBytes.Add(int64(len(data))) // counted in the tenant's storage with the next record
 	return ref, nil
 }
 

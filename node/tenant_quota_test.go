@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
@@ -89,25 +87,12 @@ func TestTenantQuotaCountsCompactions(t *testing.T) {
 // tenant's storage, as the records do: the artifacts a tenant's sessions
 // refer to are its storage too, whoever stored them.
 func TestTenantStorageCountsToolArtifacts(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	cfg := bus.Default()
-	cfg.DataDir, cfg.Port, cfg.Partitions = dir, -1, 2
 	const size = 200_000
 	big := tools.Func(tools.Spec{Name: "big"}, func(context.Context, json.RawMessage) (tools.Result, error) {
 		return tools.Text(strings.Repeat("x", size)), nil
 	})
-	p := mock.Scripted(mock.CallTool("big", `{}`), mock.Say("done"))
-	n, err := Start(ctx, Options{Bus: cfg, Provider: p, Tools: tools.MustRegistry(big), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
-	if err := n.StartAPI(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h := &hostile{t: t, n: n, dir: dir, ctx: ctx}
+	h := startTenants(t, Options{Provider: mock.Scripted(mock.CallTool("big", `{}`), mock.Say("done")), Tools: tools.MustRegistry(big)})
+	ctx := h.ctx
 	admin := h.client(h.issue(wire.RoleAdmin, "root"))
 	acme, sid := h.acmeSession()
 	h.run(acme, sid)

@@ -34,27 +34,15 @@ import (
 // serve, describe, cancel, store or read acme's tool's calls: the server
 // refuses each, and it has no JetStream API to list the stored calls.
 func TestTenantTools(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	dir := t.TempDir()
-	cfg := bus.Default()
-	cfg.DataDir, cfg.Port, cfg.Partitions = dir, -1, 2
 	quiet := slog.New(slog.DiscardHandler)
 	yes, no := true, false
 	after := mock.Say("done").Always()
 	after.AfterTool = &yes
 	call := mock.CallTool("shout", `{"text":"hi"}`).Always()
 	call.AfterTool = &no
-	n, err := Start(ctx, Options{Bus: cfg, Provider: mock.Scripted(after, call), Logger: quiet,
+	h := startTenants(t, Options{Provider: mock.Scripted(after, call),
 		RemoteTools: &remote.Config{DiscoveryQuiet: 50 * time.Millisecond, Logger: quiet}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(context.Background()) })
-	if err := n.StartAPI(ctx); err != nil {
-		t.Fatal(err)
-	}
-	h := &hostile{t: t, n: n, dir: dir, ctx: ctx}
+	ctx, n := h.ctx, h.n
 
 	// Each tenant's "shout" says whose it is.
 	serve := func(tenant string) {
@@ -191,6 +179,26 @@ func TestTenantTools(t *testing.T) {
 	if out := tenantToolOutput(t, h, acme, sid); out != `acme:{"TEXT":"HI"}` {
 		t.Errorf("acme's session's shout, after the attacks: %q", out)
 	}
+}
+
+// startTenants starts a node with opts (its bus and logger filled in) and
+// its API, for tests of tenants with the hostile-client suite's helpers.
+func startTenants(t *testing.T, opts Options) *hostile {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	opts.Bus = bus.Default()
+	opts.Bus.DataDir, opts.Bus.Port, opts.Bus.Partitions = dir, -1, 2
+	opts.Logger = slog.New(slog.DiscardHandler)
+	n, err := Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(context.Background()) })
+	if err := n.StartAPI(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &hostile{t: t, n: n, dir: dir, ctx: ctx}
 }
 
 // issueTenantTool writes a tool credential of tenant named name serving

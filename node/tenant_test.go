@@ -1,9 +1,13 @@
 package node
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +18,7 @@ import (
 
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -107,6 +112,11 @@ func TestHostileTenant(t *testing.T) {
 	if page, err := acme.List(h.ctx, wire.ListRequest{}); err != nil || len(page.Sessions) != 1 || page.Sessions[0].ID != sid {
 		t.Errorf("acme's client lists %+v (%v), want its session only", page.Sessions, err)
 	}
+
+	// Every endpoint of a tenant's API, through the Go client and raw:
+	// beta's client at acme's session and at the default tenant's, acme's
+	// at the default tenant's. Each is refused, and nothing changes.
+	h.everyTenantEndpoint(acme, sid, bob)
 
 	// Through the server: beta's credentials publish and subscribe where
 	// acme's are, and reach for the JetStream API and the all-tenant API.
@@ -526,3 +536,360 @@ func TestTenantQuotas(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// errConfined is what a tenantCall of an endpoint that names no session
+// (list, tools) returns when the node answered it for the caller's own
+// tenant only: the call was confined, as a refused one is.
+var errConfined = errors.New("answered for the caller's own tenant only")
+
+// tenantCall is one way a credential of a tenant reaches an endpoint of
+// its tenant's API about session sid (another tenant's) through the Go
+// client: it returns the client's error.
+type tenantCall struct {
+	what string
+	call func(ctx context.Context, c *client.Client, sid string) error
+}
+
+// tenantCalls are the tenantCalls of every endpoint of wire.TenantEndpoints
+// (TestHostileTenant fails for an endpoint that has none), stepOf giving a
+// step of an LLM call of a session. An endpoint whose command is also an
+// input (compact, resume, cancel, approve, deny, budget) is called both
+// ways: through the API, and as the Client's method, which publishes the
+// input itself.
+func tenantCalls(stepOf func(sid string) string) map[string][]tenantCall {
+	command := func(cmd wire.Command, req wire.CommandRequest) tenantCall {
+		return tenantCall{"the API's " + string(cmd), func(ctx context.Context, c *client.Client, sid string) error {
+			req.Session = sid
+			_, err := c.Command(ctx, cmd, req)
+			return err
+		}}
+	}
+	tokens := int64(1)
+	change := wire.BudgetChange{Turn: &wire.LimitsChange{Tokens: &tokens}, Session: &wire.LimitsChange{Tokens: &tokens}}
+	schedule := wire.ScheduleRequest{Name: "nightly", Every: "1h", Text: "a stranger's run"}
+	return map[string][]tenantCall{
+		wire.EndpointCreate: {
+			{"create it", func(ctx context.Context, c *client.Client, sid string) error {
+				_, err := c.Create(ctx, wire.CreateRequest{Session: sid})
+				return err
+			}},
+			{"create it in its tenant", func(ctx context.Context, c *client.Client, sid string) error {
+				_, err := c.Create(ctx, wire.CreateRequest{Session: sid, Tenant: event.TenantOf(sid)})
+				return err
+			}},
+		},
+		wire.EndpointList: {{"list its tenant's sessions", func(ctx context.Context, c *client.Client, sid string) error {
+			page, err := c.List(ctx, wire.ListRequest{Tenant: event.TenantOf(sid), Limit: 1000})
+			if err != nil {
+				return err
+			}
+			for _, s := range page.Sessions {
+				if event.TenantOf(s.ID) != c.Tenant() {
+					return fmt.Errorf("listed %s, a session of another tenant", s.ID)
+				}
+			}
+			return errConfined
+		}}},
+		wire.EndpointTools: {{"list its tenant's tools", func(ctx context.Context, c *client.Client, sid string) error {
+			theirs, err := c.ToolsOf(ctx, event.TenantOf(sid))
+			if err != nil {
+				return err
+			}
+			own, err := c.Tools(ctx)
+			if err != nil {
+				return err
+			}
+			if !reflect.DeepEqual(theirs, own) {
+				return fmt.Errorf("the tools of tenant %q differ from its own: %+v", event.TenantOf(sid), theirs)
+			}
+			return errConfined
+		}}},
+		wire.EndpointGet: {{"get it", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.Get(ctx, sid)
+			return err
+		}}},
+		wire.EndpointFork: {
+			{"fork it", func(ctx context.Context, c *client.Client, sid string) error {
+				_, err := c.Fork(ctx, wire.ForkRequest{Session: sid})
+				return err
+			}},
+			{"fork it at a step", func(ctx context.Context, c *client.Client, sid string) error {
+				_, err := c.Fork(ctx, wire.ForkRequest{Session: sid, AtStep: stepOf(sid)})
+				return err
+			}},
+		},
+		wire.EndpointMessages: {{"read its messages", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.Messages(ctx, sid)
+			return err
+		}}},
+		wire.EndpointSteps: {{"read its steps", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.Steps(ctx, wire.StepsRequest{Session: sid})
+			return err
+		}}},
+		wire.EndpointEvents: {
+			{"read its events", func(ctx context.Context, c *client.Client, sid string) error {
+				_, err := c.Events(ctx, wire.EventsRequest{Session: sid})
+				return err
+			}},
+			{"follow it", func(ctx context.Context, c *client.Client, sid string) error {
+				f, err := c.Follow(ctx, sid, 0)
+				if err != nil {
+					return err
+				}
+				f.Close()
+				return errors.New("a Follower of it started")
+			}},
+		},
+		wire.EndpointRequest: {{"read a step's request", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.StepRequest(ctx, sid, stepOf(sid))
+			return err
+		}}},
+		wire.EndpointCompact: {command(wire.CommandCompact, wire.CommandRequest{}), {"compact it", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.Compact(ctx, sid)
+			return err
+		}}},
+		wire.EndpointResume: {command(wire.CommandResume, wire.CommandRequest{}), {"resume it", func(ctx context.Context, c *client.Client, sid string) error {
+			t, err := c.Resume(ctx, sid)
+			return turnErr(ctx, t, err)
+		}}},
+		wire.EndpointCancel: {command(wire.CommandCancel, wire.CommandRequest{Reason: "hostile"}), {"cancel it", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.Cancel(ctx, sid, "hostile")
+			return err
+		}}},
+		wire.EndpointApprove: {command(wire.CommandApprove, wire.CommandRequest{Decision: &wire.Decision{}}), {"approve its calls", func(ctx context.Context, c *client.Client, sid string) error {
+			t, err := c.Approve(ctx, sid, wire.Decision{})
+			return turnErr(ctx, t, err)
+		}}},
+		wire.EndpointDeny: {command(wire.CommandDeny, wire.CommandRequest{Decision: &wire.Decision{Note: "hostile"}}), {"deny its calls", func(ctx context.Context, c *client.Client, sid string) error {
+			t, err := c.Deny(ctx, sid, wire.Decision{Note: "hostile"})
+			return turnErr(ctx, t, err)
+		}}},
+		wire.EndpointBudget: {command(wire.CommandBudget, wire.CommandRequest{Budget: &change}), {"set its budget", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.SetBudget(ctx, sid, change, "hostile")
+			return err
+		}}},
+		wire.EndpointArtifacts: {{"list its artifacts", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.Artifacts(ctx, sid)
+			return err
+		}}},
+		wire.EndpointArtifact: {
+			{"read a piece of an artifact", func(ctx context.Context, c *client.Client, sid string) error {
+				_, err := c.ArtifactPiece(ctx, wire.ArtifactRequest{Session: sid, Artifact: "notes"})
+				return err
+			}},
+			{"fetch an artifact", func(ctx context.Context, c *client.Client, sid string) error {
+				_, err := c.FetchArtifact(ctx, sid, "notes", io.Discard)
+				return err
+			}},
+		},
+		wire.EndpointSchedule: {{"schedule a run of it", func(ctx context.Context, c *client.Client, sid string) error {
+			req := schedule
+			req.Session = sid
+			_, err := c.Schedule(ctx, req)
+			return err
+		}}},
+		wire.EndpointSchedules: {{"list its schedules", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.Schedules(ctx, sid)
+			return err
+		}}},
+		wire.EndpointUnschedule: {{"remove its schedule", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.Unschedule(ctx, sid, schedule.Name)
+			return err
+		}}},
+		wire.EndpointReplay: {{"replay it", func(ctx context.Context, c *client.Client, sid string) error {
+			_, err := c.Replay(ctx, wire.ReplayRequest{Session: sid})
+			return err
+		}}},
+		wire.EndpointReplayLive: {{"replay it live", func(ctx context.Context, c *client.Client, sid string) error {
+			prompt := "another prompt, for a divergence"
+			_, err := c.ReplayLive(ctx, wire.ReplayLiveRequest{Session: sid, SystemPrompt: &prompt})
+			return err
+		}}},
+	}
+}
+
+// turnErr is the error of a turn that a call started: its start's, else
+// its outcome's.
+func turnErr(ctx context.Context, t *client.Turn, err error) error {
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	_, err = t.Outcome(ctx)
+	return err
+}
+
+// tenantRefused reports whether err is a refusal of a tenant's call (or
+// the answer of a call confined to the caller's tenant).
+func tenantRefused(err error) bool {
+	return errors.Is(err, client.ErrNotFound) || errors.Is(err, client.ErrBadRequest) || errors.Is(err, client.ErrPermissionDenied) ||
+		errors.Is(err, errConfined)
+}
+
+// everyTenantEndpoint: tenant beta's client bob calls every endpoint of
+// its tenant's API about acme's session sid and the default tenant's
+// h.sid, and acme's client about h.sid, through the Go client (tenantCalls)
+// and as raw requests; each is refused, or answered for the caller's own
+// tenant only. Nothing changes: not the log, the inputs or the schedules,
+// nor what acme's and the default tenant's clients read; both still run
+// turns.
+func (h *hostile) everyTenantEndpoint(acme *client.Client, sid string, bob *client.Client) {
+	t := h.t
+	t.Helper()
+	dave := h.client(h.issue(wire.RoleClient, "dave")) // the default tenant's
+	// What the targets hold: an LLM step each, and a schedule of acme's.
+	steps := map[string]string{}
+	for _, target := range []struct {
+		c   *client.Client
+		sid string
+	}{{acme, sid}, {dave, h.sid}} {
+		st, err := target.c.Steps(h.ctx, wire.StepsRequest{Session: target.sid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range st.Steps {
+			if s.Type == projection.StepLLM {
+				steps[target.sid] = s.ID
+			}
+		}
+		if steps[target.sid] == "" {
+			t.Fatalf("%s has no LLM step: %+v", target.sid, st.Steps)
+		}
+	}
+	if _, err := acme.Schedule(h.ctx, wire.ScheduleRequest{Session: sid, Name: "nightly", Every: "24h", Text: "acme's run"}); err != nil {
+		t.Fatal(err)
+	}
+	own, err := bob.Create(h.ctx, wire.CreateRequest{}) // beta's, for the reply_to below
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type seen struct {
+		summary wire.SessionSummary
+		events  int
+		sched   []wire.Schedule
+	}
+	look := func(c *client.Client, sid string) seen {
+		t.Helper()
+		s, err := c.Get(h.ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs, err := c.Events(h.ctx, wire.EventsRequest{Session: sid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sched, err := c.Schedules(h.ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seen{s, len(evs.Events), sched}
+	}
+	acmeBefore, daveBefore := look(acme, sid), look(dave, h.sid)
+	shards := []string{wire.EventShardStream(h.n.bus.ShardOf(sid)), wire.EventShardStream(h.n.bus.ShardOf(h.sid))}
+	before := h.snapshot()
+
+	calls := tenantCalls(func(s string) string { return steps[s] })
+	for _, ep := range wire.TenantEndpoints() {
+		if len(calls[ep]) == 0 {
+			t.Errorf("endpoint %s of a tenant's API: no hostile call of it (add one to tenantCalls)", ep)
+		}
+	}
+	for ep := range calls {
+		if !slices.Contains(wire.TenantEndpoints(), ep) {
+			t.Errorf("tenantCalls calls %s, not an endpoint of a tenant's API", ep)
+		}
+	}
+	// The endpoints that name no session; every other must refuse a
+	// request that names another tenant's.
+	noSession := map[string]bool{wire.EndpointCreate: true, wire.EndpointList: true, wire.EndpointTools: true}
+	attacks := []struct {
+		who    string
+		c      *client.Client
+		tenant string
+		cred   string
+		sid    string
+	}{
+		{"beta's client at acme's session", bob, "beta", "bob", sid},
+		{"beta's client at the default tenant's session", bob, "beta", "bob", h.sid},
+		{"acme's client at the default tenant's session", acme, "acme", "alice", h.sid},
+	}
+	for _, a := range attacks {
+		for _, ep := range wire.TenantEndpoints() {
+			for _, call := range calls[ep] {
+				ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second) // a deadline against a hang
+				err := call.call(ctx, a.c, a.sid)
+				cancel()
+				if !tenantRefused(err) {
+					t.Errorf("HOLE? %s: %s (%s): not refused: %v", a.who, call.what, ep, err)
+				}
+			}
+			// Raw, as the client would not send them.
+			bodies := []string{
+				fmt.Sprintf(`{"session":%q}`, a.sid),
+				fmt.Sprintf(`{"session":%q,"tenant":%q}`, a.sid, event.TenantOf(a.sid)),
+				fmt.Sprintf(`{"session":%q,"name":"nightly","every":"1h","text":"x","artifact":"notes","step_id":%q,"calls":["call_1"],"budget":{"turn":{"tokens":1}}}`, a.sid, steps[a.sid]),
+				fmt.Sprintf(`{"Session":%q}`, a.sid),
+				fmt.Sprintf(`{"session":%q,"Session":%q}`, own.Session, a.sid),
+				fmt.Sprintf(`{"session":%q,"sessioN":%q}`, own.Session, a.sid),
+				fmt.Sprintf(`{"session":%q,"\u017fession":%q}`, own.Session, a.sid), // ſ, which folds to s
+			}
+			if noSession[ep] {
+				bodies = append(bodies, fmt.Sprintf(`{"tenant":%q}`, otherTenant(a.tenant)))
+			}
+			for _, body := range bodies {
+				m, err := h.request(a.c.Conn(), wire.TenantAPISubject(a.tenant, a.cred, ep), body)
+				if err != nil {
+					t.Errorf("%s: %s %s: %v", a.who, ep, body, err)
+					continue
+				}
+				code := m.Header.Get(wire.HeaderServiceErrorCode)
+				switch {
+				case strings.HasPrefix(code, "4") && len(code) == 3:
+				case code == "" && noSession[ep] && ep != wire.EndpointCreate && !strings.Contains(string(m.Data), a.sid) &&
+					!strings.Contains(string(m.Data), `"`+otherTenant(a.tenant)+`.`):
+					// answered for the caller's tenant only
+				default:
+					t.Errorf("HOLE? %s: raw %s %s: answered %q %q: %.300s", a.who, ep, body, code, m.Header.Get(wire.HeaderServiceError), m.Data)
+				}
+			}
+		}
+	}
+	// A command's outcome sent to another tenant's credential: refused
+	// even for the caller's own session.
+	for _, ep := range []string{wire.EndpointCompact, wire.EndpointResume, wire.EndpointCancel, wire.EndpointApprove, wire.EndpointDeny, wire.EndpointBudget} {
+		body := fmt.Sprintf(`{"session":%q,"reply_to":%q}`, own.Session, wire.CredentialInbox("alice")+".x")
+		m, err := h.request(bob.Conn(), wire.TenantAPISubject("beta", "bob", ep), body)
+		if err != nil {
+			t.Errorf("beta's client: %s %s: %v", ep, body, err)
+		} else if code := m.Header.Get(wire.HeaderServiceErrorCode); code != wire.APIErrBadRequest {
+			t.Errorf("HOLE? beta's client: %s %s: answered %q %q: %.300s", ep, body, code, m.Header.Get(wire.HeaderServiceError), m.Data)
+		}
+	}
+
+	h.unchanged(before, append(shards, wire.InputStream, wire.TenantInputStream, wire.ScheduleStream)...)
+	if after := look(acme, sid); !reflect.DeepEqual(after, acmeBefore) {
+		t.Errorf("acme's session changed: %+v, was %+v", after, acmeBefore)
+	}
+	if after := look(dave, h.sid); !reflect.DeepEqual(after, daveBefore) {
+		t.Errorf("the default tenant's session changed: %+v, was %+v", after, daveBefore)
+	}
+	h.run(acme, sid)
+	h.run(dave, h.sid)
+}
+
+// request sends body on subj through nc and returns the reply, waiting
+// for it until a deadline against a hang.
+func (h *hostile) request(nc *nats.Conn, subj, body string) (*nats.Msg, error) {
+	ctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	return nc.RequestWithContext(ctx, subj, []byte(body))
+}
+
+// otherTenant is the tenant of TestHostileTenant that is not tenant.
+func otherTenant(tenant string) string {
+	if tenant == "acme" {
+		return "beta"
+	}
+	return "acme"
+}

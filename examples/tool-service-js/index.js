@@ -18,6 +18,15 @@
 // (NATS_CREDS is a .creds file: the one `tahctl creds add --role tool --tool
 // NAME NAME` wrote, wherever it printed, or the node's .tah/admin.creds.)
 //
+// A tenant's tools (docs/protocol.md, "A tenant's tools"): with a tool
+// credential of a tenant (tahctl creds add --tenant acme --role tool --tool
+// shout,word_count,wait NAME), whose JWT says its tenant (the tag
+// tenant:acme), the same tools are served to that tenant's sessions alone:
+// services tah-ttool-acme__<name>, endpoints tah.ttool.acme.<name>, cancels on
+// tah.ttool.acme.cancel.*, calls stored under t=acme.<tool>.<session>.<call>
+// by a JetStream publish (such a credential may not read the bucket's
+// stream info, which binding it would).
+//
 // Tracing: each call's span ("execute_tool <name>", a server span) is the child
 // of the node's execute_tool span, whose W3C trace context comes in the call's
 // traceparent and tracestate headers, so a turn is one trace across the node
@@ -183,11 +192,32 @@ function callSpan(tool, msg, callId, session) {
 // (docs/security.md).
 function credentials() {
   const file = process.env.NATS_CREDS;
-  if (!file) return {};
+  if (!file) return { tenant: "" };
   const creds = fs.readFileSync(file);
   const jwt = /-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END/.exec(creds.toString("utf8"))[1];
-  const name = JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString("utf8")).name;
-  return { authenticator: credsAuthenticator(creds), inboxPrefix: "_INBOX_" + name };
+  const claims = JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString("utf8"));
+  // A tenant's credential says its tenant in a tag (docs/protocol.md).
+  const tag = (claims.nats?.tags || []).find((t) => t.startsWith("tenant:"));
+  return { authenticator: credsAuthenticator(creds), inboxPrefix: "_INBOX_" + claims.name, tenant: tag ? tag.slice("tenant:".length) : "" };
+}
+
+// names are the subjects and names the service uses: every tenant's tools',
+// or a tenant's own (docs/protocol.md, "A tenant's tools").
+function names(tenant) {
+  if (!tenant) {
+    return {
+      service: (tool) => "tah-tool-" + tool,
+      subject: (tool) => SUBJECT_PREFIX + tool,
+      cancelPrefix: CANCEL_PREFIX,
+      key: (tool, session, callId) => resultKey(tool, session, callId),
+    };
+  }
+  return {
+    service: (tool) => `tah-ttool-${tenant}__${tool}`,
+    subject: (tool) => `tah.ttool.${tenant}.${tool}`,
+    cancelPrefix: `tah.ttool.${tenant}.cancel.`,
+    key: (tool, session, callId) => `t=${tenant}.${resultKey(tool, session, callId)}`,
+  };
 }
 
 // token turns an id into a subject token / KV key part (docs/protocol.md).
@@ -213,20 +243,29 @@ const inflight = new Map(); // call token -> Set of { session, controller }
 
 async function main() {
   const stopTracing = startTracing();
+  const { tenant, ...auth } = credentials();
+  const n = names(tenant);
   const nc = await connect({
     servers: process.env.NATS_URL || "nats://127.0.0.1:4222",
-    ...credentials(),
+    ...auth,
     name: "tah-tool-service-js",
   });
-  // The node creates the bucket; a tool credential may only bind to it.
-  const kv = await nc.jetstream().views.kv(BUCKET, { bindOnly: true });
-  const put = (key, record) => kv.put(key, sc.encode(JSON.stringify(record)));
+  // The node creates the bucket; a tool credential may only bind to it. A
+  // tenant's may not even bind (no stream info): it publishes on its keys.
+  let put;
+  if (tenant) {
+    const js = nc.jetstream();
+    put = (key, record) => js.publish(`$KV.${BUCKET}.${key}`, sc.encode(JSON.stringify(record)), { expect: { streamName: "KV_" + BUCKET } });
+  } else {
+    const kv = await nc.jetstream().views.kv(BUCKET, { bindOnly: true });
+    put = (key, record) => kv.put(key, sc.encode(JSON.stringify(record)));
+  }
 
   // One subscription for every cancel: the calls of this process are in inflight.
-  nc.subscribe(CANCEL_PREFIX + "*", {
+  nc.subscribe(n.cancelPrefix + "*", {
     callback: (err, msg) => {
       if (err) return;
-      const tok = msg.subject.slice(CANCEL_PREFIX.length);
+      const tok = msg.subject.slice(n.cancelPrefix.length);
       let notice = {};
       try { notice = JSON.parse(sc.decode(msg.data) || "{}"); } catch { /* an empty body cancels by id */ }
       for (const c of inflight.get(tok) || []) {
@@ -266,7 +305,7 @@ async function main() {
   }
 
   async function serve(tool, srv, msg, req, callId, session, deadline, span) {
-    const key = resultKey(tool.name, session, callId);
+    const key = n.key(tool.name, session, callId);
     const tok = token(callId);
     const controller = new AbortController();
     const entry = { session, attempt: req.attempt || "", controller };
@@ -324,14 +363,14 @@ async function main() {
 
   for (const tool of tools) {
     const srv = await nc.services.add({
-      name: "tah-tool-" + tool.name,
+      name: n.service(tool.name),
       version: "1.0.0",
       description: tool.description,
       metadata: { tah_protocol: "2" },
       queue: QUEUE,
     });
     srv.addEndpoint(tool.name, {
-      subject: SUBJECT_PREFIX + tool.name,
+      subject: n.subject(tool.name),
       queue: QUEUE,
       metadata: {
         description: tool.description,
@@ -348,7 +387,7 @@ async function main() {
       },
     });
   }
-  console.log(JSON.stringify({ ready: true, tools: tools.map((t) => t.name) }));
+  console.log(JSON.stringify({ ready: true, tools: tools.map((t) => t.name), ...(tenant ? { tenant } : {}) }));
 
   // Drain first (the calls in flight finish and end their spans), then flush the spans.
   const stop = async () => { await nc.drain(); await stopTracing(); process.exit(0); };

@@ -98,13 +98,19 @@ type clusterCaller struct {
 // status that follows its query chunk, and returns the subscription.
 func (cc *clusterCaller) promptUntilQuery(t *testing.T, prompt string) (*nats.Subscription, wire.Query) {
 	t.Helper()
+	return cc.promptUntilQueryOn(t, wire.AgentSubject(wire.AgentVerbPrompt, "tah", wire.AgentController), prompt)
+}
+
+// promptUntilQueryOn is promptUntilQuery of the controller on subject ctrl.
+func (cc *clusterCaller) promptUntilQueryOn(t *testing.T, ctrl, prompt string) (*nats.Subscription, wire.Query) {
+	t.Helper()
 	inbox := cc.nc.NewRespInbox()
 	sub, err := cc.nc.SubscribeSync(inbox)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := cc.nc.PublishRequest(wire.AgentSubject(wire.AgentVerbPrompt, "tah", wire.AgentController), inbox, []byte(prompt)); err != nil {
+	if err := cc.nc.PublishRequest(ctrl, inbox, []byte(prompt)); err != nil {
 		t.Fatal(err)
 	}
 	var q *wire.Query

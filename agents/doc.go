@@ -7,7 +7,11 @@
 // micro service "agents" with a controller instance ("new": a prompt starts
 // a session, or continues the one its envelope's "session" names) and an
 // instance for each session whose actor runs on the node, heartbeats, and
-// status replies. A prompt is admitted there: parsed, acknowledged, and
+// status replies. A tenant's sessions are agents owned by tenant-<tenant>
+// (wire.TenantAgentOwner): a controller per tenant of the registry
+// (Gateway.TenantActive), which makes and continues that tenant's sessions
+// only, and an instance per active session of the tenant's, named by its id
+// within the tenant. A prompt is admitted there: parsed, acknowledged, and
 // stored as a run whose input carries the caller's reply subject.
 //
 // Streams is the other half, in the node that works on the turn:

@@ -21,12 +21,17 @@ import (
 // exist: the prompt gets 404.
 var ErrNoSession = errors.New("no such session")
 
+// ErrQuotaExceeded is what Host.CreateSession wraps when the tenant's
+// sessions quota is used up: the prompt gets 429, code quota_exceeded.
+var ErrQuotaExceeded = errors.New("quota exceeded")
+
 // Host is what the gateway needs of its node: sessions created, checked and
 // given inputs, on the node's own connection (the gateway's may touch no
 // subject of TAH's).
 type Host interface {
-	// CreateSession creates a session with the node's configuration.
-	CreateSession(ctx context.Context) (string, error)
+	// CreateSession creates a session of tenant ("": the default tenant's)
+	// with the node's configuration.
+	CreateSession(ctx context.Context, tenant string) (string, error)
 	// CheckSession fails, wrapping ErrNoSession, when sid names no session.
 	CheckSession(ctx context.Context, sid string) error
 	// PublishInput stores an input of session sid (TAH_IN).
@@ -53,8 +58,10 @@ type Options struct {
 	Conn *nats.Conn
 	// Host is the node.
 	Host Host
-	// Owner is the owner token of every instance (metadata owner): the
-	// deployment's name. Empty means DefaultOwner.
+	// Owner is the owner token of the default tenant's instances (metadata
+	// owner): the deployment's name (wire.ValidAgentOwner). Empty means
+	// DefaultOwner. A tenant's instances are owned by
+	// wire.TenantAgentOwner(tenant).
 	Owner string
 	// Heartbeat is the heartbeat interval; 0 means DefaultHeartbeat.
 	Heartbeat time.Duration
@@ -70,7 +77,8 @@ type Options struct {
 
 // Gateway serves TAH's sessions as agents of the Synadia Agent Protocol for
 // NATS (docs/agent-protocol.md) on one node: the controller instance
-// ("new"), and an instance for each session whose actor runs on this node,
+// ("new"), one per tenant (TenantActive) owned by wire.TenantAgentOwner,
+// and an instance for each session whose actor runs on this node,
 // registered when it starts and removed when it passivates.
 type Gateway struct {
 	opts Options
@@ -78,7 +86,7 @@ type Gateway struct {
 	nc   *nats.Conn
 
 	mu        sync.Mutex
-	instances map[string]*instance // by instance name
+	instances map[string]*instance // by key: <owner>.<name>
 	pending   []activity           // session activity not yet applied
 	closed    bool
 
@@ -93,15 +101,22 @@ type activity struct {
 	active bool
 	// check: apply only if the session is still active (the list at start).
 	check bool
+	// tenant, without sid: a tenant added (active) or removed, whose
+	// controller is registered or removed.
+	tenant string
 }
 
-// instance is one registered agent instance: the controller (session "")
-// or a session's.
+// instance is one registered agent instance: a controller (session "") or
+// a session's, of the default tenant or of tenant.
 type instance struct {
-	name    string
-	session string
-	svc     micro.Service
+	owner, name string
+	session     string
+	tenant      string
+	svc         micro.Service
 }
+
+// key is the key of inst in Gateway.instances.
+func (inst *instance) key() string { return inst.owner + "." + inst.name }
 
 // Start registers the controller, then an instance for every session
 // active on the node, and starts the heartbeats.
@@ -112,7 +127,7 @@ func Start(ctx context.Context, opts Options, active []string) (*Gateway, error)
 	if opts.Owner == "" {
 		opts.Owner = DefaultOwner
 	}
-	if err := wire.ValidCredentialName(opts.Owner); err != nil {
+	if err := wire.ValidAgentOwner(opts.Owner); err != nil {
 		return nil, fmt.Errorf("agents: owner: %w", err)
 	}
 	if opts.Heartbeat <= 0 {
@@ -130,7 +145,7 @@ func Start(ctx context.Context, opts Options, active []string) (*Gateway, error)
 	}
 	g := &Gateway{opts: opts, log: log, nc: opts.Conn, instances: map[string]*instance{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), sem: make(chan struct{}, opts.MaxConcurrent)}
-	if err := g.register(wire.AgentController, ""); err != nil {
+	if err := g.register(&instance{owner: opts.Owner, name: wire.AgentController}); err != nil {
 		return nil, err
 	}
 	for _, sid := range active {
@@ -154,10 +169,23 @@ func Start(ctx context.Context, opts Options, active []string) (*Gateway, error)
 // SessionActive records that session sid's actor started or stopped on
 // this node (session.Config.Active): its instance is registered or removed
 // soon after, in order. It never blocks.
-func (g *Gateway) SessionActive(sid string, active bool) {
+func (g *Gateway) SessionActive(sid string, active bool) { g.note(activity{sid: sid, active: active}) }
+
+// TenantActive records that tenant was added (active) or removed: its
+// controller, agents.prompt.tah.tenant-<tenant>.new, is registered or
+// removed soon after, in order. Adding one twice is adding it once. It
+// never blocks.
+func (g *Gateway) TenantActive(tenant string, active bool) {
+	if event.ValidTenant(tenant) != nil {
+		return
+	}
+	g.note(activity{tenant: tenant, active: active})
+}
+
+func (g *Gateway) note(a activity) {
 	g.mu.Lock()
 	if !g.closed {
-		g.pending = append(g.pending, activity{sid: sid, active: active})
+		g.pending = append(g.pending, a)
 	}
 	g.mu.Unlock()
 	g.signal()
@@ -185,70 +213,78 @@ func (g *Gateway) apply() {
 		g.pending = nil
 		g.mu.Unlock()
 		for _, a := range todo {
+			inst := &instance{owner: wire.TenantAgentOwner(a.tenant), name: wire.AgentController, tenant: a.tenant}
+			if a.sid != "" {
+				inst = &instance{session: a.sid, tenant: event.TenantOf(a.sid)}
+				inst.owner, inst.name = wire.AgentOf(g.opts.Owner, a.sid)
+			}
 			switch {
-			case event.TenantOf(a.sid) != "":
-				// Not served as an agent yet (prompt.go): no instance.
 			case a.active && (!a.check || g.opts.Host.SessionActive(a.sid)):
-				if err := g.register(a.sid, a.sid); err != nil {
-					g.log.Warn("agent instance of a session not registered", "session", a.sid, "err", err)
+				if err := g.register(inst); err != nil {
+					g.log.Warn("agent instance not registered", "owner", inst.owner, "instance", inst.name, "err", err)
 				}
 			case !a.active:
-				g.unregister(a.sid)
+				g.unregister(inst.key())
 			}
 		}
 	}
 }
 
-// register adds the instance name for session sid ("" for the controller).
-func (g *Gateway) register(name, sid string) error {
+// register adds inst: a controller (no session) or a session's instance.
+func (g *Gateway) register(inst *instance) error {
+	name := inst.name
 	g.mu.Lock()
-	_, exists := g.instances[name]
+	_, exists := g.instances[inst.key()]
 	g.mu.Unlock()
 	if exists {
 		return nil
 	}
-	label, desc := sid, "TAH durable agent session "+sid+": prompts continue it"
-	if sid == "" {
+	label, desc := inst.session, "TAH durable agent session "+inst.session+": prompts continue it"
+	if inst.session == "" {
 		label, desc = wire.AgentController, "TAH durable agent sessions: a prompt starts a new session (or continues the one its \"session\" field names)"
+		if inst.tenant != "" {
+			desc = "TAH durable agent sessions of tenant " + inst.tenant + ": a prompt starts a new session of the tenant (or continues the one of its own its \"session\" field names)"
+		}
 	}
 	svc, err := micro.AddService(g.nc, micro.Config{
 		Name: wire.AgentsService, Version: g.opts.Version, Description: desc,
-		Metadata: map[string]string{"agent": wire.AgentName, "owner": g.opts.Owner, "session": label,
+		Metadata: map[string]string{"agent": wire.AgentName, "owner": inst.owner, "session": label,
 			"protocol_version": wire.AgentsProtocolVersion, "node": g.opts.Node},
 	})
 	if err != nil {
 		return fmt.Errorf("agents: instance %s: %w", name, err)
 	}
-	inst := &instance{name: name, session: sid, svc: svc}
+	inst.svc = svc
 	maxPayload := formatSize(g.nc.MaxPayload())
 	if err := svc.AddEndpoint(wire.AgentVerbPrompt, micro.HandlerFunc(func(r micro.Request) { g.prompt(inst, r) }),
-		micro.WithEndpointSubject(wire.AgentSubject(wire.AgentVerbPrompt, g.opts.Owner, name)),
+		micro.WithEndpointSubject(wire.AgentSubject(wire.AgentVerbPrompt, inst.owner, name)),
 		micro.WithEndpointQueueGroup(wire.AgentsQueueGroup),
 		micro.WithEndpointMetadata(map[string]string{"max_payload": maxPayload, "attachments_ok": "true"})); err != nil {
 		_ = svc.Stop()
 		return fmt.Errorf("agents: instance %s: %w", name, err)
 	}
 	if err := svc.AddEndpoint(wire.AgentVerbStatus, micro.HandlerFunc(func(r micro.Request) { g.status(inst, r) }),
-		micro.WithEndpointSubject(wire.AgentSubject(wire.AgentVerbStatus, g.opts.Owner, name)),
+		micro.WithEndpointSubject(wire.AgentSubject(wire.AgentVerbStatus, inst.owner, name)),
 		micro.WithEndpointQueueGroup(wire.AgentsQueueGroup)); err != nil {
 		_ = svc.Stop()
 		return fmt.Errorf("agents: instance %s: %w", name, err)
 	}
 	g.mu.Lock()
-	g.instances[name] = inst
+	g.instances[inst.key()] = inst
 	g.mu.Unlock()
 	g.beat(inst) // at once: callers see it without waiting a whole interval
 	return nil
 }
 
-func (g *Gateway) unregister(name string) {
+// unregister removes the instance of key (instance.key).
+func (g *Gateway) unregister(key string) {
 	g.mu.Lock()
-	inst := g.instances[name]
-	delete(g.instances, name)
+	inst := g.instances[key]
+	delete(g.instances, key)
 	g.mu.Unlock()
 	if inst != nil {
 		if err := inst.svc.Stop(); err != nil {
-			g.log.Debug("agent instance not stopped cleanly", "instance", name, "err", err)
+			g.log.Debug("agent instance not stopped cleanly", "instance", key, "err", err)
 		}
 	}
 }
@@ -267,12 +303,12 @@ func (g *Gateway) heartbeat(inst *instance) wire.AgentHeartbeat {
 	if label == "" {
 		label = wire.AgentController
 	}
-	return wire.AgentHeartbeat{Agent: wire.AgentName, Owner: g.opts.Owner, Session: label, InstanceID: inst.svc.Info().ID,
+	return wire.AgentHeartbeat{Agent: wire.AgentName, Owner: inst.owner, Session: label, InstanceID: inst.svc.Info().ID,
 		TS: time.Now().UTC().Format(time.RFC3339), IntervalS: max(1, int(g.opts.Heartbeat/time.Second))}
 }
 
 func (g *Gateway) beat(inst *instance) {
-	if err := publishJSON(g.nc, wire.AgentSubject(wire.AgentVerbHeartbeat, g.opts.Owner, inst.name), g.heartbeat(inst)); err != nil {
+	if err := publishJSON(g.nc, wire.AgentSubject(wire.AgentVerbHeartbeat, inst.owner, inst.name), g.heartbeat(inst)); err != nil {
 		g.log.Debug("heartbeat not published", "instance", inst.name, "err", err)
 	}
 }
@@ -326,13 +362,13 @@ func (g *Gateway) Close() {
 	close(g.stop)
 	g.wg.Wait()
 	g.mu.Lock()
-	names := make([]string, 0, len(g.instances))
-	for name := range g.instances {
-		names = append(names, name)
+	keys := make([]string, 0, len(g.instances))
+	for key := range g.instances {
+		keys = append(keys, key)
 	}
 	g.mu.Unlock()
-	for _, name := range names {
-		g.unregister(name)
+	for _, key := range keys {
+		g.unregister(key)
 	}
 }
 

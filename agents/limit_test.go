@@ -18,7 +18,7 @@ type blockingHost struct {
 	release chan struct{}
 }
 
-func (h *blockingHost) CreateSession(ctx context.Context) (string, error) {
+func (h *blockingHost) CreateSession(ctx context.Context, _ string) (string, error) {
 	h.entered <- struct{}{}
 	<-h.release
 	return "s_1", nil

@@ -71,13 +71,23 @@ func (g *Gateway) admit(inst *instance, reply string, data []byte, trace telemet
 		return
 	}
 	sid := inst.session
+	named := env.Session
+	if inst.tenant != "" && named != "" && event.TenantOf(named) == "" {
+		named = inst.tenant + "." + named // a tenant's session by its id within the tenant (its instance's name)
+	}
 	switch {
-	case sid != "" && env.Session != "" && env.Session != sid:
+	case sid != "" && named != "" && named != sid:
 		g.fail(reply, wire.AgentStatusBadRequest, wire.AgentError{Error: wire.AgentErrBadRequest,
 			Message: fmt.Sprintf("this instance is session %s, not %s: prompt the controller (%s) to name another", sid, env.Session, wire.AgentController)})
 		return
-	case sid == "" && env.Session != "":
-		if err := g.opts.Host.CheckSession(ctx, env.Session); err != nil {
+	case sid == "" && named != "" && inst.tenant != "" && event.TenantOf(named) != inst.tenant:
+		// A tenant's controller continues the tenant's sessions only: any
+		// other is not found, as the tenant's API answers.
+		g.fail(reply, wire.AgentStatusNotFound, wire.AgentError{Error: wire.AgentErrNotFound, Session: env.Session,
+			Message: fmt.Sprintf("session %s not found (tenant %s's sessions are %s.<id>)", env.Session, inst.tenant, inst.tenant)})
+		return
+	case sid == "" && named != "":
+		if err := g.opts.Host.CheckSession(ctx, named); err != nil {
 			status, code := wire.AgentStatusInternal, wire.AgentErrInternal
 			if errors.Is(err, ErrNoSession) {
 				status, code = wire.AgentStatusNotFound, wire.AgentErrNotFound
@@ -85,19 +95,14 @@ func (g *Gateway) admit(inst *instance, reply string, data []byte, trace telemet
 			g.fail(reply, status, wire.AgentError{Error: code, Message: err.Error(), Session: env.Session})
 			return
 		}
-		if event.TenantOf(env.Session) != "" {
-			// Its subjects (agents.*.tah.<owner>.<sid>, the answers'
-			// tah.sess.<sid>.answer.<call>) take one token per id: a
-			// tenant's id has two. Served with the gateway per tenant
-			// (docs/tenancy.md, step 3).
-			g.fail(reply, wire.AgentStatusBadRequest, wire.AgentError{Error: wire.AgentErrBadRequest, Session: env.Session,
-				Message: fmt.Sprintf("session %s is a tenant's: a tenant's sessions are not served as agents yet (drive it through the API, docs/protocol.md)", env.Session)})
-			return
-		}
-		sid = env.Session
+		sid = named
 	case sid == "":
-		if sid, err = g.opts.Host.CreateSession(ctx); err != nil {
-			g.fail(reply, wire.AgentStatusInternal, wire.AgentError{Error: wire.AgentErrInternal, Message: "the session was not created: " + err.Error()})
+		if sid, err = g.opts.Host.CreateSession(ctx, inst.tenant); err != nil {
+			code := wire.AgentErrInternal
+			if errors.Is(err, ErrQuotaExceeded) {
+				code = wire.CodeQuotaExceeded
+			}
+			g.fail(reply, wire.AgentStatusOf(code), wire.AgentError{Error: code, Message: "the session was not created: " + err.Error()})
 			return
 		}
 	}

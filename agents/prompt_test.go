@@ -35,16 +35,6 @@ func TestBadRequests(t *testing.T) {
 	c := one(t, mock.Scripted(mock.Say("never").Always()), func(cfg *config.Config) { cfg.Agent.MaxInputBytes = 1000 })
 	nc := caller(t, c, 0, wire.RoleClient, "alice")
 	ctrl := wire.AgentSubject(wire.AgentVerbPrompt, "tah", wire.AgentController)
-	// A tenant's session (acme.s_…): not served as an agent (yet).
-	m, err := nc.Request(wire.APISubject(wire.EndpointCreate), []byte(`{"tenant":"acme"}`), 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var created wire.CreateReply
-	if err := json.Unmarshal(m.Data, &created); err != nil || created.Session == "" {
-		t.Fatalf("create a tenant's session: %s %v", m.Data, err)
-	}
-	tenantSession := created.Session
 	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 	for _, tc := range []struct {
 		name, req, status, code, says string
@@ -62,7 +52,6 @@ func TestBadRequests(t *testing.T) {
 		{"over the input limit", strings.Repeat("x", 1001), "400", wire.AgentErrTooLarge, "over this agent's limit of 1000 bytes"},
 		{"unknown session", `{"prompt":"p","session":"s_00000000000000000000"}`, "404", wire.AgentErrNotFound, "not found"},
 		{"invalid session", `{"prompt":"p","session":"no.such"}`, "404", wire.AgentErrNotFound, ""},
-		{"a tenant's session", `{"prompt":"p","session":"` + tenantSession + `"}`, "400", wire.AgentErrBadRequest, "not served as agents yet"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ms := stream(t, nc, ctrl, []byte(tc.req))

@@ -99,6 +99,11 @@ func (t *Trust) EnsureCreds(path string, role wire.Role, name string) error {
 	if err != nil {
 		return err
 	}
+	return t.EnsureUserCreds(path, u)
+}
+
+// EnsureUserCreds is EnsureCreds of user u (a tenant's, say: TenantUser).
+func (t *Trust) EnsureUserCreds(path string, u User) error {
 	b, err := os.ReadFile(path)
 	if err == nil && !t.outdated(b, u) {
 		return nil

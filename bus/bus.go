@@ -45,13 +45,15 @@ type Bus struct {
 	connOpts []nats.Option
 
 	// shards are the event log's streams, shards[k] is TAH_EVT_<k>.
-	shards      []jetstream.Stream
-	in          jetstream.Stream
-	answers     jetstream.Stream
-	checkpoints jetstream.KeyValue
-	toolResults jetstream.KeyValue
-	nodes       jetstream.KeyValue
-	artifacts   jetstream.ObjectStore
+	shards  []jetstream.Stream
+	in      jetstream.Stream
+	answers jetstream.Stream
+	// tenantAnswers is answers' twin for tenants' sessions.
+	tenantAnswers jetstream.Stream
+	checkpoints   jetstream.KeyValue
+	toolResults   jetstream.KeyValue
+	nodes         jetstream.KeyValue
+	artifacts     jetstream.ObjectStore
 
 	// commits[k] groups the appends to shard k into atomic batches, nil
 	// where they go one by one (batch.go).

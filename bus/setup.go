@@ -98,6 +98,9 @@ func (b *Bus) setup(ctx context.Context) error {
 	if b.answers, err = b.ensureStream(ctx, b.answerStreamConfig()); err != nil {
 		return err
 	}
+	if b.tenantAnswers, err = b.ensureStream(ctx, b.tenantAnswerStreamConfig()); err != nil {
+		return err
+	}
 	for _, cfg := range b.usageStreamConfigs() {
 		if _, err = b.ensureStream(ctx, cfg); err != nil {
 			return err
@@ -116,6 +119,17 @@ func (b *Bus) setup(ctx context.Context) error {
 func (b *Bus) ensureTenantInputs(ctx context.Context) error {
 	_, err := b.ensureStream(ctx, b.tenantInputStreamConfig())
 	return err
+}
+
+// tenantAnswerStreamConfig is answerStreamConfig for tenants' sessions
+// (wire.TenantAnswerStream): a stream of its own rather than a second
+// subject of TAH_ANSWERS, so that a node of an earlier version, which
+// would set TAH_ANSWERS's subjects back, leaves it alone.
+func (b *Bus) tenantAnswerStreamConfig() jetstream.StreamConfig {
+	c := b.answerStreamConfig()
+	c.Name, c.Subjects = wire.TenantAnswerStream, []string{wire.TenantAnswerSubjects}
+	c.Description = "TAH answers to agent protocol queries of tenants' sessions (approvals), until a node decides them"
+	return c
 }
 
 // answerStreamConfig is the stream of the answers to agent protocol query
@@ -182,6 +196,10 @@ func (b *Bus) usageStreamConfigs() []jetstream.StreamConfig {
 
 // Answers is the stream of the answers to agent protocol queries.
 func (b *Bus) Answers() jetstream.Stream { return b.answers }
+
+// TenantAnswers is the stream of the answers to tenants' sessions' queries
+// (wire.TenantAnswerStream).
+func (b *Bus) TenantAnswers() jetstream.Stream { return b.tenantAnswers }
 
 // EnsureKV is ensureKV for a bucket a node's part keeps outside the Bus (the
 // registry of credentials, wire.CredsBucket), with the Bus's replicas.

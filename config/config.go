@@ -548,8 +548,8 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Agents.Enabled {
-		if err := wire.ValidCredentialName(c.Agents.Owner); err != nil {
-			bad("agents.owner", "%q is not one subject token (use 1 to 64 letters, digits, '-' or '_')", c.Agents.Owner)
+		if err := wire.ValidAgentOwner(c.Agents.Owner); err != nil {
+			bad("agents.owner", "%q is not one subject token (use 1 to 64 letters, digits, '-' or '_'), or starts with %q, which a tenant's agents' owner does", c.Agents.Owner, wire.TenantAgentOwnerPrefix)
 		}
 		if time.Duration(c.Agents.Heartbeat) < time.Second {
 			bad("agents.heartbeat", "%s (use 1s or more: the protocol advises against faster heartbeats on shared infrastructure)", time.Duration(c.Agents.Heartbeat))

@@ -51,6 +51,7 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		"agent.max_steps": func(c *Config) { c.Agent.MaxSteps = -5 },
 		"nats.sync":       func(c *Config) { c.NATS.Sync = "sometimes" },
 		"log_level":       func(c *Config) { c.LogLevel = "loud" },
+		"agents.owner":    func(c *Config) { c.Agents.Owner = "tenant-acme" }, // a tenant's agents' owner
 		"data_dir":        func(c *Config) { c.DataDir = "" },
 		"llm.":            func(c *Config) { c.LLM.Provider = "nope" },
 		"nats.tls_key":    func(c *Config) { c.NATS.TLSCert = "cert.pem" },

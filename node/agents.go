@@ -14,6 +14,7 @@ import (
 	"github.com/tah-dev/tah/agents"
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/internal/natsx"
+	"github.com/tah-dev/tah/quota"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -119,10 +120,18 @@ func (n *Node) StartAgents(ctx context.Context, opts AgentsOptions) error {
 	if err != nil {
 		return err
 	}
+	// The tenants seen before it is stored, told here; those seen after,
+	// by tenantSeen (which reads it under the same lock).
+	n.tenantsMu.Lock()
 	if !n.gateway.CompareAndSwap(nil, g) {
+		n.tenantsMu.Unlock()
 		g.Close()
 		return errors.New("node: the agent gateway runs already")
 	}
+	for t := range n.tenants {
+		g.TenantActive(t, true)
+	}
+	n.tenantsMu.Unlock()
 	// Closed first (closers run in reverse): no instance outlives its node.
 	n.closers = append(n.closers, func(context.Context) error { n.gateway.Store(nil); g.Close(); return nil })
 	return nil
@@ -130,6 +139,25 @@ func (n *Node) StartAgents(ctx context.Context, opts AgentsOptions) error {
 
 // Gateway is the node's agent protocol gateway, nil when it serves none.
 func (n *Node) Gateway() *agents.Gateway { return n.gateway.Load() }
+
+// tenantSeen records that the registry has tenant (present) or no longer
+// has it, and tells the gateway, if any, which serves a controller per
+// tenant (quota.StartWith's onTenant). It never blocks.
+func (n *Node) tenantSeen(tenant string, present bool) {
+	n.tenantsMu.Lock()
+	defer n.tenantsMu.Unlock()
+	if n.tenants == nil {
+		n.tenants = map[string]bool{}
+	}
+	if present {
+		n.tenants[tenant] = true
+	} else {
+		delete(n.tenants, tenant)
+	}
+	if g := n.gateway.Load(); g != nil {
+		g.TenantActive(tenant, present)
+	}
+}
 
 // sessionActive tells the gateway, if any, that a session's actor started
 // or stopped (session.Config.Active).
@@ -142,8 +170,13 @@ func (n *Node) sessionActive(sid string, active bool) {
 // agentHost is the node as the gateway uses it.
 type agentHost struct{ n *Node }
 
-func (h agentHost) CreateSession(ctx context.Context) (string, error) {
-	rep, err := h.n.apiCreate(ctx, wire.CreateRequest{})
+// CreateSession: over the tenant's sessions quota, an error wrapping
+// agents.ErrQuotaExceeded.
+func (h agentHost) CreateSession(ctx context.Context, tenant string) (string, error) {
+	rep, err := h.n.apiCreate(ctx, wire.CreateRequest{Tenant: tenant})
+	if qe := (*quota.ExceededError)(nil); errors.As(err, &qe) {
+		return "", fmt.Errorf("%w: %w", err, agents.ErrQuotaExceeded)
+	}
 	return rep.Session, err
 }
 

@@ -19,11 +19,20 @@ import (
 const answerBy = "agent protocol caller"
 
 // startAnswers turns the answers to agent protocol query chunks, kept in
-// wire.AnswerStream, into approve and deny inputs, through a durable
-// consumer every node pulls from: an answer survives the death of the node
-// that was to take it. An answer is acknowledged once its input is stored.
+// wire.AnswerStream (and wire.TenantAnswerStream, tenants' sessions'), into
+// approve and deny inputs, through a durable consumer of each that every
+// node pulls from: an answer survives the death of the node that was to
+// take it. An answer is acknowledged once its input is stored.
 func (n *Node) startAnswers(ctx context.Context) error {
-	s := n.bus.Answers()
+	if err := n.consumeAnswers(ctx, n.bus.Answers(), wire.AnswerConsumer, wire.AnswerSubjects); err != nil {
+		return err
+	}
+	return n.consumeAnswers(ctx, n.bus.TenantAnswers(), wire.TenantAnswerConsumer, wire.TenantAnswerSubjects)
+}
+
+// consumeAnswers takes the answers of stream s through its durable
+// consumer name, filtered on subjects.
+func (n *Node) consumeAnswers(ctx context.Context, s jetstream.Stream, name, subjects string) error {
 	if s == nil {
 		return nil
 	}
@@ -36,8 +45,8 @@ func (n *Node) startAnswers(ctx context.Context) error {
 	err := natsx.Retry(rctx, 5*time.Second, func(ctx context.Context) error {
 		var err error
 		cons, err = s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable: wire.AnswerConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-			FilterSubject: wire.AnswerSubjects, MaxAckPending: 1000,
+			Durable: name, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+			FilterSubject: subjects, MaxAckPending: 1000,
 			Description: "TAH nodes: answers to agent protocol queries, turned into approve and deny inputs",
 		})
 		return err

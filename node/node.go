@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -136,6 +137,10 @@ type Node struct {
 	closers   []func(context.Context) error
 	// gateway serves the agent protocol (StartAgents); nil until then.
 	gateway atomic.Pointer[agents.Gateway]
+	// tenantsMu guards tenants, the tenants of the registry as the quotas'
+	// watch found them (tenantSeen), whose controllers the gateway serves.
+	tenantsMu sync.Mutex
+	tenants   map[string]bool
 	// gatewayErr is why Options.Agents did not start (GatewayErr).
 	gatewayErr error
 	// mcp is the bridge of Options.MCP (nil without), mcpErr why it does
@@ -274,7 +279,7 @@ func Start(ctx context.Context, opts Options) (n *Node, err error) {
 	scfg.Claimed = n.tellPrevious
 	// The tenants' quotas (package quota), checked by the API and the
 	// sessions; closed after them (closers run last first).
-	n.quotas = quota.Start(n.bus.JetStream(), log.With("component", "quota"))
+	n.quotas = quota.StartWith(n.bus.JetStream(), log.With("component", "quota"), n.tenantSeen)
 	n.closers = append(n.closers, func(context.Context) error { n.quotas.Close(); return nil })
 	scfg.Quotas = n.quotas
 	if scfg.Tracing == nil {

@@ -50,6 +50,8 @@ type Meter struct {
 	js  jetstream.JetStream
 	log *slog.Logger
 	now func() time.Time
+	// onTenant is told of the tenants the watch finds (StartWith).
+	onTenant func(name string, present bool)
 
 	mu      sync.RWMutex
 	limits  map[string]wire.TenantLimits // by tenant; absent: none
@@ -76,9 +78,16 @@ const watchRetry = 2 * time.Second
 
 // Start returns a Meter on js, following the tenants' limits in the
 // registry from now until Close.
-func Start(js jetstream.JetStream, log *slog.Logger) *Meter {
+func Start(js jetstream.JetStream, log *slog.Logger) *Meter { return StartWith(js, log, nil) }
+
+// StartWith is Start that also tells onTenant, when set, of every tenant of
+// the registry as the watch finds it (present), and of every one removed
+// from it: at first all of them, then as they come and go (a tenant told
+// present twice is one tenant). It is called on the watch's goroutine and
+// must not block.
+func StartWith(js jetstream.JetStream, log *slog.Logger, onTenant func(name string, present bool)) *Meter {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &Meter{js: js, log: log, now: time.Now, limits: map[string]wire.TenantLimits{}, streams: map[string]jetstream.Stream{},
+	m := &Meter{js: js, log: log, now: time.Now, onTenant: onTenant, limits: map[string]wire.TenantLimits{}, streams: map[string]jetstream.Stream{},
 		unsent: map[string]int64{}, sending: map[string]sendingAmount{}, kick: make(chan struct{}, 1), known: map[string]knownTotal{},
 		cancel: cancel, done: make(chan struct{})}
 	var wg sync.WaitGroup
@@ -135,6 +144,9 @@ func (m *Meter) follow(ctx context.Context, kv jetstream.KeyValue) error {
 				continue // the entries there were are all in
 			}
 			name := strings.TrimPrefix(e.Key(), wire.CredsTenantKeyPrefix)
+			if m.onTenant != nil {
+				m.onTenant(name, e.Operation() == jetstream.KeyValuePut)
+			}
 			if e.Operation() != jetstream.KeyValuePut {
 				m.SetLimits(name, wire.TenantLimits{})
 				continue

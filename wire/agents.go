@@ -75,18 +75,19 @@ func AgentInstance(subj string) (owner, name string, ok bool) {
 // node turns it into an approve or a deny of the call.
 func AnswerSubject(sid, callID string) string { return "tah.sess." + sid + ".answer." + Token(callID) }
 
-// AnswerCall returns the session and the call id of an AnswerSubject, or
-// false.
+// AnswerCall returns the session and the call id of an AnswerSubject (a
+// tenant's session's too: tah.sess.<tenant>.<id>.answer.<call>), or false.
 func AnswerCall(subj string) (sid, callID string, ok bool) {
 	parts := strings.Split(subj, ".")
-	if len(parts) != 5 || parts[0] != "tah" || parts[1] != "sess" || parts[3] != "answer" {
+	if n := len(parts); n < 5 || n > 6 || parts[0] != "tah" || parts[1] != "sess" || parts[n-2] != "answer" {
 		return "", "", false
 	}
-	callID, err := FromToken(parts[4])
-	if err != nil || ValidSessionID(parts[2]) != nil {
+	sid = strings.Join(parts[2:len(parts)-2], ".")
+	callID, err := FromToken(parts[len(parts)-1])
+	if err != nil || ValidSessionID(sid) != nil {
 		return "", "", false
 	}
-	return parts[2], callID, true
+	return sid, callID, true
 }
 
 // Caller is who waits for a turn's answer, and how (event.Caller): its
@@ -218,7 +219,8 @@ const (
 
 // AgentStatusOf is the agent protocol status code of a TAH refusal or
 // failure code: a malformed or too large input 400, an unknown session 404,
-// a session that cannot take the prompt now 409, anything else 500.
+// a session that cannot take the prompt now 409, a tenant's quota reached
+// 429, anything else 500.
 func AgentStatusOf(code string) int {
 	switch code {
 	case CodeMalformedInput, CodeReplySubject, CodeInputTooLarge, AgentErrBadRequest, AgentErrTooLarge:
@@ -227,7 +229,7 @@ func AgentStatusOf(code string) int {
 		return AgentStatusNotFound
 	case FailureBusy, FailureNothingToResume, FailureNotPending, FailureAlreadyDecided, FailureWithdrawn:
 		return AgentStatusConflict
-	case AgentErrRateLimited:
+	case AgentErrRateLimited, CodeQuotaExceeded:
 		return AgentStatusRateLimited
 	}
 	return AgentStatusInternal

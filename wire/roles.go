@@ -134,7 +134,7 @@ func readEvents() []string {
 // it.)
 func nodeStreams() []string {
 	return []string{InputStream, "KV_" + CheckpointBucket, ToolResultStream, "KV_" + NodeBucket, "KV_" + LockBucket, "OBJ_" + ArtifactBucket,
-		"KV_" + CredsBucket, AnswerStream}
+		"KV_" + CredsBucket, AnswerStream, TenantAnswerStream}
 }
 
 // agentsDiscovery are the discovery verbs of the agents service a caller

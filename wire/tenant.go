@@ -83,6 +83,7 @@ func TenantRolePermissions(tenant string, role Role, name string, tools []string
 		return Permissions{}, fmt.Errorf("tool names for the %s role (only a tool credential serves tools): %w", role, ErrBadToolNames)
 	}
 	var pub []string
+	agentPub, agentSub := tenantAgentSubjects(tenant, role == RoleClient)
 	switch role {
 	case RoleTool:
 		return tenantToolPermissions(tenant, CredentialInbox(name)+".>", tools)
@@ -95,9 +96,9 @@ func TenantRolePermissions(tenant string, role Role, name string, tools []string
 	default:
 		return Permissions{}, fmt.Errorf("%q for a tenant (a tenant's credential is a client, an observer or a tool): %w", role, ErrUnknownRole)
 	}
-	return Permissions{PublishAllow: pub,
-		SubscribeAllow: []string{CredentialInbox(name) + ".>", "tah.sess." + tenant + ".*.delta", "tah.sess." + tenant + ".*.err",
-			TenantLiveSubjects(tenant)}}, nil
+	return Permissions{PublishAllow: append(pub, agentPub...),
+		SubscribeAllow: append([]string{CredentialInbox(name) + ".>", "tah.sess." + tenant + ".*.delta", "tah.sess." + tenant + ".*.err",
+			TenantLiveSubjects(tenant)}, agentSub...)}, nil
 }
 
 // A tenant's live feed (docs/tenancy.md): each shard of the log republishes

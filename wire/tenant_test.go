@@ -70,16 +70,26 @@ func TestTenantRolePermissions(t *testing.T) {
 		}
 	}
 	for _, subj := range append(p.PublishAllow, p.SubscribeAllow...) {
-		if strings.HasPrefix(subj, "$JS") || strings.Contains(subj, ">") && !strings.HasPrefix(subj, "_INBOX_alice.") {
+		own := strings.HasPrefix(subj, "_INBOX_alice.") || strings.HasPrefix(subj, "agents.prompt.tah.tenant-acme.") || strings.HasPrefix(subj, "agents.status.tah.tenant-acme.")
+		if strings.HasPrefix(subj, "$JS") || strings.Contains(subj, ">") && !own {
 			t.Errorf("a tenant's client reaches %s", subj)
 		}
+	}
+	for _, want := range []string{"agents.prompt.tah.tenant-acme.>", "agents.status.tah.tenant-acme.>", "tah.sess.acme.*.answer.*"} {
+		if !slices.Contains(p.PublishAllow, want) {
+			t.Errorf("a tenant's client may not publish %s (its agents)", want)
+		}
+	}
+	if !slices.Contains(p.SubscribeAllow, "agents.hb.tah.tenant-acme.*") {
+		t.Errorf("a tenant's client hears not its agents' heartbeats: %v", p.SubscribeAllow)
 	}
 	o, err := wire.TenantRolePermissions("acme", wire.RoleObserver, "olga", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, subj := range o.PublishAllow {
-		if strings.HasSuffix(subj, "."+wire.EndpointCreate) || strings.Contains(subj, ".in.") || strings.HasSuffix(subj, ".*") {
+		if strings.HasSuffix(subj, "."+wire.EndpointCreate) || strings.Contains(subj, ".in.") || strings.HasSuffix(subj, ".*") ||
+			strings.HasPrefix(subj, "agents.prompt.") || strings.Contains(subj, ".answer.") {
 			t.Errorf("a tenant's observer may publish %s", subj)
 		}
 	}
@@ -98,6 +108,43 @@ func TestTenantRolePermissions(t *testing.T) {
 		if _, err := wire.TenantRolePermissions("acme", c.role, "x", c.tools); !errors.Is(err, wire.ErrBadToolNames) {
 			t.Errorf("a tenant's %s with tools %q: %v", c.role, c.tools, err)
 		}
+	}
+}
+
+// A tenant's agents are owned by tenant-<tenant>, which no deployment's
+// owner may be; their answers are on the tenant's sessions' subjects.
+func TestTenantAgents(t *testing.T) {
+	for _, c := range []struct{ owner, sid, wantOwner, wantName string }{
+		{"tah", "s_1", "tah", "s_1"},
+		{"tah", "acme.s_1", "tenant-acme", "s_1"},
+		{"acme", "acme.s_1", "tenant-acme", "s_1"},
+	} {
+		if o, n := wire.AgentOf(c.owner, c.sid); o != c.wantOwner || n != c.wantName {
+			t.Errorf("AgentOf(%q, %q) = %q, %q", c.owner, c.sid, o, n)
+		}
+	}
+	for _, bad := range []string{"tenant-acme", "tenant-", "a.b", ""} {
+		if err := wire.ValidAgentOwner(bad); !errors.Is(err, wire.ErrBadAgentOwner) {
+			t.Errorf("owner %q: %v", bad, err)
+		}
+	}
+	if err := wire.ValidAgentOwner("tah"); err != nil {
+		t.Error(err)
+	}
+	for subj, want := range map[string]string{
+		"tah.sess.s_1.answer.call_1":      "s_1",
+		"tah.sess.acme.s_1.answer.call_1": "acme.s_1",
+		"tah.sess.Acme.s_1.answer.call_1": "",
+		"tah.sess.a.b.c.answer.call_1":    "",
+		"tah.sess.s_1.in.call_1":          "",
+	} {
+		sid, call, ok := wire.AnswerCall(subj)
+		if sid != want || ok != (want != "") || ok && call != "call_1" {
+			t.Errorf("AnswerCall(%q) = %q %q %v", subj, sid, call, ok)
+		}
+	}
+	if got := wire.AnswerSubject("acme.s_1", "call_1"); got != "tah.sess.acme.s_1.answer.call_1" {
+		t.Errorf("AnswerSubject: %q", got)
 	}
 }
 

@@ -118,6 +118,16 @@ func TestTenantAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	refused("acme's heartbeats", wire.AgentSubject(wire.AgentVerbHeartbeat, wire.TenantAgentOwner("acme"), "*"))
+
+	// A tenant removed: its controller goes (as its credentials do).
+	if _, err := admin.RemoveTenant(ctx, "beta"); err != nil {
+		t.Fatal(err)
+	}
+	status := wire.AgentSubject(wire.AgentVerbStatus, wire.TenantAgentOwner("beta"), wire.AgentController)
+	bustest.Eventually(t, 30*time.Second, "beta's controller removed", func() bool {
+		_, err := admin.Conn().Request(status, nil, time.Second)
+		return errors.Is(err, nats.ErrNoResponders)
+	})
 }
 
 // streamWhenIdle is stream, sent again while the session answers 409: the

@@ -31,10 +31,13 @@ type legacyLog struct {
 
 func newLegacyLog(t *testing.T, js jetstream.JetStream) *legacyLog {
 	// The nodes that met a log of version 1 had no stream of tenants'
-	// inputs, whose subjects overlap the old log's: a node migrates the log
-	// before it makes that stream, but the tests make the shards first.
-	if err := js.DeleteStream(ctxT(t), wire.TenantInputStream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Fatal(err)
+	// inputs or answers, whose subjects overlap the old log's: a node
+	// migrates the log before it makes them, but the tests make the shards
+	// first.
+	for _, s := range []string{wire.TenantInputStream, wire.TenantAnswerStream} {
+		if err := js.DeleteStream(ctxT(t), s); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Fatal(err)
+		}
 	}
 	_, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{
 		Name: wire.LegacyEventStream, Subjects: []string{wire.LegacyEventSubjects},

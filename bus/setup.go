@@ -98,9 +98,6 @@ func (b *Bus) setup(ctx context.Context) error {
 	if b.answers, err = b.ensureStream(ctx, b.answerStreamConfig()); err != nil {
 		return err
 	}
-	if b.tenantAnswers, err = b.ensureStream(ctx, b.tenantAnswerStreamConfig()); err != nil {
-		return err
-	}
 	for _, cfg := range b.usageStreamConfigs() {
 		if _, err = b.ensureStream(ctx, cfg); err != nil {
 			return err
@@ -111,13 +108,18 @@ func (b *Bus) setup(ctx context.Context) error {
 }
 
 // ensureTenantInputs sets up the stream of tenants' inputs
-// (tenantInputStreamConfig). Its subjects overlap those of a log of version
-// 1 (tah.sess.<sid>.evt.<type>), which the server refuses: where one is still
-// there, it is set up once the log is migrated (Open), the input stream
-// sourcing it meanwhile from nothing (the server tries again until it is
-// there; no tenant's input can be stored before it is).
+// (tenantInputStreamConfig) and of the answers to their sessions' queries
+// (tenantAnswerStreamConfig). Their subjects overlap those of a log of
+// version 1 (tah.sess.<sid>.evt.<type>), which the server refuses: where one
+// is still there, they are set up once the log is migrated (Open), the input
+// stream sourcing the first meanwhile from nothing (the server tries again
+// until it is there; no tenant's input can be stored before it is).
 func (b *Bus) ensureTenantInputs(ctx context.Context) error {
-	_, err := b.ensureStream(ctx, b.tenantInputStreamConfig())
+	if _, err := b.ensureStream(ctx, b.tenantInputStreamConfig()); err != nil {
+		return err
+	}
+	var err error
+	b.tenantAnswers, err = b.ensureStream(ctx, b.tenantAnswerStreamConfig())
 	return err
 }
 

@@ -297,3 +297,25 @@ func inputConsumersInMemory(t *testing.T, b *Bus) {
 		}
 	}
 }
+
+// TestNoDirectStreamsServeNoDirectGet: the streams whose direct gets no
+// credential is denied (wire.NoDirectStreams: only their consumers are,
+// for room in every JWT) serve none, and the tenants' answers have a
+// stream of their own, as the answers do.
+func TestNoDirectStreamsServeNoDirectGet(t *testing.T) {
+	b := &Bus{cfg: Default()}
+	cfgs := map[string]jetstream.StreamConfig{wire.AnswerStream: b.answerStreamConfig(), wire.TenantAnswerStream: b.tenantAnswerStreamConfig()}
+	for _, name := range wire.NoDirectStreams() {
+		c, ok := cfgs[name]
+		if !ok || c.Name != name {
+			t.Errorf("no configuration of %s here: check that it serves no direct get", name)
+			continue
+		}
+		if c.AllowDirect || c.MirrorDirect {
+			t.Errorf("%s serves direct gets, which no credential is denied", name)
+		}
+	}
+	if got := cfgs[wire.TenantAnswerStream].Subjects; len(got) != 1 || got[0] != wire.TenantAnswerSubjects {
+		t.Errorf("the tenants' answers' subjects: %v", got)
+	}
+}

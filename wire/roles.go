@@ -134,7 +134,7 @@ func readEvents() []string {
 // it.)
 func nodeStreams() []string {
 	return []string{InputStream, "KV_" + CheckpointBucket, ToolResultStream, "KV_" + NodeBucket, "KV_" + LockBucket, "OBJ_" + ArtifactBucket,
-		"KV_" + CredsBucket, AnswerStream, TenantAnswerStream}
+		"KV_" + CredsBucket}
 }
 
 // agentsDiscovery are the discovery verbs of the agents service a caller
@@ -158,8 +158,10 @@ const (
 
 // nodeStreamDenies deny the consumers (the node's durable input consumers
 // among them, by their stream's name) and direct gets of the node's streams
-// but except's: readEvents' patterns would reach them. (A consumer filtered
-// on tah.evt.> cannot be created on them: the filter must be their own.)
+// but except's, and the consumers of the answers' streams
+// (NoDirectStreams): readEvents' patterns would reach them. (A consumer
+// filtered on tah.evt.> cannot be created on them: the filter must be
+// their own.)
 func nodeStreamDenies(except string) []string {
 	var out []string
 	for _, s := range nodeStreams() {
@@ -167,8 +169,18 @@ func nodeStreamDenies(except string) []string {
 			out = append(out, jsAPI+"CONSUMER.*."+s+".*", jsAPI+"CONSUMER.MSG.NEXT."+s+".*", jsAPI+"DIRECT.GET."+s, jsAPI+"DIRECT.GET."+s+".>")
 		}
 	}
+	for _, s := range NoDirectStreams() {
+		out = append(out, jsAPI+"CONSUMER.*."+s+".*", jsAPI+"CONSUMER.MSG.NEXT."+s+".*")
+	}
 	return out
 }
+
+// NoDirectStreams are the node's streams that serve no direct get (their
+// configuration allows none: bus checks it), whose consumers alone a
+// credential must be denied: the answers to the agent protocol's queries.
+// Two entries each rather than nodeStreams' four, since every byte here is
+// in every credential's JWT (see nodeStreams).
+func NoDirectStreams() []string { return []string{AnswerStream, TenantAnswerStream} }
 
 // readEndpoints are the API endpoints that change nothing.
 var readEndpoints = []string{EndpointGet, EndpointList, EndpointMessages, EndpointSteps, EndpointEvents,

@@ -124,7 +124,7 @@ func inspectToken(listen, file string) (string, error) {
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return "", usageError("give a file that holds the token", "--token-file: %v", errors.Unwrap(err))
+		return "", usageError("give a file that holds the token", "--token-file %s: %v", file, errors.Unwrap(err))
 	}
 	token := strings.TrimSpace(string(b))
 	if len(token) < minInspectToken {

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/wire"
 )
@@ -163,11 +164,7 @@ func get(ctx context.Context, kv jetstream.KeyValue, key, callID string) (wire.S
 	if err != nil {
 		return wire.StoredCall{}, fmt.Errorf("remote: read call %s: %w", callID, err)
 	}
-	var s wire.StoredCall
-	if err := json.Unmarshal(e.Value(), &s); err != nil {
-		return wire.StoredCall{}, fmt.Errorf("remote: call %s: malformed stored value: %w", callID, err)
-	}
-	return s, nil
+	return decodeStored(e.Value(), callID)
 }
 
 // putDirect stores s with a JetStream publish on its key's subject, the
@@ -190,6 +187,9 @@ func (r *Results) putDirect(ctx context.Context, s wire.StoredCall) error {
 func (r *Results) getDirect(ctx context.Context, key, callID string) (wire.StoredCall, error) {
 	subj := "$JS.API.DIRECT.GET.KV_" + r.bucket + ".$KV." + r.bucket + "." + key
 	m, err := r.js.Conn().RequestWithContext(ctx, subj, nil)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return wire.StoredCall{}, fmt.Errorf("remote: read call %s: the bucket %s does not exist (a TAH node makes it when it starts: start one against this NATS first): %w", callID, r.bucket, err)
+	}
 	if err != nil {
 		return wire.StoredCall{}, fmt.Errorf("remote: read call %s: %w", callID, err)
 	}
@@ -203,8 +203,13 @@ func (r *Results) getDirect(ctx context.Context, key, callID string) (wire.Store
 	if op := m.Header.Get("KV-Operation"); op == "DEL" || op == "PURGE" {
 		return wire.StoredCall{}, fmt.Errorf("call %s: %w", callID, ErrNoResult)
 	}
+	return decodeStored(m.Data, callID)
+}
+
+// decodeStored is the stored call of value data.
+func decodeStored(data []byte, callID string) (wire.StoredCall, error) {
 	var s wire.StoredCall
-	if err := json.Unmarshal(m.Data, &s); err != nil {
+	if err := json.Unmarshal(data, &s); err != nil {
 		return wire.StoredCall{}, fmt.Errorf("remote: call %s: malformed stored value: %w", callID, err)
 	}
 	return s, nil

@@ -70,6 +70,15 @@ type Options struct {
 	MaxConcurrent int
 	// Version is the service version (semver); empty means wire.APIVersion.
 	Version string
+	// MinSenderTrust is what a prompt requires of its sender (§13.9):
+	// wire.AgentSenderTrustAny (empty: the default) or
+	// wire.AgentSenderTrustSigned, a verified Agent-Sender header. It is
+	// declared in the prompt endpoints' metadata.
+	MinSenderTrust string
+	// SenderName names a verified caller by its user NKEY: the name of the
+	// credential issued for it, or "" when unknown (the NKEY is recorded
+	// then). Nil: the NKEY always.
+	SenderName func(user string) string
 	// Node names this node in the instances' metadata.
 	Node   string
 	Logger *slog.Logger
@@ -94,6 +103,9 @@ type Gateway struct {
 	stop chan struct{}
 	sem  chan struct{}
 	wg   sync.WaitGroup
+	// senders verifies signed Agent-Sender headers and remembers their
+	// nonces within the replay window (one set per node: §13.7 allows it).
+	senders *wire.SenderVerifier
 }
 
 type activity struct {
@@ -139,12 +151,20 @@ func Start(ctx context.Context, opts Options, active []string) (*Gateway, error)
 	if opts.Version == "" {
 		opts.Version = wire.APIVersion
 	}
+	switch opts.MinSenderTrust {
+	case "":
+		opts.MinSenderTrust = wire.AgentSenderTrustAny
+	case wire.AgentSenderTrustAny, wire.AgentSenderTrustSigned:
+	default:
+		return nil, fmt.Errorf("agents: min_sender_trust %q: use %q or %q", opts.MinSenderTrust, wire.AgentSenderTrustAny, wire.AgentSenderTrustSigned)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	g := &Gateway{opts: opts, log: log, nc: opts.Conn, instances: map[string]*instance{},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), sem: make(chan struct{}, opts.MaxConcurrent)}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), sem: make(chan struct{}, opts.MaxConcurrent),
+		senders: wire.NewSenderVerifier(0)}
 	if err := g.register(&instance{owner: opts.Owner, name: wire.AgentController}); err != nil {
 		return nil, err
 	}
@@ -259,7 +279,8 @@ func (g *Gateway) register(inst *instance) error {
 	if err := svc.AddEndpoint(wire.AgentVerbPrompt, micro.HandlerFunc(func(r micro.Request) { g.prompt(inst, r) }),
 		micro.WithEndpointSubject(wire.AgentSubject(wire.AgentVerbPrompt, inst.owner, name)),
 		micro.WithEndpointQueueGroup(wire.AgentsQueueGroup),
-		micro.WithEndpointMetadata(map[string]string{"max_payload": maxPayload, "attachments_ok": "true"})); err != nil {
+		micro.WithEndpointMetadata(map[string]string{"max_payload": maxPayload, "attachments_ok": "true",
+			wire.MetaMinSenderTrust: g.opts.MinSenderTrust})); err != nil {
 		_ = svc.Stop()
 		return fmt.Errorf("agents: instance %s: %w", name, err)
 	}
@@ -340,6 +361,13 @@ func (g *Gateway) heartbeats() {
 func (g *Gateway) status(inst *instance, r micro.Request) {
 	if wire.CheckReplySubject(r.Reply()) != nil {
 		return
+	}
+	// Classified so that a bad signature is seen, never refused: a
+	// liveness probe does not depend on the prober's credentials (§13.9).
+	if h := r.Headers().Get(wire.HeaderAgentSender); h != "" {
+		if _, _, err := g.senders.Classify(h, r.Subject(), r.Data()); err != nil {
+			g.log.Warn("agent status request: its Agent-Sender is refused; answered all the same", "instance", inst.name, "err", err)
+		}
 	}
 	body, err := json.Marshal(g.heartbeat(inst))
 	if err != nil {

@@ -30,6 +30,11 @@ func (g *Gateway) prompt(inst *instance, r micro.Request) {
 		g.log.Warn("agent prompt dropped: its reply subject is not an inbox", "instance", inst.name, "err", err)
 		return
 	}
+	sender, e, status := g.senderOf(r)
+	if e != nil {
+		g.fail(reply, status, *e)
+		return
+	}
 	select {
 	case g.sem <- struct{}{}:
 	default:
@@ -45,7 +50,7 @@ func (g *Gateway) prompt(inst *instance, r micro.Request) {
 	go func() {
 		defer g.wg.Done()
 		defer func() { <-g.sem }()
-		g.admit(inst, reply, data, trace)
+		g.admit(inst, reply, sender, data, trace)
 	}()
 }
 
@@ -53,7 +58,7 @@ func (g *Gateway) prompt(inst *instance, r micro.Request) {
 // created (the controller) or checked (404), the ack (and, from the
 // controller, the session's id), then the run stored with the caller's
 // reply subject, to be answered as a stream by whichever node works on it.
-func (g *Gateway) admit(inst *instance, reply string, data []byte, trace telemetry.Parent) {
+func (g *Gateway) admit(inst *instance, reply, sender string, data []byte, trace telemetry.Parent) {
 	ctx, cancel := context.WithTimeout(trace.Context(context.Background()), admitTimeout)
 	defer cancel()
 	env, err := ParseRequest(data)
@@ -121,7 +126,8 @@ func (g *Gateway) admit(inst *instance, reply string, data []byte, trace telemet
 	if env.WhenBusy != "" {
 		opts = &wire.RunOptions{WhenBusy: env.WhenBusy}
 	}
-	in := wire.Input{Command: wire.CommandRun, ReplyTo: reply, Reply: wire.ReplyAgents, Text: text, Options: opts}
+	// A verified caller is the input's sender: turn.started records it.
+	in := wire.Input{Command: wire.CommandRun, ReplyTo: reply, Reply: wire.ReplyAgents, Text: text, Options: opts, Sender: sender}
 	if _, err := g.opts.Host.PublishInput(ctx, sid, in); err != nil {
 		status, code := wire.AgentStatusInternal, wire.AgentErrInternal
 		if errors.Is(err, nats.ErrMaxPayload) {

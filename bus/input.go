@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/event"
@@ -20,9 +21,15 @@ import (
 // try the same message). It fails with ErrInvalidSessionID, ErrMalformedInput
 // (in does not validate) or ErrPayloadTooLarge. Errors the node finds later
 // (an unknown session, say) are reported on tah.sess.<sid>.err: see
-// SubscribeErrors.
+// SubscribeErrors. The input's sender is the node ($node), or in.Sender
+// when it is a caller the agent gateway attested
+// (wire.AttestedSenderPrefix): recorded as who ran the turn or decided.
 func (b *Bus) PublishInput(ctx context.Context, sid string, in wire.Input) (string, error) {
-	m, id, err := natsx.NewInputMsg(sid, wire.NodeSender, in, int64(b.MaxPayload()))
+	sender := wire.NodeSender
+	if _, ok := wire.AttestedSender(in.Sender); ok {
+		sender = in.Sender // a caller the agent gateway verified
+	}
+	m, id, err := natsx.NewInputMsg(sid, sender, in, int64(b.MaxPayload()))
 	if err != nil {
 		return "", err
 	}
@@ -52,6 +59,9 @@ func (b *Bus) storeInput(ctx context.Context, m *nats.Msg) (uint64, error) {
 		return 0, natsx.ErrNoMsgID // a batch's member could not be sent again
 	}
 	c := b.inputCommit
+	if !inputStreamSubject(m.Subject) {
+		c = nil // stored by TAH_TIN, which TAH_IN sources: a batch is one stream's
+	}
 	if size := natsx.MsgSize(m); c != nil && size+batchHeaders <= b.MaxPayload() {
 		return c.send(ctx, m, size, alone, func(ctx context.Context, _ bool) (uint64, error) { return alone(ctx) })
 	}
@@ -84,14 +94,22 @@ func parseInput(m *nats.Msg, seq uint64) (wire.Input, error) {
 }
 
 // authenticatedBy records, as who decided an approve, a deny or a budget
-// change of a tenant's session, the sender its subject names
-// (tah.in.<p>.<tenant>.<id>.<sender>), which the server pinned to the
-// publisher's credential's name, over the body's informative by. The node's
-// own inputs ($node) and a client's that knows no name of its own ($anon)
-// keep the body's; the default tenant's subjects name no sender.
+// change, the sender the input's subject names
+// (tah.in.<p>.<sid>.<sender>, tah.in.<p>.<tenant>.<id>.<sender>), which the
+// server pinned to the publisher's credential's name, over the body's
+// informative by; and, for a sender the node's agent gateway attested
+// (wire.AttestedSenderPrefix), the caller it verified. The node's own
+// inputs ($node) and the default tenant's that name no sender (a client's
+// without a name, or whose credential predates named inputs) keep the
+// body's.
 func authenticatedBy(in *wire.Input, subject string) {
 	_, sender, ok := wire.InputOfSubject(subject)
-	if !ok || wire.ValidCredentialName(sender) != nil {
+	if !ok {
+		return
+	}
+	if attested, ok := wire.AttestedSender(sender); ok {
+		sender = attested
+	} else if wire.ValidCredentialName(sender) != nil {
 		return
 	}
 	in.Sender = sender // who ran or cancelled a turn (turn.started, agent.cancelled)
@@ -104,6 +122,14 @@ func authenticatedBy(in *wire.Input, subject string) {
 		in.Decision = &wire.Decision{}
 	}
 	in.Decision.By = sender
+}
+
+// inputStreamSubject reports whether TAH_IN itself stores subj: the
+// default tenant's inputs that name no sender, tah.sess.<sid>.in.
+func inputStreamSubject(subj string) bool {
+	rest, ok := strings.CutPrefix(subj, "tah.sess.")
+	sid, ok2 := strings.CutSuffix(rest, ".in")
+	return ok && ok2 && !strings.Contains(sid, ".")
 }
 
 // reportRefusal publishes the refusal o on the session's error subject, and

@@ -67,19 +67,25 @@ func (b *Bus) inputSources() []*jetstream.StreamSource {
 		SubjectTransforms: []jetstream.SubjectTransformConfig{{
 			Source:      wire.TenantInputSubjects,
 			Destination: wire.TenantInputTransform(b.cfg.Partitions),
+		}, {
+			Source:      wire.NamedInputSubjects,
+			Destination: wire.NamedInputTransform(b.cfg.Partitions),
 		}},
 	}}
 }
 
-// tenantInputStreamConfig is the stream of the inputs clients publish for
-// tenants' sessions (wire.TenantInputStream), which the input stream
-// sources: each is there once (its Nats-Msg-Id, as in the input stream) and
-// for wire.TenantInputMaxAge, long after the input stream has it.
+// tenantInputStreamConfig is the stream of the inputs clients publish
+// naming their sender (wire.TenantInputStream): for tenants' sessions, and
+// for the default tenant's on tah.sess.<sid>.in.by.<sender> (TAH_IN has one
+// subject transform of its own, which the default tenant's unnamed form
+// takes). The input stream sources it: each is there once (its
+// Nats-Msg-Id, as in the input stream) and for wire.TenantInputMaxAge, long
+// after the input stream has it.
 func (b *Bus) tenantInputStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        wire.TenantInputStream,
-		Description: "TAH inputs and commands of tenants' sessions, on their way to TAH_IN (docs/tenancy.md)",
-		Subjects:    []string{wire.TenantInputSubjects},
+		Description: "TAH inputs and commands that name their sender, on their way to TAH_IN (docs/protocol.md)",
+		Subjects:    []string{wire.TenantInputSubjects, wire.NamedInputSubjects},
 		Retention:   jetstream.LimitsPolicy,
 		MaxMsgs:     -1,
 		MaxBytes:    -1,

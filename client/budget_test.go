@@ -62,7 +62,7 @@ func TestSetBudgetThenResumeRunsTheStoppedTurnOn(t *testing.T) {
 			set = &d
 		}
 	}
-	if set == nil || set.Budget.Turn.Tokens != 1000 || set.TurnLimits.Tokens != 0 || set.By != "ann" {
+	if set == nil || set.Budget.Turn.Tokens != 1000 || set.TurnLimits.Tokens != 0 || set.By != "admin" { // the credential's name, not the body's "ann"
 		t.Fatalf("budget.set at %d: %+v", o.LastSeq, set)
 	}
 

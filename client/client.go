@@ -38,6 +38,9 @@ type Client struct {
 
 	status chan nats.Status // the OnConnection listener; nil without one
 	wg     sync.WaitGroup
+	// unnamedInputs: the credential may not name its sender on the default
+	// tenant's sessions' inputs (issued before they did; inputSender).
+	unnamedInputs bool
 	// shards is the log's shard count once read (see shardOf), 0 before.
 	shards atomic.Int32
 
@@ -145,6 +148,7 @@ func newClient(nc *nats.Conn, opts Options, owned bool) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{nc: nc, js: js, opts: opts, owned: owned, open: map[closer]struct{}{}}
+	c.unnamedInputs = opts.CredsFile != "" && !namesInputs(opts.CredsFile, opts.Sender)
 	if opts.OnConnection != nil {
 		c.status = nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CONNECTED, nats.CLOSED)
 		c.wg.Add(1)

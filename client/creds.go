@@ -2,6 +2,7 @@ package client
 
 import (
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -46,6 +47,29 @@ func credentialTenant(path string) string {
 		}
 	}
 	return ""
+}
+
+// namesInputs reports whether the .creds file at path may publish the
+// inputs of the default tenant's sessions named by sender
+// (tah.sess.<sid>.in.by.<sender>): a credential issued before inputs named
+// their sender allows only the unnamed form, which a client of it keeps to.
+// A file that does not decode says yes (the connection reports it).
+func namesInputs(path, sender string) bool {
+	uc := userClaims(path)
+	if uc == nil || len(uc.Pub.Allow) == 0 {
+		return true
+	}
+	return slices.Contains(uc.Pub.Allow, wire.NamedInputSubjectsOf(sender)) || slices.Contains(uc.Pub.Allow, ">")
+}
+
+// inputSender is the sender token of this Client's inputs to session sid
+// (wire.InputSubject): its name, but none to the default tenant's sessions
+// where its credential may not name it.
+func (c *Client) inputSender(sid string) string {
+	if c.unnamedInputs && event.TenantOf(sid) == "" {
+		return wire.AnonymousSender
+	}
+	return c.opts.Sender
 }
 
 // userClaims are the claims of the user JWT of the .creds file at path, or

@@ -28,7 +28,7 @@ const publishPatience = 15 * time.Second
 // inputs), ErrPermissionDenied (the credential may not send inputs) or
 // ErrUnavailable.
 func (c *Client) Publish(ctx context.Context, sid string, in wire.Input) (string, error) {
-	m, id, err := natsx.NewInputMsg(sid, c.opts.Sender, in, c.nc.MaxPayload())
+	m, id, err := natsx.NewInputMsg(sid, c.inputSender(sid), in, c.nc.MaxPayload())
 	if err != nil {
 		return "", fmt.Errorf("%s input for %s: %w", in.Command, sid, err)
 	}
@@ -105,7 +105,7 @@ func (c *Client) Compact(ctx context.Context, sid string) (*wire.CompactResult, 
 // outcome until ctx ends. A failure is a *CommandError.
 func (c *Client) await(ctx context.Context, sid string, in wire.Input) (wire.Outcome, error) {
 	in.ReplyTo = c.nc.NewRespInbox()
-	m, id, err := natsx.NewInputMsg(sid, c.opts.Sender, in, c.nc.MaxPayload())
+	m, id, err := natsx.NewInputMsg(sid, c.inputSender(sid), in, c.nc.MaxPayload())
 	if err != nil {
 		return wire.Outcome{}, fmt.Errorf("%s input for %s: %w", in.Command, sid, err)
 	}

@@ -42,10 +42,13 @@ type Options struct {
 	// endpoint's subject), err says why. It runs on the caller's goroutine and
 	// must not block.
 	OnRetry func(what string, err error)
-	// Sender is the name the inputs of a tenant's sessions carry as their
-	// sender (wire.InputSubject): the credential's name, which the server's
-	// permissions of a credential pin. Default: the name in CredsFile's
-	// user JWT, else wire.AnonymousSender.
+	// Sender is the name inputs carry as their sender (wire.InputSubject):
+	// the credential's name, which the server's permissions of a credential
+	// pin, and the node records as who ran a turn, cancelled it or decided.
+	// Default: the name in CredsFile's user JWT, else wire.AnonymousSender
+	// (the default tenant's inputs then name no sender). A credential
+	// issued before inputs named their sender may not name it: its inputs to
+	// the default tenant's sessions name none.
 	Sender string
 	// Tenant is the tenant of a credential issued for one (tahctl creds add
 	// --tenant): its API requests go to the tenant's API,

@@ -46,7 +46,7 @@ func TestRefusalsHaveOneShape(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer errs.Unsubscribe()
-			m := nats.NewMsg(wire.InputSubject(tc.sid, ""))
+			m := nats.NewMsg(wire.InputSubject(tc.sid, "admin")) // the credential's name, which it must give
 			m.Data = []byte(tc.body)
 			m.Header.Set(wire.HeaderMsgID, tc.id)
 			m.Header.Set(wire.HeaderReplyTo, inbox)

@@ -120,10 +120,10 @@ func TestTenantSession(t *testing.T) {
 	}
 }
 
-// TestTenantDecisionNamesItsSender: an approve of a tenant's session records
-// as who decided the name of the credential that sent it (its subject's
-// sender, pinned by the server), not the by its body claims; the default
-// tenant's keeps the body's (informative) by.
+// TestTenantDecisionNamesItsSender: an approve of a tenant's session, and of
+// the default tenant's, records as who decided the name of the credential
+// that sent it (its subject's sender, pinned by the server), not the by
+// its body claims.
 func TestTenantDecisionNamesItsSender(t *testing.T) {
 	ctx := ctxT(t)
 	reg, err := tools.NewRegistry(tools.Func(tools.Spec{Name: "write"}, func(context.Context, json.RawMessage) (tools.Result, error) {
@@ -146,7 +146,7 @@ func TestTenantDecisionNamesItsSender(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := connect(t, n) // the data directory's admin credential, named "admin"
-	for tenant, want := range map[string]string{"acme": "admin", "": "somebody else"} {
+	for tenant, want := range map[string]string{"acme": "admin", "": "admin"} {
 		created, err := c.Create(ctx, wire.CreateRequest{Tenant: tenant})
 		if err != nil {
 			t.Fatal(err)

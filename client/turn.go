@@ -99,7 +99,7 @@ func (c *Client) Resume(ctx context.Context, sid string, opts ...TurnOption) (*T
 
 func (c *Client) startTurn(ctx context.Context, sid string, in wire.Input, opts []TurnOption) (*Turn, error) {
 	in.ReplyTo = c.nc.NewRespInbox()
-	m, id, err := natsx.NewInputMsg(sid, c.opts.Sender, in, c.nc.MaxPayload())
+	m, id, err := natsx.NewInputMsg(sid, c.inputSender(sid), in, c.nc.MaxPayload())
 	if err != nil {
 		return nil, fmt.Errorf("%s input for %s: %w", in.Command, sid, err)
 	}

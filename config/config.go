@@ -217,6 +217,10 @@ type Agents struct {
 	Owner string `json:"owner"`
 	// Heartbeat is the heartbeat interval of every instance.
 	Heartbeat Duration `json:"heartbeat"`
+	// MinSenderTrust is what a prompt requires of its caller: "any" (the
+	// default) or "signed", a signed Agent-Sender header that verifies
+	// (the protocol's §13; docs/agent-protocol.md).
+	MinSenderTrust string `json:"min_sender_trust,omitempty"`
 }
 
 // Tracing configures the OpenTelemetry traces (telemetry/otlp). Off by
@@ -388,6 +392,7 @@ func (c *Config) env() []setting {
 		{"TAH_AGENTS", "agents", "agents.enabled", "serve the sessions as agents of the Synadia Agent Protocol for NATS (docs/agent-protocol.md)", boolVar(&c.Agents.Enabled)},
 		{"TAH_AGENTS_OWNER", "agents-owner", "agents.owner", "owner token of the agent instances (agents.prompt.tah.<owner>.<name>)", strVar(&c.Agents.Owner)},
 		{"TAH_AGENTS_HEARTBEAT", "agents-heartbeat", "agents.heartbeat", "heartbeat interval of the agent instances", durVar(&c.Agents.Heartbeat)},
+		{"TAH_AGENTS_MIN_SENDER_TRUST", "agents-min-sender-trust", "agents.min_sender_trust", "what a prompt requires of its caller: any, or signed (a verified Agent-Sender header)", strVar(&c.Agents.MinSenderTrust)},
 		{"TAH_TRACING", "tracing", "tracing.enabled", "export OpenTelemetry traces of the turns over OTLP (the OTEL_* variables apply too)", boolVar(&c.Tracing.Enabled)},
 		{"TAH_TRACING_ENDPOINT", "tracing-endpoint", "tracing.endpoint", "OTLP collector (http://host:4318; host:4317 for grpc; empty: OTEL_EXPORTER_OTLP_ENDPOINT)", strVar(&c.Tracing.Endpoint)},
 		{"TAH_TRACING_PROTOCOL", "tracing-protocol", "tracing.protocol", "http/protobuf or grpc (empty: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)", strVar(&c.Tracing.Protocol)},
@@ -550,6 +555,9 @@ func (c Config) Validate() error {
 	if c.Agents.Enabled {
 		if err := wire.ValidAgentOwner(c.Agents.Owner); err != nil {
 			bad("agents.owner", "%q is not one subject token (use 1 to 64 letters, digits, '-' or '_'), or starts with %q, which a tenant's agents' owner does", c.Agents.Owner, wire.TenantAgentOwnerPrefix)
+		}
+		if m := c.Agents.MinSenderTrust; m != "" && m != wire.AgentSenderTrustAny && m != wire.AgentSenderTrustSigned {
+			bad("agents.min_sender_trust", "%q: use %q or %q", m, wire.AgentSenderTrustAny, wire.AgentSenderTrustSigned)
 		}
 		if time.Duration(c.Agents.Heartbeat) < time.Second {
 			bad("agents.heartbeat", "%s (use 1s or more: the protocol advises against faster heartbeats on shared infrastructure)", time.Duration(c.Agents.Heartbeat))

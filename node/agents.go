@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +28,8 @@ const agentsName = "agents"
 type GatewayConfig struct {
 	Owner     string
 	Heartbeat time.Duration
+	// MinSenderTrust: see agents.Options.
+	MinSenderTrust string
 	// DataDir holds the credential, <DataDir>/agents.creds: issued there
 	// from the embedded server's trust material, or put there by the
 	// operator when External.
@@ -42,7 +45,7 @@ type GatewayConfig struct {
 func (n *Node) startGateway(ctx context.Context, gc GatewayConfig) {
 	nc, err := n.connectGateway(gc)
 	if err == nil {
-		err = n.StartAgents(ctx, AgentsOptions{Conn: nc, Owner: gc.Owner, Heartbeat: gc.Heartbeat})
+		err = n.StartAgents(ctx, AgentsOptions{Conn: nc, Owner: gc.Owner, Heartbeat: gc.Heartbeat, MinSenderTrust: gc.MinSenderTrust})
 		if err != nil {
 			nc.Close()
 		} else {
@@ -106,8 +109,31 @@ type AgentsOptions struct {
 	Conn      *nats.Conn
 	Owner     string
 	Heartbeat time.Duration
-	// MaxConcurrent: see agents.Options.
-	MaxConcurrent int
+	// MaxConcurrent, MinSenderTrust: see agents.Options.
+	MaxConcurrent  int
+	MinSenderTrust string
+}
+
+// senderName is the name of the credential issued for the user NKEY user,
+// from the cluster's registry (wire.CredsBucket), or "" when it is not
+// there: a cluster whose operator issues users with nsc has none, and a
+// verified caller is then recorded by its NKEY.
+func (n *Node) senderName(user string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := n.bus.JetStream().KeyValue(ctx, wire.CredsBucket)
+	if err != nil {
+		return ""
+	}
+	e, err := kv.Get(ctx, user)
+	if err != nil {
+		return ""
+	}
+	var c wire.Credential
+	if json.Unmarshal(e.Value(), &c) != nil || c.PublicKey != user {
+		return ""
+	}
+	return c.Name
 }
 
 // StartAgents serves this node's sessions as agents of the Synadia Agent
@@ -116,7 +142,8 @@ type AgentsOptions struct {
 // or without a gateway.
 func (n *Node) StartAgents(ctx context.Context, opts AgentsOptions) error {
 	g, err := agents.Start(ctx, agents.Options{Conn: opts.Conn, Host: agentHost{n}, Owner: opts.Owner, Heartbeat: opts.Heartbeat,
-		MaxConcurrent: opts.MaxConcurrent, Node: n.ID(), Logger: n.log.With("component", "agents")}, n.sessions.ActiveSessions())
+		MaxConcurrent: opts.MaxConcurrent, MinSenderTrust: opts.MinSenderTrust, SenderName: n.senderName,
+		Node: n.ID(), Logger: n.log.With("component", "agents")}, n.sessions.ActiveSessions())
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,18 @@ func (n *Node) takeAnswer(m jetstream.Msg) {
 	}
 	in := AnswerInput(callID, m.Data())
 	in.ID = "answer:" + strconv.FormatUint(md.Sequence.Stream, 10)
+	// A signed answer names who decided (§13.8: its signature and subject,
+	// as stored; no replay window, the stream's redelivery being by
+	// design). A signature that does not verify is evidence of tampering:
+	// the answer is dropped, and the query still awaits one.
+	switch s, trust, err := wire.VerifyStoredAgentSender(m.Headers().Get(wire.HeaderAgentSender), m.Subject(), m.Data()); {
+	case err != nil:
+		n.log.Warn("answer to a query dropped: its Agent-Sender header is refused", "session", sid, "call", callID, "err", err)
+		_ = m.TermWithReason("Agent-Sender: " + err.Error())
+		return
+	case trust == wire.SenderVerified:
+		in.Sender = agents.AttestedToken(s, n.senderName)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := n.bus.PublishInput(ctx, sid, in); err != nil {

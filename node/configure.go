@@ -77,7 +77,7 @@ func Configure(cfg config.Config) (Options, error) {
 		return Options{}, fmt.Errorf("%s: %w", config.Describe("tools.mcp_config"), err)
 	}
 	if cfg.Agents.Enabled {
-		opts.Agents = &GatewayConfig{Owner: cfg.Agents.Owner, Heartbeat: time.Duration(cfg.Agents.Heartbeat),
+		opts.Agents = &GatewayConfig{Owner: cfg.Agents.Owner, Heartbeat: time.Duration(cfg.Agents.Heartbeat), MinSenderTrust: cfg.Agents.MinSenderTrust,
 			DataDir: cfg.DataDir, External: cfg.NATS.URL != "", TLSCA: cfg.NATS.TLSCA}
 	}
 	return opts, nil

@@ -219,11 +219,17 @@ func TestHostileClient(t *testing.T) {
 		"a read of the tenants' usage":      "$JS.API.STREAM.MSG.GET." + wire.UsageStream,
 		// A tenant's session: its inputs under another credential's name,
 		// straight into a partition, a forged record.
-		"a tenant's input as another":           wire.InputSubject("acme.s_1", "alice"),
-		"a tenant's input as the node":          wire.InputSubject("acme.s_1", wire.NodeSender),
-		"a tenant's input partition":            wire.PartitionSubject(0, "acme.s_1", "mallory"),
-		"a forged record of a tenant's session": wire.ShardSubject(h.n.bus.ShardOf("acme.s_1"), "acme.s_1"),
-		"a purge of the tenants' inputs":        "$JS.API.STREAM.PURGE." + wire.TenantInputStream,
+		// Inputs name their sender, this credential's name: none, another
+		// credential's, or a caller the agent gateway attested are refused.
+		"an input that names no sender":          wire.InputSubject(h.sid, ""),
+		"an input as another":                    wire.InputSubject(h.sid, "alice"),
+		"an input as an attested caller":         wire.InputSubject(h.sid, wire.AttestedSenderPrefix+"mallory"),
+		"a tenant's input as an attested caller": wire.InputSubject("acme.s_1", wire.AttestedSenderPrefix+"mallory"),
+		"a tenant's input as another":            wire.InputSubject("acme.s_1", "alice"),
+		"a tenant's input as the node":           wire.InputSubject("acme.s_1", wire.NodeSender),
+		"a tenant's input partition":             wire.PartitionSubject(0, "acme.s_1", "mallory"),
+		"a forged record of a tenant's session":  wire.ShardSubject(h.n.bus.ShardOf("acme.s_1"), "acme.s_1"),
+		"a purge of the tenants' inputs":         "$JS.API.STREAM.PURGE." + wire.TenantInputStream,
 	} {
 		_ = a.nc.Publish(subj, []byte(`{}`))
 		h.refused(a, what)
@@ -279,6 +285,7 @@ func TestHostileObserver(t *testing.T) {
 		"a live replay": wire.APISubject(wire.EndpointReplayLive),
 		"a cancel":      wire.APISubject(wire.EndpointCancel),
 		"an input":      wire.InputSubject(h.sid, ""),
+		"a named input": wire.InputSubject(h.sid, "olive"),
 		"a compact":     wire.APISubject(wire.EndpointCompact),
 	} {
 		_ = a.nc.Publish(subj, []byte(`{}`))

@@ -134,6 +134,7 @@ func TestHostileTenant(t *testing.T) {
 			"an input to acme's session":     wire.InputSubject(sid, who.name),
 			"an input as alice":              wire.InputSubject(sid, "alice"),
 			"an input to a default session":  wire.InputSubject(h.sid, ""),
+			"a named input to a default one": wire.InputSubject(h.sid, who.name),
 			"an input partition":             wire.PartitionSubject(0, sid, who.name),
 			"the JetStream API":              "$JS.API.INFO",
 			"a consumer of acme's records":   "$JS.API.CONSUMER.CREATE." + wire.EventShardStream(h.n.bus.ShardOf(sid)) + ".x." + wire.ShardSubject(h.n.bus.ShardOf(sid), sid),

@@ -22,10 +22,12 @@ const (
 	LogMigrationLock = "log-v2"
 	// InputStream is the work queue of inputs and commands.
 	InputStream = "TAH_IN"
-	// TenantInputStream keeps the inputs clients publish for tenants'
-	// sessions (TenantInputSubjects) until InputStream, which sources it,
+	// TenantInputStream keeps the inputs clients publish naming their
+	// sender, for tenants' sessions (TenantInputSubjects) and the default
+	// tenant's (NamedInputSubjects), until InputStream, which sources it,
 	// has them in their partitions: a stream has one subject transform,
-	// InputStream's being the default tenant's. Kept TenantInputMaxAge.
+	// InputStream's being the default tenant's unnamed inputs'. Kept
+	// TenantInputMaxAge.
 	TenantInputStream = "TAH_TIN"
 	// CheckpointBucket is the KV bucket of state snapshots, keyed by session id.
 	CheckpointBucket = "tah_checkpoints"

@@ -227,9 +227,10 @@ func RolePermissions(role Role, name string, tools []string) (Permissions, error
 	case RoleNode:
 		return Permissions{}, nil
 	case RoleAdmin, RoleClient:
-		// A tenant's session's inputs name their sender: this credential's
-		// name, and no other (wire.InputSubject).
-		pub := append([]string{APIPrefix + "*", InputSubjects, TenantInputSubjectsOf(name), AnswerSubjects, agentPrompts, agentStatuses}, readEvents()...)
+		// Inputs name their sender: this credential's name, and no other
+		// (wire.InputSubject), so that the node records who sent each; the
+		// form that names none (InputSubjects) is not allowed.
+		pub := append([]string{APIPrefix + "*", NamedInputSubjectsOf(name), TenantInputSubjectsOf(name), AnswerSubjects, agentPrompts, agentStatuses}, readEvents()...)
 		if role == RoleAdmin {
 			pub = append(pub, CredsAPIPrefix+">")
 		}

@@ -19,14 +19,23 @@ const (
 	// Only the migration reads it.
 	LegacyEventSubjects = "tah.sess.*.evt.>"
 	// InputSubjects is the filter of inputs as clients publish them, for the
-	// sessions of the default tenant: tah.sess.<sid>.in.
+	// sessions of the default tenant, when they name no sender:
+	// tah.sess.<sid>.in (the node's own, and a client's whose credential
+	// was issued before senders were named, or that has none).
 	InputSubjects = "tah.sess.*.in"
+	// NamedInputSubjects is the filter of the default tenant's sessions'
+	// inputs that name their sender: tah.sess.<sid>.in.by.<sender>, the
+	// sender being the name of the publisher's credential, which the
+	// server's permissions pin (InputSubject). Six tokens, so that no
+	// subject of a tenant's session (tah.sess.<tenant>.<id>.<kind>) is one.
+	NamedInputSubjects = "tah.sess.*.in.by.*"
 	// TenantInputSubjects is the filter of inputs as clients publish them
 	// for a tenant's sessions: tah.sess.<tenant>.<id>.in.<sender>, the
 	// sender being the name of the publisher's credential (InputSubject).
 	TenantInputSubjects = "tah.sess.*.*.in.*"
 	// PartitionSubjects is the filter of inputs as TAH_IN stores them:
-	// tah.in.<p>.<sid> and tah.in.<p>.<tenant>.<id>.<sender>.
+	// tah.in.<p>.<sid>, tah.in.<p>.<sid>.<sender> and
+	// tah.in.<p>.<tenant>.<id>.<sender>.
 	PartitionSubjects = "tah.in.*.>"
 	// DeltaSubjects is the filter of the default tenant's sessions' token
 	// deltas; TenantDeltaSubjects is the tenants'.
@@ -41,8 +50,15 @@ const (
 	// (ValidCredentialName refuses it).
 	NodeSender = "$node"
 	// AnonymousSender is the sender token of a client's inputs that knows no
-	// name of its credential (one connected without a .creds file).
+	// name of its credential (one connected without a .creds file): its
+	// inputs to the default tenant's sessions name no sender (InputSubject).
 	AnonymousSender = "$anon"
+	// AttestedSenderPrefix starts a sender token that the node's agent
+	// gateway writes for a caller whose signed Agent-Sender header it
+	// verified: "$" and the caller's credential name, or its user NKEY
+	// where the node does not know the name. No credential's name starts
+	// with it, and only a node may publish such a token.
+	AttestedSenderPrefix = "$"
 	// NodeSubjects is the filter of every node's presence.
 	NodeSubjects = "tah.nodes.*"
 	// APIPrefix starts the subject of every API endpoint: tah.api.<endpoint>.
@@ -81,35 +97,61 @@ func Shard(sid string, n int) int { return fnvMod(sid, n) }
 func LegacySessionEvents(sid string) string { return "tah.sess." + sid + ".evt.>" }
 
 // InputSubject is where a client publishes inputs for session sid:
-// tah.sess.<sid>.in for a session of the default tenant, and
-// tah.sess.<tenant>.<id>.in.<sender> for a tenant's, sender being the name of
-// the publisher's credential (NodeSender for the node's own), which the
+// tah.sess.<sid>.in.by.<sender> for a session of the default tenant and
+// tah.sess.<tenant>.<id>.in.<sender> for a tenant's, sender being the name
+// of the publisher's credential (NodeSender for the node's own), which the
 // server's permissions pin so that the node can tell who sent an input
-// from its subject. sender is not used for the default tenant.
+// from its subject. For the default tenant, an empty sender or
+// AnonymousSender gives tah.sess.<sid>.in, which names none: the node's
+// own inputs to those sessions take it too, straight into TAH_IN.
 func InputSubject(sid, sender string) string {
 	if strings.Contains(sid, ".") {
 		return "tah.sess." + sid + ".in." + sender
 	}
-	return "tah.sess." + sid + ".in"
+	if sender == "" || sender == AnonymousSender || sender == NodeSender {
+		return "tah.sess." + sid + ".in"
+	}
+	return "tah.sess." + sid + ".in.by." + sender
 }
+
+// AttestedSender returns who a sender token the agent gateway wrote names
+// (AttestedSenderPrefix and a credential's name or a user NKEY), and false
+// for any other token: the node's own ($node), the anonymous one, a
+// credential's name.
+func AttestedSender(token string) (string, bool) {
+	name, ok := strings.CutPrefix(token, AttestedSenderPrefix)
+	if !ok || token == NodeSender || token == AnonymousSender || ValidCredentialName(name) != nil {
+		return "", false
+	}
+	return name, true
+}
+
+// NamedInputSubjectsOf is the filter of the inputs of every session of the
+// default tenant sent by the credential named sender:
+// tah.sess.*.in.by.<sender>.
+func NamedInputSubjectsOf(sender string) string { return "tah.sess.*.in.by." + sender }
 
 // TenantInputSubjectsOf is the filter of the inputs of every tenant's
 // sessions sent by the credential named sender: tah.sess.*.*.in.<sender>.
 func TenantInputSubjectsOf(sender string) string { return "tah.sess.*.*.in." + sender }
 
 // PartitionSubject is the subject TAH_IN stores an input of session sid
-// under, with p = Partition(sid, partitions): tah.in.<p>.<sid>, and
+// under, with p = Partition(sid, partitions): tah.in.<p>.<sid>, or
+// tah.in.<p>.<sid>.<sender> when it names its sender, and
 // tah.in.<p>.<tenant>.<id>.<sender> for a tenant's session.
 func PartitionSubject(p int, sid, sender string) string {
 	if strings.Contains(sid, ".") {
 		return fmt.Sprintf("tah.in.%d.%s.%s", p, sid, sender)
 	}
-	return fmt.Sprintf("tah.in.%d.%s", p, sid)
+	if sender == "" || sender == AnonymousSender || sender == NodeSender {
+		return fmt.Sprintf("tah.in.%d.%s", p, sid)
+	}
+	return fmt.Sprintf("tah.in.%d.%s.%s", p, sid, sender)
 }
 
 // InputOfSubject returns the session and the sender of an input as TAH_IN
-// stores it (PartitionSubject): sender is "" for the default tenant's, whose
-// subjects do not say. ok is false for any other subject.
+// stores it (PartitionSubject): sender is "" for the default tenant's
+// inputs that name none. ok is false for any other subject.
 func InputOfSubject(subj string) (sid, sender string, ok bool) {
 	parts := strings.Split(subj, ".")
 	if len(parts) < 4 || parts[0] != "tah" || parts[1] != "in" {
@@ -118,6 +160,8 @@ func InputOfSubject(subj string) (sid, sender string, ok bool) {
 	switch len(parts) {
 	case 4:
 		return parts[3], "", true
+	case 5:
+		return parts[3], parts[4], true
 	case 6:
 		return parts[3] + "." + parts[4], parts[5], true
 	}
@@ -147,6 +191,13 @@ func InputTransform(partitions int) string {
 // partition Partition computes for the session id.
 func TenantInputTransform(partitions int) string {
 	return fmt.Sprintf("tah.in.{{partition(%d,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}", partitions)
+}
+
+// NamedInputTransform is InputTransform for the default tenant's inputs
+// that name their sender (NamedInputSubjects):
+// tah.sess.<sid>.in.by.<sender> to tah.in.<FNV-1a(sid) mod partitions>.<sid>.<sender>.
+func NamedInputTransform(partitions int) string {
+	return fmt.Sprintf("tah.in.{{partition(%d,1)}}.{{wildcard(1)}}.{{wildcard(2)}}", partitions)
 }
 
 // DeltaSubject is the core NATS subject of session sid's token deltas.

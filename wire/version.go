@@ -30,5 +30,8 @@ var ProtocolString = strconv.Itoa(ProtocolVersion)
 // takes tenants' session ids (<tenant>.<id>): the shards store tah.evt.<k>.>,
 // the input stream also sources TenantInputStream and tenants' fired
 // schedules, and the partitions' consumers filter tah.in.<p>.>; an older node
-// would take those back.
-const SetupVersion = 4
+// would take those back. Version 5 names the senders of the default
+// tenant's inputs: TenantInputStream also stores tah.sess.*.in.by.*, which
+// the input stream's source of it routes to tah.in.<p>.<sid>.<sender>; an
+// older node would drop both.
+const SetupVersion = 5

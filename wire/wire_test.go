@@ -145,7 +145,10 @@ func TestSubjects(t *testing.T) {
 		t.Errorf("session of a partition subject: %q", s)
 	}
 	for _, c := range []struct{ subj, sid, sender string }{
-		{wire.PartitionSubject(2, sid, "alice"), sid, ""},
+		{wire.PartitionSubject(2, sid, "alice"), sid, "alice"},
+		{wire.PartitionSubject(2, sid, wire.NodeSender), sid, ""},
+		{wire.PartitionSubject(2, sid, wire.AnonymousSender), sid, ""},
+		{wire.PartitionSubject(2, sid, "$alice"), sid, "$alice"},
 		{wire.PartitionSubject(2, "acme."+sid, "alice"), "acme." + sid, "alice"},
 		{wire.PartitionSubject(2, "acme."+sid, wire.NodeSender), "acme." + sid, wire.NodeSender},
 	} {
@@ -157,9 +160,26 @@ func TestSubjects(t *testing.T) {
 			t.Errorf("session of %q: %q", c.subj, s)
 		}
 	}
-	for _, subj := range []string{"tah.in.1", "tah.in.1.a.b", "tah.in.1.a.b.c.d", "tah.evt.1.x"} {
+	for _, subj := range []string{"tah.in.1", "tah.in.1.a.b.c.d", "tah.evt.1.x"} {
 		if _, _, ok := wire.InputOfSubject(subj); ok {
 			t.Errorf("InputOfSubject(%q) took it", subj)
+		}
+	}
+	for _, c := range []struct{ sid, sender, want string }{
+		{sid, "alice", "tah.sess." + sid + ".in.by.alice"},
+		{sid, "", "tah.sess." + sid + ".in"},
+		{sid, wire.AnonymousSender, "tah.sess." + sid + ".in"},
+		{sid, wire.NodeSender, "tah.sess." + sid + ".in"},
+		{sid, "$alice", "tah.sess." + sid + ".in.by.$alice"},
+		{"acme." + sid, "alice", "tah.sess.acme." + sid + ".in.alice"},
+	} {
+		if got := wire.InputSubject(c.sid, c.sender); got != c.want {
+			t.Errorf("InputSubject(%q, %q) = %q, want %q", c.sid, c.sender, got, c.want)
+		}
+	}
+	for token, want := range map[string]string{"$alice": "alice", "$UABC": "UABC", wire.NodeSender: "", wire.AnonymousSender: "", "alice": "", "$": "", "$a.b": ""} {
+		if got, ok := wire.AttestedSender(token); got != want || ok != (want != "") {
+			t.Errorf("AttestedSender(%q) = %q, %v", token, got, ok)
 		}
 	}
 	if s := wire.SessionFromSubject(wire.ShardSubject(3, "acme."+sid)); s != "acme."+sid {

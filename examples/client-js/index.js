@@ -24,7 +24,8 @@ const { connect, credsAuthenticator, headers, StringCodec } = require("nats");
 const sc = StringCodec();
 
 // credentials reads the .creds file NATS_CREDS names (a user JWT and its
-// nkey seed), as nats.js takes it, and the inbox prefix its name gives: a
+// nkey seed), as nats.js takes it, its name (which its inputs name as
+// their sender) and the inbox prefix its name gives: a
 // credential may receive replies under _INBOX_<its name>. only
 // (docs/security.md).
 function credentials() {
@@ -33,7 +34,7 @@ function credentials() {
   const creds = fs.readFileSync(file);
   const jwt = /-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END/.exec(creds.toString("utf8"))[1];
   const name = JSON.parse(Buffer.from(jwt.split(".")[1], "base64url").toString("utf8")).name;
-  return { authenticator: credsAuthenticator(creds), inboxPrefix: "_INBOX_" + name };
+  return { authenticator: credsAuthenticator(creds), inboxPrefix: "_INBOX_" + name, sender: name };
 }
 
 // api calls tah.api.<name> and returns the JSON reply, or throws the service error.
@@ -95,9 +96,10 @@ function describe(ev) {
 
 async function main() {
   const text = process.argv.slice(2).join(" ") || "Analyse this project's directory structure";
+  const { sender, ...auth } = credentials();
   const nc = await connect({
     servers: process.env.NATS_URL || "nats://127.0.0.1:4222",
-    ...credentials(),
+    ...auth,
     name: "tah-client-js",
   });
   const js = nc.jetstream();
@@ -137,7 +139,10 @@ async function main() {
   const id = "in_" + crypto.randomBytes(8).toString("hex");
   const h = headers();
   h.set("Tah-Command", "run");
-  await js.publish(`tah.sess.${sid}.in`, sc.encode(JSON.stringify({ id, input: text })), { headers: h, msgID: `${sid}:${id}` });
+  // A credential's inputs name it (NATS allows no other name, nor none);
+  // without a credential (a node with no authentication) they name none.
+  const subject = sender ? `tah.sess.${sid}.in.by.${sender}` : `tah.sess.${sid}.in`;
+  await js.publish(subject, sc.encode(JSON.stringify({ id, input: text })), { headers: h, msgID: `${sid}:${id}` });
 
   // 4. Until the turn ends.
   let exitCode = 1;

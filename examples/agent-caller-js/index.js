@@ -26,7 +26,12 @@
 //      retried, woken early by the instance's first heartbeat), and each
 //      further prompt goes there;
 //   7. asks the instance's status endpoint (§8.7) and reports the liveness
-//      of the instances it heard from, per instance_id (§8.2).
+//      of the instances it heard from, per instance_id (§8.2);
+//   8. with a .creds file it has an identity (§13.4: the user JWT's sub and
+//      issuer account) and signs every prompt, status request and answer to a
+//      query with an Agent-Sender header (§13.5, §13.6); without one it sends
+//      none, and refuses locally to prompt an endpoint whose
+//      min_sender_trust is not "any" (§13.9).
 //
 // Run, in the directory where tah-node runs (its data directory is .tah):
 //   tahctl creds add --role client alice    # writes .tah/creds/alice.creds
@@ -45,6 +50,7 @@
 // Output (stdout), one fact a line, for a test to check:
 //   discovered: ping N, info N           replies of $SRV.PING / $SRV.INFO
 //   controller: SUBJECT max_payload M (B bytes) attachments_ok X
+//   identity: ACCOUNT.USER | none       the agent ID it signs with (§13.4)
 //   prompt K: SUBJECT (B bytes)
 //   status K: TOKEN                      every status chunk
 //   session: SID                         the session the first prompt started
@@ -63,8 +69,11 @@
 
 "use strict";
 
+const crypto = require("crypto");
 const fs = require("fs");
-const { connect, credsAuthenticator, createInbox, Empty, StringCodec } = require("nats");
+const { connect, credsAuthenticator, createInbox, Empty, headers, StringCodec } = require("nats");
+// The NKEY Sign operation (ed25519) of the user's seed, for §13.6.
+const nkeys = require("nkeys.js");
 
 const sc = StringCodec();
 
@@ -126,13 +135,37 @@ function parseArgs(argv) {
 // credentials reads the .creds file and the name its user JWT carries: a TAH
 // credential may receive replies only under _INBOX_<its name>, so that is the
 // default inbox prefix.
+// With it comes the caller's identity (§13.4): the user JWT's sub (the user
+// NKEY) and its issuer account, and the seed that signs.
 function credentials(file) {
-  if (!file) return { opts: {}, name: "" };
+  if (!file) return { opts: {}, name: "", id: null };
   const creds = fs.readFileSync(file);
-  const m = /-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END/.exec(creds.toString("utf8"));
+  const text = creds.toString("utf8");
+  const m = /-----BEGIN NATS USER JWT-----\s*(\S+)\s*------END/.exec(text);
   if (!m) throw new Error(`${file} is not a .creds file (no user JWT in it): give the file tahctl creds add wrote`);
   const claims = JSON.parse(Buffer.from(m[1].split(".")[1], "base64url").toString("utf8"));
-  return { opts: { authenticator: credsAuthenticator(creds) }, name: claims.name || "" };
+  const seed = /-----BEGIN USER NKEY SEED-----\s*(\S+)\s*------END/.exec(text);
+  let id = null;
+  if (seed && claims.sub) {
+    const kp = nkeys.fromSeed(Buffer.from(seed[1]));
+    if (kp.getPublicKey() !== claims.sub) throw new Error(`${file}: its seed is not its JWT's user (${claims.sub})`);
+    id = { kp, user: claims.sub, account: (claims.nats && claims.nats.issuer_account) || claims.iss, name: claims.name || "" };
+  }
+  return { opts: { authenticator: credsAuthenticator(creds) }, name: claims.name || "", id };
+}
+
+// senderHeaders are the headers of a message to subject with payload: an
+// Agent-Sender signed by id (§13.5, §13.6), or none without an identity.
+function senderHeaders(id, subject, payload) {
+  if (!id) return undefined;
+  const ts = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+  const nonce = crypto.randomBytes(16).toString("base64url");
+  const hash = crypto.createHash("sha256").update(payload).digest("hex");
+  const input = `AGENT-SENDER-V1\n${id.account}\n${id.user}\n${subject}\n${ts}\n${nonce}\n${hash}\n`;
+  const sig = Buffer.from(id.kp.sign(Buffer.from(input, "utf8"))).toString("base64url");
+  const h = headers();
+  h.set("Agent-Sender", JSON.stringify({ v: 1, account: id.account, user: id.user, name: id.name, sub: subject, ts, nonce, sig }));
+  return h;
 }
 
 // out prints one fact on stdout.
@@ -263,8 +296,12 @@ function instanceName(info, ep) {
 
 // request builds the payload of a prompt and checks it against the
 // endpoint's metadata before anything is published (§5.4).
-function request(ep, prompt, attachments) {
+function request(ep, prompt, attachments, id) {
   const md = ep.metadata || {};
+  // §13.9: an unknown value is "signed", the strictest this caller can meet.
+  if (!id && md.min_sender_trust !== undefined && md.min_sender_trust !== "any") {
+    throw new Refused(`the prompt endpoint ${ep.subject} requires a signed sender (min_sender_trust ${JSON.stringify(md.min_sender_trust)}) and this caller has no identity: give --creds`);
+  }
   const max = maxPayloadBytes(md.max_payload);
   if (max === null) {
     throw new Refused(`the prompt endpoint ${ep.subject} declares no valid max_payload (${JSON.stringify(md.max_payload)}): not sent`);
@@ -283,7 +320,7 @@ function request(ep, prompt, attachments) {
 
 // stream publishes one prompt and reads its response stream to the end (§6).
 // It prints each fact as it comes and resolves with the stream's outcome.
-function stream(nc, prefix, k, subject, payload, answer) {
+function stream(nc, prefix, k, subject, payload, answer, id) {
   return new Promise((resolve, reject) => {
     const inbox = createInbox(prefix);
     const res = { text: "", session: "", error: null, statuses: [] };
@@ -358,7 +395,8 @@ function stream(nc, prefix, k, subject, payload, answer) {
             out(`query ${k}: ${q.id} ${JSON.stringify(q.prompt || "")}`);
             if (answer !== null && q.reply_subject) {
               // §7.2: one message to the query's own subject.
-              nc.publish(q.reply_subject, sc.encode(answer));
+              const body = sc.encode(answer);
+              nc.publish(q.reply_subject, body, { headers: senderHeaders(id, q.reply_subject, body) });
               out(`answered ${k}: ${q.id}`);
             }
             break;
@@ -370,7 +408,7 @@ function stream(nc, prefix, k, subject, payload, answer) {
       },
     });
     arm();
-    nc.publish(subject, payload, { reply: inbox });
+    nc.publish(subject, payload, { reply: inbox, headers: senderHeaders(id, subject, payload) });
   });
 }
 
@@ -473,14 +511,15 @@ async function main() {
     }
     const owner = ctl.metadata.owner;
     const ctlEp = endpoint(ctl, "prompt");
+    out(`identity: ${cred.id ? cred.id.account + "." + cred.id.user : "none"}`);
     out(`controller: ${ctlEp.subject} max_payload ${ctlEp.metadata.max_payload} (${maxPayloadBytes(ctlEp.metadata.max_payload)} bytes) attachments_ok ${ctlEp.metadata.attachments_ok}`);
 
     const attachments = o.attach.map((f) => ({ filename: f.split("/").pop(), content: fs.readFileSync(f).toString("base64") }));
 
     // 5. The first prompt, to the controller: it starts a session.
-    let payload = request(ctlEp, o.prompts[0], attachments);
+    let payload = request(ctlEp, o.prompts[0], attachments, cred.id);
     out(`prompt 1: ${ctlEp.subject} (${payload.length} bytes)`);
-    const first = await stream(nc, prefix, 1, ctlEp.subject, payload, o.answer);
+    const first = await stream(nc, prefix, 1, ctlEp.subject, payload, o.answer, cred.id);
     if (first.error) throw new AgentError(`the agent refused prompt 1: ${first.error.code} ${first.error.description}`);
     if (!first.session) throw new Error("the first stream named no session (no status session:<sid>): cannot continue it");
 
@@ -490,9 +529,9 @@ async function main() {
       inst = await findInstance(nc, prefix, o.agent, owner, first.session, beats);
       const ep = endpoint(inst, "prompt");
       for (let i = 1; i < o.prompts.length; i++) {
-        payload = request(ep, o.prompts[i], []);
+        payload = request(ep, o.prompts[i], [], cred.id);
         out(`prompt ${i + 1}: ${ep.subject} (${payload.length} bytes)`);
-        const r = await stream(nc, prefix, i + 1, ep.subject, payload, o.answer);
+        const r = await stream(nc, prefix, i + 1, ep.subject, payload, o.answer, cred.id);
         if (r.error) throw new AgentError(`the agent refused prompt ${i + 1}: ${r.error.code} ${r.error.description}`);
       }
     } else {
@@ -502,7 +541,7 @@ async function main() {
     // 7. The instance's status endpoint (§8.7): a heartbeat-shaped reply.
     const st = endpoint(inst, "status");
     if (!st) throw new Error(`the instance ${inst.id} has no status endpoint (§8.7)`);
-    const m = await nc.request(st.subject, Empty, { timeout: 5000 });
+    const m = await nc.request(st.subject, Empty, { timeout: 5000, headers: senderHeaders(cred.id, st.subject, Empty) });
     const e = errorOf(m);
     if (e) throw new AgentError(`status ${st.subject}: ${e.code} ${e.description}`);
     const hb = JSON.parse(sc.decode(m.data));

@@ -125,11 +125,11 @@ func authenticatedBy(in *wire.Input, subject string) {
 }
 
 // inputStreamSubject reports whether TAH_IN itself stores subj: the
-// default tenant's inputs that name no sender, tah.sess.<sid>.in.
+// default tenant's inputs that name their sender,
+// tah.sess.<sid>.in.by.<sender>.
 func inputStreamSubject(subj string) bool {
-	rest, ok := strings.CutPrefix(subj, "tah.sess.")
-	sid, ok2 := strings.CutSuffix(rest, ".in")
-	return ok && ok2 && !strings.Contains(sid, ".")
+	parts := strings.Split(subj, ".")
+	return len(parts) == 6 && parts[0] == "tah" && parts[1] == "sess" && parts[3] == "in" && parts[4] == "by"
 }
 
 // reportRefusal publishes the refusal o on the session's error subject, and

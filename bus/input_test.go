@@ -146,13 +146,25 @@ func TestPartitionMatchesServerTransform(t *testing.T) {
 		if _, err := b.PublishInput(ctxT(t), sid, wire.Input{Command: wire.CommandResume}); err != nil {
 			t.Fatal(err)
 		}
-		m, err := b.in.GetLastMsgForSubject(ctxT(t), "tah.in.*."+sid)
+		m, err := b.in.GetLastMsgForSubject(ctxT(t), "tah.in.*."+sid+".*")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := wire.PartitionSubject(wire.Partition(sid, 7), sid, ""); m.Subject != want {
+		if want := wire.PartitionSubject(wire.Partition(sid, 7), sid, wire.NodeSender); m.Subject != want {
 			t.Fatalf("%s stored as %s, Partition says %s", sid, m.Subject, want)
 		}
+		// One that names no sender, through TAH_TIN and TAH_IN's source of
+		// it: the same partition.
+		u := nats.NewMsg(wire.InputSubject(sid, ""))
+		u.Header.Set(wire.HeaderCommand, string(wire.CommandResume))
+		u.Header.Set(wire.HeaderMsgID, sid+":unnamed")
+		if _, err := b.js.PublishMsg(ctxT(t), u); err != nil {
+			t.Fatal(err)
+		}
+		bustest.Eventually(t, 30*time.Second, "the unnamed input sourced", func() bool {
+			m, err := b.in.GetLastMsgForSubject(ctxT(t), "tah.in.*."+sid)
+			return err == nil && m.Subject == wire.PartitionSubject(wire.Partition(sid, 7), sid, "")
+		})
 	}
 }
 

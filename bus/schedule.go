@@ -68,24 +68,23 @@ func (b *Bus) inputSources() []*jetstream.StreamSource {
 			Source:      wire.TenantInputSubjects,
 			Destination: wire.TenantInputTransform(b.cfg.Partitions),
 		}, {
-			Source:      wire.NamedInputSubjects,
-			Destination: wire.NamedInputTransform(b.cfg.Partitions),
+			Source:      wire.InputSubjects,
+			Destination: wire.UnnamedInputTransform(b.cfg.Partitions),
 		}},
 	}}
 }
 
-// tenantInputStreamConfig is the stream of the inputs clients publish
-// naming their sender (wire.TenantInputStream): for tenants' sessions, and
-// for the default tenant's on tah.sess.<sid>.in.by.<sender> (TAH_IN has one
-// subject transform of its own, which the default tenant's unnamed form
-// takes). The input stream sources it: each is there once (its
-// Nats-Msg-Id, as in the input stream) and for wire.TenantInputMaxAge, long
-// after the input stream has it.
+// tenantInputStreamConfig is the stream of the inputs that TAH_IN's own
+// subject transform (the default tenant's named inputs) does not route
+// (wire.TenantInputStream): tenants' sessions', and the default tenant's
+// that name no sender (tah.sess.<sid>.in). The input stream sources it:
+// each is there once (its Nats-Msg-Id, as in the input stream) and for
+// wire.TenantInputMaxAge, long after the input stream has it.
 func (b *Bus) tenantInputStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:        wire.TenantInputStream,
-		Description: "TAH inputs and commands that name their sender, on their way to TAH_IN (docs/protocol.md)",
-		Subjects:    []string{wire.TenantInputSubjects, wire.NamedInputSubjects},
+		Description: "TAH inputs and commands of tenants' sessions, and those that name no sender, on their way to TAH_IN (docs/protocol.md)",
+		Subjects:    []string{wire.TenantInputSubjects, wire.InputSubjects},
 		Retention:   jetstream.LimitsPolicy,
 		MaxMsgs:     -1,
 		MaxBytes:    -1,

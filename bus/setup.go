@@ -66,7 +66,7 @@ func (b *Bus) setup(ctx context.Context) error {
 	if err := b.ensureLog(ctx); err != nil {
 		return err
 	}
-	// The schedules and tenants' inputs first: the input stream sources them.
+	// The schedules first: the input stream sources them.
 	if _, err = b.ensureStream(ctx, b.scheduleStreamConfig()); err != nil {
 		return err
 	}
@@ -74,13 +74,17 @@ func (b *Bus) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The input stream before TAH_TIN, which it sources (from nothing for a
+	// moment on a new setup): a layout of version 4 gives up its subject
+	// tah.sess.*.in to TAH_TIN, which the server lets TAH_TIN take only once
+	// no other stream holds it.
+	if b.in, err = b.ensureStream(ctx, b.inputStreamConfig()); err != nil {
+		return err
+	}
 	if legacy == nil { // else after the migration: see ensureTenantInputs
 		if err := b.ensureTenantInputs(ctx); err != nil {
 			return err
 		}
-	}
-	if b.in, err = b.ensureStream(ctx, b.inputStreamConfig()); err != nil {
-		return err
 	}
 	b.inputCommit = newCommitter(b, b.in.CachedInfo().Config)
 	if err := b.ensureInputConsumers(ctx); err != nil {
@@ -363,7 +367,7 @@ func (b *Bus) inputStreamConfig() jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:         wire.InputStream,
 		Description:  "TAH inputs and commands, partitioned by session",
-		Subjects:     []string{wire.InputSubjects},
+		Subjects:     []string{wire.NamedInputSubjects},
 		Retention:    jetstream.WorkQueuePolicy,
 		MaxConsumers: -1,
 		MaxMsgs:      -1,
@@ -377,7 +381,7 @@ func (b *Bus) inputStreamConfig() jetstream.StreamConfig {
 		// where the server has atomic batches (2.12+).
 		AllowAtomicPublish: !b.cfg.NoSetup && b.atomicPublishSupported(),
 		SubjectTransform: &jetstream.SubjectTransformConfig{
-			Source:      wire.InputSubjects,
+			Source:      wire.NamedInputSubjects,
 			Destination: wire.InputTransform(b.cfg.Partitions),
 		},
 		Sources:  b.inputSources(),

@@ -3,11 +3,14 @@ package bus
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/tahtest/natstest"
@@ -317,5 +320,75 @@ func TestNoDirectStreamsServeNoDirectGet(t *testing.T) {
 	}
 	if got := cfgs[wire.TenantAnswerStream].Subjects; len(got) != 1 || got[0] != wire.TenantAnswerSubjects {
 		t.Errorf("the tenants' answers' subjects: %v", got)
+	}
+}
+
+// TestSetupMovesUnnamedInputsToTheTenantStream: a layout of setup version
+// 4 (TAH_IN storing tah.sess.*.in, TAH_TIN tenants' inputs only) with an
+// input pending is updated in place, in the order the server allows (TAH_IN
+// gives up tah.sess.*.in before TAH_TIN takes it): the pending input is
+// delivered, a named input is stored by TAH_IN and an unnamed one reaches
+// its partition through TAH_TIN.
+func TestSetupMovesUnnamedInputsToTheTenantStream(t *testing.T) {
+	srv := bustest.Server(t)
+	b := connected(t, srv.ClientURL())
+	v4 := func(c jetstream.StreamConfig) jetstream.StreamConfig {
+		c.Metadata = maps.Clone(c.Metadata)
+		c.Metadata[wire.MetaSetup] = "4"
+		return c
+	}
+	tin := v4(b.tenantInputStreamConfig())
+	tin.Subjects = []string{wire.TenantInputSubjects}
+	in := v4(b.inputStreamConfig())
+	in.Subjects = []string{wire.InputSubjects}
+	in.SubjectTransform = &jetstream.SubjectTransformConfig{Source: wire.InputSubjects, Destination: wire.UnnamedInputTransform(b.cfg.Partitions)}
+	in.Sources[1].SubjectTransforms = in.Sources[1].SubjectTransforms[:1]
+	for _, c := range []jetstream.StreamConfig{tin, in} {
+		if _, err := b.js.UpdateStream(ctxT(t), c); err != nil {
+			t.Fatalf("%s as version 4: %v", c.Name, err)
+		}
+	}
+	pending := nats.NewMsg(wire.InputSubject("s_before", ""))
+	pending.Header.Set(wire.HeaderCommand, string(wire.CommandResume))
+	pending.Header.Set(wire.HeaderMsgID, "s_before:in_before")
+	if ack, err := b.js.PublishMsg(ctxT(t), pending); err != nil || ack.Stream != wire.InputStream {
+		t.Fatalf("an input to the version 4 layout: %+v %v", ack, err)
+	}
+
+	up := connected(t, srv.ClientURL())
+	for name, want := range map[string][]string{wire.InputStream: {wire.NamedInputSubjects}, wire.TenantInputStream: {wire.TenantInputSubjects, wire.InputSubjects}} {
+		s, err := up.js.Stream(ctxT(t), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.Subjects; !slices.Equal(got, want) || s.CachedInfo().Config.Metadata[wire.MetaSetup] != strconv.Itoa(wire.SetupVersion) {
+			t.Fatalf("%s: subjects %v (want %v), metadata %v", name, got, want, s.CachedInfo().Config.Metadata)
+		}
+	}
+	named := nats.NewMsg(wire.InputSubject("s_after", "alice"))
+	named.Header.Set(wire.HeaderCommand, string(wire.CommandResume))
+	named.Header.Set(wire.HeaderMsgID, "s_after:in_named")
+	unnamed := nats.NewMsg(wire.InputSubject("s_after", ""))
+	unnamed.Header.Set(wire.HeaderCommand, string(wire.CommandResume))
+	unnamed.Header.Set(wire.HeaderMsgID, "s_after:in_unnamed")
+	for stream, m := range map[string]*nats.Msg{wire.InputStream: named, wire.TenantInputStream: unnamed} {
+		if ack, err := up.js.PublishMsg(ctxT(t), m); err != nil || ack.Stream != stream {
+			t.Fatalf("%s: %+v %v, want stored by %s", m.Subject, ack, err, stream)
+		}
+	}
+	ib := &inbox{ack: true}
+	c, err := up.ConsumeInputs(ctxT(t), ib.handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	bustest.Eventually(t, 30*time.Second, "three inputs delivered", func() bool { return ib.len() == 3 })
+	var got []string
+	for _, m := range ib.get() {
+		got = append(got, m.Session+"/"+m.ID+"/"+m.Sender)
+	}
+	slices.Sort(got)
+	if want := "s_after/in_named/alice s_after/in_unnamed/ s_before/in_before/"; strings.Join(got, " ") != want {
+		t.Fatalf("delivered %v, want %s", got, want)
 	}
 }

@@ -11,8 +11,11 @@ import (
 	"github.com/tah-dev/tah/wire"
 )
 
-// decidedBy is who decides, as tool.approved and tool.denied record it, for
-// a decision taken on the page.
+// decidedBy is who decides, as the decision's body says, for a decision
+// taken on the page. The node records the name of the inspector's
+// credential instead (ui, or tahctl inspect's), which the input's subject
+// names; this is kept only where the credential names no sender (one
+// issued before inputs did).
 const decidedBy = "inspector"
 
 // approve runs a call that waits for approval (the form's call), with the

@@ -98,7 +98,7 @@ func TestBrowserViews(t *testing.T) {
 	wait("who decided and when, and the call ran with the edit", `(() => {
 		const notes = [...document.querySelectorAll("#turn-3 .note")].map(n => n.textContent);
 		return notes.some(n => n.includes("list_files waits for a person's approval")) &&
-			notes.some(n => /\d\d:\d\d:\d\d\.\d{3} list_files approved by inspector, with arguments edited/.test(n)) &&
+			notes.some(n => /\d\d:\d\d:\d\d\.\d{3} list_files approved by ui, with arguments edited/.test(n)) &&
 			document.querySelector("#turn-3 .step.tool pre.code")?.textContent.includes('"./"')
 	})()`)
 

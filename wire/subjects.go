@@ -18,17 +18,17 @@ const (
 	// before shards and records (LegacyEventStream): tah.sess.<sid>.evt.<type>.
 	// Only the migration reads it.
 	LegacyEventSubjects = "tah.sess.*.evt.>"
-	// InputSubjects is the filter of inputs as clients publish them, for the
-	// sessions of the default tenant, when they name no sender:
-	// tah.sess.<sid>.in (the node's own, and a client's whose credential
-	// was issued before senders were named, or that has none).
-	InputSubjects = "tah.sess.*.in"
 	// NamedInputSubjects is the filter of the default tenant's sessions'
-	// inputs that name their sender: tah.sess.<sid>.in.by.<sender>, the
-	// sender being the name of the publisher's credential, which the
-	// server's permissions pin (InputSubject). Six tokens, so that no
-	// subject of a tenant's session (tah.sess.<tenant>.<id>.<kind>) is one.
+	// inputs as clients and nodes publish them: tah.sess.<sid>.in.by.<sender>,
+	// the sender being the name of the publisher's credential, which the
+	// server's permissions pin (InputSubject), or the node's own token.
+	// Six tokens, so that no subject of a tenant's session
+	// (tah.sess.<tenant>.<id>.<kind>) is one.
 	NamedInputSubjects = "tah.sess.*.in.by.*"
+	// InputSubjects is the filter of the default tenant's sessions' inputs
+	// that name no sender: tah.sess.<sid>.in, a client's whose credential
+	// was issued before inputs named their sender, or that has none.
+	InputSubjects = "tah.sess.*.in"
 	// TenantInputSubjects is the filter of inputs as clients publish them
 	// for a tenant's sessions: tah.sess.<tenant>.<id>.in.<sender>, the
 	// sender being the name of the publisher's credential (InputSubject).
@@ -102,13 +102,12 @@ func LegacySessionEvents(sid string) string { return "tah.sess." + sid + ".evt.>
 // of the publisher's credential (NodeSender for the node's own), which the
 // server's permissions pin so that the node can tell who sent an input
 // from its subject. For the default tenant, an empty sender or
-// AnonymousSender gives tah.sess.<sid>.in, which names none: the node's
-// own inputs to those sessions take it too, straight into TAH_IN.
+// AnonymousSender gives tah.sess.<sid>.in, which names none.
 func InputSubject(sid, sender string) string {
 	if strings.Contains(sid, ".") {
 		return "tah.sess." + sid + ".in." + sender
 	}
-	if sender == "" || sender == AnonymousSender || sender == NodeSender {
+	if sender == "" || sender == AnonymousSender {
 		return "tah.sess." + sid + ".in"
 	}
 	return "tah.sess." + sid + ".in.by." + sender
@@ -143,7 +142,7 @@ func PartitionSubject(p int, sid, sender string) string {
 	if strings.Contains(sid, ".") {
 		return fmt.Sprintf("tah.in.%d.%s.%s", p, sid, sender)
 	}
-	if sender == "" || sender == AnonymousSender || sender == NodeSender {
+	if sender == "" || sender == AnonymousSender {
 		return fmt.Sprintf("tah.in.%d.%s", p, sid)
 	}
 	return fmt.Sprintf("tah.in.%d.%s.%s", p, sid, sender)
@@ -179,9 +178,16 @@ const PartitionConsumerPrefix = "tah_in_"
 func PartitionConsumer(p int) string { return fmt.Sprintf("%s%d", PartitionConsumerPrefix, p) }
 
 // InputTransform is the subject transform destination of TAH_IN for
-// partitions partitions: the stream maps tah.sess.<sid>.in to
-// tah.in.<FNV-1a(sid) mod partitions>.<sid>.
+// partitions partitions: the stream maps tah.sess.<sid>.in.by.<sender>
+// (NamedInputSubjects) to tah.in.<FNV-1a(sid) mod partitions>.<sid>.<sender>.
 func InputTransform(partitions int) string {
+	return fmt.Sprintf("tah.in.{{partition(%d,1)}}.{{wildcard(1)}}.{{wildcard(2)}}", partitions)
+}
+
+// UnnamedInputTransform is InputTransform for the default tenant's inputs
+// that name no sender (InputSubjects), which TAH_TIN stores and TAH_IN
+// sources: tah.sess.<sid>.in to tah.in.<FNV-1a(sid) mod partitions>.<sid>.
+func UnnamedInputTransform(partitions int) string {
 	return fmt.Sprintf("tah.in.{{partition(%d,1)}}.{{wildcard(1)}}", partitions)
 }
 
@@ -191,13 +197,6 @@ func InputTransform(partitions int) string {
 // partition Partition computes for the session id.
 func TenantInputTransform(partitions int) string {
 	return fmt.Sprintf("tah.in.{{partition(%d,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}", partitions)
-}
-
-// NamedInputTransform is InputTransform for the default tenant's inputs
-// that name their sender (NamedInputSubjects):
-// tah.sess.<sid>.in.by.<sender> to tah.in.<FNV-1a(sid) mod partitions>.<sid>.<sender>.
-func NamedInputTransform(partitions int) string {
-	return fmt.Sprintf("tah.in.{{partition(%d,1)}}.{{wildcard(1)}}.{{wildcard(2)}}", partitions)
 }
 
 // DeltaSubject is the core NATS subject of session sid's token deltas.

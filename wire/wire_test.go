@@ -116,7 +116,8 @@ func TestSubjects(t *testing.T) {
 		wire.PartitionSubject(3, sid, ""):  "tah.in.3.s_4f2k9q1w7e3r5t6y8v0b",
 		wire.PartitionFilter(3):            "tah.in.3.>",
 		wire.PartitionConsumer(3):          "tah_in_3",
-		wire.InputTransform(16):            "tah.in.{{partition(16,1)}}.{{wildcard(1)}}",
+		wire.InputTransform(16):            "tah.in.{{partition(16,1)}}.{{wildcard(1)}}.{{wildcard(2)}}",
+		wire.UnnamedInputTransform(16):     "tah.in.{{partition(16,1)}}.{{wildcard(1)}}",
 		wire.DeltaSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.delta",
 		wire.ErrorSubject(sid):             "tah.sess.s_4f2k9q1w7e3r5t6y8v0b.err",
 		wire.NodeSubject("n1"):             "tah.nodes.n1",
@@ -146,7 +147,7 @@ func TestSubjects(t *testing.T) {
 	}
 	for _, c := range []struct{ subj, sid, sender string }{
 		{wire.PartitionSubject(2, sid, "alice"), sid, "alice"},
-		{wire.PartitionSubject(2, sid, wire.NodeSender), sid, ""},
+		{wire.PartitionSubject(2, sid, wire.NodeSender), sid, wire.NodeSender},
 		{wire.PartitionSubject(2, sid, wire.AnonymousSender), sid, ""},
 		{wire.PartitionSubject(2, sid, "$alice"), sid, "$alice"},
 		{wire.PartitionSubject(2, "acme."+sid, "alice"), "acme." + sid, "alice"},
@@ -169,7 +170,7 @@ func TestSubjects(t *testing.T) {
 		{sid, "alice", "tah.sess." + sid + ".in.by.alice"},
 		{sid, "", "tah.sess." + sid + ".in"},
 		{sid, wire.AnonymousSender, "tah.sess." + sid + ".in"},
-		{sid, wire.NodeSender, "tah.sess." + sid + ".in"},
+		{sid, wire.NodeSender, "tah.sess." + sid + ".in.by.$node"},
 		{sid, "$alice", "tah.sess." + sid + ".in.by.$alice"},
 		{"acme." + sid, "alice", "tah.sess.acme." + sid + ".in.alice"},
 	} {

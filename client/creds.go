@@ -95,10 +95,14 @@ func userClaims(path string) *jwt.UserClaims {
 func (c *Client) Tenant() string { return c.opts.Tenant }
 
 // apiSubject is the subject of endpoint for this Client: the tenant's API
-// for a credential of a tenant.
+// for a credential of a tenant; a command's, naming the credential, where
+// it may (wire.NamedAPISubject).
 func (c *Client) apiSubject(endpoint string) string {
 	if c.opts.Tenant != "" {
 		return wire.TenantAPISubject(c.opts.Tenant, c.opts.Sender, endpoint)
+	}
+	if slices.Contains(wire.CommandEndpoints(), endpoint) && !c.unnamedInputs && wire.ValidCredentialName(c.opts.Sender) == nil {
+		return wire.NamedAPISubject(endpoint, c.opts.Sender)
 	}
 	return wire.APISubject(endpoint)
 }

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"cmp"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -15,10 +16,11 @@ import (
 )
 
 // TestInputsNameTheirSender: a client credential's inputs name it
-// (tah.sess.<sid>.in.by.<name>), and turn.started records it; a credential
-// issued before inputs named their sender (its JWT allows only
-// tah.sess.*.in) still runs turns, with the form that names none, and no
-// sender is recorded.
+// (tah.sess.<sid>.in.by.<name>), and so do its API commands
+// (tah.api.<endpoint>.by.<name>): turn.started and budget.set record it; a
+// credential issued before (its JWT allows only tah.sess.*.in and the
+// unnamed endpoints) still runs turns and commands, with the forms that
+// name none, and no sender is recorded (a decision keeps the body's by).
 func TestInputsNameTheirSender(t *testing.T) {
 	ctx := ctxT(t)
 	n := startNode(t, mock.Scripted(mock.Say("hi").Always()))
@@ -40,7 +42,12 @@ func TestInputsNameTheirSender(t *testing.T) {
 	if i < 0 {
 		t.Fatalf("a client's permissions do not name its inputs: %v", allow)
 	}
-	allow[i] = wire.InputSubjects // as issued before
+	allow[i] = wire.InputSubjects // as issued before: no named inputs nor commands
+	allow = slices.DeleteFunc(allow, func(s string) bool { return s == wire.NamedAPISubjectsOf("oscar") })
+	older.Permissions.Pub.Allow = allow
+	older.Permissions.Pub.Deny = slices.DeleteFunc(older.Permissions.Pub.Deny, func(s string) bool {
+		return slices.ContainsFunc(wire.CommandEndpoints(), func(e string) bool { return s == wire.APISubject(e) })
+	})
 	for who, u := range map[string]auth.User{"carol": current, "": older} {
 		issued, err := trust.Issue(u)
 		if err != nil {
@@ -58,23 +65,36 @@ func TestInputsNameTheirSender(t *testing.T) {
 		if o := run(t, c, sid, "hello"); o.Status != "completed" {
 			t.Fatalf("%s: %+v", u.Name, o)
 		}
+		// A command through the API names it too (tah.api.budget.by.carol),
+		// whatever the body says.
+		tokens := int64(5000)
+		if _, err := c.Command(ctx, wire.CommandBudget, wire.CommandRequest{Session: sid, Decision: &wire.Decision{By: "mallory"},
+			Budget: &wire.BudgetChange{Session: &wire.LimitsChange{Tokens: &tokens}}}); err != nil {
+			t.Fatalf("%s: budget through the API: %v", u.Name, err)
+		}
 		c.Close()
 		evs, err := admin.Events(ctx, wire.EventsRequest{Session: sid})
 		if err != nil {
 			t.Fatal(err)
 		}
-		by := "(none)"
+		by, budgetBy := "(none)", "(none)"
 		for _, ev := range evs.Events {
-			if ev.Type == event.TurnStarted {
-				var d struct {
-					By string `json:"by"`
-				}
-				_ = json.Unmarshal(ev.Data, &d)
+			var d struct {
+				By string `json:"by"`
+			}
+			_ = json.Unmarshal(ev.Data, &d)
+			switch ev.Type {
+			case event.TurnStarted:
 				by = d.By
+			case event.BudgetSet:
+				budgetBy = d.By
 			}
 		}
 		if by != who {
 			t.Errorf("%s: turn.started by %q, want %q", u.Name, by, who)
+		}
+		if want := cmp.Or(who, "mallory"); budgetBy != want {
+			t.Errorf("%s: budget.set by %q, want %q", u.Name, budgetBy, want)
 		}
 	}
 }

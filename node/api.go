@@ -76,6 +76,19 @@ func (n *Node) StartAPI(ctx context.Context) error {
 			return fmt.Errorf("api endpoint %s: %w", name, err)
 		}
 	}
+	// The commands again, on the subjects that name their sender
+	// (tah.api.<endpoint>.by.<name>), which a credential's permissions
+	// allow it in place of the unnamed ones.
+	for _, name := range wire.CommandEndpoints() {
+		h, ok := handlers[name]
+		if !ok {
+			continue
+		}
+		if err := g.AddEndpoint(name+"-by", h, micro.WithEndpointSubject(wire.NamedAPIEndpointSubject(name))); err != nil {
+			svc.Stop()
+			return fmt.Errorf("api endpoint %s: %w", wire.NamedAPIEndpointSubject(name), err)
+		}
+	}
 	if err := addTenantEndpoints(svc, handlers); err != nil {
 		svc.Stop()
 		return err
@@ -127,6 +140,9 @@ func endpoint[Req, Rep any](n *Node, name string, h func(context.Context, Req) (
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if sender, ok := wire.APISender(r.Subject()); ok {
+			ctx = context.WithValue(ctx, apiSenderKey{}, sender)
+		}
 		var gen uint64
 		if n.store != nil {
 			gen = n.store.Generation()
@@ -466,8 +482,14 @@ func (n *Node) apiRequest(ctx context.Context, req wire.StepRef) (wire.RequestRe
 		Verified: r.Verified, Recorded: r.Recorded}, nil
 }
 
+// apiSenderKey keys, in a request's context, the credential's name its
+// subject named (wire.APISender).
+type apiSenderKey struct{}
+
 // apiCommand publishes a command to the session's input and returns at once
-// with the input's id; the outcome goes to reply_to when given.
+// with the input's id; the outcome goes to reply_to when given. A request
+// whose subject named its sender (wire.APISender) stores an input that
+// names it: turn.started, agent.cancelled and a decision record it.
 func (n *Node) apiCommand(cmd wire.Command) func(context.Context, wire.CommandRequest) (wire.CommandReply, error) {
 	return func(ctx context.Context, req wire.CommandRequest) (wire.CommandReply, error) {
 		if err := n.needSession(ctx, req.Session); err != nil {
@@ -481,6 +503,14 @@ func (n *Node) apiCommand(cmd wire.Command) func(context.Context, wire.CommandRe
 			in.Decision, in.Budget = req.Decision, req.Budget
 			if err := in.Validate(); err != nil {
 				return wire.CommandReply{}, badRequest("%v", err)
+			}
+		}
+		if sender, ok := ctx.Value(apiSenderKey{}).(string); ok {
+			in.Sender = wire.AttestedSenderPrefix + sender
+			if in.Decision != nil {
+				// Also for a credential named like the node's own tokens
+				// (node, anon), which the input's sender cannot tell.
+				in.Decision.By = sender
 			}
 		}
 		id, err := n.bus.PublishInput(ctx, req.Session, in)

@@ -222,6 +222,8 @@ func TestHostileClient(t *testing.T) {
 		// Inputs name their sender, this credential's name: none, another
 		// credential's, or a caller the agent gateway attested are refused.
 		"an input that names no sender":          wire.InputSubject(h.sid, ""),
+		"a command that names no sender":         wire.APISubject(wire.EndpointApprove),
+		"a command as another":                   wire.NamedAPISubject(wire.EndpointCancel, "alice"),
 		"an input as another":                    wire.InputSubject(h.sid, "alice"),
 		"an input as an attested caller":         wire.InputSubject(h.sid, wire.AttestedSenderPrefix+"mallory"),
 		"a tenant's input as an attested caller": wire.InputSubject("acme.s_1", wire.AttestedSenderPrefix+"mallory"),

@@ -230,11 +230,17 @@ func RolePermissions(role Role, name string, tools []string) (Permissions, error
 		// Inputs name their sender: this credential's name, and no other
 		// (wire.InputSubject), so that the node records who sent each; the
 		// form that names none (InputSubjects) is not allowed.
-		pub := append([]string{APIPrefix + "*", NamedInputSubjectsOf(name), TenantInputSubjectsOf(name), AnswerSubjects, agentPrompts, agentStatuses}, readEvents()...)
+		// So do the API's commands (tah.api.<endpoint>.by.<name>): their
+		// unnamed subjects are denied.
+		pub := append([]string{APIPrefix + "*", NamedAPISubjectsOf(name), NamedInputSubjectsOf(name), TenantInputSubjectsOf(name), AnswerSubjects, agentPrompts, agentStatuses}, readEvents()...)
 		if role == RoleAdmin {
 			pub = append(pub, CredsAPIPrefix+">")
 		}
-		return Permissions{PublishAllow: append(pub, agentsDiscovery()...), PublishDeny: clientDenies(),
+		deny := clientDenies()
+		for _, e := range CommandEndpoints() {
+			deny = append(deny, APISubject(e))
+		}
+		return Permissions{PublishAllow: append(pub, agentsDiscovery()...), PublishDeny: deny,
 			SubscribeAllow: sessionFeeds(inbox), SubscribeDeny: subscribeDenies()}, nil
 	case RoleObserver:
 		pub := []string{agentStatuses}

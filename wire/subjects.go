@@ -3,6 +3,7 @@ package wire
 import (
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -220,6 +221,46 @@ func ClaimNoticeSubject(node string) string { return "tah.nodes." + node + ".cla
 
 // APISubject is the subject of an API endpoint: tah.api.<endpoint>.
 func APISubject(endpoint string) string { return APIPrefix + endpoint }
+
+// CommandEndpoints are the API's endpoints that store a command as an input
+// of a session: a credential sends them naming itself
+// (NamedAPISubject), so that the node records who ran, cancelled or decided.
+func CommandEndpoints() []string {
+	return []string{EndpointCompact, EndpointResume, EndpointCancel, EndpointApprove, EndpointDeny, EndpointBudget}
+}
+
+// NamedAPISubject is the subject of command endpoint for the credential
+// named sender: tah.api.<endpoint>.by.<sender>, which the server's
+// permissions pin to that credential as they pin its inputs' subjects.
+func NamedAPISubject(endpoint, sender string) string { return APIPrefix + endpoint + ".by." + sender }
+
+// NamedAPISubjectsOf is the filter of every command endpoint's subject for
+// the credential named sender: tah.api.*.by.<sender>.
+func NamedAPISubjectsOf(sender string) string { return APIPrefix + "*.by." + sender }
+
+// NamedAPIEndpointSubject is the filter the node serves command endpoint on
+// for every sender (the endpoint group's subject, without APIPrefix):
+// <endpoint>.by.*.
+func NamedAPIEndpointSubject(endpoint string) string { return endpoint + ".by.*" }
+
+// APISender returns the name of the credential an API request's subject
+// names, which the server pinned: tah.api.<endpoint>.by.<sender>, or a
+// tenant's tah.tapi.<tenant>.<sender>.<endpoint>. ok is false for a
+// subject that names none (tah.api.<endpoint>).
+func APISender(subj string) (string, bool) {
+	if _, cred, _, ok := TenantOfAPISubject(subj); ok {
+		return cred, true
+	}
+	rest, ok := strings.CutPrefix(subj, APIPrefix)
+	if !ok {
+		return "", false
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || !slices.Contains(CommandEndpoints(), parts[0]) || parts[1] != "by" || ValidCredentialName(parts[2]) != nil {
+		return "", false
+	}
+	return parts[2], true
+}
 
 // ToolSubject is the endpoint subject of the tool named name: tah.tool.<name>.
 func ToolSubject(name string) string { return ToolPrefix + name }

@@ -178,6 +178,20 @@ func TestSubjects(t *testing.T) {
 			t.Errorf("InputSubject(%q, %q) = %q, want %q", c.sid, c.sender, got, c.want)
 		}
 	}
+	for subj, want := range map[string]string{
+		wire.NamedAPISubject(wire.EndpointApprove, "alice"):              "alice",
+		wire.TenantAPISubject("acme", "bob", wire.EndpointCancel):        "bob",
+		wire.APISubject(wire.EndpointApprove):                            "",
+		"tah.api.approve.by.$node":                                       "",
+		"tah.api.approve.by.alice.x":                                     "",
+		"tah.api.approve.from.alice":                                     "",
+		wire.NamedAPISubjectsOf("alice"):                                 "",
+		wire.APIPrefix + wire.NamedAPIEndpointSubject(wire.EndpointDeny): "",
+	} {
+		if got, ok := wire.APISender(subj); got != want || ok != (want != "") {
+			t.Errorf("APISender(%q) = %q, %v", subj, got, ok)
+		}
+	}
 	for token, want := range map[string]string{"$alice": "alice", "$UABC": "UABC", wire.NodeSender: "", wire.AnonymousSender: "", "alice": "", "$": "", "$a.b": ""} {
 		if got, ok := wire.AttestedSender(token); got != want || ok != (want != "") {
 			t.Errorf("AttestedSender(%q) = %q, %v", token, got, ok)

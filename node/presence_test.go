@@ -129,7 +129,9 @@ func takenOver(t *testing.T, kill func(c *cluster, victim int)) {
 		c.send(sid, "in_"+sid, "hello")
 		inputs[sid] = []string{"in_" + sid}
 	}
-	bustest.Eventually(t, 30*time.Second, "the victim's turns in flight", func() bool { return c.models[victim].calls.Load() >= 3 })
+	// A deadline for a hang only: three nodes forming on a loaded machine
+	// (CI beside other suites) have taken more than 30 s to start them.
+	bustest.Eventually(t, 2*time.Minute, "the victim's turns in flight", func() bool { return c.models[victim].calls.Load() >= 3 })
 	kill(c, victim)
 	c.finished(inputs)
 	c.balanced("n0", "n1")

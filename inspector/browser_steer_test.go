@@ -231,7 +231,7 @@ func TestBrowserSteer(t *testing.T) {
 			s.querySelector(".input").textContent === "Steered: also check the tests" && s.dataset.input?.startsWith("in_") &&
 			document.querySelector("#turn-1 .step.llm:last-child .md")?.textContent.includes("Steered: also check the tests") &&
 			document.querySelectorAll("#timeline > li.block").length === 1 && !document.querySelector("#turn-2") &&
-			document.querySelector("#turn-1 > .input").textContent === "User: a long task" &&
+			document.querySelector("#turn-1 > .input").textContent === "User: a long task from ui" && // the inspector's credential sent it
 			document.querySelector("#steer")?.disabled === true && document.querySelector("#interrupt")?.disabled === true
 	})()`
 	wait("the steer shows inside turn 1, which completes with its answer", steered)
@@ -250,7 +250,7 @@ func TestBrowserSteer(t *testing.T) {
 		const out = document.querySelector("#turn-2 > .outcome")?.textContent || "";
 		return document.querySelector("#turn-2 h2 .badge")?.textContent === "cancelled" && /interrupted by input in_\S+/.test(out) &&
 			document.querySelector("#turn-3 h2 .badge")?.textContent === "completed" &&
-			document.querySelector("#turn-3 > .input").textContent === "User: do this instead" &&
+			document.querySelector("#turn-3 > .input").textContent === "User: do this instead from ui" &&
 			document.querySelector("#turn-3 .md")?.textContent.includes("Answer to do this instead")
 	})()`)
 	if n := countTypes(t, c, sid); n[event.TurnStarted] != 3 || n[event.TurnSteered] != 1 || n[event.AgentCancelled] != 1 {

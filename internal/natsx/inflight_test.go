@@ -39,7 +39,7 @@ func TestPublishRetryingWaitsForItsInFlightTry(t *testing.T) {
 	err = natstest.Poll(2*time.Minute, 100*time.Millisecond, func() error {
 		try, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		_, err := js.CreateStream(try, jetstream.StreamConfig{Name: stream, Subjects: []string{wire.InputSubjects}, Replicas: 3})
+		_, err := js.CreateStream(try, jetstream.StreamConfig{Name: stream, Subjects: []string{wire.NamedInputSubjects}, Replicas: 3})
 		return err
 	})
 	if err != nil {

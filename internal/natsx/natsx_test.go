@@ -53,7 +53,7 @@ func TestNewInputMsg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(id, "in_") || m.Subject != wire.InputSubject("s_1", "") || m.Header.Get(wire.HeaderMsgID) != "s_1:"+id ||
+	if !strings.HasPrefix(id, "in_") || m.Subject != wire.InputSubject("s_1", wire.NodeSender) || m.Header.Get(wire.HeaderMsgID) != "s_1:"+id ||
 		m.Header.Get(wire.HeaderCommand) != "run" || m.Header.Get(wire.HeaderReplyTo) != "_INBOX.x" ||
 		string(m.Data) != `{"id":"`+id+`","input":"hi"}` {
 		t.Fatalf("%s %s %v %s", id, m.Subject, m.Header, m.Data)
@@ -132,7 +132,7 @@ func TestPublishRetryingWaitsForTheStream(t *testing.T) {
 		t.Fatalf("no try seen: %v", err)
 	}
 	tries.Unsubscribe()
-	s, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: "IN", Subjects: []string{wire.InputSubjects}})
+	s, err := js.CreateStream(ctxT(t), jetstream.StreamConfig{Name: "IN", Subjects: []string{wire.NamedInputSubjects}})
 	if err != nil {
 		t.Fatal(err)
 	}

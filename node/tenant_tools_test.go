@@ -143,6 +143,18 @@ func TestTenantTools(t *testing.T) {
 
 	// beta's tool credential against acme's tool.
 	creds := h.issueTenantTool("beta", "mallory", "shout")
+	// Started as acme's by mistake: refused at once, saying what to do (not
+	// left waiting for the bind's answer, which NATS never lets come).
+	wrong, err := nats.Connect(n.bus.ClientURL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(wire.CredentialInbox("mallory")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shout := tools.Func(tools.Spec{Name: "shout", Description: "shout"}, func(context.Context, json.RawMessage) (tools.Result, error) { return tools.Text(""), nil })
+	if _, err := toolservice.Start(ctx, wrong, toolservice.Config{Logger: quiet, Tenant: "acme"}, shout); err == nil ||
+		!strings.Contains(err.Error(), "tool credential of tenant acme") || errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("beta's tool credential serving acme's shout: %v", err)
+	}
+	wrong.Close()
 	a := h.attacker(creds, "mallory")
 	for what, subj := range map[string]string{
 		"acme's tool's calls":        wire.TenantToolSubject("acme", "shout"),

@@ -56,7 +56,9 @@ type Config struct {
 	// its cancels come on tah.ttool.<Tenant>.cancel.*, and its calls are
 	// stored under t=<Tenant> without binding the bucket (such a
 	// credential reads no stream's info), which a node must have made
-	// (docs/protocol.md, "A tenant's tools"). Not with Namespace.
+	// (docs/protocol.md, "A tenant's tools"). Not with Namespace. Start
+	// fails at once, saying so, when the credential is not one of Tenant's
+	// for the tool (NATS refuses it the stored calls).
 	Tenant string
 	// TracerProvider makes the span of each call ("execute_tool <name>", a
 	// server span, the child of the caller's span when the request carries
@@ -166,7 +168,17 @@ func Start(ctx context.Context, nc *nats.Conn, cfg Config, ts ...tools.Tool) (*S
 			service = wire.TenantToolService(cfg.Tenant, tool)
 		}
 	}
-	if _, err := s.results.GetFor(ctx, service, tool, "", "bind"); err != nil && !errors.Is(err, remote.ErrNoResult) {
+	bindCtx, stopWatch := watchDenials(ctx, nc)
+	_, err = s.results.GetFor(bindCtx, service, tool, "", "bind")
+	denied := stopWatch()
+	switch {
+	case denied != nil && cfg.Tenant != "":
+		return nil, fmt.Errorf("toolservice: NATS refused this credential the stored calls of tenant %s's tool %s (%v): serve it with a tool credential of tenant %s issued for it (tahctl creds add --tenant %s --role tool --tool %s), and Config.Tenant that credential's tenant",
+			cfg.Tenant, tool, denied, cfg.Tenant, cfg.Tenant, tool)
+	case denied != nil:
+		return nil, fmt.Errorf("toolservice: NATS refused this credential the stored calls of tool %s (%v): serve it with a tool credential issued for it (tahctl creds add --role tool --tool %s; a tenant's: --tenant T, and Config.Tenant T)",
+			tool, denied, tool)
+	case err != nil && !errors.Is(err, remote.ErrNoResult):
 		return nil, fmt.Errorf("toolservice: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -610,3 +622,43 @@ func oneLine(s string) string {
 }
 
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// watchDenials returns a context of ctx that ends as soon as NATS refuses a
+// publish of nc's (a permissions violation, which the server reports only
+// on the connection, leaving the request unanswered until its deadline),
+// and the function that stops watching and returns that refusal, if any. A
+// refusal older than the watch is not taken for one.
+func watchDenials(ctx context.Context, nc *nats.Conn) (context.Context, func() error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	before := nc.LastError()
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				if err := nc.LastError(); err != nil && err != before && errors.Is(err, nats.ErrPermissionViolation) {
+					cancel(err)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() error {
+		close(done)
+		<-stopped
+		cause := context.Cause(ctx)
+		cancel(nil)
+		if errors.Is(cause, nats.ErrPermissionViolation) {
+			return cause
+		}
+		return nil
+	}
+}

@@ -74,17 +74,16 @@ func (b *Bus) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// The input stream before TAH_TIN, which it sources (from nothing for a
-	// moment on a new setup): a layout of version 4 gives up its subject
-	// tah.sess.*.in to TAH_TIN, which the server lets TAH_TIN take only once
-	// no other stream holds it.
-	if b.in, err = b.ensureStream(ctx, b.inputStreamConfig()); err != nil {
-		return err
-	}
 	if legacy == nil { // else after the migration: see ensureTenantInputs
+		if err := b.releaseUnnamedInputs(ctx); err != nil {
+			return err
+		}
 		if err := b.ensureTenantInputs(ctx); err != nil {
 			return err
 		}
+	}
+	if b.in, err = b.ensureStream(ctx, b.inputStreamConfig()); err != nil {
+		return err
 	}
 	b.inputCommit = newCommitter(b, b.in.CachedInfo().Config)
 	if err := b.ensureInputConsumers(ctx); err != nil {
@@ -108,6 +107,37 @@ func (b *Bus) setup(ctx context.Context) error {
 		}
 	}
 	b.artifacts, err = b.ensureObjectStore(ctx)
+	return err
+}
+
+// releaseUnnamedInputs moves an input stream of setup version 4, which
+// stores tah.sess.*.in itself, to the named subjects, so that TAH_TIN may
+// take tah.sess.*.in (the server refuses two streams one subject): its
+// source of TAH_TIN without the route of that subject yet, which a consumer
+// of TAH_TIN could not filter on before TAH_TIN has it (setup then sets the
+// input stream's full sources). TAH_TIN is made before the input stream
+// otherwise: a stream that sources another is best made after it.
+func (b *Bus) releaseUnnamedInputs(ctx context.Context) error {
+	if b.cfg.NoSetup {
+		return nil
+	}
+	s, err := b.js.Stream(ctx, wire.InputStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", wire.InputStream, err)
+	}
+	if !slices.Contains(s.CachedInfo().Config.Subjects, wire.InputSubjects) {
+		return nil
+	}
+	cfg := b.inputStreamConfig()
+	for _, src := range cfg.Sources {
+		src.SubjectTransforms = slices.DeleteFunc(src.SubjectTransforms, func(t jetstream.SubjectTransformConfig) bool {
+			return t.Source == wire.InputSubjects
+		})
+	}
+	_, err = b.ensureStream(ctx, cfg)
 	return err
 }
 

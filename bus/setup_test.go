@@ -326,7 +326,8 @@ func TestNoDirectStreamsServeNoDirectGet(t *testing.T) {
 // TestSetupMovesUnnamedInputsToTheTenantStream: a layout of setup version
 // 4 (TAH_IN storing tah.sess.*.in, TAH_TIN tenants' inputs only) with an
 // input pending is updated in place, in the order the server allows (TAH_IN
-// gives up tah.sess.*.in before TAH_TIN takes it): the pending input is
+// gives up tah.sess.*.in before TAH_TIN takes it,
+// releaseUnnamedInputs): the pending input is
 // delivered, a named input is stored by TAH_IN and an unnamed one reaches
 // its partition through TAH_TIN.
 func TestSetupMovesUnnamedInputsToTheTenantStream(t *testing.T) {
@@ -382,7 +383,8 @@ func TestSetupMovesUnnamedInputsToTheTenantStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Stop()
-	bustest.Eventually(t, 30*time.Second, "three inputs delivered", func() bool { return ib.len() == 3 })
+	// A hang's deadline: the source's consumer restarts after the update.
+	bustest.Eventually(t, 2*time.Minute, "three inputs delivered", func() bool { return ib.len() == 3 })
 	var got []string
 	for _, m := range ib.get() {
 		got = append(got, m.Session+"/"+m.ID+"/"+m.Sender)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/client"
@@ -68,9 +69,16 @@ func TestInputsNameTheirSender(t *testing.T) {
 		// A command through the API names it too (tah.api.budget.by.carol),
 		// whatever the body says.
 		tokens := int64(5000)
-		if _, err := c.Command(ctx, wire.CommandBudget, wire.CommandRequest{Session: sid, Decision: &wire.Decision{By: "mallory"},
+		outcome, err := c.Conn().SubscribeSync(c.Conn().NewRespInbox())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Command(ctx, wire.CommandBudget, wire.CommandRequest{Session: sid, ReplyTo: outcome.Subject, Decision: &wire.Decision{By: "mallory"},
 			Budget: &wire.BudgetChange{Session: &wire.LimitsChange{Tokens: &tokens}}}); err != nil {
 			t.Fatalf("%s: budget through the API: %v", u.Name, err)
+		}
+		if _, err := outcome.NextMsg(time.Minute); err != nil { // the budget set: its outcome
+			t.Fatalf("%s: no outcome of the budget: %v", u.Name, err)
 		}
 		c.Close()
 		evs, err := admin.Events(ctx, wire.EventsRequest{Session: sid})

@@ -58,7 +58,7 @@ func (g *Gateway) prompt(inst *instance, r micro.Request) {
 // created (the controller) or checked (404), the ack (and, from the
 // controller, the session's id), then the run stored with the caller's
 // reply subject, to be answered as a stream by whichever node works on it.
-func (g *Gateway) admit(inst *instance, reply, sender string, data []byte, trace telemetry.Parent) {
+func (g *Gateway) admit(inst *instance, reply string, sender *wire.AgentSender, data []byte, trace telemetry.Parent) {
 	ctx, cancel := context.WithTimeout(trace.Context(context.Background()), admitTimeout)
 	defer cancel()
 	env, err := ParseRequest(data)
@@ -126,8 +126,10 @@ func (g *Gateway) admit(inst *instance, reply, sender string, data []byte, trace
 	if env.WhenBusy != "" {
 		opts = &wire.RunOptions{WhenBusy: env.WhenBusy}
 	}
-	// A verified caller is the input's sender: turn.started records it.
-	in := wire.Input{Command: wire.CommandRun, ReplyTo: reply, Reply: wire.ReplyAgents, Text: text, Options: opts, Sender: sender}
+	in := wire.Input{Command: wire.CommandRun, ReplyTo: reply, Reply: wire.ReplyAgents, Text: text, Options: opts}
+	if sender != nil {
+		in.Sender = AttestedToken(*sender, g.opts.SenderName) // a verified caller: turn.started records it
+	}
 	if _, err := g.opts.Host.PublishInput(ctx, sid, in); err != nil {
 		status, code := wire.AgentStatusInternal, wire.AgentErrInternal
 		if errors.Is(err, nats.ErrMaxPayload) {

@@ -16,32 +16,31 @@ import (
 // authorize.
 
 // senderOf classifies the Agent-Sender header of request r (§13.7) and
-// returns the sender token its input carries: an attested one
-// (wire.AttestedSenderPrefix) for a verified caller, "" for an absent or
-// claimed one. A request it refuses gets a non-nil error to send: a
-// malformed header (400), a signature that does not verify (401, whatever
-// MinSenderTrust), or an unsigned request where MinSenderTrust is signed
-// (401).
-func (g *Gateway) senderOf(r micro.Request) (string, *wire.AgentError, int) {
+// returns the caller it verified, nil for an absent or claimed one (named
+// later, in the admission's goroutine: the name is a lookup). A request it
+// refuses gets a non-nil error to send: a malformed header (400), a
+// signature that does not verify (401, whatever MinSenderTrust), or an
+// unsigned request where MinSenderTrust is signed (401).
+func (g *Gateway) senderOf(r micro.Request) (*wire.AgentSender, *wire.AgentError, int) {
 	s, trust, err := g.senders.Classify(r.Headers().Get(wire.HeaderAgentSender), r.Subject(), r.Data())
 	switch {
 	case errors.Is(err, wire.ErrMalformedAgentSender):
-		return "", &wire.AgentError{Error: wire.AgentErrBadRequest,
+		return nil, &wire.AgentError{Error: wire.AgentErrBadRequest,
 			Message: err.Error() + ": send it as §13.5 says (compact JSON with v 1, account and user), or none"}, wire.AgentStatusBadRequest
 	case errors.Is(err, wire.ErrSenderNoncesFull):
-		return "", &wire.AgentError{Error: wire.AgentErrRateLimited,
+		return nil, &wire.AgentError{Error: wire.AgentErrRateLimited,
 			Message: err.Error() + ": try again in a few seconds", RetryAfterS: 5}, wire.AgentStatusRateLimited
 	case err != nil:
-		return "", &wire.AgentError{Error: wire.AgentErrUnauthorized,
+		return nil, &wire.AgentError{Error: wire.AgentErrUnauthorized,
 			Message: err.Error() + ": sign the request again (a fresh ts and nonce, the subject published to, this payload)"}, wire.AgentStatusUnauthorized
 	case !trust.Meets(g.opts.MinSenderTrust):
-		return "", &wire.AgentError{Error: wire.AgentErrUnauthorized,
+		return nil, &wire.AgentError{Error: wire.AgentErrUnauthorized,
 			Message: "this agent requires a signed Agent-Sender header (min_sender_trust " + g.opts.MinSenderTrust + "), the request's sender is " + trust.String() +
 				": connect with a credential's .creds file and sign the request (§13.6)"}, wire.AgentStatusUnauthorized
 	case trust == wire.SenderVerified:
-		return AttestedToken(s, g.opts.SenderName), nil, 0
+		return &s, nil, 0
 	}
-	return "", nil, 0
+	return nil, nil, 0
 }
 
 // AttestedToken is the sender token (wire.AttestedSenderPrefix) of a

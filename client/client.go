@@ -39,7 +39,8 @@ type Client struct {
 	status chan nats.Status // the OnConnection listener; nil without one
 	wg     sync.WaitGroup
 	// unnamedInputs: the credential may not name its sender on the default
-	// tenant's sessions' inputs (issued before they did; inputSender).
+	// tenant's sessions' inputs, nor on the API's commands (issued before
+	// they did; inputSender, apiSubject).
 	unnamedInputs bool
 	// shards is the log's shard count once read (see shardOf), 0 before.
 	shards atomic.Int32

@@ -384,6 +384,24 @@ func (s AgentSender) verifySignature(arrivalSubject string, payload []byte) erro
 // (deduplicate on User and Nonce) nor that its signer stored it. Errors
 // wrap ErrMalformedAgentSender or ErrUnverifiedAgentSender, as Classify's.
 func VerifyStoredAgentSender(header, storedSubject string, payload []byte) (AgentSender, SenderTrust, error) {
+	s, trust, err := parseSigned(header)
+	if err != nil || trust != senderSigned {
+		return s, trust, err
+	}
+	if err := s.verifySignature(storedSubject, payload); err != nil {
+		return s, SenderAbsent, err
+	}
+	return s, SenderVerified, nil
+}
+
+// senderSigned is what parseSigned says of a header with a signature, yet
+// to be verified: never returned by the exported functions.
+const senderSigned SenderTrust = -1
+
+// parseSigned parses header as Classify and VerifyStoredAgentSender take
+// it: absent, claimed, or signed (senderSigned) and to be verified; an
+// error for a malformed one.
+func parseSigned(header string) (AgentSender, SenderTrust, error) {
 	s, present, err := ParseAgentSender(header)
 	switch {
 	case err != nil:
@@ -393,10 +411,7 @@ func VerifyStoredAgentSender(header, storedSubject string, payload []byte) (Agen
 	case s.Sig == "":
 		return s, SenderClaimed, nil
 	}
-	if err := s.verifySignature(storedSubject, payload); err != nil {
-		return s, SenderAbsent, err
-	}
-	return s, SenderVerified, nil
+	return s, senderSigned, nil
 }
 
 // SenderVerifier classifies the senders of live requests (§13.7). It
@@ -474,14 +489,9 @@ func (v *SenderVerifier) now() time.Time {
 //
 // The header is returned whenever it parsed, for logs.
 func (v *SenderVerifier) Classify(header string, arrivalSubject string, payload []byte) (AgentSender, SenderTrust, error) {
-	s, present, err := ParseAgentSender(header)
-	switch {
-	case err != nil:
-		return AgentSender{}, SenderAbsent, err
-	case !present:
-		return AgentSender{}, SenderAbsent, nil
-	case s.Sig == "":
-		return s, SenderClaimed, nil
+	s, trust, err := parseSigned(header)
+	if err != nil || trust != senderSigned {
+		return s, trust, err
 	}
 	now, window := v.now(), v.Window()
 	ts, _ := time.Parse(time.RFC3339Nano, s.TS) // ParseAgentSender checked it

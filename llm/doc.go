@@ -17,6 +17,12 @@
 //		resp, err = p.Generate(ctx, req)
 //	}
 //
+// A session sends its whole history again with every request. A Memo, carried by
+// the request's context (WithMemo), keeps what a provider encoded of it from one
+// request to the next, so that a request's body costs what the step added rather
+// than the whole history: llm/openai and llm/anthropic take it up, and write the
+// same bytes with it as without.
+//
 // A provider's errors may quote what the server wrote back, and some servers
 // repeat the request's credentials there: Redact (and RedactError) remove the
 // configured keys and credential-shaped values from text before it is recorded,

@@ -282,6 +282,7 @@ func (n *Node) apiGet(ctx context.Context, req wire.SessionRequest) (wire.Sessio
 	if err := n.needSession(ctx, req.Session); err != nil {
 		return wire.SessionSummary{}, err
 	}
+	n.flushReadModel(ctx)
 	row, err := n.store.GetSession(ctx, req.Session)
 	if err == nil || !errors.Is(err, store.ErrNotFound) {
 		return row, err
@@ -314,6 +315,7 @@ func (n *Node) apiList(ctx context.Context, req wire.ListRequest) (wire.ListRepl
 			return wire.ListReply{}, badRequest("tenant: %v", err)
 		}
 	}
+	n.flushReadModel(ctx)
 	page, err := n.store.ListSessions(ctx, store.ListOptions{Status: req.Status, Tenant: req.Tenant, Limit: limit, Offset: req.Offset, Before: req.Before,
 		MaxBytes: n.replyLimit()})
 	if err != nil {
@@ -395,6 +397,24 @@ func (n *Node) sessionTurns(ctx context.Context, sid string) (int, error) {
 	}
 	return row.Turn, nil
 }
+
+// flushReadModel lets the read model apply what this node's tail has
+// received before a read that waits for no given record (list, and get of a
+// session the read model has): a turn whose outcome its client has is then
+// in the answer, however long the projector's batches linger for more
+// (projectorLinger). Under load the wait is cut at readFlushWithin, and the
+// read answers from what is applied.
+func (n *Node) flushReadModel(ctx context.Context) {
+	if n.store == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(ctx, readFlushWithin)
+	defer cancel()
+	_ = n.projector().Flush(fctx) // behind: the read says what is applied
+}
+
+// readFlushWithin bounds flushReadModel's wait.
+const readFlushWithin = time.Second
 
 // readModel answers from the read model once it has caught up with the log.
 func (n *Node) readModel(ctx context.Context, sid string) error {

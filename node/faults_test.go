@@ -491,3 +491,34 @@ func TestUnwritableReadModelStopsTheNodeOrIsRebuilt(t *testing.T) {
 		t.Errorf("set aside: %v", got)
 	}
 }
+
+// A batch of the read model lingers for more records (projectorLinger), but
+// not for a read: list and get right after a turn's outcome show the turn
+// done, here with a linger that would outlast the test. The session's turns
+// go on, so that get finds a row of the turn before (a session it has not
+// seen yet it waits for anyway).
+func TestReadsSeeTheTurnTheirClientSaw(t *testing.T) {
+	linger := projectorLinger
+	t.Cleanup(func() { projectorLinger = linger }) // after the node stops: it reads it
+	projectorLinger = time.Hour
+	f := startFaultNode(t, t.TempDir(), nil)
+	sid := f.create()
+	for turn := 1; turn <= 3; turn++ {
+		f.completes(sid)
+		page, err := f.c.List(f.ctx, wire.ListRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Sessions) != 1 || page.Sessions[0].Turn != turn || page.Sessions[0].Status != projection.StatusCompleted {
+			t.Fatalf("list after turn %d: %+v, want the session at that turn, %s", turn, page.Sessions, projection.StatusCompleted)
+		}
+		f.completes(sid)
+		row, err := f.c.Get(f.ctx, sid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if turn++; row.Turn != turn || row.Status != projection.StatusCompleted {
+			t.Fatalf("get after turn %d: turn %d, %s", turn, row.Turn, row.Status)
+		}
+	}
+}

@@ -66,6 +66,9 @@ func (m *membership) resumeOpenTurns(ctx context.Context, partitions []int) {
 // from the cluster's.
 func (m *membership) openTurns(ctx context.Context, status projection.Status, before string) (wire.ListReply, error) {
 	if m.n.store != nil {
+		if before == "" {
+			m.n.flushReadModel(ctx)
+		}
 		page, err := m.n.store.ListSessions(ctx, store.ListOptions{Status: status, Limit: store.MaxListLimit, Before: before})
 		return wire.ListReply{Sessions: page.Sessions, Next: page.Next}, err
 	}

@@ -78,9 +78,12 @@ type AgentContext struct {
 	// hasher hashes the requests of the session's steps, each taking up
 	// the previous one's hash (event.RequestHasher).
 	hasher event.RequestHasher
-	log    *slog.Logger
-	now    func() time.Time
-	steps  int // ids handed out in this epoch
+	// memo keeps the provider's encoding of the history from one request
+	// to the next (llm.Memo): a request encodes what the step added.
+	memo  llm.Memo
+	log   *slog.Logger
+	now   func() time.Time
+	steps int // ids handed out in this epoch
 	// checkpointed is the event count of the checkpoint the load read (0
 	// without one): the next checkpoint is counted from it.
 	checkpointed int

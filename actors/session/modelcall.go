@@ -39,7 +39,7 @@ type modelCall struct {
 // askModel starts req's call on a goroutine of its own; every call is
 // followed by exactly one answer or drop.
 func askModel(ctx context.Context, a *AgentContext, stepID string, req llm.Request, span trace.Span) *modelCall {
-	cctx, cancel := context.WithCancel(ctx)
+	cctx, cancel := context.WithCancel(llm.WithMemo(ctx, &a.memo))
 	c := &modelCall{a: a, ctx: ctx, stepID: stepID, cancel: cancel,
 		written: make(chan struct{}), dropped: make(chan struct{}), done: make(chan struct{})}
 	go func() {

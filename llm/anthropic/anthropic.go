@@ -89,7 +89,7 @@ func (p *Provider) Name() string { return Name }
 // httpx.Client.Do; a request whose tool calls and results are not paired is
 // refused before it is sent (llm.ErrBadRequest and llm.ErrUnpaired).
 func (p *Provider) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
-	body, err := p.body(req, false)
+	body, err := p.body(llm.MemoFrom(ctx), req, false)
 	if err != nil {
 		return llm.Response{}, err
 	}
@@ -107,7 +107,7 @@ func (p *Provider) Generate(ctx context.Context, req llm.Request) (llm.Response,
 // return. A stream that breaks after a delta was delivered is not retried; the
 // Response then holds what arrived.
 func (p *Provider) Stream(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
-	body, err := p.body(req, true)
+	body, err := p.body(llm.MemoFrom(ctx), req, true)
 	if err != nil {
 		return llm.Response{}, err
 	}
@@ -144,7 +144,12 @@ func (p *Provider) build(body []byte, stream bool) func(context.Context) (*http.
 	}
 }
 
-func (p *Provider) body(req llm.Request, stream bool) ([]byte, error) {
+// body encodes the request, after the checks a server would make. Its
+// messages' blocks come from memo where the last request had the same
+// messages (llm.Memo): the body is the one json.Marshal writes of the whole
+// messagesRequest, byte for byte (TestBodyAsMarshal), made in time that
+// grows with what changed rather than with the history.
+func (p *Provider) body(memo *llm.Memo, req llm.Request, stream bool) ([]byte, error) {
 	if err := llm.CheckPairing(req.Messages); err != nil {
 		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: fmt.Errorf("%w: %w", llm.ErrBadRequest, err)}
 	}
@@ -155,29 +160,92 @@ func (p *Provider) body(req llm.Request, stream bool) ([]byte, error) {
 	if model == "" {
 		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: no model in the request or the configuration", Err: llm.ErrBadRequest}
 	}
-	system, msgs := toMessages(req.Messages)
-	mr := messagesRequest{
-		Model:         model,
-		MaxTokens:     req.Options.MaxTokens,
-		System:        system,
-		Messages:      msgs,
+	blocks, err := memo.Encoded(Name, req.Messages, encodeBlocks)
+	if err != nil {
+		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
+	}
+	head := requestHead{Model: model, MaxTokens: req.Options.MaxTokens, System: systemOf(req.Messages)}
+	if head.MaxTokens == 0 {
+		head.MaxTokens = p.maxTokens
+	}
+	rest := requestRest{
 		Tools:         toTools(req.Tools),
 		Stream:        stream,
 		Temperature:   req.Options.Temperature,
 		TopP:          req.Options.TopP,
 		StopSequences: req.Options.Stop,
 	}
-	if mr.MaxTokens == 0 {
-		mr.MaxTokens = p.maxTokens
-	}
-	if mr.Messages == nil {
-		mr.Messages = []message{}
-	}
-	b, err := json.Marshal(mr)
+	b, err := assemble(head, req.Messages, blocks, rest)
 	if err != nil {
 		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
 	}
 	return b, nil
+}
+
+// encodeBlocks is m's blocks (blocksOf), each encoded, comma-separated.
+func encodeBlocks(m llm.Message) ([]byte, error) {
+	_, blocks := blocksOf(m)
+	var out []byte
+	for i, b := range blocks {
+		enc, err := json.Marshal(b)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, enc...)
+	}
+	return out, nil
+}
+
+// assemble writes messagesRequest's encoding from its parts: the fields
+// before the messages, each message's blocks already encoded (grouped by
+// role as toMessages groups them), and the fields after.
+func assemble(head requestHead, msgs []llm.Message, blocks [][]byte, rest requestRest) ([]byte, error) {
+	h, err := json.Marshal(head)
+	if err != nil {
+		return nil, err
+	}
+	tail, err := json.Marshal(rest)
+	if err != nil {
+		return nil, err
+	}
+	n := len(h) + len(tail) + len(`,"messages":[]`)
+	for _, b := range blocks {
+		n += len(b) + len(`{"role":"assistant","content":[]},`)
+	}
+	out := make([]byte, 0, n)
+	out = append(out, h[:len(h)-1]...)
+	out = append(out, `,"messages":[`...)
+	open := ""
+	for i, m := range msgs {
+		if len(blocks[i]) == 0 {
+			continue
+		}
+		role := roleOf(m)
+		if role != open {
+			if open != "" {
+				out = append(out, `]},`...)
+			}
+			out = append(out, `{"role":"`...)
+			out = append(out, role...)
+			out = append(out, `","content":[`...)
+			open = role
+		} else {
+			out = append(out, ',')
+		}
+		out = append(out, blocks[i]...)
+	}
+	if open != "" {
+		out = append(out, `]}`...)
+	}
+	out = append(out, ']')
+	if len(tail) > 2 { // more than "{}"
+		out = append(out, ',')
+		out = append(out, tail[1:len(tail)-1]...)
+	}
+	return append(out, '}'), nil
 }
 
 // decodeAnswer reads a complete message.

@@ -8,17 +8,29 @@ import (
 	"github.com/tah-dev/tah/llm/httpx"
 )
 
-// The request body of POST /v1/messages.
+// The request body of POST /v1/messages. The provider writes it in parts
+// (assemble: requestHead, each message's blocks as llm.Memo kept them, then
+// requestRest), as json.Marshal writes this struct (TestBodyAsMarshal).
 type messagesRequest struct {
-	Model         string    `json:"model"`
-	MaxTokens     int       `json:"max_tokens"`
-	System        string    `json:"system,omitempty"`
-	Messages      []message `json:"messages"`
-	Tools         []tool    `json:"tools,omitempty"`
-	Stream        bool      `json:"stream,omitempty"`
-	Temperature   *float64  `json:"temperature,omitempty"`
-	TopP          *float64  `json:"top_p,omitempty"`
-	StopSequences []string  `json:"stop_sequences,omitempty"`
+	requestHead
+	Messages []message `json:"messages"`
+	requestRest
+}
+
+// requestHead is messagesRequest before its messages.
+type requestHead struct {
+	Model     string `json:"model"`
+	MaxTokens int    `json:"max_tokens"`
+	System    string `json:"system,omitempty"`
+}
+
+// requestRest is messagesRequest after its messages.
+type requestRest struct {
+	Tools         []tool   `json:"tools,omitempty"`
+	Stream        bool     `json:"stream,omitempty"`
+	Temperature   *float64 `json:"temperature,omitempty"`
+	TopP          *float64 `json:"top_p,omitempty"`
+	StopSequences []string `json:"stop_sequences,omitempty"`
 }
 
 type message struct {
@@ -122,49 +134,75 @@ func (e *apiError) providerError() *llm.ProviderError {
 
 var emptyObject = json.RawMessage(`{}`)
 
-// toMessages maps the conversation onto a system prompt and Messages API messages:
-// same-role neighbours merged (tool results become user content), empty text
-// blocks left out.
+// toMessages maps the conversation onto the API's system text and
+// messages: the system messages joined, and each other message's blocks
+// (blocksOf) in a message of its role, consecutive blocks of one role in one
+// message (the API wants the roles to alternate: the results of one step's
+// calls go together).
 func toMessages(msgs []llm.Message) (system string, out []message) {
-	var sys []string
-	add := func(role string, blocks ...block) {
+	for _, m := range msgs {
+		role, blocks := blocksOf(m)
 		if len(blocks) == 0 {
-			return
+			continue
 		}
 		if n := len(out); n > 0 && out[n-1].Role == role {
 			out[n-1].Content = append(out[n-1].Content, blocks...)
-			return
+			continue
 		}
 		out = append(out, message{Role: role, Content: blocks})
 	}
+	return systemOf(msgs), out
+}
+
+// systemOf is the conversation's system text: its system messages that are
+// not blank, joined.
+func systemOf(msgs []llm.Message) string {
+	var sys []string
 	for _, m := range msgs {
-		switch m.Role {
-		case llm.RoleSystem:
-			if strings.TrimSpace(m.Content) != "" {
-				sys = append(sys, m.Content)
-			}
-		case llm.RoleUser:
-			if m.Content != "" {
-				add("user", block{Type: "text", Text: m.Content})
-			}
-		case llm.RoleAssistant:
-			var blocks []block
-			if strings.TrimSpace(m.Content) != "" {
-				blocks = append(blocks, block{Type: "text", Text: m.Content})
-			}
-			for _, c := range m.ToolCalls {
-				input := json.RawMessage(httpx.ArgumentsText(c.Arguments))
-				if !json.Valid(input) || !strings.HasPrefix(strings.TrimSpace(string(input)), "{") {
-					input = emptyObject // the API takes only an object
-				}
-				blocks = append(blocks, block{Type: "tool_use", ID: c.ID, Name: c.Name, Input: input})
-			}
-			add("assistant", blocks...)
-		case llm.RoleTool:
-			add("user", block{Type: "tool_result", ToolUseID: m.ToolCallID, Content: m.Content, IsError: m.IsError})
+		if m.Role == llm.RoleSystem && strings.TrimSpace(m.Content) != "" {
+			sys = append(sys, m.Content)
 		}
 	}
-	return strings.Join(sys, "\n\n"), out
+	return strings.Join(sys, "\n\n")
+}
+
+// roleOf is the role of m's blocks among the messages: a tool result is
+// the user's; "" for a system message.
+func roleOf(m llm.Message) string {
+	switch m.Role {
+	case llm.RoleUser, llm.RoleTool:
+		return "user"
+	case llm.RoleAssistant:
+		return "assistant"
+	}
+	return ""
+}
+
+// blocksOf is m's part of the messages: its role there (roleOf) and its
+// blocks, none for a system message (systemOf) or an empty one.
+func blocksOf(m llm.Message) (string, []block) {
+	switch m.Role {
+	case llm.RoleUser:
+		if m.Content != "" {
+			return "user", []block{{Type: "text", Text: m.Content}}
+		}
+	case llm.RoleAssistant:
+		var blocks []block
+		if strings.TrimSpace(m.Content) != "" {
+			blocks = append(blocks, block{Type: "text", Text: m.Content})
+		}
+		for _, c := range m.ToolCalls {
+			input := json.RawMessage(httpx.ArgumentsText(c.Arguments))
+			if !json.Valid(input) || !strings.HasPrefix(strings.TrimSpace(string(input)), "{") {
+				input = emptyObject // the API takes only an object
+			}
+			blocks = append(blocks, block{Type: "tool_use", ID: c.ID, Name: c.Name, Input: input})
+		}
+		return "assistant", blocks
+	case llm.RoleTool:
+		return "user", []block{{Type: "tool_result", ToolUseID: m.ToolCallID, Content: m.Content, IsError: m.IsError}}
+	}
+	return "", nil
 }
 
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)

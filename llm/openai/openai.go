@@ -82,7 +82,7 @@ func (p *Provider) Name() string { return Name }
 // httpx.Client.Do; a request whose tool calls and results are not paired is
 // refused before it is sent (llm.ErrBadRequest and llm.ErrUnpaired).
 func (p *Provider) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
-	body, err := p.body(req, false)
+	body, err := p.body(llm.MemoFrom(ctx), req, false)
 	if err != nil {
 		return llm.Response{}, err
 	}
@@ -100,7 +100,7 @@ func (p *Provider) Generate(ctx context.Context, req llm.Request) (llm.Response,
 // return. A stream that breaks after a delta was delivered is not retried; the
 // Response then holds what arrived.
 func (p *Provider) Stream(ctx context.Context, req llm.Request, onDelta func(llm.Delta)) (llm.Response, error) {
-	body, err := p.body(req, true)
+	body, err := p.body(llm.MemoFrom(ctx), req, true)
 	if err != nil {
 		return llm.Response{}, err
 	}
@@ -136,8 +136,12 @@ func (p *Provider) build(body []byte, stream bool) func(context.Context) (*http.
 	}
 }
 
-// body encodes the request, after the checks a server would make.
-func (p *Provider) body(req llm.Request, stream bool) ([]byte, error) {
+// body encodes the request, after the checks a server would make. Its
+// messages' encodings come from memo where the last request had the same
+// ones (llm.Memo): the body is the one json.Marshal writes of the whole
+// chatRequest, byte for byte (TestBodyAsMarshal), made in time that grows
+// with what changed rather than with the history.
+func (p *Provider) body(memo *llm.Memo, req llm.Request, stream bool) ([]byte, error) {
 	if err := llm.CheckPairing(req.Messages); err != nil {
 		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: fmt.Errorf("%w: %w", llm.ErrBadRequest, err)}
 	}
@@ -148,9 +152,11 @@ func (p *Provider) body(req llm.Request, stream bool) ([]byte, error) {
 	if model == "" {
 		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: no model in the request or the configuration", Err: llm.ErrBadRequest}
 	}
-	cr := chatRequest{
-		Model:       model,
-		Messages:    toMessages(req.Messages),
+	msgs, err := memo.Encoded(Name, req.Messages, encodeMessage)
+	if err != nil {
+		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
+	}
+	rest := requestRest{
 		Tools:       toTools(req.Tools),
 		Stream:      stream,
 		Temperature: req.Options.Temperature,
@@ -158,22 +164,58 @@ func (p *Provider) body(req llm.Request, stream bool) ([]byte, error) {
 		Stop:        req.Options.Stop,
 	}
 	if stream {
-		cr.StreamOptions = &streamOptions{IncludeUsage: true}
+		rest.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
 	maxTokens := req.Options.MaxTokens
 	if maxTokens == 0 {
 		maxTokens = p.maxTokens
 	}
 	if p.completionsCap {
-		cr.MaxCompletionTokens = maxTokens
+		rest.MaxCompletionTokens = maxTokens
 	} else {
-		cr.MaxTokens = maxTokens
+		rest.MaxTokens = maxTokens
 	}
-	b, err := json.Marshal(cr)
+	b, err := assemble(model, msgs, rest)
 	if err != nil {
 		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
 	}
 	return b, nil
+}
+
+// encodeMessage is one message of a request's body.
+func encodeMessage(m llm.Message) ([]byte, error) { return json.Marshal(toMessage(m)) }
+
+// assemble writes chatRequest's encoding from its parts: the model, the
+// messages already encoded, and the fields after them.
+func assemble(model string, msgs [][]byte, rest requestRest) ([]byte, error) {
+	head, err := json.Marshal(model)
+	if err != nil {
+		return nil, err
+	}
+	tail, err := json.Marshal(rest)
+	if err != nil {
+		return nil, err
+	}
+	n := len(`{"model":,"messages":[]}`) + len(head) + len(tail) + len(msgs)
+	for _, m := range msgs {
+		n += len(m)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, `{"model":`...)
+	b = append(b, head...)
+	b = append(b, `,"messages":[`...)
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	b = append(b, ']')
+	if len(tail) > 2 { // more than "{}"
+		b = append(b, ',')
+		b = append(b, tail[1:len(tail)-1]...)
+	}
+	return append(b, '}'), nil
 }
 
 // decodeAnswer reads a complete chat.completion.

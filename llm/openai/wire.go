@@ -9,10 +9,17 @@ import (
 	"github.com/tah-dev/tah/llm/httpx"
 )
 
-// The request body of POST /chat/completions.
+// The request body of POST /chat/completions. The provider writes it in
+// parts (assemble: the model, each message as llm.Memo kept it, then
+// requestRest), as json.Marshal writes this struct (TestBodyAsMarshal).
 type chatRequest struct {
-	Model               string         `json:"model"`
-	Messages            []chatMessage  `json:"messages"`
+	Model    string        `json:"model"`
+	Messages []chatMessage `json:"messages"`
+	requestRest
+}
+
+// requestRest is chatRequest after its messages.
+type requestRest struct {
 	Tools               []chatTool     `json:"tools,omitempty"`
 	Stream              bool           `json:"stream,omitempty"`
 	StreamOptions       *streamOptions `json:"stream_options,omitempty"`
@@ -150,28 +157,25 @@ func (e *apiError) providerError() *llm.ProviderError {
 
 func ptr(s string) *string { return &s }
 
-// toMessages maps the conversation onto Chat Completions messages.
-func toMessages(msgs []llm.Message) []chatMessage {
-	out := make([]chatMessage, 0, len(msgs))
-	for _, m := range msgs {
-		cm := chatMessage{Role: string(m.Role), Content: ptr(m.Content)}
-		switch m.Role {
-		case llm.RoleAssistant:
-			for _, c := range m.ToolCalls {
-				cm.ToolCalls = append(cm.ToolCalls, chatToolCall{
-					ID: c.ID, Type: "function",
-					Function: chatFunction{Name: c.Name, Arguments: httpx.ArgumentsText(c.Arguments)},
-				})
-			}
-			if len(cm.ToolCalls) > 0 && m.Content == "" {
-				cm.Content = nil
-			}
-		case llm.RoleTool:
-			cm.ToolCallID = m.ToolCallID
+// toMessage maps one message of the conversation onto a Chat Completions
+// message.
+func toMessage(m llm.Message) chatMessage {
+	cm := chatMessage{Role: string(m.Role), Content: ptr(m.Content)}
+	switch m.Role {
+	case llm.RoleAssistant:
+		for _, c := range m.ToolCalls {
+			cm.ToolCalls = append(cm.ToolCalls, chatToolCall{
+				ID: c.ID, Type: "function",
+				Function: chatFunction{Name: c.Name, Arguments: httpx.ArgumentsText(c.Arguments)},
+			})
 		}
-		out = append(out, cm)
+		if len(cm.ToolCalls) > 0 && m.Content == "" {
+			cm.Content = nil
+		}
+	case llm.RoleTool:
+		cm.ToolCallID = m.ToolCallID
 	}
-	return out
+	return cm
 }
 
 var emptyObjectSchema = json.RawMessage(`{"type":"object","properties":{}}`)

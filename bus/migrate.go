@@ -39,10 +39,15 @@ func (b *Bus) migrateLegacyLog(ctx context.Context) error {
 			return fmt.Errorf("the event log is stream %s of an older TAH: start a TAH node of this version to migrate it: %w", wire.LegacyEventStream, ErrNotSetUp)
 		}
 		done, holder, err := b.migrateUnderLock(ctx)
-		if done || err != nil {
+		switch {
+		case errors.Is(err, errNoLock):
+			// Most likely its holder finished and removed the lock's bucket
+			// while this node reached for it: the old stream says.
+			b.logInfo("the migration lock could not be taken; trying again while the old log is there", "err", err)
+			holder = "the node that migrates it"
+		case done || err != nil:
 			return err
-		}
-		if wait%10 == 0 {
+		case wait%10 == 0:
 			b.logInfo("another node migrates the event log; waiting for it", "holder", holder)
 		}
 		select {
@@ -72,20 +77,22 @@ func (b *Bus) legacyLog(ctx context.Context) (jetstream.Stream, error) {
 // migrateUnderLock migrates the old log if it gets the lock (done), or
 // returns the lock's holder.
 func (b *Bus) migrateUnderLock(ctx context.Context) (done bool, holder string, err error) {
-	locks, err := b.ensureKV(ctx, jetstream.KeyValueConfig{Bucket: wire.LockBucket, Description: "TAH locks (the event log's migration)", TTL: wire.LockTTL})
+	lctx, stop := context.WithTimeout(ctx, lockTry)
+	defer stop()
+	locks, err := b.ensureKV(lctx, jetstream.KeyValueConfig{Bucket: wire.LockBucket, Description: "TAH locks (the event log's migration)", TTL: wire.LockTTL})
 	if err != nil {
-		return false, "", err
+		return false, "", fmt.Errorf("%w: %w", errNoLock, err)
 	}
 	me := lockHolder(b.cfg.Name)
-	rev, err := locks.Create(ctx, wire.LogMigrationLock, []byte(me))
+	rev, err := locks.Create(lctx, wire.LogMigrationLock, []byte(me))
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		if e, gerr := locks.Get(ctx, wire.LogMigrationLock); gerr == nil {
+		if e, gerr := locks.Get(lctx, wire.LogMigrationLock); gerr == nil {
 			return false, string(e.Value()), nil
 		}
 		return false, "another node", nil
 	}
 	if err != nil {
-		return false, "", fmt.Errorf("take the migration lock %s/%s: %w", wire.LockBucket, wire.LogMigrationLock, err)
+		return false, "", fmt.Errorf("%w: take %s/%s: %w", errNoLock, wire.LockBucket, wire.LogMigrationLock, err)
 	}
 	mctx, cancel := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
@@ -114,6 +121,16 @@ func (b *Bus) migrateUnderLock(ctx context.Context) (done bool, holder string, e
 // errLockLost: the migration's lock expired or was taken over, so another
 // node may be migrating too.
 var errLockLost = errors.New("the migration lock was lost")
+
+// errNoLock: the migration's lock could not be had (its bucket made, or the
+// key created), as when the node that migrated removes the bucket at the
+// same time: the caller looks at the old stream again, and tries again
+// while it is there.
+var errNoLock = errors.New("the migration lock could not be taken")
+
+// lockTry bounds one attempt at the lock, so that a request the removal of
+// its bucket leaves unanswered is tried again.
+const lockTry = 10 * time.Second
 
 // keepLock refreshes the lock every third of its TTL until ctx ends, and
 // cancels the migration with errLockLost when it cannot.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -150,14 +151,10 @@ func copyStream(ctx context.Context, from, to jetstream.JetStream, name string) 
 		if err != nil {
 			return out, fmt.Errorf("read sequence %d: %w", seq, err)
 		}
-		var opts []jetstream.PublishOpt
-		if keepSeq {
-			if seq != next {
-				return out, fmt.Errorf("sequence %d would be written at %d: %w", seq, next, ErrSequence)
-			}
-			opts = append(opts, jetstream.WithExpectLastSequence(seq-1))
+		if keepSeq && seq != next {
+			return out, fmt.Errorf("sequence %d would be written at %d: %w", seq, next, ErrSequence)
 		}
-		if _, err := to.PublishMsg(ctx, republished(m), opts...); err != nil {
+		if err := publishCopy(ctx, to, republished(m), name, seq, keepSeq); err != nil {
 			return out, fmt.Errorf("write sequence %d: %w", seq, err)
 		}
 		next = seq + 1
@@ -165,6 +162,50 @@ func copyStream(ctx context.Context, from, to jetstream.JetStream, name string) 
 	}
 	return out, nil
 }
+
+// publishCopy writes m into stream of the new cluster, trying again while
+// the cluster cannot answer (a stream it just made, electing its leader:
+// a publish then waits for no answer until copyTry ends). A record of the
+// event log keeps its sequence (it is written expecting seq-1 last), so an
+// attempt whose acknowledgement was lost shows as stored when the next one is
+// refused for the sequence; any other message is tried again only when no
+// server took it (no responders), since it has no such check.
+func publishCopy(ctx context.Context, to jetstream.JetStream, m *nats.Msg, stream string, seq uint64, keepSeq bool) error {
+	var opts []jetstream.PublishOpt
+	if keepSeq {
+		opts = append(opts, jetstream.WithExpectLastSequence(seq-1))
+	}
+	for {
+		actx, cancel := context.WithTimeout(ctx, copyTry)
+		_, err := to.PublishMsg(actx, m, opts...)
+		cancel()
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil:
+			return nil
+		case keepSeq && errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+			if s, serr := to.Stream(ctx, stream); serr == nil && s.CachedInfo().State.LastSeq >= seq {
+				return nil // an attempt before this one stored it
+			}
+			return err
+		case ctx.Err() != nil:
+			return err
+		case errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders),
+			keepSeq && errors.Is(err, context.DeadlineExceeded):
+			select { // a no-responders answer comes at once: pace the tries
+			case <-ctx.Done():
+				return err
+			case <-time.After(100 * time.Millisecond):
+			}
+		default:
+			return err
+		}
+	}
+}
+
+// copyTry bounds one attempt of publishCopy.
+const copyTry = 10 * time.Second
 
 // ensureStream creates in the new cluster a stream it lacks, as the old one
 // was configured (without the old cluster's placement).

@@ -119,7 +119,7 @@ func (r *RequestHasher) common(req llm.Request, head []byte, grown bool) int {
 		return len(r.seen)
 	}
 	for i := range r.seen {
-		if !sameMessage(r.seen[i], req.Messages[i]) {
+		if !llm.SameMessage(r.seen[i], req.Messages[i]) {
 			return 0
 		}
 	}
@@ -208,20 +208,4 @@ func encodeFrame(req llm.Request) (head, tail []byte, err error) {
 	}
 	end := i + len(messagesKey)
 	return b[:end:end], b[end:], nil
-}
-
-// sameMessage reports whether a and b encode alike. The strings of a shared
-// history compare by pointer first, so this is cheap where it matters.
-func sameMessage(a, b llm.Message) bool {
-	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID ||
-		a.Name != b.Name || a.IsError != b.IsError || a.Steer != b.Steer || len(a.ToolCalls) != len(b.ToolCalls) {
-		return false
-	}
-	for i, c := range a.ToolCalls {
-		d := b.ToolCalls[i]
-		if c.ID != d.ID || c.Name != d.Name || !bytes.Equal(c.Arguments, d.Arguments) {
-			return false
-		}
-	}
-	return true
 }

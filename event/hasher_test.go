@@ -105,7 +105,7 @@ func TestRequestHasherGrown(t *testing.T) {
 // TestFrameCopiesEveryField: the hasher compares and copies the tools and
 // options of a request field by field, and the messages it hashed: a field
 // added to those types must be added there (hasher.go: sameTools,
-// cloneTools, sameOptions, cloneOptions, sameMessage), or a request that
+// cloneTools, sameOptions, cloneOptions; llm.SameMessage), or a request that
 // differs only by it would be given the hash of the last one.
 func TestFrameCopiesEveryField(t *testing.T) {
 	for _, c := range []struct {

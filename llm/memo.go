@@ -51,7 +51,7 @@ func (m *Memo) Encoded(format string, msgs []Message, encode func(Message) ([]by
 	defer m.mu.Unlock()
 	keep := 0
 	if m.format == format {
-		for keep < len(msgs) && keep < len(m.msgs) && sameMessage(m.msgs[keep], msgs[keep]) {
+		for keep < len(msgs) && keep < len(m.msgs) && SameMessage(m.msgs[keep], msgs[keep]) {
 			keep++
 		}
 	}
@@ -70,9 +70,11 @@ func (m *Memo) Encoded(format string, msgs []Message, encode func(Message) ([]by
 	return out, nil
 }
 
-// sameMessage reports whether a and b are the same message: every field
-// (TestSameMessageComparesEveryField keeps it so).
-func sameMessage(a, b Message) bool {
+// SameMessage reports whether a and b are the same message, field by field
+// (TestSameMessageComparesEveryField keeps it so). The strings of a history
+// sent again are the ones it held, which compare by pointer first: cheap
+// where it matters (Memo, and event.RequestHasher).
+func SameMessage(a, b Message) bool {
 	if a.Role != b.Role || a.Content != b.Content || a.ToolCallID != b.ToolCallID ||
 		a.Name != b.Name || a.IsError != b.IsError || a.Steer != b.Steer || len(a.ToolCalls) != len(b.ToolCalls) {
 		return false

@@ -9,12 +9,12 @@ import (
 )
 
 // TestSameMessageComparesEveryField changes each field of a message (and of
-// its tool call) in turn: sameMessage must tell every one apart, so that a
+// its tool call) in turn: SameMessage must tell every one apart, so that a
 // field added to Message and not compared fails here.
 func TestSameMessageComparesEveryField(t *testing.T) {
 	base := Message{Role: RoleAssistant, Content: "c", ToolCallID: "id", Name: "n",
 		ToolCalls: []ToolCall{{ID: "call", Name: "tool", Arguments: json.RawMessage(`{"a":1}`)}}}
-	if !sameMessage(base, base) {
+	if !SameMessage(base, base) {
 		t.Fatal("a message differs from itself")
 	}
 	changed := func(v reflect.Value) {
@@ -30,7 +30,7 @@ func TestSameMessageComparesEveryField(t *testing.T) {
 				v.Set(reflect.Append(v, reflect.New(v.Type().Elem()).Elem()))
 			}
 		default:
-			t.Fatalf("a field of kind %s: teach this test and sameMessage to change and compare it", v.Kind())
+			t.Fatalf("a field of kind %s: teach this test and SameMessage to change and compare it", v.Kind())
 		}
 	}
 	mt := reflect.TypeOf(base)
@@ -38,8 +38,8 @@ func TestSameMessageComparesEveryField(t *testing.T) {
 		m := base
 		m.ToolCalls = append([]ToolCall(nil), base.ToolCalls...)
 		changed(reflect.ValueOf(&m).Elem().Field(i))
-		if sameMessage(base, m) || sameMessage(m, base) {
-			t.Errorf("Message.%s changed, and sameMessage did not see it", mt.Field(i).Name)
+		if SameMessage(base, m) || SameMessage(m, base) {
+			t.Errorf("Message.%s changed, and SameMessage did not see it", mt.Field(i).Name)
 		}
 	}
 	ct := reflect.TypeOf(ToolCall{})
@@ -47,8 +47,8 @@ func TestSameMessageComparesEveryField(t *testing.T) {
 		m := base
 		m.ToolCalls = append([]ToolCall(nil), base.ToolCalls...)
 		changed(reflect.ValueOf(&m.ToolCalls[0]).Elem().Field(i))
-		if sameMessage(base, m) {
-			t.Errorf("ToolCall.%s changed, and sameMessage did not see it", ct.Field(i).Name)
+		if SameMessage(base, m) {
+			t.Errorf("ToolCall.%s changed, and SameMessage did not see it", ct.Field(i).Name)
 		}
 	}
 }

@@ -72,8 +72,14 @@ type LoadResult struct {
 	// ClientRunP50 and P99 are how long client.Run took, within the turn's
 	// start: the client's subscriptions, its consumer of the session's log,
 	// and the input's publish.
-	ClientRunP50   time.Duration `json:"client_run_p50_ns,omitempty"`
-	ClientRunP99   time.Duration `json:"client_run_p99_ns,omitempty"`
+	ClientRunP50 time.Duration `json:"client_run_p50_ns,omitempty"`
+	ClientRunP99 time.Duration `json:"client_run_p99_ns,omitempty"`
+	// TakenP50 and P99 are, within the turn's start, from the input stored
+	// (client.Run returned) to its node taking it: the time of the turn's
+	// turn.started, which the node stages as soon as the input reaches the
+	// session (each session's last measured turn).
+	TakenP50       time.Duration `json:"input_taken_p50_ns,omitempty"`
+	TakenP99       time.Duration `json:"input_taken_p99_ns,omitempty"`
 	EventsPerTurn  int           `json:"events_per_turn"`
 	RecordsPerTurn int           `json:"records_per_turn"`
 	// Between is where the added latency goes: the median time from one
@@ -95,6 +101,9 @@ type loadScenario struct {
 	before []uint64
 	// floorWrites are the durable writes of the floor before the turns.
 	floorWrites int
+	// lastStored[i] is when session i's last measured input was stored
+	// (its client.Run returned), to set beside its turn.started's time.
+	lastStored []time.Time
 }
 
 func (s *loadScenario) Name() string {
@@ -264,6 +273,7 @@ func (s *loadScenario) readModelLag(ctx context.Context, res *LoadResult) error 
 func (s *loadScenario) latencies(res *LoadResult, turns [][]loadTurn) error {
 	steps := s.cfg.LoadSteps
 	var added, starts, ends, turnAdded, runs sample
+	s.lastStored = make([]time.Time, len(turns))
 	for i := range s.cfg.LoadSessions {
 		calls := s.p.take(s.sid(i))
 		if len(calls) != steps*s.cfg.LoadTurns {
@@ -281,6 +291,7 @@ func (s *loadScenario) latencies(res *LoadResult, turns [][]loadTurn) error {
 			}
 			starts = append(starts, cs[0].start.Sub(tr.sent))
 			runs = append(runs, tr.stored.Sub(tr.sent))
+			s.lastStored[i] = tr.stored
 			ends = append(ends, tr.done.Sub(cs[len(cs)-1].end))
 			turnAdded = append(turnAdded, tr.done.Sub(tr.sent)-model)
 		}
@@ -304,13 +315,18 @@ func (s *loadScenario) floorAfter(ctx context.Context, res *LoadResult) error {
 	res.RecordsPerTurn = len(after[0].recs)
 	res.EventsPerTurn = len(flatten(after[0].recs))
 	between := map[string]sample{}
+	var taken sample
 	for i := range n {
 		recs := after[i].recs
+		if i < len(s.lastStored) && !s.lastStored[i].IsZero() {
+			taken = append(taken, recs[0][0].Time.Sub(s.lastStored[i]))
+		}
 		for j := 1; j < len(recs); j++ {
 			k := recordName(recs[j-1]) + " → " + recordName(recs[j])
 			between[k] = append(between[k], recs[j][0].Time.Sub(recs[j-1][0].Time))
 		}
 	}
+	res.TakenP50, res.TakenP99 = taken.p50(), taken.p99()
 	res.Between = map[string]time.Duration{}
 	for k, v := range between {
 		res.Between[k] = v.p50()

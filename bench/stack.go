@@ -59,7 +59,11 @@ func noopTool() tools.Catalog {
 func startStack(env Env, tmp string, o stackOpts) (*stack, error) {
 	s := &stack{o: o}
 	s.c = tahtest.Start(env.TB, tahtest.Options{Nodes: max(o.nodes, 1), Dir: tmp, EditNode: s.edit})
-	cl, err := client.New(s.c.Connect(), client.Options{RequestTimeout: clientTimeout})
+	// The harness's connection may publish any input: its inputs name
+	// nobody ($anon) and go straight to TAH_IN, as a credential's that names
+	// itself do, not through TAH_TIN (the form of credentials issued before
+	// inputs named their sender).
+	cl, err := client.New(s.c.Connect(), client.Options{RequestTimeout: clientTimeout, Sender: wire.AnonymousSender})
 	if err != nil {
 		return nil, err
 	}

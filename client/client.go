@@ -42,6 +42,11 @@ type Client struct {
 	// tenant's sessions' inputs, nor on the API's commands (issued before
 	// they did; inputSender, apiSubject).
 	unnamedInputs bool
+	// anonUnnamed: this Client's inputs that would name
+	// wire.AnonymousSender name nobody (tah.sess.<sid>.in): a connection of
+	// the caller's given no Sender (New), or one whose server refused the
+	// anonymous form (publish).
+	anonUnnamed atomic.Bool
 	// shards is the log's shard count once read (see shardOf), 0 before.
 	shards atomic.Int32
 
@@ -134,13 +139,25 @@ func connectKind(err error) error {
 }
 
 // New makes a Client over a connection of the caller's (an embedded node's
-// in-process connection, say), which Close leaves open. Only
-// opts.RequestTimeout and opts.OnConnection are used.
+// in-process connection, say), which Close leaves open; opts' URL and TLS
+// files are not used. Without a Sender its inputs to the default tenant's sessions name
+// nobody on tah.sess.<sid>.in (the form any user allowed inputs without a
+// name of its own may publish; TAH_TIN stores it, TAH_IN sources it); with
+// Sender wire.AnonymousSender on tah.sess.<sid>.in.by.$anon, which TAH_IN
+// stores at once: one durable write instead of two.
 func New(nc *nats.Conn, opts Options) (*Client, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	return newClient(nc, opts.withDefaults(), false)
+	c, err := newClient(nc, opts.withDefaults(), false)
+	if err != nil {
+		return nil, err
+	}
+	// The caller's connection may be a user's that may publish only the
+	// form naming nobody, and its refusals do not reach this Client: that
+	// form, unless the caller names wire.AnonymousSender.
+	c.anonUnnamed.Store(opts.Sender == "" && opts.CredsFile == "")
+	return c, nil
 }
 
 func newClient(nc *nats.Conn, opts Options, owned bool) (*Client, error) {

@@ -63,11 +63,12 @@ func namesInputs(path, sender string) bool {
 }
 
 // inputSender is the sender token of this Client's inputs to session sid
-// (wire.InputSubject): its name, but none to the default tenant's sessions
-// where its credential may not name it.
+// (wire.InputSubject): its name (wire.AnonymousSender without a
+// credential), but none ("") to the default tenant's sessions where its
+// credential may not name it, or where the server refused $anon.
 func (c *Client) inputSender(sid string) string {
-	if c.unnamedInputs && event.TenantOf(sid) == "" {
-		return wire.AnonymousSender
+	if (c.unnamedInputs || c.opts.Sender == wire.AnonymousSender && c.anonUnnamed.Load()) && event.TenantOf(sid) == "" {
+		return ""
 	}
 	return c.opts.Sender
 }

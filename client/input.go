@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/telemetry"
 	"github.com/tah-dev/tah/wire"
@@ -39,6 +40,20 @@ func (c *Client) Publish(ctx context.Context, sid string, in wire.Input) (string
 func (c *Client) publish(ctx context.Context, sid, id string, m *nats.Msg) error {
 	ctx, cancel := context.WithTimeout(ctx, publishPatience)
 	defer cancel()
+	err := c.publishOnce(ctx, sid, id, m)
+	if errors.Is(err, ErrPermissionDenied) && m.Subject == wire.InputSubject(sid, wire.AnonymousSender) && event.TenantOf(sid) == "" {
+		// A server whose user without a credential may publish only the
+		// form that names nobody (set up by hand from an older protocol):
+		// that form from now on, through TAH_TIN.
+		c.anonUnnamed.Store(true)
+		m.Subject = wire.InputSubject(sid, "")
+		err = c.publishOnce(ctx, sid, id, m)
+	}
+	return err
+}
+
+// publishOnce publishes input m (id) of session sid on m's subject.
+func (c *Client) publishOnce(ctx context.Context, sid, id string, m *nats.Msg) error {
 	// A credential that may not publish inputs (an observer's) gets no
 	// answer, only the server's permissions violation: guard ends the
 	// publish with it at once.

@@ -45,10 +45,13 @@ type Options struct {
 	// Sender is the name inputs carry as their sender (wire.InputSubject):
 	// the credential's name, which the server's permissions of a credential
 	// pin, and the node records as who ran a turn, cancelled it or decided.
-	// Default: the name in CredsFile's user JWT, else wire.AnonymousSender
-	// (the default tenant's inputs then name no sender). A credential
+	// Default: the name in CredsFile's user JWT, else wire.AnonymousSender:
+	// the default tenant's inputs then name nobody, on
+	// tah.sess.<sid>.in.by.$anon, which TAH_IN stores at once (on a server
+	// that refuses that form, on tah.sess.<sid>.in, through TAH_TIN; New
+	// takes that form unless Sender is wire.AnonymousSender). A credential
 	// issued before inputs named their sender may not name it: its inputs to
-	// the default tenant's sessions name none.
+	// the default tenant's sessions name none (tah.sess.<sid>.in).
 	Sender string
 	// Tenant is the tenant of a credential issued for one (tahctl creds add
 	// --tenant): its API requests go to the tenant's API,
@@ -84,7 +87,7 @@ func (o Options) Validate() error {
 		return bad("request timeout %v is negative", o.RequestTimeout)
 	case (o.TLSCertFile == "") != (o.TLSKeyFile == ""):
 		return bad("give both a TLS certificate and its key (cert %q, key %q)", o.TLSCertFile, o.TLSKeyFile)
-	case o.Sender != "" && wire.ValidCredentialName(o.Sender) != nil:
+	case o.Sender != "" && o.Sender != wire.AnonymousSender && wire.ValidCredentialName(o.Sender) != nil:
 		return bad("sender %q: %v", o.Sender, wire.ValidCredentialName(o.Sender))
 	case o.Tenant != "" && event.ValidTenant(o.Tenant) != nil:
 		return bad("tenant: %v", event.ValidTenant(o.Tenant))

@@ -51,8 +51,9 @@ const (
 	// (ValidCredentialName refuses it).
 	NodeSender = "$node"
 	// AnonymousSender is the sender token of a client's inputs that knows no
-	// name of its credential (one connected without a .creds file): its
-	// inputs to the default tenant's sessions name no sender (InputSubject).
+	// name of its credential (one connected without a .creds file): the node
+	// records no sender for them (never a credential's name, like
+	// NodeSender), as for the inputs on tah.sess.<sid>.in (InputSubject).
 	AnonymousSender = "$anon"
 	// AttestedSenderPrefix starts a sender token that the node's agent
 	// gateway writes for a caller whose signed Agent-Sender header it
@@ -102,13 +103,17 @@ func LegacySessionEvents(sid string) string { return "tah.sess." + sid + ".evt.>
 // tah.sess.<tenant>.<id>.in.<sender> for a tenant's, sender being the name
 // of the publisher's credential (NodeSender for the node's own), which the
 // server's permissions pin so that the node can tell who sent an input
-// from its subject. For the default tenant, an empty sender or
-// AnonymousSender gives tah.sess.<sid>.in, which names none.
+// from its subject; AnonymousSender for a client connected without a
+// credential, whose input names nobody but goes, like a named one, straight
+// to InputStream's partition. For the default tenant an empty sender gives
+// tah.sess.<sid>.in, the form of a credential issued before inputs named
+// their sender, which TenantInputStream stores and InputStream sources: a
+// second write, and the source's hop.
 func InputSubject(sid, sender string) string {
 	if strings.Contains(sid, ".") {
 		return "tah.sess." + sid + ".in." + sender
 	}
-	if sender == "" || sender == AnonymousSender {
+	if sender == "" {
 		return "tah.sess." + sid + ".in"
 	}
 	return "tah.sess." + sid + ".in.by." + sender
@@ -136,22 +141,24 @@ func NamedInputSubjectsOf(sender string) string { return "tah.sess.*.in.by." + s
 func TenantInputSubjectsOf(sender string) string { return "tah.sess.*.*.in." + sender }
 
 // PartitionSubject is the subject TAH_IN stores an input of session sid
-// under, with p = Partition(sid, partitions): tah.in.<p>.<sid>, or
-// tah.in.<p>.<sid>.<sender> when it names its sender, and
+// under, with p = Partition(sid, partitions): tah.in.<p>.<sid> for one
+// published on tah.sess.<sid>.in (sender ""), else
+// tah.in.<p>.<sid>.<sender> (AnonymousSender's too), and
 // tah.in.<p>.<tenant>.<id>.<sender> for a tenant's session.
 func PartitionSubject(p int, sid, sender string) string {
 	if strings.Contains(sid, ".") {
 		return fmt.Sprintf("tah.in.%d.%s.%s", p, sid, sender)
 	}
-	if sender == "" || sender == AnonymousSender {
+	if sender == "" {
 		return fmt.Sprintf("tah.in.%d.%s", p, sid)
 	}
 	return fmt.Sprintf("tah.in.%d.%s.%s", p, sid, sender)
 }
 
-// InputOfSubject returns the session and the sender of an input as TAH_IN
-// stores it (PartitionSubject): sender is "" for the default tenant's
-// inputs that name none. ok is false for any other subject.
+// InputOfSubject returns the session and the sender token of an input as
+// TAH_IN stores it (PartitionSubject): sender is "" for the default
+// tenant's inputs published on tah.sess.<sid>.in. ok is false for any other
+// subject.
 func InputOfSubject(subj string) (sid, sender string, ok bool) {
 	parts := strings.Split(subj, ".")
 	if len(parts) < 4 || parts[0] != "tah" || parts[1] != "in" {

@@ -148,7 +148,8 @@ func TestSubjects(t *testing.T) {
 	for _, c := range []struct{ subj, sid, sender string }{
 		{wire.PartitionSubject(2, sid, "alice"), sid, "alice"},
 		{wire.PartitionSubject(2, sid, wire.NodeSender), sid, wire.NodeSender},
-		{wire.PartitionSubject(2, sid, wire.AnonymousSender), sid, ""},
+		{wire.PartitionSubject(2, sid, wire.AnonymousSender), sid, wire.AnonymousSender},
+		{wire.PartitionSubject(2, sid, ""), sid, ""},
 		{wire.PartitionSubject(2, sid, "$alice"), sid, "$alice"},
 		{wire.PartitionSubject(2, "acme."+sid, "alice"), "acme." + sid, "alice"},
 		{wire.PartitionSubject(2, "acme."+sid, wire.NodeSender), "acme." + sid, wire.NodeSender},
@@ -169,7 +170,7 @@ func TestSubjects(t *testing.T) {
 	for _, c := range []struct{ sid, sender, want string }{
 		{sid, "alice", "tah.sess." + sid + ".in.by.alice"},
 		{sid, "", "tah.sess." + sid + ".in"},
-		{sid, wire.AnonymousSender, "tah.sess." + sid + ".in"},
+		{sid, wire.AnonymousSender, "tah.sess." + sid + ".in.by.$anon"},
 		{sid, wire.NodeSender, "tah.sess." + sid + ".in.by.$node"},
 		{sid, "$alice", "tah.sess." + sid + ".in.by.$alice"},
 		{"acme." + sid, "alice", "tah.sess.acme." + sid + ".in.alice"},

@@ -19,6 +19,7 @@ import (
 	"github.com/tah-dev/tah/llm/providers"
 	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/tools"
+	"github.com/tah-dev/tah/wire"
 )
 
 // Errors of the Go API. They are package client's, which the Go API is built
@@ -244,9 +245,10 @@ func writeNodeInfo(n *node.Node, dataDir, tlsCA string) (string, error) {
 }
 
 // startAPI returns a client over n's own connection, to n's API (which
-// node.Start serves: Options.API).
+// node.Start serves: Options.API). Its inputs name nobody ($anon), which
+// TAH_IN stores at once: the node's connection may publish them.
 func startAPI(_ context.Context, n *node.Node) (*client.Client, error) {
-	return client.New(n.Bus().Conn(), client.Options{})
+	return client.New(n.Bus().Conn(), client.Options{Sender: wire.AnonymousSender})
 }
 
 // Credential says who a connected Runtime is to NATS, and whom it trusts.

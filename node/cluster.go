@@ -77,11 +77,14 @@ type membership struct {
 	// come back on another or their grace passes), those taken for dead on
 	// that (until heard on another connection), and the dead ones'
 	// partitions, to unpin when taken.
-	last       map[string]wire.NodeRecord
-	prev       map[string]connRef // the connection before the last one
-	suspects   map[string]suspicion
-	gone       map[string]connRef
-	orphans    map[int]time.Time
+	last     map[string]wire.NodeRecord
+	prev     map[string]connRef // the connection before the last one
+	suspects map[string]suspicion
+	gone     map[string]connRef
+	orphans  map[int]time.Time
+	// back are nodes this one took for dead, and whose entry in tah_nodes
+	// it deleted, heard again: their last presence, to write back (settle).
+	back       map[string]wire.NodeRecord
 	advisories *nats.Subscription
 	// fences counts the times the node fenced itself (a metric).
 	fences atomic.Int64
@@ -97,7 +100,7 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 		every: max(cfg.NodeTTL/5, 50*time.Millisecond), parts: cfg.Partitions,
 		started: now, kick: make(chan struct{}, 1), seen: map[string]time.Time{},
 		echo: now, sent: now, mainUp: now, storedOK: now, last: map[string]wire.NodeRecord{}, prev: map[string]connRef{}, suspects: map[string]suspicion{},
-		gone: map[string]connRef{}, orphans: map[int]time.Time{}}
+		gone: map[string]connRef{}, orphans: map[int]time.Time{}, back: map[string]wire.NodeRecord{}}
 	recs, err := n.bus.ListNodes(ctx)
 	if err != nil {
 		return nil, err

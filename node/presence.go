@@ -282,7 +282,10 @@ func (m *membership) settle(ctx context.Context) {
 			delete(m.orphans, p)
 		}
 	}
+	back := m.back
+	m.back = map[string]wire.NodeRecord{}
 	m.mu.Unlock()
+	m.writeBack(ctx, back)
 	var dead []string
 	for id, s := range due {
 		if s.probe != "" {
@@ -307,6 +310,23 @@ func (m *membership) settle(ctx context.Context) {
 		dctx, cancel := context.WithTimeout(ctx, m.opTimeout())
 		if err := m.n.bus.DeleteNode(dctx, id); err != nil {
 			m.log.Debug("a dead node's entry not deleted from tah_nodes (it expires)", "node", id, "err", err)
+		}
+		cancel()
+	}
+}
+
+// writeBack writes again the entries in tah_nodes that this node deleted
+// (settle) of nodes it took for dead and then heard from on another
+// connection (a node only slow to reconnect, on a loaded machine): each as
+// its last presence says. The node itself writes its entry only every
+// presence period (NodeTTL/5), and until then status and nodes starting
+// would not see it, nor the partitions it still pulls. Its own next write
+// replaces this one.
+func (m *membership) writeBack(ctx context.Context, back map[string]wire.NodeRecord) {
+	for id, r := range back {
+		wctx, cancel := context.WithTimeout(ctx, m.opTimeout())
+		if err := m.n.bus.PutNode(wctx, r); err != nil {
+			m.log.Debug("the entry of a node taken for dead and back not written again (it writes it itself)", "node", id, "err", err)
 		}
 		cancel()
 	}
@@ -365,6 +385,7 @@ func (m *membership) heardConn(r wire.NodeRecord) (back bool) {
 		}
 		m.log.Info("a node taken for dead is back", "node", r.Node, "nats_server", r.NATSServer)
 		delete(m.gone, r.Node)
+		m.back[r.Node] = r
 		back = true
 	}
 	if was, ok := m.last[r.Node]; ok && connOf(was) != c && connOf(was).valid() {
@@ -381,6 +402,7 @@ func (m *membership) forget(id string) {
 	delete(m.prev, id)
 	delete(m.suspects, id)
 	delete(m.gone, id)
+	delete(m.back, id)
 }
 
 // takeOrphans returns, of the partitions just added, those of nodes taken

@@ -16,6 +16,7 @@ import (
 )
 
 func TestAppendReplayRoundTrip(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	w, err := b.Writer("s_round", 0, 0)
 	if err != nil {
@@ -61,6 +62,7 @@ func TestAppendReplayRoundTrip(t *testing.T) {
 }
 
 func TestAppendRefusesBadEvents(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	w, err := b.Writer("s_bad", 1, 0)
 	if err != nil {
@@ -85,6 +87,7 @@ func TestAppendRefusesBadEvents(t *testing.T) {
 }
 
 func TestSessionIDValidation(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	for _, sid := range []string{"", "a.b.c", "A.b", "a*", "a>", "a b", "é"} {
 		if _, err := b.Writer(sid, 0, 0); !errors.Is(err, ErrInvalidSessionID) {
@@ -113,6 +116,7 @@ func claim(sid string, epoch uint64) event.Event {
 }
 
 func TestStaleWriterIsFenced(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	const sid = "s_fence"
 	a, _ := b.Writer(sid, 1, 0)
@@ -146,6 +150,7 @@ func TestStaleWriterIsFenced(t *testing.T) {
 // was acknowledged for is in the log, and the log is the old owner's events
 // followed by the new owner's, never mixed.
 func TestTwoWritersNeverInterleave(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	for round := range 5 {
 		sid := fmt.Sprintf("s_race%d", round)
@@ -214,6 +219,7 @@ func TestTwoWritersNeverInterleave(t *testing.T) {
 // carries on after it instead of calling itself fenced. The copy is made here
 // by hand, once the duplicate window (shortened) no longer recognises its id.
 func TestStoredDuplicate(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	const sid = "s_dup"
 	shard := b.shards[b.ShardOf(sid)]

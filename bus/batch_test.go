@@ -339,6 +339,7 @@ func TestGroupCommitManySessions(t *testing.T) {
 // log's shards without it get it at setup; a node that only checks the setup
 // accepts a log without it and appends one by one.
 func TestGroupCommitSetup(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	b1 := connected(t, srv.ClientURL())
 	for k := range b1.Shards() {
@@ -380,6 +381,7 @@ func TestGroupCommitSetup(t *testing.T) {
 // TestGroupCommitOnlyWhereItPays: no committer on an embedded server that
 // fsyncs on an interval (no fsync to share).
 func TestGroupCommitOnlyWhereItPays(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.SyncInterval = time.Minute })
 	for k := range b.Shards() {
 		if b.committerOf(k) != nil {

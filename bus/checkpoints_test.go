@@ -15,6 +15,7 @@ import (
 // session's, or not a state at all), reads as none, so that the session is
 // replayed from the start of its log.
 func TestCheckpointSnapshot(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	cps := b.CheckpointStore()
 	if cps.Bucket() != "tah_checkpoints" {
@@ -51,6 +52,7 @@ func TestCheckpointSnapshot(t *testing.T) {
 // (ErrSegmentTooLarge), and a segment that does not hold what the window
 // says is inconsistent.
 func TestCheckpointHistory(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.MaxPayload = 64 << 10 })
 	cps := b.CheckpointStore()
 	var msgs []llm.Message

@@ -29,6 +29,7 @@ func r3(t *testing.T) (*natstest.Cluster, *Bus) {
 }
 
 func TestR3(t *testing.T) {
+	t.Parallel()
 	c, b := r3(t)
 	t.Run("lost acks", func(t *testing.T) { lostAckSuite(t, b) })
 	t.Run("fenced", func(t *testing.T) {

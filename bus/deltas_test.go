@@ -10,6 +10,7 @@ import (
 )
 
 func TestDeltasDropStaleEpochs(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	const sid = "s_delta"
 	var mu sync.Mutex

@@ -173,6 +173,7 @@ func (f *formation) whole(t *testing.T, srv *server.Server, what string) {
 // Before the fix the route registered an empty placeholder account, marked
 // expired: the state from which the node's first connection was refused.
 func TestFormationLoadsTheAccountFirst(t *testing.T) {
+	t.Parallel()
 	f := newFormation(t, 2)
 	first := f.start(t, 1)
 	nc, err := f.connectNode(first, 1, true)
@@ -213,6 +214,7 @@ func TestFormationLoadsTheAccountFirst(t *testing.T) {
 // asserted. TAH_FORMATION_ROUNDS sets the rounds; TAH_FORMATION_HOG=n busies
 // n goroutines meanwhile, to reproduce a loaded machine on a quiet one.
 func TestFormationRefusesNoNode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("three embedded servers, formed repeatedly: not in -short")
 	}

@@ -18,6 +18,13 @@ import (
 // the cluster, the leader of sid's shard, and a Bus with appends tried for a
 // second: on that leader alone when onLeader (so that its publishes reach the
 // leader whatever happens to the others), else on every server.
+//
+// Its tests run alone in the package (no t.Parallel): they kill the
+// leader's followers and need it to answer while it is leader without a
+// quorum, which nats-server ends by a timer (about ten seconds without
+// its followers); on a loaded machine (this package four tests at a time
+// beside package node's) the writer's retries outlasted it once, and the
+// writer then waits for a leader to read the log from, as it should.
 func inProcessCluster(t *testing.T, sid string, onLeader bool) (*natstest.Cluster, int, *Bus) {
 	t.Helper()
 	if testing.Short() {
@@ -75,6 +82,7 @@ func attempts(t *testing.T, url, subject, prefix string, n int) <-chan struct{} 
 // writer goes on trying, and once the followers are back it gets the
 // record's acknowledgement, stored once, rather than ErrOutcomeUnknown.
 func TestAppendWaitsForItsInFlightAttempt(t *testing.T) {
+	// Not t.Parallel: see inProcessCluster.
 	const sid = "s_inflight"
 	c, l, b := inProcessCluster(t, sid, true)
 	w, _ := b.Writer(sid, 1, 0)
@@ -129,6 +137,7 @@ func TestAppendWaitsForItsInFlightAttempt(t *testing.T) {
 // which tried again, appends after a new leader is elected instead of
 // stopping as fenced.
 func TestAppendIsNotFencedByAnInProcessAppend(t *testing.T) {
+	// Not t.Parallel: see inProcessCluster.
 	const sid = "s_inprocess"
 	c, l, b := inProcessCluster(t, sid, false)
 	w, _ := b.Writer(sid, 1, 0)

@@ -170,6 +170,7 @@ func TestInputGroupCommitDuplicate(t *testing.T) {
 // An input without a Nats-Msg-Id is refused before it is sent: it could not
 // be retried without being stored twice.
 func TestStoreInputNeedsAnID(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	m, _, err := natsx.NewInputMsg("s_noid", wire.NodeSender, wire.Input{Command: wire.CommandRun, Text: "x"}, int64(b.MaxPayload()))
 	if err != nil {

@@ -46,6 +46,7 @@ func (ib *inbox) get() []*InputMsg {
 func (ib *inbox) len() int { return len(ib.get()) }
 
 func TestInputRoundTrip(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	ib := &inbox{ack: true}
 	c, err := b.ConsumeInputs(ctxT(t), ib.handle)
@@ -105,6 +106,7 @@ func TestInputRoundTrip(t *testing.T) {
 // session); an input without a body id takes the id its Nats-Msg-Id names,
 // "<sid>:<id>" or a bare id as older clients send.
 func TestInputIDsAreSessionScoped(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	ib := &inbox{ack: true}
 	c, err := b.ConsumeInputs(ctxT(t), ib.handle)
@@ -140,6 +142,7 @@ func TestInputIDsAreSessionScoped(t *testing.T) {
 }
 
 func TestPartitionMatchesServerTransform(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.Partitions = 7 })
 	for i := range 40 {
 		sid := fmt.Sprintf("s_p%d", i)
@@ -173,6 +176,7 @@ func TestPartitionMatchesServerTransform(t *testing.T) {
 // the session's error subject, and the valid input behind it in the same
 // partition still flows.
 func TestMalformedInputIsTerminated(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.Partitions = 1 }) // everything in one partition
 	const sid = "s_bad"
 	var errsMu sync.Mutex
@@ -276,6 +280,7 @@ func TestMalformedInputIsTerminated(t *testing.T) {
 // TestRejectReportsToTheSender: a rejected input's refusal is published on
 // the session's error subject and on its reply subject, the same body.
 func TestRejectReportsToTheSender(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	const sid = "s_rej"
 	got := make(chan wire.Outcome, 1)
@@ -310,6 +315,7 @@ func TestRejectReportsToTheSender(t *testing.T) {
 // work runs past the ack wait; an input whose owner goes away without acking
 // is delivered again, to the node that now pulls its partition.
 func TestKeepAliveAndRedelivery(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) {
 		c.Partitions = 1
 		c.InputAckWait = 2 * time.Second
@@ -367,6 +373,7 @@ func TestKeepAliveAndRedelivery(t *testing.T) {
 // TestPinnedPartitions: with two nodes pulling, each partition's inputs all go
 // to one of them.
 func TestPinnedPartitions(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	edit := func(c *Config) { c.Partitions = 4 }
 	n1, n2 := connected(t, srv.ClientURL(), edit), connected(t, srv.ClientURL(), edit)
@@ -403,6 +410,7 @@ func TestPinnedPartitions(t *testing.T) {
 // server the inputs not acknowledged are delivered again, those
 // acknowledged never (the work queue let them go).
 func TestInputsNotAcknowledgedOutliveARestart(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	cfg.InputAckWait = time.Second // in_2's redelivery after the restart
 	b := open(t, cfg)
@@ -458,6 +466,7 @@ func TestInputsNotAcknowledgedOutliveARestart(t *testing.T) {
 // pulling it: the input held then (not acknowledged) comes again, the next
 // ones come, none is lost.
 func TestInputConsumerMadeAgain(t *testing.T) {
+	t.Parallel()
 	for name, lose := range map[string]func(t *testing.T, b *Bus){
 		"deleted": func(t *testing.T, b *Bus) {
 			if err := b.in.DeleteConsumer(ctxT(t), wire.PartitionConsumer(0)); err != nil {
@@ -522,6 +531,7 @@ func TestInputConsumerMadeAgain(t *testing.T) {
 // operator does) does not make a deleted consumer again, and pulls it again
 // once the setup has.
 func TestInputConsumerGoneWithoutSetup(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.Partitions = 1 })
 	var logged struct {
 		sync.Mutex

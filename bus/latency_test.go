@@ -8,6 +8,7 @@ import (
 // The appends' average starts at the first append's time and moves an
 // eighth of the way to each new one.
 func TestAppendLatencyAverage(t *testing.T) {
+	t.Parallel()
 	var l appendLatency
 	l.observe(80 * time.Millisecond)
 	if got := time.Duration(l.ewma.Load()); got != 80*time.Millisecond {
@@ -27,6 +28,7 @@ func TestAppendLatencyAverage(t *testing.T) {
 
 // A node's appends feed its average.
 func TestAppendLatencyOfAppends(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	if got := b.AppendLatency(); got != 0 {
 		t.Fatalf("before any append: %v", got)

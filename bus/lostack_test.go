@@ -169,5 +169,6 @@ func lostAckSuite(t *testing.T, b *Bus) {
 }
 
 func TestLostAckR1(t *testing.T) {
+	t.Parallel()
 	lostAckSuite(t, embedded(t))
 }

@@ -120,6 +120,7 @@ func (l *logLines) count(s string) int {
 // the checkpoints, which counted the old sequences, are gone, and so are the
 // old stream and the migration's lock.
 func TestMigrateLegacyLog(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	nc := bustest.Connect(t, srv)
 	js, _ := jetstream.New(nc)
@@ -207,6 +208,7 @@ func TestMigrateLegacyLog(t *testing.T) {
 // disappears with the old log still there (its holder died: the lock
 // expired). A client may not migrate and says so.
 func TestMigrationLockHeld(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	nc := bustest.Connect(t, srv)
 	js, _ := jetstream.New(nc)

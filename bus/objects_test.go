@@ -12,6 +12,7 @@ import (
 )
 
 func TestPayloadTooLarge(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.MaxPayload = 64 << 10 })
 	const sid = "s_big"
 	w, _ := b.Writer(sid, 1, 0)
@@ -45,6 +46,7 @@ func TestPayloadTooLarge(t *testing.T) {
 }
 
 func TestArtifacts(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	data := bytes.Repeat([]byte("artifact data "), 100_000) // 1.4 MB: several chunks
 	ref, err := b.PutArtifactBytes(ctxT(t), "s_art/call_1/output", data)
@@ -70,6 +72,7 @@ func TestArtifacts(t *testing.T) {
 }
 
 func TestKeys(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[[2]string]string{
 		{"s_1", "cp_abc"}:     "s_1.cp_abc",
 		{"s_1", "a.b"}:        "s_1.=YS5i",

@@ -17,6 +17,7 @@ import (
 // Durability is not the point here (the restart tests check it), so the store
 // fsyncs every second instead of on every write, which keeps the test fast.
 func TestThousandSessionsInParallel(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.SyncInterval = time.Second })
 	const sessions, perSession = 1000, 3
 	sid := func(i int) string { return fmt.Sprintf("s_par%04d", i) }

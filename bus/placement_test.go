@@ -194,6 +194,7 @@ func countShards(at map[string]string) map[string]int {
 // replays whole and takes appends after the move, and TAH_IN keeps its
 // partitions' consumers.
 func TestStreamsSpreadAtR1(t *testing.T) {
+	t.Parallel()
 	c := startEmbedded(t, 3, 4, 1)
 	at := c.spreadOver()
 	shards := len(c.buses[0].shards)
@@ -295,6 +296,7 @@ func TestStreamsSpreadAtR1(t *testing.T) {
 // At R3 every server holds every stream; their leaders, which take the
 // writes, end spread over the servers.
 func TestStreamLeadersSpreadAtR3(t *testing.T) {
+	t.Parallel()
 	c := startEmbedded(t, 3, 3, 3)
 	at := c.spreadOver()
 	shards := len(c.buses[0].shards)
@@ -423,6 +425,7 @@ func TestStreamsGoHome(t *testing.T) {
 // plan moves as few streams as it takes, never to a server that is not among
 // a stream's peers, and leaves streams of servers that are not running.
 func TestPlan(t *testing.T) {
+	t.Parallel()
 	spots := func(at ...string) []spot {
 		var out []spot
 		for i, s := range at {

@@ -73,6 +73,7 @@ func carrier(t *testing.T, b *Bus, sid string, n int) string {
 // of them the main one; with one, everything goes on the main connection, as
 // before the pool.
 func TestAppendsOfShardsGoOnTheirConnections(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.Conns = 2 })
 	const n = 20
 	c0 := carrier(t, b, sidsInShard(b, 0, 1, "s_pool0_")[0], n)
@@ -177,6 +178,7 @@ func TestPoolKeepsEachSessionsOrder(t *testing.T) {
 // TestTailOnItsOwnConnection: TailAll's consumers run on the tails'
 // connection, not on the main one nor an append one.
 func TestTailOnItsOwnConnection(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.Conns = 2 })
 	w, _ := b.Writer("s_tailconn", 1, 0)
 	const n = 5
@@ -205,6 +207,7 @@ func TestTailOnItsOwnConnection(t *testing.T) {
 // TestCloseClosesEveryConnection: Close drains the main connection and every
 // connection of the pool; the external server sees none of them left.
 func TestCloseClosesEveryConnection(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	cfg := Default()
 	cfg.URL, cfg.Partitions, cfg.Conns, cfg.Name = srv.ClientURL(), 4, 3, "tah-close"
@@ -238,6 +241,7 @@ func TestCloseClosesEveryConnection(t *testing.T) {
 // the restart. The main connection's reconnect handler (the node's presence
 // sets one) still fires, for it alone.
 func TestPoolAfterReconnect(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	srv := bustest.ServerWith(t, func(o *server.Options) { o.StoreDir = dir })
 	port := srv.Addr().(*net.TCPAddr).Port
@@ -297,6 +301,7 @@ func TestPoolAfterReconnect(t *testing.T) {
 // TestConnsDownNamesTheConnection: a pool connection that is down makes the
 // Bus unfit to serve (what /healthz reports), and the error names it.
 func TestConnsDownNamesTheConnection(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.Conns = 2 })
 	if err := b.ConnsDown(); err != nil {
 		t.Fatalf("all connections up: %v", err)

@@ -39,6 +39,7 @@ func sameJSON(a, b []byte) bool {
 // every field that the Go type always writes present, and input examples
 // accepted by the node's parser with their headers.
 func TestProtocolExamples(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/protocol.md")
 	if err != nil {
 		t.Fatal(err)
@@ -48,6 +49,7 @@ func TestProtocolExamples(t *testing.T) {
 
 // TestProtocolExamplesCheck: the check above catches the mistakes it is for.
 func TestProtocolExamplesCheck(t *testing.T) {
+	t.Parallel()
 	doc, err := os.ReadFile("../docs/protocol.md")
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ func interleaved(t testing.TB, b *Bus, sids []string, n int) map[string][]uint64
 }
 
 func TestReplayFromEverySequence(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	old := replayBatch
 	replayBatch = 4 // cross many batch boundaries
@@ -80,6 +81,7 @@ func boolInt(b bool) int {
 }
 
 func TestRestartKeepsAcknowledgedEvents(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	ctx := ctxT(t)
 	b, err := Open(ctx, cfg)
@@ -115,6 +117,7 @@ func TestRestartKeepsAcknowledgedEvents(t *testing.T) {
 }
 
 func TestRestartWithoutDrain(t *testing.T) {
+	t.Parallel()
 	// The server goes down under the client's feet (no drain): every append
 	// that was acknowledged before is still there after the restart.
 	cfg := testConfig(t)

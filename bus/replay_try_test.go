@@ -13,6 +13,7 @@ import (
 // AppendTimeout: here the first request is swallowed and the second
 // answered, and the read ends with that answer.
 func TestDirectGetAsksAgainWhenNoReplicaAnswers(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	var mu sync.Mutex
 	var replies []string

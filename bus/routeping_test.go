@@ -115,6 +115,7 @@ func (r *relay) close() {
 // share of every R3 stream's direct gets, which time out. A and B route to
 // each other through relays that the test freezes.
 func TestSilentServerLosesItsRoutes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("two embedded servers of a cluster: not in -short")
 	}

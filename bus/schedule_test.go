@@ -13,6 +13,7 @@ import (
 // input, one id per occurrence; an @every one fires again and again until
 // removed; an @at one fires once and is gone from the list.
 func TestSchedulesFireIntoTheSessionsInputs(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	ctx := ctxT(t)
 	const sid = "s_sched0000000000000a"

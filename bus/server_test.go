@@ -24,6 +24,7 @@ import (
 // operator mode; another process reaches it with a credential of the data
 // directory only, and its streams live in the TAH account.
 func TestEmbeddedServerRequiresACredential(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	if b.Server() == nil || !strings.HasPrefix(b.ClientURL(), "nats://127.0.0.1:") {
 		t.Fatalf("embedded server at %q", b.ClientURL())
@@ -49,6 +50,7 @@ func TestEmbeddedServerRequiresACredential(t *testing.T) {
 }
 
 func TestCloseStopsWhatTheBusStarted(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	b, err := Open(ctxT(t), cfg)
 	if err != nil {
@@ -86,6 +88,7 @@ func TestCloseStopsWhatTheBusStarted(t *testing.T) {
 // TestEmbeddedCluster runs three nodes that each embed a server, joined by
 // routes (Config.Cluster), with R3 streams: what a three-node deployment does.
 func TestEmbeddedCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("three embedded servers: not in -short")
 	}
@@ -165,6 +168,7 @@ func TestEmbeddedCluster(t *testing.T) {
 // The embedded server lets a shard of the log have more consumers than
 // nats-server's default of 1,000 per stream: one per client turn under way.
 func TestEmbeddedServerNoConsumerLimit(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	st, err := b.JetStream().Stream(ctxT(t), wire.EventShardStream(0))
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 )
 
 func TestSetupIsIdempotent(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	b1 := connected(t, srv.ClientURL())
 	b2 := connected(t, srv.ClientURL()) // a second node: same setup, nothing to change
@@ -67,6 +68,7 @@ func openErr(t *testing.T, cfg Config) error {
 }
 
 func TestSetupRefusesNewerVersion(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	b := connected(t, srv.ClientURL())
 	cfg := b.shardStreamConfig(3, b.Shards())
@@ -82,6 +84,7 @@ func TestSetupRefusesNewerVersion(t *testing.T) {
 }
 
 func TestSetupRefusesForeignStream(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	nc := bustest.Connect(t, srv)
 	js, _ := jetstream.New(nc)
@@ -96,6 +99,7 @@ func TestSetupRefusesForeignStream(t *testing.T) {
 }
 
 func TestNoSetupNeedsTheStreams(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	cfg := Default()
 	cfg.URL = srv.ClientURL()
@@ -117,6 +121,7 @@ func TestNoSetupNeedsTheStreams(t *testing.T) {
 // log; a node configured with another count is refused with what to do, and
 // one that does not say (0) takes the log's.
 func TestSetupShardCount(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	b := connected(t, srv.ClientURL(), func(c *Config) { c.Shards = 3 })
 	if b.Shards() != 3 {
@@ -148,6 +153,7 @@ func TestSetupShardCount(t *testing.T) {
 }
 
 func TestSetupChangesPartitionsOnlyWhenDrained(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	b := connected(t, srv.ClientURL(), func(c *Config) { c.Partitions = 4 })
 	// Grow to 8 with nothing pending: updated in place.
@@ -175,6 +181,7 @@ func TestSetupChangesPartitionsOnlyWhenDrained(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
+	t.Parallel()
 	ok := Default()
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("Default: %v", err)
@@ -209,6 +216,7 @@ func TestConfigValidate(t *testing.T) {
 // waiting stay in TAH_IN, and one delivered and not acknowledged is
 // delivered again to the new consumer.
 func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("three-server cluster: not in -short")
 	}
@@ -250,6 +258,7 @@ func TestSetupReplacesInputConsumersKeptOnFile(t *testing.T) {
 // an older version left it (the consumers' state on file), is set up with
 // them in memory, the input it held waiting delivered.
 func TestSetupReplacesInputConsumersKeptOnFileAtR1(t *testing.T) {
+	t.Parallel()
 	cfg := testConfig(t)
 	b := open(t, cfg)
 	keepInputConsumersOnFile(t, b)
@@ -306,6 +315,7 @@ func inputConsumersInMemory(t *testing.T, b *Bus) {
 // for room in every JWT) serve none, and the tenants' answers have a
 // stream of their own, as the answers do.
 func TestNoDirectStreamsServeNoDirectGet(t *testing.T) {
+	t.Parallel()
 	b := &Bus{cfg: Default()}
 	cfgs := map[string]jetstream.StreamConfig{wire.AnswerStream: b.answerStreamConfig(), wire.TenantAnswerStream: b.tenantAnswerStreamConfig()}
 	for _, name := range wire.NoDirectStreams() {
@@ -331,6 +341,7 @@ func TestNoDirectStreamsServeNoDirectGet(t *testing.T) {
 // delivered, a named input is stored by TAH_IN and an unnamed one reaches
 // its partition through TAH_TIN.
 func TestSetupMovesUnnamedInputsToTheTenantStream(t *testing.T) {
+	t.Parallel()
 	srv := bustest.Server(t)
 	b := connected(t, srv.ClientURL())
 	v4 := func(c jetstream.StreamConfig) jetstream.StreamConfig {

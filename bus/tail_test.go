@@ -48,6 +48,7 @@ func (c *collector) len() int {
 // checks that each one sees exactly the log from its start on: nothing
 // missed, nothing repeated, in order.
 func TestTailAcrossHistoryToLive(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	const sid, other = "s_tail", "s_noise"
 	w, _ := b.Writer(sid, 1, 0)
@@ -141,6 +142,7 @@ func (c *recordCollector) seqs(k int) []uint64 {
 // TestTailAllAndStop: TailAll hands out every shard's records whole, each
 // shard's in order and from its own start sequence, and nothing after Stop.
 func TestTailAllAndStop(t *testing.T) {
+	t.Parallel()
 	b := embedded(t, func(c *Config) { c.Shards = 2 })
 	a, z := sidsInShard(b, 0, 1, "s_x")[0], sidsInShard(b, 1, 1, "s_y")[0]
 	seqs := interleaved(t, b, []string{a, z}, 5)
@@ -188,6 +190,7 @@ func TestTailAllAndStop(t *testing.T) {
 }
 
 func TestTailStopsOnHandlerError(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	interleaved(t, b, []string{"s_e"}, 5)
 	boom := errors.New("boom")
@@ -222,6 +225,7 @@ func TestTailStopsOnHandlerError(t *testing.T) {
 // replay of that session fails with a Fault that names it, after the events
 // before it.
 func TestABadRecordDoesNotStopTheTail(t *testing.T) {
+	t.Parallel()
 	b := embedded(t)
 	seqs := interleaved(t, b, []string{"s_bad", "s_good"}, 2)
 	js, err := jetstream.New(b.Conn())

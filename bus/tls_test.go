@@ -14,6 +14,7 @@ import (
 )
 
 func TestTLSClientPort(t *testing.T) {
+	t.Parallel()
 	files := natstest.WriteTLS(t, t.TempDir())
 	b := embedded(t, func(c *Config) { c.TLS = TLSConfig{CertFile: files.CertFile, KeyFile: files.KeyFile} })
 	url := b.ClientURL()
@@ -62,6 +63,7 @@ func TestTLSClientPort(t *testing.T) {
 }
 
 func TestTLSMutual(t *testing.T) {
+	t.Parallel()
 	files := natstest.WriteTLS(t, t.TempDir())
 	b := embedded(t, func(c *Config) {
 		c.TLS = TLSConfig{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile, VerifyClients: true}
@@ -79,6 +81,7 @@ func TestTLSMutual(t *testing.T) {
 }
 
 func TestTLSRoutes(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("three-server cluster: not in -short")
 	}
@@ -125,6 +128,7 @@ func TestTLSRoutes(t *testing.T) {
 }
 
 func TestTLSConfigRefused(t *testing.T) {
+	t.Parallel()
 	files := natstest.WriteTLS(t, t.TempDir())
 	for _, tc := range []struct {
 		name string

@@ -53,6 +53,7 @@ func streamNames(t *testing.T, b *Bus) []string {
 // directory of the user-and-password era finds every stream and the
 // session's events in the TAH account, and removes the plaintext password.
 func TestUpgradeKeepsTheSessions(t *testing.T) {
+	t.Parallel()
 	const sid = "s_old"
 	dir, names := oldDataDir(t, sid, 3)
 	cfg := testConfig(t)
@@ -90,6 +91,7 @@ func TestUpgradeKeepsTheSessions(t *testing.T) {
 // TestUpgradeRefusesWhatItCannotMove: both accounts' directories, or a
 // clustered store, are refused with what to do, and nothing is moved.
 func TestUpgradeRefusesWhatItCannotMove(t *testing.T) {
+	t.Parallel()
 	dir, _ := oldDataDir(t, "s_old", 1)
 	trust, err := auth.Ensure(dir)
 	if err != nil {

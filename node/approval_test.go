@@ -19,6 +19,7 @@ import (
 // through another node of the cluster, runs the call on the session's new
 // owner, and the turn completes with every call answered.
 func TestApprovalSurvivesTheOwnersDeathAndComesThroughAnotherNode(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("a cluster of three nodes: not in -short")
 	}

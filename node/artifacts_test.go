@@ -21,6 +21,7 @@ import (
 // reader's credential: a large tool output (kept whole in tah_artifacts,
 // over a reply's piece) comes back whole and checked.
 func TestArtifactsListAndFetch(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cfg := bus.Default()

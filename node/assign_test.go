@@ -25,6 +25,7 @@ func owner(a map[string][]int, p int) string {
 }
 
 func TestAssignIsBalancedCompleteAndOrderFree(t *testing.T) {
+	t.Parallel()
 	for _, shards := range []int{0, 8} {
 		for _, parts := range []int{1, 3, 16, 17, 64} {
 			for n := 1; n <= 7; n++ {
@@ -67,6 +68,7 @@ func TestAssignIsBalancedCompleteAndOrderFree(t *testing.T) {
 // With partitions a multiple of the shards, the partitions of a shard go to
 // one node, which ShardOwners names for the shard.
 func TestAssignKeepsAShardsPartitionsTogether(t *testing.T) {
+	t.Parallel()
 	a := Assign(peersOf("a", "b", "c"), 16, 8)
 	owners := ShardOwners(a, 16, 8)
 	if len(owners) != 8 {
@@ -85,6 +87,7 @@ func TestAssignKeepsAShardsPartitionsTogether(t *testing.T) {
 // Workers take workerShare for a read-model node's readModelShare; nodes
 // all alike share equally.
 func TestAssignGivesWorkersTheLargerShare(t *testing.T) {
+	t.Parallel()
 	peers := []Peer{{ID: "rm"}, {ID: "w1", Worker: true}, {ID: "w2", Worker: true}}
 	a := Assign(peers, 64, 8)
 	if five := Assign(append(peers, Peer{ID: "w3", Worker: true}, Peer{ID: "w4", Worker: true}), 16, 8); len(five["rm"]) != 1 {
@@ -106,6 +109,7 @@ func TestAssignGivesWorkersTheLargerShare(t *testing.T) {
 // While a node of an older build (a partition at a time, equal shares) is
 // live, every node shares as it does: one share-out for all.
 func TestAssignSharesAsTheOldestBuild(t *testing.T) {
+	t.Parallel()
 	peers := []Peer{{ID: "rm"}, {ID: "w1", Worker: true}, {ID: "old", Legacy: true}}
 	a := Assign(peers, 16, 8)
 	for _, id := range []string{"rm", "w1", "old"} {
@@ -130,6 +134,7 @@ func TestAssignSharesAsTheOldestBuild(t *testing.T) {
 // A node joining takes units from the others; the rest stay where they
 // were (sessions keep their owner).
 func TestAssignMovesFewOnJoin(t *testing.T) {
+	t.Parallel()
 	for _, shards := range []int{0, 8} {
 		const parts = 16
 		nodes := peersOf("a", "b", "c")

@@ -157,6 +157,7 @@ func (c *cluster) claimedBy(sid string) []string {
 // it joins again and gets its share back within seconds; sessions then run on
 // all three.
 func TestClusterSpreadsAndRebalancesOnJoin(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.balanced("n0", "n1", "n2")
 	c.Stop(2)
@@ -211,6 +212,7 @@ func TestClusterSpreadsAndRebalancesOnJoin(t *testing.T) {
 // the turns finish on the others, each exactly once, and the survivors share
 // all partitions.
 func TestClusterGracefulStopHandsOver(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	recs := c.balanced("n0", "n1", "n2")
 	c.models[0].hold.Store(int64(time.Minute)) // n0's turns stay in flight
@@ -235,6 +237,7 @@ func TestClusterGracefulStopHandsOver(t *testing.T) {
 // replaced: its sessions finish elsewhere, it cancels its own LLM calls, and
 // it never writes to a log it no longer owns.
 func TestClusterCutOffNodeIsFenced(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	recs := c.balanced("n0", "n1", "n2")
 	c.models[2].hold.Store(int64(time.Minute))
@@ -270,6 +273,7 @@ func TestClusterCutOffNodeIsFenced(t *testing.T) {
 // that the survivors live through its leader election too: that must not make
 // them take themselves for cut off.
 func TestClusterKilledNodeIsReplaced(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	recs := c.balanced("n0", "n1", "n2")
 	victim := c.StreamLeader("KV_" + wire.NodeBucket)
@@ -319,6 +323,7 @@ func fences(t *testing.T, n *node.Node) float64 {
 // Two nodes with one id would take each other's presence for their own: the
 // second is refused at start, with what to do.
 func TestNodeIDInUseIsRefused(t *testing.T) {
+	t.Parallel()
 	cfg := bus.Default()
 	cfg.DataDir, cfg.Port = t.TempDir(), -1
 	start := func(b bus.Config, dir string) (*node.Node, error) {

@@ -74,6 +74,7 @@ func (h *hostile) wiretap() func() [][]byte {
 // credential runs a turn, is listed, and is refused once revoked through
 // the API, without a restart.
 func TestCredsFromAnotherMachine(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	admin := h.adminElsewhere()
 	tapped := h.wiretap()
@@ -126,6 +127,7 @@ func TestCredsFromAnotherMachine(t *testing.T) {
 // TestCredsAPIOnlyForAdmins: a client, an observer and a tool credential
 // can neither call the credentials API nor read its registry.
 func TestCredsAPIOnlyForAdmins(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	for _, who := range []struct {
 		role  wire.Role
@@ -152,6 +154,7 @@ func TestCredsAPIOnlyForAdmins(t *testing.T) {
 // TestCredsAPIBadInput: an admin's invalid requests get a clear error with
 // its code, and nothing is registered.
 func TestCredsAPIBadInput(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	admin := h.adminElsewhere()
 	kp, _ := nkeys.CreateUser()
@@ -211,6 +214,7 @@ func TestCredsAPIBadInput(t *testing.T) {
 // data directory while no node ran are registered, and stay revoked, when
 // the node starts.
 func TestCredsIssuedWhileNoNodeRan(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -253,6 +257,7 @@ func TestCredsIssuedWhileNoNodeRan(t *testing.T) {
 // account JWT older than its server's (restored from a backup, say) does
 // not roll a revocation back: it merges them, and keeps the merge.
 func TestCredsStaleTrustAtStart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -23,6 +23,7 @@ import (
 // a schedule at the deadline, and JetStream sends the expired deny, which
 // denies the call (tool.denied expired) and lets the turn go on.
 func TestAnApprovalDeadlineHoldsWithNoNodeHoldingTheSession(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -157,6 +157,7 @@ func fill(t *testing.T, dir string) string {
 // streams refuse every write after a failed one, until reloaded), and runs
 // turns again, old sessions and new.
 func TestFullDiskIsReportedAndOutlived(t *testing.T) {
+	t.Parallel()
 	dir := tmpfs(t, "32m")
 	f := startFaultNode(t, dir, nil)
 	sid := f.create()
@@ -210,6 +211,7 @@ func TestFullDiskIsReportedAndOutlived(t *testing.T) {
 // record over: Close still returns (it used to wait for the tail, which waited
 // for the projector, which waited for Close).
 func TestStalledReadModelDoesNotHoldUpClose(t *testing.T) {
+	// Not t.Parallel: it sets a package variable every node reads.
 	defer func(q int) { projectorQueue = q }(projectorQueue)
 	projectorQueue = 2
 	f := startFaultNode(t, t.TempDir(), nil)
@@ -348,6 +350,7 @@ func damagedFiles(t *testing.T, dir string) []string {
 // set aside and the read model rebuilt from the log, so that every session
 // shows (they failed before: "database disk image is malformed").
 func TestDamagedReadModelIsRebuiltAtStart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f := startFaultNode(t, dir, nil)
 	sids := f.sessions(22)
@@ -372,6 +375,7 @@ func TestDamagedReadModelIsRebuiltAtStart(t *testing.T) {
 // meets the damage: the node checks it, sets it aside and rebuilds it from
 // the log, and the reads succeed again (they failed for good before).
 func TestDamagedReadModelIsRebuiltWhileRunning(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f := startFaultNode(t, dir, nil)
 	sids := f.sessions(22)
@@ -405,6 +409,7 @@ func TestDamagedReadModelIsRebuiltWhileRunning(t *testing.T) {
 // A read model the node cannot write is refused at start, with the file and
 // what to do: it used to start, its projector retrying for ever.
 func TestReadOnlyReadModelIsRefused(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	f := startFaultNode(t, dir, nil)
 	f.sessions(1)
@@ -455,6 +460,7 @@ func immutable(t *testing.T, path string, on bool) {
 // model is set aside and rebuilt from the log, and the node is healthy. It
 // used to retry for ever, healthy.
 func TestUnwritableReadModelStopsTheNodeOrIsRebuilt(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "data.db")
 	f := startFaultNode(t, dir, nil)
@@ -498,6 +504,7 @@ func TestUnwritableReadModelStopsTheNodeOrIsRebuilt(t *testing.T) {
 // go on, so that get finds a row of the turn before (a session it has not
 // seen yet it waits for anyway).
 func TestReadsSeeTheTurnTheirClientSaw(t *testing.T) {
+	// Not t.Parallel: it sets a package variable every node reads.
 	linger := projectorLinger
 	t.Cleanup(func() { projectorLinger = linger }) // after the node stops: it reads it
 	projectorLinger = time.Hour

@@ -119,6 +119,7 @@ func (h *hostile) faulted(sid string, status projection.Status) *projection.Faul
 // their own session out of service, visibly; the API, new sessions and the
 // other sessions go on, and a fork repairs a failed session.
 func TestALogCannotBrickTheNode(t *testing.T) {
+	t.Parallel()
 	h := startHostile(t)
 	h.create("s_ok", "s_bad", "s_forged", "s_gap", "s_newer")
 	for _, sid := range []string{"s_ok", "s_bad", "s_forged", "s_gap", "s_newer"} {
@@ -199,6 +200,7 @@ func TestALogCannotBrickTheNode(t *testing.T) {
 // is refused on .err, and nothing is published there; an input over the
 // node's limit is refused too. The session goes on.
 func TestHostileInputsAreRefused(t *testing.T) {
+	t.Parallel()
 	h := startHostile(t)
 	h.create("s_in")
 	h.completes("s_in")
@@ -245,6 +247,7 @@ func TestHostileInputsAreRefused(t *testing.T) {
 // An API request whose reply subject is the session's own log gets no
 // answer there: the node answers only inboxes. The session goes on.
 func TestHostileAPIReplySubject(t *testing.T) {
+	t.Parallel()
 	h := startHostile(t)
 	h.create("s_api")
 	h.completes("s_api")

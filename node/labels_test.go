@@ -19,6 +19,7 @@ import (
 // limit, and nothing is written: the same id is free afterwards. Labels at
 // the limits are taken whole.
 func TestLabelsOverTheLimitsAreRefused(t *testing.T) {
+	t.Parallel()
 	h := startHostile(t)
 	many := func(n, size int) map[string]string {
 		m := map[string]string{}
@@ -61,6 +62,7 @@ func TestLabelsOverTheLimitsAreRefused(t *testing.T) {
 // next) list every session once, and the oversized rows keep the labels
 // within the limits and say that the others were left out.
 func TestListSurvivesOversizedLabels(t *testing.T) {
+	t.Parallel()
 	h := startHostile(t)
 	huge := []string{"s_huge1", "s_huge2", "s_huge3"}
 	for _, sid := range huge {

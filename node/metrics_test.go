@@ -16,6 +16,7 @@ import (
 )
 
 func TestMeasuredProviderKeepsStreamingAndCounts(t *testing.T) {
+	t.Parallel()
 	m := newMetrics(&Node{})
 	p := measured(mock.Scripted(mock.Say("hello there"), mock.Fail(500, "down")), m)
 	s, ok := p.(llm.Streamer)

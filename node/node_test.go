@@ -13,6 +13,7 @@ import (
 // runs their next turns: each input ran once and finished, each session was
 // claimed again after the restart, and every log is sound (projection.Audit).
 func TestNodeRunsTurnsAcrossARestart(t *testing.T) {
+	t.Parallel()
 	c := &cluster{t: t, Cluster: tahtest.Start(t, tahtest.Options{Nodes: 1, Pace: time.Millisecond})}
 	sids := []string{"s_turns_a", "s_turns_b"}
 	first, all := map[string][]string{}, map[string][]string{}

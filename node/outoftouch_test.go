@@ -13,6 +13,7 @@ import (
 // them back (the clean-clone CI's TestKillMidTurn). Times are set far from
 // the thresholds, so that the test never races the clock.
 func TestOutOfTouchWaitsTwiceTheTTLForALostCluster(t *testing.T) {
+	t.Parallel()
 	const ttl = 10 * time.Second
 	now := time.Now()
 	member := func(silent time.Duration) *membership {

@@ -168,6 +168,41 @@ func (h *hostile) unchanged(before map[string]uint64, streams ...string) {
 			h.t.Errorf("stream %s: last sequence %d, was %d", s, after[s], before[s])
 		}
 	}
+	h.gone(before, after)
+}
+
+// onlyOwnPresence checks that since before every message of the nodes'
+// bucket is the node's own entry: the node rewrites it now and then (every
+// NodeTTL/5, and when its partitions change), so its last sequence moves
+// without any attack, the more often the longer the test runs.
+func (h *hostile) onlyOwnPresence(before map[string]uint64) {
+	h.t.Helper()
+	name := "KV_" + wire.NodeBucket
+	s, err := h.n.bus.JetStream().Stream(h.ctx, name)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	own := "$KV." + wire.NodeBucket + "." + h.n.ID()
+	info, err := s.Info(h.ctx)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for seq := before[name] + 1; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(h.ctx, seq)
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+			continue // rewritten since: the bucket keeps the last entry of a key
+		case err != nil:
+			h.t.Fatal(err)
+		case m.Subject != own:
+			h.t.Errorf("stream %s: message %d on %s, which is not the node's own entry %s", name, seq, m.Subject, own)
+		}
+	}
+}
+
+// gone reports the streams of before that after lacks.
+func (h *hostile) gone(before, after map[string]uint64) {
+	h.t.Helper()
 	for s := range before {
 		if _, ok := after[s]; !ok {
 			h.t.Errorf("stream %s is gone", s)
@@ -179,6 +214,7 @@ func (h *hostile) unchanged(before map[string]uint64, streams ...string) {
 // issue [trust] fails with a permissions error and changes nothing; the
 // same credential runs turns.
 func TestHostileClient(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	creds := h.issue(wire.RoleClient, "mallory")
 	a := h.attacker(creds, "mallory")
@@ -248,7 +284,8 @@ func TestHostileClient(t *testing.T) {
 		}
 		h.refused(a, what)
 	}
-	h.unchanged(before, shard, wire.InputStream, wire.TenantInputStream, "KV_"+wire.CheckpointBucket, "KV_"+wire.NodeBucket, "KV_"+wire.ToolResultBucket)
+	h.unchanged(before, shard, wire.InputStream, wire.TenantInputStream, "KV_"+wire.CheckpointBucket, "KV_"+wire.ToolResultBucket)
+	h.onlyOwnPresence(before)
 	// What a client is for still works with the same credential: a session
 	// of the default tenant's and one of a tenant's, whose inputs go under
 	// its own name.
@@ -267,6 +304,7 @@ func TestHostileClient(t *testing.T) {
 
 // TestHostileObserver: an observer reads and cannot write.
 func TestHostileObserver(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	creds := h.issue(wire.RoleObserver, "olive")
 	c := h.client(creds)
@@ -299,6 +337,7 @@ func TestHostileObserver(t *testing.T) {
 // TestHostileTool: a tool credential serves and stores the results of the
 // tools it was issued, and no other.
 func TestHostileTool(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	creds := h.issue(wire.RoleTool, "toolie", "shout")
 	a := h.attacker(creds, "toolie")
@@ -341,6 +380,7 @@ func TestHostileTool(t *testing.T) {
 // TestRevokedCredentialIsRefused: a revoked credential is refused, and its
 // open connection closed, by the running server, without a restart.
 func TestRevokedCredentialIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	creds := h.issue(wire.RoleClient, "eve")
 	c := h.client(creds)

@@ -152,6 +152,7 @@ func takenOver(t *testing.T, kill func(c *cluster, victim int)) {
 // advisory: its turns finish on the others and they share its partitions,
 // although the node TTL (an hour) is far from over.
 func TestPresenceClosedConnectionIsTakenOverAtOnce(t *testing.T) {
+	t.Parallel()
 	takenOver(t, func(c *cluster, victim int) {
 		// Cut from its server, which runs on and says the connections
 		// closed: the presence's (what the others go by) and the main one.
@@ -166,6 +167,7 @@ func TestPresenceClosedConnectionIsTakenOverAtOnce(t *testing.T) {
 // their routes to its server, whose port then refuses connections. The
 // others take it over without waiting for the node TTL (an hour).
 func TestPresenceKilledNodeIsTakenOverAtOnce(t *testing.T) {
+	t.Parallel()
 	takenOver(t, func(c *cluster, victim int) { c.Kill(victim) })
 }
 
@@ -173,6 +175,11 @@ func TestPresenceKilledNodeIsTakenOverAtOnce(t *testing.T) {
 // the old one itself, as after a network error, and reconnects) keeps its
 // partitions: the others see the old connection close, then hear it on the
 // new one within the grace, and do not take it for dead.
+//
+// Not beside the package's other tests (no t.Parallel): the others wait a
+// grace of at most a second for the node on its new connection, and on a
+// machine loaded enough (two CPU hogs beside this package and bus, four
+// tests at a time each) that second passed before a survivor heard it.
 func TestPresenceNodeMovingServersKeepsPartitions(t *testing.T) {
 	pl := &presenceLog{seen: map[string][]string{}}
 	c := newSilentCluster(t, pl)

@@ -15,6 +15,7 @@ import (
 // system prompt), not the node's, and a change the request makes applies
 // to it: without its prompt, a child diverges at once.
 func TestReplayOfSubAgents(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	m := &team{started: make(chan string, 8)}

@@ -16,6 +16,7 @@ import (
 // (another takes the lead and fires it). Each fired once: one turn, of the
 // schedule's text, finished; the definition is gone, so it cannot fire again.
 func TestClusterSchedulesFireOnceThroughANodesDeath(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	c.balanced("n0", "n1", "n2")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -15,6 +15,7 @@ import (
 // config writes the session's defaults out rather than import the package
 // that owns them: they must stay the same.
 func TestDefaultsAgreeWithTheSession(t *testing.T) {
+	t.Parallel()
 	c := config.Default()
 	if c.Agent.MaxSteps != session.DefaultMaxSteps {
 		t.Errorf("agent.max_steps defaults to %d, the session to %d", c.Agent.MaxSteps, session.DefaultMaxSteps)
@@ -25,6 +26,7 @@ func TestDefaultsAgreeWithTheSession(t *testing.T) {
 }
 
 func TestDefaultIsValid(t *testing.T) {
+	t.Parallel()
 	c := config.Default()
 	if err := Check(c); err != nil {
 		t.Fatal(err)
@@ -36,6 +38,7 @@ func TestDefaultIsValid(t *testing.T) {
 
 // The checks only the parts can make name the setting as config's do.
 func TestCheckNodeSettings(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		edit func(*config.Config)
 		want string
@@ -64,6 +67,7 @@ func TestCheckNodeSettings(t *testing.T) {
 // Replicas 0 means R3 once the embedded server is routed to two or more
 // others, R1 otherwise; an explicit value wins.
 func TestReplicasFollowTheCluster(t *testing.T) {
+	t.Parallel()
 	three := []string{"nats-route://127.0.0.1:6222", "nats-route://127.0.0.1:6223", "nats-route://127.0.0.1:6224"}
 	for _, c := range []struct {
 		name    string
@@ -89,6 +93,7 @@ func TestReplicasFollowTheCluster(t *testing.T) {
 
 // The TLS settings reach the bus, from the environment as from flags.
 func TestTLSSettings(t *testing.T) {
+	t.Parallel()
 	c := config.Default()
 	env := map[string]string{"TAH_NATS_TLS_CERT": "c.pem", "TAH_NATS_TLS_KEY": "k.pem", "TAH_NATS_TLS_CA": "ca.pem", "TAH_NATS_TLS_VERIFY_CLIENTS": "true"}
 	if err := c.Load("", func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
@@ -109,6 +114,7 @@ func TestTLSSettings(t *testing.T) {
 }
 
 func TestPortZeroPicksAFreePort(t *testing.T) {
+	t.Parallel()
 	c := config.Default()
 	c.NATS.Port = 0
 	if err := Check(c); err != nil {
@@ -130,6 +136,7 @@ func TestPortZeroPicksAFreePort(t *testing.T) {
 // The deny list is read from the file, the environment and a flag, and reaches
 // the built-in tools with the data directory.
 func TestToolsDeny(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "tah.json")
 	if err := os.WriteFile(file, []byte(`{"tools":{"deny":["*.pem","config/prod"]}}`), 0o600); err != nil {
 		t.Fatal(err)

@@ -103,6 +103,7 @@ func startSubAgentNode(t *testing.T, ctx context.Context, m llm.Provider, defs .
 // (linked to its call both ways), both answer, and the parent's answer
 // uses both; every call is answered once.
 func TestSubAgentsRunAsChildSessions(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	m := &team{started: make(chan string, 8)}
@@ -196,6 +197,7 @@ func auditFamily(t *testing.T, ctx context.Context, n *Node, sid string) {
 // A cancel of a parent whose children work cancels them: every call of the
 // parent answered (cancelled), each child's turn cancelled.
 func TestACancelledParentCancelsItsChildren(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	m := &team{hold: true, release: make(chan struct{}), started: make(chan string, 8)}
@@ -303,6 +305,7 @@ func (m *deep) Generate(ctx context.Context, req llm.Request) (llm.Response, err
 // sub-agent and its call gets an error result that says why; every turn
 // ends, every log is sound.
 func TestSubAgentLimits(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	m := &deep{fan: session.MaxAgentFanOut + 1}
@@ -398,6 +401,7 @@ func foldOf(t *testing.T, ctx context.Context, n *Node, sid string) projection.S
 // A child that fails gives its parent's call an error result that says
 // why, which the parent's model sees and answers from.
 func TestAFailedSubAgentIsTheCallsError(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	p := mock.Scripted(
@@ -433,6 +437,7 @@ func TestAFailedSubAgentIsTheCallsError(t *testing.T) {
 // of another gets an error result that says which it may call, and each
 // of its turns runs within the definition's budget (its session's own).
 func TestASubAgentHasItsToolsAndBudget(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	text := func(name string) tools.Tool {

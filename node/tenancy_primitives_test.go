@@ -145,6 +145,7 @@ func primShard(ctx context.Context, t *testing.T, js jetstream.JetStream) {
 // sequence and the writer's fence, never a write the stream refused, and
 // may not listen to another tenant's.
 func TestTenancyPrimitiveLiveFeed(t *testing.T) {
+	t.Parallel()
 	s, ctx, js := primNode(t)
 	primShard(ctx, t, js)
 
@@ -199,6 +200,7 @@ func TestTenancyPrimitiveLiveFeed(t *testing.T) {
 // pull names only the stream and the consumer, and a direct get by
 // sequence names only the stream: both read another tenant's records.
 func TestTenancyPrimitiveJetStreamLeaks(t *testing.T) {
+	t.Parallel()
 	s, ctx, js := primNode(t)
 	primShard(ctx, t, js)
 	if _, err := js.Publish(ctx, "tah.evt.0.beta.s2", []byte("beta's")); err != nil {
@@ -234,6 +236,7 @@ func TestTenancyPrimitiveJetStreamLeaks(t *testing.T) {
 // joined without their dot, and the server checks the publish permission on
 // the mapped subject, which names the tenant and the credential.
 func TestTenancyPrimitiveInputMapping(t *testing.T) {
+	t.Parallel()
 	s, ctx, js := primNode(t)
 	const partitions = 8
 	if err := s.GlobalAccount().AddMapping("tah.sess.*.*.in.*", "tah.in.{{partition(8,1,2)}}.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}"); err != nil {

@@ -22,6 +22,7 @@ import (
 // refused before its call (quota_exceeded, which quota), so that
 // compacting is no way around a tenant's quota.
 func TestTenantQuotaCountsCompactions(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	admin := h.client(h.issue(wire.RoleAdmin, "root"))
 	acme, sid := h.acmeSession()
@@ -87,6 +88,7 @@ func TestTenantQuotaCountsCompactions(t *testing.T) {
 // tenant's storage, as the records do: the artifacts a tenant's sessions
 // refer to are its storage too, whoever stored them.
 func TestTenantStorageCountsToolArtifacts(t *testing.T) {
+	t.Parallel()
 	const size = 200_000
 	big := tools.Func(tools.Spec{Name: "big"}, func(context.Context, json.RawMessage) (tools.Result, error) {
 		return tools.Text(strings.Repeat("x", size)), nil

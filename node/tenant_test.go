@@ -66,6 +66,7 @@ func (h *hostile) acmeSession() (*client.Client, string) {
 // API; the server or the node refuses each, and acme's client works
 // throughout, its sessions confined to acme.
 func TestHostileTenant(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	acme, sid := h.acmeSession()
 	h.run(acme, sid)
@@ -195,6 +196,7 @@ func TestHostileTenant(t *testing.T) {
 // start gets every record once, in order, then the next turn's as they
 // come. The default tenant's records are not republished.
 func TestTenantFollows(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	acme, sid := h.acmeSession()
 	// Every record republished, seen by a connection of the node's own.
@@ -293,6 +295,7 @@ func TestTenantFollows(t *testing.T) {
 // counted, and removes it: its credentials are refused at once, its
 // sessions stay.
 func TestTenantLifecycle(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	admin := h.client(h.issue(wire.RoleAdmin, "root"))
 	if _, _, err := admin.IssueTenantCreds(h.ctx, "acme", "alice", wire.RoleClient); !errors.Is(err, client.ErrNotFound) {
@@ -355,6 +358,7 @@ func TestTenantLifecycle(t *testing.T) {
 // quota_exceeded, its input kept; raised, the tenant works on, and nothing
 // stored was lost. Another tenant is not affected.
 func TestTenantQuotas(t *testing.T) {
+	t.Parallel()
 	h := newHostile(t)
 	admin := h.client(h.issue(wire.RoleAdmin, "root"))
 	acme, sid := h.acmeSession()

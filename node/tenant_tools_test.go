@@ -34,6 +34,7 @@ import (
 // serve, describe, cancel, store or read acme's tool's calls: the server
 // refuses each, and it has no JetStream API to list the stored calls.
 func TestTenantTools(t *testing.T) {
+	t.Parallel()
 	quiet := slog.New(slog.DiscardHandler)
 	yes, no := true, false
 	after := mock.Say("done").Always()

@@ -29,6 +29,7 @@ import (
 // through their own tool runner, the log names each call's runner, and the
 // node's metrics count both calls.
 func TestNodeRunsLocalAndRemoteTools(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	quiet := slog.New(slog.DiscardHandler)

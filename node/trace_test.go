@@ -37,6 +37,7 @@ import (
 // content capture off, no prompt, answer or tool output is in any byte
 // exported.
 func TestTurnIsOneTrace(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rcv := oteltest.Start(t)
@@ -204,6 +205,7 @@ func spanNames(spans []oteltest.Span) []string {
 // is the child of the span recorded in turn.started, in the client's trace,
 // with an event saying where and why it went on.
 func TestResumedTurnStaysInItsTrace(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	rcv := oteltest.Start(t)
@@ -296,6 +298,7 @@ func TestResumedTurnStaysInItsTrace(t *testing.T) {
 // A turn stopped by its budget ends its span in error, code
 // budget_exceeded, with an event that names the limit and the spend.
 func TestBudgetStopIsInTheTrace(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rcv := oteltest.Start(t)
@@ -344,6 +347,7 @@ func TestBudgetStopIsInTheTrace(t *testing.T) {
 // span is a child of the parent's execute_tool span of the call (its task
 // input carries it), whichever node runs the child.
 func TestSubAgentTurnIsInItsParentsTrace(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rcv := oteltest.Start(t)

@@ -19,6 +19,7 @@ import (
 // the tool answers when, the turn ends, and JetStream sends the message
 // then, which runs as turn 2; a bad duration is the model's to fix.
 func TestAnAgentWakesItselfUp(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

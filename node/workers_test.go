@@ -64,6 +64,7 @@ func (c *cluster) clientOf(i int) *client.Client {
 // node's server with every session, complete, from the one read model; the
 // workers open no SQLite file and follow no shard of the log.
 func TestWorkersLeaveReadsToTheReadModel(t *testing.T) {
+	t.Parallel()
 	c := newRoleCluster(t, 4*time.Second, 1, 2)
 	recs := c.balanced("n0", "n1", "n2")
 	inputs := map[string][]string{}
@@ -150,6 +151,7 @@ func TestWorkersLeaveReadsToTheReadModel(t *testing.T) {
 // than when the call ends and its next append is fenced. The model here
 // would hold the call for ten minutes.
 func TestClaimNoticeStopsTheStaleOwner(t *testing.T) {
+	t.Parallel()
 	c := newRoleCluster(t, 4*time.Second, 1, 2)
 	recs := c.balanced("n0", "n1", "n2")
 	c.models[2].hold.Store(int64(10 * time.Minute))
@@ -228,6 +230,7 @@ func claimNotices(t *testing.T, n *node.Node, direction string) float64 {
 // model which turns are open. The inputs' ack wait is far longer than the
 // test's patience, so only that resume can finish the turns in time.
 func TestKilledWorkersTurnsResumeOnAWorker(t *testing.T) {
+	t.Parallel()
 	c := newRoleCluster(t, 10*time.Minute, 1, 2)
 	recs := c.balanced("n0", "n1", "n2")
 	// Sessions of n2's partitions that n1 (a worker) pulls once n2 is gone.
@@ -266,6 +269,7 @@ func TestKilledWorkersTurnsResumeOnAWorker(t *testing.T) {
 // With no node that holds a read model, a read says so: no node answers
 // it, and the client tells that from no node at all.
 func TestNoReadModelAnywhereSaysSo(t *testing.T) {
+	t.Parallel()
 	c := tahtest.Start(t, tahtest.Options{Nodes: 1,
 		EditConfig: func(_ int, cfg *config.Config) { cfg.ReadModel = false }})
 	cl, err := client.New(c.Connect(), client.Options{RequestTimeout: 10 * time.Second})

@@ -1,6 +1,8 @@
 package bustest
 
 import (
+	"flag"
+	"strconv"
 	"testing"
 	"time"
 
@@ -63,5 +65,17 @@ func Eventually(t testing.TB, within time.Duration, what string, cond func() boo
 			t.Fatalf("bustest: %s: not within %v", what, within)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// WaitingTestsAtOnce sets go test's -parallel default to n for a package whose
+// tests call t.Parallel and mostly wait on their servers (elections, stream
+// moves, redeliveries, processes) rather than compute: GOMAXPROCS, the
+// default, is two on the machines make test runs on, and such a package then
+// takes twice the time for the same CPU. Call it from TestMain before m.Run,
+// which parses the flags: a -parallel given to go test still wins.
+func WaitingTestsAtOnce(n int) {
+	if f := flag.Lookup("test.parallel"); f != nil {
+		_ = f.Value.Set(strconv.Itoa(n))
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -22,6 +21,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/tah-dev/tah/auth"
+	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/cmd/node/nodecmd"
 	"github.com/tah-dev/tah/internal/localnode"
@@ -40,9 +40,7 @@ func TestMain(m *testing.M) {
 	// package took 140 s instead of 231 s for about the same CPU (183 s and
 	// 172 s), and it was make test's longest. Set before the flags are
 	// parsed: go test's -parallel still wins.
-	if f := flag.Lookup("test.parallel"); f != nil {
-		_ = f.Value.Set(strconv.Itoa(scriptsAtOnce))
-	}
+	bustest.WaitingTestsAtOnce(scriptsAtOnce)
 	testscript.Main(m, map[string]func(){
 		"tahctl": func() {
 			g := &globals{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, getenv: os.Getenv, timeout: 20 * time.Second}

@@ -130,6 +130,7 @@ func (w *SessionWriter) Append(ctx context.Context, evs ...event.Event) ([]uint6
 	}
 	w.last = seq
 	w.written.Add(int64(len(m.Data)))
+	w.b.noteAppended(w.shard, seq)
 	seqs := make([]uint64, len(evs))
 	for i := range evs {
 		evs[i].Seq, evs[i].Index = seq, i

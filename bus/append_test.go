@@ -36,6 +36,13 @@ func TestAppendReplayRoundTrip(t *testing.T) {
 	if !evs[1].Time.Equal(evs[0].Time) {
 		t.Fatalf("the events of a record have two times: %v %v", evs[0].Time, evs[1].Time)
 	}
+	// What a read of this node's own writes waits for (Appended): the
+	// session's shard at its last record, the others untouched.
+	for k, seq := range b.Appended() {
+		if want := map[bool]uint64{true: seqs[2]}[k == b.ShardOf("s_round")]; seq != want {
+			t.Fatalf("Appended()[%d] = %d, want %d", k, seq, want)
+		}
+	}
 	got, last := mustReplay(t, b, "s_round", 0)
 	if last != seqs[2] || len(got) != 3 {
 		t.Fatalf("replay: %d events, last %d; want 3, %d", len(got), last, seqs[2])

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -58,6 +59,9 @@ type Bus struct {
 	// commits[k] groups the appends to shard k into atomic batches, nil
 	// where they go one by one (batch.go).
 	commits []*committer
+	// appended[k] is the highest sequence of shard k that this Bus's
+	// writers appended (Appended).
+	appended []atomic.Uint64
 	// inputCommit groups the inputs this node stores in TAH_IN at the same
 	// moment (API commands, agent protocol prompts, sub-agents' inputs), nil
 	// where they go one by one.
@@ -352,6 +356,29 @@ const headerAllowance = 1024
 
 // Shards is the number of shards of the event log.
 func (b *Bus) Shards() int { return len(b.shards) }
+
+// Appended returns, per shard of the log, the highest sequence that this
+// Bus's writers appended (0 where none): what a read of this node's own
+// writes waits for, since its tail may receive a record after the writer
+// had its acknowledgement and passed it on (a turn's outcome to its client).
+func (b *Bus) Appended() []uint64 {
+	out := make([]uint64, len(b.appended))
+	for k := range b.appended {
+		out[k] = b.appended[k].Load()
+	}
+	return out
+}
+
+// noteAppended records that a writer appended at seq of shard k.
+func (b *Bus) noteAppended(k int, seq uint64) {
+	a := &b.appended[k]
+	for {
+		was := a.Load()
+		if seq <= was || a.CompareAndSwap(was, seq) {
+			return
+		}
+	}
+}
 
 // ShardOf is the shard of the event log that holds session sid's records.
 func (b *Bus) ShardOf(sid string) int { return wire.Shard(sid, len(b.shards)) }

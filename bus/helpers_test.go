@@ -66,7 +66,8 @@ func connected(t testing.TB, url string, edit ...func(*Config)) *Bus {
 }
 
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Catches a hang only; longer than an embedded cluster's ReadyTimeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -340,7 +341,7 @@ func (b *Bus) ensureLog(ctx context.Context) error {
 		}
 		commits[k] = newCommitter(b, shards[k].CachedInfo().Config)
 	}
-	b.shards, b.commits = shards, commits
+	b.shards, b.commits, b.appended = shards, commits, make([]atomic.Uint64, n)
 	return nil
 }
 

@@ -459,14 +459,21 @@ func (p *Projector) WaitFor(ctx context.Context, sid string, seq uint64) error {
 }
 
 // Flush returns once the read model has applied what the tail delivered
-// before the call, or ctx ends: a read after it sees every record this node
-// had received (the batch being filled does not linger for it), without a
-// request to the log's streams. A read that must see a given record waits
-// for it instead (WaitFor).
+// before the call, and every record this node's writers had appended, or ctx
+// ends: a read after it sees every record this node had received or written
+// (the batch being filled does not linger for it; the tail may receive a
+// record after its writer passed the acknowledgement on, a turn's outcome to
+// its client), without a request to the log's streams. A read that must see
+// a given record written elsewhere waits for it instead (WaitFor).
 func (p *Projector) Flush(ctx context.Context) error {
 	p.mu.Lock()
 	last := slices.Clone(p.delivered)
 	p.mu.Unlock()
+	for k, seq := range p.b.Appended() {
+		if k < len(last) {
+			last[k] = max(last[k], seq)
+		}
+	}
 	return p.WaitForLog(ctx, last)
 }
 

@@ -112,7 +112,10 @@ func (c *Cluster) openBus() {
 	c.tb.Helper()
 	bc := node.BusConfig(c.cfgs[0])
 	bc.URL, bc.NoSetup, bc.Name, bc.CredsFile = c.URLs(), true, "tahtest client", c.Layout().Creds
-	err := natstest.Poll(time.Minute, 500*time.Millisecond, func() error {
+	// A deadline for a hang only: on two cores loaded beyond make test (CPU
+	// hogs beside two packages' tests, four at a time each) the cluster's
+	// streams answered a client's setup checks after more than a minute.
+	err := natstest.Poll(3*time.Minute, 500*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		var err error
@@ -134,7 +137,7 @@ func (c *Cluster) openBus() {
 // may be called from any goroutine.
 func (c *Cluster) Log(sid string) ([]event.Event, error) {
 	var evs []event.Event
-	err := natstest.Poll(30*time.Second, 300*time.Millisecond, func() error {
+	err := natstest.Poll(2*time.Minute, 300*time.Millisecond, func() error { // a hang's deadline only
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		var err error

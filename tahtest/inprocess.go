@@ -45,7 +45,7 @@ func (m *inProcess) nodeOptions() (node.Options, error) {
 		return node.Options{}, err
 	}
 	o.Bus.Name = "tahtest " + m.cfg.NodeID
-	o.Bus.ReadyTimeout = time.Minute // a cluster forms slowly under -race on two cores
+	o.Bus.ReadyTimeout = 2 * time.Minute // a cluster forms slowly under -race on two loaded cores (over a minute, measured)
 	o.Bus.Logger = m.natsLog
 	o.Logger = m.log
 	if m.edit != nil {

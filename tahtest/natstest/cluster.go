@@ -14,8 +14,8 @@ import (
 // Bounds of the harness's own waits: generous, since a cluster forms slowly
 // under -race on two cores.
 const (
-	startWithin = 90 * time.Second
-	readyWithin = 60 * time.Second
+	startWithin = 3 * time.Minute // longer than tahtest's bus.Config.ReadyTimeout
+	readyWithin = 2 * time.Minute
 	stopWithin  = 60 * time.Second
 	closeWithin = 30 * time.Second
 )

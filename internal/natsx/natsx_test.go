@@ -32,6 +32,9 @@ func TestTemporary(t *testing.T) {
 		nats.ErrNoResponders:                                       true,
 		jetstream.ErrNoStreamResponse:                              true,
 		jetstream.ErrJetStreamNotEnabled:                           true,
+		fmt.Errorf("registry: %w", nats.ErrJetStreamNotEnabled):    true, // nats.go's older API's form
+		&nats.APIError{Code: 503, ErrorCode: 10039}:                true,
+		&nats.APIError{Code: 400, ErrorCode: 10071}:                false,
 		&jetstream.APIError{Code: 500, ErrorCode: 10008}:           true,
 		&jetstream.APIError{Code: 503}:                             true,
 		&jetstream.APIError{Code: 400, ErrorCode: 10071}:           false, // wrong last sequence: fenced

@@ -20,8 +20,16 @@ import (
 func Temporary(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled) {
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrJetStreamNotEnabled) {
 		return true
+	}
+	// The same errors in the form of nats.go's older JetStream API, which
+	// parts of the newer one still return: a revocation's read of the
+	// credentials' bucket got "nats: jetstream not enabled" while its server
+	// applied the account's new JWT, and took it for final.
+	var legacy *nats.APIError
+	if errors.As(err, &legacy) {
+		return Temporary(&jetstream.APIError{Code: legacy.Code, ErrorCode: jetstream.ErrorCode(legacy.ErrorCode), Description: legacy.Description})
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {

@@ -193,9 +193,12 @@ func (m *membership) heard(msg *nats.Msg) {
 		m.forget(r.Node)
 	default:
 		at, known := m.seen[r.Node]
-		was := m.last[r.Node]
-		changed = !known || time.Since(at) > m.ttl || was.Worker != r.Worker || was.ShareOut != r.ShareOut
+		was, had := m.last[r.Node]
+		changed = !known || time.Since(at) > m.ttl || was.Worker != r.Worker || was.ShareOut != r.ShareOut || was.Fenced != r.Fenced
 		m.seen[r.Node] = time.Now()
+		if r.Fenced && had && !was.Fenced {
+			m.fencedOut(r.Node, was.Partitions)
+		}
 		if m.heardConn(r) {
 			changed = true
 		}
@@ -424,9 +427,9 @@ func (m *membership) store(ctx context.Context) error {
 	return nil
 }
 
-// live returns the nodes heard of within the TTL and not taken for dead on
-// what the servers saw of their connections, this one included unless it
-// is fenced.
+// live returns the nodes heard of within the TTL, not taken for dead on
+// what the servers saw of their connections and whose last presence does
+// not say fenced, this one included unless it is fenced.
 func (m *membership) live() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -434,6 +437,9 @@ func (m *membership) live() []string {
 	for id, at := range m.seen {
 		if _, dead := m.gone[id]; dead {
 			continue
+		}
+		if m.last[id].Fenced {
+			continue // it stopped its sessions and pulls: see fencedOut
 		}
 		if id != m.n.ID() && time.Since(at) <= m.ttl {
 			out = append(out, id)

@@ -405,6 +405,23 @@ func (m *membership) forget(id string) {
 	delete(m.back, id)
 }
 
+// fencedOut is called when node id's presence first says it is fenced: it
+// has stopped its sessions and its pulls, and live leaves it out from now
+// on, so that its partitions move at once instead of after its silence. (A
+// fenced node whose presence still goes out, on its presence connection,
+// would otherwise count as alive: the partitions it handed over went back
+// to it in the others' eyes, and a survivor that had taken them gave them
+// up and claimed their sessions again after the silence.) The partitions it
+// pulled before are unpinned when taken, as a dead node's are: it could not
+// unpin them itself if its main connection is what it lost. m.mu is held.
+func (m *membership) fencedOut(id string, partitions []int) {
+	now := time.Now()
+	for _, p := range partitions {
+		m.orphans[p] = now
+	}
+	m.log.Warn("a node says it is fenced: its partitions move now", "node", id, "partitions", partitions)
+}
+
 // takeOrphans returns, of the partitions just added, those of nodes taken
 // for dead, with when.
 func (m *membership) takeOrphans(added []int) map[int]time.Time {

@@ -34,10 +34,7 @@ import (
 // serve, describe, cancel, store or read acme's tool's calls: the server
 // refuses each, and it has no JetStream API to list the stored calls.
 func TestTenantTools(t *testing.T) {
-	// Not t.Parallel: listing the tools runs a discovery round, which ends
-	// after 150 ms without an answer (remote.Config.DiscoveryQuiet) and
-	// drops a tool whose service answered later; beside the package's other
-	// tests on two cores an admin's list once came back empty.
+	t.Parallel()
 	quiet := slog.New(slog.DiscardHandler)
 	yes, no := true, false
 	after := mock.Say("done").Always()

@@ -66,11 +66,11 @@ func (r *Registry) Refresh(ctx context.Context) error {
 	}
 	r.mu.Unlock()
 
-	found, err := r.discover(ctx, names, namespaces, tenants)
+	found, silent, err := r.discover(ctx, names, namespaces, tenants)
 	if err != nil {
 		return err
 	}
-	r.settle(round, found)
+	r.settle(round, found, silent)
 	return nil
 }
 
@@ -95,7 +95,11 @@ type discovery struct {
 	base  string
 	asks  []ask
 	asked map[string]bool // by service
-	found map[string]*Tool
+	// replied[i] is set once asks[i] had a reply: an info, or the server's
+	// word that no service of that name listens (no responders).
+	replied []bool
+	waiting int // asks without a reply
+	found   map[string]*Tool
 }
 
 // discoveryBuffer holds the answers of a Refresh until they are read: two
@@ -104,32 +108,38 @@ type discovery struct {
 const discoveryBuffer = 1024
 
 // discover sends the requests of one Refresh and collects the answers until
-// they stop for DiscoveryQuiet, or DiscoveryWait passed.
-func (r *Registry) discover(ctx context.Context, names, namespaces []string, tenants []tenantTool) (map[string]*Tool, error) {
+// they stop for DiscoveryQuiet with every service asked by name having
+// replied, or DiscoveryWait passed. It returns the tools found, and the asks
+// that had no reply at all by then (silent): their services are slow, not
+// gone (a service that is gone gets the server's no responders at once), and
+// Refresh keeps the tools it knew of them. (Ending at the first quiet
+// period dropped, under load, a tool whose service replied 150 ms after the
+// others: a session's next request went without it.)
+func (r *Registry) discover(ctx context.Context, names, namespaces []string, tenants []tenantTool) (found map[string]*Tool, silent []ask, err error) {
 	d := &discovery{r: r, base: r.nc.NewInbox(), asked: map[string]bool{}, found: map[string]*Tool{}}
 	ch := make(chan *nats.Msg, discoveryBuffer)
 	sub, err := r.nc.ChanSubscribe(d.base+".*", ch)
 	if err != nil {
-		return nil, fmt.Errorf("remote: discovery: %w", err)
+		return nil, nil, fmt.Errorf("remote: discovery: %w", err)
 	}
 	defer sub.Unsubscribe()
 	all, _ := micro.ControlSubject(micro.InfoVerb, "", "")
 	if err := r.nc.PublishRequest(all, d.base+".all", nil); err != nil {
-		return nil, fmt.Errorf("remote: discovery: %w", err)
+		return nil, nil, fmt.Errorf("remote: discovery: %w", err)
 	}
 	for _, name := range names {
 		if err := d.askTool(name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, ns := range namespaces {
 		if err := d.askNamespace(ns); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	for _, t := range tenants {
 		if err := d.askTenantTool(t.tenant, t.name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	total := time.NewTimer(r.cfg.DiscoveryWait)
@@ -139,17 +149,31 @@ func (r *Registry) discover(ctx context.Context, names, namespaces []string, ten
 		select {
 		case m := <-ch:
 			if err := d.answer(m); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			quiet = time.After(r.cfg.DiscoveryQuiet)
 		case <-quiet:
-			return d.found, nil
+			if d.waiting == 0 {
+				return d.found, nil, nil
+			}
+			quiet = nil // the next reply starts another quiet period
 		case <-total.C:
-			return d.found, nil
+			return d.found, d.silent(), nil
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
+}
+
+// silent returns the asks that had no reply.
+func (d *discovery) silent() []ask {
+	var out []ask
+	for i, a := range d.asks {
+		if !d.replied[i] {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // askTool requests the info of the service of the tool named name, once.
@@ -187,6 +211,8 @@ func (d *discovery) ask(a ask) error {
 		return nil // not a name a service can have: nothing to ask
 	}
 	d.asks = append(d.asks, a)
+	d.replied = append(d.replied, false)
+	d.waiting++
 	if err := d.r.nc.PublishRequest(subj, d.base+"."+strconv.Itoa(len(d.asks)-1), nil); err != nil {
 		return fmt.Errorf("remote: discovery of %s: %w", a.service, err)
 	}
@@ -196,11 +222,15 @@ func (d *discovery) ask(a ask) error {
 // answer reads one reply: to the generic request, it asks the services it
 // names; to a service's request, it keeps the tools it describes.
 func (d *discovery) answer(m *nats.Msg) error {
+	token := m.Subject[len(d.base)+1:]
+	if i, err := strconv.Atoi(token); err == nil && i >= 0 && i < len(d.asks) && !d.replied[i] {
+		d.replied[i] = true // an info, or no responders: either way it replied
+		d.waiting--
+	}
 	var info micro.Info
 	if m.Header.Get("Status") != "" || json.Unmarshal(m.Data, &info) != nil || info.Type != micro.InfoResponseType {
 		return nil // no responders, or not an info
 	}
-	token := m.Subject[len(d.base)+1:]
 	if token == "all" {
 		if name, ok := strings.CutPrefix(info.Name, wire.ToolServicePrefix); ok {
 			d.r.warnForeign(info, func(subj string) bool { return subj == wire.ToolSubject(name) })

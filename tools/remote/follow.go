@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -65,11 +66,17 @@ func (r *Registry) missing() bool {
 }
 
 // settle makes found the registry's tools, as discovered by refresh number
-// round, and tells the waiters.
-func (r *Registry) settle(round uint64, found map[string]*Tool) {
+// round, with those it knew whose services were asked and did not reply
+// (silent: slow, not gone), and tells the waiters.
+func (r *Registry) settle(round uint64, found map[string]*Tool, silent []ask) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Now()
+	for key, t := range r.tools {
+		if _, ok := found[key]; !ok && slices.ContainsFunc(silent, t.askedBy) {
+			found[key] = t // its service did not reply in time: slow, not gone
+		}
+	}
 	for name, t := range r.tools {
 		if _, ok := found[name]; !ok {
 			r.gone[name] = now

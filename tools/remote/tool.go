@@ -174,6 +174,15 @@ func (t *Tool) cancelSubject(callID string) string {
 
 // key is the tool's key in its registry: its name, or for a tenant's tool
 // tenantKey(tenant, name).
+// askedBy reports whether a discovery's ask a is the one that describes t:
+// its own service's, or its namespace's.
+func (t *Tool) askedBy(a ask) bool {
+	if t.ns != "" {
+		return a.ns == t.ns
+	}
+	return a.ns == "" && a.tool == t.name && a.tenant == t.tenant
+}
+
 func (t *Tool) key() string {
 	if t.tenant != "" {
 		return tenantKey(t.tenant, t.name)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -349,4 +350,30 @@ func (b *Bus) LastSeq(ctx context.Context, sid string) (uint64, error) {
 		return 0, nil
 	}
 	return 0, fmt.Errorf("last sequence of session %s: %w", sid, err)
+}
+
+// Heads returns, per shard k of the log, the sequence of its last record as
+// its stream's leader has it (0 for a shard without records): asked of every
+// shard at once. A read model that has applied each shard up to it holds
+// every record appended before the call, wherever it was appended (the
+// reads of a client after its own turn, on any node: Projector.Flush in
+// node). A shard that does not answer fails the call for its part only: its
+// head is then 0 and the error says which.
+func (b *Bus) Heads(ctx context.Context) ([]uint64, error) {
+	heads := make([]uint64, len(b.shards))
+	errs := make([]error, len(b.shards))
+	var wg sync.WaitGroup
+	for k := range b.shards {
+		wg.Go(func() {
+			m, err := b.lastMsg(ctx, wire.EventShardStream(k), wire.ShardSubjects(k))
+			switch {
+			case err == nil:
+				heads[k] = m.seq
+			case !errors.Is(err, jetstream.ErrMsgNotFound):
+				errs[k] = fmt.Errorf("head of %s: %w", wire.EventShardStream(k), err)
+			}
+		})
+	}
+	wg.Wait()
+	return heads, errors.Join(errs...)
 }

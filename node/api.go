@@ -276,18 +276,24 @@ func (n *Node) countSession(ctx context.Context, sid string) (made func(error) e
 	}, nil
 }
 
-// apiGet answers from the read model, or from the log's fold while the read
-// model has not caught up.
+// apiGet answers from the read model once it has the session's last record
+// (a turn whose outcome the client holds is in the answer, whichever node
+// ran it); under load it waits for that at most readFlushWithin and answers
+// with what is applied, unless the read model has no row of the session
+// yet.
 func (n *Node) apiGet(ctx context.Context, req wire.SessionRequest) (wire.SessionSummary, error) {
 	if err := n.needSession(ctx, req.Session); err != nil {
 		return wire.SessionSummary{}, err
 	}
-	n.flushReadModel(ctx)
+	last := n.lastSeq(ctx, req.Session)
+	wctx, cancel := context.WithTimeout(ctx, readFlushWithin)
+	_ = n.projector().WaitFor(wctx, req.Session, last) // behind: the read says what is applied
+	cancel()
 	row, err := n.store.GetSession(ctx, req.Session)
 	if err == nil || !errors.Is(err, store.ErrNotFound) {
 		return row, err
 	}
-	if err := n.projector().WaitFor(ctx, req.Session, n.lastSeq(ctx, req.Session)); err != nil {
+	if err := n.projector().WaitFor(ctx, req.Session, last); err != nil {
 		return wire.SessionSummary{}, err
 	}
 	return n.store.GetSession(ctx, req.Session)
@@ -398,12 +404,12 @@ func (n *Node) sessionTurns(ctx context.Context, sid string) (int, error) {
 	return row.Turn, nil
 }
 
-// flushReadModel lets the read model apply what this node's tail has
-// received before a read that waits for no given record (list, and get of a
-// session the read model has): a turn whose outcome its client has is then
-// in the answer, however long the projector's batches linger for more
-// (projectorLinger). Under load the wait is cut at readFlushWithin, and the
-// read answers from what is applied.
+// flushReadModel lets the read model apply every record appended to the log
+// before a read that waits for no given record (list): a turn whose outcome
+// its client has is then in the answer, whichever node ran it, however long
+// the projector's batches linger for more (projectorLinger). Under load the
+// wait is cut at readFlushWithin, and the read answers from what is
+// applied.
 func (n *Node) flushReadModel(ctx context.Context) {
 	if n.store == nil {
 		return

@@ -458,18 +458,28 @@ func (p *Projector) WaitFor(ctx context.Context, sid string, seq uint64) error {
 	return p.waitShard(ctx, p.b.ShardOf(sid), seq)
 }
 
-// Flush returns once the read model has applied what the tail delivered
-// before the call, and every record this node's writers had appended, or ctx
-// ends: a read after it sees every record this node had received or written
-// (the batch being filled does not linger for it; the tail may receive a
-// record after its writer passed the acknowledgement on, a turn's outcome to
-// its client), without a request to the log's streams. A read that must see
-// a given record written elsewhere waits for it instead (WaitFor).
+// Flush returns once the read model has applied every record appended to
+// the log before the call, by any node, or ctx ends: the shards' heads as
+// their streams have them (Bus.Heads), and what the tail delivered and this
+// node's writers appended (what it goes by for a shard whose head cannot be
+// read: a leader election). A read after it sees a turn whose outcome its
+// client holds, whichever node ran it (its records were acknowledged before
+// the outcome went out; the tail may receive them later, and the batch
+// being filled does not linger for the read).
 func (p *Projector) Flush(ctx context.Context) error {
+	heads, err := p.b.Heads(ctx)
+	if err != nil {
+		p.log.Debug("read model: the log's heads not all read: waiting for what this node knows of those shards", "err", err)
+	}
 	p.mu.Lock()
 	last := slices.Clone(p.delivered)
 	p.mu.Unlock()
 	for k, seq := range p.b.Appended() {
+		if k < len(last) {
+			last[k] = max(last[k], seq)
+		}
+	}
+	for k, seq := range heads {
 		if k < len(last) {
 			last[k] = max(last[k], seq)
 		}

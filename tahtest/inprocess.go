@@ -142,13 +142,32 @@ func (m *inProcess) Server() *server.Server {
 func Logger(tb TB, name string) *slog.Logger { return logger(tb, name, slog.LevelInfo) }
 
 func logger(tb TB, name string, level slog.Level) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tbWriter{tb}, &slog.HandlerOptions{Level: level})).With("node", name)
+	w := &tbWriter{tb: tb}
+	tb.Cleanup(w.close)
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})).With("node", name)
 }
 
-// tbWriter writes log lines to the test's log.
-type tbWriter struct{ tb natstest.TB }
+// tbWriter writes log lines to the test's log until the test's cleanup
+// closes it, then drops them: a node killed in a test (Kill) is left to
+// itself, and one of its sessions may still log (an append retried until
+// its deadline) after the test has ended, which testing turns into a panic.
+type tbWriter struct {
+	tb     natstest.TB
+	mu     sync.RWMutex // held for reading while a line is written
+	closed bool
+}
 
-func (w tbWriter) Write(p []byte) (int, error) {
-	w.tb.Logf("%s", strings.TrimRight(string(p), "\n"))
+func (w *tbWriter) Write(p []byte) (int, error) {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if !w.closed {
+		w.tb.Logf("%s", strings.TrimRight(string(p), "\n"))
+	}
 	return len(p), nil
+}
+
+func (w *tbWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
 }

@@ -366,11 +366,18 @@ func (b *Bus) Heads(ctx context.Context) ([]uint64, error) {
 	var wg sync.WaitGroup
 	for k := range b.shards {
 		wg.Go(func() {
-			heads[k], errs[k] = b.lastSeqOf(ctx, wire.EventShardStream(k))
+			heads[k], errs[k] = b.Head(ctx, k)
 		})
 	}
 	wg.Wait()
 	return heads, errors.Join(errs...)
+}
+
+// Head is Heads of shard k alone. A read of one session waits for it rather
+// than for the session's last record (LastSeq), which the server sends
+// whole: a record may weigh megabytes.
+func (b *Bus) Head(ctx context.Context, k int) (uint64, error) {
+	return b.lastSeqOf(ctx, wire.EventShardStream(k))
 }
 
 // lastSeqOf returns stream's last sequence, from its info (STREAM.INFO,

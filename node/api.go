@@ -276,24 +276,25 @@ func (n *Node) countSession(ctx context.Context, sid string) (made func(error) e
 	}, nil
 }
 
-// apiGet answers from the read model once it has the session's last record
-// (a turn whose outcome the client holds is in the answer, whichever node
-// ran it); under load it waits for that at most readFlushWithin and answers
-// with what is applied, unless the read model has no row of the session
-// yet.
+// apiGet answers from the read model once it has applied the session's
+// shard up to its head (a turn whose outcome the client holds is in the
+// answer, whichever node ran it); under load it waits for that at most
+// readFlushWithin and answers with what is applied. A session the read
+// model has no row of yet is waited for until its last record.
 func (n *Node) apiGet(ctx context.Context, req wire.SessionRequest) (wire.SessionSummary, error) {
 	if err := n.needSession(ctx, req.Session); err != nil {
 		return wire.SessionSummary{}, err
 	}
-	last := n.lastSeq(ctx, req.Session)
 	wctx, cancel := context.WithTimeout(ctx, readFlushWithin)
-	_ = n.projector().WaitFor(wctx, req.Session, last) // behind: the read says what is applied
+	if head, err := n.bus.Head(wctx, n.bus.ShardOf(req.Session)); err == nil {
+		_ = n.projector().WaitFor(wctx, req.Session, head) // behind: the read says what is applied
+	}
 	cancel()
 	row, err := n.store.GetSession(ctx, req.Session)
 	if err == nil || !errors.Is(err, store.ErrNotFound) {
 		return row, err
 	}
-	if err := n.projector().WaitFor(ctx, req.Session, last); err != nil {
+	if err := n.projector().WaitFor(ctx, req.Session, n.lastSeq(ctx, req.Session)); err != nil {
 		return wire.SessionSummary{}, err
 	}
 	return n.store.GetSession(ctx, req.Session)

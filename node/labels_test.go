@@ -118,7 +118,10 @@ func TestListSurvivesOversizedLabels(t *testing.T) {
 func getWhenFolded(t *testing.T, h *hostile, sid string) wire.SessionSummary {
 	t.Helper()
 	var row wire.SessionSummary
-	err := natstest.Poll(30*time.Second, 20*time.Millisecond, func() error {
+	// Two minutes only catch a hang: under the race detector on a loaded
+	// machine, the read model took over 30 s to fold three 3 MiB records
+	// (a get waits for it, each try within the client's 10 s).
+	err := natstest.Poll(2*time.Minute, 20*time.Millisecond, func() error {
 		var err error
 		row, err = h.cl.Get(ctxFor(t), sid)
 		return err

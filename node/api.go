@@ -322,7 +322,7 @@ func (n *Node) apiList(ctx context.Context, req wire.ListRequest) (wire.ListRepl
 			return wire.ListReply{}, badRequest("tenant: %v", err)
 		}
 	}
-	n.flushReadModel(ctx)
+	n.flushReadModel(ctx, n.projector().Flush)
 	page, err := n.store.ListSessions(ctx, store.ListOptions{Status: req.Status, Tenant: req.Tenant, Limit: limit, Offset: req.Offset, Before: req.Before,
 		MaxBytes: n.replyLimit()})
 	if err != nil {
@@ -405,19 +405,21 @@ func (n *Node) sessionTurns(ctx context.Context, sid string) (int, error) {
 	return row.Turn, nil
 }
 
-// flushReadModel lets the read model apply every record appended to the log
-// before a read that waits for no given record (list): a turn whose outcome
-// its client has is then in the answer, whichever node ran it, however long
-// the projector's batches linger for more (projectorLinger). Under load the
+// flushReadModel lets the read model apply, before a read that waits for no
+// given record, every record appended to the log (flush is the projector's
+// Flush: list, where a turn whose outcome its client has is then in the
+// answer, whichever node ran it) or every record this node knows of
+// (FlushKnown: a takeover's look for open turns), however long the
+// projector's batches linger for more (projectorLinger). Under load the
 // wait is cut at readFlushWithin, and the read answers from what is
 // applied.
-func (n *Node) flushReadModel(ctx context.Context) {
+func (n *Node) flushReadModel(ctx context.Context, flush func(context.Context) error) {
 	if n.store == nil {
 		return
 	}
 	fctx, cancel := context.WithTimeout(ctx, readFlushWithin)
 	defer cancel()
-	_ = n.projector().Flush(fctx) // behind: the read says what is applied
+	_ = flush(fctx) // behind: the read says what is applied
 }
 
 // readFlushWithin bounds flushReadModel's wait.

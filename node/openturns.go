@@ -67,7 +67,7 @@ func (m *membership) resumeOpenTurns(ctx context.Context, partitions []int) {
 func (m *membership) openTurns(ctx context.Context, status projection.Status, before string) (wire.ListReply, error) {
 	if m.n.store != nil {
 		if before == "" {
-			m.n.flushReadModel(ctx)
+			m.n.flushReadModel(ctx, m.n.projector().FlushKnown)
 		}
 		page, err := m.n.store.ListSessions(ctx, store.ListOptions{Status: status, Limit: store.MaxListLimit, Before: before})
 		return wire.ListReply{Sessions: page.Sessions, Next: page.Next}, err

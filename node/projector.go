@@ -471,6 +471,19 @@ func (p *Projector) Flush(ctx context.Context) error {
 	if err != nil {
 		p.log.Debug("read model: the log's heads not all read: waiting for what this node knows of those shards", "err", err)
 	}
+	return p.flush(ctx, heads)
+}
+
+// FlushKnown is Flush without asking the log: it waits for what the tail
+// delivered and this node's writers appended before the call. A takeover
+// looks for the open turns of the partitions it took this way: the dead
+// node's records are those its tail had, and the shards whose leader died
+// with it would not answer until their election.
+func (p *Projector) FlushKnown(ctx context.Context) error { return p.flush(ctx, nil) }
+
+// flush waits for every shard k up to the highest of heads[k], what the
+// tail delivered and what this node's writers appended.
+func (p *Projector) flush(ctx context.Context, heads []uint64) error {
 	p.mu.Lock()
 	last := slices.Clone(p.delivered)
 	p.mu.Unlock()

@@ -31,38 +31,6 @@ func TestNodeTakenForDeadAndBackIsListedAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// ghost announces itself on conn as a node does: its presence, then its
-	// entry (written here with this node's bus: ghost has no membership).
-	announce := func(conn *nats.Conn) wire.NodeRecord {
-		t.Helper()
-		cid, err := conn.GetClientID()
-		if err != nil {
-			t.Fatal(err)
-		}
-		now := time.Now().UTC()
-		r := wire.NodeRecord{Node: "ghost", Started: now, Heartbeat: now, NATSServer: conn.ConnectedServerName(),
-			NATSServerID: conn.ConnectedServerId(), NATSClientID: cid, ShareOut: wire.ShareOutByShard}
-		body, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.Publish(wire.NodeSubject("ghost"), body); err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.Flush(); err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	connect := func() *nats.Conn {
-		t.Helper()
-		conn, err := nats.Connect(h.n.bus.ClientURL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(wire.CredentialInbox("ghost")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(conn.Close)
-		return conn
-	}
 	entry := func() (wire.NodeRecord, bool) {
 		e, err := kv.Get(ctx, "ghost")
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -78,8 +46,8 @@ func TestNodeTakenForDeadAndBackIsListedAgain(t *testing.T) {
 		return r, true
 	}
 
-	first := connect()
-	r := announce(first)
+	first := connectGhost(t, h, creds)
+	r := announceGhost(t, first, time.Now().UTC(), nil)
 	if err := h.n.bus.PutNode(ctx, r); err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +60,48 @@ func TestNodeTakenForDeadAndBackIsListedAgain(t *testing.T) {
 	bustest.Eventually(t, time.Minute, "ghost's entry deleted", func() bool { _, ok := entry(); return !ok })
 
 	// It was only slow: heard again, on another connection.
-	again := announce(connect())
+	again := announceGhost(t, connectGhost(t, h, creds), time.Now().UTC(), nil)
 	bustest.Eventually(t, time.Minute, "ghost's entry written back", func() bool {
 		got, ok := entry()
 		return ok && got.NATSClientID == again.NATSClientID
 	})
+}
+
+// connectGhost connects to h's node's server with creds, the credential of
+// node "ghost" (which has no membership: the tests play its presence).
+func connectGhost(t *testing.T, h *hostile, creds string) *nats.Conn {
+	t.Helper()
+	conn, err := nats.Connect(h.n.bus.ClientURL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(wire.CredentialInbox("ghost")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Close)
+	return conn
+}
+
+// announceGhost publishes on conn the presence of node "ghost" as a node
+// does (started then, on conn's server and client id), changed by edit when
+// it is not nil, and returns it.
+func announceGhost(t *testing.T, conn *nats.Conn, started time.Time, edit func(*wire.NodeRecord)) wire.NodeRecord {
+	t.Helper()
+	cid, err := conn.GetClientID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wire.NodeRecord{Node: "ghost", Started: started, Heartbeat: time.Now().UTC(), NATSServer: conn.ConnectedServerName(),
+		NATSServerID: conn.ConnectedServerId(), NATSClientID: cid, ShareOut: wire.ShareOutByShard}
+	if edit != nil {
+		edit(&r)
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Publish(wire.NodeSubject("ghost"), body); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

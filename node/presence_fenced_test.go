@@ -2,11 +2,8 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/wire"
@@ -25,35 +22,18 @@ func TestFencedNodeIsOutOfTheShareOutAtOnce(t *testing.T) {
 	dir := t.TempDir()
 	h := &hostile{t: t, n: startWithAPI(ctx, t, dir), dir: dir, ctx: ctx}
 	creds := h.issue(wire.RoleNode, "ghost")
-	conn, err := nats.Connect(h.n.bus.ClientURL(), nats.UserCredentials(creds), nats.CustomInboxPrefix(wire.CredentialInbox("ghost")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(conn.Close)
+	conn := connectGhost(t, h, creds)
 	started := time.Now().UTC()
-	// announce publishes ghost's presence as a node does, with the
-	// partitions it would pull of the share-out as this node computes it.
+	// announce publishes ghost's presence, with the partitions it would
+	// pull of the share-out as this node computes it unless it is fenced.
 	announce := func(fenced bool) {
 		t.Helper()
-		cid, err := conn.GetClientID()
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := wire.NodeRecord{Node: "ghost", Started: started, Heartbeat: time.Now().UTC(), NATSServer: conn.ConnectedServerName(),
-			NATSServerID: conn.ConnectedServerId(), NATSClientID: cid, ShareOut: wire.ShareOutByShard, Fenced: fenced}
-		if !fenced {
-			r.Partitions = Assign(h.n.cluster.peers(), h.n.cluster.parts, h.n.bus.Shards())["ghost"]
-		}
-		body, err := json.Marshal(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.Publish(wire.NodeSubject("ghost"), body); err != nil {
-			t.Fatal(err)
-		}
-		if err := conn.Flush(); err != nil {
-			t.Fatal(err)
-		}
+		announceGhost(t, conn, started, func(r *wire.NodeRecord) {
+			r.Fenced = fenced
+			if !fenced {
+				r.Partitions = Assign(h.n.cluster.peers(), h.n.cluster.parts, h.n.bus.Shards())["ghost"]
+			}
+		})
 	}
 	all := h.n.cluster.parts
 	pulled := func() int { return len(h.n.inputs.Partitions()) }

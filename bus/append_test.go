@@ -264,6 +264,23 @@ func TestStoredDuplicate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tl.Stop()
+	// TailAll hands the copy over as its sequence with no events: a read
+	// model's position moves past it (else, the shard's last record, it is a
+	// head the read model never reaches).
+	rc := &recordCollector{}
+	all, err := b.TailAll(ctxT(t), nil, rc.add)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Stop()
+	k := b.ShardOf(sid)
+	bustest.Eventually(t, 30*time.Second, "tail all reached the copy", func() bool { return len(rc.seqs(k)) >= 3 })
+	rc.mu.Lock()
+	got := fmt.Sprint(rc.at[k], len(rc.recs[k][2]))
+	rc.mu.Unlock()
+	if want := fmt.Sprint([]uint64{seqs[0], seqs[1], copySeq}, 0); got != want {
+		t.Fatalf("tail all: records at %s, want %s (no events at the copy)", got, want)
+	}
 	more := mustAppend(t, w, turn(sid, 2)) // after the copy, not fenced
 	bustest.Eventually(t, 30*time.Second, "tail saw the new event", func() bool { return c.len() >= 3 })
 	if got, want := fmt.Sprint(c.seqs()), fmt.Sprint([]uint64{seqs[0], seqs[1], more[0]}); got != want {

@@ -16,13 +16,17 @@ import (
 type TailFunc func(event.Event) error
 
 // RecordFunc receives the records of TailAll, one at a time: the shard of the
-// log and the record's events (one session's, sharing one sequence), in each
-// shard's stream order. A message whose body is not a record this build reads
-// (malformed, or of a newer log schema) comes as one event without a Type,
-// with its Seq and Session and its body as Data: event.DecodeRecord(Data,
-// Seq) says what is wrong with it (see projection.RecordFault). Returning an error stops the tail; Tail.Err reports
-// it. It must not call the tail's Stop.
-type RecordFunc func(shard int, evs []event.Event) error
+// log, the record's sequence in it and its events (one session's, all at
+// seq), in each shard's stream order. A message whose body is not a record
+// this build reads (malformed, or of a newer log schema) comes as one event
+// without a Type, with its Seq and Session and its body as Data:
+// event.DecodeRecord(Data, Seq) says what is wrong with it (see
+// projection.RecordFault). A copy of its session's record before it, stored
+// twice by the stream (see dropDuplicate), comes with no events: a reader
+// that keeps its position moves it past seq, and folds nothing. Returning an
+// error stops the tail; Tail.Err reports it. It must not call the tail's
+// Stop.
+type RecordFunc func(shard int, seq uint64, evs []event.Event) error
 
 // Tail is a running live watch of the log: one ordered consumer per shard it
 // follows, on the Bus's connection for tails (see Config.Conns). Stop it when
@@ -56,7 +60,7 @@ func (b *Bus) Tail(ctx context.Context, sid string, fromSeq uint64, fn TailFunc)
 	from := make([]uint64, b.Shards())
 	k := b.ShardOf(sid)
 	from[k] = fromSeq
-	return b.tail(ctx, from, map[int]string{k: wire.ShardSubject(k, sid)}, func(_ int, evs []event.Event) error {
+	return b.tail(ctx, from, map[int]string{k: wire.ShardSubject(k, sid)}, func(_ int, _ uint64, evs []event.Event) error {
 		for _, e := range evs {
 			if err := fn(e); err != nil {
 				return err
@@ -155,17 +159,15 @@ func (t *Tail) deliver(k int, m jetstream.Msg) {
 	prev := t.prevIDs[sid]
 	dup := dropDuplicate(&prev, m.Headers().Get(wire.HeaderMsgID))
 	t.prevIDs[sid] = prev
-	if dup {
-		t.last[k] = seq
-		return
-	}
-	evs, err := event.DecodeRecord(m.Data(), seq)
-	if err != nil {
-		// One session's bad record must not stop the tail of every other.
-		evs = []event.Event{{Seq: seq, Session: sid, Data: m.Data()}}
+	var evs []event.Event
+	if !dup {
+		if evs, err = event.DecodeRecord(m.Data(), seq); err != nil {
+			// One session's bad record must not stop the tail of every other.
+			evs = []event.Event{{Seq: seq, Session: sid, Data: m.Data()}}
+		}
 	}
 	t.last[k] = seq
-	if err := t.fn(k, evs); err != nil {
+	if err := t.fn(k, seq, evs); err != nil {
 		t.fail(err)
 	}
 }

@@ -3,6 +3,7 @@ package bus
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -108,16 +109,23 @@ func TestTailAcrossHistoryToLive(t *testing.T) {
 type recordCollector struct {
 	mu   sync.Mutex
 	recs map[int][][]event.Event
-	n    int // events
+	at   map[int][]uint64 // the records' sequences, as TailAll gave them
+	n    int              // events
 }
 
-func (c *recordCollector) add(k int, evs []event.Event) error {
+func (c *recordCollector) add(k int, seq uint64, evs []event.Event) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.recs == nil {
-		c.recs = map[int][][]event.Event{}
+		c.recs, c.at = map[int][][]event.Event{}, map[int][]uint64{}
+	}
+	for _, e := range evs {
+		if e.Seq != seq {
+			return fmt.Errorf("an event at %d in the record at %d", e.Seq, seq)
+		}
 	}
 	c.recs[k] = append(c.recs[k], evs)
+	c.at[k] = append(c.at[k], seq)
 	c.n += len(evs)
 	return nil
 }
@@ -132,11 +140,7 @@ func (c *recordCollector) events() int {
 func (c *recordCollector) seqs(k int) []uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []uint64
-	for _, r := range c.recs[k] {
-		out = append(out, r[0].Seq)
-	}
-	return out
+	return slices.Clone(c.at[k])
 }
 
 // TestTailAllAndStop: TailAll hands out every shard's records whole, each

@@ -68,7 +68,8 @@ type Projector struct {
 // record is one record of the log, from shard shard.
 type record struct {
 	shard int
-	evs   []event.Event
+	seq   uint64
+	evs   []event.Event // none for a copy the tail dropped (bus.RecordFunc)
 }
 
 type waiter struct {
@@ -155,15 +156,13 @@ func (p *Projector) follow(ctx context.Context, pos []uint64) error {
 		from[k] = seq + 1
 	}
 	quit := make(chan struct{})
-	tail, err := p.b.TailAll(ctx, from, func(k int, evs []event.Event) error {
+	tail, err := p.b.TailAll(ctx, from, func(k int, seq uint64, evs []event.Event) error {
 		p.claims(k, evs)
-		if n := len(evs); n > 0 {
-			p.mu.Lock()
-			p.delivered[k] = max(p.delivered[k], evs[n-1].Seq)
-			p.mu.Unlock()
-		}
+		p.mu.Lock()
+		p.delivered[k] = max(p.delivered[k], seq)
+		p.mu.Unlock()
 		select {
-		case p.ch <- record{k, evs}:
+		case p.ch <- record{k, seq, evs}:
 			return nil
 		case <-quit: // a rebuild stops this tail
 			return bus.ErrClosed
@@ -224,6 +223,16 @@ func (p *Projector) claims(k int, evs []event.Event) {
 func (p *Projector) run() {
 	defer p.wg.Done()
 	batch := make([]event.Event, 0, projectorBatch)
+	var through []uint64 // per shard, the last copy dropped in this batch
+	take := func(r record) {
+		batch = append(batch, r.evs...)
+		if len(r.evs) == 0 {
+			if through == nil {
+				through = make([]uint64, p.b.Shards())
+			}
+			through[r.shard] = r.seq
+		}
+	}
 	for {
 		select {
 		case <-p.stop:
@@ -231,7 +240,8 @@ func (p *Projector) run() {
 		case gen := <-p.rebuild:
 			p.verify(gen)
 		case r := <-p.ch:
-			batch = append(batch[:0], r.evs...)
+			batch, through = batch[:0], nil
+			take(r)
 			linger := time.NewTimer(projectorLinger)
 		fill:
 			for len(batch) < projectorBatch {
@@ -239,7 +249,7 @@ func (p *Projector) run() {
 					for len(batch) < projectorBatch {
 						select {
 						case r := <-p.ch:
-							batch = append(batch, r.evs...)
+							take(r)
 						default:
 							break fill
 						}
@@ -248,7 +258,7 @@ func (p *Projector) run() {
 				}
 				select {
 				case r := <-p.ch:
-					batch = append(batch, r.evs...)
+					take(r)
 				case <-linger.C:
 					break fill
 				case <-p.hurry: // a reader came: see waiting
@@ -257,7 +267,7 @@ func (p *Projector) run() {
 				}
 			}
 			linger.Stop()
-			p.apply(batch)
+			p.apply(batch, through)
 		}
 	}
 }
@@ -274,13 +284,14 @@ func (p *Projector) run() {
 // for those who do not wait for it (a list of sessions).
 var projectorLinger = 50 * time.Millisecond // a variable for tests
 
-// apply commits one batch, retrying while the store merely fails (busy, a
-// full disk): an event is never dropped, and the tail waits (its channel
+// apply commits one batch, and the positions of the copies the tail dropped
+// in it (through, nil for none), retrying while the store merely fails
+// (busy, a full disk): an event is never dropped, and the tail waits (its channel
 // fills) until the store takes it. A damaged or unwritable file is set aside
 // and the read model rebuilt instead (reset).
-func (p *Projector) apply(batch []event.Event) {
+func (p *Projector) apply(batch []event.Event, through []uint64) {
 	for attempt := 0; ; attempt++ {
-		res, err := p.s.Apply(p.ctx, batch)
+		res, err := p.s.ApplyThrough(p.ctx, batch, through)
 		if err == nil {
 			p.fault.Store(nil)
 			for _, pr := range res.Problems {

@@ -7,17 +7,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/store"
 	"github.com/tah-dev/tah/wire"
 )
 
 // What another node wrote is in this node's list and get as soon as its
 // writer has the acknowledgement, as a client that holds a turn's outcome
 // from one node and asks another expects: the reads wait for the log's heads
-// (and a get for the session's last record), not only for what this node's
+// (a get for its session's shard's), not only for what this node's
 // tail received. Each session is read at once after each write, many times
 // over, so that a read that went by the tail alone would miss one.
 func TestReadsSeeWhatAnotherNodeWrote(t *testing.T) {
@@ -69,5 +72,81 @@ func TestReadsSeeWhatAnotherNodeWrote(t *testing.T) {
 		if row.Node != "elsewhere" || row.Epoch != 1 {
 			t.Fatalf("get right after %s was claimed elsewhere: node %q, epoch %d", sid, row.Node, row.Epoch)
 		}
+	}
+}
+
+// A record the stream stored twice (a retried append across a leader change
+// can be) is dropped by the read model's tail; its position moves past the
+// copy all the same, and is committed with the read model. Else, the copy as
+// its shard's last record is a head the read model never reaches: every list
+// (and a get of that shard's sessions) waits its whole bound, and a restart
+// meets the copy again with nothing before it to recognise it by.
+func TestReadModelMovesPastAStoredCopy(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	n := startWithAPI(ctx, t, t.TempDir())
+	const sid = "s_copied"
+	created, err := session.Create(ctx, n.bus, sid, session.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(n.bus.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := n.bus.ShardOf(sid)
+	shard, err := js.Stream(ctx, wire.EventShardStream(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := shard.CachedInfo().Config
+	cfg.Duplicates = 100 * time.Millisecond // so that the copy below is stored
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	orig, err := shard.GetMsg(ctx, created.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var copySeq uint64
+	for copySeq == 0 {
+		m := nats.NewMsg(orig.Subject)
+		m.Data = orig.Data // without the original's fence: the copy comes after it
+		m.Header.Set(wire.HeaderMsgID, orig.Header.Get(wire.HeaderMsgID))
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ack.Duplicate {
+			copySeq = ack.Sequence
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the copy was never stored")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for n.projector().Positions()[k] < copySeq {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the read model stays at %d in shard %d, before the copy at %d", n.projector().Positions()[k], k, copySeq)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	pos, err := n.store.Positions(ctx, store.DefaultConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pos[k] != copySeq {
+		t.Fatalf("committed position of shard %d: %d, want the copy's %d", k, pos[k], copySeq)
+	}
+	row, err := n.apiGet(ctx, wire.SessionRequest{Session: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Events != 1 {
+		t.Fatalf("the session's row counts %d events, want 1 (its record, once)", row.Events)
 	}
 }

@@ -68,10 +68,22 @@ type ApplyResult struct {
 // The error is for the batch as a whole (I/O, ctx, ErrClosed): nothing of it
 // was applied and it may be retried.
 func (s *Store) Apply(ctx context.Context, events []event.Event) (ApplyResult, error) {
+	return s.ApplyThrough(ctx, events, nil)
+}
+
+// ApplyThrough is Apply that also moves each shard k's position to through[k]
+// where that is further: the records between the batch's and through[k] were
+// read and hold nothing to fold (copies of a record the stream stored twice,
+// see bus.RecordFunc), and a restart must not meet them again. through may be
+// nil, or have one entry per shard.
+func (s *Store) ApplyThrough(ctx context.Context, events []event.Event, through []uint64) (ApplyResult, error) {
 	if err := s.checkOpen(); err != nil {
 		return ApplyResult{}, err
 	}
-	if len(events) == 0 {
+	if through != nil && len(through) != s.opts.Shards {
+		return ApplyResult{}, fmt.Errorf("store: apply: positions of %d shards for a log of %d", len(through), s.opts.Shards)
+	}
+	if len(events) == 0 && !slices.ContainsFunc(through, func(seq uint64) bool { return seq > 0 }) {
 		pos, err := s.Positions(ctx, s.opts.Consumer)
 		return ApplyResult{Positions: pos}, err
 	}
@@ -114,6 +126,9 @@ func (s *Store) Apply(ctx context.Context, events []event.Event) (ApplyResult, e
 			}
 		}
 	}()
+	for k, seq := range through {
+		b.to[k] = max(b.to[k], seq)
+	}
 	if err := b.run(events); err != nil {
 		return ApplyResult{}, fmt.Errorf("store: apply: %w", err)
 	}

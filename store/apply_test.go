@@ -308,6 +308,44 @@ func TestShardPositions(t *testing.T) {
 	}
 }
 
+// TestApplyThroughCopies: the positions a batch's reader moved past (copies
+// of a record the stream stored twice, which fold nothing) commit with the
+// batch, also with no events at all, and only forward; a restart starts after
+// them.
+func TestApplyThroughCopies(t *testing.T) {
+	ctx := context.Background()
+	const shards = 2
+	l := richLog(t, "s_through")
+	k := wire.Shard("s_through", shards)
+	s := openTest(t, Options{Shards: shards})
+	apply(t, s, l[:2], 2)
+	at := l[1].Seq
+	through := make([]uint64, shards)
+	through[k] = at + 5 // the copy of the record at l[1]
+	res, err := s.ApplyThrough(ctx, nil, through)
+	if err != nil || res.Positions[k] != at+5 || res.Applied != 0 {
+		t.Fatalf("no events through %v: %+v %v", through, res, err)
+	}
+	// The session's next records come after the copy; one more copy before
+	// them in the same batch moves nothing back.
+	next := slices.Clone(l[2:4])
+	for i := range next {
+		next[i].Seq += 10
+	}
+	through[k] = at + 7
+	if res, err = s.ApplyThrough(ctx, next, through); err != nil || res.Positions[k] != next[len(next)-1].Seq || res.Applied != len(next) {
+		t.Fatalf("events and a copy before them: %+v %v", res, err)
+	}
+	if _, err := s.ApplyThrough(ctx, nil, []uint64{1}); err == nil {
+		t.Fatal("positions of one shard in a store of two taken")
+	}
+	s.Close()
+	again := openAt(t, s.Path(), Options{Shards: shards})
+	if pos, err := again.Positions(ctx, DefaultConsumer); err != nil || pos[k] != next[len(next)-1].Seq {
+		t.Fatalf("positions after a restart %v (%v), want %d in shard %d", pos, err, next[len(next)-1].Seq, k)
+	}
+}
+
 // TestPanicInFoldIsReported: a fold that panics half-way is a Problem, and the
 // session's state is rebuilt without it.
 func TestPanicInFoldIsReported(t *testing.T) {

@@ -322,7 +322,11 @@ func (n *Node) apiList(ctx context.Context, req wire.ListRequest) (wire.ListRepl
 			return wire.ListReply{}, badRequest("tenant: %v", err)
 		}
 	}
-	n.flushReadModel(ctx, n.projector().Flush)
+	flush := n.projector().Flush
+	if req.Known {
+		flush = n.projector().FlushKnown
+	}
+	n.flushReadModel(ctx, flush)
 	page, err := n.store.ListSessions(ctx, store.ListOptions{Status: req.Status, Tenant: req.Tenant, Limit: limit, Offset: req.Offset, Before: req.Before,
 		MaxBytes: n.replyLimit()})
 	if err != nil {

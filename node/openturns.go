@@ -72,7 +72,10 @@ func (m *membership) openTurns(ctx context.Context, status projection.Status, be
 		page, err := m.n.store.ListSessions(ctx, store.ListOptions{Status: status, Limit: store.MaxListLimit, Before: before})
 		return wire.ListReply{Sessions: page.Sessions, Next: page.Next}, err
 	}
-	return m.n.listCluster(ctx, wire.ListRequest{Status: status, Limit: wire.ListMax, Before: before})
+	// Known: as this node's own look above, the read model's node waits
+	// only for what it heard, not for the heads of shards still electing
+	// a leader after the death that brought the partitions here.
+	return m.n.listCluster(ctx, wire.ListRequest{Status: status, Limit: wire.ListMax, Before: before, Known: true})
 }
 
 // listCluster asks the cluster's read model for a page of sessions

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,5 +149,63 @@ func TestReadModelMovesPastAStoredCopy(t *testing.T) {
 	}
 	if row.Events != 1 {
 		t.Fatalf("the session's row counts %d events, want 1 (its record, once)", row.Events)
+	}
+}
+
+// A list with known asks no shard's stream for its head (a takeover's look
+// for open turns, while shards whose leader died elect a new one); one
+// without asks every shard. Seen from the server: the requests the node
+// makes reach a subscriber of the JetStream API's subjects before their
+// answer reaches the node, so they are in its queue once a flush returns.
+func TestListKnownAsksNoStream(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	dir := t.TempDir()
+	n := startWithAPI(ctx, t, dir)
+	if _, err := session.Create(ctx, n.bus, "s_known", session.Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	watch, err := nats.Connect(n.bus.ClientURL(), nats.UserCredentials(auth.NodeCredsPath(dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(watch.Close)
+	const info = "$JS.API.STREAM.INFO."
+	heads, err := watch.SubscribeSync(info + "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.FlushWithContext(ctx); err != nil { // the server has the subscription
+		t.Fatal(err)
+	}
+	asked := func(req wire.ListRequest) int {
+		t.Helper()
+		page, err := n.apiList(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Sessions) != 1 {
+			t.Fatalf("list %+v: %d sessions, want 1", req, len(page.Sessions))
+		}
+		if err := watch.FlushWithContext(ctx); err != nil {
+			t.Fatal(err)
+		}
+		count := 0
+		for {
+			m, err := heads.NextMsg(0)
+			if err != nil {
+				return count
+			}
+			if strings.HasPrefix(m.Subject, info+wire.EventStreamPrefix) {
+				count++
+			}
+		}
+	}
+	if got := asked(wire.ListRequest{}); got < n.bus.Shards() {
+		t.Fatalf("a list asked %d shards for their heads, want all %d", got, n.bus.Shards())
+	}
+	if got := asked(wire.ListRequest{Known: true}); got != 0 {
+		t.Fatalf("a list with known asked %d shards for their heads, want none", got)
 	}
 }

@@ -187,6 +187,14 @@ type ListRequest struct {
 	Offset int `json:"offset,omitempty" jsonschema:"minimum=0"`
 	// Before is the Next of the previous page.
 	Before string `json:"before,omitempty"`
+	// Known answers from the records the node has heard of (its tail's
+	// and its own writes) without asking each shard's stream for its last
+	// record first. A node taking over a dead node's partitions asks this
+	// way for their open turns: right after the death, the shards whose
+	// stream leader died answer nothing until their election, and the
+	// dead node's records reached the read model's tail as they were
+	// stored. A client that wants its own turn in the page leaves it unset.
+	Known bool `json:"known,omitempty"`
 }
 
 // ListReply is a page of sessions, newest first, and the Before of the next

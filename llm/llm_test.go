@@ -126,3 +126,18 @@ func TestUsageAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkCheckPairing: the history of a turn of 4,000 tool steps, which a
+// provider checks before each of its calls.
+func BenchmarkCheckPairing(b *testing.B) {
+	msgs := []Message{System("s"), User("u")}
+	for i := range 4000 {
+		c := ToolCall{ID: fmt.Sprintf("c%d", i), Name: "t", Arguments: []byte(`{}`)}
+		msgs = append(msgs, Assistant("", c), ToolResult(c, "ok", false))
+	}
+	for b.Loop() {
+		if err := CheckPairing(msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import "fmt"
 func CheckPairing(msgs []Message) error {
 	var small [16]bool
 	for i := 0; i < len(msgs); i++ {
-		m := msgs[i]
+		m := &msgs[i] // not a copy: a Message is 100 bytes, the history thousands of them
 		switch m.Role {
 		case RoleTool:
 			return fmt.Errorf("message %d: tool result %q follows no call: %w", i, m.ToolCallID, ErrUnpaired)

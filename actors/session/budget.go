@@ -32,8 +32,13 @@ func (b budgetTime) Error() string { return "the " + b.limit.Name() + " budget r
 
 // budgetCause is the time limit that ended ctx, if one did.
 func budgetCause(ctx context.Context) (event.BudgetReached, bool) {
+	if ctx.Err() == nil {
+		// Before bt: errors.As takes its address, which puts it on the
+		// heap, and the loop asks at every step.
+		return event.BudgetReached{}, false
+	}
 	var bt budgetTime
-	if ctx.Err() != nil && errors.As(context.Cause(ctx), &bt) {
+	if errors.As(context.Cause(ctx), &bt) {
 		return bt.limit, true
 	}
 	return event.BudgetReached{}, false

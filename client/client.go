@@ -32,8 +32,9 @@ type Client struct {
 	js    jetstream.JetStream
 	opts  Options
 	owned bool // Close closes nc
-	// denials ends the operations whose publish NATS refused (nil on a
-	// connection of the caller's, whose error handler is not ours).
+	// denials ends the operations whose publish NATS refused: the
+	// connection's error handler (Connect's), or a step before the
+	// caller's (New's, shared by the Clients of that connection).
 	denials *denials
 
 	status chan nats.Status // the OnConnection listener; nil without one
@@ -144,7 +145,11 @@ func connectKind(err error) error {
 // nobody on tah.sess.<sid>.in (the form any user allowed inputs without a
 // name of its own may publish; TAH_TIN stores it, TAH_IN sources it); with
 // Sender wire.AnonymousSender on tah.sess.<sid>.in.by.$anon, which TAH_IN
-// stores at once: one durable write instead of two.
+// stores at once: one durable write instead of two. A publish that NATS
+// refuses the connection's credential ends its operation at once with
+// ErrPermissionDenied, as with Connect: New puts a step before the
+// connection's error handler (once per connection; every error still
+// reaches the handler), which a handler set afterwards replaces.
 func New(nc *nats.Conn, opts Options) (*Client, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -153,9 +158,9 @@ func New(nc *nats.Conn, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The caller's connection may be a user's that may publish only the
-	// form naming nobody, and its refusals do not reach this Client: that
-	// form, unless the caller names wire.AnonymousSender.
+	c.denials = watchDenials(nc)
+	// Without a Sender, the form naming nobody, as documented above: the
+	// caller's connection may be a user's that may publish only that one.
 	c.anonUnnamed.Store(opts.Sender == "" && opts.CredsFile == "")
 	return c, nil
 }

@@ -44,10 +44,47 @@ func (d *denials) handle(_ *nats.Conn, _ *nats.Subscription, err error) {
 	}
 }
 
+// watched holds the denials of each connection of a caller's that a Client
+// was made over (New), so that the Clients of one connection share the one
+// step watchDenials put before its error handler, however many come and
+// go. A connection's entry goes once the connection is closed.
+var watched = struct {
+	sync.Mutex
+	by map[*nats.Conn]*denials
+}{by: map[*nats.Conn]*denials{}}
+
+// watchDenials returns the denials of nc, a connection of the caller's
+// (New), putting it before nc's error handler the first time: every error
+// still reaches the caller's handler (or none, as before), and the refusals
+// also end the operations of the Clients over nc. A handler the caller sets
+// afterwards replaces the step: the refusals then end nothing, and the
+// operations wait for their deadlines, as they did before this step.
+func watchDenials(nc *nats.Conn) *denials {
+	watched.Lock()
+	defer watched.Unlock()
+	for c := range watched.by {
+		if c.IsClosed() {
+			delete(watched.by, c)
+		}
+	}
+	if d := watched.by[nc]; d != nil {
+		return d
+	}
+	d := &denials{}
+	next := nc.ErrorHandler()
+	nc.SetErrorHandler(func(c *nats.Conn, s *nats.Subscription, err error) {
+		d.handle(c, s, err)
+		if next != nil {
+			next(c, s, err)
+		}
+	})
+	watched.by[nc] = d
+	return d
+}
+
 // guard runs op with a context that ends, with ErrPermissionDenied as its
 // cause, when NATS refuses a publish on subj while op runs; op's error is
-// then that one. Without denials (a Client over its caller's connection,
-// whose error handler is the caller's), op runs as it is.
+// then that one. Without denials, op runs as it is.
 func (d *denials) guard(ctx context.Context, subj string, op func(context.Context) error) error {
 	if d == nil {
 		return op(ctx)

@@ -98,18 +98,15 @@ func (p *probe) reset() {
 // results after it.
 func turnOf(msgs []llm.Message) (sid string, n, done int) {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		m := msgs[i]
+		m := &msgs[i]
 		switch m.Role {
 		case llm.RoleTool:
 			done++
 		case llm.RoleUser:
-			f := strings.Fields(m.Content)
-			if len(f) > 0 {
-				sid = f[0]
-			}
-			if len(f) > 1 {
-				n, _ = strconv.Atoi(f[1])
-			}
+			// Cut, not strings.Fields: the probe runs at every model call,
+			// inside the CPU row 2 counts as the node's.
+			sid, rest, _ := strings.Cut(strings.TrimSpace(m.Content), " ")
+			n, _ = strconv.Atoi(strings.TrimSpace(rest))
 			return sid, n, done
 		}
 	}

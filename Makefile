@@ -125,7 +125,7 @@ browser: ## Debian's chromium (and a CJK font for its screenshots) for the UI's 
 test: browser
 test: export TAH_BROWSER := required
 
-test: lint js-deps $(NATSCLI) ## vet, staticcheck, every test with the race detector, then known vulnerabilities
+test: lint js-deps $(NATSCLI) ## vet, staticcheck, every test with the race detector (all but SQLite's translated C: scripts/test.sh), then known vulnerabilities
 	@# scripts/test.sh: the tests with the race detector, the slowest packages'
 	@# times, then vulncheck even when a test failed (both reported). Beside
 	@# it, in the background, make deploy-test (helm's build, the image, the

@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -25,14 +26,7 @@ func TestRefusedPublishesFailAtOnce(t *testing.T) {
 	n := startNode(t, mock.Scripted(mock.Say("hi").Always()))
 	admin := connect(t, n)
 	sid := newSession(t, admin)
-	creds, _, err := admin.IssueCreds(ctx, "olive", wire.RoleObserver, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "olive.creds")
-	if err := os.WriteFile(path, creds, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := observerCreds(t, admin, "olive")
 	// The deadlines are long enough that only the violation can end the
 	// calls in time for ctx.
 	obs, err := client.Connect(ctx, client.Options{URL: n.Bus().ClientURL(), CredsFile: path, RequestTimeout: 2 * time.Minute})
@@ -43,12 +37,7 @@ func TestRefusedPublishesFailAtOnce(t *testing.T) {
 	if _, err := obs.Get(ctx, sid); err != nil {
 		t.Fatalf("an observer reads: %v", err)
 	}
-	if _, err := obs.Create(ctx, wire.CreateRequest{}); !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), wire.APISubject(wire.EndpointCreate)) {
-		t.Fatalf("an observer's create: %v", err)
-	}
-	if _, err := obs.Run(ctx, sid, wire.Input{Text: "hi"}); !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), wire.InputSubject(sid, "")) {
-		t.Fatalf("an observer's run: %v", err)
-	}
+	createAndRunRefused(ctx, t, obs, sid)
 	if _, err := obs.Cancel(ctx, sid, "no"); !errors.Is(err, client.ErrPermissionDenied) {
 		t.Fatalf("an observer's cancel: %v", err)
 	}
@@ -68,14 +57,7 @@ func TestRefusedPublishesFailAtOnceOverTheCallersConnection(t *testing.T) {
 	n := startNode(t, mock.Scripted(mock.Say("hi").Always()))
 	admin := connect(t, n)
 	sid := newSession(t, admin)
-	creds, _, err := admin.IssueCreds(ctx, "oscar", wire.RoleObserver, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "oscar.creds")
-	if err := os.WriteFile(path, creds, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	path := observerCreds(t, admin, "oscar")
 	var mu sync.Mutex
 	var seen []error // what the caller's own handler got
 	nc, err := nats.Connect(n.Bus().ClientURL(), nats.UserCredentials(path), nats.CustomInboxPrefix(wire.CredentialInbox("oscar")),
@@ -101,12 +83,7 @@ func TestRefusedPublishesFailAtOnceOverTheCallersConnection(t *testing.T) {
 	if _, err := obs.Get(ctx, sid); err != nil {
 		t.Fatalf("an observer reads: %v", err)
 	}
-	if _, err := obs.Create(ctx, wire.CreateRequest{}); !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), wire.APISubject(wire.EndpointCreate)) {
-		t.Fatalf("an observer's create: %v", err)
-	}
-	if _, err := obs.Run(ctx, sid, wire.Input{Text: "hi"}); !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), wire.InputSubject(sid, "")) {
-		t.Fatalf("an observer's run: %v", err)
-	}
+	createAndRunRefused(ctx, t, obs, sid)
 	if err := nc.FlushWithContext(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -114,5 +91,33 @@ func TestRefusedPublishesFailAtOnceOverTheCallersConnection(t *testing.T) {
 	defer mu.Unlock()
 	if len(seen) < 2 || !errors.Is(seen[0], nats.ErrPermissionViolation) {
 		t.Fatalf("the caller's handler got %d errors (%v), want the two refusals", len(seen), seen)
+	}
+}
+
+// observerCreds issues an observer's credential named name and returns the
+// path of its .creds file.
+func observerCreds(t *testing.T, admin *client.Client, name string) string {
+	t.Helper()
+	creds, _, err := admin.IssueCreds(ctxT(t), name, wire.RoleObserver, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name+".creds")
+	if err := os.WriteFile(path, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// createAndRunRefused checks that obs, an observer's Client, may neither
+// create a session nor run a turn of sid: each ends with
+// ErrPermissionDenied, naming the subject refused.
+func createAndRunRefused(ctx context.Context, t *testing.T, obs *client.Client, sid string) {
+	t.Helper()
+	if _, err := obs.Create(ctx, wire.CreateRequest{}); !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), wire.APISubject(wire.EndpointCreate)) {
+		t.Fatalf("an observer's create: %v", err)
+	}
+	if _, err := obs.Run(ctx, sid, wire.Input{Text: "hi"}); !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), wire.InputSubject(sid, "")) {
+		t.Fatalf("an observer's run: %v", err)
 	}
 }

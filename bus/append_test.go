@@ -268,7 +268,7 @@ func TestStoredDuplicate(t *testing.T) {
 	// model's position moves past it (else, the shard's last record, it is a
 	// head the read model never reaches).
 	rc := &recordCollector{}
-	all, err := b.TailAll(ctxT(t), nil, rc.add)
+	all, err := b.TailAll(ctxT(t), nil, nil, rc.add)
 	if err != nil {
 		t.Fatal(err)
 	}

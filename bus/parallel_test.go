@@ -58,7 +58,7 @@ func TestThousandSessionsInParallel(t *testing.T) {
 	var mu sync.Mutex
 	bySession := map[string][]event.Event{}
 	n := 0
-	tl, err := b.TailAll(ctxT(t), nil, func(_ int, _ uint64, evs []event.Event) error {
+	tl, err := b.TailAll(ctxT(t), nil, nil, func(_ int, _ uint64, evs []event.Event) error {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, ev := range evs {

@@ -186,7 +186,7 @@ func TestTailOnItsOwnConnection(t *testing.T) {
 		mustAppend(t, w, turn("s_tailconn", i))
 	}
 	got := make(chan struct{}, n)
-	tl, err := b.TailAll(ctxT(t), nil, func(int, uint64, []event.Event) error {
+	tl, err := b.TailAll(ctxT(t), nil, nil, func(int, uint64, []event.Event) error {
 		got <- struct{}{}
 		return nil
 	})

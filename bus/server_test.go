@@ -56,7 +56,7 @@ func TestCloseStopsWhatTheBusStarted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl, err := b.TailAll(ctxT(t), nil, func(int, uint64, []event.Event) error { return nil })
+	tl, err := b.TailAll(ctxT(t), nil, nil, func(int, uint64, []event.Event) error { return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func TestCloseStopsWhatTheBusStarted(t *testing.T) {
 	if ic.ctx.Err() == nil {
 		t.Fatal("input consumer still running after Close")
 	}
-	if _, err := b.TailAll(ctxT(t), nil, func(int, uint64, []event.Event) error { return nil }); !errors.Is(err, ErrClosed) && err == nil {
+	if _, err := b.TailAll(ctxT(t), nil, nil, func(int, uint64, []event.Event) error { return nil }); !errors.Is(err, ErrClosed) && err == nil {
 		t.Fatalf("tail after Close: %v", err)
 	}
 	// The port is free again: the server is gone.

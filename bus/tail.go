@@ -28,6 +28,15 @@ type TailFunc func(event.Event) error
 // Stop.
 type RecordFunc func(shard int, seq uint64, evs []event.Event) error
 
+// FoldedFunc tells a TailAll that starts after the beginning of the log
+// the sequence of session sid's last record its reader folded before the
+// tail's start (0 for none, or when it cannot tell). It is asked once per
+// session, at the session's first record after the start, and lets the
+// tail recognise a copy of a record folded before the start (a reader
+// restarted between a record and its copy, see dropDuplicate), which it
+// otherwise has nothing to compare with.
+type FoldedFunc func(sid string) uint64
+
 // Tail is a running live watch of the log: one ordered consumer per shard it
 // follows, on the Bus's connection for tails (see Config.Conns). Stop it when
 // done; Close of the Bus stops it too.
@@ -40,6 +49,11 @@ type Tail struct {
 	// prevIDs is the message id of the last message seen per session, to drop
 	// a duplicate stored by the stream (see dropDuplicate).
 	prevIDs map[string]string
+	// folded, when set, tells a session's last record folded before the
+	// start; resumed says, per shard, that the tail started after the
+	// shard's first sequence (only then is there a before to ask about).
+	folded  FoldedFunc
+	resumed []bool
 	stopped bool
 	err     error
 	ccs     []jetstream.ConsumeContext
@@ -60,7 +74,7 @@ func (b *Bus) Tail(ctx context.Context, sid string, fromSeq uint64, fn TailFunc)
 	from := make([]uint64, b.Shards())
 	k := b.ShardOf(sid)
 	from[k] = fromSeq
-	return b.tail(ctx, from, map[int]string{k: wire.ShardSubject(k, sid)}, func(_ int, _ uint64, evs []event.Event) error {
+	return b.tail(ctx, from, map[int]string{k: wire.ShardSubject(k, sid)}, nil, func(_ int, _ uint64, evs []event.Event) error {
 		for _, e := range evs {
 			if err := fn(e); err != nil {
 				return err
@@ -78,7 +92,10 @@ func (b *Bus) Tail(ctx context.Context, sid string, fromSeq uint64, fn TailFunc)
 // ordered ones rather than durable: the read model's own store is the one
 // place that remembers how far it got, so a restart can neither skip nor
 // repeat what was committed with it, and no consumer state outlives a node.
-func (b *Bus) TailAll(ctx context.Context, from []uint64, fn RecordFunc) (*Tail, error) {
+// folded (nil: none) is how the reader tells what it folded before from:
+// with it, a copy of a record folded before the start comes without
+// events, as one met after its original does (RecordFunc).
+func (b *Bus) TailAll(ctx context.Context, from []uint64, folded FoldedFunc, fn RecordFunc) (*Tail, error) {
 	if from == nil {
 		from = make([]uint64, b.Shards())
 	}
@@ -89,16 +106,18 @@ func (b *Bus) TailAll(ctx context.Context, from []uint64, fn RecordFunc) (*Tail,
 	for k := range b.Shards() {
 		filters[k] = wire.ShardSubjects(k)
 	}
-	return b.tail(ctx, from, filters, fn)
+	return b.tail(ctx, from, filters, folded, fn)
 }
 
 // tail starts an ordered consumer on each shard of filters, from from[k].
-func (b *Bus) tail(ctx context.Context, from []uint64, filters map[int]string, fn RecordFunc) (*Tail, error) {
-	t := &Tail{b: b, fn: fn, done: make(chan struct{}), prevIDs: map[string]string{}, last: make([]uint64, len(from))}
+func (b *Bus) tail(ctx context.Context, from []uint64, filters map[int]string, folded FoldedFunc, fn RecordFunc) (*Tail, error) {
+	t := &Tail{b: b, fn: fn, done: make(chan struct{}), prevIDs: map[string]string{}, last: make([]uint64, len(from)),
+		folded: folded, resumed: make([]bool, len(from))}
 	for k, seq := range from {
 		if seq > 0 {
 			t.last[k] = seq - 1
 		}
+		t.resumed[k] = seq > 1
 	}
 	if err := b.track(t); err != nil {
 		return nil, err
@@ -156,8 +175,12 @@ func (t *Tail) deliver(k int, m jetstream.Msg) {
 		return // never repeat
 	}
 	sid := wire.SessionFromSubject(m.Subject())
-	prev := t.prevIDs[sid]
-	dup := dropDuplicate(&prev, m.Headers().Get(wire.HeaderMsgID))
+	id := m.Headers().Get(wire.HeaderMsgID)
+	prev, seen := t.prevIDs[sid]
+	dup := dropDuplicate(&prev, id)
+	if !dup && !seen && t.resumed[k] && t.folded != nil {
+		dup = copyBefore(sid, id, t.folded(sid))
+	}
 	t.prevIDs[sid] = prev
 	var evs []event.Event
 	if !dup {

@@ -154,7 +154,7 @@ func TestTailAllAndStop(t *testing.T) {
 	rec := mustAppend(t, wa, turn(a, 5), turn(a, 6), turn(a, 7)) // one record of three events
 	from := []uint64{seqs[a][2], 0}
 	c := &recordCollector{}
-	tl, err := b.TailAll(ctxT(t), from, c.add)
+	tl, err := b.TailAll(ctxT(t), from, nil, c.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,13 +182,13 @@ func TestTailAllAndStop(t *testing.T) {
 	// After Stop returns, fn is never called again: the appends above must
 	// not reach the collector. Wait for a fresh tail to see them first.
 	c2 := &recordCollector{}
-	tl2, _ := b.TailAll(ctxT(t), []uint64{rec[0] + 1, more[0]}, c2.add)
+	tl2, _ := b.TailAll(ctxT(t), []uint64{rec[0] + 1, more[0]}, nil, c2.add)
 	defer tl2.Stop()
 	bustest.Eventually(t, 30*time.Second, "second tail saw the new events", func() bool { return c2.events() >= 3 })
 	if c.events() != n {
 		t.Fatalf("a stopped tail received %d more events", c.events()-n)
 	}
-	if _, err := b.TailAll(ctxT(t), []uint64{1}, c2.add); err == nil {
+	if _, err := b.TailAll(ctxT(t), []uint64{1}, nil, c2.add); err == nil {
 		t.Fatal("TailAll took one start sequence for two shards")
 	}
 }
@@ -243,7 +243,7 @@ func TestABadRecordDoesNotStopTheTail(t *testing.T) {
 	wg, _ := b.Writer("s_good", 2, seqs["s_good"][1])
 	after := mustAppend(t, wg, turn("s_good", 3))
 	c := &recordCollector{}
-	tl, err := b.TailAll(ctxT(t), nil, c.add)
+	tl, err := b.TailAll(ctxT(t), nil, nil, c.add)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,5 +273,33 @@ func TestABadRecordDoesNotStopTheTail(t *testing.T) {
 	}
 	if len(evs) != 2 || last != seqs["s_bad"][1] {
 		t.Fatalf("before the fault: %d events, last %d; want 2, %d", len(evs), last, seqs["s_bad"][1])
+	}
+}
+
+// copyBefore reads the position a record's id names (positionID) and calls
+// the record a copy when that is before the session's last record folded;
+// ids of other forms are never copies by it.
+func TestCopyBefore(t *testing.T) {
+	const sid = "s_x"
+	w := &SessionWriter{idPrefix: sid + ":3:n0nce:"}
+	for _, c := range []struct {
+		name   string
+		id     string
+		folded uint64
+		want   bool
+	}{
+		{"the record after the last folded", w.positionID(40), 40, false},
+		{"after a record not folded (rejected)", w.positionID(41), 40, false},
+		{"a copy of the last folded", w.positionID(12), 40, true},
+		{"a copy of a session's first record", w.positionID(0), 40, true},
+		{"nothing folded of the session", w.positionID(0), 0, false},
+		{"a copy from the old log", legacyCopyPrefix(sid) + "n0nce:7", 40, false},
+		{"another session's id", "s_y:3:n0nce:7", 40, false},
+		{"no position", sid + ":3:n0nce:", 40, false},
+		{"no id", "", 40, false},
+	} {
+		if got := copyBefore(sid, c.id, c.folded); got != c.want {
+			t.Errorf("%s: copyBefore(%q, %d) = %v, want %v", c.name, c.id, c.folded, got, c.want)
+		}
 	}
 }

@@ -156,7 +156,7 @@ func (p *Projector) follow(ctx context.Context, pos []uint64) error {
 		from[k] = seq + 1
 	}
 	quit := make(chan struct{})
-	tail, err := p.b.TailAll(ctx, from, func(k int, seq uint64, evs []event.Event) error {
+	tail, err := p.b.TailAll(ctx, from, p.folded, func(k int, seq uint64, evs []event.Event) error {
 		p.claims(k, evs)
 		p.mu.Lock()
 		p.delivered[k] = max(p.delivered[k], seq)
@@ -177,6 +177,18 @@ func (p *Projector) follow(ctx context.Context, pos []uint64) error {
 	p.tail, p.quit = tail, quit
 	p.mu.Unlock()
 	return nil
+}
+
+// folded is the sequence of session sid's last record in the read model
+// (bus.FoldedFunc): the tail asks it at the session's first record after a
+// restart, to recognise a copy of a record applied before. A read that
+// fails answers 0 (the record is folded, as before a restart), logged.
+func (p *Projector) folded(sid string) uint64 {
+	seq, err := p.s.LastSeq(p.ctx, sid)
+	if err != nil && p.ctx.Err() == nil {
+		p.log.Warn("read model: a session's last record not read; a copy of it stored by the log would be folded again", "session", sid, "err", err)
+	}
+	return seq
 }
 
 // unfollow stops the tail, and drops what it handed over and was not applied.

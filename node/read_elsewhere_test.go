@@ -92,43 +92,7 @@ func TestReadModelMovesPastAStoredCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, err := jetstream.New(n.bus.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := n.bus.ShardOf(sid)
-	shard, err := js.Stream(ctx, wire.EventShardStream(k))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := shard.CachedInfo().Config
-	cfg.Duplicates = 100 * time.Millisecond // so that the copy below is stored
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	orig, err := shard.GetMsg(ctx, created.Seq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var copySeq uint64
-	for copySeq == 0 {
-		m := nats.NewMsg(orig.Subject)
-		m.Data = orig.Data // without the original's fence: the copy comes after it
-		m.Header.Set(wire.HeaderMsgID, orig.Header.Get(wire.HeaderMsgID))
-		ack, err := js.PublishMsg(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ack.Duplicate {
-			copySeq = ack.Sequence
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the copy was never stored")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	k, copySeq := storeCopy(ctx, t, n, sid, created.Seq)
 	for n.projector().Positions()[k] < copySeq {
 		select {
 		case <-ctx.Done():
@@ -149,6 +113,115 @@ func TestReadModelMovesPastAStoredCopy(t *testing.T) {
 	}
 	if row.Events != 1 {
 		t.Fatalf("the session's row counts %d events, want 1 (its record, once)", row.Events)
+	}
+}
+
+// storeCopy stores again the record of session sid at seq, as a stream
+// does a retried append it failed to recognise, and returns the record's
+// shard and the copy's sequence. The shard's duplicate window is made
+// short for it (a real copy comes of a leader change, which forgets the
+// window); the copy goes without the original's fence, which would refuse
+// it.
+func storeCopy(ctx context.Context, t *testing.T, n *Node, sid string, seq uint64) (k int, copySeq uint64) {
+	t.Helper()
+	js, err := jetstream.New(n.bus.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k = n.bus.ShardOf(sid)
+	shard, err := js.Stream(ctx, wire.EventShardStream(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A short duplicate window, so that the copy below is stored. Twice:
+	// an update of the window makes nats-server (2.15) purge its ids at
+	// once, but possibly before it takes the new window, with the old one
+	// (which then holds them for its 2 minutes); the second purge has the
+	// first's window.
+	cfg := shard.CachedInfo().Config
+	for _, window := range []time.Duration{100 * time.Millisecond, 150 * time.Millisecond} {
+		cfg.Duplicates = window
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig, err := shard.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m := nats.NewMsg(orig.Subject)
+		m.Data = orig.Data
+		m.Header.Set(wire.HeaderMsgID, orig.Header.Get(wire.HeaderMsgID))
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ack.Duplicate {
+			return k, ack.Sequence
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the copy was never stored")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// A copy met by a read model that restarted after folding its original
+// (its position committed between the two) is recognised all the same: the
+// restarted tail has no record of the session before the copy to compare
+// it with, and asks the read model which record of the session it folded
+// last (bus.FoldedFunc); the copy names one before it. Before, the session
+// was folded twice: a second session.created, a fault.
+func TestReadModelDropsACopyMetAfterARestart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	n := startWithAPI(ctx, t, t.TempDir())
+	const sid = "s_copied_late"
+	created, err := session.Create(ctx, n.bus, sid, session.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second record after it, so that the copy is not the first record
+	// of the session's either.
+	w, err := n.bus.Writer(sid, 1, created.Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim, err := event.New(sid, event.SessionClaimed, event.SessionClaimedData{Epoch: 1, Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := w.Append(ctx, claim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.WaitReadModel(ctx, sid, seqs[0]); err != nil {
+		t.Fatal(err)
+	}
+	resume := n.PauseReadModel() // committed with both records
+	k, copySeq := storeCopy(ctx, t, n, sid, seqs[0])
+	if err := resume(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for n.projector().Positions()[k] < copySeq {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the read model stays at %d in shard %d, before the copy at %d", n.projector().Positions()[k], k, copySeq)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	row, err := n.apiGet(ctx, wire.SessionRequest{Session: sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Events != 2 || row.Rejected != 0 || row.Fault != nil {
+		t.Fatalf("the session's row: %d events, %d rejected, fault %+v; want its 2 records' events once, none rejected, no fault", row.Events, row.Rejected, row.Fault)
+	}
+	if n.projector().Problems() != 0 {
+		t.Fatalf("the read model reports %d problems", n.projector().Problems())
 	}
 }
 

@@ -714,6 +714,25 @@ func (s *Store) Positions(ctx context.Context, consumer string) ([]uint64, error
 	return pos, nil
 }
 
+// LastSeq returns the stream sequence of session id's last record folded
+// (0 when it has none, or no row: a session the read model never created).
+// A projector restarting asks it of each session whose records it meets
+// again (bus.FoldedFunc).
+func (s *Store) LastSeq(ctx context.Context, id string) (uint64, error) {
+	if err := s.checkOpen(); err != nil {
+		return 0, err
+	}
+	var seq int64
+	err := s.r.QueryRowContext(ctx, `SELECT last_seq FROM sessions WHERE id = ?`, id).Scan(&seq)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("store: last sequence of %q: %w", id, err)
+	}
+	return uint64(seq), nil
+}
+
 // positions reads consumer's position in each shard.
 func (s *Store) positions(ctx context.Context, q querier, consumer string) ([]uint64, error) {
 	pos := make([]uint64, s.opts.Shards)

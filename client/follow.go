@@ -16,8 +16,9 @@ import (
 )
 
 // Follower delivers the events of one session as they are appended, in
-// order and once each, from a stream sequence of the session's shard of the
-// log on. When the connection comes back after a loss, it follows again from
+// order and once each (a copy of a record that the stream stored twice is
+// dropped: docs/protocol.md, appending, rule 5), from a stream sequence of
+// the session's shard of the log on. When the connection comes back after a loss, it follows again from
 // the record after the last one it delivered (an ordered consumer notices a
 // gap only after missed heartbeats, seconds later). A Client of a tenant's
 // credential, which has no JetStream API, follows the session's live feed
@@ -46,6 +47,9 @@ type Follower struct {
 	cc     jetstream.ConsumeContext
 	next   uint64 // the first sequence not delivered yet
 	behind bool   // on the live feed: records before the next one may be missing
+	// lastID is the Nats-Msg-Id of the last record delivered ("" when it
+	// came through the events API, which drops copies itself).
+	lastID string
 }
 
 // Follow delivers session sid's events from stream sequence from of its
@@ -224,6 +228,9 @@ func (f *Follower) loop() {
 				continue // delivered already, by the consumer that ran before a reconnect
 			}
 			f.next = evs[0].Seq + 1
+			if f.copyOfLast(m.Headers().Get(wire.HeaderMsgID)) {
+				continue
+			}
 			if !f.deliver(evs) {
 				return
 			}
@@ -255,6 +262,18 @@ func (f *Follower) finish() {
 	}
 	f.c.untrack(f)
 	close(f.done)
+}
+
+// copyOfLast reports whether the record with message id id is a copy of
+// the last one delivered, which the stream stored twice (a retried append
+// around a leader change: docs/protocol.md, appending, rule 5), and
+// remembers id as the last.
+func (f *Follower) copyOfLast(id string) bool {
+	if id != "" && id == f.lastID {
+		return true
+	}
+	f.lastID = id
+	return false
 }
 
 // deliver hands a record on, whole or an event at a time; false when the

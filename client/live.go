@@ -103,6 +103,9 @@ func (f *Follower) liveLoop() {
 				continue // as the consumer does: not a record
 			}
 			f.next = seq + 1
+			if f.copyOfLast(m.Header.Get(wire.HeaderMsgID)) {
+				continue
+			}
 			if !f.deliver(evs) {
 				return
 			}
@@ -145,6 +148,7 @@ func (f *Follower) catchUp() (bool, error) {
 			}
 			if evs[0].Seq >= f.next {
 				f.next = evs[0].Seq + 1
+				f.lastID = "" // the API drops copies, and gives no ids
 				if !f.deliver(evs[:n]) {
 					return false, nil
 				}

@@ -146,7 +146,15 @@ async function main() {
 
   // 4. Until the turn ends.
   let exitCode = 1;
+  let lastId = ""; // the Nats-Msg-Id of the record before
   records: for await (const m of events) {
+    // A record the stream stored twice (a retried append around a leader
+    // change) has the id of the record before it: skip the copy.
+    const msgId = m.headers ? m.headers.get("Nats-Msg-Id") : "";
+    if (msgId && msgId === lastId) {
+      continue;
+    }
+    lastId = msgId;
     for (const ev of eventsOf(JSON.parse(sc.decode(m.data)))) {
       if (lineOpen && ev.type !== "llm.streaming") {
         process.stdout.write("\n");

@@ -1,0 +1,181 @@
+package client_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/bus/bustest"
+	"github.com/tah-dev/tah/client"
+	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/wire"
+)
+
+// A record the stream stored twice (a retried append around a leader
+// change: protocol.md, appending, rule 5) reaches a Follower once: the copy
+// has the message id of the record before it, and is dropped.
+func TestFollowDropsAStoredCopy(t *testing.T) {
+	ctx := ctxT(t)
+	srv := bustest.Server(t)
+	cfg := bus.Default()
+	cfg.URL = srv.ClientURL()
+	b, err := bus.Open(ctx, cfg) // the streams
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sid = "s_copied"
+	k := b.ShardOf(sid)
+	b.Close(ctx)
+	c, err := client.Connect(ctx, client.Options{URL: srv.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	js, err := jetstream.New(c.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendRaw(ctx, t, js, k, sid, event.SessionCreated, event.SessionCreatedData{Config: event.Config{MaxSteps: 1}}, 0)
+	storeCopy(ctx, t, js, k, 1)
+	f, err := c.Follow(ctx, sid, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if ev := <-f.Events(); ev.Type != event.SessionCreated || ev.Seq != 1 {
+		t.Fatalf("first: %s at %d", ev.Type, ev.Seq)
+	}
+	appendRaw(ctx, t, js, k, sid, event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 1}, 1)
+	if ev := <-f.Events(); ev.Type != event.SessionClaimed || ev.Seq != 3 {
+		t.Fatalf("after the record and its copy: %s at %d, want session.claimed at 3", ev.Type, ev.Seq)
+	}
+}
+
+// A tenant's Follower, on the session's live feed, drops a copy too: the
+// live feed republishes each record with its message id.
+func TestTenantFollowDropsAStoredCopy(t *testing.T) {
+	n := startNode(t, newGated())
+	admin := connect(t, n)
+	ctx := ctxT(t)
+	if _, err := admin.AddTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	alice, _, err := admin.IssueTenantCreds(ctx, "acme", "alice", wire.RoleClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "alice.creds")
+	if err := os.WriteFile(path, alice, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.Connect(ctx, client.Options{URL: n.Bus().ClientURL(), CredsFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	created, err := c.Create(ctx, wire.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid := created.Session
+	f, err := c.Follow(ctx, sid, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	next := func() event.Event {
+		t.Helper()
+		select {
+		case ev, ok := <-f.Events():
+			if !ok {
+				t.Fatal("the Follower stopped")
+			}
+			return ev
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		return event.Event{}
+	}
+	first := next()
+	if first.Type != event.SessionCreated {
+		t.Fatalf("first: %s", first.Type)
+	}
+	js, err := jetstream.New(n.Bus().Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := n.Bus().ShardOf(sid)
+	claimed := appendRaw(ctx, t, js, k, sid, event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 9}, first.Seq)
+	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != claimed {
+		t.Fatalf("second: %s at %d, want session.claimed at %d", ev.Type, ev.Seq, claimed)
+	}
+	storeCopy(ctx, t, js, k, claimed)
+	again := appendRaw(ctx, t, js, k, sid, event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 10}, claimed)
+	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != again {
+		t.Fatalf("after the record and its copy: %s at %d, want the next claim at %d", ev.Type, ev.Seq, again)
+	}
+}
+
+// appendRaw appends to shard k a record of session sid of one event, with
+// the message id of a writer that expects the session's last record at
+// after, and returns its sequence.
+func appendRaw(ctx context.Context, t *testing.T, js jetstream.JetStream, k int, sid string, typ event.Type, data any, after uint64) uint64 {
+	t.Helper()
+	m := nats.NewMsg(wire.ShardSubject(k, sid))
+	m.Data, _ = event.EncodeRecord([]event.Event{event.MustNew(sid, typ, data)})
+	m.Header.Set(wire.HeaderMsgID, sid+":9:w:"+strconv.FormatUint(after, 10))
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// storeCopy stores again the record at seq of shard k, as a stream does a
+// retried append it failed to recognise. The shard's duplicate window is
+// made short for it (a real copy comes of a leader change, which forgets
+// the window), twice: an update of the window makes nats-server (2.15)
+// purge its ids at once, but possibly before it takes the new window, with
+// the old one (which then holds them for its 2 minutes); the second purge
+// has the first's window.
+func storeCopy(ctx context.Context, t *testing.T, js jetstream.JetStream, k int, seq uint64) {
+	t.Helper()
+	shard, err := js.Stream(ctx, wire.EventShardStream(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := shard.CachedInfo().Config
+	for _, window := range []time.Duration{100 * time.Millisecond, 150 * time.Millisecond} {
+		sc.Duplicates = window
+		if _, err := js.UpdateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	orig, err := shard.GetMsg(ctx, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m := nats.NewMsg(orig.Subject)
+		m.Data = orig.Data
+		m.Header.Set(wire.HeaderMsgID, orig.Header.Get(wire.HeaderMsgID))
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ack.Duplicate {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the copy was never stored")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/wire"
@@ -224,36 +223,15 @@ func TestTwoWritersNeverInterleave(t *testing.T) {
 // TestStoredDuplicate: should the stream ever store an append twice (a retry
 // overlapping a leader change on R3 can), readers drop the copy and the writer
 // carries on after it instead of calling itself fenced. The copy is made here
-// by hand, once the duplicate window (shortened) no longer recognises its id.
+// by hand (bustest.StoreCopy).
 func TestStoredDuplicate(t *testing.T) {
 	t.Parallel()
 	b := embedded(t)
 	const sid = "s_dup"
-	shard := b.shards[b.ShardOf(sid)]
-	cfg := shard.CachedInfo().Config
-	cfg.Duplicates = 100 * time.Millisecond
-	if _, err := b.js.UpdateStream(ctxT(t), cfg); err != nil {
-		t.Fatal(err)
-	}
 	w, _ := b.Writer(sid, 1, 0)
 	first := mustAppend(t, w, turn(sid, 0))
 	seqs := append(first, mustAppend(t, w, turn(sid, 1))...)
-	orig, err := shard.GetMsg(ctxT(t), seqs[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var copySeq uint64
-	bustest.Eventually(t, 30*time.Second, "the copy is stored", func() bool {
-		m := nats.NewMsg(orig.Subject)
-		m.Data = orig.Data
-		m.Header.Set(wire.HeaderMsgID, orig.Header.Get(wire.HeaderMsgID))
-		ack, err := b.js.PublishMsg(ctxT(t), m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		copySeq = ack.Sequence
-		return !ack.Duplicate
-	})
+	copySeq := bustest.StoreCopy(ctxT(t), t, b.js, wire.EventShardStream(b.ShardOf(sid)), seqs[1])
 	evs, last := mustReplay(t, b, sid, 0)
 	if len(evs) != 2 || last != copySeq {
 		t.Fatalf("replay: %d events, last %d; want 2, %d", len(evs), last, copySeq)

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,7 +41,7 @@ func TestFollowDropsAStoredCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	appendRaw(ctx, t, js, k, sid, event.SessionCreated, event.SessionCreatedData{Config: event.Config{MaxSteps: 1}}, 0)
-	storeCopy(ctx, t, js, k, 1)
+	bustest.StoreCopy(ctx, t, js, wire.EventShardStream(k), 1)
 	f, err := c.Follow(ctx, sid, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +114,7 @@ func TestTenantFollowDropsAStoredCopy(t *testing.T) {
 	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != claimed {
 		t.Fatalf("second: %s at %d, want session.claimed at %d", ev.Type, ev.Seq, claimed)
 	}
-	storeCopy(ctx, t, js, k, claimed)
+	bustest.StoreCopy(ctx, t, js, wire.EventShardStream(k), claimed)
 	again := appendRaw(ctx, t, js, k, sid, event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 10}, claimed)
 	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != again {
 		t.Fatalf("after the record and its copy: %s at %d, want the next claim at %d", ev.Type, ev.Seq, again)
@@ -135,47 +134,4 @@ func appendRaw(ctx context.Context, t *testing.T, js jetstream.JetStream, k int,
 		t.Fatal(err)
 	}
 	return ack.Sequence
-}
-
-// storeCopy stores again the record at seq of shard k, as a stream does a
-// retried append it failed to recognise. The shard's duplicate window is
-// made short for it (a real copy comes of a leader change, which forgets
-// the window), twice: an update of the window makes nats-server (2.15)
-// purge its ids at once, but possibly before it takes the new window, with
-// the old one (which then holds them for its 2 minutes); the second purge
-// has the first's window.
-func storeCopy(ctx context.Context, t *testing.T, js jetstream.JetStream, k int, seq uint64) {
-	t.Helper()
-	shard, err := js.Stream(ctx, wire.EventShardStream(k))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := shard.CachedInfo().Config
-	for _, window := range []time.Duration{100 * time.Millisecond, 150 * time.Millisecond} {
-		sc.Duplicates = window
-		if _, err := js.UpdateStream(ctx, sc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	orig, err := shard.GetMsg(ctx, seq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		m := nats.NewMsg(orig.Subject)
-		m.Data = orig.Data
-		m.Header.Set(wire.HeaderMsgID, orig.Header.Get(wire.HeaderMsgID))
-		ack, err := js.PublishMsg(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ack.Duplicate {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the copy was never stored")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

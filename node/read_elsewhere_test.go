@@ -13,6 +13,7 @@ import (
 	"github.com/tah-dev/tah/actors/session"
 	"github.com/tah-dev/tah/auth"
 	"github.com/tah-dev/tah/bus"
+	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/store"
 	"github.com/tah-dev/tah/wire"
@@ -116,12 +117,8 @@ func TestReadModelMovesPastAStoredCopy(t *testing.T) {
 	}
 }
 
-// storeCopy stores again the record of session sid at seq, as a stream
-// does a retried append it failed to recognise, and returns the record's
-// shard and the copy's sequence. The shard's duplicate window is made
-// short for it (a real copy comes of a leader change, which forgets the
-// window); the copy goes without the original's fence, which would refuse
-// it.
+// storeCopy stores again the record of session sid at seq (bustest.StoreCopy)
+// and returns the record's shard and the copy's sequence.
 func storeCopy(ctx context.Context, t *testing.T, n *Node, sid string, seq uint64) (k int, copySeq uint64) {
 	t.Helper()
 	js, err := jetstream.New(n.bus.Conn())
@@ -129,43 +126,7 @@ func storeCopy(ctx context.Context, t *testing.T, n *Node, sid string, seq uint6
 		t.Fatal(err)
 	}
 	k = n.bus.ShardOf(sid)
-	shard, err := js.Stream(ctx, wire.EventShardStream(k))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A short duplicate window, so that the copy below is stored. Twice:
-	// an update of the window makes nats-server (2.15) purge its ids at
-	// once, but possibly before it takes the new window, with the old one
-	// (which then holds them for its 2 minutes); the second purge has the
-	// first's window.
-	cfg := shard.CachedInfo().Config
-	for _, window := range []time.Duration{100 * time.Millisecond, 150 * time.Millisecond} {
-		cfg.Duplicates = window
-		if _, err := js.UpdateStream(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	orig, err := shard.GetMsg(ctx, seq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		m := nats.NewMsg(orig.Subject)
-		m.Data = orig.Data
-		m.Header.Set(wire.HeaderMsgID, orig.Header.Get(wire.HeaderMsgID))
-		ack, err := js.PublishMsg(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !ack.Duplicate {
-			return k, ack.Sequence
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatal("the copy was never stored")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	return k, bustest.StoreCopy(ctx, t, js, wire.EventShardStream(k), seq)
 }
 
 // A copy met by a read model that restarted after folding its original

@@ -8,6 +8,10 @@
 //		...
 //	}
 //
+// StoreCopy makes a stream store a message twice, as a replicated stream
+// can store a retried append around a leader change: what readers of the
+// log must recognise and drop (docs/protocol.md, appending, rule 5).
+//
 // A cluster of such servers, for replicated (R3) streams, is package
 // tahtest/natstest's.
 package bustest

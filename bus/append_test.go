@@ -236,6 +236,11 @@ func TestStoredDuplicate(t *testing.T) {
 	if len(evs) != 2 || last != copySeq {
 		t.Fatalf("replay: %d events, last %d; want 2, %d", len(evs), last, copySeq)
 	}
+	// A replay from the copy on (a resume after a checkpoint of the
+	// original, a client's next page) recognises it by the record before.
+	if evs, last := mustReplay(t, b, sid, copySeq); len(evs) != 0 || last != copySeq {
+		t.Fatalf("replay from the copy: %d events, last %d; want none, %d", len(evs), last, copySeq)
+	}
 	c := &collector{}
 	tl, err := b.Tail(ctxT(t), sid, 0, c.add)
 	if err != nil {

@@ -55,7 +55,12 @@ const replayMaxBytes = 8 << 20
 // fromSeq on: Replay's work, on a shard or, for the migration, the legacy log.
 func (b *Bus) replayDirect(ctx context.Context, st jetstream.Stream, filter string, fromSeq uint64) ([]event.Event, uint64, error) {
 	stream := st.CachedInfo().Config.Name
-	from := max(fromSeq, 1)
+	fromSeq = max(fromSeq, 1)
+	// From the message before fromSeq: when it is the session's record (a
+	// resume after a checkpoint asks from the record after the one it
+	// holds, a client from the one after the last it has), its id tells a
+	// copy of it stored right after it (dropDuplicate); it is not returned.
+	from := max(fromSeq-1, 1)
 	var evs []event.Event
 	var last uint64   // the sequence of the last message read (a dropped duplicate included)
 	var prevID string // its message id
@@ -64,7 +69,7 @@ func (b *Bus) replayDirect(ctx context.Context, st jetstream.Stream, filter stri
 			var end uint64
 			var more bool
 			var err error
-			evs, end, more, err = b.directBatch(ctx, stream, filter, from, evs, &prevID)
+			evs, end, more, err = b.directBatch(ctx, stream, filter, from, fromSeq, evs, &prevID)
 			if err != nil {
 				return err
 			}
@@ -120,12 +125,12 @@ func (b *Bus) replayDirect(ctx context.Context, st jetstream.Stream, filter stri
 }
 
 // directBatch asks stream for up to replayBatch messages on filter from
-// sequence from on, appends their records' events to evs, and returns the
-// sequence of the last message read (0 for none) and whether more are
-// pending. A message whose Nats-Msg-Id is the same as the one before it
-// (*prevID) is a duplicate of it stored by the stream (see dropDuplicate) and
-// is skipped.
-func (b *Bus) directBatch(ctx context.Context, stream, filter string, from uint64, evs []event.Event, prevID *string) ([]event.Event, uint64, bool, error) {
+// sequence from on, appends the events of the records from keep on to evs,
+// and returns the sequence of the last message read (0 for none) and
+// whether more are pending. A message whose Nats-Msg-Id is the same as the
+// one before it (*prevID) is a duplicate of it stored by the stream (see
+// dropDuplicate) and is skipped; one before keep only sets *prevID.
+func (b *Bus) directBatch(ctx context.Context, stream, filter string, from, keep uint64, evs []event.Event, prevID *string) ([]event.Event, uint64, bool, error) {
 	req, _ := json.Marshal(struct {
 		Seq      uint64 `json:"seq"`
 		NextBy   string `json:"next_by_subj"`
@@ -164,7 +169,7 @@ func (b *Bus) directBatch(ctx context.Context, stream, filter string, from uint6
 			return evs, end, false, fmt.Errorf("direct get: no sequence in reply: %v", err)
 		}
 		end = seq
-		if dropDuplicate(prevID, m.Header.Get(wire.HeaderMsgID)) {
+		if dropDuplicate(prevID, m.Header.Get(wire.HeaderMsgID)) || seq < keep {
 			continue
 		}
 		rec, err := event.DecodeRecord(m.Data, seq)

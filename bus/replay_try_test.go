@@ -35,7 +35,7 @@ func TestDirectGetAsksAgainWhenNoReplicaAnswers(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	var prev string
-	evs, end, more, err := b.directBatch(ctxT(t), "TAH_SILENT", "tah.evt.0.s_x", 1, nil, &prev)
+	evs, end, more, err := b.directBatch(ctxT(t), "TAH_SILENT", "tah.evt.0.s_x", 1, 1, nil, &prev)
 	if err != nil || len(evs) != 0 || end != 0 || more {
 		t.Fatalf("direct get after a silent replica: %v events, end %d, more %v, err %v", len(evs), end, more, err)
 	}

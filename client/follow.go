@@ -18,9 +18,10 @@ import (
 // Follower delivers the events of one session as they are appended, in
 // order and once each (a copy of a record that the stream stored twice is
 // dropped: docs/protocol.md, appending, rule 5), from a stream sequence of
-// the session's shard of the log on. When the connection comes back after a loss, it follows again from
-// the record after the last one it delivered (an ordered consumer notices a
-// gap only after missed heartbeats, seconds later). A Client of a tenant's
+// the session's shard of the log on. When the connection comes back after
+// a loss, it follows again from the record after the last one it
+// delivered (an ordered consumer notices a gap only after missed
+// heartbeats, seconds later). A Client of a tenant's
 // credential, which has no JetStream API, follows the session's live feed
 // and reads what it missed through its tenant's events API instead
 // (live.go), with the same guarantees. Close stops it.

@@ -181,7 +181,9 @@ func streamError(c *Client, stream string, err error) error {
 const followerInactive = 10 * time.Second
 
 // consume starts an ordered consumer of the session's records from sequence
-// from, feeding f.msgs.
+// from, feeding f.msgs. It starts one message earlier: when that is the
+// session's record before from, its id tells a copy of it stored right
+// after it (loop does not deliver it).
 func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeContext, error) {
 	var cc jetstream.ConsumeContext
 	stream := wire.EventShardStream(f.shard)
@@ -189,7 +191,7 @@ func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeC
 		cons, err := f.c.js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{
 			FilterSubjects: []string{wire.ShardSubject(f.shard, f.sid)},
 			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-			OptStartSeq:    from,
+			OptStartSeq:    max(from, 2) - 1,
 			// A stopped consumer (or a client gone) is removed by the
 			// server soon, rather than after nats.go's five minutes: a
 			// thousand turns would otherwise leave a thousand consumers
@@ -225,8 +227,14 @@ func (f *Follower) loop() {
 			return
 		case m := <-f.msgs:
 			evs, ok := decodeRecord(m)
-			if !ok || evs[0].Seq < f.next {
-				continue // delivered already, by the consumer that ran before a reconnect
+			if !ok {
+				continue
+			}
+			if evs[0].Seq < f.next {
+				// Delivered already, by the consumer that ran before a
+				// reconnect, or the record before the first one asked for.
+				f.lastID = m.Headers().Get(wire.HeaderMsgID)
+				continue
 			}
 			f.next = evs[0].Seq + 1
 			if f.copyOfLast(m.Headers().Get(wire.HeaderMsgID)) {

@@ -54,6 +54,16 @@ func TestFollowDropsAStoredCopy(t *testing.T) {
 	if ev := <-f.Events(); ev.Type != event.SessionClaimed || ev.Seq != 3 {
 		t.Fatalf("after the record and its copy: %s at %d, want session.claimed at 3", ev.Type, ev.Seq)
 	}
+	// From the copy on (a client that had the record asks for what
+	// follows it): the record before tells the copy.
+	after, err := c.Follow(ctx, sid, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer after.Close()
+	if ev := <-after.Events(); ev.Type != event.SessionClaimed || ev.Seq != 3 {
+		t.Fatalf("following from the copy: %s at %d, want session.claimed at 3", ev.Type, ev.Seq)
+	}
 }
 
 // A tenant's Follower, on the session's live feed, drops a copy too: the

@@ -13,6 +13,7 @@ import (
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/client"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/node"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -70,47 +71,8 @@ func TestFollowDropsAStoredCopy(t *testing.T) {
 // live feed republishes each record with its message id.
 func TestTenantFollowDropsAStoredCopy(t *testing.T) {
 	n := startNode(t, newGated())
-	admin := connect(t, n)
 	ctx := ctxT(t)
-	if _, err := admin.AddTenant(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	alice, _, err := admin.IssueTenantCreds(ctx, "acme", "alice", wire.RoleClient)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "alice.creds")
-	if err := os.WriteFile(path, alice, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.Connect(ctx, client.Options{URL: n.Bus().ClientURL(), CredsFile: path})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	created, err := c.Create(ctx, wire.CreateRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := created.Session
-	f, err := c.Follow(ctx, sid, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	next := func() event.Event {
-		t.Helper()
-		select {
-		case ev, ok := <-f.Events():
-			if !ok {
-				t.Fatal("the Follower stopped")
-			}
-			return ev
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		}
-		return event.Event{}
-	}
+	_, sid, next := tenantFollowing(ctx, t, n, nil)
 	first := next()
 	if first.Type != event.SessionCreated {
 		t.Fatalf("first: %s", first.Type)
@@ -128,6 +90,56 @@ func TestTenantFollowDropsAStoredCopy(t *testing.T) {
 	again := appendRaw(ctx, t, js, k, sid, event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 10}, claimed)
 	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != again {
 		t.Fatalf("after the record and its copy: %s at %d, want the next claim at %d", ev.Type, ev.Seq, again)
+	}
+}
+
+// tenantFollowing makes tenant acme on node n and a Client of its client
+// credential alice (options edited by edit, when given), creates a session
+// with it, and follows that session from its start: next returns the
+// Follower's next event.
+func tenantFollowing(ctx context.Context, t *testing.T, n *node.Node, edit func(*client.Options)) (c *client.Client, sid string, next func() event.Event) {
+	t.Helper()
+	admin := connect(t, n)
+	if _, err := admin.AddTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	alice, _, err := admin.IssueTenantCreds(ctx, "acme", "alice", wire.RoleClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "alice.creds")
+	if err := os.WriteFile(path, alice, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts := client.Options{URL: n.Bus().ClientURL(), CredsFile: path}
+	if edit != nil {
+		edit(&opts)
+	}
+	if c, err = client.Connect(ctx, opts); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	created, err := c.Create(ctx, wire.CreateRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.Follow(ctx, created.Session, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.Close)
+	return c, created.Session, func() event.Event {
+		t.Helper()
+		select {
+		case ev, ok := <-f.Events():
+			if !ok {
+				t.Fatal("the Follower stopped")
+			}
+			return ev
+		case <-ctx.Done():
+			t.Fatal(ctx.Err())
+		}
+		return event.Event{}
 	}
 }
 

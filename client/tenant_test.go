@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -196,47 +194,8 @@ func TestTenantFollowerAcrossAReconnect(t *testing.T) {
 	n := startNode(t, newGated())
 	admin := connect(t, n)
 	ctx := ctxT(t)
-	if _, err := admin.AddTenant(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
-	alice, _, err := admin.IssueTenantCreds(ctx, "acme", "alice", wire.RoleClient)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "alice.creds")
-	if err := os.WriteFile(path, alice, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	states := make(chan client.ConnEvent, 16)
-	c, err := client.Connect(ctx, client.Options{URL: n.Bus().ClientURL(), CredsFile: path,
-		OnConnection: func(e client.ConnEvent) { states <- e }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	created, err := c.Create(ctx, wire.CreateRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sid := created.Session
-	f, err := c.Follow(ctx, sid, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	next := func() event.Event {
-		t.Helper()
-		select {
-		case ev, ok := <-f.Events():
-			if !ok {
-				t.Fatal("the Follower stopped")
-			}
-			return ev
-		case <-ctx.Done():
-			t.Fatal(ctx.Err())
-		}
-		return event.Event{}
-	}
+	c, sid, next := tenantFollowing(ctx, t, n, func(o *client.Options) { o.OnConnection = func(e client.ConnEvent) { states <- e } })
 	if ev := next(); ev.Type != event.SessionCreated {
 		t.Fatalf("first: %s", ev.Type)
 	}

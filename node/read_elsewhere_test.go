@@ -94,13 +94,7 @@ func TestReadModelMovesPastAStoredCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	k, copySeq := storeCopy(ctx, t, n, sid, created.Seq)
-	for n.projector().Positions()[k] < copySeq {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the read model stays at %d in shard %d, before the copy at %d", n.projector().Positions()[k], k, copySeq)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	waitCopyApplied(ctx, t, n, k, copySeq)
 	pos, err := n.store.Positions(ctx, store.DefaultConsumer)
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +121,17 @@ func storeCopy(ctx context.Context, t *testing.T, n *Node, sid string, seq uint6
 	}
 	k = n.bus.ShardOf(sid)
 	return k, bustest.StoreCopy(ctx, t, js, wire.EventShardStream(k), seq)
+}
+
+// waitCopyApplied waits until the read model's position in shard k has
+// reached the copy at copySeq.
+func waitCopyApplied(ctx context.Context, t *testing.T, n *Node, k int, copySeq uint64) {
+	t.Helper()
+	last := make([]uint64, n.bus.Shards())
+	last[k] = copySeq
+	if err := n.WaitReadModelLog(ctx, last); err != nil {
+		t.Fatalf("the read model stays at %d in shard %d, before the copy at %d: %v", n.projector().Positions()[k], k, copySeq, err)
+	}
 }
 
 // A copy met by a read model that restarted after folding its original
@@ -167,13 +172,7 @@ func TestReadModelDropsACopyMetAfterARestart(t *testing.T) {
 	if err := resume(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for n.projector().Positions()[k] < copySeq {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the read model stays at %d in shard %d, before the copy at %d", n.projector().Positions()[k], k, copySeq)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	waitCopyApplied(ctx, t, n, k, copySeq)
 	row, err := n.apiGet(ctx, wire.SessionRequest{Session: sid})
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package toolrunner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,12 +12,21 @@ import (
 	"github.com/tah-dev/tah/event"
 )
 
+// ErrStopped is the error of a batch sent to a runner that stopped before it
+// took the batch. A batch it took always has its result (its calls
+// cancelled if the runner stopped while they ran).
+var ErrStopped = errors.New("the tool runner has stopped")
+
 // Runner is a handle on a runner actor spawned at the root, for callers that are
 // not actors (the CLI, tests, a node's wiring). Actors use the messages instead.
 type Runner struct {
 	root *actor.RootContext
 	pid  *actor.PID
 	wg   *sync.WaitGroup
+	pool *pool
+	// stopped is closed once the actor has stopped: after it, a batch's
+	// result has come or never will.
+	stopped chan struct{}
 }
 
 // Spawn starts a runner actor under root.
@@ -24,9 +34,9 @@ func Spawn(root *actor.RootContext, cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	wg := new(sync.WaitGroup)
-	pid := root.Spawn(props(cfg, wg))
-	return &Runner{root: root, pid: pid, wg: wg}, nil
+	r := &Runner{root: root, wg: new(sync.WaitGroup), pool: newPool(), stopped: make(chan struct{})}
+	r.pid = root.Spawn(props(cfg, r.wg, r.pool, r.stopped))
+	return r, nil
 }
 
 // PID is the runner actor's address.
@@ -34,8 +44,8 @@ func (r *Runner) PID() *actor.PID { return r.pid }
 
 // Execute runs b and waits for its result. When ctx is done first, it cancels the
 // batch and returns the result that follows (every call cancelled or timed out),
-// so that a result always comes back; the error is set only when the runner is
-// gone.
+// so that a result always comes back; the error is set only when the runner
+// stopped before it took the batch (ErrStopped).
 func (r *Runner) Execute(ctx context.Context, b ExecuteBatch) (*BatchResult, error) {
 	return r.ExecuteNoting(ctx, b, 0, nil)
 }
@@ -49,52 +59,38 @@ func (r *Runner) ExecuteNoting(ctx context.Context, b ExecuteBatch, after time.D
 		b.ID = event.NewID("b_")
 	}
 	b.ReplyTo = nil
-	wait := 24 * time.Hour
-	if d, ok := ctx.Deadline(); ok {
-		wait = max(time.Until(d), 0) + time.Minute
-	}
-	if !b.Deadline.IsZero() {
-		wait = max(wait, max(time.Until(b.Deadline), 0)+time.Minute)
-	}
-	f := r.root.RequestFuture(r.pid, &b, wait)
-	type answer struct {
-		v   any
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() { // owned by this call: it ends when the future does, which Execute waits for
-		v, err := f.Result()
-		done <- answer{v, err}
-	}()
+	reply := make(chan *BatchResult, 1)
+	b.reply = reply
+	r.root.Send(r.pid, &b)
 	var noted <-chan time.Time
 	if slow != nil {
 		t := time.NewTimer(after)
 		defer t.Stop()
 		noted = t.C
 	}
-	var a answer
-wait:
+	done := ctx.Done()
 	for {
 		select {
-		case a = <-done:
-			break wait
+		case res := <-reply:
+			return res, nil
 		case <-noted:
 			noted = nil
 			slow()
-		case <-ctx.Done():
-			r.root.Send(r.pid, &CancelBatch{ID: b.ID})
-			a = <-done
-			break wait
+		case <-done:
+			done = nil
+			r.root.Send(r.pid, &CancelBatch{ID: b.ID}) // its result follows
+		case <-r.stopped:
+			// A batch the runner took delivers its result before its
+			// goroutine ends; after the actor stopped it takes no more.
+			r.wg.Wait()
+			select {
+			case res := <-reply:
+				return res, nil
+			default:
+				return nil, fmt.Errorf("toolrunner: batch %s: %w", b.ID, ErrStopped)
+			}
 		}
 	}
-	if a.err != nil {
-		return nil, fmt.Errorf("toolrunner: batch %s: %w", b.ID, a.err)
-	}
-	res, ok := a.v.(*BatchResult)
-	if !ok {
-		return nil, fmt.Errorf("toolrunner: batch %s: unexpected answer %T", b.ID, a.v)
-	}
-	return res, nil
 }
 
 // Cancel cancels one call.
@@ -113,8 +109,10 @@ func (r *Runner) Stop(ctx context.Context) error {
 	go func() { r.wg.Wait(); close(done) }() // ends with the last batch, which the stop cancelled
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("toolrunner: stop: calls still running: %w", ctx.Err())
 	}
+	r.pool.stop() // the actor did at its end; a pool's stop is idempotent
+	r.pool.wait() // the idle workers end at once, the last batches' just after
+	return nil
 }

@@ -37,6 +37,12 @@ type ExecuteBatch struct {
 	// executor's (a tenant's session's: its tenant's tools too); the runner's
 	// executor options apply.
 	Catalog tools.Catalog
+
+	// reply, set by a Runner handle, receives the BatchResult instead of an
+	// actor (a channel with room for it): a caller that is not an actor
+	// waits on it without a future of the actor system (a process
+	// registered and removed, a timer and a goroutine, each batch).
+	reply chan<- *BatchResult
 }
 
 // BatchResult answers an ExecuteBatch: one result per call, in call order.

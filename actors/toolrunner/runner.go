@@ -56,10 +56,13 @@ func (c Config) Validate() error {
 // cfg.Validate first when cfg comes from outside. Spawn it as a child of the
 // session actor: stopping the session stops the runner, which cancels its calls.
 func Props(cfg Config) *actor.Props {
-	return props(cfg, new(sync.WaitGroup))
+	return props(cfg, new(sync.WaitGroup), newPool(), nil)
 }
 
-func props(cfg Config, wg *sync.WaitGroup) *actor.Props {
+// props makes the runner's props: wg counts its batches in flight, its
+// batches and calls run on p, and stopped, when not nil, is closed once
+// the actor has stopped (a Runner handle's, which waits on it).
+func props(cfg Config, wg *sync.WaitGroup, p *pool, stopped chan struct{}) *actor.Props {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
@@ -67,17 +70,19 @@ func props(cfg Config, wg *sync.WaitGroup) *actor.Props {
 		cfg.MaxConcurrent = DefaultMaxConcurrent
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &runner{cfg: cfg, wg: wg, own: NewLimiter(cfg.MaxConcurrent)}
-	})
+		return &runner{cfg: cfg, wg: wg, pool: p, stopped: stopped, own: NewLimiter(cfg.MaxConcurrent)}
+	}, actor.WithDispatcher(dispatcher{p}))
 }
 
 // runner is the actor. Its state is touched only in Receive; each batch runs in a
-// goroutine that it owns (stopped by cancelling the batch's context) and that
+// goroutine of its pool (stopped by cancelling the batch's context) and
 // reports back with a batchDone message.
 type runner struct {
 	cfg     Config
 	own     *Limiter
 	wg      *sync.WaitGroup
+	pool    *pool
+	stopped chan struct{}
 	log     *slog.Logger
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -128,6 +133,11 @@ func (r *runner) Receive(c actor.Context) {
 		if r.cancel != nil {
 			r.cancel()
 		}
+	case *actor.Stopped:
+		r.pool.stop()
+		if r.stopped != nil {
+			close(r.stopped)
+		}
 	}
 }
 
@@ -136,7 +146,7 @@ func (r *runner) start(c actor.Context, m *ExecuteBatch) {
 	if replyTo == nil {
 		replyTo = c.Sender()
 	}
-	if replyTo == nil {
+	if replyTo == nil && m.reply == nil {
 		r.log.Warn("toolrunner: batch without a sender or ReplyTo: not run", "batch", m.ID, "session", m.Session, "calls", len(m.Calls))
 		return
 	}
@@ -178,13 +188,18 @@ func (r *runner) start(c actor.Context, m *ExecuteBatch) {
 	if m.Catalog != nil {
 		exec = exec.With(m.Catalog)
 	}
+	reply := m.reply
 	r.wg.Add(1)
-	go func() {
+	r.pool.run(func() {
 		defer r.wg.Done()
 		r.runBatch(exec, ctxs, calls, res.Results)
-		root.Send(replyTo, res)
+		if reply != nil {
+			reply <- res // buffered for it: never blocks
+		} else {
+			root.Send(replyTo, res)
+		}
 		root.Send(self, &batchDone{id: id})
-	}()
+	})
 }
 
 // runBatch runs calls, filling results in call order. Consecutive calls whose
@@ -202,16 +217,24 @@ func (r *runner) runBatch(exec *tools.Executor, ctxs []context.Context, calls []
 				j++
 			}
 		}
+		run := func(k int) {
+			results[k] = r.runCall(ctxs[k], exec, calls[k])
+			if r.cfg.Observe != nil {
+				r.cfg.Observe(results[k])
+			}
+		}
+		if j == i+1 {
+			run(i) // alone: on the batch's own goroutine
+			i = j
+			continue
+		}
 		var wg sync.WaitGroup
 		for k := i; k < j; k++ {
 			wg.Add(1)
-			go func() {
+			r.pool.run(func() {
 				defer wg.Done()
-				results[k] = r.runCall(ctxs[k], exec, calls[k])
-				if r.cfg.Observe != nil {
-					r.cfg.Observe(results[k])
-				}
-			}()
+				run(k)
+			})
 		}
 		wg.Wait()
 		i = j

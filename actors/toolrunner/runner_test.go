@@ -2,6 +2,7 @@ package toolrunner_test
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -464,6 +465,25 @@ func TestStopCancelsCalls(t *testing.T) {
 	}
 	if _, err := toolrunner.Spawn(sys.Root, toolrunner.Config{}); err == nil {
 		t.Error("a config without an executor was accepted")
+	}
+}
+
+// A batch sent after the runner stopped fails with ErrStopped, at once:
+// nothing would ever answer it.
+func TestExecuteAfterStop(t *testing.T) {
+	sys := system(t)
+	r, err := toolrunner.Spawn(sys.Root, toolrunner.Config{Executor: executor(newGate("g").tool()), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := r.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Execute(ctx, toolrunner.ExecuteBatch{Calls: calls("g", "c1")})
+	if !errors.Is(err, toolrunner.ErrStopped) || res != nil {
+		t.Fatalf("execute after stop: %v, %v; want ErrStopped", res, err)
 	}
 }
 

@@ -2,8 +2,8 @@ package toolrunner_test
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"

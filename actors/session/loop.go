@@ -440,11 +440,19 @@ func PrepareResume(ctx context.Context, a *AgentContext) error {
 	return nil
 }
 
-// pendingCalls are the current turn's calls that never started.
+// pendingCalls are the current turn's calls that never started. The loop
+// asks before every step, so it reads only the current turn's records: the
+// last ones, since a turn's calls are recorded after every earlier turn's
+// (before, the scan of the whole session's calls grew each step's cost with
+// the session).
 func pendingCalls(st *projection.State) []llm.ToolCall {
+	from := len(st.ToolCalls)
+	for from > 0 && st.ToolCalls[from-1].Turn == st.Turn {
+		from--
+	}
 	var out []llm.ToolCall
-	for _, r := range st.ToolCalls {
-		if r.Turn == st.Turn && r.Status == projection.StepPending && !r.HasResult {
+	for _, r := range st.ToolCalls[from:] {
+		if r.Status == projection.StepPending && !r.HasResult {
 			out = append(out, llm.ToolCall{ID: r.CallID, Name: r.Name, Arguments: r.Arguments})
 		}
 	}

@@ -26,7 +26,7 @@
 //     message, so the requesting actor keeps receiving while its tools run
 //     (a Runner handle's caller gets it on a channel instead).
 //   - The runner's goroutines, its mailbox's included, come from a pool of its
-//     own that keeps them for a while after their work (pool.go): a new
+//     own that keeps them for a while after their work (internal/gopool): a new
 //     goroutine's stack growth was a third of what a call to a tool that does
 //     nothing cost (BenchmarkExecute). Stop ends them.
 //   - Stopping the runner cancels every call; the results of the batches it held

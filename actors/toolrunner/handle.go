@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/gopool"
 )
 
 // ErrStopped is the error of a batch sent to a runner that stopped before it
@@ -23,7 +24,7 @@ type Runner struct {
 	root *actor.RootContext
 	pid  *actor.PID
 	wg   *sync.WaitGroup
-	pool *pool
+	pool *gopool.Pool
 	// stopped is closed once the actor has stopped: after it, a batch's
 	// result has come or never will.
 	stopped chan struct{}
@@ -34,7 +35,7 @@ func Spawn(root *actor.RootContext, cfg Config) (*Runner, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Runner{root: root, wg: new(sync.WaitGroup), pool: newPool(), stopped: make(chan struct{})}
+	r := &Runner{root: root, wg: new(sync.WaitGroup), pool: gopool.New(0), stopped: make(chan struct{})}
 	r.pid = root.Spawn(props(cfg, r.wg, r.pool, r.stopped))
 	return r, nil
 }
@@ -112,7 +113,7 @@ func (r *Runner) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("toolrunner: stop: calls still running: %w", ctx.Err())
 	}
-	r.pool.stop() // the actor did at its end; a pool's stop is idempotent
-	r.pool.wait() // the idle workers end at once, the last batches' just after
+	r.pool.Stop() // the actor did at its end; a pool's stop is idempotent
+	r.pool.Wait() // the idle workers end at once, the last batches' just after
 	return nil
 }

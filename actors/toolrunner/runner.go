@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/gopool"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/tools"
 )
@@ -56,13 +57,13 @@ func (c Config) Validate() error {
 // cfg.Validate first when cfg comes from outside. Spawn it as a child of the
 // session actor: stopping the session stops the runner, which cancels its calls.
 func Props(cfg Config) *actor.Props {
-	return props(cfg, new(sync.WaitGroup), newPool(), nil)
+	return props(cfg, new(sync.WaitGroup), gopool.New(0), nil)
 }
 
 // props makes the runner's props: wg counts its batches in flight, its
 // batches and calls run on p, and stopped, when not nil, is closed once
 // the actor has stopped (a Runner handle's, which waits on it).
-func props(cfg Config, wg *sync.WaitGroup, p *pool, stopped chan struct{}) *actor.Props {
+func props(cfg Config, wg *sync.WaitGroup, p *gopool.Pool, stopped chan struct{}) *actor.Props {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
@@ -71,7 +72,7 @@ func props(cfg Config, wg *sync.WaitGroup, p *pool, stopped chan struct{}) *acto
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &runner{cfg: cfg, wg: wg, pool: p, stopped: stopped, own: NewLimiter(cfg.MaxConcurrent)}
-	}, actor.WithDispatcher(dispatcher{p}))
+	}, actor.WithDispatcher(p.Dispatcher()))
 }
 
 // runner is the actor. Its state is touched only in Receive; each batch runs in a
@@ -81,7 +82,7 @@ type runner struct {
 	cfg     Config
 	own     *Limiter
 	wg      *sync.WaitGroup
-	pool    *pool
+	pool    *gopool.Pool
 	stopped chan struct{}
 	log     *slog.Logger
 	ctx     context.Context
@@ -134,7 +135,7 @@ func (r *runner) Receive(c actor.Context) {
 			r.cancel()
 		}
 	case *actor.Stopped:
-		r.pool.stop()
+		r.pool.Stop()
 		if r.stopped != nil {
 			close(r.stopped)
 		}
@@ -190,7 +191,7 @@ func (r *runner) start(c actor.Context, m *ExecuteBatch) {
 	}
 	reply := m.reply
 	r.wg.Add(1)
-	r.pool.run(func() {
+	r.pool.Go(func() {
 		defer r.wg.Done()
 		r.runBatch(exec, ctxs, calls, res.Results)
 		if reply != nil {
@@ -231,7 +232,7 @@ func (r *runner) runBatch(exec *tools.Executor, ctxs []context.Context, calls []
 		var wg sync.WaitGroup
 		for k := i; k < j; k++ {
 			wg.Add(1)
-			r.pool.run(func() {
+			r.pool.Go(func() {
 				defer wg.Done()
 				run(k)
 			})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/gopool"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
@@ -114,10 +115,22 @@ type AgentContext struct {
 	openWatch WatchFunc
 	// loop names the agent loop, for the definition each turn records.
 	loop string
+	// calls runs the model calls (askModel) on goroutines the Manager
+	// keeps; nil in a context without a Manager: a goroutine each.
+	calls *gopool.Pool
 	// endStreamed is the input whose turn's end a watcher of this context
 	// told its caller: its redelivery (the resume of a taken-over turn ran
 	// first) must not stream that end a second time.
 	endStreamed string
+}
+
+// spawn runs fn on a goroutine: one of a.calls where the context has them.
+func (a *AgentContext) spawn(fn func()) {
+	if a.calls == nil {
+		go fn()
+		return
+	}
+	a.calls.Go(fn)
 }
 
 // appendTimeout bounds one append, acknowledgement and read-back included.

@@ -90,7 +90,7 @@ func (m *Manager) load(ctx context.Context, sid string) (*AgentContext, error) {
 	}
 	return &AgentContext{Session: sid, Config: m.configOf(&st), Provider: m.provider, Tools: m.tools.forSession(sid),
 		state: &st, bus: m.bus, writer: w, deltas: deltas, segments: cps, log: m.cfg.logger(), now: time.Now, checkpointed: checkpointed, loop: loopName(m.loop),
-		counted: countedUse{usage: st.Usage, usd: st.Cost.USD}}, nil
+		counted: countedUse{usage: st.Usage, usd: st.Cost.USD}, calls: m.calls}, nil
 }
 
 // claim claims a loaded session for this node: session.claimed with the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/gopool"
 	"github.com/tah-dev/tah/llm"
 )
 
@@ -30,6 +31,9 @@ type Manager struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// calls runs the sessions' model calls (askModel), each owned by the
+	// step that waits for it; Close stops it after the work.
+	calls *gopool.Pool
 
 	mu     sync.Mutex
 	closed bool
@@ -66,7 +70,7 @@ func NewManager(cfg Config, b *bus.Bus, provider llm.Provider, tc ToolConfig, lo
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Manager{cfg: cfg, bus: b, provider: provider, tools: tools, loop: loop, sys: sys,
+	return &Manager{cfg: cfg, bus: b, provider: provider, tools: tools, loop: loop, sys: sys, calls: gopool.New(0),
 		ctx: ctx, cancel: cancel, actors: map[string]*entry{}}, nil
 }
 
@@ -269,6 +273,10 @@ func (m *Manager) Close(ctx context.Context) error {
 	var errs []error
 	select {
 	case <-done:
+		// The work, and so every model call (each waited for by its
+		// step), has ended: the idle workers end now.
+		m.calls.Stop()
+		m.calls.Wait()
 	case <-ctx.Done():
 		errs = append(errs, fmt.Errorf("session manager close: work still running: %w", ctx.Err()))
 	}

@@ -36,13 +36,15 @@ type modelCall struct {
 	took    int64 // the call's time, in ms
 }
 
-// askModel starts req's call on a goroutine of its own; every call is
-// followed by exactly one answer or drop.
+// askModel starts req's call on a goroutine of its own (one the Manager
+// keeps, a.calls, so that each call does not grow a new goroutine's stack
+// again on its way into the provider); every call is followed by exactly
+// one answer or drop.
 func askModel(ctx context.Context, a *AgentContext, stepID string, req llm.Request, span trace.Span) *modelCall {
 	cctx, cancel := context.WithCancel(llm.WithMemo(ctx, &a.memo))
 	c := &modelCall{a: a, ctx: ctx, stepID: stepID, cancel: cancel,
 		written: make(chan struct{}), dropped: make(chan struct{}), done: make(chan struct{})}
-	go func() {
+	a.spawn(func() {
 		defer close(c.done)
 		begin := a.now()
 		first := true
@@ -60,7 +62,7 @@ func askModel(ctx context.Context, a *AgentContext, stepID string, req llm.Reque
 			c.flow()
 		case <-c.dropped:
 		}
-	}()
+	})
 	return c
 }
 

@@ -206,22 +206,6 @@ func (w *SessionWriter) positionID(last uint64) string {
 	return w.idPrefix + strconv.FormatUint(last, 10)
 }
 
-// copyBefore reports whether id, the message id of a record of session sid,
-// is a copy's of a record at or before folded, the session's last record
-// its reader folded. A record's id names the sequence it was appended
-// after (positionID), which is its session's record before it: an id that
-// names one before folded is a retried append the stream stored again
-// (see dropDuplicate). An id of another form (a copy from the old log,
-// legacyCopyPrefix, names that log's sequences; one this package does not
-// write) is no copy by this test.
-func copyBefore(sid, id string, folded uint64) bool {
-	if folded == 0 || !strings.HasPrefix(id, sid+":") || strings.HasPrefix(id, legacyCopyPrefix(sid)) {
-		return false
-	}
-	after, err := strconv.ParseUint(id[strings.LastIndexByte(id, ':')+1:], 10, 64)
-	return err == nil && after < folded
-}
-
 // setHeaders sets the message id (idFor(last)) and fencing header for an
 // append expected to follow sequence last.
 func (w *SessionWriter) setHeaders(m *nats.Msg, last uint64, idFor func(uint64) string) {

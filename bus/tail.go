@@ -179,7 +179,7 @@ func (t *Tail) deliver(k int, m jetstream.Msg) {
 	prev, seen := t.prevIDs[sid]
 	dup := dropDuplicate(&prev, id)
 	if !dup && !seen && t.resumed[k] && t.folded != nil {
-		dup = copyBefore(sid, id, t.folded(sid))
+		dup = wire.CopyBefore(sid, id, t.folded(sid))
 	}
 	t.prevIDs[sid] = prev
 	var evs []event.Event

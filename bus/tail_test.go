@@ -276,8 +276,9 @@ func TestABadRecordDoesNotStopTheTail(t *testing.T) {
 	}
 }
 
-// copyBefore reads the position a record's id names (positionID) and calls
-// the record a copy when that is before the session's last record folded;
+// wire.CopyBefore reads the position a record's id names (positionID: this
+// package's ids and the protocol's parse agree) and calls the record a copy when
+// that is before the session's last record folded;
 // ids of other forms are never copies by it.
 func TestCopyBefore(t *testing.T) {
 	const sid = "s_x"
@@ -298,8 +299,8 @@ func TestCopyBefore(t *testing.T) {
 		{"no position", sid + ":3:n0nce:", 40, false},
 		{"no id", "", 40, false},
 	} {
-		if got := copyBefore(sid, c.id, c.folded); got != c.want {
-			t.Errorf("%s: copyBefore(%q, %d) = %v, want %v", c.name, c.id, c.folded, got, c.want)
+		if got := wire.CopyBefore(sid, c.id, c.folded); got != c.want {
+			t.Errorf("%s: wire.CopyBefore(%q, %d) = %v, want %v", c.name, c.id, c.folded, got, c.want)
 		}
 	}
 }

@@ -49,8 +49,10 @@ type Follower struct {
 	next   uint64 // the first sequence not delivered yet
 	behind bool   // on the live feed: records before the next one may be missing
 	// lastID is the Nats-Msg-Id of the last record delivered ("" when it
-	// came through the events API, which drops copies itself).
-	lastID string
+	// came through the events API, which drops copies itself but gives no
+	// ids), and lastSeq its sequence (0: none yet).
+	lastID  string
+	lastSeq uint64
 }
 
 // Follow delivers session sid's events from stream sequence from of its
@@ -233,11 +235,11 @@ func (f *Follower) loop() {
 			if evs[0].Seq < f.next {
 				// Delivered already, by the consumer that ran before a
 				// reconnect, or the record before the first one asked for.
-				f.lastID = m.Headers().Get(wire.HeaderMsgID)
+				f.lastID, f.lastSeq = m.Headers().Get(wire.HeaderMsgID), evs[0].Seq
 				continue
 			}
 			f.next = evs[0].Seq + 1
-			if f.copyOfLast(m.Headers().Get(wire.HeaderMsgID)) {
+			if f.copyOfLast(m.Headers().Get(wire.HeaderMsgID), evs[0].Seq) {
 				continue
 			}
 			if !f.deliver(evs) {
@@ -273,15 +275,21 @@ func (f *Follower) finish() {
 	close(f.done)
 }
 
-// copyOfLast reports whether the record with message id id is a copy of
-// the last one delivered, which the stream stored twice (a retried append
-// around a leader change: docs/protocol.md, appending, rule 5), and
-// remembers id as the last.
-func (f *Follower) copyOfLast(id string) bool {
+// copyOfLast reports whether the record at seq with message id id is a
+// copy of the last one delivered, which the stream stored twice (a retried
+// append around a leader change: docs/protocol.md, appending, rule 5), and
+// remembers it as the last otherwise. After records from the events API,
+// which gives no ids, it goes by the position the id names instead: a
+// copy's names one before the last record delivered, the next record's
+// that record itself (wire.CopyBefore).
+func (f *Follower) copyOfLast(id string, seq uint64) bool {
 	if id != "" && id == f.lastID {
 		return true
 	}
-	f.lastID = id
+	if f.lastID == "" && wire.CopyBefore(f.sid, id, f.lastSeq) {
+		return true
+	}
+	f.lastID, f.lastSeq = id, seq
 	return false
 }
 

@@ -72,7 +72,7 @@ func TestFollowDropsAStoredCopy(t *testing.T) {
 func TestTenantFollowDropsAStoredCopy(t *testing.T) {
 	n := startNode(t, newGated())
 	ctx := ctxT(t)
-	_, sid, next := tenantFollowing(ctx, t, n, nil)
+	_, sid, next := tenantFollowing(ctx, t, n, nil, nil)
 	first := next()
 	if first.Type != event.SessionCreated {
 		t.Fatalf("first: %s", first.Type)
@@ -93,11 +93,50 @@ func TestTenantFollowDropsAStoredCopy(t *testing.T) {
 	}
 }
 
+// A tenant's Follower that had a record from the events API (which gives
+// no message ids) drops a copy of it met on the live feed: the copy's id
+// names the record before the one it copies (wire.CopyBefore).
+func TestTenantFollowDropsACopyOfARecordFromTheAPI(t *testing.T) {
+	n := startNode(t, newGated())
+	ctx := ctxT(t)
+	js, err := jetstream.New(n.Bus().Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k int
+	var created, claimed uint64
+	_, sid, next := tenantFollowing(ctx, t, n, nil, func(sid string) {
+		// Before the Follower: it has this record from the API.
+		k = n.Bus().ShardOf(sid)
+		shard, err := js.Stream(ctx, wire.EventShardStream(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := shard.GetLastMsgForSubject(ctx, wire.ShardSubject(k, sid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		created = last.Sequence
+		claimed = appendRaw(ctx, t, js, k, sid, event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 9}, created)
+	})
+	if ev := next(); ev.Type != event.SessionCreated || ev.Seq != created {
+		t.Fatalf("first: %s at %d, want session.created at %d", ev.Type, ev.Seq, created)
+	}
+	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != claimed {
+		t.Fatalf("second: %s at %d, want session.claimed at %d", ev.Type, ev.Seq, claimed)
+	}
+	bustest.StoreCopy(ctx, t, js, wire.EventShardStream(k), claimed)
+	again := appendRaw(ctx, t, js, k, sid, event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 10}, claimed)
+	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != again {
+		t.Fatalf("after the record and its copy: %s at %d, want the next claim at %d", ev.Type, ev.Seq, again)
+	}
+}
+
 // tenantFollowing makes tenant acme on node n and a Client of its client
 // credential alice (options edited by edit, when given), creates a session
-// with it, and follows that session from its start: next returns the
-// Follower's next event.
-func tenantFollowing(ctx context.Context, t *testing.T, n *node.Node, edit func(*client.Options)) (c *client.Client, sid string, next func() event.Event) {
+// with it, calls before with it (when given), and follows that session from
+// its start: next returns the Follower's next event.
+func tenantFollowing(ctx context.Context, t *testing.T, n *node.Node, edit func(*client.Options), before func(sid string)) (c *client.Client, sid string, next func() event.Event) {
 	t.Helper()
 	admin := connect(t, n)
 	if _, err := admin.AddTenant(ctx, "acme"); err != nil {
@@ -122,6 +161,9 @@ func tenantFollowing(ctx context.Context, t *testing.T, n *node.Node, edit func(
 	created, err := c.Create(ctx, wire.CreateRequest{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if before != nil {
+		before(created.Session)
 	}
 	f, err := c.Follow(ctx, created.Session, 1)
 	if err != nil {

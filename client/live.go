@@ -103,7 +103,7 @@ func (f *Follower) liveLoop() {
 				continue // as the consumer does: not a record
 			}
 			f.next = seq + 1
-			if f.copyOfLast(m.Header.Get(wire.HeaderMsgID)) {
+			if f.copyOfLast(m.Header.Get(wire.HeaderMsgID), seq) {
 				continue
 			}
 			if !f.deliver(evs) {
@@ -148,7 +148,7 @@ func (f *Follower) catchUp() (bool, error) {
 			}
 			if evs[0].Seq >= f.next {
 				f.next = evs[0].Seq + 1
-				f.lastID = "" // the API drops copies, and gives no ids
+				f.lastID, f.lastSeq = "", evs[0].Seq // the API drops copies, and gives no ids
 				if !f.deliver(evs[:n]) {
 					return false, nil
 				}

@@ -195,7 +195,7 @@ func TestTenantFollowerAcrossAReconnect(t *testing.T) {
 	admin := connect(t, n)
 	ctx := ctxT(t)
 	states := make(chan client.ConnEvent, 16)
-	c, sid, next := tenantFollowing(ctx, t, n, func(o *client.Options) { o.OnConnection = func(e client.ConnEvent) { states <- e } })
+	c, sid, next := tenantFollowing(ctx, t, n, func(o *client.Options) { o.OnConnection = func(e client.ConnEvent) { states <- e } }, nil)
 	if ev := next(); ev.Type != event.SessionCreated {
 		t.Fatalf("first: %s", ev.Type)
 	}

@@ -86,11 +86,7 @@ func TestTenantFollowDropsAStoredCopy(t *testing.T) {
 	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != claimed {
 		t.Fatalf("second: %s at %d, want session.claimed at %d", ev.Type, ev.Seq, claimed)
 	}
-	bustest.StoreCopy(ctx, t, js, wire.EventShardStream(k), claimed)
-	again := appendRaw(ctx, t, js, k, sid, event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 10}, claimed)
-	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != again {
-		t.Fatalf("after the record and its copy: %s at %d, want the next claim at %d", ev.Type, ev.Seq, again)
-	}
+	copyThenNext(ctx, t, js, k, sid, claimed, next)
 }
 
 // A tenant's Follower that had a record from the events API (which gives
@@ -125,6 +121,14 @@ func TestTenantFollowDropsACopyOfARecordFromTheAPI(t *testing.T) {
 	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != claimed {
 		t.Fatalf("second: %s at %d, want session.claimed at %d", ev.Type, ev.Seq, claimed)
 	}
+	copyThenNext(ctx, t, js, k, sid, claimed, next)
+}
+
+// copyThenNext stores a copy of session sid's record at claimed (shard k)
+// and appends the session's next record after it: the Follower's next event
+// (next) must be that record's, the copy dropped.
+func copyThenNext(ctx context.Context, t *testing.T, js jetstream.JetStream, k int, sid string, claimed uint64, next func() event.Event) {
+	t.Helper()
 	bustest.StoreCopy(ctx, t, js, wire.EventShardStream(k), claimed)
 	again := appendRaw(ctx, t, js, k, sid, event.SessionClaimed, event.SessionClaimedData{Node: "n", Epoch: 10}, claimed)
 	if ev := next(); ev.Type != event.SessionClaimed || ev.Seq != again {

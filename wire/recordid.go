@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// RecordAppendedAfter reads a record's Nats-Msg-Id, written by a session's
+// recordAppendedAfter reads a record's Nats-Msg-Id, written by a session's
 // owner as <sid>:<epoch>:<writer nonce>:<expected last sequence>: it returns
 // the sequence the record was appended after, which is its session's
 // record before it (docs/protocol.md, appending). ok is false for an id of
@@ -16,7 +16,7 @@ import (
 // A reader that knows the last record of the session it has, but not that
 // record's id, tells a copy the stream stored twice by it (rule 5): a record
 // whose id names a sequence before that last record is a copy of one it has.
-func RecordAppendedAfter(sid, id string) (after uint64, ok bool) {
+func recordAppendedAfter(sid, id string) (after uint64, ok bool) {
 	rest, found := strings.CutPrefix(id, sid+":")
 	if !found || sid == "" {
 		return 0, false
@@ -38,8 +38,8 @@ func RecordAppendedAfter(sid, id string) (after uint64, ok bool) {
 // CopyBefore reports whether the record of session sid with message id id
 // is a copy of a record at or before last, the session's last record the
 // reader has (0: none): its id names a sequence before last
-// (RecordAppendedAfter).
+// (recordAppendedAfter).
 func CopyBefore(sid, id string, last uint64) bool {
-	after, ok := RecordAppendedAfter(sid, id)
+	after, ok := recordAppendedAfter(sid, id)
 	return ok && last > 0 && after < last
 }

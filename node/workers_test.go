@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -256,7 +257,20 @@ func TestKilledWorkersTurnsResumeOnAWorker(t *testing.T) {
 		c.send(sid, "in_"+sid, "hello")
 		inputs[sid] = []string{"in_" + sid}
 	}
-	bustest.Eventually(t, 30*time.Second, "n2's turns in flight", func() bool { return c.models[2].calls.Load() >= 2 })
+	// In flight, and known to the read model: a model call alone does not
+	// mean the turn's first record is in the log (the call starts while it
+	// is appended), and a record that lands only with the new leader of its
+	// shard, after the takeover's look, is left to its input's redelivery.
+	rm := c.Node(0).ReadModel()
+	bustest.Eventually(t, 30*time.Second, "n2's turns in flight, in the read model", func() bool {
+		for _, sid := range sids {
+			row, err := rm.GetSession(context.Background(), sid)
+			if err != nil || row.Status != projection.StatusRunning {
+				return false
+			}
+		}
+		return c.models[2].calls.Load() >= 2
+	})
 	c.Kill(2)
 	c.finished(inputs)
 	for _, sid := range sids {

@@ -183,6 +183,11 @@ type partitionPull struct {
 	mu    sync.Mutex // held while a message is handled
 	pinID string     // the pin id of this client, as last seen on a message
 	done  bool
+	// redelivered is the last TAH_IN sequence a dead node had been
+	// delivered when TakeOver reset the consumer: the server counts the
+	// deliveries again from 1 after a reset, and an input up to it is a
+	// redelivery all the same (InputMsg.Delivered).
+	redelivered uint64
 }
 
 // ConsumeInputs pulls the given partitions (all of them when none is given)
@@ -455,9 +460,13 @@ func (c *InputConsumer) deliver(pp *partitionPull, m jetstream.Msg) {
 		_ = c.b.reportRefusal(wire.Refusal(sid, in.ID, code, err.Error()), replyTo, in.Reply)
 		return
 	}
+	delivered := md.NumDelivered
+	if md.Sequence.Stream <= pp.redelivered {
+		delivered = max(delivered, 2)
+	}
 	c.h(c.ctx, &InputMsg{
 		Input: in, Session: sid, Partition: pp.p, Seq: md.Sequence.Stream,
-		Delivered: md.NumDelivered, b: c.b, msg: m,
+		Delivered: delivered, b: c.b, msg: m,
 	})
 }
 
@@ -513,6 +522,62 @@ func (c *InputConsumer) Close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// TakeOver hands this consumer partition p, which it pulls already (Add),
+// from a node taken for dead at since: if the server still has p pinned to
+// a client pinned before since (the dead node's), it resets the partition's
+// consumer to its ack floor, so that the inputs the dead node held and never
+// acknowledged are delivered again now instead of after their ack wait,
+// then unpins it, so that this consumer's pulls get them (the reset comes
+// first: no input delivered to this node is ever delivered to it twice). A
+// pin given since is another node's, and one this consumer has seen on its
+// inputs is its own: either stays, and TakeOver does nothing.
+// It returns how many inputs the dead node held (0 when it did nothing).
+// A server without the reset (nats-server before 2.14) leaves the inputs to
+// their ack wait; the unpin is made all the same.
+func (c *InputConsumer) TakeOver(ctx context.Context, p int, since time.Time) (int, error) {
+	c.mu.Lock()
+	pp := c.parts[p]
+	c.mu.Unlock()
+	if pp == nil {
+		return 0, fmt.Errorf("take over input partition %d: not pulled here", p)
+	}
+	cons, err := c.b.in.Consumer(ctx, pp.name)
+	if err != nil {
+		return 0, fmt.Errorf("take over input partition %d: %w", p, err)
+	}
+	info := cons.CachedInfo()
+	pp.mu.Lock()
+	mine := pp.pinID
+	pp.mu.Unlock()
+	stale := false
+	for _, g := range info.PriorityGroups {
+		stale = stale || g.Group == wire.InputGroup && g.PinnedClientID != "" && g.PinnedClientID != mine && g.PinnedTS.Before(since)
+	}
+	if !stale {
+		return 0, nil
+	}
+	held := info.NumAckPending
+	var errs []error
+	if held > 0 {
+		// Set before the reset: the first input delivered again may arrive
+		// before its answer.
+		pp.mu.Lock()
+		pp.redelivered = max(pp.redelivered, info.Delivered.Stream)
+		pp.mu.Unlock()
+		if _, err := c.b.in.ResetConsumer(ctx, pp.name); err != nil {
+			held = 0
+			errs = append(errs, fmt.Errorf("reset: %w", err))
+		}
+	}
+	if err := c.b.in.UnpinConsumer(ctx, pp.name, wire.InputGroup); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		errs = append(errs, fmt.Errorf("unpin: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return held, fmt.Errorf("take over input partition %d: %w", p, err)
+	}
+	return held, nil
 }
 
 // unpin releases partition pp if the server has it pinned to this consumer.

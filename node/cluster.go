@@ -84,7 +84,11 @@ type membership struct {
 	orphans  map[int]time.Time
 	// back are nodes this one took for dead, and whose entry in tah_nodes
 	// it deleted, heard again: their last presence, to write back (settle).
-	back       map[string]wire.NodeRecord
+	back map[string]wire.NodeRecord
+	// undeleted are nodes taken for dead whose entry in tah_nodes is still
+	// to delete: a delete that failed (the bucket's stream electing a
+	// leader, its server gone with the node) is made again (settle).
+	undeleted  map[string]bool
 	advisories *nats.Subscription
 	// fences counts the times the node fenced itself (a metric).
 	fences atomic.Int64
@@ -100,7 +104,7 @@ func startMembership(ctx context.Context, n *Node) (*membership, error) {
 		every: max(cfg.NodeTTL/5, 50*time.Millisecond), parts: cfg.Partitions,
 		started: now, kick: make(chan struct{}, 1), seen: map[string]time.Time{},
 		echo: now, sent: now, mainUp: now, storedOK: now, last: map[string]wire.NodeRecord{}, prev: map[string]connRef{}, suspects: map[string]suspicion{},
-		gone: map[string]connRef{}, orphans: map[int]time.Time{}, back: map[string]wire.NodeRecord{}}
+		gone: map[string]connRef{}, orphans: map[int]time.Time{}, back: map[string]wire.NodeRecord{}, undeleted: map[string]bool{}}
 	recs, err := n.bus.ListNodes(ctx)
 	if err != nil {
 		return nil, err
@@ -536,7 +540,7 @@ func (m *membership) rebalance(ctx context.Context, resume bool) {
 		}
 		added = append(added, p)
 	}
-	m.unpinOrphans(ctx, m.takeOrphans(added))
+	m.takeOverOrphans(ctx, m.takeOrphans(added))
 	if len(drop) > 0 || len(added) > 0 {
 		// The cluster changed: the meta leader's bus spreads the streams over
 		// the servers now, not at its next look (a no-op elsewhere).

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"syscall"
 	"time"
 
@@ -275,6 +277,7 @@ func (m *membership) settle(ctx context.Context) {
 	for id := range m.gone {
 		if time.Since(m.seen[id]) > m.ttl {
 			delete(m.gone, id)
+			delete(m.undeleted, id) // its entry has expired
 		}
 	}
 	for p, at := range m.orphans {
@@ -299,19 +302,42 @@ func (m *membership) settle(ctx context.Context) {
 			dead = append(dead, id)
 		}
 	}
-	if len(dead) == 0 {
-		return
+	if len(dead) > 0 {
+		m.poke()
 	}
-	m.poke()
-	// Its entry in tah_nodes would stay until it expires (NodeTTL): status
-	// shows the cluster as it is. (A node taken for dead wrongly writes it
-	// again with its next presence.)
+	m.deleteEntries(ctx, dead)
+}
+
+// deleteEntries deletes the entries in tah_nodes of the nodes just taken for
+// dead, and of those whose delete failed before and are still taken for
+// dead: an entry would stay until it expires (NodeTTL), and status should
+// show the cluster as it is. (A node taken for dead wrongly writes it again
+// with its next presence.)
+func (m *membership) deleteEntries(ctx context.Context, dead []string) {
+	m.mu.Lock()
 	for _, id := range dead {
-		dctx, cancel := context.WithTimeout(ctx, m.opTimeout())
-		if err := m.n.bus.DeleteNode(dctx, id); err != nil {
-			m.log.Debug("a dead node's entry not deleted from tah_nodes (it expires)", "node", id, "err", err)
+		m.undeleted[id] = true
+	}
+	var ids []string
+	for id := range m.undeleted {
+		if _, ok := m.gone[id]; ok {
+			ids = append(ids, id)
+		} else {
+			delete(m.undeleted, id) // back, or forgotten
 		}
+	}
+	m.mu.Unlock()
+	for _, id := range ids {
+		dctx, cancel := context.WithTimeout(ctx, m.opTimeout())
+		err := m.n.bus.DeleteNode(dctx, id)
 		cancel()
+		if err != nil {
+			m.log.Debug("a dead node's entry not deleted from tah_nodes yet (tried again, or it expires)", "node", id, "err", err)
+			continue
+		}
+		m.mu.Lock()
+		delete(m.undeleted, id)
+		m.mu.Unlock()
 	}
 }
 
@@ -403,6 +429,7 @@ func (m *membership) forget(id string) {
 	delete(m.suspects, id)
 	delete(m.gone, id)
 	delete(m.back, id)
+	delete(m.undeleted, id)
 }
 
 // fencedOut is called when node id's presence first says it is fenced: it
@@ -437,35 +464,29 @@ func (m *membership) takeOrphans(added []int) map[int]time.Time {
 	return out
 }
 
-// unpinOrphans releases the partitions of nodes taken for dead that the
-// server still has pinned to them (pinned before the death), so that this
-// node's pulls get them now rather than InputPinnedTTL after the dead node's
-// last pull. A pin given since is another node's: it stays.
-func (m *membership) unpinOrphans(ctx context.Context, orphans map[int]time.Time) {
+// takeOverOrphans takes over the partitions of nodes taken for dead that the
+// server still has pinned to them (pinned before the death): this node's
+// pulls get them now rather than InputPinnedTTL after the dead node's last
+// pull, and the inputs the dead node held unacknowledged come again now
+// rather than after their ack wait (bus.InputConsumer.TakeOver), so that
+// its turns go on here even where no read model shows them open (a turn
+// whose first record was in flight, or a cluster of workers only). A pin
+// given since is another node's: it stays.
+func (m *membership) takeOverOrphans(ctx context.Context, orphans map[int]time.Time) {
 	if len(orphans) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.opTimeout())
 	defer cancel()
-	st, err := m.n.bus.JetStream().Stream(ctx, wire.InputStream)
-	if err != nil {
-		m.log.Debug("partitions of a dead node not unpinned (they move when their pins expire)", "err", err)
-		return
-	}
-	for p, at := range orphans {
-		name := wire.PartitionConsumer(p)
-		cons, err := st.Consumer(ctx, name)
+	held := 0
+	for _, p := range slices.Sorted(maps.Keys(orphans)) {
+		n, err := m.n.inputs.TakeOver(ctx, p, orphans[p])
+		held += n
 		if err != nil {
-			m.log.Debug("partition of a dead node not unpinned", "partition", p, "err", err)
-			continue
+			m.log.Debug("partition of a dead node not taken over at once (its pin expires, its inputs come after their ack wait)", "partition", p, "err", err)
 		}
-		for _, g := range cons.CachedInfo().PriorityGroups {
-			if g.Group != wire.InputGroup || g.PinnedClientID == "" || !g.PinnedTS.Before(at) {
-				continue
-			}
-			if err := st.UnpinConsumer(ctx, name, wire.InputGroup); err != nil {
-				m.log.Debug("partition of a dead node not unpinned", "partition", p, "err", err)
-			}
-		}
+	}
+	if held > 0 {
+		m.log.Info("inputs a dead node held delivered again now", "inputs", held, "partitions", slices.Sorted(maps.Keys(orphans)))
 	}
 }

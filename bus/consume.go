@@ -169,6 +169,9 @@ type InputConsumer struct {
 	mu      sync.Mutex
 	parts   map[int]*partitionPull
 	stopped bool
+	// redelivered is, by partition, the last TAH_IN sequence delivered
+	// before TakeOver reset its consumer (see partitionPull.redelivered).
+	redelivered map[int]uint64
 
 	// look asks heal to look at a partition whose pulls report trouble
 	// (lookAt); heal ends with ctx, healed is closed then.
@@ -183,10 +186,10 @@ type partitionPull struct {
 	mu    sync.Mutex // held while a message is handled
 	pinID string     // the pin id of this client, as last seen on a message
 	done  bool
-	// redelivered is the last TAH_IN sequence a dead node had been
-	// delivered when TakeOver reset the consumer: the server counts the
-	// deliveries again from 1 after a reset, and an input up to it is a
-	// redelivery all the same (InputMsg.Delivered).
+	// redelivered is the last TAH_IN sequence delivered (to a dead node)
+	// when TakeOver reset the consumer: the server counts the deliveries
+	// again from 1 after a reset, and an input up to it is a redelivery all
+	// the same (InputMsg.Delivered).
 	redelivered uint64
 }
 
@@ -219,7 +222,7 @@ func (b *Bus) ConsumeInputs(ctx context.Context, h InputHandler, partitions ...i
 // NewInputConsumer returns a consumer that pulls no partition yet: Add them.
 func (b *Bus) NewInputConsumer(h InputHandler) (*InputConsumer, error) {
 	cctx, cancel := context.WithCancel(context.Background())
-	c := &InputConsumer{b: b, h: h, ctx: cctx, cancel: cancel, parts: map[int]*partitionPull{},
+	c := &InputConsumer{b: b, h: h, ctx: cctx, cancel: cancel, parts: map[int]*partitionPull{}, redelivered: map[int]uint64{},
 		look: make(chan int, b.cfg.Partitions), healed: make(chan struct{})}
 	if err := b.track(c); err != nil {
 		cancel()
@@ -245,7 +248,7 @@ func (c *InputConsumer) Add(ctx context.Context, p int) error {
 	if c.parts[p] != nil {
 		return nil
 	}
-	pp := &partitionPull{p: p, name: wire.PartitionConsumer(p)}
+	pp := &partitionPull{p: p, name: wire.PartitionConsumer(p), redelivered: c.redelivered[p]}
 	cons, err := c.b.in.Consumer(ctx, pp.name)
 	if err == nil {
 		pp.mu.Lock()
@@ -524,60 +527,94 @@ func (c *InputConsumer) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// TakeOver hands this consumer partition p, which it pulls already (Add),
-// from a node taken for dead at since: if the server still has p pinned to
-// a client pinned before since (the dead node's), it resets the partition's
-// consumer to its ack floor, so that the inputs the dead node held and never
-// acknowledged are delivered again now instead of after their ack wait,
-// then unpins it, so that this consumer's pulls get them (the reset comes
-// first: no input delivered to this node is ever delivered to it twice). A
-// pin given since is another node's, and one this consumer has seen on its
-// inputs is its own: either stays, and TakeOver does nothing.
-// It returns how many inputs the dead node held (0 when it did nothing).
-// A server without the reset (nats-server before 2.14) leaves the inputs to
-// their ack wait; the unpin is made all the same.
+// TakeOver readies partition p, which this consumer is about to pull (Add),
+// for taking it over from a node taken for dead at since: the inputs that
+// node held and never acknowledged are delivered again now instead of after
+// their ack wait. If the server pins p to a client pinned before since (the
+// dead node's), or to no client at all (the pin goes with its consumer's
+// leader when that changes), it resets the partition's consumer to its ack
+// floor, then unpins a stale pin; Add after it gets them. Nobody pulls
+// the partition then, so no input delivered to a live node is delivered
+// again. A pin given since is another node's, one this consumer has seen on
+// its inputs is its own: either stays, and so does the consumer, as it does
+// when this consumer pulls p already and no client is pinned (the server
+// may pin this one any moment). It returns how many inputs were delivered
+// again (0 when it did nothing). When the consumer cannot be read or reset
+// (its leader died with the node, and another is not elected yet), the
+// error wraps ErrNotTakenOver: try again before pulling the partition. With
+// a server that has no reset (nats-server before 2.14) the inputs wait for
+// their ack wait, and a stale pin is unpinned all the same.
 func (c *InputConsumer) TakeOver(ctx context.Context, p int, since time.Time) (int, error) {
 	c.mu.Lock()
-	pp := c.parts[p]
+	pp, stopped := c.parts[p], c.stopped
 	c.mu.Unlock()
-	if pp == nil {
-		return 0, fmt.Errorf("take over input partition %d: not pulled here", p)
+	if stopped {
+		return 0, ErrClosed
 	}
-	cons, err := c.b.in.Consumer(ctx, pp.name)
-	if err != nil {
-		return 0, fmt.Errorf("take over input partition %d: %w", p, err)
+	name := wire.PartitionConsumer(p)
+	cons, err := c.b.in.Consumer(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return 0, fmt.Errorf("take over input partition %d: %w", p, err) // nothing to take over
+	case err != nil:
+		return 0, fmt.Errorf("take over input partition %d: %w: %w", p, ErrNotTakenOver, err)
 	}
 	info := cons.CachedInfo()
-	pp.mu.Lock()
-	mine := pp.pinID
-	pp.mu.Unlock()
-	stale := false
-	for _, g := range info.PriorityGroups {
-		stale = stale || g.Group == wire.InputGroup && g.PinnedClientID != "" && g.PinnedClientID != mine && g.PinnedTS.Before(since)
-	}
-	if !stale {
-		return 0, nil
-	}
-	held := info.NumAckPending
-	var errs []error
-	if held > 0 {
-		// Set before the reset: the first input delivered again may arrive
-		// before its answer.
+	mine := ""
+	if pp != nil {
 		pp.mu.Lock()
-		pp.redelivered = max(pp.redelivered, info.Delivered.Stream)
+		mine = pp.pinID
 		pp.mu.Unlock()
-		if _, err := c.b.in.ResetConsumer(ctx, pp.name); err != nil {
-			held = 0
-			errs = append(errs, fmt.Errorf("reset: %w", err))
+	}
+	var pin *jetstream.PriorityGroupState
+	for i, g := range info.PriorityGroups {
+		if g.Group == wire.InputGroup && g.PinnedClientID != "" {
+			pin = &info.PriorityGroups[i]
 		}
 	}
-	if err := c.b.in.UnpinConsumer(ctx, pp.name, wire.InputGroup); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		errs = append(errs, fmt.Errorf("unpin: %w", err))
+	switch {
+	case pin != nil && (pin.PinnedClientID == mine || !pin.PinnedTS.Before(since)):
+		return 0, nil // a live node's pin
+	case pin == nil && pp != nil:
+		return 0, nil // this consumer may be pinned and delivered to now
 	}
-	if err := errors.Join(errs...); err != nil {
-		return held, fmt.Errorf("take over input partition %d: %w", p, err)
+	held := info.NumAckPending
+	if held > 0 {
+		// Marked before the reset: the first input delivered again may
+		// arrive before its answer.
+		c.mu.Lock()
+		c.redelivered[p] = max(c.redelivered[p], info.Delivered.Stream)
+		c.mu.Unlock()
+		if pp != nil {
+			pp.mu.Lock()
+			pp.redelivered = max(pp.redelivered, info.Delivered.Stream)
+			pp.mu.Unlock()
+		}
+		if !hasConsumerReset(c.b.Conn().ConnectedServerVersion()) {
+			held = 0 // they come after their ack wait
+		} else if _, err := c.b.in.ResetConsumer(ctx, name); err != nil {
+			// No responders too: only the consumer's leader serves it.
+			return 0, fmt.Errorf("take over input partition %d: reset: %w: %w", p, ErrNotTakenOver, err)
+		}
+	}
+	if pin != nil {
+		// Not done, the pin expires by itself (InputPinnedTTL).
+		if err := c.b.in.UnpinConsumer(ctx, name, wire.InputGroup); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return held, fmt.Errorf("take over input partition %d: unpin: %w", p, err)
+		}
 	}
 	return held, nil
+}
+
+// hasConsumerReset reports whether a nats-server of version v (as its INFO
+// gives it: "2.15.3") resets consumers ($JS.API.CONSUMER.RESET, 2.14 and
+// later).
+func hasConsumerReset(v string) bool {
+	var major, minor int
+	if _, err := fmt.Sscanf(v, "%d.%d", &major, &minor); err != nil {
+		return false
+	}
+	return major > 2 || major == 2 && minor >= 14
 }
 
 // unpin releases partition pp if the server has it pinned to this consumer.

@@ -33,6 +33,10 @@ var (
 	ErrPayloadTooLarge = natsx.ErrPayloadTooLarge
 	// ErrInvalidConfig: a Config that Validate refuses.
 	ErrInvalidConfig = errors.New("invalid bus configuration")
+	// ErrNotTakenOver: InputConsumer.TakeOver could not read or reset the
+	// partition's consumer (its leader died with the node taken over, and
+	// another is not elected yet): try again before pulling the partition.
+	ErrNotTakenOver = errors.New("input partition not taken over yet")
 	// ErrNotReady: the server or JetStream did not become ready in time.
 	ErrNotReady = errors.New("NATS not ready")
 	// ErrNotSetUp: the streams or buckets do not exist and this Bus may not

@@ -373,67 +373,81 @@ func TestKeepAliveAndRedelivery(t *testing.T) {
 // TestTakeOverDeliversADeadOwnersInputsAgain: a node that takes over the
 // partition of a node taken for dead gets the inputs that node held
 // unacknowledged at once, long before their ack wait or the dead node's pin
-// would let them go, each counted as delivered again; a pin given after the
-// death is left alone.
+// would let them go, each counted as delivered again: whether the server
+// still pins the partition to the dead node or to no one (the pin goes when
+// the consumer's leader changes). A pin given after the death is left alone,
+// and so is a partition this node pulls.
 func TestTakeOverDeliversADeadOwnersInputsAgain(t *testing.T) {
 	t.Parallel()
-	srv := bustest.Server(t)
-	edit := func(c *Config) {
-		// Far beyond the test's patience: only the takeover moves the input.
-		c.Partitions, c.InputAckWait, c.InputPinnedTTL = 1, 10*time.Minute, 10*time.Minute
-	}
-	dead, heir := connected(t, srv.ClientURL(), edit), connected(t, srv.ClientURL(), edit)
-	held := &inbox{}
-	c1, err := dead.ConsumeInputs(ctxT(t), held.handle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"in_1", "in_2"} {
-		if _, err := dead.PublishInput(ctxT(t), "s_heir", wire.Input{ID: id, Command: wire.CommandRun, Text: "x"}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	bustest.Eventually(t, 30*time.Second, "the owner holds both inputs", func() bool { return held.len() == 2 })
-	if err := held.get()[0].Ack(ctxT(t)); err != nil {
-		t.Fatal(err)
-	}
-	pinnedBefore := time.Now()
-	// The owner dies: its pulls stop, it unpins nothing, acks nothing more.
-	c1.Stop()
+	for name, unpinned := range map[string]bool{"pinned to the dead": false, "pinned to no one": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := bustest.Server(t)
+			edit := func(c *Config) {
+				// Far beyond the test's patience: only the takeover moves the input.
+				c.Partitions, c.InputAckWait, c.InputPinnedTTL = 1, 10*time.Minute, 10*time.Minute
+			}
+			dead, heir := connected(t, srv.ClientURL(), edit), connected(t, srv.ClientURL(), edit)
+			held := &inbox{}
+			c1, err := dead.ConsumeInputs(ctxT(t), held.handle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range []string{"in_1", "in_2"} {
+				if _, err := dead.PublishInput(ctxT(t), "s_heir", wire.Input{ID: id, Command: wire.CommandRun, Text: "x"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bustest.Eventually(t, 30*time.Second, "the owner holds both inputs", func() bool { return held.len() == 2 })
+			if err := held.get()[0].Ack(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
+			pinnedBefore := time.Now()
+			// The owner dies: its pulls stop, it unpins nothing, acks nothing more.
+			c1.Stop()
+			if unpinned {
+				if err := heir.in.UnpinConsumer(ctxT(t), wire.PartitionConsumer(0), wire.InputGroup); err != nil {
+					t.Fatal(err)
+				}
+			}
 
-	got := &inbox{ack: true}
-	c2, err := heir.NewInputConsumer(got.handle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Stop()
-	if err := c2.Add(ctxT(t), 0); err != nil {
-		t.Fatal(err)
-	}
-	// A death older than the pin: the pin is not the dead node's.
-	if n, err := c2.TakeOver(ctxT(t), 0, pinnedBefore.Add(-time.Hour)); err != nil || n != 0 {
-		t.Fatalf("take over of a partition pinned after the death: %d inputs, %v; want 0, nil", n, err)
-	}
-	if n, err := c2.TakeOver(ctxT(t), 0, time.Now()); err != nil || n != 1 {
-		t.Fatalf("take over: %d inputs, %v; want 1, nil", n, err)
-	}
-	bustest.Eventually(t, 30*time.Second, "in_2 delivered to the heir", func() bool { return got.len() == 1 })
-	if m := got.get()[0]; m.ID != "in_2" || m.Delivered < 2 {
-		t.Fatalf("after the takeover: %s delivered %d times, want in_2 delivered again", m.ID, m.Delivered)
-	}
-	if _, err := heir.PublishInput(ctxT(t), "s_heir", wire.Input{ID: "in_3", Command: wire.CommandRun, Text: "x"}); err != nil {
-		t.Fatal(err)
-	}
-	bustest.Eventually(t, 30*time.Second, "in_3 delivered", func() bool { return got.len() == 2 })
-	if m := got.get()[1]; m.ID != "in_3" || m.Delivered != 1 {
-		t.Fatalf("next input: %s delivered %d times, want in_3 delivered once", m.ID, m.Delivered)
-	}
-	// Taken over already: the pin is the heir's now.
-	if n, err := c2.TakeOver(ctxT(t), 0, time.Now()); err != nil || n != 0 {
-		t.Fatalf("second take over: %d inputs, %v; want 0, nil", n, err)
-	}
-	if _, err := c2.TakeOver(ctxT(t), 1, time.Now()); err == nil {
-		t.Fatal("take over of a partition not pulled: no error")
+			got := &inbox{ack: true}
+			c2, err := heir.NewInputConsumer(got.handle)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c2.Stop()
+			if !unpinned {
+				// A death older than the pin: the pin is a live node's.
+				if n, err := c2.TakeOver(ctxT(t), 0, pinnedBefore.Add(-time.Hour)); err != nil || n != 0 {
+					t.Fatalf("take over of a partition pinned after the death: %d inputs, %v; want 0, nil", n, err)
+				}
+			}
+			if n, err := c2.TakeOver(ctxT(t), 0, time.Now()); err != nil || n != 1 {
+				t.Fatalf("take over: %d inputs, %v; want 1, nil", n, err)
+			}
+			if err := c2.Add(ctxT(t), 0); err != nil {
+				t.Fatal(err)
+			}
+			bustest.Eventually(t, 30*time.Second, "in_2 delivered to the heir", func() bool { return got.len() == 1 })
+			if m := got.get()[0]; m.ID != "in_2" || m.Delivered < 2 {
+				t.Fatalf("after the takeover: %s delivered %d times, want in_2 delivered again", m.ID, m.Delivered)
+			}
+			if _, err := heir.PublishInput(ctxT(t), "s_heir", wire.Input{ID: "in_3", Command: wire.CommandRun, Text: "x"}); err != nil {
+				t.Fatal(err)
+			}
+			bustest.Eventually(t, 30*time.Second, "in_3 delivered", func() bool { return got.len() == 2 })
+			if m := got.get()[1]; m.ID != "in_3" || m.Delivered != 1 {
+				t.Fatalf("next input: %s delivered %d times, want in_3 delivered once", m.ID, m.Delivered)
+			}
+			// Pulled here, pinned to this consumer: nothing to take over.
+			if n, err := c2.TakeOver(ctxT(t), 0, time.Now()); err != nil || n != 0 {
+				t.Fatalf("take over of a partition pulled here: %d inputs, %v; want 0, nil", n, err)
+			}
+			if got.len() != 2 {
+				t.Fatalf("%d deliveries after a take over of a partition pulled here, want 2", got.len())
+			}
+		})
 	}
 }
 

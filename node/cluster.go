@@ -526,9 +526,19 @@ func (m *membership) rebalance(ctx context.Context, resume bool) {
 	if len(drop) > 0 {
 		m.handOver(ctx, drop)
 	}
-	var added []int
+	var taken []int
 	for _, p := range want {
-		if slices.Contains(have, p) {
+		if !slices.Contains(have, p) {
+			taken = append(taken, p)
+		}
+	}
+	// A dead node's partitions are readied before they are pulled: its
+	// inputs come again at once (takeOverOrphans); one not readied yet is
+	// pulled at a later look.
+	later := m.takeOverOrphans(ctx, m.takeOrphans(taken))
+	var added []int
+	for _, p := range taken {
+		if slices.Contains(later, p) {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, m.opTimeout())
@@ -540,7 +550,6 @@ func (m *membership) rebalance(ctx context.Context, resume bool) {
 		}
 		added = append(added, p)
 	}
-	m.takeOverOrphans(ctx, m.takeOrphans(added))
 	if len(drop) > 0 || len(added) > 0 {
 		// The cluster changed: the meta leader's bus spreads the streams over
 		// the servers now, not at its next look (a no-op elsewhere).

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/tah-dev/tah/bus"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -281,7 +282,7 @@ func (m *membership) settle(ctx context.Context) {
 		}
 	}
 	for p, at := range m.orphans {
-		if time.Since(at) > m.ttl {
+		if time.Since(at) > m.orphanFor() {
 			delete(m.orphans, p)
 		}
 	}
@@ -464,29 +465,53 @@ func (m *membership) takeOrphans(added []int) map[int]time.Time {
 	return out
 }
 
-// takeOverOrphans takes over the partitions of nodes taken for dead that the
-// server still has pinned to them (pinned before the death): this node's
+// takeOverOrphans readies the partitions of nodes taken for dead, before
+// this node pulls them (bus.InputConsumer.TakeOver): the server resets
+// their consumers and lets go of the dead nodes' pins, so that this node's
 // pulls get them now rather than InputPinnedTTL after the dead node's last
 // pull, and the inputs the dead node held unacknowledged come again now
-// rather than after their ack wait (bus.InputConsumer.TakeOver), so that
-// its turns go on here even where no read model shows them open (a turn
-// whose first record was in flight, or a cluster of workers only). A pin
-// given since is another node's: it stays.
-func (m *membership) takeOverOrphans(ctx context.Context, orphans map[int]time.Time) {
+// rather than after their ack wait. Its turns then go on here even where no
+// read model shows them open (a turn whose first record was in flight, or
+// a cluster of workers only). A pin given since is another node's: it
+// stays. It returns the partitions not readied yet (their consumer's
+// leader died with the node, another is not elected yet): they are orphans
+// again, not to be pulled before the next try (rebalance), until
+// orphanFor has passed.
+func (m *membership) takeOverOrphans(ctx context.Context, orphans map[int]time.Time) []int {
 	if len(orphans) == 0 {
-		return
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.opTimeout())
 	defer cancel()
 	held := 0
+	var later []int
 	for _, p := range slices.Sorted(maps.Keys(orphans)) {
 		n, err := m.n.inputs.TakeOver(ctx, p, orphans[p])
 		held += n
-		if err != nil {
-			m.log.Debug("partition of a dead node not taken over at once (its pin expires, its inputs come after their ack wait)", "partition", p, "err", err)
+		switch {
+		case errors.Is(err, bus.ErrNotTakenOver) && time.Since(orphans[p]) < m.orphanFor():
+			later = append(later, p)
+		case err != nil:
+			m.log.Info("partition of a dead node pulled without its inputs at once (they come after their ack wait)", "partition", p, "err", err)
 		}
+	}
+	if len(later) > 0 {
+		m.mu.Lock()
+		for _, p := range later {
+			m.orphans[p] = orphans[p]
+		}
+		m.mu.Unlock()
+		m.log.Debug("partitions of a dead node not taken over yet: tried again before they are pulled", "partitions", later)
 	}
 	if held > 0 {
 		m.log.Info("inputs a dead node held delivered again now", "inputs", held, "partitions", slices.Sorted(maps.Keys(orphans)))
 	}
+	return later
+}
+
+// orphanFor is how long a dead node's partition is an orphan, its takeover
+// worth waiting for: the ack wait of its inputs, after which they come
+// again anyway, and at least the node TTL (the pin's).
+func (m *membership) orphanFor() time.Duration {
+	return max(m.ttl, m.n.bus.Config().InputAckWait)
 }

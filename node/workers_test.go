@@ -285,25 +285,41 @@ func TestKilledWorkersTurnsResumeOnAWorker(t *testing.T) {
 // patience; the nodes that take its partitions over get the inputs it held
 // at once (bus.InputConsumer.TakeOver), and the turns go on there, each
 // input's exactly once, whether the turn's first record was in the log at
-// the kill or not.
+// the kill or not. Also when the partitions' consumers are led by the dead
+// node's server: their pins go with their leaders, and the takeover waits
+// for the new ones.
 func TestKilledNodesInputsComeAtOnceWithNoReadModel(t *testing.T) {
 	t.Parallel()
-	c := newRoleCluster(t, 10*time.Minute, 0, 1, 2)
-	recs := c.balanced("n0", "n1", "n2")
-	sids := c.sessionsOn(recs, 2, 3, "s_wonly")
-	c.models[2].hold.Store(int64(10 * time.Minute))
-	inputs := map[string][]string{}
-	for _, sid := range sids {
-		c.send(sid, "in_"+sid, "hello")
-		inputs[sid] = []string{"in_" + sid}
-	}
-	bustest.Eventually(t, 30*time.Second, "n2's turns in flight", func() bool { return c.models[2].calls.Load() >= int64(len(sids)) })
-	c.Kill(2)
-	c.finished(inputs)
-	for _, sid := range sids {
-		if by := c.claimedBy(sid); len(by) < 1 || by[len(by)-1] == "n2" {
-			t.Errorf("%s claimed by %v, want another node last", sid, by)
-		}
+	for name, leadHere := range map[string]bool{"consumers led elsewhere": false, "consumers led by the dead": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := newRoleCluster(t, 10*time.Minute, 0, 1, 2)
+			recs := c.balanced("n0", "n1", "n2")
+			sids := c.sessionsOn(recs, 2, 3, "s_wonly")
+			c.models[2].hold.Store(int64(10 * time.Minute))
+			inputs := map[string][]string{}
+			for _, sid := range sids {
+				c.send(sid, "in_"+sid, "hello")
+				inputs[sid] = []string{"in_" + sid}
+			}
+			bustest.Eventually(t, 30*time.Second, "n2's turns in flight", func() bool { return c.models[2].calls.Load() >= int64(len(sids)) })
+			if leadHere {
+				for _, r := range recs {
+					for _, p := range r.Partitions {
+						if r.Node == "n2" {
+							c.MoveConsumerLeader(wire.InputStream, wire.PartitionConsumer(p), 2)
+						}
+					}
+				}
+			}
+			c.Kill(2)
+			c.finished(inputs)
+			for _, sid := range sids {
+				if by := c.claimedBy(sid); len(by) < 1 || by[len(by)-1] == "n2" {
+					t.Errorf("%s claimed by %v, want another node last", sid, by)
+				}
+			}
+		})
 	}
 }
 

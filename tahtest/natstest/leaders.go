@@ -201,14 +201,37 @@ func (c *Cluster) WaitLeaders(streams ...string) {
 // leads what it wants to see fail over.
 func (c *Cluster) MoveLeader(stream string, i int) {
 	c.tb.Helper()
+	c.moveLeader(stream, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, i, func() int { return c.StreamLeader(stream) })
+}
+
+// MoveConsumerLeader makes member i the leader of stream's consumer, as
+// MoveLeader does a stream's. (A Bus whose server leads the meta group may
+// move it again at its next look at the placement: a test kills soon after.)
+func (c *Cluster) MoveConsumerLeader(stream, consumer string, i int) {
+	c.tb.Helper()
+	c.moveLeader(stream+"/"+consumer, "$JS.API.CONSUMER.LEADER.STEPDOWN."+stream+"."+consumer, i, func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), apiWithin)
+		defer cancel()
+		cons, err := c.JetStream().Consumer(ctx, stream, consumer)
+		if err != nil {
+			return -1
+		}
+		return leaderOf(c, cons.CachedInfo().Cluster)
+	})
+}
+
+// moveLeader asks, on subject, the leader of what to step down in favour of
+// member i until leader says i leads it.
+func (c *Cluster) moveLeader(what, subject string, i int, leader func() int) {
+	c.tb.Helper()
 	want := c.Name(i)
 	body, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": want}})
 	err := Poll(readyWithin, 500*time.Millisecond, func() error {
-		at := c.StreamLeader(stream)
+		at := leader()
 		if at == i {
 			return nil
 		}
-		m, err := c.conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, body, apiWithin)
+		m, err := c.conn().Request(subject, body, apiWithin)
 		if err != nil {
 			return err
 		}
@@ -223,6 +246,6 @@ func (c *Cluster) MoveLeader(stream string, i int) {
 		return fmt.Errorf("led by member %d", at)
 	})
 	if err != nil {
-		c.tb.Fatalf("natstest: leadership of %s to %s: %v", stream, want, err)
+		c.tb.Fatalf("natstest: leadership of %s to %s: %v", what, want, err)
 	}
 }

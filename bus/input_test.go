@@ -658,3 +658,17 @@ func TestInputConsumerGoneWithoutSetup(t *testing.T) {
 type writerFunc func(p []byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Only servers of 2.14 and later reset consumers; a version not understood
+// is taken for an older one (only the unpin is made).
+func TestHasConsumerReset(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{
+		"2.15.3": true, "2.14.0": true, "3.0.0": true, "2.14.0-RC.1": true,
+		"2.13.9": false, "2.10.22": false, "1.4.1": false, "": false, "dev": false,
+	} {
+		if got := hasConsumerReset(v); got != want {
+			t.Errorf("hasConsumerReset(%q) = %v, want %v", v, got, want)
+		}
+	}
+}

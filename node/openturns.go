@@ -18,10 +18,12 @@ import (
 
 // resumeOpenTurns resumes the turns that the read model shows open in
 // partitions this node just took over: a node that died, or handed them over,
-// left them there. Their inputs would come back only after the ack wait (the
-// dead node kept them alive until it died); a resume now continues the turn
-// at once, and the input, when it comes, is recognised as done. A resume that
-// finds nothing open (the read model was behind) does nothing.
+// left them there. Their inputs come back only after the ack wait (the dead
+// node kept them alive until it died), unless the node was taken for dead on
+// the servers' word (takeOverOrphans has them delivered again at once); a
+// resume now continues the turn at once, and the input, when it comes, waits
+// for it and is recognised as done. A resume that finds nothing open (the
+// read model was behind) does nothing.
 //
 // A worker, which holds no read model, asks the cluster's (tah.api.list
 // over its own connection, which only the nodes that hold one answer); with

@@ -2,11 +2,15 @@ package natstest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/tah-dev/tah/auth"
 )
@@ -103,8 +107,22 @@ func (l Layout) WithTrust(tb TB) Layout {
 }
 
 // FreePorts returns n distinct TCP ports of 127.0.0.1 that were free a moment
-// ago.
+// ago, and that no other test process of this machine is handed while this
+// one runs.
+//
+// A port a listener on 127.0.0.1:0 picks comes from the kernel's ephemeral
+// range, which every outgoing connection draws its source port from too:
+// between the pick and the server's bind, one of the many connections of
+// a suite running in parallel could take it ("bind: address already in
+// use", a cluster that never formed). So the ports come from below that
+// range (where only listeners go), each reserved by a lock on a file named
+// after it in the system's temporary directory, held until this process
+// ends: test processes that run side by side never pick the same one.
+// Where the range or the locks cannot be had, the kernel picks, as before.
 func FreePorts(n int) ([]int, error) {
+	if ports, err := reservedPorts(n); err == nil {
+		return ports, nil
+	}
 	var ports []int
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -115,4 +133,73 @@ func FreePorts(n int) ([]int, error) {
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// The ports reservedPorts hands out lie in [portsFrom, the ephemeral
+// range's start).
+const portsFrom = 20000
+
+var (
+	reserveMu sync.Mutex
+	// reserved holds the lock files of the ports handed out, open (and so
+	// locked) until the process ends.
+	reserved []*os.File
+)
+
+// reservedPorts picks n ports below the ephemeral range, each free to bind
+// and locked for this process (see FreePorts).
+func reservedPorts(n int) ([]int, error) {
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return nil, err
+	}
+	var lo, hi int
+	if _, err := fmt.Sscanf(string(raw), "%d %d", &lo, &hi); err != nil {
+		return nil, err
+	}
+	if lo-portsFrom < 1000 {
+		return nil, fmt.Errorf("the ephemeral range starts at %d: too few ports below it", lo)
+	}
+	dir := filepath.Join(os.TempDir(), "tahtest-ports")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	reserveMu.Lock()
+	defer reserveMu.Unlock()
+	var ports []int
+	span := lo - portsFrom
+	start := rand.IntN(span)
+	for k := 0; k < span && len(ports) < n; k++ {
+		port := portsFrom + (start+k)%span
+		f, ok := lockPort(dir, port)
+		if !ok {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			f.Close() // taken by a listener of something else
+			continue
+		}
+		l.Close()
+		reserved = append(reserved, f)
+		ports = append(ports, port)
+	}
+	if len(ports) < n {
+		return nil, fmt.Errorf("%d free ports below %d, %d wanted", len(ports), lo, n)
+	}
+	return ports, nil
+}
+
+// lockPort opens and locks port's file in dir, without waiting: false when
+// another process (or this one) holds it.
+func lockPort(dir string, port int) (*os.File, bool) {
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, false
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, false
+	}
+	return f, true
 }

@@ -492,7 +492,9 @@ func (m *membership) takeOverOrphans(ctx context.Context, orphans map[int]time.T
 		case errors.Is(err, bus.ErrNotTakenOver) && time.Since(orphans[p]) < m.orphanFor():
 			later = append(later, p)
 		case err != nil:
-			m.log.Info("partition of a dead node pulled without its inputs at once (they come after their ack wait)", "partition", p, "err", err)
+			// What was not done comes by itself: an unpin when the pin
+			// expires, inputs not delivered again after their ack wait.
+			m.log.Info("partition of a dead node pulled, not wholly readied (the rest comes by itself: the pin expires, the inputs after their ack wait)", "partition", p, "err", err)
 		}
 	}
 	if len(later) > 0 {

@@ -31,7 +31,12 @@ func TestServersCluster(t *testing.T) {
 	if l := c.Leaders(); !slices.Contains(l.Of(1), "T") || l.Consumers["T/C"] < 0 {
 		t.Fatalf("leaders after the move: %+v", l)
 	}
-	if _, err := js.Publish(ctx, "t.a", []byte("x")); err != nil {
+	// The moved leader answers once it has taken over: the publish is
+	// tried again until then (a deadline catches a hang only).
+	if err := Poll(readyWithin, 100*time.Millisecond, func() error {
+		_, err := js.Publish(ctx, "t.a", []byte("x"), jetstream.WithMsgID("t.a"))
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	c.Kill(1)

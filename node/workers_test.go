@@ -183,16 +183,23 @@ func TestClaimNoticeStopsTheStaleOwner(t *testing.T) {
 	if got := claimNotices(t, c.Node(2), "received"); got < 1 {
 		t.Errorf("n2 received %v claim notices", got)
 	}
+	var o session.Outcome
 	select {
-	case o := <-done:
-		if o.Err != nil {
-			t.Fatalf("n1's resume: %v", o.Err)
-		}
+	case o = <-done:
 	case <-time.After(60 * time.Second):
 		t.Fatal("n1's resume did not end")
 	}
-	if by := c.claimedBy(sid); len(by) != 2 || by[0] != "n2" || by[1] != "n1" {
-		t.Fatalf("%s claimed by %v, want n2 then n1", sid, by)
+	// n2 still owns the session's partition: its stopped actor put the input
+	// it held back (a second later), and n2 runs it again. That claim is
+	// n2's to make, and under load it may come before n1's resume has
+	// ended, fencing it (or stopping its actor with a notice of its own):
+	// the turn then goes on on n2, as it would have without n1.
+	by := c.claimedBy(sid)
+	if len(by) < 2 || by[0] != "n2" || by[1] != "n1" || slices.ContainsFunc(by[2:], func(n string) bool { return n != "n2" }) {
+		t.Fatalf("%s claimed by %v, want n2 then n1 (then n2 again, the partition's owner, at most)", sid, by)
+	}
+	if o.Err != nil && !((o.Fenced || errors.Is(o.Err, session.ErrStopped)) && len(by) > 2) {
+		t.Fatalf("n1's resume: %v (fenced %v), claims %v", o.Err, o.Fenced, by)
 	}
 }
 

@@ -33,13 +33,15 @@ type Cluster struct {
 }
 
 // New starts members (members[i] at layout.Slots[i]) all at once (a
-// JetStream cluster forms only with its servers up), waits until the cluster
-// is ready, and at the end of the test closes them all at once (none waits
+// JetStream cluster forms only with its servers up), once a formation slot
+// of the machine is free (formingSlot), waits until the cluster is ready, and at the end of the test closes them all at once (none waits
 // for a cluster that lost its quorum) and every connection it opened.
 func New(tb TB, layout Layout, members []Member) *Cluster {
 	tb.Helper()
 	c := &Cluster{tb: tb, layout: layout, members: members}
 	tb.Cleanup(c.close)
+	release := formingSlot(tb, formingDir, startWithin) // formations take turns (forming.go)
+	defer release()
 	errs := make([]error, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {

@@ -171,7 +171,7 @@ func reservedPorts(n int) ([]int, error) {
 	start := rand.IntN(span)
 	for k := 0; k < span && len(ports) < n; k++ {
 		port := portsFrom + (start+k)%span
-		f, ok := lockPort(dir, port)
+		f, ok := tryLock(filepath.Join(dir, strconv.Itoa(port)))
 		if !ok {
 			continue
 		}
@@ -190,10 +190,11 @@ func reservedPorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// lockPort opens and locks port's file in dir, without waiting: false when
-// another process (or this one) holds it.
-func lockPort(dir string, port int) (*os.File, bool) {
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o644)
+// tryLock opens path and locks it without waiting: false when another
+// open file of it (in this process or another) holds the lock. Closing the
+// file drops the lock, as the process's end does.
+func tryLock(path string) (*os.File, bool) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, false
 	}

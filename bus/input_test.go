@@ -403,8 +403,14 @@ func TestTakeOverDeliversADeadOwnersInputsAgain(t *testing.T) {
 				t.Fatal(err)
 			}
 			pinnedBefore := time.Now()
-			// The owner dies: its pulls stop, it unpins nothing, acks nothing more.
+			// The owner dies: its pulls stop, it unpins nothing, acks nothing
+			// more, and its connections close. Stopped only, its pull request
+			// could outlive the reset on the server (nats.go unsubscribes a
+			// stopped pull in the background) and take in_2 again: CI.
 			c1.Stop()
+			if err := dead.Close(ctxT(t)); err != nil {
+				t.Fatal(err)
+			}
 			if unpinned {
 				if err := heir.in.UnpinConsumer(ctxT(t), wire.PartitionConsumer(0), wire.InputGroup); err != nil {
 					t.Fatal(err)

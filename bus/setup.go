@@ -17,19 +17,26 @@ import (
 	"github.com/tah-dev/tah/wire"
 )
 
-// setupAttempt bounds one attempt of setup; setupWithRetry repeats attempts
-// that timed out or met a cluster still forming, until Config.ReadyTimeout.
+// setupAttempt bounds the first attempt of setup; setupWithRetry repeats
+// attempts that timed out or met a cluster still forming, each given twice
+// the time of the one before, until Config.ReadyTimeout.
 const setupAttempt = 5 * time.Second
 
 // setupWithRetry runs setup until it succeeds, fails for a reason that
 // retrying cannot change, or cfg.ReadyTimeout passes. Every step of setup is
 // idempotent, so an attempt that timed out half-way is simply run again (nodes
-// starting together race to create the same streams).
+// starting together race to create the same streams). An attempt is
+// bounded so that a request lost in a forming cluster is made again; and
+// each attempt gets twice the time of the last, since setup is some fifty
+// JetStream requests: on a loaded machine, where each took a few hundred
+// milliseconds, every attempt of a fixed five seconds ran out half-way, and
+// three nodes never started (CI: "stream TAH_IN: context deadline exceeded"
+// for two minutes, a different stream at each try).
 func (b *Bus) setupWithRetry(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
 	defer cancel()
-	for {
-		actx, acancel := context.WithTimeout(ctx, setupAttempt)
+	for attempt := setupAttempt; ; attempt *= 2 {
+		actx, acancel := context.WithTimeout(ctx, attempt)
 		err := b.setup(actx)
 		acancel()
 		if err == nil {

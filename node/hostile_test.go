@@ -35,7 +35,9 @@ func startHostile(t *testing.T) *hostile {
 	c := tahtest.Start(t, tahtest.Options{Nodes: 1, Pace: time.Millisecond,
 		EditNode: func(_ int, o *node.Options) { o.MaxInputBytes = testInputLimit }})
 	nc := c.Connect()
-	cl, err := client.New(nc, client.Options{})
+	// A deadline for a hang only: a list of sessions with megabytes of
+	// labels took over ten seconds (the default) beside CPU hogs.
+	cl, err := client.New(nc, client.Options{RequestTimeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,15 +115,18 @@ func (c *Cluster) openBus() {
 	// A deadline for a hang only: on two cores loaded beyond make test (CPU
 	// hogs beside two packages' tests, four at a time each) the cluster's
 	// streams answered a client's setup checks after more than a minute.
+	// Each Open's setup attempts double in time (bus.setupWithRetry) within
+	// its ReadyTimeout: a check that is slow, not lost, completes.
+	bc.ReadyTimeout = time.Minute
 	err := natstest.Poll(3*time.Minute, 500*time.Millisecond, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), bc.ReadyTimeout)
 		defer cancel()
 		var err error
 		c.bus, err = bus.Open(ctx, bc)
 		return err
 	})
 	if err != nil {
-		c.tb.Fatalf("tahtest: a client bus on %s: %v", bc.URL, err)
+		c.tb.Fatalf("tahtest: a client bus on %s: %v%s", bc.URL, err, natstest.StuckNote())
 	}
 	c.tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

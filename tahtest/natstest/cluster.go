@@ -55,7 +55,7 @@ func New(tb TB, layout Layout, members []Member) *Cluster {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		tb.Fatalf("natstest: the cluster did not start:\n%v", err)
+		tb.Fatalf("natstest: the cluster did not start:\n%v%s", err, StuckNote())
 	}
 	c.WaitReady()
 	return c
@@ -167,7 +167,7 @@ func (c *Cluster) Restart(i int) {
 func (c *Cluster) WaitReady() {
 	c.tb.Helper()
 	if err := Poll(readyWithin, 20*time.Millisecond, c.ready); err != nil {
-		c.tb.Fatalf("natstest: cluster %s not ready: %v", c.layout.Name, err)
+		c.tb.Fatalf("natstest: cluster %s not ready: %v%s", c.layout.Name, err, StuckNote())
 	}
 }
 

@@ -1,0 +1,86 @@
+package bus
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tah-dev/tah/bus/bustest"
+)
+
+// A setup whose JetStream requests are each slow (a loaded cluster: a few
+// hundred milliseconds a request) takes longer than one attempt's first
+// bound, and still completes: each attempt gets more time than the last,
+// rather than every attempt running out half-way for ever (CI: three nodes
+// that never started).
+func TestSetupCompletesWhenEveryRequestIsSlow(t *testing.T) {
+	t.Parallel()
+	srv := bustest.Server(t)
+	proxy := slowProxy(t, srv.Addr().String(), 150*time.Millisecond)
+	cfg := Default()
+	cfg.URL = "nats://" + proxy
+	cfg.ReadyTimeout = 2 * time.Minute
+	rec := &logRecorder{}
+	cfg.Logger = slog.New(rec)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b, err := Open(ctx, cfg)
+	if err != nil {
+		t.Fatalf("Open through a slow link: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	// Every answer comes at least 150 ms late, and setup makes far more
+	// than 50 requests one after another: its first attempt ran out.
+	if retried := rec.matching("setting up TAH streams: retrying"); len(retried) == 0 {
+		t.Fatal("setup fit in its first attempt: the link was not slow enough to show the retry")
+	} else {
+		t.Logf("%d attempts ran out before the one that completed: %v", len(retried), retried)
+	}
+}
+
+// slowProxy forwards TCP connections to target, holding each chunk the
+// server sends for delay: every request's answer comes that much later.
+func slowProxy(t *testing.T, target string, delay time.Duration) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			wg.Go(func() { _, _ = io.Copy(s, c); s.Close() })
+			wg.Go(func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := s.Read(buf)
+					if n > 0 {
+						time.Sleep(delay)
+						if _, werr := c.Write(buf[:n]); werr != nil {
+							return
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	return l.Addr().String()
+}

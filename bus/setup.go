@@ -18,27 +18,40 @@ import (
 )
 
 // setupAttempt bounds the first attempt of setup; setupWithRetry repeats
-// attempts that timed out or met a cluster still forming, each given twice
-// the time of the one before, until Config.ReadyTimeout.
-const setupAttempt = 5 * time.Second
+// attempts that timed out or met a cluster still forming, until
+// Config.ReadyTimeout, and gives an attempt that used all its time twice
+// that time the next time, up to maxSetupAttempt.
+const (
+	setupAttempt    = 5 * time.Second
+	maxSetupAttempt = 40 * time.Second
+)
 
 // setupWithRetry runs setup until it succeeds, fails for a reason that
 // retrying cannot change, or cfg.ReadyTimeout passes. Every step of setup is
 // idempotent, so an attempt that timed out half-way is simply run again (nodes
 // starting together race to create the same streams). An attempt is
-// bounded so that a request lost in a forming cluster is made again; and
-// each attempt gets twice the time of the last, since setup is some fifty
-// JetStream requests: on a loaded machine, where each took a few hundred
-// milliseconds, every attempt of a fixed five seconds ran out half-way, and
-// three nodes never started (CI: "stream TAH_IN: context deadline exceeded"
-// for two minutes, a different stream at each try).
+// bounded so that a request lost in a forming cluster is made again soon.
+// And an attempt that ran out of time gets twice as much the next time,
+// since setup is some fifty JetStream requests: on a loaded machine, where
+// each took a few hundred milliseconds, every attempt of a fixed five
+// seconds ran out half-way, and three nodes never started (CI: "stream
+// TAH_IN: context deadline exceeded" for two minutes, a different stream at
+// each try). Only then: attempts that failed at once (a cluster still
+// forming: "no suitable peers") leave the bound as it is, so that a request
+// lost after them is still made again within five seconds (doubled at each
+// of those quick failures, it once waited out the whole ReadyTimeout).
 func (b *Bus) setupWithRetry(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.ReadyTimeout)
 	defer cancel()
-	for attempt := setupAttempt; ; attempt *= 2 {
+	attempt := setupAttempt
+	for {
 		actx, acancel := context.WithTimeout(ctx, attempt)
 		err := b.setup(actx)
+		ranOut := errors.Is(actx.Err(), context.DeadlineExceeded)
 		acancel()
+		if ranOut {
+			attempt = min(2*attempt, maxSetupAttempt)
+		}
 		if err == nil {
 			b.startPlacer() // an embedded cluster's streams are spread over its servers (placement.go)
 			return nil

@@ -23,5 +23,8 @@
 // when it cannot do what it says; a program that is not a test makes one with
 // Run. Every wait is a poll with a generous bound; everything a cluster
 // started ends with the test, and its directory goes too (unless the
-// environment sets TAHTEST_KEEP).
+// environment sets TAHTEST_KEEP). Clusters of the machine's test processes
+// form in turns, as many at once as it has cores (forming.go), and a cluster
+// that stops answering says which goroutines of NATS have waited minutes
+// (Stuck).
 package natstest

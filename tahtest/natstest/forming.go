@@ -13,12 +13,12 @@ import (
 // each node's setup) that is mostly the servers' own; and make test runs
 // several packages at once, each several cluster tests at once
 // (bustest.WaitingTestsAtOnce). Eight clusters forming together on two cores
-// under -race starved each other's elections: stream creates went
-// unanswered for the whole ReadyTimeout (two minutes) and the clusters never
-// formed (CI: "stream TAH_IN: context deadline exceeded" in two node tests of
-// the same run). Formations take turns instead, as many at once as the
-// machine has cores; what the tests do once their cluster is ready still
-// runs side by side.
+// under -race made every JetStream request take a few hundred milliseconds,
+// and setups that had to fit five seconds never did (CI: "stream TAH_IN:
+// context deadline exceeded" for minutes in two node tests of one run; the
+// product's side of that is bus.setupWithRetry's growing attempts).
+// Formations take turns instead, as many at once as the machine has cores;
+// what the tests do once their cluster is ready still runs side by side.
 
 // formingDir holds one lock file per formation slot; the locks are what
 // processes running side by side (go test's packages) share.

@@ -60,7 +60,7 @@ func (b *Bus) setupWithRetry(ctx context.Context) error {
 			return err
 		}
 		if b.cfg.Logger != nil {
-			b.cfg.Logger.Warn("setting up TAH streams: retrying", "error", err)
+			b.cfg.Logger.Warn("setting up TAH streams: retrying", "error", err, "next_try_within", attempt)
 		}
 		select {
 		case <-ctx.Done():

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,10 +36,13 @@ func TestSetupCompletesWhenEveryRequestIsSlow(t *testing.T) {
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	// Every answer comes at least 150 ms late, and setup makes far more
 	// than 50 requests one after another: its first attempt ran out.
-	if retried := rec.matching("setting up TAH streams: retrying"); len(retried) == 0 {
+	retried := rec.matching("setting up TAH streams: retrying")
+	if len(retried) == 0 {
 		t.Fatal("setup fit in its first attempt: the link was not slow enough to show the retry")
-	} else {
-		t.Logf("%d attempts ran out before the one that completed: %v", len(retried), retried)
+	}
+	t.Logf("%d attempts ran out before the one that completed: %v", len(retried), retried)
+	if !strings.Contains(retried[0], "next_try_within=10s") {
+		t.Errorf("an attempt that ran out: %q, want the next given 10s", retried[0])
 	}
 }
 

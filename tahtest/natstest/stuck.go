@@ -2,6 +2,7 @@ package natstest
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"runtime"
 	"slices"
@@ -54,13 +55,7 @@ func Stuck(minutes, limit int) string {
 	if len(groups) == 0 {
 		return ""
 	}
-	sorted := slices.SortedFunc(func(yield func(*group) bool) {
-		for _, g := range groups {
-			if !yield(g) {
-				return
-			}
-		}
-	}, func(a, b *group) int { return b.count - a.count })
+	sorted := slices.SortedFunc(maps.Values(groups), func(a, b *group) int { return b.count - a.count })
 	var out strings.Builder
 	for _, g := range sorted {
 		entry := fmt.Sprintf("%d goroutine(s) [%s, %d+ minutes]:\n%s\n", g.count, g.state, minutes, g.stack)

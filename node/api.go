@@ -211,7 +211,9 @@ func (n *Node) needSession(ctx context.Context, id string) error {
 		return err
 	}
 	if n.store != nil {
-		if _, err := n.store.GetSession(ctx, id); err == nil {
+		// The one column of the session's row, not its summary: every
+		// request that names a session asks this first.
+		if seq, err := n.store.LastSeq(ctx, id); err == nil && seq > 0 {
 			return nil
 		}
 	}

@@ -232,18 +232,51 @@ func (s *Store) Reset(ctx context.Context) (aside string, err error) {
 type readers struct {
 	mu sync.RWMutex
 	db *sql.DB
+	// observe, set by tests before any read, is told every read's SQL and
+	// arguments, those of read transactions too (observed): the plans of
+	// them all are checked (TestReadsUseIndexes).
+	observe func(query string, args []any)
 }
 
 func (p *readers) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	if p.observe != nil {
+		p.observe(query, args)
+	}
 	return p.db.QueryContext(ctx, query, args...)
 }
 
 func (p *readers) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	if p.observe != nil {
+		p.observe(query, args)
+	}
 	return p.db.QueryRowContext(ctx, query, args...)
+}
+
+// observed is q, whose reads observe is told of when it is set.
+func (p *readers) observed(q querier) querier {
+	if p.observe == nil {
+		return q
+	}
+	return observedQuerier{q, p.observe}
+}
+
+type observedQuerier struct {
+	q       querier
+	observe func(query string, args []any)
+}
+
+func (o observedQuerier) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	o.observe(query, args)
+	return o.q.QueryContext(ctx, query, args...)
+}
+
+func (o observedQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	o.observe(query, args)
+	return o.q.QueryRowContext(ctx, query, args...)
 }
 
 func (p *readers) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {

@@ -126,7 +126,12 @@ func (w withColumn) Scan(dest ...any) error { return w.sc.Scan(append(dest, w.ex
 // any, the totals of its whole tree (Tree): what its work cost, children
 // and their children included.
 func (s *Store) family(ctx context.Context, r *wire.SessionSummary) error {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, status, parent FROM sessions WHERE parent_session = ? ORDER BY created_at, id`, r.ID)
+	// "parent_session != ''" restates the condition of the partial index
+	// sessions_parent, which SQLite uses only for a query that implies it
+	// (a bound parameter could be ''): without it, every read of a session
+	// scanned the whole table (TestReadsUseIndexes).
+	rows, err := s.r.QueryContext(ctx, `SELECT id, status, parent FROM sessions
+		WHERE parent_session = ? AND parent_session != '' ORDER BY created_at, id`, r.ID)
 	if err != nil {
 		return err
 	}
@@ -147,9 +152,11 @@ func (s *Store) family(ctx context.Context, r *wire.SessionSummary) error {
 	if err := rows.Err(); err != nil || len(r.Children) == 0 {
 		return err
 	}
-	// UNION, not UNION ALL: a tree it is, and a cycle could not loop.
+	// UNION, not UNION ALL: a tree it is, and a cycle could not loop. The
+	// partial index again (see above): without it, SQLite built an index of
+	// the whole table for each read.
 	var t wire.TreeTotals
-	err = s.r.QueryRowContext(ctx, `WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT s.id FROM sessions s JOIN tree ON s.parent_session = tree.id)
+	err = s.r.QueryRowContext(ctx, `WITH RECURSIVE tree(id) AS (SELECT ? UNION SELECT s.id FROM sessions s JOIN tree ON s.parent_session = tree.id AND s.parent_session != '')
 		SELECT count(*), coalesce(sum(tokens_in), 0), coalesce(sum(tokens_out), 0), coalesce(sum(tokens_cache_read), 0),
 			total(cost_usd), coalesce(sum(cost_unpriced), 0)
 		FROM sessions WHERE id IN tree`, r.ID).Scan(&t.Sessions, &t.Usage.InputTokens, &t.Usage.OutputTokens, &t.Usage.CacheReadTokens,
@@ -379,7 +386,7 @@ func exists(ctx context.Context, q querier, id string) error {
 }
 
 // readSession runs fn in a read transaction after checking the session exists.
-func (s *Store) readSession(ctx context.Context, what, id string, fn func(*sql.Tx) error) error {
+func (s *Store) readSession(ctx context.Context, what, id string, fn func(querier) error) error {
 	if err := s.checkOpen(); err != nil {
 		return err
 	}
@@ -388,13 +395,14 @@ func (s *Store) readSession(ctx context.Context, what, id string, fn func(*sql.T
 		return fmt.Errorf("store: %s %q: %w", what, id, err)
 	}
 	defer tx.Rollback()
-	if err := exists(ctx, tx, id); err != nil {
+	q := s.r.observed(tx)
+	if err := exists(ctx, q, id); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return err
 		}
 		return fmt.Errorf("store: %s %q: %w", what, id, err)
 	}
-	if err := fn(tx); err != nil {
+	if err := fn(q); err != nil {
 		return fmt.Errorf("store: %s %q: %w", what, id, err)
 	}
 	return nil
@@ -405,7 +413,7 @@ func (s *Store) readSession(ctx context.Context, what, id string, fn func(*sql.T
 // unknown session.
 func (s *Store) Messages(ctx context.Context, id string) ([]llm.Message, error) {
 	out := []llm.Message{}
-	err := s.readSession(ctx, "messages", id, func(tx *sql.Tx) (err error) {
+	err := s.readSession(ctx, "messages", id, func(tx querier) (err error) {
 		out, err = readMessages(ctx, tx, id, out)
 		return err
 	})
@@ -444,7 +452,7 @@ func readMessages(ctx context.Context, q querier, id string, out []llm.Message) 
 // Steps returns the session's steps in order. ErrNotFound for an unknown session.
 func (s *Store) Steps(ctx context.Context, id string) ([]projection.Step, error) {
 	out := []projection.Step{}
-	err := s.readSession(ctx, "steps", id, func(tx *sql.Tx) (err error) {
+	err := s.readSession(ctx, "steps", id, func(tx querier) (err error) {
 		out, err = readSteps(ctx, tx, id, out)
 		return err
 	})
@@ -517,7 +525,7 @@ func unmarshalOpt[T any](ns sql.NullString, dst **T) error {
 // an unknown session.
 func (s *Store) ToolCalls(ctx context.Context, id string) ([]projection.ToolCallRecord, error) {
 	out := []projection.ToolCallRecord{}
-	err := s.readSession(ctx, "tool calls", id, func(tx *sql.Tx) (err error) {
+	err := s.readSession(ctx, "tool calls", id, func(tx querier) (err error) {
 		out, err = readToolCalls(ctx, tx, id, out)
 		return err
 	})
@@ -556,7 +564,7 @@ func readToolCalls(ctx context.Context, q querier, id string, out []projection.T
 // unknown session.
 func (s *Store) Artifacts(ctx context.Context, id string) ([]projection.Artifact, error) {
 	out := []projection.Artifact{}
-	err := s.readSession(ctx, "artifacts", id, func(tx *sql.Tx) (err error) {
+	err := s.readSession(ctx, "artifacts", id, func(tx querier) (err error) {
 		out, err = readArtifacts(ctx, tx, id, out)
 		return err
 	})
@@ -591,7 +599,7 @@ func readArtifacts(ctx context.Context, q querier, id string, out []projection.A
 // unknown session.
 func (s *Store) Checkpoints(ctx context.Context, id string) ([]projection.Checkpoint, error) {
 	out := []projection.Checkpoint{}
-	err := s.readSession(ctx, "checkpoints", id, func(tx *sql.Tx) (err error) {
+	err := s.readSession(ctx, "checkpoints", id, func(tx querier) (err error) {
 		out, err = readCheckpoints(ctx, tx, id, out)
 		return err
 	})
@@ -642,7 +650,7 @@ func scanEvent(sc scanner, e *event.Event) error {
 // unknown session.
 func (s *Store) State(ctx context.Context, id string) (projection.State, error) {
 	var st projection.State
-	err := s.readSession(ctx, "state", id, func(tx *sql.Tx) error {
+	err := s.readSession(ctx, "state", id, func(tx querier) error {
 		var err error
 		st, _, _, err = s.loadState(ctx, tx, id)
 		return err

@@ -31,6 +31,15 @@
 // open Store found damaged later starts over on a new file (Reset) while its
 // reads go on.
 //
+// Every read finds its rows through an index, so that a read of one session
+// costs the same beside ten sessions as beside a million: TestReadsUseIndexes
+// asks SQLite for the plan of each read the store makes, and fails on one
+// that reads a whole table or builds an index of one for itself. A listing
+// reads the sessions in the order of an index, most recent first, and stops
+// at its page (filtered by status or labels, it reads on until the page is
+// full). A partial index (sessions_parent) serves only a query that restates
+// its condition.
+//
 // The actors never use this package: their state comes from the log. Nothing
 // here knows about NATS.
 //

@@ -35,10 +35,10 @@
 // costs the same beside ten sessions as beside a million: TestReadsUseIndexes
 // asks SQLite for the plan of each read the store makes, and fails on one
 // that reads a whole table or builds an index of one for itself. A listing
-// reads the sessions in the order of an index, most recent first, and stops
-// at its page (filtered by status or labels, it reads on until the page is
-// full). A partial index (sessions_parent) serves only a query that restates
-// its condition.
+// reads the sessions in the order of an index, most recent first (of its
+// status, when it is filtered by one), and stops at its page (filtered by
+// labels, it reads on until the page is full). A partial index
+// (sessions_parent) serves only a query that restates its condition.
 //
 // The actors never use this package: their state comes from the log. Nothing
 // here knows about NATS.

@@ -24,6 +24,13 @@ func testConfig(t testing.TB) Config {
 	return cfg
 }
 
+// formingTimeout is the ReadyTimeout of the buses of a cluster a test forms,
+// a deadline for a hang only (within ctxT's): three servers forming under
+// -race on two loaded cores (CPU hogs beside this package and node's, four
+// tests at a time each) took more than the default 30 s, and so did a
+// clean-clone CI run's TestTLSRoutes (its object store's setup).
+const formingTimeout = 2 * time.Minute
+
 // open opens a Bus with cfg and closes it in t.Cleanup.
 func open(t testing.TB, cfg Config) *Bus {
 	t.Helper()

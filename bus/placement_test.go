@@ -90,10 +90,7 @@ func (c *embeddedCluster) config(i, n int) Config {
 	cfg.Replicas = c.replicas
 	cfg.Partitions = 2
 	cfg.Cluster = ClusterConfig{Name: "tah", Port: c.ports[i], Routes: routes}
-	// A deadline for a hang only: three servers forming under -race on two
-	// loaded cores (CPU hogs beside this package and node's, four tests at a
-	// time each) took more than the default 30 s.
-	cfg.ReadyTimeout = 2 * time.Minute
+	cfg.ReadyTimeout = formingTimeout
 	var h slog.Handler = &c.logs
 	if os.Getenv("TAH_DEBUG") != "" {
 		h = slog.NewMultiHandler(h, slog.NewTextHandler(os.Stderr, nil))

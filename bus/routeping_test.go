@@ -144,6 +144,7 @@ func TestSilentServerLosesItsRoutes(t *testing.T) {
 		cfg.ServerName = fmt.Sprintf("node%d", i)
 		cfg.NodeTTL = 2 * time.Second
 		cfg.Cluster = ClusterConfig{Name: "tah", Port: ports[i]}
+		cfg.ReadyTimeout = formingTimeout
 		cfgs[i] = cfg
 	}
 	cfgs[0].Cluster.Routes = []string{"nats-route://" + toB.addr()}

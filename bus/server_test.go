@@ -120,6 +120,7 @@ func TestEmbeddedCluster(t *testing.T) {
 		cfg.Replicas = 3
 		cfg.Partitions = 2
 		cfg.Cluster = ClusterConfig{Name: "tah", Port: ports[i], Routes: routes}
+		cfg.ReadyTimeout = formingTimeout
 		if os.Getenv("TAH_DEBUG") != "" {
 			cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("node", i)
 		}

@@ -95,6 +95,7 @@ func TestTLSRoutes(t *testing.T) {
 		cfg.DataDir, cfg.Host, cfg.Port, cfg.ServerName, cfg.Replicas, cfg.Partitions = s.Dir, "127.0.0.1", s.ClientPort, s.Name, 3, 2
 		cfg.Cluster = ClusterConfig{Name: l.Name, Host: "127.0.0.1", Port: s.RoutePort, Routes: s.Routes}
 		cfg.TLS = TLSConfig{CertFile: files.CertFile, KeyFile: files.KeyFile, CAFile: files.CAFile}
+		cfg.ReadyTimeout = formingTimeout
 		wg.Add(1)
 		go func() { // a cluster is ready only once its servers all run
 			defer wg.Done()

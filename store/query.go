@@ -244,9 +244,11 @@ func (s *Store) ListSessions(ctx context.Context, opts ListOptions) (Page, error
 		args = append(args, string(opts.Status))
 	}
 	if opts.Tenant != "" {
-		lo, hi := tenantIDs(opts.Tenant)
-		where = append(where, "id > ? AND id < ?")
-		args = append(args, lo, hi)
+		// The column, not the range of ids tenantIDs bounds: the index
+		// sessions_tenant holds the tenant's sessions in the listing's
+		// order, where the range had them all sorted for each page.
+		where = append(where, "tenant = ?")
+		args = append(args, opts.Tenant)
 	}
 	keys := make([]string, 0, len(opts.Labels))
 	for k := range opts.Labels {

@@ -290,14 +290,20 @@ ALTER TABLE steps ADD COLUMN child TEXT NOT NULL DEFAULT '';
 	`
 ALTER TABLE sessions ADD COLUMN definitions TEXT NOT NULL DEFAULT '';
 `,
-	// 11: a listing filtered by status (tahctl list --status, the UI's
-	// filter) read the sessions most recent first until its page was full:
-	// with a status few sessions have, all of them (3.1 ms at 10,000
-	// sessions, 0.1 ms with this index). The index moves with every write
-	// of a session's row, as sessions_updated does: no cost measurable in
-	// store's BenchmarkProject.
+	// 11: listings that read their own index, most recent first. One
+	// filtered by status (tahctl list --status, the UI's filter) read the
+	// sessions in sessions_updated's order until its page was full: with a
+	// status few sessions have, all of them (3.1 ms at 10,000 sessions,
+	// 0.1 ms with sessions_status). A tenant's sorted all the tenant's
+	// sessions for each page (23.6 ms for a page of 50 of 10,000, 0.7 ms
+	// with sessions_tenant); tenant is the id's part before its '.'
+	// (event.TenantSep; '' for the default tenant), computed, not stored.
+	// The indexes move with every write of a session's row, as
+	// sessions_updated does: no cost measurable in store's BenchmarkProject.
 	`
 CREATE INDEX sessions_status ON sessions (status, updated_at DESC, id DESC);
+ALTER TABLE sessions ADD COLUMN tenant TEXT GENERATED ALWAYS AS (substr(id, 1, instr(id, '.') - 1)) VIRTUAL;
+CREATE INDEX sessions_tenant ON sessions (tenant, updated_at DESC, id DESC);
 `,
 }
 

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -127,5 +126,5 @@ func plan(t *testing.T, s *Store, query string, args []any) []string {
 }
 
 func oneLine(query string) string {
-	return fmt.Sprint(strings.Join(strings.Fields(query), " "))
+	return strings.Join(strings.Fields(query), " ")
 }

@@ -169,19 +169,15 @@ func (s *Store) family(ctx context.Context, r *wire.SessionSummary) error {
 	return nil
 }
 
-// tenantIDs bound the ids of tenant's sessions, each bound left out: they
-// are between "<tenant>." and "<tenant>/" ('/' follows '.'), a range of
-// the primary key.
-func tenantIDs(tenant string) (lo, hi string) { return tenant + ".", tenant + "/" }
-
-// CountTenantSessions counts the sessions of tenant (ids <tenant>.<id>).
+// CountTenantSessions counts the sessions of tenant (ids <tenant>.<id>): the
+// column tenant (schema 11), through its index, as a tenant's listing reads
+// them.
 func (s *Store) CountTenantSessions(ctx context.Context, tenant string) (int, error) {
 	if err := s.checkOpen(); err != nil {
 		return 0, err
 	}
 	var n int
-	lo, hi := tenantIDs(tenant)
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE id > ? AND id < ?`, lo, hi).Scan(&n); err != nil {
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM sessions WHERE tenant = ?`, tenant).Scan(&n); err != nil {
 		return 0, fmt.Errorf("store: count the sessions of tenant %s: %w", tenant, err)
 	}
 	return n, nil
@@ -244,9 +240,9 @@ func (s *Store) ListSessions(ctx context.Context, opts ListOptions) (Page, error
 		args = append(args, string(opts.Status))
 	}
 	if opts.Tenant != "" {
-		// The column, not the range of ids tenantIDs bounds: the index
-		// sessions_tenant holds the tenant's sessions in the listing's
-		// order, where the range had them all sorted for each page.
+		// The column, not a range of ids: the index sessions_tenant holds
+		// the tenant's sessions in the listing's order, where the range had
+		// them all sorted for each page.
 		where = append(where, "tenant = ?")
 		args = append(args, opts.Tenant)
 	}

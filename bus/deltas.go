@@ -2,13 +2,13 @@ package bus
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/internal/jsonx"
 	"github.com/tah-dev/tah/internal/natsx"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/wire"
@@ -25,11 +25,15 @@ type DeltaPublisher struct {
 	b *Bus
 	// nc is the connection of the session's appends (pool.go): the deltas
 	// are the busiest publishes after them, and keep their order on it.
-	nc    *nats.Conn
-	subj  string
-	epoch string
-	mu    sync.Mutex
-	seq   uint64
+	nc   *nats.Conn
+	subj string
+	mu   sync.Mutex
+	seq  uint64
+	// msg, its header and its body are made once and filled again for each
+	// delta under mu: a model streams a delta a token, and PublishMsg has
+	// copied them into the connection's buffer when it returns.
+	msg  nats.Msg
+	body []byte
 }
 
 // Deltas returns the delta publisher of session sid for the owner at epoch.
@@ -37,7 +41,12 @@ func (b *Bus) Deltas(sid string, epoch uint64) (*DeltaPublisher, error) {
 	if err := event.ValidSessionID(sid); err != nil {
 		return nil, err
 	}
-	return &DeltaPublisher{b: b, nc: b.appendLink(b.ShardOf(sid)).nc, subj: wire.DeltaSubject(sid), epoch: strconv.FormatUint(epoch, 10)}, nil
+	p := &DeltaPublisher{b: b, nc: b.appendLink(b.ShardOf(sid)).nc, subj: wire.DeltaSubject(sid)}
+	p.msg = nats.Msg{Subject: p.subj, Header: nats.Header{
+		wire.HeaderEpoch:    []string{strconv.FormatUint(epoch, 10)},
+		wire.HeaderDeltaSeq: []string{""},
+	}}
+	return p, nil
 }
 
 // Publish sends one delta of step stepID. It does not wait for anyone: a delta
@@ -47,21 +56,52 @@ func (p *DeltaPublisher) Publish(ctx context.Context, stepID string, d llm.Delta
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	body, err := json.Marshal(wire.Delta{StepID: stepID, Delta: d})
-	if err != nil {
-		return fmt.Errorf("delta: %w", err)
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq++
-	m := &nats.Msg{Subject: p.subj, Data: body, Header: nats.Header{
-		wire.HeaderEpoch:    []string{p.epoch},
-		wire.HeaderDeltaSeq: []string{strconv.FormatUint(p.seq, 10)},
-	}}
-	if err := p.nc.PublishMsg(m); err != nil {
+	p.body = appendDelta(p.body[:0], stepID, d)
+	p.msg.Data = p.body
+	p.msg.Header[wire.HeaderDeltaSeq][0] = strconv.FormatUint(p.seq, 10)
+	if err := p.nc.PublishMsg(&p.msg); err != nil {
 		return fmt.Errorf("publish delta on %s: %w", p.subj, err)
 	}
 	return nil
+}
+
+// appendDelta appends the delta's body, the JSON object of wire.Delta as
+// json.Marshal writes it (its fields in order, the empty ones left out),
+// written here because a model streams one a token: Marshal's reflection
+// was most of a delta's cost to its owner.
+func appendDelta(b []byte, stepID string, d llm.Delta) []byte {
+	start := len(b)
+	b = append(b, '{')
+	field := func(name, v string) {
+		if v == "" {
+			return
+		}
+		if len(b) > start+1 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = jsonx.AppendString(b, v)
+	}
+	field("step_id", stepID)
+	field("text", d.Text)
+	field("reasoning", d.Reasoning)
+	if c := d.ToolCall; c != nil {
+		if len(b) > start+1 {
+			b = append(b, ',')
+		}
+		b = append(b, `"tool_call":{"index":`...)
+		b = strconv.AppendInt(b, int64(c.Index), 10)
+		field("id", c.ID)
+		field("name", c.Name)
+		field("arguments_delta", c.ArgumentsDelta)
+		b = append(b, '}')
+	}
+	return append(b, '}')
 }
 
 // Subscription is a running core NATS subscription. Stop it when done; Close

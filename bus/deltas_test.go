@@ -1,12 +1,14 @@
 package bus
 
 import (
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tah-dev/tah/bus/bustest"
 	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/wire"
 )
 
 func TestDeltasDropStaleEpochs(t *testing.T) {
@@ -56,6 +58,46 @@ func TestDeltasDropStaleEpochs(t *testing.T) {
 	for i, w := range want {
 		if got[i].Text != w.text || got[i].Epoch != w.epoch || got[i].Seq != w.seq || got[i].StepID != "st_1" || got[i].Session != sid {
 			t.Fatalf("delta %d = %+v, want %+v", i, got[i], w)
+		}
+	}
+}
+
+// FuzzAppendDelta holds the delta's hand-written body to what json.Marshal
+// writes of wire.Delta, byte for byte.
+func FuzzAppendDelta(f *testing.F) {
+	f.Add("st_1", "Hello", "", false, 0, "", "", "")
+	f.Add("", "", "thinking \"hard\"\n", false, 0, "", "", "")
+	f.Add("st_2", "", "", true, 0, "call_1", "list_files", `{"path":`)
+	f.Add("st_3", "é<>&", "\xff", true, 3, "", "", "")
+	f.Fuzz(func(t *testing.T, step, text, reasoning string, call bool, index int, id, name, args string) {
+		d := llm.Delta{Text: text, Reasoning: reasoning}
+		if call {
+			d.ToolCall = &llm.ToolCallDelta{Index: index, ID: id, Name: name, ArgumentsDelta: args}
+		}
+		want, err := json.Marshal(wire.Delta{StepID: step, Delta: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendDelta([]byte("prefix"), step, d); string(got) != "prefix"+string(want) {
+			t.Fatalf("appendDelta = %s\nwant prefix%s", got, want)
+		}
+	})
+}
+
+// BenchmarkDeltaPublish is a token delta's cost to its owner: its body, its
+// headers and its publish on the session's connection (nobody listening).
+func BenchmarkDeltaPublish(b *testing.B) {
+	bus := embedded(b)
+	p, err := bus.Deltas("s_bench", 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := ctxT(b)
+	d := llm.Delta{Text: " token"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.Publish(ctx, "st_1", d); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

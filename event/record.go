@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-	"unicode/utf8"
+
+	"github.com/tah-dev/tah/internal/jsonx"
 )
 
 // SchemaVersion is the newest version of the log's message body that this
@@ -93,7 +94,7 @@ func EncodeRecord(evs []Event) ([]byte, error) {
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, int64(recordVersion(evs)), 10)
 	b = append(b, `,"session":`...)
-	b = appendJSONString(b, first.Session)
+	b = jsonx.AppendString(b, first.Session)
 	if first.Epoch != 0 {
 		b = append(b, `,"epoch":`...)
 		b = strconv.AppendUint(b, first.Epoch, 10)
@@ -109,7 +110,7 @@ func EncodeRecord(evs []Event) ([]byte, error) {
 			b = append(b, ',')
 		}
 		b = append(b, `{"type":`...)
-		b = appendJSONString(b, string(e.Type))
+		b = jsonx.AppendString(b, string(e.Type))
 		b = append(b, `,"data":`...)
 		if compactJSON(e.Data) {
 			b = append(b, e.Data...)
@@ -123,21 +124,6 @@ func EncodeRecord(evs []Event) ([]byte, error) {
 		b = append(b, '}')
 	}
 	return append(b, "]}"...), nil
-}
-
-// appendJSONString appends s as json.Marshal writes it: as it is between
-// quotes when it holds only printable ASCII that Marshal does not escape
-// (session ids and event types), else as Marshal writes it.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // appendJSONTime appends t as json.Marshal writes it: RFC 3339 with its

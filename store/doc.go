@@ -36,8 +36,12 @@
 // asks SQLite for the plan of each read the store makes, and fails on one
 // that reads a whole table or builds an index of one for itself. A listing
 // reads the sessions in the order of an index, most recent first (of its
-// status or its tenant, when it is filtered by one), and stops at its page
-// (filtered by labels, it reads on until the page is full). A partial index
+// status or its tenant, when it is filtered by one), and stops at its page.
+// Filtered by labels, it reads on until the page is full, unless a label is
+// rare enough (fewer than the square root of the page times the sessions
+// hold it) that reading its sessions from session_labels and sorting them
+// costs less: 0.3 ms against 8.4 ms for a page of a label that 10 of 10,000
+// sessions have (BenchmarkListByLabel). A partial index
 // (sessions_parent) serves only a query that restates its condition.
 //
 // The actors never use this package: their state comes from the log. Nothing

@@ -148,12 +148,42 @@ func TestListSessions(t *testing.T) {
 			}},
 		{ListOptions{Labels: map[string]string{"team": "nobody"}}, func(projection.State) bool { return false }},
 	} {
-		p, err := s.ListSessions(ctx, c.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got, want := idsOf(p.Sessions, rowID), filter(c.keep); fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%+v: got %v want %v", c.opts, got, want)
+		// Each plan of a listing by labels finds the same sessions, in the
+		// same order, page after page.
+		for _, plan := range []labelPlan{labelsWeighed, labelsScanned, labelsDriven} {
+			p, err := s.listSessions(ctx, c.opts, plan)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := filter(c.keep)
+			if got := idsOf(p.Sessions, rowID); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%+v, plan %d: got %v want %v", c.opts, plan, got, want)
+			}
+			var walked []string
+			opts := c.opts
+			opts.Limit = 2
+			for pages := 0; ; pages++ {
+				p, err := s.listSessions(ctx, opts, plan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				walked = append(walked, idsOf(p.Sessions, rowID)...)
+				if p.Next == "" || pages > 10 {
+					break
+				}
+				opts.Before = p.Next
+			}
+			if fmt.Sprint(walked) != fmt.Sprint(want) {
+				t.Errorf("%+v, plan %d, pages of 2: got %v want %v", c.opts, plan, walked, want)
+			}
+			opts = c.opts
+			opts.Limit, opts.Offset = 2, 1
+			if p, err = s.listSessions(ctx, opts, plan); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := idsOf(p.Sessions, rowID), want[min(1, len(want)):min(3, len(want))]; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%+v, plan %d, offset 1: got %v want %v", c.opts, plan, got, want)
+			}
 		}
 	}
 

@@ -222,9 +222,62 @@ type Page struct {
 	Next string `json:"next,omitempty"`
 }
 
+// rareLabel returns the key, among keys, of the label that the fewest
+// sessions have, when they are few enough that reading them all and sorting
+// them costs less than reading the sessions in the listing's order until
+// want of them have it; else "". With m of n sessions holding the label,
+// spread evenly in that order, the scan reads about want*n/m sessions and
+// the label's index m: the label is read when m*m < want*n. n is the
+// sessions table's largest rowid (a bound of its rows read at the end of its
+// b-tree), and each count stops at the bound.
+func (s *Store) rareLabel(ctx context.Context, keys []string, labels map[string]string, want int) (string, error) {
+	if len(keys) == 0 {
+		return "", nil
+	}
+	var n int64
+	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(rowid), 0) FROM sessions`).Scan(&n); err != nil {
+		return "", err
+	}
+	best, fewest := "", int64(math.Sqrt(float64(want)*float64(n)))
+	for _, k := range keys {
+		q, args := `SELECT count(*) FROM (SELECT 1 FROM session_labels WHERE key = ?`, []any{k}
+		if v := labels[k]; v != "" {
+			q += ` AND value = ?`
+			args = append(args, v)
+		}
+		var m int64
+		if err := s.r.QueryRowContext(ctx, q+` LIMIT ?)`, append(args, fewest)...).Scan(&m); err != nil {
+			return "", err
+		}
+		if m < fewest {
+			best, fewest = k, m
+		}
+	}
+	return best, nil
+}
+
 // ListSessions returns sessions, the most recently updated first (ties by id),
 // filtered and paged by opts. A malformed opts.Before wraps ErrInvalidCursor.
 func (s *Store) ListSessions(ctx context.Context, opts ListOptions) (Page, error) {
+	return s.listSessions(ctx, opts, labelsWeighed)
+}
+
+// labelPlan is how a listing filtered by labels finds its sessions; the
+// tests run both plans on the same filters.
+type labelPlan int
+
+const (
+	// labelsWeighed reads from a label its few sessions, when one is rare
+	// enough (rareLabel), else labelsScanned.
+	labelsWeighed labelPlan = iota
+	// labelsScanned reads the sessions in the listing's order, keeping
+	// those with the labels, until the page is full.
+	labelsScanned
+	// labelsDriven reads the sessions of the first label and sorts them.
+	labelsDriven
+)
+
+func (s *Store) listSessions(ctx context.Context, opts ListOptions, plan labelPlan) (Page, error) {
 	if err := s.checkOpen(); err != nil {
 		return Page{}, err
 	}
@@ -251,7 +304,31 @@ func (s *Store) ListSessions(ctx context.Context, opts ListOptions) (Page, error
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	from, drive := "sessions", ""
+	switch {
+	case plan == labelsDriven && len(keys) > 0:
+		drive = keys[0]
+	case plan == labelsWeighed:
+		var err error
+		if drive, err = s.rareLabel(ctx, keys, opts.Labels, limit+1+max(opts.Offset, 0)); err != nil {
+			return Page{}, fmt.Errorf("store: list: %w", err)
+		}
+	}
+	if drive != "" {
+		// Read from the label's few sessions and sort them, rather than read
+		// every session in the listing's order until a page of them has it.
+		from = "session_labels d CROSS JOIN sessions ON sessions.id = d.session_id"
+		where = append(where, "d.key = ?")
+		args = append(args, drive)
+		if v := opts.Labels[drive]; v != "" {
+			where = append(where, "d.value = ?")
+			args = append(args, v)
+		}
+	}
 	for _, k := range keys {
+		if k == drive {
+			continue
+		}
 		if v := opts.Labels[k]; v != "" {
 			where = append(where, "EXISTS (SELECT 1 FROM session_labels l WHERE l.session_id = sessions.id AND l.key = ? AND l.value = ?)")
 			args = append(args, k, v)
@@ -268,7 +345,7 @@ func (s *Store) ListSessions(ctx context.Context, opts ListOptions) (Page, error
 		where = append(where, "(updated_at < ? OR (updated_at = ? AND id < ?))")
 		args = append(args, at, at, id)
 	}
-	q := `SELECT ` + sessionColumns + ` FROM sessions`
+	q := `SELECT ` + sessionColumns + ` FROM ` + from
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}

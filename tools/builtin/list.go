@@ -160,14 +160,15 @@ func (l *lister) walk(dir string, depth int) error {
 		if dir != "." {
 			p = path.Join(dir, name)
 		}
-		if l.hidden(p) {
-			continue // before the limit: "more exist" must not count it
+		fi, lerr := l.root.Lstat(p) // fi nil when it cannot be read: its name still counts
+		if l.guard.entry(p, fi) {
+			continue // protected, and before the limit: "more exist" must not count it
 		}
 		if l.count >= l.max {
 			l.truncated = true
 			return nil
 		}
-		if isDir := l.entry(p); isDir && l.recursive {
+		if isDir := l.line(p, fi, lerr); isDir && l.recursive {
 			if depth >= l.maxDepth {
 				l.notDescended++
 				continue
@@ -180,16 +181,18 @@ func (l *lister) walk(dir string, depth int) error {
 	return nil
 }
 
-// hidden reports whether p is protected, and so left out of the listing.
-func (l *lister) hidden(p string) bool {
-	fi, _ := l.root.Lstat(p) // nil when it cannot be read: its name still counts
-	return l.guard.entry(p, fi)
-}
-
 // entry adds the line of p and reports whether p is a directory (not a symlink).
 func (l *lister) entry(p string) (isDir bool) {
-	l.count++
 	fi, err := l.root.Lstat(p)
+	return l.line(p, fi, err)
+}
+
+// line adds the line of p, whose Lstat gave fi and err (the one the guard
+// saw: a listing's entry costs one system call, not one for the guard and
+// another for its line), and reports whether p is a directory (not a
+// symlink).
+func (l *lister) line(p string, fi fs.FileInfo, err error) (isDir bool) {
+	l.count++
 	if err != nil {
 		l.lines = append(l.lines, fmt.Sprintf("%s (cannot be read: %v)", p, stripPathError(err)))
 		return false

@@ -56,6 +56,9 @@ type guard struct {
 	names   []string    // lower-case patterns without a "/"
 	paths   []string    // lower-case patterns with a "/"
 	data    fs.FileInfo // the data directory, nil when there is none
+	// rootIn says whether the root lies in the data directory, once
+	// rootChecked (rootInData).
+	rootChecked, rootIn bool
 }
 
 func (p Protect) guard(root *os.Root, absRoot string) *guard {
@@ -79,7 +82,7 @@ func (p Protect) guard(root *os.Root, absRoot string) *guard {
 // what was refused. The refusal reads as an ordinary tool error: it names rel,
 // never what rel leads to nor why it is protected.
 func (g *guard) check(rel, access string) error {
-	if g.protected(rel) || g.protected(g.resolve(rel)) {
+	if g.protected(rel) || g.protectedTarget(rel) {
 		return &tools.ToolError{Code: event.CodeToolError, Err: fmt.Errorf("path %q is not %s by tools: %w", rel, access, ErrProtected)}
 	}
 	return nil
@@ -96,9 +99,33 @@ func (g *guard) protected(rel string) bool {
 	}
 	// The data directory is found by identity, so that neither a case variant
 	// nor a symlink above it hides it; the root's own ancestors count too, for
-	// a root inside the data directory.
-	for p := filepath.Join(g.absRoot, filepath.FromSlash(rel)); ; p = filepath.Dir(p) {
+	// a root inside the data directory. Those are the same for every path of
+	// the call: they are looked at once (rootInData).
+	p := filepath.Join(g.absRoot, filepath.FromSlash(rel))
+	for ; p != g.absRoot && strings.HasPrefix(p, g.absRoot+string(filepath.Separator)); p = filepath.Dir(p) {
 		if fi, err := os.Stat(p); err == nil && os.SameFile(fi, g.data) {
+			return true
+		}
+	}
+	if p == g.absRoot {
+		return g.rootInData()
+	}
+	return inData(p, g.data) // a path that leads out of the root
+}
+
+// rootInData reports whether the root or one of its ancestors is the data
+// directory, looked at on the first call.
+func (g *guard) rootInData() bool {
+	if !g.rootChecked {
+		g.rootChecked, g.rootIn = true, inData(g.absRoot, g.data)
+	}
+	return g.rootIn
+}
+
+// inData reports whether p or one of its ancestors is data.
+func inData(p string, data fs.FileInfo) bool {
+	for ; ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && os.SameFile(fi, data) {
 			return true
 		}
 		if filepath.Dir(p) == p {
@@ -148,6 +175,14 @@ func (g *guard) entry(p string, fi fs.FileInfo) bool {
 		return os.SameFile(fi, g.data)
 	}
 	return false
+}
+
+// protectedTarget reports whether what the symlinks of rel lead to is
+// protected, when that is another path than rel (rel itself is check's to
+// ask).
+func (g *guard) protectedTarget(rel string) bool {
+	r := g.resolve(rel)
+	return r != rel && g.protected(r)
 }
 
 // maxSymlinks bounds the symlinks resolve follows, as the kernel does.

@@ -156,6 +156,16 @@ type inflight struct {
 	mu    sync.Mutex
 	m     map[uint64]*inflightInput
 	ended map[uint64]time.Time
+	// endedOrder is ended in the order its inputs ended, so that add
+	// forgets the oldest without reading the rest: under bench row 9's load
+	// ended held the thousands of inputs of the last 16 s, and add read
+	// them all for each input.
+	endedOrder []endedInput
+}
+
+type endedInput struct {
+	seq uint64
+	at  time.Time
 }
 
 type inflightInput struct {
@@ -179,9 +189,11 @@ func (f *inflight) add(m *bus.InputMsg, memory time.Duration) int {
 		f.m, f.ended = map[uint64]*inflightInput{}, map[uint64]time.Time{}
 	}
 	now := time.Now()
-	for seq, at := range f.ended {
-		if now.Sub(at) > memory {
-			delete(f.ended, seq)
+	for len(f.endedOrder) > 0 && now.Sub(f.endedOrder[0].at) > memory {
+		old := f.endedOrder[0]
+		f.endedOrder = f.endedOrder[1:]
+		if at, ok := f.ended[old.seq]; ok && at.Equal(old.at) { // else it ended again since
+			delete(f.ended, old.seq)
 		}
 	}
 	if _, ok := f.ended[m.Seq]; ok {
@@ -204,7 +216,9 @@ func (f *inflight) done(seq uint64, ended bool) *bus.InputMsg {
 	cur := f.m[seq]
 	delete(f.m, seq)
 	if ended {
-		f.ended[seq] = time.Now()
+		now := time.Now()
+		f.ended[seq] = now
+		f.endedOrder = append(f.endedOrder, endedInput{seq, now})
 	}
 	f.mu.Unlock()
 	cur.stop()

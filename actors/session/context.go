@@ -70,7 +70,8 @@ type AgentContext struct {
 	Tools    *Tools
 
 	state  *projection.State
-	bus    *bus.Bus // other sessions' logs and inputs: sub-agents (subagents.go)
+	def    definitionMemo // the last definition() (definition.go)
+	bus    *bus.Bus       // other sessions' logs and inputs: sub-agents (subagents.go)
 	writer *bus.SessionWriter
 	deltas *bus.DeltaPublisher
 	// segments is the store of the checkpoints, where the history a

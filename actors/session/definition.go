@@ -2,10 +2,13 @@ package session
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 
 	"github.com/tah-dev/tah/event"
 	"github.com/tah-dev/tah/internal/buildinfo"
+	"github.com/tah-dev/tah/llm"
 )
 
 // buildVersion is this node's build, as turn.started's definition names
@@ -29,10 +32,34 @@ func (a *AgentContext) definition() *event.AgentDefinition {
 	if a.Provider != nil {
 		provider = a.Provider.Name()
 	}
-	d, err := event.NewAgentDefinition(a.Config.eventConfig(), a.offeredTools(), provider, a.loop, buildVersion())
-	if err != nil {
-		a.log.Warn("the turn's definition is not recorded", "session", a.Session, "err", err)
-		return nil
+	cfg, tools := a.Config.eventConfig(), a.offeredTools()
+	if !a.def.made(cfg, tools, provider, a.loop) {
+		d, err := event.NewAgentDefinition(cfg, tools, provider, a.loop, buildVersion())
+		if err != nil {
+			a.log.Warn("the turn's definition is not recorded", "session", a.Session, "err", err)
+			return nil
+		}
+		a.def = definitionMemo{cfg: cfg, tools: slices.Clone(tools), provider: provider, loop: a.loop, d: d}
 	}
+	d := a.def.d
+	d.Tools = slices.Clone(d.Tools)
 	return &d
+}
+
+// definitionMemo is a definition with what it was made of. A session's
+// definition changes only with them, and making it encodes and hashes every
+// tool's schema: at each turn's start that was 1% of the nodes' CPU in
+// bench row 9 (perf, R3), where sessions run short turns back to back.
+type definitionMemo struct {
+	cfg            event.Config
+	tools          []llm.ToolSchema
+	provider, loop string
+	d              event.AgentDefinition
+}
+
+// made reports whether m's definition was made of these (DeepEqual: a
+// field that event.Config gains counts without a change here).
+func (m *definitionMemo) made(cfg event.Config, tools []llm.ToolSchema, provider, loop string) bool {
+	return m.d.Digest != "" && m.provider == provider && m.loop == loop &&
+		reflect.DeepEqual(m.cfg, cfg) && reflect.DeepEqual(m.tools, tools)
 }

@@ -3,6 +3,7 @@ package llm
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -28,6 +29,11 @@ type Memo struct {
 	format string
 	msgs   []Message
 	enc    [][]byte
+	// The tools of the last EncodedTools, in toolsFormat, and their
+	// encoding.
+	toolsFormat string
+	tools       []ToolSchema
+	toolsEnc    []byte
 }
 
 // Encoded returns the encoding of each of msgs in the given format (a name
@@ -68,6 +74,34 @@ func (m *Memo) Encoded(format string, msgs []Message, encode func(Message) ([]by
 	out := make([][]byte, len(msgs))
 	copy(out, m.enc)
 	return out, nil
+}
+
+// EncodedTools returns the encoding of tools in the given format, made by
+// encode, or the one it made for the memo's last call with the same format
+// and the same tools: a session offers the same tools at each of its
+// requests, and encoding their schemas again was most of what the body
+// around the memo's messages cost (bench row 9). The caller must not modify
+// the encoding it returns. A nil Memo encodes them.
+func (m *Memo) EncodedTools(format string, tools []ToolSchema, encode func([]ToolSchema) ([]byte, error)) ([]byte, error) {
+	if m == nil {
+		return encode(tools)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.toolsEnc != nil && m.toolsFormat == format && slices.EqualFunc(m.tools, tools, sameTool) {
+		return m.toolsEnc, nil
+	}
+	b, err := encode(tools)
+	if err != nil {
+		return nil, err
+	}
+	m.toolsFormat, m.tools, m.toolsEnc = format, slices.Clone(tools), b
+	return b, nil
+}
+
+// sameTool reports whether a and b are the same tool, field by field.
+func sameTool(a, b ToolSchema) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.InputSchema, b.InputSchema)
 }
 
 // SameMessage reports whether a and b are the same message, field by field

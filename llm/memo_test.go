@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -98,4 +99,52 @@ func TestMemoEncodesWhatChanged(t *testing.T) {
 		t.Fatal("an encoding error was not returned")
 	}
 	check("after an error", m, "b", append(trimmed[:2:2], User("good")), "good")
+}
+
+// The tools' encoding is made again whenever a tool or the format differs
+// from the last call's, and only then; a nil Memo encodes every time.
+func TestMemoEncodesChangedTools(t *testing.T) {
+	if n := reflect.TypeFor[ToolSchema]().NumField(); n != 3 {
+		t.Fatalf("ToolSchema has %d fields: sameTool compares 3", n)
+	}
+	calls := 0
+	encode := func(ts []ToolSchema) ([]byte, error) {
+		calls++
+		return json.Marshal(ts)
+	}
+	schema := json.RawMessage(`{"type":"object"}`)
+	tools := []ToolSchema{{Name: "a", Description: "one", InputSchema: schema}, {Name: "b"}}
+	m := new(Memo)
+	for i, c := range []struct {
+		format string
+		tools  []ToolSchema
+		encode bool
+	}{
+		{"f", tools, true},
+		{"f", slices.Clone(tools), false},
+		{"g", tools, true},
+		{"g", []ToolSchema{{Name: "a", Description: "two", InputSchema: schema}, {Name: "b"}}, true},
+		{"g", []ToolSchema{{Name: "a", Description: "two", InputSchema: json.RawMessage(`{"type":"string"}`)}, {Name: "b"}}, true},
+		{"g", []ToolSchema{{Name: "a", Description: "two", InputSchema: json.RawMessage(`{"type":"string"}`)}}, true},
+		{"g", []ToolSchema{{Name: "c", Description: "two", InputSchema: json.RawMessage(`{"type":"string"}`)}}, true},
+	} {
+		before := calls
+		got, err := m.EncodedTools(c.format, c.tools, encode)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := json.Marshal(c.tools); string(got) != string(want) {
+			t.Fatalf("call %d: %s, want %s", i, got, want)
+		}
+		if encoded := calls > before; encoded != c.encode {
+			t.Fatalf("call %d: encoded %v, want %v", i, encoded, c.encode)
+		}
+	}
+	var none *Memo
+	for range 2 {
+		before := calls
+		if _, err := none.EncodedTools("f", tools, encode); err != nil || calls != before+1 {
+			t.Fatalf("a nil Memo: %d encodings, %v", calls-before, err)
+		}
+	}
 }

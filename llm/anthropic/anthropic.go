@@ -168,14 +168,19 @@ func (p *Provider) body(memo *llm.Memo, req llm.Request, stream bool) ([]byte, e
 	if head.MaxTokens == 0 {
 		head.MaxTokens = p.maxTokens
 	}
+	var tools []byte
+	if len(req.Tools) > 0 {
+		if tools, err = memo.EncodedTools(Name, req.Tools, encodeTools); err != nil {
+			return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
+		}
+	}
 	rest := requestRest{
-		Tools:         toTools(req.Tools),
 		Stream:        stream,
 		Temperature:   req.Options.Temperature,
 		TopP:          req.Options.TopP,
 		StopSequences: req.Options.Stop,
 	}
-	b, err := assemble(head, req.Messages, blocks, rest)
+	b, err := assemble(head, req.Messages, blocks, tools, rest)
 	if err != nil {
 		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
 	}
@@ -199,10 +204,14 @@ func encodeBlocks(m llm.Message) ([]byte, error) {
 	return out, nil
 }
 
+// encodeTools is a request's tools, as its body lists them.
+func encodeTools(ts []llm.ToolSchema) ([]byte, error) { return json.Marshal(toTools(ts)) }
+
 // assemble writes messagesRequest's encoding from its parts: the fields
 // before the messages, each message's blocks already encoded (grouped by
-// role as toMessages groups them), and the fields after.
-func assemble(head requestHead, msgs []llm.Message, blocks [][]byte, rest requestRest) ([]byte, error) {
+// role as toMessages groups them), the tools already encoded (none: left
+// out), and the fields after.
+func assemble(head requestHead, msgs []llm.Message, blocks [][]byte, tools []byte, rest requestRest) ([]byte, error) {
 	h, err := json.Marshal(head)
 	if err != nil {
 		return nil, err
@@ -211,7 +220,7 @@ func assemble(head requestHead, msgs []llm.Message, blocks [][]byte, rest reques
 	if err != nil {
 		return nil, err
 	}
-	n := len(h) + len(tail) + len(`,"messages":[]`)
+	n := len(h) + len(tools) + len(tail) + len(`,"messages":[],"tools":`)
 	for _, b := range blocks {
 		n += len(b) + len(`{"role":"assistant","content":[]},`)
 	}
@@ -241,6 +250,10 @@ func assemble(head requestHead, msgs []llm.Message, blocks [][]byte, rest reques
 		out = append(out, `]}`...)
 	}
 	out = append(out, ']')
+	if len(tools) > 0 { // the first field of requestRest
+		out = append(out, `,"tools":`...)
+		out = append(out, tools...)
+	}
 	if len(tail) > 2 { // more than "{}"
 		out = append(out, ',')
 		out = append(out, tail[1:len(tail)-1]...)

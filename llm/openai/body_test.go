@@ -95,7 +95,7 @@ func reference(p *Provider, req llm.Request, stream bool) chatRequest {
 }
 
 // BenchmarkBody encodes the body of a long conversation's next request,
-// with and without a memo of the last one.
+// its tools offered, with and without a memo of the last one.
 func BenchmarkBody(b *testing.B) {
 	p, err := New(llm.Config{Provider: llm.ProviderOpenAI, Model: "m", BaseURL: "http://127.0.0.1:1/v1"}, httpx.WithAPIKey("k"))
 	if err != nil {
@@ -109,10 +109,18 @@ func BenchmarkBody(b *testing.B) {
 			llm.Message{Role: llm.RoleTool, ToolCallID: id, Name: "list_files", Content: "README.md\ngo.mod\ngo.sum\nmain.go\nmain_test.go\ninternal/\ndocs/\n"},
 			llm.Assistant("The project holds README.md, go.mod, main.go and its test, internal/ and docs/."))
 	}
+	// Tools like the built-in ones, with schemas of their size.
+	var tools []llm.ToolSchema
+	for _, name := range []string{"list_files", "read_file", "write_file", "search"} {
+		tools = append(tools, llm.ToolSchema{Name: name, Description: "Does " + name + " on a path of the project, relative to its root; see the schema for the limits.",
+			InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","description":"Path relative to the project root. Default: the root (\".\")."},` +
+				`"recursive":{"type":"boolean","description":"Go into subdirectories too, depth first, down to 4 levels. Default: false."},` +
+				`"max_entries":{"type":"integer","minimum":1,"maximum":1000,"description":"Most entries to return. Default and maximum: 1000."}},"additionalProperties":false}`)})
+	}
 	for _, memo := range []*llm.Memo{nil, new(llm.Memo)} {
 		b.Run(fmt.Sprintf("memo=%t", memo != nil), func(b *testing.B) {
 			for b.Loop() {
-				if _, err := p.body(memo, llm.Request{Messages: history}, true); err != nil {
+				if _, err := p.body(memo, llm.Request{Messages: history, Tools: tools}, true); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -156,8 +156,13 @@ func (p *Provider) body(memo *llm.Memo, req llm.Request, stream bool) ([]byte, e
 	if err != nil {
 		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
 	}
+	var tools []byte
+	if len(req.Tools) > 0 {
+		if tools, err = memo.EncodedTools(Name, req.Tools, encodeTools); err != nil {
+			return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
+		}
+	}
 	rest := requestRest{
-		Tools:       toTools(req.Tools),
 		Stream:      stream,
 		Temperature: req.Options.Temperature,
 		TopP:        req.Options.TopP,
@@ -175,7 +180,7 @@ func (p *Provider) body(memo *llm.Memo, req llm.Request, stream bool) ([]byte, e
 	} else {
 		rest.MaxTokens = maxTokens
 	}
-	b, err := assemble(model, msgs, rest)
+	b, err := assemble(model, msgs, tools, rest)
 	if err != nil {
 		return nil, &llm.ProviderError{Provider: Name, Message: "not sent: " + err.Error(), Err: llm.ErrBadRequest}
 	}
@@ -185,9 +190,13 @@ func (p *Provider) body(memo *llm.Memo, req llm.Request, stream bool) ([]byte, e
 // encodeMessage is one message of a request's body.
 func encodeMessage(m llm.Message) ([]byte, error) { return json.Marshal(toMessage(m)) }
 
+// encodeTools is a request's tools, as its body lists them.
+func encodeTools(ts []llm.ToolSchema) ([]byte, error) { return json.Marshal(toTools(ts)) }
+
 // assemble writes chatRequest's encoding from its parts: the model, the
-// messages already encoded, and the fields after them.
-func assemble(model string, msgs [][]byte, rest requestRest) ([]byte, error) {
+// messages and the tools already encoded (none: left out), and the fields
+// after them.
+func assemble(model string, msgs [][]byte, tools []byte, rest requestRest) ([]byte, error) {
 	head, err := json.Marshal(model)
 	if err != nil {
 		return nil, err
@@ -196,7 +205,7 @@ func assemble(model string, msgs [][]byte, rest requestRest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := len(`{"model":,"messages":[]}`) + len(head) + len(tail) + len(msgs)
+	n := len(`{"model":,"messages":[],"tools":}`) + len(head) + len(tools) + len(tail) + len(msgs)
 	for _, m := range msgs {
 		n += len(m)
 	}
@@ -211,6 +220,10 @@ func assemble(model string, msgs [][]byte, rest requestRest) ([]byte, error) {
 		b = append(b, m...)
 	}
 	b = append(b, ']')
+	if len(tools) > 0 { // the first field of requestRest
+		b = append(b, `,"tools":`...)
+		b = append(b, tools...)
+	}
 	if len(tail) > 2 { // more than "{}"
 		b = append(b, ',')
 		b = append(b, tail[1:len(tail)-1]...)

@@ -114,10 +114,14 @@ type Config struct {
 	// projector during the measured turns.
 	PauseReadModel bool
 	// PhaseProfile, a diagnostic: a CPU profile of row 3's measured turns
-	// only (with FILE.mutex and FILE.block), and of row 2's last measured
-	// turn until the read model has it (FILE.row2-<sync interval>), and of
-	// row 8's sessions at once (FILE.row8-<sync interval>).
+	// only, and of row 2's last measured turn until the read model has it
+	// (FILE.row2-<sync interval>), and of row 8's sessions at once
+	// (FILE.row8-<sync interval>).
 	PhaseProfile string
+	// PhaseBlocking, with PhaseProfile: the mutex and block profiles of the
+	// same phases too (FILE.mutex and FILE.block), whose recording the CPU
+	// profile then counts.
+	PhaseBlocking bool
 	// Log, a diagnostic: the harness's log of every row (with row 7's
 	// nodes') goes to this file; without it, a row that fails prints the end
 	// of its own.

@@ -210,7 +210,7 @@ func (s *loadScenario) measure(ctx context.Context, res *LoadResult) ([][]loadTu
 		defer func() { _ = resume(false) }()
 	}
 	turns := make([][]loadTurn, n)
-	stopProfile := profilePhase(c.PhaseProfile)
+	stopProfile := profilePhase(c.PhaseProfile, c.PhaseBlocking)
 	cpu0 := cpuTime()
 	t0 := time.Now()
 	err := parallel(ctx, n, n, func(i int) error {

@@ -64,7 +64,7 @@ func (r *Report) markdown(table string) string {
 
 	w("## Reproduce\n\n")
 	w("```\nmake bench                          # everything, the issue's sizes; writes docs/benchmarks.{md,json}\ngo run ./cmd/tah-bench -quick -out \"\"       # a smoke run of every row, the table on stdout\ngo run ./cmd/tah-bench -rows 2 -steps 500   # one row, other sizes (see -h)\n```\n\n")
-	w("Diagnostics used for the analysis above: `-cpuprofile FILE` (the whole run), `-cpuprofile-load FILE` (row 3's measured turns only; it also writes FILE.mutex and FILE.block), `-pause-read-model` (rows 2–3 without the read model during the measured turns), `-memprofile FILE` (row 6, the heap after passivation), `-log FILE` (the harness's log of every row, row 7's nodes' included). Read the profiles with `go tool pprof`.\n")
+	w("Diagnostics used for the analysis above: `-cpuprofile FILE` (the whole run), `-cpuprofile-load FILE` (row 3's measured turns only; with `-blockprofile-load` it also writes FILE.mutex and FILE.block, whose recording the CPU profile then counts), `-pause-read-model` (rows 2–3 without the read model during the measured turns), `-memprofile FILE` (row 6, the heap after passivation), `-log FILE` (the harness's log of every row, row 7's nodes' included). Read the profiles with `go tool pprof`.\n")
 	return b.String()
 }
 

@@ -164,13 +164,13 @@ func (s *peerScenario) concurrent(ctx context.Context) (*PeerConcurrent, error) 
 		return nil, fmt.Errorf("row 8's concurrent sessions, warming up: %w", err)
 	}
 	per := make([][]time.Duration, n)
-	// A diagnostic: where TAH's sessions wait (-cpuprofile-load, with its
-	// .block and .mutex profiles).
+	// A diagnostic: where TAH's sessions spend their CPU (-cpuprofile-load)
+	// and wait (-blockprofile-load: its .block and .mutex profiles).
 	var prof string
 	if s.cfg.PhaseProfile != "" {
 		prof = fmt.Sprintf("%s.row8-%s", s.cfg.PhaseProfile, s.sync)
 	}
-	stopProfile := profilePhase(prof)
+	stopProfile := profilePhase(prof, s.cfg.PhaseBlocking)
 	cpu0, begin := cpuTime(), time.Now()
 	err := parallel(ctx, n, n, func(i int) error {
 		for range s.cfg.PeerSessionTurns {

@@ -302,7 +302,7 @@ func (s *stepScenario) measureTurn(ctx context.Context, sid string, profile bool
 	if s.cfg.PhaseProfile != "" && profile {
 		path := fmt.Sprintf("%s.row2-%s", s.cfg.PhaseProfile, s.sync)
 		stopAllocs := allocsPhase(path + ".allocs") // its first write out of the CPU profile
-		stopCPU := profilePhase(path)
+		stopCPU := profilePhase(path, s.cfg.PhaseBlocking)
 		stopProfile = func() { stopCPU(); stopAllocs() }
 	}
 	cpu0, allocs0 := cpuTime(), readHeapAllocs()

@@ -122,6 +122,7 @@ func parse(args []string, stderr io.Writer) (bench.Config, options, error) {
 	fs.IntVar(&c.LoadTurns, "load-turns", c.LoadTurns, "row 3: measured turns per session (after one warm-up turn)")
 	fs.BoolVar(&c.PauseReadModel, "pause-read-model", false, "rows 2-3, diagnostic: stop the read model's projector during the measured turns")
 	fs.StringVar(&c.PhaseProfile, "cpuprofile-load", "", "rows 2-3, diagnostic: write a CPU profile of row 3's measured turns only to this file (and of row 2's last measured turn to FILE.row2-<sync>)")
+	fs.BoolVar(&c.PhaseBlocking, "blockprofile-load", false, "with -cpuprofile-load: also write the same phases' mutex and block profiles to FILE.mutex and FILE.block (recording them costs CPU, which the CPU profile then shows)")
 	fs.StringVar(&lengths, "resume-events", "100,1000,10000,100000", "row 4: history lengths in events")
 	fs.IntVar(&c.ResumeOthers, "resume-others", c.ResumeOthers, "row 4: other sessions interleaved in the stream")
 	fs.IntVar(&c.ResumeBudget, "resume-budget", c.ResumeBudget, "row 4: the sessions' context budget in characters (ContextChars)")

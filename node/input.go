@@ -155,17 +155,47 @@ func settle(o session.Outcome) verdict {
 type inflight struct {
 	mu    sync.Mutex
 	m     map[uint64]*inflightInput
-	ended map[uint64]time.Time
-	// endedOrder is ended in the order its inputs ended, so that add
-	// forgets the oldest without reading the rest: under bench row 9's load
-	// ended held the thousands of inputs of the last 16 s, and add read
-	// them all for each input.
-	endedOrder []endedInput
+	ended recentEnds
+}
+
+// recentEnds remembers when inputs' work ended, for a while. It keeps them
+// in the order they ended as well, so that forget drops the oldest without
+// reading the rest: under bench row 9's load it held the thousands of inputs
+// of the last 16 s, and a map alone was read whole for each new input.
+type recentEnds struct {
+	at    map[uint64]time.Time
+	order []endedInput
 }
 
 type endedInput struct {
 	seq uint64
 	at  time.Time
+}
+
+// end records that the work of the input at seq ended at.
+func (r *recentEnds) end(seq uint64, at time.Time) {
+	if r.at == nil {
+		r.at = map[uint64]time.Time{}
+	}
+	r.at[seq] = at
+	r.order = append(r.order, endedInput{seq, at})
+}
+
+// forget drops the inputs that ended more than memory before now.
+func (r *recentEnds) forget(now time.Time, memory time.Duration) {
+	for len(r.order) > 0 && now.Sub(r.order[0].at) > memory {
+		old := r.order[0]
+		r.order = r.order[1:]
+		if at, ok := r.at[old.seq]; ok && at.Equal(old.at) { // else it ended again since
+			delete(r.at, old.seq)
+		}
+	}
+}
+
+// has reports whether the input at seq ended and is not forgotten.
+func (r *recentEnds) has(seq uint64) bool {
+	_, ok := r.at[seq]
+	return ok
 }
 
 type inflightInput struct {
@@ -186,17 +216,10 @@ func (f *inflight) add(m *bus.InputMsg, memory time.Duration) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.m == nil {
-		f.m, f.ended = map[uint64]*inflightInput{}, map[uint64]time.Time{}
+		f.m = map[uint64]*inflightInput{}
 	}
-	now := time.Now()
-	for len(f.endedOrder) > 0 && now.Sub(f.endedOrder[0].at) > memory {
-		old := f.endedOrder[0]
-		f.endedOrder = f.endedOrder[1:]
-		if at, ok := f.ended[old.seq]; ok && at.Equal(old.at) { // else it ended again since
-			delete(f.ended, old.seq)
-		}
-	}
-	if _, ok := f.ended[m.Seq]; ok {
+	f.ended.forget(time.Now(), memory)
+	if f.ended.has(m.Seq) {
 		return inputDone
 	}
 	if cur := f.m[m.Seq]; cur != nil {
@@ -216,9 +239,7 @@ func (f *inflight) done(seq uint64, ended bool) *bus.InputMsg {
 	cur := f.m[seq]
 	delete(f.m, seq)
 	if ended {
-		now := time.Now()
-		f.ended[seq] = now
-		f.endedOrder = append(f.endedOrder, endedInput{seq, now})
+		f.ended.end(seq, time.Now())
 	}
 	f.mu.Unlock()
 	cur.stop()

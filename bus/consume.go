@@ -391,10 +391,12 @@ func (c *InputConsumer) healPartition(p int) error {
 // Remove hands partitions over: it stops pulling them, waits until no
 // handler call for them runs, calls handOver (if not nil: the node stops its
 // sessions of those partitions there, so that their inputs go back
-// unacknowledged), then unpins each partition this consumer holds, so that
-// another node pulling it takes it over at once. Inputs already delivered stay
-// with their handlers, which Ack or Nak them as usual.
-func (c *InputConsumer) Remove(ctx context.Context, partitions []int, handOver func()) error {
+// unacknowledged), then, when unpin says so, unpins each partition this
+// consumer holds, so that another node pulling it takes it over at once (a
+// node cut off from NATS says false: the unpins could not reach the server,
+// and the pins expire by themselves). Inputs already delivered stay with
+// their handlers, which Ack or Nak them as usual.
+func (c *InputConsumer) Remove(ctx context.Context, partitions []int, unpin bool, handOver func()) error {
 	var gone []*partitionPull
 	c.mu.Lock()
 	for _, p := range partitions {
@@ -409,6 +411,9 @@ func (c *InputConsumer) Remove(ctx context.Context, partitions []int, handOver f
 	}
 	if handOver != nil {
 		handOver()
+	}
+	if !unpin {
+		return nil
 	}
 	var errs []error
 	for _, pp := range gone {

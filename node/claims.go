@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/nats-io/nats.go"
@@ -39,7 +40,13 @@ func (n *Node) hearClaims() error {
 	if err != nil {
 		return fmt.Errorf("node: listening to claim notices: %w", err)
 	}
-	n.closers = append(n.closers, func(context.Context) error { return sub.Unsubscribe() })
+	n.closers = append(n.closers, func(context.Context) error {
+		// A closed connection took the subscription with it.
+		if err := sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			return fmt.Errorf("node: claim notices: %w", err)
+		}
+		return nil
+	})
 	return nil
 }
 

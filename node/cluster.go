@@ -577,15 +577,21 @@ func (m *membership) rebalance(ctx context.Context, resume bool) {
 // handOver stops pulling partitions, stops this node's sessions of them
 // (their running turns resume on the next owner) and unpins them.
 func (m *membership) handOver(ctx context.Context, partitions []int) {
+	m.stopSessions(ctx, partitions, true)
+}
+
+// stopSessions stops pulling partitions and this node's sessions of them
+// (their running turns resume on the next owner), and unpins the partitions
+// when unpin says so: with NATS out of reach the unpins cannot succeed, and
+// the pins expire by themselves.
+func (m *membership) stopSessions(ctx context.Context, partitions []int, unpin bool) {
 	if len(partitions) == 0 {
 		return
 	}
 	n := m.n
-	// Bounded: with NATS out of reach the unpins cannot succeed, and the pins
-	// expire by themselves.
 	ctx, cancel := context.WithTimeout(ctx, m.giveUp())
 	defer cancel()
-	err := n.inputs.Remove(ctx, partitions, func() {
+	err := n.inputs.Remove(ctx, partitions, unpin, func() {
 		stopped := n.sessions.StopWhere(ctx, func(sid string) bool {
 			return slices.Contains(partitions, wire.Partition(sid, m.parts))
 		})
@@ -621,6 +627,16 @@ func (m *membership) close(ctx context.Context) error {
 	m.wg.Wait()
 	m.stopWatch()
 	_ = m.presence.Unsubscribe()
+	if down := m.n.bus.ConnsDown(); down != nil {
+		// Cut off (its server gone, a reconnect under way): a goodbye could
+		// reach nobody, and its three steps would each wait out their bound
+		// (20 s and more in all) before the node could stop. The others take
+		// the partitions over on their servers' word or by the silence, the
+		// presence entry ages out and the pins expire by themselves.
+		m.log.Warn("leaving the cluster without a goodbye: not connected to NATS", "err", down)
+		m.stopSessions(ctx, m.n.inputs.Partitions(), false)
+		return nil
+	}
 	_ = m.publish(true)
 	// Bounded: a cluster that lost its quorum cannot take the delete, and the
 	// entry then simply ages out.

@@ -132,6 +132,7 @@ func takenOver(t *testing.T, kill func(c *cluster, victim int)) {
 	// A deadline for a hang only: three nodes forming on a loaded machine
 	// (CI beside other suites) have taken more than 30 s to start them.
 	bustest.Eventually(t, 2*time.Minute, "the victim's turns in flight", func() bool { return c.models[victim].calls.Load() >= 3 })
+	cutOff := c.Node(victim)
 	kill(c, victim)
 	c.finished(inputs)
 	c.balanced("n0", "n1")
@@ -144,6 +145,15 @@ func takenOver(t *testing.T, kill func(c *cluster, victim int)) {
 		if !pl.has(obs, "n2", msgDead) {
 			t.Errorf("%s did not take n2 for dead on the servers' word: %q", obs, pl.messages(obs, "n2"))
 		}
+	}
+	// Cut off, the victim stops without a goodbye that nobody could hear:
+	// it used to publish it, delete its presence entry and unpin its
+	// partitions, each step waiting out its bound (20 s and more in all),
+	// and the delete's failure failed the close.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hang's deadline only
+	defer cancel()
+	if err := cutOff.Close(ctx); err != nil {
+		t.Errorf("closing the cut-off n2: %v", err)
 	}
 }
 

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tah-dev/tah/bus/bustest"
+	"github.com/tah-dev/tah/wire"
 )
 
 // A setup whose JetStream requests are each slow (a loaded cluster: a few
@@ -21,7 +23,10 @@ import (
 func TestSetupCompletesWhenEveryRequestIsSlow(t *testing.T) {
 	t.Parallel()
 	srv := bustest.Server(t)
-	proxy := slowProxy(t, srv.Addr().String(), 150*time.Millisecond)
+	// Setup's first request asks for the log's shard 0 (its shard count),
+	// and making shard 0 asks again: twice in an attempt that made it.
+	shard0 := &requestCounter{subject: []byte("$JS.API.STREAM.INFO." + wire.EventShardStream(0) + " ")}
+	proxy := slowProxy(t, srv.Addr().String(), 150*time.Millisecond, shard0)
 	cfg := Default()
 	cfg.URL = "nats://" + proxy
 	cfg.ReadyTimeout = 2 * time.Minute
@@ -44,11 +49,42 @@ func TestSetupCompletesWhenEveryRequestIsSlow(t *testing.T) {
 	if !strings.Contains(retried[0], "next_try_within=10s") {
 		t.Errorf("an attempt that ran out: %q, want the next given 10s", retried[0])
 	}
+	// The attempts after the first went on from where it stopped, past
+	// the log, rather than making everything again.
+	if n := shard0.count(); n != 2 {
+		t.Errorf("setup asked for %s %d times, want 2 (its first attempt's): an attempt began again from the start", wire.EventShardStream(0), n)
+	}
+}
+
+// requestCounter counts the requests on subject a client sends (what it
+// writes to the server, in chunks that may cut a request in two).
+type requestCounter struct {
+	subject []byte
+	mu      sync.Mutex
+	tail    []byte // the end of the last chunk: a request cut in two
+	n       int
+}
+
+func (r *requestCounter) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	buf := append(r.tail, p...)
+	r.n += bytes.Count(buf, r.subject)
+	keep := min(len(buf), len(r.subject)-1)
+	r.tail = append(r.tail[:0:0], buf[len(buf)-keep:]...)
+	return len(p), nil
+}
+
+func (r *requestCounter) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n
 }
 
 // slowProxy forwards TCP connections to target, holding each chunk the
 // server sends for delay: every request's answer comes that much later.
-func slowProxy(t *testing.T, target string, delay time.Duration) string {
+// What clients send is also written to seen.
+func slowProxy(t *testing.T, target string, delay time.Duration, seen io.Writer) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -67,7 +103,7 @@ func slowProxy(t *testing.T, target string, delay time.Duration) string {
 				c.Close()
 				continue
 			}
-			wg.Go(func() { _, _ = io.Copy(s, c); s.Close() })
+			wg.Go(func() { _, _ = io.Copy(io.MultiWriter(s, seen), c); s.Close() })
 			wg.Go(func() {
 				defer c.Close()
 				buf := make([]byte, 64<<10)

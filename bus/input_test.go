@@ -654,7 +654,7 @@ func TestInputConsumerGoneWithoutSetup(t *testing.T) {
 	if _, err := b.in.Consumer(ctxT(t), wire.PartitionConsumer(0)); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		t.Fatalf("the consumer was made again by a node that sets nothing up: %v", err)
 	}
-	if err := b.ensureInputConsumers(ctxT(t)); err != nil { // the operator's setup
+	if err := b.ensureInputConsumers(ctxT(t), map[string]bool{}); err != nil { // the operator's setup
 		t.Fatal(err)
 	}
 	bustest.Eventually(t, 30*time.Second, "in_1 delivered to the worker", func() bool { return got.len() == 1 })

@@ -94,6 +94,7 @@ func settingUp(err error) bool {
 // with NoSetup, checks) streams, consumers or buckets and keeps handles on
 // them. Each is idempotent, and one that failed is run again whole.
 func (b *Bus) setupSteps() []func(context.Context) error {
+	consumersDone := map[string]bool{} // the input consumers an attempt set up
 	kv := func(dst *jetstream.KeyValue, cfg jetstream.KeyValueConfig) func(context.Context) error {
 		return func(ctx context.Context) (err error) {
 			*dst, err = b.ensureKV(ctx, cfg)
@@ -124,7 +125,7 @@ func (b *Bus) setupSteps() []func(context.Context) error {
 			b.inputCommit = newCommitter(b, b.in.CachedInfo().Config)
 			return nil
 		},
-		b.ensureInputConsumers,
+		func(ctx context.Context) error { return b.ensureInputConsumers(ctx, consumersDone) },
 		kv(&b.checkpoints, jetstream.KeyValueConfig{Bucket: wire.CheckpointBucket, Description: "TAH session state snapshots"}),
 		kv(&b.toolResults, jetstream.KeyValueConfig{Bucket: wire.ToolResultBucket, Description: "TAH tool calls by session and call id (see docs/protocol.md)", TTL: b.cfg.ToolResultTTL}),
 		kv(&b.nodes, jetstream.KeyValueConfig{Bucket: wire.NodeBucket, Description: "TAH node presence", TTL: b.cfg.NodeTTL}),
@@ -634,8 +635,10 @@ func (b *Bus) inputConsumerConfig(p int) jetstream.ConsumerConfig {
 }
 
 // ensureInputConsumers creates or updates the durable consumer of every
-// partition and removes those of partitions that no longer exist.
-func (b *Bus) ensureInputConsumers(ctx context.Context) error {
+// partition and removes those of partitions that no longer exist. It notes
+// in done each consumer it found right or set up, and skips those an earlier
+// attempt noted.
+func (b *Bus) ensureInputConsumers(ctx context.Context, done map[string]bool) error {
 	// Names come from the meta layer; listing full infos would ask every
 	// consumer's leader, which a cluster still forming may not answer.
 	have := map[string]bool{}
@@ -650,6 +653,9 @@ func (b *Bus) ensureInputConsumers(ctx context.Context) error {
 	for p := range b.cfg.Partitions {
 		want := b.inputConsumerConfig(p)
 		wanted[want.Durable] = true
+		if done[want.Durable] {
+			continue
+		}
 		ok := have[want.Durable]
 		if ok {
 			c, err := b.in.Consumer(ctx, want.Durable)
@@ -669,6 +675,7 @@ func (b *Bus) ensureInputConsumers(ctx context.Context) error {
 				}
 				ok = false
 			case consumerMatches(c.CachedInfo().Config, want):
+				done[want.Durable] = true
 				continue
 			}
 		}
@@ -688,6 +695,7 @@ func (b *Bus) ensureInputConsumers(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("set up consumer %s of %s: %w", want.Durable, wire.InputStream, err)
 		}
+		done[want.Durable] = true
 	}
 	if b.cfg.NoSetup {
 		return nil

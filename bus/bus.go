@@ -67,6 +67,13 @@ type Bus struct {
 	// where they go one by one.
 	inputCommit *committer
 
+	// stopping counts the stops of consumers that may wait, run in the
+	// background (goStopping); Close waits for them once the connections are
+	// closed, which ends any request they wait on. stopsAwaited (b.mu) is
+	// set then: later stops run at once.
+	stopping     sync.WaitGroup
+	stopsAwaited bool
+
 	// publish sends one record on l and waits for its ack. Tests replace it
 	// to lose acknowledgements.
 	publish func(ctx context.Context, l *link, m *nats.Msg) (*jetstream.PubAck, error)
@@ -246,12 +253,34 @@ func (b *Bus) Close(ctx context.Context) error {
 	if err := b.drainAll(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	b.mu.Lock()
+	b.stopsAwaited = true
+	b.mu.Unlock()
+	b.stopping.Wait()
 	if b.srv != nil {
 		if err := stopServer(ctx, b.srv); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// goStopping runs stop, a consumer's stop that may wait, in the background,
+// which Close waits for; once Close waits, here (the connections are closed
+// by then, and it returns at once).
+func (b *Bus) goStopping(stop func()) {
+	b.mu.Lock()
+	if b.stopsAwaited {
+		b.mu.Unlock()
+		stop()
+		return
+	}
+	b.stopping.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.stopping.Done()
+		stop()
+	}()
 }
 
 // track registers h to be stopped by Close; it fails when the Bus is closed.

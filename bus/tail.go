@@ -215,13 +215,22 @@ func (t *Tail) stop() {
 	t.stopLocked()
 }
 
-// stopLocked stops every consumer; t.mu is held.
+// stopLocked stops every consumer; t.mu is held. The consumers stop in the
+// background, which Bus.Close waits for: nats.go's Stop of an ordered
+// consumer waits while the consumer is being made again (after a missed
+// heartbeat: a request of up to 10 s, tried again and again while the
+// stream has no leader), and a node closing beside a dead server waited
+// 15 s and more there for its projector to stop. t.stopped already keeps fn
+// from being called again.
 func (t *Tail) stopLocked() {
 	if !t.stopped {
 		t.stopped = true
-		for _, cc := range t.ccs {
-			cc.Stop()
-		}
+		ccs := t.ccs
+		t.b.goStopping(func() {
+			for _, cc := range ccs {
+				cc.Stop()
+			}
+		})
 	}
 	t.once.Do(func() { close(t.done) })
 }

@@ -220,7 +220,8 @@ func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeC
 // loop delivers the consumer's events until Close or the connection's end.
 func (f *Follower) loop() {
 	defer func() {
-		f.cc.Stop()
+		f.cancel() // the consumer's handler, if it runs on, hands nothing more
+		f.c.goStopping(f.cc.Stop)
 		f.finish()
 	}()
 	for {
@@ -260,7 +261,7 @@ func (f *Follower) stopSource() {
 		_ = f.live.Unsubscribe()
 	}
 	if f.cc != nil {
-		f.cc.Stop()
+		f.c.goStopping(f.cc.Stop)
 	}
 }
 
@@ -324,7 +325,7 @@ func (f *Follower) refollow() {
 	if err != nil {
 		return
 	}
-	f.cc.Stop()
+	f.c.goStopping(f.cc.Stop)
 	f.cc = cc
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/tah-dev/tah/auth"
+	"github.com/tah-dev/tah/internal/stopgroup"
 	"github.com/tah-dev/tah/wire"
 )
 
@@ -67,12 +68,10 @@ type Bus struct {
 	// where they go one by one.
 	inputCommit *committer
 
-	// stopping counts the stops of consumers that may wait, run in the
-	// background (goStopping); Close waits for them once the connections are
-	// closed, which ends any request they wait on. stopsAwaited (b.mu) is
-	// set then: later stops run at once.
-	stopping     sync.WaitGroup
-	stopsAwaited bool
+	// stopping runs the stops of consumers that may wait (Tail.stopLocked)
+	// in the background; Close waits for them once the connections are
+	// closed, which ends any request they wait on.
+	stopping stopgroup.Group
 
 	// publish sends one record on l and waits for its ack. Tests replace it
 	// to lose acknowledgements.
@@ -253,9 +252,6 @@ func (b *Bus) Close(ctx context.Context) error {
 	if err := b.drainAll(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	b.mu.Lock()
-	b.stopsAwaited = true
-	b.mu.Unlock()
 	b.stopping.Wait()
 	if b.srv != nil {
 		if err := stopServer(ctx, b.srv); err != nil {
@@ -263,24 +259,6 @@ func (b *Bus) Close(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// goStopping runs stop, a consumer's stop that may wait, in the background,
-// which Close waits for; once Close waits, here (the connections are closed
-// by then, and it returns at once).
-func (b *Bus) goStopping(stop func()) {
-	b.mu.Lock()
-	if b.stopsAwaited {
-		b.mu.Unlock()
-		stop()
-		return
-	}
-	b.stopping.Add(1)
-	b.mu.Unlock()
-	go func() {
-		defer b.stopping.Done()
-		stop()
-	}()
 }
 
 // track registers h to be stopped by Close; it fails when the Bus is closed.

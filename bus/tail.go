@@ -226,7 +226,7 @@ func (t *Tail) stopLocked() {
 	if !t.stopped {
 		t.stopped = true
 		ccs := t.ccs
-		t.b.goStopping(func() {
+		t.b.stopping.Go(func() {
 			for _, cc := range ccs {
 				cc.Stop()
 			}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/tah-dev/tah/internal/stopgroup"
 )
 
 // How Connect dials and reconnects.
@@ -54,34 +56,12 @@ type Client struct {
 	mu     sync.Mutex
 	closed bool
 	open   map[closer]struct{} // the Turns and Followers to stop on Close
-	// stopping counts the consumers' stops run in the background
-	// (goStopping); Close waits for them once it closed its own connection,
-	// which ends any request they wait on. stopsAwaited (mu) is set then.
-	stopping     sync.WaitGroup
-	stopsAwaited bool
-}
-
-// goStopping runs stop, a consumer's stop, in the background: nats.go's Stop
-// of an ordered consumer waits while the consumer is being made again (after
-// a missed heartbeat, as when the server that led the stream died: a request
-// of up to 10 s, tried again while the stream has no leader), and a
-// Follower's Close (a Ctrl-C) waited as long. A Client that owns its
-// connection waits for them in Close, after closing it; one on the caller's
-// connection leaves them to end with their request. Once Close waits, stop
-// runs here.
-func (c *Client) goStopping(stop func()) {
-	c.mu.Lock()
-	if c.stopsAwaited {
-		c.mu.Unlock()
-		stop()
-		return
-	}
-	c.stopping.Add(1)
-	c.mu.Unlock()
-	go func() {
-		defer c.stopping.Done()
-		stop()
-	}()
+	// stopping runs the Followers' consumer stops in the background, so
+	// that a Follower's Close (a Ctrl-C) does not wait out a consumer's
+	// reset (package stopgroup). A Client that owns its connection waits
+	// for them in Close, after closing it; one on the caller's connection
+	// leaves them to end with their request.
+	stopping stopgroup.Group
 }
 
 // closer is what Close stops: a Turn or a Follower.
@@ -255,9 +235,6 @@ func (c *Client) Close() {
 	if c.owned {
 		_ = c.nc.FlushTimeout(time.Second)
 		c.nc.Close()
-		c.mu.Lock()
-		c.stopsAwaited = true
-		c.mu.Unlock()
 		c.stopping.Wait()
 	}
 	if c.status != nil {

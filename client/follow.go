@@ -221,7 +221,7 @@ func (f *Follower) consume(ctx context.Context, from uint64) (jetstream.ConsumeC
 func (f *Follower) loop() {
 	defer func() {
 		f.cancel() // the consumer's handler, if it runs on, hands nothing more
-		f.c.goStopping(f.cc.Stop)
+		f.c.stopping.Go(f.cc.Stop)
 		f.finish()
 	}()
 	for {
@@ -261,7 +261,7 @@ func (f *Follower) stopSource() {
 		_ = f.live.Unsubscribe()
 	}
 	if f.cc != nil {
-		f.c.goStopping(f.cc.Stop)
+		f.c.stopping.Go(f.cc.Stop)
 	}
 }
 
@@ -325,7 +325,7 @@ func (f *Follower) refollow() {
 	if err != nil {
 		return
 	}
-	f.c.goStopping(f.cc.Stop)
+	f.c.stopping.Go(f.cc.Stop)
 	f.cc = cc
 }
 

@@ -63,7 +63,7 @@ func New(sid string, t Type, data any) (Event, error) {
 	if got := reflect.TypeOf(data); got != ptr && got != ptr.Elem() {
 		return Event{}, fmt.Errorf("event %q: payload is %v, want %v: %w", t, got, ptr.Elem(), ErrMalformed)
 	}
-	raw, err := json.Marshal(data)
+	raw, err := marshalPayload(data)
 	if err != nil {
 		return Event{}, fmt.Errorf("event %q: %w: %v", t, ErrMalformed, err)
 	}
@@ -91,7 +91,7 @@ func (e Event) Decode() (any, error) {
 	if len(e.Data) == 0 {
 		return nil, fmt.Errorf("event %d %q: no payload: %w", e.Seq, e.Type, ErrMalformed)
 	}
-	if err := json.Unmarshal(e.Data, p); err != nil {
+	if err := unmarshalPayload(e.Data, p); err != nil {
 		return nil, fmt.Errorf("event %d %q: %w: %v", e.Seq, e.Type, ErrMalformed, err)
 	}
 	if v, ok := p.(validator); ok {

@@ -158,8 +158,10 @@ type body struct {
 // wraps ErrNewerSchema.
 func DecodeRecord(raw []byte, seq uint64) ([]Event, error) {
 	var b body
-	if err := json.Unmarshal(raw, &b); err != nil {
-		return nil, fmt.Errorf("message at %d: %w: %v", seq, ErrMalformed, err)
+	if !b.decodeJSON(raw) {
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return nil, fmt.Errorf("message at %d: %w: %v", seq, ErrMalformed, err)
+		}
 	}
 	switch {
 	case b.V == 0:

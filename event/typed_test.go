@@ -334,6 +334,16 @@ func BenchmarkStepEvents(b *testing.B) {
 		evs[i] = MustNew("s_1", typ, payloads[i])
 		evs[i].Time, evs[i].Epoch = time.Now().UTC(), 3
 	}
+	b.Run("New", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for i, typ := range []Type{ToolFinished, LLMStarted, LLMCompleted, ToolStarted} {
+				if _, err := New("s_1", typ, payloads[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 	b.Run("Decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -358,6 +368,18 @@ func BenchmarkStepEvents(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := EncodeRecord(evs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	body, err := EncodeRecord(evs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("DecodeRecord", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeRecord(body, 7); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,0 +1,328 @@
+package event
+
+import (
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+
+	"github.com/tah-dev/tah/internal/jsonx"
+	"github.com/tah-dev/tah/llm"
+	"github.com/tah-dev/tah/pricing"
+)
+
+// appender is a payload whose JSON New writes without encoding/json: the
+// four events of every tool step (llm.started, llm.completed, tool.started,
+// tool.finished), whose encoding through Marshal's reflection was a tenth of
+// a step's CPU (tah-bench row 2). appendJSON appends what json.Marshal
+// writes of the payload, byte for byte (TestAppendJSONAsMarshal,
+// FuzzAppendJSONAsMarshal); ok false leaves the payload to Marshal, for
+// what it writes rarely and this code would only copy (a float that is not
+// finite, a raw value Marshal must compact or refuse, a request recorded
+// whole).
+type appender interface {
+	appendJSON(b []byte) (_ []byte, ok bool)
+}
+
+var (
+	_ appender = LLMStartedData{}
+	_ appender = LLMCompletedData{}
+	_ appender = ToolStartedData{}
+	_ appender = ToolFinishedData{}
+)
+
+func (d LLMStartedData) appendJSON(b []byte) ([]byte, bool) {
+	if !requestIsZero(d.Request) {
+		return b, false
+	}
+	b = slices.Grow(b, 320+len(d.StepID)+len(d.Model)+len(d.ToolsDigest)+len(d.RequestSHA256)+16*len(d.Tools))
+	b = appendKey(b, '{', "step_id")
+	b = jsonx.AppendString(b, d.StepID)
+	b = appendKey(b, ',', "turn")
+	b = strconv.AppendInt(b, int64(d.Turn), 10)
+	b = appendKey(b, ',', "history")
+	b = strconv.AppendInt(b, int64(d.History), 10)
+	if d.ContextChars != 0 {
+		b = appendKey(b, ',', "context_chars")
+		b = strconv.AppendInt(b, int64(d.ContextChars), 10)
+	}
+	if d.Model != "" {
+		b = appendKey(b, ',', "model")
+		b = jsonx.AppendString(b, d.Model)
+	}
+	if !optionsIsZero(d.Options) {
+		var ok bool
+		b = appendKey(b, ',', "options")
+		if b, ok = appendOptions(b, d.Options); !ok {
+			return b, false
+		}
+	}
+	if len(d.Tools) > 0 {
+		b = appendKey(b, ',', "tools")
+		b = appendStrings(b, d.Tools)
+	}
+	if d.ToolsDigest != "" {
+		b = appendKey(b, ',', "tools_digest")
+		b = jsonx.AppendString(b, d.ToolsDigest)
+	}
+	b = appendKey(b, ',', "request_sha256")
+	b = jsonx.AppendString(b, d.RequestSHA256)
+	if t := d.Trim; t != nil {
+		b = appendKey(b, ',', "trim")
+		b = appendKey(b, '{', "budget")
+		b = strconv.AppendInt(b, int64(t.Budget), 10)
+		b = appendKey(b, ',', "before_chars")
+		b = strconv.AppendInt(b, int64(t.BeforeChars), 10)
+		b = appendKey(b, ',', "after_chars")
+		b = strconv.AppendInt(b, int64(t.AfterChars), 10)
+		b = appendIntOmitEmpty(b, "outputs_omitted", int64(t.OutputsOmitted))
+		b = appendIntOmitEmpty(b, "turns_dropped", int64(t.TurnsDropped))
+		b = appendIntOmitEmpty(b, "current_outputs_omitted", int64(t.CurrentOutputsOmitted))
+		if t.OverBudget {
+			b = appendKey(b, ',', "over_budget")
+			b = append(b, "true"...)
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}'), true
+}
+
+func (d LLMCompletedData) appendJSON(b []byte) ([]byte, bool) {
+	r := &d.Response
+	size := 200 + len(d.StepID) + len(r.Model) + len(r.Content) + len(r.Reasoning)
+	for _, c := range r.ToolCalls {
+		size += 40 + len(c.ID) + len(c.Name) + len(c.Arguments)
+	}
+	b = slices.Grow(b, size)
+	b = appendKey(b, '{', "step_id")
+	b = jsonx.AppendString(b, d.StepID)
+	b = appendKey(b, ',', "response")
+	sep := byte('{')
+	if r.Model != "" {
+		b = appendKey(b, sep, "model")
+		b = jsonx.AppendString(b, r.Model)
+		sep = ','
+	}
+	if r.Content != "" {
+		b = appendKey(b, sep, "content")
+		b = jsonx.AppendString(b, r.Content)
+		sep = ','
+	}
+	if r.Reasoning != "" {
+		b = appendKey(b, sep, "reasoning")
+		b = jsonx.AppendString(b, r.Reasoning)
+		sep = ','
+	}
+	if len(r.ToolCalls) > 0 {
+		b = appendKey(b, sep, "tool_calls")
+		for i, c := range r.ToolCalls {
+			if i == 0 {
+				b = append(b, '[')
+			} else {
+				b = append(b, ',')
+			}
+			var ok bool
+			if b, ok = appendToolCall(b, c); !ok {
+				return b, false
+			}
+		}
+		b = append(b, ']')
+		sep = ','
+	}
+	if r.FinishReason != "" {
+		b = appendKey(b, sep, "finish_reason")
+		b = jsonx.AppendString(b, string(r.FinishReason))
+		sep = ','
+	}
+	b = appendKey(b, sep, "usage")
+	b = appendKey(b, '{', "input_tokens")
+	b = strconv.AppendInt(b, int64(r.Usage.InputTokens), 10)
+	b = appendKey(b, ',', "output_tokens")
+	b = strconv.AppendInt(b, int64(r.Usage.OutputTokens), 10)
+	b = appendIntOmitEmpty(b, "cache_read_tokens", int64(r.Usage.CacheReadTokens))
+	b = append(b, '}', '}')
+	if d.Artifact != nil {
+		b = appendKey(b, ',', "artifact")
+		b = appendArtifact(b, *d.Artifact)
+	}
+	b = appendIntOmitEmpty(b, "duration_ms", d.DurationMS)
+	if d.Cost != nil {
+		var ok bool
+		b = appendKey(b, ',', "cost")
+		if b, ok = appendCost(b, *d.Cost); !ok {
+			return b, false
+		}
+	}
+	return append(b, '}'), true
+}
+
+func (d ToolStartedData) appendJSON(b []byte) ([]byte, bool) {
+	b = slices.Grow(b, 96+len(d.StepID)+len(d.Call.ID)+len(d.Call.Name)+len(d.Call.Arguments)+len(d.Runner))
+	b = appendKey(b, '{', "step_id")
+	b = jsonx.AppendString(b, d.StepID)
+	b = appendKey(b, ',', "call")
+	b, ok := appendToolCall(b, d.Call)
+	if !ok {
+		return b, false
+	}
+	if d.Idempotent {
+		b = appendKey(b, ',', "idempotent")
+		b = append(b, "true"...)
+	}
+	if d.Runner != "" {
+		b = appendKey(b, ',', "runner")
+		b = jsonx.AppendString(b, d.Runner)
+	}
+	return append(b, '}'), true
+}
+
+func (d ToolFinishedData) appendJSON(b []byte) ([]byte, bool) {
+	b = slices.Grow(b, 160+len(d.StepID)+len(d.CallID)+len(d.Name)+len(d.Output)+len(d.Code))
+	b = appendKey(b, '{', "step_id")
+	b = jsonx.AppendString(b, d.StepID)
+	b = appendKey(b, ',', "call_id")
+	b = jsonx.AppendString(b, d.CallID)
+	b = appendKey(b, ',', "name")
+	b = jsonx.AppendString(b, d.Name)
+	b = appendKey(b, ',', "output")
+	b = jsonx.AppendString(b, d.Output)
+	if d.IsError {
+		b = appendKey(b, ',', "is_error")
+		b = append(b, "true"...)
+	}
+	if d.Code != "" {
+		b = appendKey(b, ',', "code")
+		b = jsonx.AppendString(b, d.Code)
+	}
+	if d.Artifact != nil {
+		b = appendKey(b, ',', "artifact")
+		b = appendArtifact(b, *d.Artifact)
+	}
+	b = appendIntOmitEmpty(b, "duration_ms", d.DurationMS)
+	return append(b, '}'), true
+}
+
+// appendKey appends sep ('{' or ',') and the object key k, which needs no
+// escaping (this file's keys, all constants), with its colon.
+func appendKey(b []byte, sep byte, k string) []byte {
+	b = append(b, sep, '"')
+	b = append(b, k...)
+	return append(b, '"', ':')
+}
+
+// appendIntOmitEmpty appends ,"k":n unless n is 0 (omitempty).
+func appendIntOmitEmpty(b []byte, k string, n int64) []byte {
+	if n == 0 {
+		return b
+	}
+	b = appendKey(b, ',', k)
+	return strconv.AppendInt(b, n, 10)
+}
+
+func appendStrings(b []byte, ss []string) []byte {
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = jsonx.AppendString(b, s)
+	}
+	return append(b, ']')
+}
+
+// appendToolCall appends c; a call whose arguments Marshal would compact
+// (or refuse) is not for this code.
+func appendToolCall(b []byte, c llm.ToolCall) ([]byte, bool) {
+	b = appendKey(b, '{', "id")
+	b = jsonx.AppendString(b, c.ID)
+	b = appendKey(b, ',', "name")
+	b = jsonx.AppendString(b, c.Name)
+	if len(c.Arguments) > 0 {
+		if !compactJSON(c.Arguments) {
+			return b, false
+		}
+		b = appendKey(b, ',', "arguments")
+		b = append(b, c.Arguments...)
+	}
+	return append(b, '}'), true
+}
+
+func appendArtifact(b []byte, a ArtifactRef) []byte {
+	b = appendKey(b, '{', "bucket")
+	b = jsonx.AppendString(b, a.Bucket)
+	b = appendKey(b, ',', "object")
+	b = jsonx.AppendString(b, a.Object)
+	b = appendKey(b, ',', "size")
+	b = strconv.AppendInt(b, a.Size, 10)
+	if a.SHA256 != "" {
+		b = appendKey(b, ',', "sha256")
+		b = jsonx.AppendString(b, a.SHA256)
+	}
+	return append(b, '}')
+}
+
+func appendCost(b []byte, c pricing.Cost) ([]byte, bool) {
+	b = appendKey(b, '{', "usd")
+	b, ok := jsonx.AppendFloat(b, c.USD)
+	b = appendIntOmitEmpty(b, "unpriced", int64(c.Unpriced))
+	return append(b, '}'), ok
+}
+
+func appendOptions(b []byte, o llm.Options) ([]byte, bool) {
+	sep := byte('{')
+	if o.MaxTokens != 0 {
+		b = appendKey(b, sep, "max_tokens")
+		b = strconv.AppendInt(b, int64(o.MaxTokens), 10)
+		sep = ','
+	}
+	for _, f := range []struct {
+		k string
+		v *float64
+	}{{"temperature", o.Temperature}, {"top_p", o.TopP}} {
+		if f.v == nil {
+			continue
+		}
+		var ok bool
+		b = appendKey(b, sep, f.k)
+		if b, ok = jsonx.AppendFloat(b, *f.v); !ok {
+			return b, false
+		}
+		sep = ','
+	}
+	if len(o.Stop) > 0 {
+		b = appendKey(b, sep, "stop")
+		b = appendStrings(b, o.Stop)
+		sep = ','
+	}
+	if sep == '{' { // a Stop of no element: not zero, and nothing to write
+		b = append(b, '{')
+	}
+	return append(b, '}'), true
+}
+
+// optionsIsZero is omitzero's test of o: every field zero (no IsZero method).
+func optionsIsZero(o llm.Options) bool {
+	return o.MaxTokens == 0 && o.Temperature == nil && o.TopP == nil && o.Stop == nil
+}
+
+// requestIsZero is omitzero's test of r.
+func requestIsZero(r llm.Request) bool {
+	return r.Model == "" && r.Messages == nil && r.Tools == nil && optionsIsZero(r.Options)
+}
+
+// marshalPayload is json.Marshal(data), through data's appendJSON when it
+// has one and it writes data.
+func marshalPayload(data any) ([]byte, error) {
+	if a, ok := data.(appender); ok && !nilPointer(data) {
+		if b, ok := a.appendJSON(nil); ok {
+			return b, nil
+		}
+	}
+	return json.Marshal(data)
+}
+
+// nilPointer reports whether v is a nil pointer (its value methods panic).
+func nilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
+}

@@ -6,6 +6,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/tah-dev/tah/internal/jsonx"
 	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/pricing"
 )
@@ -226,16 +227,16 @@ func (r *reader) float() float64 {
 	if !r.ok {
 		return 0
 	}
-	s := compactScanner{b: r.b, i: r.i}
-	if !s.number() {
+	end, ok := jsonx.NumberEnd(r.b, r.i)
+	if !ok {
 		r.ok = false
 		return 0
 	}
-	f, err := strconv.ParseFloat(string(r.b[r.i:s.i]), 64)
+	f, err := strconv.ParseFloat(string(r.b[r.i:end]), 64)
 	if err != nil {
 		r.ok = false
 	}
-	r.i = s.i
+	r.i = end
 	return f
 }
 
@@ -255,13 +256,13 @@ func (r *reader) raw() json.RawMessage {
 	if !r.ok {
 		return nil
 	}
-	s := compactScanner{b: r.b, i: r.i}
-	if !s.value(0) {
+	end, ok := jsonx.ValueEnd(r.b, r.i)
+	if !ok {
 		r.ok = false
 		return nil
 	}
-	v := json.RawMessage(append([]byte(nil), r.b[r.i:s.i]...))
-	r.i = s.i
+	v := json.RawMessage(append([]byte(nil), r.b[r.i:end]...))
+	r.i = end
 	return v
 }
 
@@ -533,16 +534,16 @@ func (b *body) decodeJSON(raw []byte) bool {
 		e.Type = Type(r.str())
 		r.need(',', "data")
 		at := r.i
-		s := compactScanner{b: raw, i: at}
-		if !r.ok || !s.value(0) {
+		end, ok := jsonx.ValueEnd(raw, at)
+		if !r.ok || !ok {
 			r.fail()
 			break
 		}
 		if copied == nil {
 			copied = append([]byte(nil), raw...)
 		}
-		e.Data = json.RawMessage(copied[at:s.i:s.i])
-		r.i = s.i
+		e.Data = json.RawMessage(copied[at:end:end])
+		r.i = end
 		r.byte_('}')
 		b.Events = append(b.Events, e)
 		if !r.peek(',') {

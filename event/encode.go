@@ -40,33 +40,11 @@ func (d LLMStartedData) appendJSON(b []byte) ([]byte, bool) {
 	b = jsonx.AppendString(b, d.StepID)
 	b = appendKey(b, ',', "turn")
 	b = strconv.AppendInt(b, int64(d.Turn), 10)
-	b = appendKey(b, ',', "history")
-	b = strconv.AppendInt(b, int64(d.History), 10)
-	if d.ContextChars != 0 {
-		b = appendKey(b, ',', "context_chars")
-		b = strconv.AppendInt(b, int64(d.ContextChars), 10)
+	b = append(b, ',')
+	b, ok := d.RequestRef.appendFields(b)
+	if !ok {
+		return b, false
 	}
-	if d.Model != "" {
-		b = appendKey(b, ',', "model")
-		b = jsonx.AppendString(b, d.Model)
-	}
-	if !optionsIsZero(d.Options) {
-		var ok bool
-		b = appendKey(b, ',', "options")
-		if b, ok = appendOptions(b, d.Options); !ok {
-			return b, false
-		}
-	}
-	if len(d.Tools) > 0 {
-		b = appendKey(b, ',', "tools")
-		b = appendStrings(b, d.Tools)
-	}
-	if d.ToolsDigest != "" {
-		b = appendKey(b, ',', "tools_digest")
-		b = jsonx.AppendString(b, d.ToolsDigest)
-	}
-	b = appendKey(b, ',', "request_sha256")
-	b = jsonx.AppendString(b, d.RequestSHA256)
 	if t := d.Trim; t != nil {
 		b = appendKey(b, ',', "trim")
 		b = appendKey(b, '{', "budget")
@@ -87,6 +65,46 @@ func (d LLMStartedData) appendJSON(b []byte) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
+// AppendJSON appends r as json.Marshal writes it (see llm.ToolCall.AppendJSON).
+func (r RequestRef) AppendJSON(b []byte) ([]byte, bool) {
+	b = slices.Grow(b, 160+len(r.Model)+len(r.ToolsDigest)+len(r.RequestSHA256)+16*len(r.Tools))
+	b = append(b, '{')
+	b, ok := r.appendFields(b)
+	return append(b, '}'), ok
+}
+
+// appendFields appends r's fields, as its JSON object holds them and as
+// LLMStartedData's holds them inline.
+func (r RequestRef) appendFields(b []byte) (_ []byte, ok bool) {
+	b = append(b, `"history":`...)
+	b = strconv.AppendInt(b, int64(r.History), 10)
+	if r.ContextChars != 0 {
+		b = appendKey(b, ',', "context_chars")
+		b = strconv.AppendInt(b, int64(r.ContextChars), 10)
+	}
+	if r.Model != "" {
+		b = appendKey(b, ',', "model")
+		b = jsonx.AppendString(b, r.Model)
+	}
+	if !optionsIsZero(r.Options) {
+		b = appendKey(b, ',', "options")
+		if b, ok = appendOptions(b, r.Options); !ok {
+			return b, false
+		}
+	}
+	if len(r.Tools) > 0 {
+		b = appendKey(b, ',', "tools")
+		b = appendStrings(b, r.Tools)
+	}
+	if r.ToolsDigest != "" {
+		b = appendKey(b, ',', "tools_digest")
+		b = jsonx.AppendString(b, r.ToolsDigest)
+	}
+	b = appendKey(b, ',', "request_sha256")
+	b = jsonx.AppendString(b, r.RequestSHA256)
+	return b, true
+}
+
 func (d LLMCompletedData) appendJSON(b []byte) ([]byte, bool) {
 	r := &d.Response
 	size := 200 + len(d.StepID) + len(r.Model) + len(r.Content) + len(r.Reasoning)
@@ -97,57 +115,16 @@ func (d LLMCompletedData) appendJSON(b []byte) ([]byte, bool) {
 	b = appendKey(b, '{', "step_id")
 	b = jsonx.AppendString(b, d.StepID)
 	b = appendKey(b, ',', "response")
-	sep := byte('{')
-	if r.Model != "" {
-		b = appendKey(b, sep, "model")
-		b = jsonx.AppendString(b, r.Model)
-		sep = ','
+	b, ok := d.Response.AppendJSON(b)
+	if !ok {
+		return b, false
 	}
-	if r.Content != "" {
-		b = appendKey(b, sep, "content")
-		b = jsonx.AppendString(b, r.Content)
-		sep = ','
-	}
-	if r.Reasoning != "" {
-		b = appendKey(b, sep, "reasoning")
-		b = jsonx.AppendString(b, r.Reasoning)
-		sep = ','
-	}
-	if len(r.ToolCalls) > 0 {
-		b = appendKey(b, sep, "tool_calls")
-		for i, c := range r.ToolCalls {
-			if i == 0 {
-				b = append(b, '[')
-			} else {
-				b = append(b, ',')
-			}
-			var ok bool
-			if b, ok = appendToolCall(b, c); !ok {
-				return b, false
-			}
-		}
-		b = append(b, ']')
-		sep = ','
-	}
-	if r.FinishReason != "" {
-		b = appendKey(b, sep, "finish_reason")
-		b = jsonx.AppendString(b, string(r.FinishReason))
-		sep = ','
-	}
-	b = appendKey(b, sep, "usage")
-	b = appendKey(b, '{', "input_tokens")
-	b = strconv.AppendInt(b, int64(r.Usage.InputTokens), 10)
-	b = appendKey(b, ',', "output_tokens")
-	b = strconv.AppendInt(b, int64(r.Usage.OutputTokens), 10)
-	b = appendIntOmitEmpty(b, "cache_read_tokens", int64(r.Usage.CacheReadTokens))
-	b = append(b, '}', '}')
 	if d.Artifact != nil {
 		b = appendKey(b, ',', "artifact")
 		b = appendArtifact(b, *d.Artifact)
 	}
 	b = appendIntOmitEmpty(b, "duration_ms", d.DurationMS)
 	if d.Cost != nil {
-		var ok bool
 		b = appendKey(b, ',', "cost")
 		if b, ok = appendCost(b, *d.Cost); !ok {
 			return b, false
@@ -161,7 +138,7 @@ func (d ToolStartedData) appendJSON(b []byte) ([]byte, bool) {
 	b = appendKey(b, '{', "step_id")
 	b = jsonx.AppendString(b, d.StepID)
 	b = appendKey(b, ',', "call")
-	b, ok := appendToolCall(b, d.Call)
+	b, ok := d.Call.AppendJSON(b)
 	if !ok {
 		return b, false
 	}
@@ -228,23 +205,6 @@ func appendStrings(b []byte, ss []string) []byte {
 		b = jsonx.AppendString(b, s)
 	}
 	return append(b, ']')
-}
-
-// appendToolCall appends c; a call whose arguments Marshal would compact
-// (or refuse) is not for this code.
-func appendToolCall(b []byte, c llm.ToolCall) ([]byte, bool) {
-	b = appendKey(b, '{', "id")
-	b = jsonx.AppendString(b, c.ID)
-	b = appendKey(b, ',', "name")
-	b = jsonx.AppendString(b, c.Name)
-	if len(c.Arguments) > 0 {
-		if !compactJSON(c.Arguments) {
-			return b, false
-		}
-		b = appendKey(b, ',', "arguments")
-		b = append(b, c.Arguments...)
-	}
-	return append(b, '}'), true
 }
 
 func appendArtifact(b []byte, a ArtifactRef) []byte {

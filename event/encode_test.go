@@ -3,6 +3,7 @@ package event
 import (
 	"encoding/json"
 	"math"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 
@@ -61,6 +62,19 @@ func TestAppendJSONAsMarshal(t *testing.T) {
 			}
 		}
 	}
+	// A tool step's payloads, as the loop makes them, are folded without
+	// reflection.
+	call := llm.ToolCall{ID: "call_1", Name: "noop", Arguments: json.RawMessage(`{}`)}
+	for _, p := range []roundTripper{
+		LLMStartedData{StepID: "llm2.3", Turn: 2, RequestRef: RequestRef{History: 9, ContextChars: 4000, Model: "m", Tools: []string{"noop"}, ToolsDigest: "ab", RequestSHA256: "cd"}},
+		LLMCompletedData{StepID: "llm2.3", Response: llm.Response{Model: "m", ToolCalls: []llm.ToolCall{call}, FinishReason: llm.FinishToolCalls}, Cost: &pricing.Cost{Unpriced: 1}},
+		ToolStartedData{StepID: "tool2.4", Call: call, Runner: "local"},
+		ToolFinishedData{StepID: "tool2.4", CallID: "call_1", Name: "noop", Output: "ok"},
+	} {
+		if !p.surelyRoundTrips() {
+			t.Errorf("surelyRoundTrips(%#v) is false", p)
+		}
+	}
 	// What appendJSON leaves to Marshal: Marshal's own errors come back.
 	for _, p := range []any{
 		LLMCompletedData{StepID: "s", Cost: &pricing.Cost{USD: math.NaN()}},
@@ -116,6 +130,14 @@ func FuzzAppendJSONAsMarshal(f *testing.F) {
 			ToolStarted:  ToolStartedData{StepID: id, Call: call, Idempotent: flag, Runner: text},
 			ToolFinished: ToolFinishedData{StepID: id, CallID: text, Name: id, Output: output, IsError: flag, Code: text, Artifact: art, DurationMS: int64(n)},
 		}
+		ref := payloads[LLMStarted].(LLMStartedData).RequestRef
+		if got, ok := ref.AppendJSON(nil); ok {
+			if want, err := json.Marshal(ref); err != nil || string(got) != string(want) {
+				t.Fatalf("RequestRef.AppendJSON wrote\n%s\nMarshal writes\n%s (%v)", got, want, err)
+			}
+		} else if !math.IsNaN(usd) && !math.IsInf(usd, 0) {
+			t.Fatalf("RequestRef.AppendJSON left %#v to Marshal", ref)
+		}
 		for typ, p := range payloads {
 			want, err := json.Marshal(p)
 			e, newErr := New("s_1", typ, p)
@@ -126,6 +148,14 @@ func FuzzAppendJSONAsMarshal(f *testing.F) {
 				t.Fatalf("New(%s): %v; Marshal writes %s", typ, newErr, want)
 			case err == nil && string(e.Data) != string(want):
 				t.Fatalf("New(%s) wrote\n%s\nMarshal writes\n%s", typ, e.Data, want)
+			}
+			// What surelyRoundTrips says comes back as it is, does.
+			if err == nil && p.(roundTripper).surelyRoundTrips() {
+				v := reflect.Indirect(reflect.ValueOf(p))
+				back := reflect.New(v.Type())
+				if !roundTrips(v, false) || json.Unmarshal(want, back.Interface()) != nil || !reflect.DeepEqual(back.Elem().Interface(), v.Interface()) {
+					t.Fatalf("%s: surelyRoundTrips of %#v, which comes back as %#v", typ, v.Interface(), back.Elem().Interface())
+				}
 			}
 			// What New writes, Decode reads without Unmarshal (but for raw
 			// arguments that are not UTF-8, which Marshal copies as they

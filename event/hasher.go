@@ -33,9 +33,9 @@ type RequestHasher struct {
 	base *llm.Message
 	// frame is the JSON around the messages of the last request.
 	frame requestFrame
-	// enc encodes a message into buf, which it keeps from one to the next.
-	enc *json.Encoder
-	buf bytes.Buffer
+	// buf holds a message's JSON on its way into h, kept from one to the
+	// next.
+	buf []byte
 }
 
 // requestFrame is a request's JSON before its first message (head) and
@@ -79,20 +79,22 @@ func (r *RequestHasher) sum(req llm.Request, grown bool) (string, error) {
 		r.h, r.head, r.seen = sha256.New(), head, r.seen[:0]
 		r.h.Write(head)
 	}
-	if r.enc == nil {
-		r.enc = json.NewEncoder(&r.buf)
-	}
 	for i := n; i < len(req.Messages); i++ {
-		r.buf.Reset()
+		r.buf = r.buf[:0]
 		if i > 0 {
-			r.buf.WriteByte(',')
+			r.buf = append(r.buf, ',')
 		}
-		// Marshal's bytes, and a newline after them.
-		if err := r.enc.Encode(req.Messages[i]); err != nil {
-			r.h = nil
-			return "", fmt.Errorf("request not hashed: %w: %v", ErrMalformed, err)
+		var ok bool
+		if r.buf, ok = req.Messages[i].AppendJSON(r.buf); !ok {
+			// Raw arguments Marshal compacts or refuses: its bytes.
+			raw, err := json.Marshal(req.Messages[i])
+			if err != nil {
+				r.h = nil
+				return "", fmt.Errorf("request not hashed: %w: %v", ErrMalformed, err)
+			}
+			r.buf = append(r.buf[:min(i, 1)], raw...)
 		}
-		r.h.Write(r.buf.Bytes()[:r.buf.Len()-1])
+		r.h.Write(r.buf)
 	}
 	r.seen = append(r.seen[:n], req.Messages[n:]...)
 	r.base = nil

@@ -71,7 +71,7 @@ type RecordEvent struct {
 //
 // The body is the JSON of a Record, byte for byte what json.Marshal writes of
 // it, built around the payloads: a payload that is already as Marshal writes
-// it (compactJSON: every payload New made) is copied as it is, and only
+// it (jsonx.MarshalForm: every payload New made) is copied as it is, and only
 // another (from outside, such as a payload with whitespace) goes through
 // Marshal, which compacts it or refuses it. Marshal of the whole Record
 // checked and copied every payload again through its encoder, about three
@@ -112,7 +112,7 @@ func EncodeRecord(evs []Event) ([]byte, error) {
 		b = append(b, `{"type":`...)
 		b = jsonx.AppendString(b, string(e.Type))
 		b = append(b, `,"data":`...)
-		if compactJSON(e.Data) {
+		if jsonx.MarshalForm(e.Data) {
 			b = append(b, e.Data...)
 		} else {
 			data, err := json.Marshal(e.Data)

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tah-dev/tah/internal/jsonx"
 )
 
 // Typed is Decode for an event whose writer still holds its payload: p, the
@@ -24,23 +26,26 @@ import (
 // afterwards. A session's owner decoded every event it had just encoded,
 // which was most of its fold's cost.
 func (e Event) Typed(p any) (any, error) {
-	st, ok := payloadStructs[e.Type]
-	if !ok || p == nil {
-		return e.Decode()
+	out, ok := e.typedFast(p)
+	if !ok {
+		st, ok := payloadStructs[e.Type]
+		if !ok || p == nil {
+			return e.Decode()
+		}
+		v := reflect.ValueOf(p)
+		switch {
+		case v.Kind() == reflect.Pointer && v.Type().Elem() == st && !v.IsNil():
+			v = v.Elem()
+		case v.Type() != st:
+			return e.Decode()
+		}
+		if !roundTrips(v, false) {
+			return e.Decode()
+		}
+		cp := reflect.New(st)
+		cp.Elem().Set(v)
+		out = cp.Interface()
 	}
-	v := reflect.ValueOf(p)
-	switch {
-	case v.Kind() == reflect.Pointer && v.Type().Elem() == st && !v.IsNil():
-		v = v.Elem()
-	case v.Type() != st:
-		return e.Decode()
-	}
-	if !roundTrips(v, false) {
-		return e.Decode()
-	}
-	cp := reflect.New(st)
-	cp.Elem().Set(v)
-	out := cp.Interface()
 	if val, ok := out.(validator); ok {
 		if err := val.validate(); err != nil {
 			return nil, fmt.Errorf("event %d %q: %w: %v", e.Seq, e.Type, ErrMalformed, err)
@@ -83,7 +88,7 @@ func roundTrips(v reflect.Value, omitEmpty bool) bool {
 			// which decodes as the raw bytes null.
 			return v.IsNil() && omitEmpty
 		}
-		return compactJSON(v.Bytes())
+		return jsonx.MarshalForm(v.Bytes())
 	case timeType:
 		// The zero time comes back the zero time; another loses its
 		// monotonic reading and perhaps its zone.

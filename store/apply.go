@@ -11,6 +11,7 @@ import (
 	"slices"
 
 	"github.com/tah-dev/tah/event"
+	"github.com/tah-dev/tah/llm"
 	"github.com/tah-dev/tah/projection"
 	"github.com/tah-dev/tah/wire"
 )
@@ -691,7 +692,7 @@ func (b *batch) writeMessages(e *entry) error {
 		m := &cur[j]
 		var calls any
 		if len(m.ToolCalls) > 0 {
-			raw, err := json.Marshal(m.ToolCalls)
+			raw, err := marshalFast(m.ToolCalls, func(b []byte) ([]byte, bool) { return llm.AppendToolCallsJSON(b, m.ToolCalls) })
 			if err != nil {
 				return err
 			}
@@ -751,13 +752,20 @@ func (b *batch) writeSteps(e *entry) error {
 			continue
 		}
 		s := &cur[j]
-		ref, err := jsonOrNil(s.RequestRef)
-		if err != nil {
-			return err
+		var ref, resp any
+		if s.RequestRef != nil {
+			raw, err := marshalFast(s.RequestRef, s.RequestRef.AppendJSON)
+			if err != nil {
+				return err
+			}
+			ref = string(raw)
 		}
-		resp, err := jsonOrNil(s.Response)
-		if err != nil {
-			return err
+		if s.Response != nil {
+			raw, err := marshalFast(s.Response, s.Response.AppendJSON)
+			if err != nil {
+				return err
+			}
+			resp = string(raw)
 		}
 		trim, err := jsonOrNil(s.Trim)
 		if err != nil {
@@ -898,6 +906,17 @@ func (b *batch) count() {
 	c.cacheMisses.Add(int64(b.misses))
 	c.refolded.Add(int64(b.refolded))
 	c.statements.Add(int64(b.statements))
+}
+
+// marshalFast is json.Marshal(v), written by appendJSON (an AppendJSON
+// method of v's, which writes the same bytes without reflection: the steps'
+// and messages' rows are written at every step) unless it leaves v to
+// Marshal.
+func marshalFast(v any, appendJSON func([]byte) ([]byte, bool)) ([]byte, error) {
+	if b, ok := appendJSON(nil); ok {
+		return b, nil
+	}
+	return json.Marshal(v)
 }
 
 func jsonOrNil[T any](v *T) (any, error) {

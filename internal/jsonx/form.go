@@ -1,14 +1,14 @@
-package event
+package jsonx
 
 import (
 	"unicode/utf8"
 )
 
-// maxCompactDepth bounds the nesting of arrays and objects compactJSON follows; a deeper value is
-// left to encoding/json.
-const maxCompactDepth = 64
+// maxDepth bounds the nesting of arrays and objects MarshalForm follows; a
+// deeper value is left to encoding/json.
+const maxDepth = 64
 
-// compactJSON reports whether b is one JSON value that encoding/json's
+// MarshalForm reports whether b is one JSON value that encoding/json's
 // Marshal of a json.RawMessage writes back unchanged: valid, with no
 // whitespace between its tokens, no '<', '>' or '&' and no U+2028 or U+2029
 // (Marshal escapes them), and valid UTF-8. That is what json.Marshal of any
@@ -17,19 +17,35 @@ const maxCompactDepth = 64
 // true of bytes that Marshal would change or refuse; when it says false,
 // Marshal decides (what it refuses is malformed). A single scan, no
 // allocation.
-func compactJSON(b []byte) bool {
-	s := compactScanner{b: b}
-	return s.value(0) && s.i == len(b)
+func MarshalForm(b []byte) bool {
+	end, ok := ValueEnd(b, 0)
+	return ok && end == len(b)
 }
 
-// compactScanner is compactJSON's position in its bytes.
-type compactScanner struct {
+// ValueEnd is where the value that starts at b[i] ends, when it is in
+// MarshalForm.
+func ValueEnd(b []byte, i int) (end int, ok bool) {
+	s := scanner{b: b, i: i}
+	ok = s.value(0)
+	return s.i, ok
+}
+
+// NumberEnd is where the number that starts at b[i] ends, when it is one
+// of JSON's grammar.
+func NumberEnd(b []byte, i int) (end int, ok bool) {
+	s := scanner{b: b, i: i}
+	ok = s.number()
+	return s.i, ok
+}
+
+// scanner is MarshalForm's position in its bytes.
+type scanner struct {
 	b []byte
 	i int
 }
 
 // eat consumes c when it is the next byte.
-func (s *compactScanner) eat(c byte) bool {
+func (s *scanner) eat(c byte) bool {
 	if s.i < len(s.b) && s.b[s.i] == c {
 		s.i++
 		return true
@@ -37,8 +53,8 @@ func (s *compactScanner) eat(c byte) bool {
 	return false
 }
 
-func (s *compactScanner) value(depth int) bool {
-	if s.i >= len(s.b) || depth >= maxCompactDepth {
+func (s *scanner) value(depth int) bool {
+	if s.i >= len(s.b) || depth >= maxDepth {
 		return false
 	}
 	switch c := s.b[s.i]; {
@@ -82,7 +98,7 @@ func (s *compactScanner) value(depth int) bool {
 	return false
 }
 
-func (s *compactScanner) literal(lit string) bool {
+func (s *scanner) literal(lit string) bool {
 	if len(s.b)-s.i < len(lit) || string(s.b[s.i:s.i+len(lit)]) != lit {
 		return false
 	}
@@ -91,7 +107,7 @@ func (s *compactScanner) literal(lit string) bool {
 }
 
 // digits consumes one or more decimal digits.
-func (s *compactScanner) digits() bool {
+func (s *scanner) digits() bool {
 	start := s.i
 	for s.i < len(s.b) && '0' <= s.b[s.i] && s.b[s.i] <= '9' {
 		s.i++
@@ -101,7 +117,7 @@ func (s *compactScanner) digits() bool {
 
 // number consumes a number of JSON's grammar, as it is written: Marshal
 // keeps a raw value's numbers as they are.
-func (s *compactScanner) number() bool {
+func (s *scanner) number() bool {
 	s.eat('-')
 	switch {
 	case s.eat('0'):
@@ -125,7 +141,7 @@ func (s *compactScanner) number() bool {
 // str consumes a string: its escapes must be JSON's (Marshal keeps them as
 // they are), its other bytes printable and valid UTF-8, none that Marshal
 // escapes.
-func (s *compactScanner) str() bool {
+func (s *scanner) str() bool {
 	if !s.eat('"') {
 		return false
 	}

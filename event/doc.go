@@ -22,6 +22,14 @@
 //	body, err := event.EncodeRecord([]event.Event{ev}) // the body of one message
 //	evs, err := event.DecodeRecord(body, seq)           // its events, Seq and Index set
 //
+// The JSON is encoding/json's, byte for byte and value for value. A tool
+// step's four payloads (llm.started, llm.completed, tool.started,
+// tool.finished) and a record's body are written and read by hand on the
+// hot path (encode.go, decode.go: every step writes them once and every
+// reader of the log reads them again), falling back to encoding/json for
+// anything not in its usual form; fuzz tests hold the hand-written code to
+// encoding/json on any input.
+//
 // This package imports nothing of NATS, SQLite or actors: it is shared by the
 // loop, the read model and clients.
 package event

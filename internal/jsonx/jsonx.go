@@ -9,12 +9,26 @@
 package jsonx
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"unicode/utf8"
 )
 
 const hex = "0123456789abcdef"
+
+// invalidUTF8 is what Marshal writes for a byte of invalid UTF-8 in a
+// string: U+FFFD, as the escape \ufffd (Go 1.26's encoding/json) or as the
+// character itself (Go 1.27's, built on encoding/json/v2), asked of the
+// Marshal this binary has.
+var invalidUTF8 = func() string {
+	q, err := json.Marshal("\xff")
+	if err != nil || len(q) < 2 {
+		panic(fmt.Sprintf("jsonx: json.Marshal of invalid UTF-8: %q, %v", q, err))
+	}
+	return string(q[1 : len(q)-1])
+}()
 
 // plain[c] is true for the ASCII bytes Marshal writes as they are.
 var plain = func() (t [utf8.RuneSelf]bool) {
@@ -28,7 +42,8 @@ var plain = func() (t [utf8.RuneSelf]bool) {
 // '"' and '\\' escaped, control characters as \n, \r, \t, \b, \f or \u00XX,
 // '<', '>' and '&' as \u003c, \u003e and \u0026 (Marshal's HTML escaping),
 // U+2028 and U+2029 as \u2028 and \u2029, and each byte of invalid UTF-8
-// as \ufffd. A run of bytes that need nothing is copied at once.
+// as U+FFFD (invalidUTF8). A run of bytes that need nothing is copied at
+// once.
 func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
@@ -64,7 +79,7 @@ func AppendString(b []byte, s string) []byte {
 		switch {
 		case r == utf8.RuneError && n == 1:
 			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
+			b = append(b, invalidUTF8...)
 		case r == '\u2028' || r == '\u2029':
 			b = append(b, s[start:i]...)
 			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])

@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"unicode/utf16"
@@ -47,7 +48,7 @@ type reader struct {
 	ok bool
 }
 
-func newReader(b []byte) *reader { return &reader{b: b, ok: true} }
+func newReader(b []byte) reader { return reader{b: b, ok: true} }
 
 // done reports whether every read succeeded and b is read to its end.
 func (r *reader) done() bool { return r.ok && r.i == len(r.b) }
@@ -348,7 +349,8 @@ func outcome[T any](r *reader, p *T) bool {
 }
 
 func (d *LLMStartedData) decodeJSON(b []byte) bool {
-	r := newReader(b)
+	rd := newReader(b)
+	r := &rd
 	r.need('{', "step_id")
 	d.StepID = r.str()
 	r.need(',', "turn")
@@ -400,7 +402,8 @@ func (d *LLMStartedData) decodeJSON(b []byte) bool {
 }
 
 func (d *LLMCompletedData) decodeJSON(b []byte) bool {
-	r := newReader(b)
+	rd := newReader(b)
+	r := &rd
 	r.need('{', "step_id")
 	d.StepID = r.str()
 	r.need(',', "response")
@@ -461,7 +464,8 @@ func (d *LLMCompletedData) decodeJSON(b []byte) bool {
 }
 
 func (d *ToolStartedData) decodeJSON(b []byte) bool {
-	r := newReader(b)
+	rd := newReader(b)
+	r := &rd
 	r.need('{', "step_id")
 	d.StepID = r.str()
 	r.need(',', "call")
@@ -477,7 +481,8 @@ func (d *ToolStartedData) decodeJSON(b []byte) bool {
 }
 
 func (d *ToolFinishedData) decodeJSON(b []byte) bool {
-	r := newReader(b)
+	rd := newReader(b)
+	r := &rd
 	r.need('{', "step_id")
 	d.StepID = r.str()
 	r.need(',', "call_id")
@@ -508,7 +513,8 @@ func (d *ToolFinishedData) decodeJSON(b []byte) bool {
 // The events' payloads are slices of one copy of raw, where Unmarshal copied
 // each.
 func (b *body) decodeJSON(raw []byte) bool {
-	r := newReader(raw)
+	rd := newReader(raw)
+	r := &rd
 	r.need('{', "v")
 	b.V = r.int_()
 	r.need(',', "session")
@@ -527,6 +533,7 @@ func (b *body) decodeJSON(raw []byte) bool {
 	}
 	r.need(',', "events")
 	r.byte_('[')
+	b.Events = make([]RecordEvent, 0, bytes.Count(raw[r.i:], []byte(`{"type":`)))
 	var copied []byte
 	for r.ok {
 		var e RecordEvent

@@ -48,8 +48,6 @@ type reader struct {
 	ok bool
 }
 
-func newReader(b []byte) reader { return reader{b: b, ok: true} }
-
 // done reports whether every read succeeded and b is read to its end.
 func (r *reader) done() bool { return r.ok && r.i == len(r.b) }
 
@@ -85,6 +83,40 @@ func (r *reader) need(sep byte, k string) {
 		r.ok = false
 	}
 }
+
+// needStr, needInt and needInt64 read a key Marshal always writes and its
+// value.
+func (r *reader) needStr(sep byte, k string) string { r.need(sep, k); return r.str() }
+func (r *reader) needInt(sep byte, k string) int    { r.need(sep, k); return r.int_() }
+func (r *reader) needInt64(sep byte, k string) int64 {
+	r.need(sep, k)
+	return r.int64_()
+}
+
+// optStr, optInt, optInt64 and optTrue read the omitempty key ,"k": and its
+// value when they come next, and give the zero value when they do not.
+func (r *reader) optStr(k string) string {
+	if !r.key(',', k) {
+		return ""
+	}
+	return r.str()
+}
+
+func (r *reader) optInt(k string) int {
+	if !r.key(',', k) {
+		return 0
+	}
+	return r.int_()
+}
+
+func (r *reader) optInt64(k string) int64 {
+	if !r.key(',', k) {
+		return 0
+	}
+	return r.int64_()
+}
+
+func (r *reader) optTrue(k string) bool { return r.key(',', k) && r.true_() }
 
 // str reads a string: its escapes decoded as Unmarshal decodes them; a
 // surrogate escape (Unmarshal pairs them or replaces them) or invalid UTF-8
@@ -311,10 +343,8 @@ func (r *reader) options() (o llm.Options) {
 }
 
 func (r *reader) toolCall() (c llm.ToolCall) {
-	r.need('{', "id")
-	c.ID = r.str()
-	r.need(',', "name")
-	c.Name = r.str()
+	c.ID = r.needStr('{', "id")
+	c.Name = r.needStr(',', "name")
 	if r.key(',', "arguments") {
 		c.Arguments = r.raw()
 	}
@@ -324,15 +354,10 @@ func (r *reader) toolCall() (c llm.ToolCall) {
 
 func (r *reader) artifact() *ArtifactRef {
 	var a ArtifactRef
-	r.need('{', "bucket")
-	a.Bucket = r.str()
-	r.need(',', "object")
-	a.Object = r.str()
-	r.need(',', "size")
-	a.Size = r.int64_()
-	if r.key(',', "sha256") {
-		a.SHA256 = r.str()
-	}
+	a.Bucket = r.needStr('{', "bucket")
+	a.Object = r.needStr(',', "object")
+	a.Size = r.needInt64(',', "size")
+	a.SHA256 = r.optStr("sha256")
 	r.byte_('}')
 	return &a
 }
@@ -349,51 +374,29 @@ func outcome[T any](r *reader, p *T) bool {
 }
 
 func (d *LLMStartedData) decodeJSON(b []byte) bool {
-	rd := newReader(b)
-	r := &rd
-	r.need('{', "step_id")
-	d.StepID = r.str()
-	r.need(',', "turn")
-	d.Turn = r.int_()
-	r.need(',', "history")
-	d.History = r.int_()
-	if r.key(',', "context_chars") {
-		d.ContextChars = r.int_()
-	}
-	if r.key(',', "model") {
-		d.Model = r.str()
-	}
+	r := &reader{b: b, ok: true}
+	d.StepID = r.needStr('{', "step_id")
+	d.Turn = r.needInt(',', "turn")
+	d.History = r.needInt(',', "history")
+	d.ContextChars = r.optInt("context_chars")
+	d.Model = r.optStr("model")
 	if r.key(',', "options") {
 		d.Options = r.options()
 	}
 	if r.key(',', "tools") {
 		d.Tools = r.strings()
 	}
-	if r.key(',', "tools_digest") {
-		d.ToolsDigest = r.str()
-	}
-	r.need(',', "request_sha256")
-	d.RequestSHA256 = r.str()
+	d.ToolsDigest = r.optStr("tools_digest")
+	d.RequestSHA256 = r.needStr(',', "request_sha256")
 	if r.key(',', "trim") {
 		t := new(TrimReport)
-		r.need('{', "budget")
-		t.Budget = r.int_()
-		r.need(',', "before_chars")
-		t.BeforeChars = r.int_()
-		r.need(',', "after_chars")
-		t.AfterChars = r.int_()
-		if r.key(',', "outputs_omitted") {
-			t.OutputsOmitted = r.int_()
-		}
-		if r.key(',', "turns_dropped") {
-			t.TurnsDropped = r.int_()
-		}
-		if r.key(',', "current_outputs_omitted") {
-			t.CurrentOutputsOmitted = r.int_()
-		}
-		if r.key(',', "over_budget") {
-			t.OverBudget = r.true_()
-		}
+		t.Budget = r.needInt('{', "budget")
+		t.BeforeChars = r.needInt(',', "before_chars")
+		t.AfterChars = r.needInt(',', "after_chars")
+		t.OutputsOmitted = r.optInt("outputs_omitted")
+		t.TurnsDropped = r.optInt("turns_dropped")
+		t.CurrentOutputsOmitted = r.optInt("current_outputs_omitted")
+		t.OverBudget = r.optTrue("over_budget")
 		r.byte_('}')
 		d.Trim = t
 	}
@@ -402,10 +405,8 @@ func (d *LLMStartedData) decodeJSON(b []byte) bool {
 }
 
 func (d *LLMCompletedData) decodeJSON(b []byte) bool {
-	rd := newReader(b)
-	r := &rd
-	r.need('{', "step_id")
-	d.StepID = r.str()
+	r := &reader{b: b, ok: true}
+	d.StepID = r.needStr('{', "step_id")
 	r.need(',', "response")
 	resp := &d.Response
 	sep := byte('{')
@@ -434,28 +435,20 @@ func (d *LLMCompletedData) decodeJSON(b []byte) bool {
 		resp.FinishReason, sep = llm.FinishReason(r.str()), ','
 	}
 	r.need(sep, "usage")
-	r.need('{', "input_tokens")
-	resp.Usage.InputTokens = r.int_()
-	r.need(',', "output_tokens")
-	resp.Usage.OutputTokens = r.int_()
-	if r.key(',', "cache_read_tokens") {
-		resp.Usage.CacheReadTokens = r.int_()
-	}
+	resp.Usage.InputTokens = r.needInt('{', "input_tokens")
+	resp.Usage.OutputTokens = r.needInt(',', "output_tokens")
+	resp.Usage.CacheReadTokens = r.optInt("cache_read_tokens")
 	r.byte_('}')
 	r.byte_('}')
 	if r.key(',', "artifact") {
 		d.Artifact = r.artifact()
 	}
-	if r.key(',', "duration_ms") {
-		d.DurationMS = r.int64_()
-	}
+	d.DurationMS = r.optInt64("duration_ms")
 	if r.key(',', "cost") {
 		c := new(pricing.Cost)
 		r.need('{', "usd")
 		c.USD = r.float()
-		if r.key(',', "unpriced") {
-			c.Unpriced = r.int_()
-		}
+		c.Unpriced = r.optInt("unpriced")
 		r.byte_('}')
 		d.Cost = c
 	}
@@ -464,45 +457,28 @@ func (d *LLMCompletedData) decodeJSON(b []byte) bool {
 }
 
 func (d *ToolStartedData) decodeJSON(b []byte) bool {
-	rd := newReader(b)
-	r := &rd
-	r.need('{', "step_id")
-	d.StepID = r.str()
+	r := &reader{b: b, ok: true}
+	d.StepID = r.needStr('{', "step_id")
 	r.need(',', "call")
 	d.Call = r.toolCall()
-	if r.key(',', "idempotent") {
-		d.Idempotent = r.true_()
-	}
-	if r.key(',', "runner") {
-		d.Runner = r.str()
-	}
+	d.Idempotent = r.optTrue("idempotent")
+	d.Runner = r.optStr("runner")
 	r.byte_('}')
 	return outcome(r, d)
 }
 
 func (d *ToolFinishedData) decodeJSON(b []byte) bool {
-	rd := newReader(b)
-	r := &rd
-	r.need('{', "step_id")
-	d.StepID = r.str()
-	r.need(',', "call_id")
-	d.CallID = r.str()
-	r.need(',', "name")
-	d.Name = r.str()
-	r.need(',', "output")
-	d.Output = r.str()
-	if r.key(',', "is_error") {
-		d.IsError = r.true_()
-	}
-	if r.key(',', "code") {
-		d.Code = r.str()
-	}
+	r := &reader{b: b, ok: true}
+	d.StepID = r.needStr('{', "step_id")
+	d.CallID = r.needStr(',', "call_id")
+	d.Name = r.needStr(',', "name")
+	d.Output = r.needStr(',', "output")
+	d.IsError = r.optTrue("is_error")
+	d.Code = r.optStr("code")
 	if r.key(',', "artifact") {
 		d.Artifact = r.artifact()
 	}
-	if r.key(',', "duration_ms") {
-		d.DurationMS = r.int64_()
-	}
+	d.DurationMS = r.optInt64("duration_ms")
 	r.byte_('}')
 	return outcome(r, d)
 }
@@ -513,12 +489,9 @@ func (d *ToolFinishedData) decodeJSON(b []byte) bool {
 // The events' payloads are slices of one copy of raw, where Unmarshal copied
 // each.
 func (b *body) decodeJSON(raw []byte) bool {
-	rd := newReader(raw)
-	r := &rd
-	r.need('{', "v")
-	b.V = r.int_()
-	r.need(',', "session")
-	b.Session = r.str()
+	r := &reader{b: raw, ok: true}
+	b.V = r.needInt('{', "v")
+	b.Session = r.needStr(',', "session")
 	if r.key(',', "epoch") {
 		b.Epoch = uint64(r.int64_())
 		if int64(b.Epoch) < 0 {
@@ -533,6 +506,8 @@ func (b *body) decodeJSON(raw []byte) bool {
 	}
 	r.need(',', "events")
 	r.byte_('[')
+	// At least one {"type": per event (more where a raw payload holds one
+	// too): room for every event at once.
 	b.Events = make([]RecordEvent, 0, bytes.Count(raw[r.i:], []byte(`{"type":`)))
 	var copied []byte
 	for r.ok {

@@ -36,10 +36,8 @@ func (d LLMStartedData) appendJSON(b []byte) ([]byte, bool) {
 		return b, false
 	}
 	b = slices.Grow(b, 320+len(d.StepID)+len(d.Model)+len(d.ToolsDigest)+len(d.RequestSHA256)+16*len(d.Tools))
-	b = appendKey(b, '{', "step_id")
-	b = jsonx.AppendString(b, d.StepID)
-	b = appendKey(b, ',', "turn")
-	b = strconv.AppendInt(b, int64(d.Turn), 10)
+	b = appendString(b, '{', "step_id", d.StepID)
+	b = appendInt(b, ',', "turn", int64(d.Turn))
 	b = append(b, ',')
 	b, ok := d.RequestRef.appendFields(b)
 	if !ok {
@@ -47,19 +45,13 @@ func (d LLMStartedData) appendJSON(b []byte) ([]byte, bool) {
 	}
 	if t := d.Trim; t != nil {
 		b = appendKey(b, ',', "trim")
-		b = appendKey(b, '{', "budget")
-		b = strconv.AppendInt(b, int64(t.Budget), 10)
-		b = appendKey(b, ',', "before_chars")
-		b = strconv.AppendInt(b, int64(t.BeforeChars), 10)
-		b = appendKey(b, ',', "after_chars")
-		b = strconv.AppendInt(b, int64(t.AfterChars), 10)
+		b = appendInt(b, '{', "budget", int64(t.Budget))
+		b = appendInt(b, ',', "before_chars", int64(t.BeforeChars))
+		b = appendInt(b, ',', "after_chars", int64(t.AfterChars))
 		b = appendIntOmitEmpty(b, "outputs_omitted", int64(t.OutputsOmitted))
 		b = appendIntOmitEmpty(b, "turns_dropped", int64(t.TurnsDropped))
 		b = appendIntOmitEmpty(b, "current_outputs_omitted", int64(t.CurrentOutputsOmitted))
-		if t.OverBudget {
-			b = appendKey(b, ',', "over_budget")
-			b = append(b, "true"...)
-		}
+		b = appendTrueOmitEmpty(b, "over_budget", t.OverBudget)
 		b = append(b, '}')
 	}
 	return append(b, '}'), true
@@ -78,14 +70,8 @@ func (r RequestRef) AppendJSON(b []byte) ([]byte, bool) {
 func (r RequestRef) appendFields(b []byte) (_ []byte, ok bool) {
 	b = append(b, `"history":`...)
 	b = strconv.AppendInt(b, int64(r.History), 10)
-	if r.ContextChars != 0 {
-		b = appendKey(b, ',', "context_chars")
-		b = strconv.AppendInt(b, int64(r.ContextChars), 10)
-	}
-	if r.Model != "" {
-		b = appendKey(b, ',', "model")
-		b = jsonx.AppendString(b, r.Model)
-	}
+	b = appendIntOmitEmpty(b, "context_chars", int64(r.ContextChars))
+	b = appendStringOmitEmpty(b, "model", r.Model)
 	if !optionsIsZero(r.Options) {
 		b = appendKey(b, ',', "options")
 		if b, ok = appendOptions(b, r.Options); !ok {
@@ -96,12 +82,8 @@ func (r RequestRef) appendFields(b []byte) (_ []byte, ok bool) {
 		b = appendKey(b, ',', "tools")
 		b = appendStrings(b, r.Tools)
 	}
-	if r.ToolsDigest != "" {
-		b = appendKey(b, ',', "tools_digest")
-		b = jsonx.AppendString(b, r.ToolsDigest)
-	}
-	b = appendKey(b, ',', "request_sha256")
-	b = jsonx.AppendString(b, r.RequestSHA256)
+	b = appendStringOmitEmpty(b, "tools_digest", r.ToolsDigest)
+	b = appendString(b, ',', "request_sha256", r.RequestSHA256)
 	return b, true
 }
 
@@ -112,8 +94,7 @@ func (d LLMCompletedData) appendJSON(b []byte) ([]byte, bool) {
 		size += 40 + len(c.ID) + len(c.Name) + len(c.Arguments)
 	}
 	b = slices.Grow(b, size)
-	b = appendKey(b, '{', "step_id")
-	b = jsonx.AppendString(b, d.StepID)
+	b = appendString(b, '{', "step_id", d.StepID)
 	b = appendKey(b, ',', "response")
 	b, ok := d.Response.AppendJSON(b)
 	if !ok {
@@ -135,42 +116,25 @@ func (d LLMCompletedData) appendJSON(b []byte) ([]byte, bool) {
 
 func (d ToolStartedData) appendJSON(b []byte) ([]byte, bool) {
 	b = slices.Grow(b, 96+len(d.StepID)+len(d.Call.ID)+len(d.Call.Name)+len(d.Call.Arguments)+len(d.Runner))
-	b = appendKey(b, '{', "step_id")
-	b = jsonx.AppendString(b, d.StepID)
+	b = appendString(b, '{', "step_id", d.StepID)
 	b = appendKey(b, ',', "call")
 	b, ok := d.Call.AppendJSON(b)
 	if !ok {
 		return b, false
 	}
-	if d.Idempotent {
-		b = appendKey(b, ',', "idempotent")
-		b = append(b, "true"...)
-	}
-	if d.Runner != "" {
-		b = appendKey(b, ',', "runner")
-		b = jsonx.AppendString(b, d.Runner)
-	}
+	b = appendTrueOmitEmpty(b, "idempotent", d.Idempotent)
+	b = appendStringOmitEmpty(b, "runner", d.Runner)
 	return append(b, '}'), true
 }
 
 func (d ToolFinishedData) appendJSON(b []byte) ([]byte, bool) {
 	b = slices.Grow(b, 160+len(d.StepID)+len(d.CallID)+len(d.Name)+len(d.Output)+len(d.Code))
-	b = appendKey(b, '{', "step_id")
-	b = jsonx.AppendString(b, d.StepID)
-	b = appendKey(b, ',', "call_id")
-	b = jsonx.AppendString(b, d.CallID)
-	b = appendKey(b, ',', "name")
-	b = jsonx.AppendString(b, d.Name)
-	b = appendKey(b, ',', "output")
-	b = jsonx.AppendString(b, d.Output)
-	if d.IsError {
-		b = appendKey(b, ',', "is_error")
-		b = append(b, "true"...)
-	}
-	if d.Code != "" {
-		b = appendKey(b, ',', "code")
-		b = jsonx.AppendString(b, d.Code)
-	}
+	b = appendString(b, '{', "step_id", d.StepID)
+	b = appendString(b, ',', "call_id", d.CallID)
+	b = appendString(b, ',', "name", d.Name)
+	b = appendString(b, ',', "output", d.Output)
+	b = appendTrueOmitEmpty(b, "is_error", d.IsError)
+	b = appendStringOmitEmpty(b, "code", d.Code)
 	if d.Artifact != nil {
 		b = appendKey(b, ',', "artifact")
 		b = appendArtifact(b, *d.Artifact)
@@ -187,13 +151,38 @@ func appendKey(b []byte, sep byte, k string) []byte {
 	return append(b, '"', ':')
 }
 
+// appendInt appends sep, the key k and n.
+func appendInt(b []byte, sep byte, k string, n int64) []byte {
+	return strconv.AppendInt(appendKey(b, sep, k), n, 10)
+}
+
 // appendIntOmitEmpty appends ,"k":n unless n is 0 (omitempty).
 func appendIntOmitEmpty(b []byte, k string, n int64) []byte {
 	if n == 0 {
 		return b
 	}
-	b = appendKey(b, ',', k)
-	return strconv.AppendInt(b, n, 10)
+	return appendInt(b, ',', k, n)
+}
+
+// appendString appends sep, the key k and v.
+func appendString(b []byte, sep byte, k, v string) []byte {
+	return jsonx.AppendString(appendKey(b, sep, k), v)
+}
+
+// appendStringOmitEmpty appends ,"k":v unless v is empty (omitempty).
+func appendStringOmitEmpty(b []byte, k, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return appendString(b, ',', k, v)
+}
+
+// appendTrueOmitEmpty appends ,"k":true when v is (omitempty).
+func appendTrueOmitEmpty(b []byte, k string, v bool) []byte {
+	if !v {
+		return b
+	}
+	return append(appendKey(b, ',', k), "true"...)
 }
 
 func appendStrings(b []byte, ss []string) []byte {
@@ -208,16 +197,10 @@ func appendStrings(b []byte, ss []string) []byte {
 }
 
 func appendArtifact(b []byte, a ArtifactRef) []byte {
-	b = appendKey(b, '{', "bucket")
-	b = jsonx.AppendString(b, a.Bucket)
-	b = appendKey(b, ',', "object")
-	b = jsonx.AppendString(b, a.Object)
-	b = appendKey(b, ',', "size")
-	b = strconv.AppendInt(b, a.Size, 10)
-	if a.SHA256 != "" {
-		b = appendKey(b, ',', "sha256")
-		b = jsonx.AppendString(b, a.SHA256)
-	}
+	b = appendString(b, '{', "bucket", a.Bucket)
+	b = appendString(b, ',', "object", a.Object)
+	b = appendInt(b, ',', "size", a.Size)
+	b = appendStringOmitEmpty(b, "sha256", a.SHA256)
 	return append(b, '}')
 }
 

@@ -699,7 +699,7 @@ func (b *batch) writeMessages(e *entry) error {
 			calls = string(raw)
 		}
 		b.res.MessageRows++
-		return rows.add(e.id, j, string(m.Role), m.Content, calls, m.ToolCallID, m.Name,
+		return rows.add(e.id, j, string(m.Role), orNull(m.Content), calls, orNull(m.ToolCallID), orNull(m.Name),
 			m.IsError, projection.IsSummary(*m))
 	}
 	if len(old) == len(cur) {
@@ -789,9 +789,9 @@ func (b *batch) writeSteps(e *entry) error {
 			costUSD, unpriced = s.Cost.USD, s.Cost.Unpriced
 		}
 		if err := rows.add(e.id, j, s.ID, string(s.Type), s.Turn, string(s.Status),
-			s.Tool, s.CallID, input, s.Output, s.Idempotent, art, ref, resp, trim, s.Content,
-			s.Error, s.Code, int64(s.StartSeq), int64(s.EndSeq), unixNano(s.StartedAt), unixNano(s.EndedAt),
-			s.DurationMS, in, out, s.Compaction, costUSD, unpriced, s.Child); err != nil {
+			orNull(s.Tool), orNull(s.CallID), input, orNull(s.Output), s.Idempotent, art, ref, resp, trim, orNull(s.Content),
+			orNull(s.Error), orNull(s.Code), int64(s.StartSeq), int64(s.EndSeq), unixNano(s.StartedAt), unixNano(s.EndedAt),
+			s.DurationMS, in, out, s.Compaction, costUSD, unpriced, orNull(s.Child)); err != nil {
 			return err
 		}
 		b.stepRows++
@@ -834,8 +834,8 @@ func (b *batch) writeCalls(e *entry) error {
 		if len(c.Arguments) > 0 {
 			args = string(c.Arguments)
 		}
-		if err := rows.add(e.id, j, c.CallID, c.Name, args, c.Turn, c.StepID,
-			string(c.Status), c.IsError, c.Code, c.HasResult); err != nil {
+		if err := rows.add(e.id, j, c.CallID, orNull(c.Name), args, c.Turn, orNull(c.StepID),
+			string(c.Status), c.IsError, orNull(c.Code), c.HasResult); err != nil {
 			return err
 		}
 		b.callRows++
@@ -917,6 +917,16 @@ func marshalFast(v any, appendJSON func([]byte) ([]byte, bool)) ([]byte, error) 
 		return b, nil
 	}
 	return json.Marshal(v)
+}
+
+// orNull is s as the value of a column written as coalesce(?, ''): NULL
+// for an empty string, which binds with no copy (see the upserts in
+// stmts.go).
+func orNull(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 func jsonOrNil[T any](v *T) (any, error) {

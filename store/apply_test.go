@@ -411,3 +411,53 @@ func TestPositions(t *testing.T) {
 		t.Fatalf("other consumer %v %v", p, err)
 	}
 }
+
+// TestRowsOf: the VALUES list of an upsert is repeated whole, parentheses
+// of its own (coalesce) included, and the rest of the statement kept.
+func TestRowsOf(t *testing.T) {
+	for _, tc := range []struct{ sql, want string }{
+		{`INSERT INTO t (a, b) VALUES (?, ?) ON CONFLICT (a) DO NOTHING`,
+			`INSERT INTO t (a, b) VALUES (?, ?), (?, ?) ON CONFLICT (a) DO NOTHING`},
+		{`INSERT INTO t (a, b) VALUES (?, coalesce(?, '')) ON CONFLICT (a) DO UPDATE SET b = excluded.b`,
+			`INSERT INTO t (a, b) VALUES (?, coalesce(?, '')), (?, coalesce(?, '')) ON CONFLICT (a) DO UPDATE SET b = excluded.b`},
+	} {
+		if got := rowsOf(tc.sql, 2); got != tc.want {
+			t.Errorf("rowsOf(%q, 2)\n got %q\nwant %q", tc.sql, got, tc.want)
+		}
+	}
+	for _, sql := range []string{messageUpsert, stepUpsert, callUpsert} {
+		one, three := strings.Count(rowsOf(sql, 1), "?"), strings.Count(rowsOf(sql, 3), "?")
+		if one != strings.Count(sql, "?") || three != 3*one {
+			t.Errorf("rowsOf of %.40q...: %d and %d parameters for 1 and 3 rows", sql, one, three)
+		}
+	}
+}
+
+// TestEmptyTextReadsBackEmpty: the columns an empty string is written to as
+// NULL (orNull, coalesce) hold '' and read back as empty strings.
+func TestEmptyTextReadsBackEmpty(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, Options{})
+	sl := newSession(t, "s_empty", event.Config{}, nil).userTurn("hello")
+	c := call("call_1", "noop", `{}`)
+	id := sl.nextStep()
+	sl.add(event.LLMStarted, event.LLMStartedData{StepID: id, Turn: 1, RequestRef: ref(len(sl.events), "noop")})
+	sl.add(event.LLMCompleted, event.LLMCompletedData{StepID: id, Response: llm.Response{ToolCalls: []llm.ToolCall{c}}})
+	sl.tool(c, "ok")
+	apply(t, s, sl.events, 16)
+	var nulls int
+	for _, q := range []string{
+		`SELECT count(*) FROM messages WHERE content IS NULL OR tool_call_id IS NULL OR name IS NULL`,
+		`SELECT count(*) FROM steps WHERE tool IS NULL OR call_id IS NULL OR output IS NULL OR content IS NULL
+			OR error IS NULL OR code IS NULL OR child IS NULL`,
+		`SELECT count(*) FROM tool_calls WHERE name IS NULL OR step_id IS NULL OR code IS NULL`,
+	} {
+		if err := s.w.QueryRowContext(ctx, q).Scan(&nulls); err != nil || nulls != 0 {
+			t.Fatalf("%s: %d, %v", q, nulls, err)
+		}
+	}
+	steps, err := s.Steps(ctx, "s_empty")
+	if err != nil || len(steps) == 0 || steps[0].Error != "" || steps[0].Tool != "" {
+		t.Fatalf("steps %+v, %v", steps, err)
+	}
+}

@@ -114,8 +114,9 @@ type Config struct {
 	// projector during the measured turns.
 	PauseReadModel bool
 	// PhaseProfile, a diagnostic: a CPU profile of row 3's measured turns
-	// only, and of row 2's last measured turn until the read model has it
-	// (FILE.row2-<sync interval>), and of row 8's sessions at once
+	// only, and of each of row 2's measured turns until the read model has
+	// it (the last one's FILE.row2-<sync interval>, the others'
+	// FILE.row2-<sync interval>.<session>), and of row 8's sessions at once
 	// (FILE.row8-<sync interval>).
 	PhaseProfile string
 	// PhaseBlocking, with PhaseProfile: the mutex and block profiles of the
@@ -148,7 +149,7 @@ func Default() Config {
 	return Config{
 		Rows:       slices.Clone(allRows),
 		Durability: []time.Duration{0, 2 * time.Minute},
-		Steps:      200, StepTurns: 3,
+		Steps:      200, StepTurns: 9,
 		LoadSessions: 1000, LoadDelay: 50 * time.Millisecond, LoadSteps: 5, LoadTurns: 1,
 		ResumeLengths: []int{100, 1000, 10000, 100000}, ResumeOthers: 1000, ResumeBudget: 4000, ResumeRepeats: 5,
 		DeltaTokens: 2000, DeltaPace: time.Millisecond,

@@ -31,7 +31,11 @@ func (r *Report) markdown(table string) string {
 		w("**A `-quick` smoke run: every size is scaled down; these are not the issue's sizes.**\n\n")
 	}
 	w("| row | size |\n|---|---|\n")
-	w("| 1–2 | one session; turns of %d tool calls and a final answer (%d LLM steps); %d turns measured, the median reported, after one warm-up turn; then as many rounds (after a warm-up round) of a turn with tracing on and one with it off, each on the node started again |\n", s.StepToolCalls, s.StepToolCalls+1, s.StepTurns)
+	reported := "the median reported"
+	if s.StepCPUMean {
+		reported = "the median of the times reported, the mean of the CPU and the allocations (a garbage collection lands on some turns only)"
+	}
+	w("| 1–2 | one session; turns of %d tool calls and a final answer (%d LLM steps); %d turns measured, %s, after one warm-up turn; then as many rounds (after a warm-up round) of a turn with tracing on and one with it off, each on the node started again |\n", s.StepToolCalls, s.StepToolCalls+1, s.StepTurns, reported)
 	w("| 3 | %s sessions at once (the issue's size%s); %d steps a turn; the mock answers after %s; %d measured turn(s) each after a warm-up turn; session *i* starts *i*/%s of an LLM call late, so that they do not write in lockstep |\n",
 		fnum(float64(s.LoadSessions)), scaledNote(s.LoadSessions, 1000), s.LoadSteps, fdur(s.LoadDelay), s.LoadTurns, fnum(float64(s.LoadSessions)))
 	w("| 4 | histories of %s events (turns of 20 LLM steps, about 100 events each), interleaved with %s other sessions of one turn each (five LLM steps, about 26 events); context budget %s characters; %d resumes per length, each on a node started afresh |\n",

@@ -68,7 +68,16 @@ func (p *probe) Stream(ctx context.Context, req llm.Request, onDelta func(llm.De
 			c.inTAH += time.Since(t)
 		}
 	}
-	resp, err := llm.Run(ctx, p.route(n, done), req, wrapped)
+	// The mock streams itself: the call goes to it directly, not through
+	// llm.Run again (TAH's call of the probe is one already), so that the
+	// harness adds no second context and answer budget to each step's CPU.
+	var resp llm.Response
+	var err error
+	if s, ok := p.route(n, done).(llm.Streamer); ok && wrapped != nil {
+		resp, err = s.Stream(ctx, req, wrapped)
+	} else {
+		resp, err = llm.Run(ctx, p.route(n, done), req, wrapped)
+	}
 	c.end = time.Now()
 	if p.record {
 		p.mu.Lock()

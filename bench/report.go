@@ -39,9 +39,12 @@ type Report struct {
 
 // Sizes are the sizes this run used.
 type Sizes struct {
-	Quick            bool          `json:"quick"`
-	StepToolCalls    int           `json:"step_tool_steps"`
-	StepTurns        int           `json:"step_turns"`
+	Quick         bool `json:"quick"`
+	StepToolCalls int  `json:"step_tool_steps"`
+	StepTurns     int  `json:"step_turns"`
+	// StepCPUMean: row 2's CPU and allocations a step are the turns' mean
+	// (false in a report of a build that took their median).
+	StepCPUMean      bool          `json:"step_cpu_mean,omitempty"`
 	LoadSessions     int           `json:"load_sessions"`
 	LoadSteps        int           `json:"load_steps_per_turn"`
 	LoadTurns        int           `json:"load_turns"`
@@ -122,7 +125,7 @@ func procField(path, key string) string {
 
 // newReport is the report of a run of c, its machine and sizes filled in.
 func newReport(c Config) *Report {
-	return &Report{Machine: machine(), Sizes: Sizes{Quick: c.Quick, StepToolCalls: c.Steps, StepTurns: c.StepTurns,
+	return &Report{Machine: machine(), Sizes: Sizes{Quick: c.Quick, StepToolCalls: c.Steps, StepTurns: c.StepTurns, StepCPUMean: true,
 		LoadSessions: c.LoadSessions, LoadSteps: c.LoadSteps, LoadTurns: c.LoadTurns, LoadDelay: c.LoadDelay,
 		ResumeEvents: c.ResumeLengths, ResumeOthers: c.ResumeOthers, ResumeBudget: c.ResumeBudget, ResumeRepeats: c.ResumeRepeats,
 		DeltaTokens: c.DeltaTokens, DeltaPace: c.DeltaPace, MemSessions: c.MemSessions, FailoverSessions: c.FailoverSessions,

@@ -52,6 +52,26 @@ func median(v []float64) float64 {
 	return (c[len(c)/2-1] + c[len(c)/2]) / 2
 }
 
+// mean is the mean of v, 0 for none.
+func mean(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}
+
+func meanDur(v []time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range v {
+		sum += d
+	}
+	return sum / time.Duration(max(len(v), 1))
+}
+
 func medianDur(v []time.Duration) time.Duration {
 	f := make([]float64, len(v))
 	for i, d := range v {

@@ -189,7 +189,7 @@ func (s *stepScenario) Teardown(ctx context.Context) error {
 func (s *stepScenario) Run(ctx context.Context, rep *Report) error {
 	acc := newStepAcc(s.cfg, s.sync)
 	for i := range s.cfg.StepTurns + 1 {
-		m, err := s.measureTurn(ctx, fmt.Sprintf("s_step%03d", i), i == s.cfg.StepTurns)
+		m, err := s.measureTurn(ctx, fmt.Sprintf("s_step%03d", i), i > 0, i == s.cfg.StepTurns)
 		if err != nil {
 			return err
 		}
@@ -240,7 +240,7 @@ func (s *stepScenario) runTraced(ctx context.Context, acc *stepAcc) error {
 				sid = fmt.Sprintf("s_on%03d", i)
 			}
 			_, before := s.rcv.Received()
-			m, err := s.measureTurn(ctx, sid, false)
+			m, err := s.measureTurn(ctx, sid, false, false)
 			if err != nil {
 				return err
 			}
@@ -275,10 +275,13 @@ func (m stepTurn) events() []event.Event { return m.all[m.start:] }
 
 // measureTurn creates session sid, runs a short first turn (it spawns the
 // actor and claims the session, so that the measured turn is a session's
-// ordinary next turn), then the measured turn; profile profiles it when
-// Config.PhaseProfile asks for it. While tracing, the spans are exported
-// before the CPU count starts and again before it ends.
-func (s *stepScenario) measureTurn(ctx context.Context, sid string, profile bool) (stepTurn, error) {
+// ordinary next turn), then the measured turn. When Config.PhaseProfile
+// asks for profiles, a counted turn's CPU profile goes to a file of its own
+// (a turn holds a few dozen samples at the runtime's 100 Hz: a profile of
+// the step is many turns' merged), and the last one's to the file without a
+// number, with its heap profile beside it. While tracing, the spans are
+// exported before the CPU count starts and again before it ends.
+func (s *stepScenario) measureTurn(ctx context.Context, sid string, counted, final bool) (stepTurn, error) {
 	st := s.st
 	var resumeRM func(bool) error
 	if s.cfg.PauseReadModel {
@@ -299,11 +302,15 @@ func (s *stepScenario) measureTurn(ctx context.Context, sid string, profile bool
 			return m, fmt.Errorf("export the spans: %w", err)
 		}
 	}
-	if s.cfg.PhaseProfile != "" && profile {
+	if s.cfg.PhaseProfile != "" && counted {
 		path := fmt.Sprintf("%s.row2-%s", s.cfg.PhaseProfile, s.sync)
-		stopAllocs := allocsPhase(path + ".allocs") // its first write out of the CPU profile
-		stopCPU := profilePhase(path, s.cfg.PhaseBlocking)
-		stopProfile = func() { stopCPU(); stopAllocs() }
+		if !final {
+			stopProfile = profilePhase(path+"."+sid, s.cfg.PhaseBlocking)
+		} else {
+			stopAllocs := allocsPhase(path + ".allocs") // its first write out of the CPU profile
+			stopCPU := profilePhase(path, s.cfg.PhaseBlocking)
+			stopProfile = func() { stopCPU(); stopAllocs() }
+		}
 	}
 	cpu0, allocs0 := cpuTime(), readHeapAllocs()
 	t, o, err := st.run(ctx, m.sid, input(m.sid, s.cfg.Steps))

@@ -919,9 +919,9 @@ func marshalFast(v any, appendJSON func([]byte) ([]byte, bool)) ([]byte, error) 
 	return json.Marshal(v)
 }
 
-// orNull is s as the value of a column written as coalesce(?, ''): NULL
-// for an empty string, which binds with no copy (see the upserts in
-// stmts.go).
+// orNull is s as the value of a column that its upsert writes through
+// coalesce with the empty string: NULL for an empty string, which binds with
+// no copy (see the upserts in stmts.go).
 func orNull(s string) any {
 	if s == "" {
 		return nil

@@ -434,7 +434,7 @@ func TestRowsOf(t *testing.T) {
 }
 
 // TestEmptyTextReadsBackEmpty: the columns an empty string is written to as
-// NULL (orNull, coalesce) hold '' and read back as empty strings.
+// NULL (orNull, coalesce) hold the empty string and read back as such.
 func TestEmptyTextReadsBackEmpty(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, Options{})

@@ -106,10 +106,11 @@ func tailValues(n int) string {
 
 // The upserts of the rows Apply rewrites in every batch (their VALUES hold
 // one row; rowsOf makes them take several). The text columns that are
-// mostly empty take coalesce(?, ''), and Apply binds NULL for an empty
-// string (orNull): the driver copies every string it binds into C memory,
-// and unbinds and frees it after the statement, where a NULL costs one call.
-// Those copies were half of a step's binding in the projector (row 2).
+// mostly empty take their value through coalesce with the empty string,
+// and Apply binds NULL for an empty string (orNull): the driver copies
+// every string it binds into C memory, and unbinds and frees it after the
+// statement, where a NULL costs one call. Those copies were half of a
+// step's binding in the projector (row 2).
 const (
 	sessionUpsert = `INSERT INTO sessions (id, status, turn, config, forked_from, labels, epoch, node, title,
 				created_at, updated_at, last_seq, events, rejected, message_count, step_count,
